@@ -1,0 +1,59 @@
+/*
+ * rk.c - names for ringkv's error codes.
+ */
+#include "common/rk.h"
+
+#include <string.h>
+
+static const struct {
+    int code;
+    const char *name;
+    const char *text;
+} rk__errs[] = {
+    {RK_EUNAVAILABLE, "UNAVAILABLE", "not enough live replicas"},
+    {RK_ETIMEOUT, "TIMEOUT", "replicas did not answer in time"},
+    {RK_EOVERLOADED, "OVERLOADED", "node overloaded, request shed"},
+    {RK_ESTALE, "RING_STALE", "ring view is stale, retry"},
+    {RK_EBADREQ, "BAD_REQUEST", "bad request"},
+    {RK_ETOOLARGE, "TOO_LARGE", "key or value too large"},
+    {RK_EAUTH, "AUTH", "authentication failed"},
+    {RK_ENOTFOUND, "NOT_FOUND", "not found"},
+    {RK_ECORRUPT, "CORRUPT", "data corrupt"},
+    {RK_EVERSION, "VERSION", "unknown format version"},
+    {RK_EPROTO, "PROTOCOL", "protocol error"},
+    {RK_EFULL, "FULL", "storage full"},
+    {RK_EEXIST, "EXISTS", "already exists"},
+    {RK_ECONFIG, "CONFIG", "invalid configuration"},
+    {RK_ECLOSED, "CLOSED", "closed"},
+    {RK_EINTERNAL, "INTERNAL", "internal error"},
+};
+
+#define RK__NERRS (sizeof(rk__errs) / sizeof(rk__errs[0]))
+
+const char *rk_strerror(int err)
+{
+    if (err == 0)
+        return "success";
+    for (size_t i = 0; i < RK__NERRS; i++)
+        if (rk__errs[i].code == err)
+            return rk__errs[i].text;
+    if (err < 0 && err > -4096)
+        return strerror(-err);
+    return "unknown error";
+}
+
+const char *rk_errname(int err)
+{
+    for (size_t i = 0; i < RK__NERRS; i++)
+        if (rk__errs[i].code == err)
+            return rk__errs[i].name;
+    return "ERR";
+}
+
+int rk_errcode(const char *name)
+{
+    for (size_t i = 0; i < RK__NERRS; i++)
+        if (strcmp(rk__errs[i].name, name) == 0)
+            return rk__errs[i].code;
+    return 0;
+}

@@ -1,0 +1,80 @@
+/*
+ * check_common.c - the partitioner's golden vectors and error naming.
+ *
+ * The token of a key is part of the on-disk and on-wire contract: if these
+ * vectors change, servers and clients built from different trees would place
+ * the same key on different nodes.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "common/rk.h"
+
+static const struct {
+    const char *key;
+    size_t len;
+    uint64_t token;
+} vectors[] = {
+    {"", 0, UINT64_C(0x2d06800538d394c2)},
+    {"a", 1, UINT64_C(0xe6c632b61e964e1f)},
+    {"abc", 3, UINT64_C(0x78af5f94892f3950)},
+    {"key:0", 5, UINT64_C(0xb464ee7b63344e80)},
+    {"key:1", 5, UINT64_C(0xbf2d6d6b8270d37a)},
+    {"user:1000", 9, UINT64_C(0xfb6841b2068c0c9f)},
+    {"ringkv", 6, UINT64_C(0x115c485cf2d256c6)},
+    {"hello world", 11, UINT64_C(0xd447b1ea40e6988b)},
+    {"The quick brown fox jumps over the lazy dog", 43,
+     UINT64_C(0xce7d19a5418fb365)},
+    {"0123456789abcdef0123456789abcdef", 32, UINT64_C(0x01121d5b6c0ac055)},
+    {"\xff\x00\x01", 3, UINT64_C(0x5798cfa26addd6ed)},
+    {"k", 1, UINT64_C(0xa921e3704fda881d)},
+};
+
+START_TEST(token_golden_vectors)
+{
+    ck_assert_uint_eq(rk_token(vectors[_i].key, vectors[_i].len),
+                      vectors[_i].token);
+}
+END_TEST
+
+START_TEST(errors_named_both_ways)
+{
+    for (int e = RK_ERR_BASE; e >= RK_ERR_LAST; e--) {
+        const char *name = rk_errname(e);
+        ck_assert_str_ne(name, "ERR");
+        ck_assert_int_eq(rk_errcode(name), e);
+        ck_assert_ptr_nonnull(rk_strerror(e));
+    }
+    ck_assert_str_eq(rk_errname(RK_EUNAVAILABLE), "UNAVAILABLE");
+    ck_assert_str_eq(rk_errname(RK_ESTALE), "RING_STALE");
+    ck_assert_str_eq(rk_errname(-5), "ERR");
+    ck_assert_int_eq(rk_errcode("NOPE"), 0);
+    ck_assert_str_eq(rk_strerror(0), "success");
+    ck_assert_str_eq(rk_strerror(-2), strerror(2));
+}
+END_TEST
+
+static Suite *common_suite(void)
+{
+    Suite *s = suite_create("common");
+    TCase *tc = tcase_create("partitioner");
+    tcase_add_loop_test(tc, token_golden_vectors, 0,
+                        sizeof(vectors) / sizeof(vectors[0]));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("errors");
+    tcase_add_test(tc, errors_named_both_ways);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(common_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
