@@ -330,15 +330,19 @@ static void fd_sample(struct gossip__ep *e, uint64_t ms)
 
 /* A newer heartbeat of e arrived (first-hand or relayed: gossip relays, so
  * the mean interval is how often news of e reaches us, typically 1-3 ticks).
- * Intervals are recorded only while e is up: the gap of an outage would
- * poison the mean. Dividing an interval by the versions it skipped was
- * tried and rejected: versions also count state changes, which made the
- * mean tiny at start-up and convicted healthy nodes in the simulation. */
+ * The window starts with one sample of two ticks (Cassandra's initial
+ * value), which keeps a node learned while the cluster forms from being
+ * convicted before real samples exist. Intervals are recorded only while e
+ * is up: the gap of an outage would poison the mean. Alternatives measured
+ * with tools/gossip-sim and rejected (docs/gossip.md): dropping intervals
+ * over two ticks (Cassandra) detects faster but convicted healthy nodes at
+ * 30% loss; dividing an interval by the versions it skipped made the mean
+ * tiny at start-up (versions also count state changes). */
 static int fd_arrival(gossip *g, struct gossip__ep *e, uint64_t now,
                       struct gossip_out *out)
 {
     if (!e->has_arrival || e->iv_n == 0)
-        fd_sample(e, g->interval_ms);
+        fd_sample(e, 2u * g->interval_ms);
     else if (e->up && now >= e->last_arrival)
         fd_sample(e, now - e->last_arrival);
     e->has_arrival = true;
@@ -805,8 +809,9 @@ static int builder_delta(struct builder *b, const struct gossip__ep *e,
         d->top = i == n ? e->version : sorted[i - 1].version;
         d->n_states = i - first;
         b->dl_first[b->n_dl] = b->n_st;
-        memcpy(&b->st[b->n_st], &sorted[first],
-               (i - first) * sizeof(sorted[0]));
+        if (i > first)
+            memcpy(&b->st[b->n_st], &sorted[first],
+                   (i - first) * sizeof(sorted[0]));
         b->n_st += i - first;
         b->n_dl++;
         b->used = used;

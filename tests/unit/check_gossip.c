@@ -352,35 +352,38 @@ START_TEST(phi_known_sequences)
     gossip *a = mk("A");
     struct gossip_out out;
     gossip_out_init(&out);
-    /* first-hand state: UP at once (bootstrap sample: the 1000 ms tick) */
+    /* first-hand state: UP at once (bootstrap sample: two 1000 ms ticks) */
     ck_assert_int_eq(inject(a, 0, "X", "X", 1, 0, 1, NULL, 0, &out), 0);
     ck_assert_uint_eq(count_events(&out, GOSSIP_EV_UP, "X"), 1);
-    /* heartbeats every 1000 ms: mean 1000 */
+    /* heartbeats every 1000 ms: mean (2000 + 9 * 1000) / 10 = 1100 */
     for (uint64_t v = 2; v <= 10; v++)
         ck_assert_int_eq(
             inject(a, (v - 1) * 1000, "B", "X", 1, v - 1, v, NULL, 0, &out),
             0);
     ck_assert_double_eq_tol(peer(a, "X", 9000).phi, 0.0, 1e-12);
-    ck_assert_double_eq_tol(peer(a, "X", 11000).phi, 2 * M_LOG10E, 1e-9);
-    ck_assert_double_eq_tol(peer(a, "X", 14000).phi, 5 * M_LOG10E, 1e-9);
-    /* phi crosses 8 between 18 s and 18.5 s of silence */
-    ck_assert_int_eq(gossip_tick(a, 9000 + 18000, &out), 0);
+    ck_assert_double_eq_tol(peer(a, "X", 11000).phi, 2000.0 / 1100 * M_LOG10E,
+                            1e-9);
+    ck_assert_double_eq_tol(peer(a, "X", 14000).phi, 5000.0 / 1100 * M_LOG10E,
+                            1e-9);
+    /* phi crosses 8 at 8 / log10(e) * 1100 = 20263 ms of silence */
+    ck_assert_int_eq(gossip_tick(a, 9000 + 20000, &out), 0);
     ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "X"), 0);
-    ck_assert(peer(a, "X", 27000).up);
-    ck_assert_int_eq(gossip_tick(a, 9000 + 18500, &out), 0);
+    ck_assert(peer(a, "X", 29000).up);
+    ck_assert_int_eq(gossip_tick(a, 9000 + 20500, &out), 0);
     ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "X"), 1);
-    ck_assert(!peer(a, "X", 27500).up);
+    ck_assert(!peer(a, "X", 29500).up);
     /* the next heartbeat brings it back; the outage is not a sample */
     ck_assert_int_eq(inject(a, 40000, "B", "X", 1, 10, 11, NULL, 0, &out), 0);
     ck_assert_uint_eq(count_events(&out, GOSSIP_EV_UP, "X"), 1);
-    ck_assert_double_eq_tol(peer(a, "X", 42000).phi, 2 * M_LOG10E, 1e-9);
+    ck_assert_double_eq_tol(peer(a, "X", 42000).phi, 2000.0 / 1100 * M_LOG10E,
+                            1e-9);
 
-    /* faster heartbeats: 1000 (bootstrap), 500, 500, 500 -> mean 625 */
+    /* faster heartbeats: 2000 (bootstrap), 500, 500, 500 -> mean 875 */
     ck_assert_int_eq(inject(a, 0, "Y", "Y", 1, 0, 1, NULL, 0, &out), 0);
     for (uint64_t v = 2; v <= 4; v++)
         ck_assert_int_eq(
             inject(a, (v - 1) * 500, "B", "Y", 1, v - 1, v, NULL, 0, &out), 0);
-    ck_assert_double_eq_tol(peer(a, "Y", 1500 + 1250).phi, 2 * M_LOG10E,
+    ck_assert_double_eq_tol(peer(a, "Y", 1500 + 1750).phi, 2 * M_LOG10E,
                             1e-9);
 
     /* hearsay of a new endpoint is not proof of life */
@@ -391,13 +394,14 @@ START_TEST(phi_known_sequences)
     ck_assert_int_eq(inject(a, 1000, "B", "Z", 1, 5, 6, NULL, 0, &out), 0);
     ck_assert_uint_eq(count_events(&out, GOSSIP_EV_UP, "Z"), 1);
 
-    /* a local pause (our own stall) convicts nobody */
-    ck_assert_int_eq(inject(a, 100000, "B", "Z", 1, 6, 7, NULL, 0, &out), 0);
-    ck_assert_int_eq(gossip_tick(a, 100000, &out), 0);
-    ck_assert_int_eq(gossip_tick(a, 160000, &out), 0);
-    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "Z"), 0);
-    ck_assert_int_eq(gossip_tick(a, 161000, &out), 0);
-    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "Z"), 0);
+    /* a local pause (our own stall of 60 s) convicts nobody: X (mean 1100,
+     * last heard at 40 s) would have phi 23 without the pause rule */
+    ck_assert_int_eq(gossip_tick(a, 41000, &out), 0);
+    ck_assert_int_eq(gossip_tick(a, 101000, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "X"), 0);
+    ck_assert_int_eq(gossip_tick(a, 102000, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "X"), 0);
+    ck_assert(peer(a, "X", 102000).up);
     gossip_out_free(&out);
     gossip_free(a);
 }
