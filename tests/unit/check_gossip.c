@@ -16,11 +16,14 @@
 #include "gossip/gossip.h"
 #include "wire/gossip_msg.h"
 
-#define SECRET "s3cret"
+#define SECRET  "s3cret"
 #define CLUSTER "test"
 
-static gossip *mk_full(const char *name, uint64_t gen, const char *const *seeds,
-                       size_t n_seeds, size_t max_packet)
+static gossip *mk_full(const char *name,
+                       uint64_t gen,
+                       const char *const *seeds,
+                       size_t n_seeds,
+                       size_t max_packet)
 {
     struct gossip_config cfg = GOSSIP_CONFIG_INIT;
     cfg.cluster_name = CLUSTER;
@@ -46,17 +49,20 @@ static gossip *mk(const char *name)
     return mk_full(name, 1, NULL, 0, 8192);
 }
 
-static struct wire_gossip_state S(unsigned key, uint64_t version,
-                                  const char *value)
-{
-    struct wire_gossip_state s = {key, version,
-                                  RK_SLICE(value, strlen(value))};
+static struct wire_gossip_state
+S(unsigned key, uint64_t version, const char *value) {
+    struct wire_gossip_state s = {key, version, RK_SLICE(value, strlen(value))};
     return s;
 }
 
-static int send_msg(gossip *g, uint64_t now, const char *from,
-                    const char *secret, const char *cluster,
-                    struct wire_gossip_msg *m, struct gossip_out *out)
+static int
+send_msg(gossip *g,
+         uint64_t now,
+         const char *from,
+         const char *secret,
+         const char *cluster,
+         struct wire_gossip_msg *m,
+         struct gossip_out *out)
 {
     struct wire_key k;
     ck_assert_int_eq(
@@ -72,20 +78,27 @@ static int send_msg(gossip *g, uint64_t now, const char *from,
 }
 
 /* An ACK2 from `from` carrying one delta of `node`. */
-static int inject(gossip *g, uint64_t now, const char *from, const char *node,
-                  uint64_t gen, uint64_t base, uint64_t top,
-                  struct wire_gossip_state *st, size_t n,
+static int inject(gossip *g,
+                  uint64_t now,
+                  const char *from,
+                  const char *node,
+                  uint64_t gen,
+                  uint64_t base,
+                  uint64_t top,
+                  struct wire_gossip_state *st,
+                  size_t n,
                   struct gossip_out *out)
 {
-    struct wire_gossip_delta d = {RK_SLICE(node, strlen(node)), gen, base,
-                                  top, st, n};
-    struct wire_gossip_msg m = {.type = WIRE_GOSSIP_ACK2, .deltas = &d,
-                                .n_deltas = 1};
+    struct wire_gossip_delta d = {
+        RK_SLICE(node, strlen(node)), gen, base, top, st, n};
+    struct wire_gossip_msg m = {
+        .type = WIRE_GOSSIP_ACK2, .deltas = &d, .n_deltas = 1};
     return send_msg(g, now, from, SECRET, CLUSTER, &m, out);
 }
 
 static size_t count_events(const struct gossip_out *out,
-                           enum gossip_event_type t, const char *name)
+                           enum gossip_event_type t,
+                           const char *name)
 {
     size_t n = 0;
     for (size_t i = 0; i < out->n_events; i++)
@@ -102,8 +115,8 @@ static struct gossip_peer_info peer(gossip *g, const char *name, uint64_t now)
     return pi;
 }
 
-static bool state_is(gossip *g, const char *name, unsigned key,
-                     const char *want)
+static bool
+state_is(gossip *g, const char *name, unsigned key, const char *want)
 {
     struct gossip_peer_info pi = peer(g, name, 0);
     return pi.state[key].len == strlen(want) &&
@@ -135,8 +148,8 @@ static size_t net_find(const struct net *net, const char *addr)
 }
 
 /* Delivers out's packets (emitted by node src) and every reply, FIFO. */
-static void pump(struct net *net, uint64_t now, size_t src,
-                 struct gossip_out *out)
+static void
+pump(struct net *net, uint64_t now, size_t src, struct gossip_out *out)
 {
     struct flight q[4096];
     size_t head = 0, tail = 0;
@@ -192,12 +205,13 @@ START_TEST(digest_comparison)
 
     /* B says: X at v5 (A has more), Y at v7 (B has more), Z unknown to A,
      * W at an older generation 4 (A sends all), and A itself at v0. */
-    struct wire_gossip_digest dg[5] = {
-        {RK_SLICE("X", 1), 1, 5}, {RK_SLICE("Y", 1), 1, 7},
-        {RK_SLICE("Z", 1), 3, 4}, {RK_SLICE("W", 1), 4, 9},
-        {RK_SLICE("A", 1), 1, 0}};
-    struct wire_gossip_msg syn = {.type = WIRE_GOSSIP_SYN, .digests = dg,
-                                  .n_digests = 5};
+    struct wire_gossip_digest dg[5] = {{RK_SLICE("X", 1), 1, 5},
+                                       {RK_SLICE("Y", 1), 1, 7},
+                                       {RK_SLICE("Z", 1), 3, 4},
+                                       {RK_SLICE("W", 1), 4, 9},
+                                       {RK_SLICE("A", 1), 1, 0}};
+    struct wire_gossip_msg syn = {
+        .type = WIRE_GOSSIP_SYN, .digests = dg, .n_digests = 5};
     ck_assert_int_eq(send_msg(a, 0, "B", SECRET, CLUSTER, &syn, &out), 0);
     ck_assert_uint_eq(out.n_pkts, 1);
     ck_assert_str_eq(out.pkts[0].to, "B");
@@ -206,8 +220,7 @@ START_TEST(digest_comparison)
     wire_key_derive(&k, (const uint8_t *)SECRET, strlen(SECRET));
     struct wire_gossip_msg ack;
     ck_assert_int_eq(
-        wire_gossip_msg_decode(&ack, &k, out.pkts[0].buf, out.pkts[0].len),
-        0);
+        wire_gossip_msg_decode(&ack, &k, out.pkts[0].buf, out.pkts[0].len), 0);
     ck_assert_int_eq(ack.type, WIRE_GOSSIP_ACK);
     ck_assert_uint_eq(ack.n_digests, 2); /* requests: Y from v3, Z all */
     ck_assert_mem_eq(ack.digests[0].node.p, "Y", 1);
@@ -233,13 +246,12 @@ START_TEST(digest_comparison)
 
     /* An ACK answering A's requests gets an ACK2 with exactly them. */
     struct wire_gossip_digest rq[1] = {{RK_SLICE("X", 1), 1, 3}};
-    struct wire_gossip_msg ack_in = {.type = WIRE_GOSSIP_ACK, .digests = rq,
-                                     .n_digests = 1};
+    struct wire_gossip_msg ack_in = {
+        .type = WIRE_GOSSIP_ACK, .digests = rq, .n_digests = 1};
     ck_assert_int_eq(send_msg(a, 0, "B", SECRET, CLUSTER, &ack_in, &out), 0);
     ck_assert_uint_eq(out.n_pkts, 1);
     ck_assert_int_eq(
-        wire_gossip_msg_decode(&ack, &k, out.pkts[0].buf, out.pkts[0].len),
-        0);
+        wire_gossip_msg_decode(&ack, &k, out.pkts[0].buf, out.pkts[0].len), 0);
     ck_assert_int_eq(ack.type, WIRE_GOSSIP_ACK2);
     ck_assert_uint_eq(ack.n_deltas, 1);
     ck_assert_uint_eq(ack.deltas[0].base, 3);
@@ -296,8 +308,7 @@ START_TEST(replay_never_rolls_back)
 
     /* unknown endpoint: a partial delta is not enough to create it */
     ck_assert_int_eq(inject(a, 0, "Q", "Q", 1, 4, 6, NULL, 0, &out), 0);
-    ck_assert_int_eq(gossip_peer_find(&(struct gossip_peer_info){0}, a, "Q",
-                                      0),
+    ck_assert_int_eq(gossip_peer_find(&(struct gossip_peer_info){0}, a, "Q", 0),
                      RK_ENOTFOUND);
     /* nobody may speak for us */
     ck_assert_int_eq(inject(a, 0, "X", "A", 9, 0, 99, cur, 1, &out), 0);
@@ -358,8 +369,7 @@ START_TEST(phi_known_sequences)
     /* heartbeats every 1000 ms: mean (2000 + 9 * 1000) / 10 = 1100 */
     for (uint64_t v = 2; v <= 10; v++)
         ck_assert_int_eq(
-            inject(a, (v - 1) * 1000, "B", "X", 1, v - 1, v, NULL, 0, &out),
-            0);
+            inject(a, (v - 1) * 1000, "B", "X", 1, v - 1, v, NULL, 0, &out), 0);
     ck_assert_double_eq_tol(peer(a, "X", 9000).phi, 0.0, 1e-12);
     ck_assert_double_eq_tol(peer(a, "X", 11000).phi, 2000.0 / 1100 * M_LOG10E,
                             1e-9);
@@ -383,8 +393,7 @@ START_TEST(phi_known_sequences)
     for (uint64_t v = 2; v <= 4; v++)
         ck_assert_int_eq(
             inject(a, (v - 1) * 500, "B", "Y", 1, v - 1, v, NULL, 0, &out), 0);
-    ck_assert_double_eq_tol(peer(a, "Y", 1500 + 1750).phi, 2 * M_LOG10E,
-                            1e-9);
+    ck_assert_double_eq_tol(peer(a, "Y", 1500 + 1750).phi, 2 * M_LOG10E, 1e-9);
 
     /* hearsay of a new endpoint is not proof of life */
     ck_assert_int_eq(inject(a, 0, "B", "Z", 1, 0, 5, NULL, 0, &out), 0);
@@ -416,14 +425,12 @@ START_TEST(auth_rejects_are_counted)
     gossip_out_init(&out);
     struct wire_gossip_state st[1] = {S(GOSSIP_KEY_STATUS, 1, "NORMAL 1")};
     struct wire_gossip_delta d = {RK_SLICE("X", 1), 1, 0, 1, st, 1};
-    struct wire_gossip_msg m = {.type = WIRE_GOSSIP_ACK2, .deltas = &d,
-                                .n_deltas = 1};
-    ck_assert_int_eq(send_msg(a, 0, "X", "wrong", CLUSTER, &m, &out),
-                     RK_EAUTH);
+    struct wire_gossip_msg m = {
+        .type = WIRE_GOSSIP_ACK2, .deltas = &d, .n_deltas = 1};
+    ck_assert_int_eq(send_msg(a, 0, "X", "wrong", CLUSTER, &m, &out), RK_EAUTH);
     ck_assert_uint_eq(count_events(&out, GOSSIP_EV_AUTH_FAIL, NULL), 1);
     ck_assert_str_eq(out.events[0].addr, "X");
-    ck_assert_int_eq(send_msg(a, 0, "X", SECRET, "other", &m, &out),
-                     RK_EAUTH);
+    ck_assert_int_eq(send_msg(a, 0, "X", SECRET, "other", &m, &out), RK_EAUTH);
     ck_assert_uint_eq(count_events(&out, GOSSIP_EV_AUTH_FAIL, NULL), 1);
     static const uint8_t junk[] = "RKG\x01 definitely not a gossip packet!!";
     ck_assert_int_eq(gossip_recv(a, 0, "X", junk, sizeof(junk), &out),
@@ -534,8 +541,8 @@ START_TEST(quarantine_and_tombstone)
     ck_assert_int_eq(inject(a, 62000, "X", "X", 1, 0, 5, n, 1, &out), 0);
     ck_assert_uint_eq(gossip_peer_count(a), 1);
     struct wire_gossip_digest dg[1] = {{RK_SLICE("X", 1), 1, 9}};
-    struct wire_gossip_msg syn = {.type = WIRE_GOSSIP_SYN, .digests = dg,
-                                  .n_digests = 1};
+    struct wire_gossip_msg syn = {
+        .type = WIRE_GOSSIP_SYN, .digests = dg, .n_digests = 1};
     ck_assert_int_eq(send_msg(a, 62000, "B", SECRET, CLUSTER, &syn, &out), 0);
     ck_assert_uint_eq(out.n_pkts, 0); /* no request for the ghost */
     /* a real rejoin, with a new generation after the quarantine, is fine */
@@ -551,8 +558,7 @@ START_TEST(removenode_spreads)
 {
     struct net net = {.n = 3, .name = {"A", "B", "C"}};
     for (size_t i = 0; i < 3; i++) {
-        net.g[i] = mk_full(net.name[i], 1, (const char *const[]){"A"}, 1,
-                           8192);
+        net.g[i] = mk_full(net.name[i], 1, (const char *const[]){"A"}, 1, 8192);
         ck_assert_int_eq(
             gossip_status_set(net.g[i], GOSSIP_STATUS_NORMAL, 1, NULL), 0);
     }
@@ -593,7 +599,8 @@ START_TEST(removenode_spreads)
 }
 END_TEST
 
-/* ---- splitting ------------------------------------------------------------ */
+/* ---- splitting ------------------------------------------------------------
+ */
 
 START_TEST(large_state_is_split)
 {
@@ -647,7 +654,8 @@ START_TEST(large_state_is_split)
 }
 END_TEST
 
-/* ---- targets, helpers, config ---------------------------------------------- */
+/* ---- targets, helpers, config ----------------------------------------------
+ */
 
 START_TEST(tick_targets)
 {
@@ -708,8 +716,7 @@ START_TEST(value_helpers)
                      RK_EPROTO);
     ck_assert_int_eq(gossip_state_set(a, GOSSIP_KEY_ADDRESS, "a\0b", 3),
                      RK_EBADREQ);
-    ck_assert_int_eq(gossip_state_set(a, GOSSIP_KEY_COUNT, "x", 1),
-                     RK_EBADREQ);
+    ck_assert_int_eq(gossip_state_set(a, GOSSIP_KEY_COUNT, "x", 1), RK_EBADREQ);
     gossip_free(a);
     gossip_free(NULL);
     gossip_out_free(NULL);

@@ -62,9 +62,9 @@ static uint64_t ring_view(gossip *g)
         struct gossip_peer_info pi;
         ck_assert_int_eq(gossip_peer_get(&pi, g, i, 0), 0);
         uint64_t h = XXH3_64bits(pi.name, strlen(pi.name));
-        static const enum gossip_key keys[] = {
-            GOSSIP_KEY_STATUS, GOSSIP_KEY_TOKENS, GOSSIP_KEY_DC,
-            GOSSIP_KEY_RACK};
+        static const enum gossip_key keys[] = {GOSSIP_KEY_STATUS,
+                                               GOSSIP_KEY_TOKENS, GOSSIP_KEY_DC,
+                                               GOSSIP_KEY_RACK};
         for (size_t k = 0; k < 4; k++) {
             struct rk_slice v = pi.state[keys[k]];
             h = XXH3_64bits_withSeed(v.p, v.len, h * 31 + keys[k]);
@@ -106,9 +106,9 @@ START_TEST(token_change_reaches_all)
             have++;
             uint64_t got[4];
             size_t n;
-            ck_assert_int_eq(gossip_tokens_decode(got, 4, &n,
-                                                  pi.state[GOSSIP_KEY_TOKENS]),
-                             0);
+            ck_assert_int_eq(
+                gossip_tokens_decode(got, 4, &n, pi.state[GOSSIP_KEY_TOKENS]),
+                0);
             ck_assert_uint_eq(n, 4);
             ck_assert_mem_eq(got, tokens, sizeof(tokens));
         }
@@ -150,8 +150,7 @@ static bool partition_seen(gossip_sim *s, size_t victim)
         gossip *g = gossip_sim_node(s, i);
         for (size_t k = 1; k < gossip_peer_count(g); k++) {
             struct gossip_peer_info pi;
-            ck_assert_int_eq(gossip_peer_get(&pi, g, k, gossip_sim_now(s)),
-                             0);
+            ck_assert_int_eq(gossip_peer_get(&pi, g, k, gossip_sim_now(s)), 0);
             bool cut = i == victim || strcmp(pi.name, vname) == 0;
             if (pi.up == cut)
                 return false;

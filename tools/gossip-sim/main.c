@@ -25,7 +25,8 @@ static void usage(void)
             "usage: gossip-sim [--nodes N] [--loss P] [--dup P] [--runs R]\n"
             "                  [--first-seed S] [--max-packet B] "
             "[--tokens T]\n"
-            "                  [--delay-max MS] [--steady S]\n");
+            "                  [--delay-max MS] [--steady S] "
+            "[--partition 0|1]\n");
 }
 
 struct watch {
@@ -113,7 +114,7 @@ static size_t count_have(gossip_sim *s, size_t n, uint64_t version)
 int main(int argc, char **argv)
 {
     struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
-    size_t runs = 20, steady_s = 30;
+    size_t runs = 20, steady_s = 30, partition = 1;
     uint64_t first_seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -140,6 +141,8 @@ int main(int argc, char **argv)
             cfg.delay_max_ms = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(a, "--steady") == 0)
             steady_s = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--partition") == 0)
+            partition = strtoul(v, NULL, 10);
         else {
             usage();
             return 2;
@@ -218,6 +221,8 @@ int main(int argc, char **argv)
         }
         rounds[r] = (double)(t - start) / cfg.interval_ms;
 
+        if (!partition)
+            goto report;
         w.victim = n / 2;
         gossip_sim_isolate(s, w.victim, true);
         start = t;
@@ -241,14 +246,15 @@ int main(int argc, char **argv)
             }
         }
         heal[r] = (double)(t - start) / 1000;
+    report:
         false_downs += w.false_downs;
         false_downs_warmup += w.false_downs_warmup;
         printf("seed=%llu warmup_s=%llu rounds_to_all=%.1f "
                "bytes_per_node_s=%.0f pkts_per_node_s=%.2f detect_s=%.0f "
                "heal_s=%.0f false_downs=%llu warmup_false_downs=%llu\n",
-               (unsigned long long)cfg.seed,
-               (unsigned long long)(warm / 1000), rounds[r], bps[r], pps[r],
-               detect[r], heal[r], (unsigned long long)w.false_downs,
+               (unsigned long long)cfg.seed, (unsigned long long)(warm / 1000),
+               rounds[r], bps[r], pps[r], detect[r], heal[r],
+               (unsigned long long)w.false_downs,
                (unsigned long long)w.false_downs_warmup);
         fflush(stdout);
         gossip_sim_free(s);
@@ -259,11 +265,16 @@ int main(int argc, char **argv)
            med, ceil(med), log2((double)n) + 4, log2((double)n) + 6);
     printf("median bytes_per_node_s=%.0f pkts_per_node_s=%.2f\n",
            median(bps, runs), median(pps, runs));
-    printf("median partition_detect_s=%.0f heal_s=%.0f false_downs_total="
-           "%llu (during warm-up: %llu)\n",
-           median(detect, runs), median(heal, runs),
-           (unsigned long long)false_downs,
-           (unsigned long long)false_downs_warmup);
+    if (partition)
+        printf("median partition_detect_s=%.0f heal_s=%.0f false_downs_total="
+               "%llu (during warm-up: %llu)\n",
+               median(detect, runs), median(heal, runs),
+               (unsigned long long)false_downs,
+               (unsigned long long)false_downs_warmup);
+    else
+        printf("false_downs_total=%llu (during warm-up: %llu)\n",
+               (unsigned long long)false_downs,
+               (unsigned long long)false_downs_warmup);
     free(detect);
     free(heal);
     free(rounds);
