@@ -241,7 +241,8 @@ uint64_t gossip_epoch_max(const gossip *g);
  * of the ring the current endpoint set describes. The daemon builds its ring
  * from the endpoints and applies it with this epoch. */
 uint64_t gossip_epoch_membership(const gossip *g);
-/* The daemon reports the epoch of the ring it swapped in. */
+/* The daemon reports the epoch of the ring it swapped in (never moves back).
+ * GOSSIP_EV_RING_CAUGHT_UP is reported by the next recv or tick. */
 void gossip_ring_applied(gossip *g, uint64_t epoch);
 /* True while an epoch newer than the applied ring is known: coordinate
  * nothing (RK_ESTALE) until caught up. */
