@@ -36,14 +36,12 @@
 #include <stdint.h>
 
 #include "common/rk.h"
-#include "wire/gossip_msg.h"
-#include "wire/wire.h"
 
 typedef struct gossip gossip;
 
-#define GOSSIP_NAME_MAX  WIRE_GOSSIP_MAX_NAME /* node and cluster names */
-#define GOSSIP_ADDR_MAX  128                  /* "host:port" */
-#define GOSSIP_VALUE_MAX 4096                 /* one application state */
+#define GOSSIP_NAME_MAX  64   /* node and cluster names (the wire limit) */
+#define GOSSIP_ADDR_MAX  128  /* "host:port" */
+#define GOSSIP_VALUE_MAX 4096 /* one application state */
 #define GOSSIP_SEEDS_MAX 64
 
 /* Application state keys (their numbers are part of the wire format). */
