@@ -269,6 +269,35 @@ START_TEST(digest_comparison)
 }
 END_TEST
 
+/* Regression: a delta that carries only a heartbeat (no state) used to
+ * memcpy from a NULL state array (UBSan, found by check_gossip). */
+START_TEST(regress_heartbeat_only_delta)
+{
+    gossip *a = mk("A");
+    struct gossip_out out;
+    gossip_out_init(&out);
+    uint64_t v0 = peer(a, "A", 0).version;
+    ck_assert_int_eq(gossip_tick(a, 0, &out), 0);
+    struct wire_gossip_digest dg[1] = {{RK_SLICE("A", 1), 1, v0}};
+    struct wire_gossip_msg syn = {
+        .type = WIRE_GOSSIP_SYN, .digests = dg, .n_digests = 1};
+    ck_assert_int_eq(send_msg(a, 0, "B", SECRET, CLUSTER, &syn, &out), 0);
+    ck_assert_uint_eq(out.n_pkts, 1);
+    struct wire_key k;
+    wire_key_derive(&k, (const uint8_t *)SECRET, strlen(SECRET));
+    struct wire_gossip_msg ack;
+    ck_assert_int_eq(
+        wire_gossip_msg_decode(&ack, &k, out.pkts[0].buf, out.pkts[0].len), 0);
+    ck_assert_uint_eq(ack.n_deltas, 1);
+    ck_assert_uint_eq(ack.deltas[0].base, v0);
+    ck_assert_uint_eq(ack.deltas[0].top, v0 + 1);
+    ck_assert_uint_eq(ack.deltas[0].n_states, 0);
+    wire_gossip_msg_release(&ack);
+    gossip_out_free(&out);
+    gossip_free(a);
+}
+END_TEST
+
 /* ---- versions and generations -------------------------------------------- */
 
 START_TEST(replay_never_rolls_back)
@@ -761,6 +790,7 @@ static Suite *gossip_suite(void)
     Suite *s = suite_create("gossip");
     TCase *tc = tcase_create("digests");
     tcase_add_test(tc, digest_comparison);
+    tcase_add_test(tc, regress_heartbeat_only_delta);
     suite_add_tcase(s, tc);
     tc = tcase_create("versions");
     tcase_add_test(tc, replay_never_rolls_back);
