@@ -240,6 +240,7 @@ START_TEST(parse_bad_lengths)
     EXPECT_ERR("*1\r\n$9223372036854775808\r\n", "", "invalid bulk length");
     EXPECT_ERR("*1\r\n$1\r\nab\r\n", "", "expected CRLF after bulk string");
     EXPECT_ERR("*1\r\n$4\r\nPING\n\n", "", "expected CRLF after bulk string");
+    EXPECT_ERR("*1\r\n$4\r\nPING\rX", "", "expected CRLF after bulk string");
     EXPECT_ERR("*1\r\nPING\r\n", "", "expected '$', got 'P'");
     EXPECT_ERR("*1\r\n\x01", "", "expected '$', got byte 0x01");
     /* a length line that never ends is refused once it is too long */
