@@ -2,16 +2,26 @@
  * check_metrics.c - the metrics registry and its Prometheus text rendering.
  *
  * The rendering of a known registry is compared byte for byte, so a change
- * of format (what scrapers parse) is a failing test.
+ * of format (what scrapers parse) is a failing test. The HTTP server is
+ * started on 127.0.0.1 on an ephemeral port and read with a raw socket.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <check.h>
 
 #include "common/rk.h"
+#include "node/http.h"
 #include "node/metrics.h"
 
 static const char *const ops[] = {"get", "set"};
@@ -295,6 +305,223 @@ START_TEST(series_index_three_dims)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * HTTP server
+ * ------------------------------------------------------------------------ */
+
+struct http_reply {
+    int status;
+    char head[2048];
+    char *body;
+    size_t body_len;
+};
+
+/* One HTTP/1.0 request on a fresh connection; reads until the server
+ * closes (bounded by a 10 s receive timeout). */
+static void http_do(struct http_reply *out, uint16_t port, const char *req)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    size_t n = strlen(req);
+    ck_assert_int_eq(write(fd, req, n), (ssize_t)n);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    ck_assert_ptr_nonnull(buf);
+    for (;;) {
+        if (len + 1 == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+            ck_assert_ptr_nonnull(buf);
+        }
+        ssize_t r = read(fd, buf + len, cap - len - 1);
+        ck_assert_int_ge(r, 0); /* a timeout fails the test */
+        if (r == 0)
+            break;
+        len += (size_t)r;
+    }
+    close(fd);
+    buf[len] = '\0';
+    char *sep = strstr(buf, "\r\n\r\n");
+    ck_assert_ptr_nonnull(sep);
+    size_t hl = (size_t)(sep - buf);
+    ck_assert_uint_lt(hl, sizeof(out->head));
+    memcpy(out->head, buf, hl);
+    out->head[hl] = '\0';
+    ck_assert_int_eq(sscanf(buf, "HTTP/1.%*d %d", &out->status), 1);
+    out->body_len = len - hl - 4;
+    out->body = malloc(out->body_len + 1);
+    ck_assert_ptr_nonnull(out->body);
+    memcpy(out->body, sep + 4, out->body_len + 1);
+    free(buf);
+}
+
+static void on_scrape(void *arg)
+{
+    atomic_fetch_add((atomic_int *)arg, 1);
+}
+
+START_TEST(http_serves_published_snapshot)
+{
+    atomic_int scraped;
+    atomic_init(&scraped, 0);
+    struct http_server_opts o = HTTP_SERVER_OPTS_INIT;
+    o.address = "127.0.0.1";
+    o.port = 0;
+    o.on_scrape = on_scrape;
+    o.arg = &scraped;
+    http_server *h;
+    ck_assert_int_eq(http_server_start(&h, &o), 0);
+    uint16_t port = http_server_port(h);
+    ck_assert_uint_ne(port, 0);
+    struct http_reply r;
+
+    /* nothing published yet */
+    http_do(&r, port, "GET /metrics HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 503);
+    free(r.body);
+
+    /* publish a rendered registry and read it back verbatim */
+    metrics *m;
+    metrics_family *f;
+    ck_assert_int_eq(metrics_new(&m), 0);
+    struct metrics_family_cfg c = {.name = "ringkv_requests_total",
+                                   .help = "Requests.",
+                                   .type = METRICS_COUNTER,
+                                   .ndims = 1,
+                                   .dims = {{"op", 2, ops}}};
+    ck_assert_int_eq(metrics_family_add(&f, m, &c), 0);
+    metrics_counter_add(f, metrics_series(f, 1, 0, 0), 3);
+    char *text;
+    size_t len;
+    ck_assert_int_eq(metrics_render(&text, &len, m), 0);
+    char *expect = strdup(text);
+    ck_assert_int_eq(http_server_publish(h, text, len), 0);
+    http_do(&r, port, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body_len, len);
+    ck_assert_str_eq(r.body, expect);
+    ck_assert_ptr_nonnull(
+        strstr(r.head, "text/plain; version=0.0.4; charset=utf-8"));
+    free(r.body);
+    free(expect);
+    ck_assert_uint_eq(http_server_scrapes(h), 1);
+    ck_assert_int_eq(atomic_load(&scraped), 1);
+
+    /* a new snapshot replaces the old one */
+    metrics_counter_add(f, metrics_series(f, 1, 0, 0), 4);
+    ck_assert_int_eq(metrics_render(&text, &len, m), 0);
+    ck_assert_int_eq(http_server_publish(h, text, len), 0);
+    http_do(&r, port,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\n"
+            "Connection: close\r\n\r\n");
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_ptr_nonnull(
+        strstr(r.body, "ringkv_requests_total{op=\"set\"} 7\n"));
+    free(r.body);
+
+    /* other paths and methods */
+    http_do(&r, port, "GET / HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
+    http_do(&r, port, "GET /metrics/x HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
+    http_do(&r, port, "POST /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+    ck_assert_int_eq(r.status, 405);
+    free(r.body);
+    http_do(&r, port, "HEAD /metrics HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_uint_eq(r.body_len, 0);
+    free(r.body);
+    ck_assert_uint_eq(http_server_scrapes(h), 3);
+
+    /* the port is taken while the server runs */
+    http_server *h2;
+    o.port = port;
+    int rc = http_server_start(&h2, &o);
+    ck_assert_msg(rc < 0, "second bind of port %u succeeded", port);
+    ck_assert_int_eq(rc, -EADDRINUSE);
+
+    http_server_free(h);
+    http_server_free(NULL);
+    metrics_free(m);
+}
+END_TEST
+
+START_TEST(http_bad_address)
+{
+    struct http_server_opts o = HTTP_SERVER_OPTS_INIT;
+    o.address = "256.1.1.1";
+    o.port = 0;
+    http_server *h;
+    ck_assert_int_eq(http_server_start(&h, &o), -EINVAL);
+}
+END_TEST
+
+/* Publishes on this thread while another thread scrapes: every scrape sees
+ * one whole snapshot, never an older one than the last it saw (the
+ * sanitizers watch the handover and the frees). */
+struct scraper {
+    uint16_t port;
+    atomic_int done;
+    int bad;
+};
+
+static void *scrape_loop(void *arg)
+{
+    struct scraper *sc = arg;
+    int last = -1;
+    for (int i = 0; i < 40; i++) {
+        struct http_reply r;
+        int n, end = 0;
+        http_do(&r, sc->port, "GET /metrics HTTP/1.0\r\n\r\n");
+        if (r.status != 200 ||
+            sscanf(r.body, "snapshot %d end\n%n", &n, &end) != 1 ||
+            (size_t)end != r.body_len || n < last)
+            sc->bad++;
+        else
+            last = n;
+        free(r.body);
+    }
+    atomic_store(&sc->done, 1);
+    return NULL;
+}
+
+START_TEST(http_publish_during_scrapes)
+{
+    struct http_server_opts o = HTTP_SERVER_OPTS_INIT;
+    o.address = "127.0.0.1";
+    o.port = 0;
+    http_server *h;
+    ck_assert_int_eq(http_server_start(&h, &o), 0);
+    struct scraper sc = {.port = http_server_port(h), .bad = 0};
+    atomic_init(&sc.done, 0);
+    int i = 0;
+    for (; i < 1; i++) {
+        char *t = strdup("snapshot 0 end\n");
+        ck_assert_int_eq(http_server_publish(h, t, strlen(t)), 0);
+    }
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, scrape_loop, &sc), 0);
+    while (!atomic_load(&sc.done) && i < 1000000) {
+        char *t = malloc(64);
+        ck_assert_ptr_nonnull(t);
+        int n = snprintf(t, 64, "snapshot %d end\n", i++);
+        ck_assert_int_eq(http_server_publish(h, t, (size_t)n), 0);
+        usleep(100);
+    }
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(sc.bad, 0);
+    ck_assert_uint_eq(http_server_scrapes(h), 40);
+    http_server_free(h);
+}
+END_TEST
+
 static Suite *metrics_suite(void)
 {
     Suite *s = suite_create("metrics");
@@ -310,6 +537,12 @@ static Suite *metrics_suite(void)
     tc = tcase_create("registry");
     tcase_add_test(tc, registry_rejects_bad_config);
     tcase_add_test(tc, series_index_three_dims);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("http");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, http_serves_published_snapshot);
+    tcase_add_test(tc, http_bad_address);
+    tcase_add_test(tc, http_publish_during_scrapes);
     suite_add_tcase(s, tc);
     return s;
 }
