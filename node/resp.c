@@ -189,6 +189,23 @@ static int resp__fail(resp_parser *p, const char *msg)
     return RK_EPROTO;
 }
 
+static int resp__lower(int c)
+{
+    return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
+/* Case-insensitive: does the slice spell the NUL-terminated name? */
+static bool resp__is(const struct rk_slice *s, const char *name)
+{
+    size_t n = strlen(name);
+    if (s->len != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (resp__lower(s->p[i]) != resp__lower((unsigned char)name[i]))
+            return false;
+    return true;
+}
+
 /* Strict decimal: optional '-', 1..19 digits, nothing else. */
 static int resp__parse_ll(long long *out, const uint8_t *s, size_t n)
 {
@@ -369,17 +386,23 @@ static int resp__split_inline(resp_parser *p, size_t b, size_t e)
 /* 1: a request; 0: need more; 2: an empty line was skipped; or error. */
 static int resp__next_inline(struct resp_cmd *out, resp_parser *p)
 {
-    size_t from = p->inline_scan > p->start ? p->inline_scan : p->start;
-    const uint8_t *nl = memchr(p->buf + from, '\n', p->len - from);
-    if (nl == NULL) {
-        if (p->len - p->start > p->lim.max_inline)
+    /* Byte by byte, in order, so the outcome does not depend on how the
+     * bytes were split into reads (the fuzz target checks this). */
+    size_t i = p->inline_scan > p->start ? p->inline_scan : p->start;
+    for (; i < p->len; i++) {
+        uint8_t c = p->buf[i];
+        if (c == '\n')
+            break;
+        if (i - p->start >= p->lim.max_inline)
             return resp__fail(p, "too big inline request");
+        if ((c < 0x20 && !resp__is_space(c)) || c == 0x7f)
+            return resp__fail(p, "binary data in inline request");
+    }
+    if (i == p->len) {
         p->inline_scan = p->len;
         return 0;
     }
-    size_t end = (size_t)(nl - p->buf);
-    if (end - p->start > p->lim.max_inline)
-        return resp__fail(p, "too big inline request");
+    size_t end = i;
     size_t e = end;
     if (e > p->start && p->buf[e - 1] == '\r')
         e--;
@@ -388,6 +411,15 @@ static int resp__next_inline(struct resp_cmd *out, resp_parser *p)
     if (rc != 0) {
         p->argc = 0;
         return rc;
+    }
+    /* An HTTP request sent to this port (a browser tricked into it): close,
+     * as Redis does. */
+    if (p->argc > 0) {
+        struct rk_slice a0 = RK_SLICE(p->buf + p->offs[0].off, p->offs[0].len);
+        if (resp__is(&a0, "post") || resp__is(&a0, "host:")) {
+            p->argc = 0;
+            return resp__fail(p, "cross protocol scripting attempt");
+        }
     }
     p->pos = end + 1;
     p->inline_scan = 0;
@@ -696,23 +728,6 @@ const char *resp_level_name(enum resp_level level)
     if ((unsigned)level >= RESP_LEVEL_COUNT_)
         return "?";
     return resp__levels[level];
-}
-
-static int resp__lower(int c)
-{
-    return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
-}
-
-/* Case-insensitive: does the slice spell the NUL-terminated name? */
-static bool resp__is(const struct rk_slice *s, const char *name)
-{
-    size_t n = strlen(name);
-    if (s->len != n)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (resp__lower(s->p[i]) != resp__lower((unsigned char)name[i]))
-            return false;
-    return true;
 }
 
 int resp_level_parse(enum resp_level *out, const void *name, size_t len)

@@ -212,6 +212,15 @@ START_TEST(parse_inline)
     EXPECT_ERR("set k \"abc\n", "", "unbalanced quotes in request");
     EXPECT_ERR("set k \"ab\"c\n", "", "unbalanced quotes in request");
     EXPECT_ERR("set k 'ab\n", "", "unbalanced quotes in request");
+    /* binary garbage and HTTP close the connection */
+    EXPECT_ERR("PING\r\n\x16\x03\x01\x02\x00\x01", "4:PING ;",
+               "binary data in inline request");
+    EXPECT_ERR("get \x00k\n", "", "binary data in inline request");
+    EXPECT_ERR("POST / HTTP/1.1\r\n", "", "cross protocol scripting attempt");
+    EXPECT_ERR("GET / HTTP/1.1\r\nHost: x\r\n", "3:GET 1:/ 8:HTTP/1.1 ;",
+               "cross protocol scripting attempt");
+    /* UTF-8 and tabs are text */
+    EXPECT_OK("echo\t\xc3\xa9t\xc3\xa9\n", "4:echo 5:\xc3\xa9t\xc3\xa9 ;");
 }
 END_TEST
 
