@@ -31,6 +31,8 @@
 /* Buffers above this are shrunk back when they become (nearly) empty. */
 #define RESP__BUF_KEEP (256u * 1024u)
 #define RESP__BUF_MIN  16384u
+/* Argument arrays above this many entries are freed between requests. */
+#define RESP__ARGS_KEEP 1024u
 
 struct resp__off {
     size_t off;
@@ -132,6 +134,15 @@ int resp_parser_reserve(uint8_t **out,
                         size_t want)
 {
     resp__compact(p);
+    /* Between requests, drop argument arrays grown by a very wide one. */
+    if (p->nargs < 0 && p->offs_cap > RESP__ARGS_KEEP) {
+        free(p->offs);
+        free(p->argv);
+        p->offs = NULL;
+        p->argv = NULL;
+        p->offs_cap = 0;
+        p->argv_cap = 0;
+    }
     size_t need = p->len + want;
     if (need < p->len)
         return -ENOMEM;
@@ -172,6 +183,12 @@ int resp_parser_feed(resp_parser *p, const void *data, size_t len)
 size_t resp_parser_pending(const resp_parser *p)
 {
     return p->len - p->start;
+}
+
+size_t resp_parser_memory(const resp_parser *p)
+{
+    return sizeof(*p) + p->cap + p->offs_cap * sizeof(struct resp__off) +
+           p->argv_cap * sizeof(struct rk_slice);
 }
 
 const char *resp_parser_error(const resp_parser *p)

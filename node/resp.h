@@ -94,6 +94,12 @@ const char *resp_parser_error(const resp_parser *p);
 /* Bytes received and not yet taken out as commands. */
 size_t resp_parser_pending(const resp_parser *p);
 
+/* Heap bytes the parser holds now (buffer and argument arrays), for
+ * per-connection memory accounting. It grows to fit one request (bounded
+ * by the limits) plus what was fed, and shrinks back (the buffer to
+ * 256 KiB) at the next feed/reserve once the big request is consumed. */
+size_t resp_parser_memory(const resp_parser *p);
+
 /* ------------------------------------------------------------------------
  * Reply encoder
  * ------------------------------------------------------------------------ */

@@ -313,6 +313,31 @@ START_TEST(parse_limits)
 }
 END_TEST
 
+/* A very wide request grows the argument arrays; they are given back. */
+START_TEST(parse_wide_request_memory)
+{
+    resp_parser *p;
+    ck_assert_int_eq(resp_parser_new(&p, NULL), 0);
+    size_t before = resp_parser_memory(p);
+    struct resp_out in = RESP_OUT_INIT;
+    ck_assert_int_eq(resp_out_array(&in, 20001), 0);
+    ck_assert_int_eq(resp_out_bulk(&in, "DEL", 3), 0);
+    for (int i = 0; i < 20000; i++)
+        ck_assert_int_eq(resp_out_bulk(&in, "k", 1), 0);
+    ck_assert_int_eq(resp_parser_feed(p, in.p, in.len), 0);
+    struct resp_cmd c;
+    ck_assert_int_eq(resp_parser_next(&c, p), 1);
+    ck_assert_uint_eq(c.argc, 20001);
+    ck_assert_uint_gt(resp_parser_memory(p), before + 20000 * 32);
+    ck_assert_int_eq(resp_parser_feed(p, "PING\r\n", 6), 0);
+    ck_assert_uint_lt(resp_parser_memory(p), before + 300 * 1024);
+    ck_assert_int_eq(resp_parser_next(&c, p), 1);
+    ck_assert_uint_eq(c.argc, 1);
+    resp_out_free(&in);
+    resp_parser_free(p);
+}
+END_TEST
+
 START_TEST(parse_error_sticky)
 {
     resp_parser *p;
@@ -380,9 +405,11 @@ START_TEST(parse_large_value_zero_copy)
         ck_assert_int_eq(rc, 0);
     }
     ck_assert_int_eq(got, 2);
-    /* the buffer is usable (and shrinks) afterwards */
+    ck_assert_uint_gt(resp_parser_memory(p), vlen);
+    /* the buffer is usable and shrinks afterwards */
     ck_assert_int_eq(resp_parser_feed(p, "PING\n", 5), 0);
     ck_assert_int_eq(resp_parser_next(&c, p), 1);
+    ck_assert_uint_le(resp_parser_memory(p), 300 * 1024);
     resp_parser_free(p);
     free(in);
 }
@@ -522,6 +549,7 @@ START_TEST(cmd_lookup_and_arity)
     ck_assert_int_eq(r.op, RESP_OP_GET);
     ck_assert_uint_eq(r.key.len, 1);
     req_expect(&r, R("FOO", "a"), "-ERR unknown command 'FOO'\r\n");
+    req_expect(&r, R(""), "-ERR unknown command ''\r\n");
     req_expect(&r, R("G\r\nT'"), "-ERR unknown command 'G??T?'\r\n");
     req_expect(&r, R("GET"),
                "-ERR wrong number of arguments for 'get' command\r\n");
@@ -765,6 +793,7 @@ static Suite *resp_suite(void)
     tcase_add_test(tc, parse_nested_refused);
     tcase_add_test(tc, parse_huge_bulk_refused);
     tcase_add_test(tc, parse_limits);
+    tcase_add_test(tc, parse_wide_request_memory);
     tcase_add_test(tc, parse_error_sticky);
     tcase_add_test(tc, parse_large_value_zero_copy);
     suite_add_tcase(s, tc);
