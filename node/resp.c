@@ -954,8 +954,10 @@ int resp_request_parse(struct resp_request *out,
 {
     const struct resp__cmddef *def = NULL;
     memset(out, 0, sizeof(*out));
+    int c0 = cmd->argv[0].len > 0 ? resp__lower(cmd->argv[0].p[0]) : -1;
     for (size_t i = 0; i < RESP__NCMDS; i++) {
-        if (resp__is(&cmd->argv[0], resp__cmds[i].name)) {
+        if (resp__cmds[i].name[0] == c0 &&
+            resp__is(&cmd->argv[0], resp__cmds[i].name)) {
             def = &resp__cmds[i];
             break;
         }
