@@ -146,11 +146,16 @@ int resp_parser_reserve(uint8_t **out,
     size_t need = p->len + want;
     if (need < p->len)
         return -ENOMEM;
-    /* A bulk whose length is known: make room for all of it at once. */
+    /* A bulk whose length is known: grow towards all of it in few steps,
+     * but never past twice what actually arrived, so a client that only
+     * announces a large bulk does not make us allocate it. */
     if (p->nargs >= 0 && p->bulk >= 0) {
         size_t whole = p->pos + (size_t)p->bulk + 2;
-        if (whole > need)
-            need = whole;
+        size_t step = 2 * p->len;
+        if (step > whole)
+            step = whole;
+        if (step > need)
+            need = step;
     }
     int rc = resp__fit(p, need);
     if (rc != 0)

@@ -66,8 +66,9 @@ void resp_parser_free(resp_parser *p);
 int resp_parser_feed(resp_parser *p, const void *data, size_t len);
 
 /* Zero-copy feeding (for a libuv alloc callback): get room for at least
- * `want` bytes at the end of the buffer (more if a bulk being read is known
- * to need more), read into *out, then resp_parser_commit() what arrived.
+ * `want` bytes at the end of the buffer (more while a large bulk is being
+ * read: up to twice the bytes buffered, so big values arrive in few
+ * reallocations), read into *out, then resp_parser_commit() what arrived.
  * Returns 0 or -ENOMEM; *out_len is the room available (>= want).
  * Invalidates the bytes of earlier commands. */
 int resp_parser_reserve(uint8_t **out,

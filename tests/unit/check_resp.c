@@ -313,6 +313,25 @@ START_TEST(parse_limits)
 }
 END_TEST
 
+/* Announcing a large bulk does not allocate it: the buffer grows with what
+ * arrives (at most about twice the bytes received). */
+START_TEST(parse_announced_bulk_not_allocated)
+{
+    resp_parser *p;
+    ck_assert_int_eq(resp_parser_new(&p, NULL), 0);
+    static const char head[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16777216\r\n";
+    ck_assert_int_eq(resp_parser_feed(p, head, sizeof(head) - 1), 0);
+    struct resp_cmd c;
+    ck_assert_int_eq(resp_parser_next(&c, p), 0);
+    uint8_t *dst;
+    size_t room;
+    ck_assert_int_eq(resp_parser_reserve(&dst, &room, p, 65536), 0);
+    ck_assert_uint_lt(resp_parser_memory(p), 256 * 1024);
+    resp_parser_commit(p, 0);
+    resp_parser_free(p);
+}
+END_TEST
+
 /* A very wide request grows the argument arrays; they are given back. */
 START_TEST(parse_wide_request_memory)
 {
@@ -794,6 +813,7 @@ static Suite *resp_suite(void)
     tcase_add_test(tc, parse_huge_bulk_refused);
     tcase_add_test(tc, parse_limits);
     tcase_add_test(tc, parse_wide_request_memory);
+    tcase_add_test(tc, parse_announced_bulk_not_allocated);
     tcase_add_test(tc, parse_error_sticky);
     tcase_add_test(tc, parse_large_value_zero_copy);
     suite_add_tcase(s, tc);
