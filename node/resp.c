@@ -400,8 +400,11 @@ static int resp__split_inline(resp_parser *p, size_t b, size_t e)
             buf[w++] = c;
             i++;
         }
-        if (resp__offs_push(p, arg, w - arg) != 0)
+        if (resp__offs_push(p, arg, w - arg) != 0) {
+            /* the line is half unescaped: it cannot be parsed again */
+            resp__fail(p, "out of memory");
             return -ENOMEM;
+        }
     }
 }
 

@@ -83,7 +83,9 @@ void resp_parser_commit(resp_parser *p, size_t n);
 /* Take the next complete request out of the buffer.
  * Returns 1 and fills *out; 0 if more bytes are needed; RK_EPROTO on a
  * protocol violation (then resp_parser_error() says what; the state is
- * sticky and every later call returns RK_EPROTO again).
+ * sticky and every later call returns RK_EPROTO again); -ENOMEM if the
+ * argument arrays could not grow (close the connection; the call may be
+ * repeated, but after an inline request failed so, it returns RK_EPROTO).
  * Empty inline lines and empty multibulks ("*0", "*-1") are skipped, as
  * Redis does. */
 int resp_parser_next(struct resp_cmd *out, resp_parser *p);
