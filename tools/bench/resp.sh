@@ -10,9 +10,12 @@
 # ratios ringkv/redis. With --runs K every measurement is repeated K times
 # (alternating targets) and medians are printed.
 #
-# ringkv is not started here: start a cluster first (`make demo` starts a
-# local 3-node cluster) and pass the RESP address of one node, e.g.
+# ringkv is not started here unless asked: start a cluster first (`make
+# demo` starts a local 3-node cluster) and pass the RESP address of one
+# node, e.g.
 #   tools/bench/resp.sh 127.0.0.11:6379
+# or let the script run scripts/demo.sh start/stop around the benchmark:
+#   tools/bench/resp.sh --demo build 127.0.0.11:6379
 # Without an address only redis-server is measured (useful to check this
 # script and the machine). Needs redis-server, redis-benchmark (Debian's
 # redis-server and redis-tools, 7.0 here: --csv has latency columns) and
@@ -29,6 +32,8 @@ usage: $0 [options] [RINGKV_HOST:PORT]
   -P LIST         pipeline depths, comma separated (default 1,16)
   --runs K        repeat each measurement K times, print medians (default 1)
   --redis-port P  port of the redis-server started here (default 6390)
+  --demo BUILD    start the local cluster first with scripts/demo.sh start
+                  BUILD (and stop it at the end); still pass the address
 EOF
     exit 2
 }
@@ -41,6 +46,7 @@ PIPES=1,16
 RUNS=1
 REDIS_PORT=6390
 RINGKV=""
+DEMO=""
 while [ $# -gt 0 ]; do
     case "$1" in
     -n) N=$2; shift 2 ;;
@@ -50,6 +56,7 @@ while [ $# -gt 0 ]; do
     -P) PIPES=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
     --redis-port) REDIS_PORT=$2; shift 2 ;;
+    --demo) DEMO=$2; shift 2 ;;
     -h | --help) usage ;;
     -*) usage ;;
     *) RINGKV=$1; shift ;;
@@ -71,9 +78,25 @@ if [ -n "$RINGKV" ]; then
     fi
 fi
 
+root=$(cd "$(dirname "$0")/../.." && pwd)
+if [ -n "$DEMO" ]; then
+    [ -n "$RINGKV" ] || {
+        echo "$0: --demo needs the RESP address of one node too" >&2
+        exit 2
+    }
+    [ -x "$root/scripts/demo.sh" ] || {
+        echo "$0: $root/scripts/demo.sh does not exist (yet)" >&2
+        exit 1
+    }
+fi
+
 work=$(mktemp -d /tmp/ringkv-bench-resp.XXXXXX)
 redis_pid=""
+demo_started=""
 cleanup() {
+    if [ -n "$demo_started" ]; then
+        "$root/scripts/demo.sh" stop "$DEMO" >/dev/null 2>&1 || true
+    fi
     if [ -n "$redis_pid" ]; then
         kill "$redis_pid" 2>/dev/null || true
         wait "$redis_pid" 2>/dev/null || true
@@ -100,6 +123,15 @@ redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null || {
     cat "$work/redis.log" >&2
     exit 1
 }
+if [ -n "$DEMO" ]; then
+    "$root/scripts/demo.sh" start "$DEMO"
+    demo_started=1
+    for _ in $(seq 100); do
+        redis-cli -h "$RINGKV_HOST" -p "$RINGKV_PORT" ping >/dev/null 2>&1 &&
+            break
+        sleep 0.2
+    done
+fi
 if [ -n "$RINGKV" ] &&
     ! redis-cli -h "$RINGKV_HOST" -p "$RINGKV_PORT" ping >/dev/null 2>&1; then
     echo "$0: ringkv does not answer PING at $RINGKV (start it with" \
