@@ -367,6 +367,20 @@ static const char usage[] =
     "      --seed N            key/value randomness (default 1)\n"
     "      --json              one JSON object on stdout\n";
 
+static void json_cstr(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", (unsigned char)*s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
 static int bad(const char *opt, const char *val)
 {
     fprintf(stderr, "ringkv-load: bad value for %s: %s\n%s", opt,
@@ -518,14 +532,16 @@ int main(int argc, char **argv)
     double p999 = (double)hist_pct(&all, 99.9) / 1000.0;
     double mx = (double)all.max / 1000.0;
     if (cf.json) {
-        printf("{\"hosts\":\"%s\",\"connections\":%d,\"pipeline\":%d,"
+        printf("{\"hosts\":");
+        json_cstr(cf.hosts);
+        printf(",\"connections\":%d,\"pipeline\":%d,"
                "\"value_size\":%zu,\"reads_fraction\":%.3f,\"keys\":%" PRIu64
                ",\"consistency\":\"%s\",\"seconds\":%.3f,\"ops\":%" PRIu64
                ",\"ops_per_sec\":%.1f,\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
                ",\"misses\":%" PRIu64 ",\"errors\":%" PRIu64
                ",\"latency_ms\":{\"p50\":%.3f,\"p99\":%.3f,\"p999\":%.3f,"
                "\"max\":%.3f},\"errors_by_type\":{",
-               cf.hosts, cf.conns, cf.depth, cf.vsize, cf.reads, cf.keys,
+               cf.conns, cf.depth, cf.vsize, cf.reads, cf.keys,
                wire_ccl_name(cf.cl), secs, done, ops_s, reads, writes, misses,
                errors, p50, p99, p999, mx);
         bool first = true;
