@@ -116,7 +116,7 @@ struct worker {
     const struct conf *cf;
     int idx;
     pthread_t th;
-    struct hist lat;
+    struct hist lat, lat_r, lat_w;
     uint64_t reads, writes, misses, errors;
     uint64_t err_by[NERR]; /* by exit class, see err_slot */
     char first_err[256];
@@ -284,6 +284,7 @@ static void *worker_main(void *arg)
         slots[s].used = false;
         inflight--;
         hist_add(&w->lat, t1 - slots[s].t0);
+        hist_add(slots[s].read ? &w->lat_r : &w->lat_w, t1 - slots[s].t0);
         if (slots[s].read)
             w->reads++;
         else
@@ -379,6 +380,23 @@ static void json_cstr(const char *s)
             putchar(*s);
     }
     putchar('"');
+}
+
+static void print_lat_json(const char *name, const struct hist *h)
+{
+    printf("\"%s\":{\"p50\":%.3f,\"p99\":%.3f,\"p999\":%.3f,\"max\":%.3f},",
+           name, (double)hist_pct(h, 50) / 1000.0,
+           (double)hist_pct(h, 99) / 1000.0, (double)hist_pct(h, 99.9) / 1000.0,
+           (double)h->max / 1000.0);
+}
+
+static void print_lat_text(const char *name, const struct hist *h)
+{
+    if (h->count == 0)
+        return;
+    printf("%s     p50 %.3f  p99 %.3f  p999 %.3f  max %.3f\n", name,
+           (double)hist_pct(h, 50) / 1000.0, (double)hist_pct(h, 99) / 1000.0,
+           (double)hist_pct(h, 99.9) / 1000.0, (double)h->max / 1000.0);
 }
 
 static int bad(const char *opt, const char *val)
@@ -507,13 +525,14 @@ int main(int argc, char **argv)
     for (int i = 0; i < started; i++)
         pthread_join(w[i].th, NULL);
     double secs = (double)(now_us() - t0) / 1e6;
-    struct hist all;
-    memset(&all, 0, sizeof(all));
+    static struct hist all, all_r, all_w;
     uint64_t reads = 0, writes = 0, misses = 0, errors = 0, by[NERR] = {0};
     const char *first_err = NULL;
     int fatal = 0;
     for (int i = 0; i < started; i++) {
         hist_merge(&all, &w[i].lat);
+        hist_merge(&all_r, &w[i].lat_r);
+        hist_merge(&all_w, &w[i].lat_w);
         reads += w[i].reads;
         writes += w[i].writes;
         misses += w[i].misses;
@@ -540,10 +559,13 @@ int main(int argc, char **argv)
                ",\"ops_per_sec\":%.1f,\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
                ",\"misses\":%" PRIu64 ",\"errors\":%" PRIu64
                ",\"latency_ms\":{\"p50\":%.3f,\"p99\":%.3f,\"p999\":%.3f,"
-               "\"max\":%.3f},\"errors_by_type\":{",
+               "\"max\":%.3f},",
                cf.conns, cf.depth, cf.vsize, cf.reads, cf.keys,
                wire_ccl_name(cf.cl), secs, done, ops_s, reads, writes, misses,
                errors, p50, p99, p999, mx);
+        print_lat_json("read_latency_ms", &all_r);
+        print_lat_json("write_latency_ms", &all_w);
+        printf("\"errors_by_type\":{");
         bool first = true;
         for (int k = 0; k < NERR; k++) {
             if (by[k] == 0 || err_names[k] == NULL)
@@ -563,6 +585,8 @@ int main(int argc, char **argv)
                done, secs, ops_s, reads, writes, misses, errors);
         printf("latency ms: p50 %.3f  p99 %.3f  p999 %.3f  max %.3f\n", p50,
                p99, p999, mx);
+        print_lat_text("  reads ", &all_r);
+        print_lat_text("  writes", &all_w);
         for (int k = 0; k < NERR; k++)
             if (by[k] && err_names[k])
                 printf("  %s: %" PRIu64 "\n", err_names[k], by[k]);
