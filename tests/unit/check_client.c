@@ -10,6 +10,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -200,6 +201,34 @@ static int fake_answer(struct fake *f,
         }
         return 1;
     }
+    case WIRE_COP_ENDPOINTS: {
+        static struct wire_cendpoint eps[] = {
+            {{(const uint8_t *)"n2", 2},
+             {(const uint8_t *)"127.0.0.12:7380", 15}},
+            {{(const uint8_t *)"n1", 2},
+             {(const uint8_t *)"127.0.0.11:7380", 15}}};
+        r->has = WIRE_CRESP_TOKEN | WIRE_CRESP_ENDPOINTS;
+        /* "badtoken" gets a token the client cannot agree with */
+        r->token = key_is(q, "badtoken") ? 1 : rk_token(q->key.p, q->key.len);
+        r->endpoints = eps;
+        r->nendpoints = 2;
+        return 1;
+    }
+    case WIRE_COP_RING: {
+        static struct wire_ctoken toks[] = {
+            {100, {(const uint8_t *)"n1", 2}},
+            {UINT64_MAX, {(const uint8_t *)"n2", 2}}};
+        r->has = WIRE_CRESP_EPOCH | WIRE_CRESP_FPRINT | WIRE_CRESP_TOKENS;
+        r->epoch = 3;
+        r->fprint = 0xabcdef;
+        r->tokens = toks;
+        r->ntokens = 2;
+        return 1;
+    }
+    case WIRE_COP_METRICS:
+        r->has = WIRE_CRESP_TEXT;
+        r->text = RK_SLICE("# TYPE x counter\nx 1\n", 22);
+        return 1;
     case WIRE_COP_STATUS:
         r->has = WIRE_CRESP_EPOCH | WIRE_CRESP_FPRINT | WIRE_CRESP_NODES;
         r->epoch = 3;
@@ -856,6 +885,39 @@ START_TEST(cli_status)
 }
 END_TEST
 
+START_TEST(cli_ring_endpoints_metrics)
+{
+    struct fake *f = fake_start(false, NULL);
+    char out[8192], err[8192];
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "getendpoints", "user:1", NULL, NULL, NULL), 0);
+    ck_assert_str_eq(out, "127.0.0.12:7380\tn2\n127.0.0.11:7380\tn1\n");
+    ck_assert_str_eq(err, "");
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "getendpoints", "badtoken", NULL, NULL, NULL),
+        0);
+    ck_assert_ptr_nonnull(strstr(err, "warning: the node says token 1"));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "--json", "getendpoints", "k", NULL, NULL), 0);
+    char want[256];
+    snprintf(want, sizeof(want),
+             "{\"key\":\"k\",\"token\":%" PRIu64 ",\"endpoints\":[{\"host\":"
+             "\"n2\",\"address\":\"127.0.0.12:7380\"},",
+             rk_token("k", 1));
+    ck_assert_ptr_nonnull(strstr(out, want));
+    ck_assert_int_eq(cli(f, NULL, out, err, "ring", NULL, NULL, NULL, NULL), 0);
+    ck_assert_ptr_nonnull(
+        strstr(out, "18446744073709551615  ffffffffffffffff"));
+    ck_assert_int_eq(cli(f, NULL, out, err, "ring", "--json", NULL, NULL, NULL),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "{\"token\":100,\"node\":\"n1\"}"));
+    ck_assert_int_eq(cli(f, NULL, out, err, "metrics", NULL, NULL, NULL, NULL),
+                     0);
+    ck_assert_str_eq(out, "# TYPE x counter\nx 1\n");
+    fake_stop(f);
+}
+END_TEST
+
 START_TEST(cli_usage_and_connection)
 {
     char out[8192], err[8192];
@@ -937,6 +999,7 @@ static Suite *client_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, cli_data_commands);
     tcase_add_test(tc, cli_status);
+    tcase_add_test(tc, cli_ring_endpoints_metrics);
     tcase_add_test(tc, cli_usage_and_connection);
     tcase_add_test(tc, cli_password);
     tcase_add_test(tc, load_generator_runs);
