@@ -7,6 +7,10 @@
  * "timeout" answer typed errors, "garbage" answers an undecodable frame. In
  * reverse mode it collects ten requests and answers them last-first, so the
  * client must match responses by id.
+ *
+ * The "programs" cases run the built `ringkv` and `ringkv-load` binaries
+ * (found next to this test binary) against the same fake server and check
+ * their output and exit codes.
  */
 #include <arpa/inet.h>
 #include <errno.h>
