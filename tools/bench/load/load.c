@@ -194,6 +194,31 @@ static void note_error(struct worker *w, ringkv *c, int rc)
                  ringkv_errmsg(c)[0] ? ringkv_errmsg(c) : rk_strerror(rc));
 }
 
+/* The host list rotated left by k items, so connection k starts at host
+ * k mod n and the connections spread over the nodes listed. Returns a
+ * malloc'd string, or NULL (use the list as it is). */
+static char *rotate_hosts(const char *hosts, int k)
+{
+    size_t n = 1, len = strlen(hosts);
+    for (const char *p = hosts; *p; p++)
+        n += *p == ',';
+    size_t skip = (size_t)k % n;
+    if (skip == 0)
+        return NULL;
+    const char *p = hosts;
+    for (size_t i = 0; i < skip; i++)
+        p = strchr(p, ',') + 1;
+    char *out = malloc(len + 2);
+    if (out == NULL)
+        return NULL;
+    size_t tail = len - (size_t)(p - hosts);
+    memcpy(out, p, tail);
+    out[tail] = ',';
+    memcpy(out + tail + 1, hosts, (size_t)(p - hosts) - 1);
+    out[len] = '\0';
+    return out;
+}
+
 struct slot {
     uint64_t id, t0;
     bool read, used;
@@ -204,7 +229,8 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     const struct conf *cf = w->cf;
     struct ringkv_opts o = RINGKV_OPTS_INIT;
-    o.hosts = cf->hosts;
+    char *hosts = rotate_hosts(cf->hosts, w->idx);
+    o.hosts = hosts ? hosts : cf->hosts;
     o.password = cf->password;
     o.client_name = "ringkv-load";
     o.consistency = cf->cl;
@@ -305,6 +331,7 @@ out:
     ringkv_free(c);
     free(slots);
     free(val);
+    free(hosts);
     return NULL;
 }
 
