@@ -14,6 +14,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -765,6 +766,8 @@ static int run_prog(const char *prog,
         for (int i = 0; args[i] && k < 31; i++)
             argv[k++] = args[i];
         argv[k] = NULL;
+        int devnull = open("/dev/null", O_RDONLY);
+        dup2(devnull, 0);
         unsetenv("RINGKV_PASSWORD");
         unsetenv("RINGKV_HOST");
         if (env)
@@ -840,6 +843,15 @@ START_TEST(cli_data_commands)
                      0);
     ck_assert_str_eq(out,
                      "{\"key\":\"k\",\"found\":true,\"value\":\"hello\"}\n");
+    /* "-" reads the value from stdin (here /dev/null: an empty value) */
+    ck_assert_int_eq(cli(f, NULL, out, err, "put", "e", "-", NULL, NULL), 0);
+    ck_assert_int_eq(cli(f, NULL, out, err, "--json", "get", "e", NULL, NULL),
+                     0);
+    ck_assert_str_eq(out, "{\"key\":\"e\",\"found\":true,\"value\":\"\"}\n");
+    /* a key that starts with '-' after "--" */
+    ck_assert_int_eq(cli(f, NULL, out, err, "put", "--", "-k", "x", NULL), 0);
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "--", "-k", NULL, NULL), 0);
+    ck_assert_str_eq(out, "x\n");
     ck_assert_int_eq(cli(f, NULL, out, err, "del", "k", "-c", "quorum", NULL),
                      0);
     ck_assert_uint_eq(f->last_cl, WIRE_CCL_QUORUM);
