@@ -294,7 +294,13 @@ int net__conn_queue(net_conn *c,
     c->waiting += need;
     b->stats.frames_out++;
     b->stats.bytes_out += need;
-    dirty_link(c);
+    if (b->no_batching && c->state == NET__READY && !c->hold) {
+        rc = conn_flush(c);
+        if (rc)
+            return rc; /* the frame is gone; the caller sees the error */
+    } else {
+        dirty_link(c);
+    }
     if (b->pause_on_bp && !c->bp_paused &&
         c->waiting + c->inflight > b->max_queued / 2) {
         c->bp_paused = true;

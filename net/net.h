@@ -170,12 +170,13 @@ struct net_server_opts {
     net_frame_cb on_frame;          /* required */
     net_conn_close_cb on_close;     /* may be NULL */
     void *arg;
+    bool no_batching; /* one write per frame: for measurements only */
 };
 
 #define NET_SERVER_OPTS_INIT                                                 \
     {                                                                        \
         "127.0.0.1", 0, NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 5000, \
-            false, NULL, NULL, NULL, NULL, NULL                              \
+            false, NULL, NULL, NULL, NULL, NULL, false                       \
     }
 
 /* Binds and listens. Returns 0, -errno (e.g. -EADDRINUSE), -EINVAL (bad
@@ -244,11 +245,13 @@ struct net_peers_opts {
     uint32_t backoff_min_ms;        /* after a failed connect ... */
     uint32_t backoff_max_ms;        /* ... doubling up to this */
     const struct net_handshake *hs; /* NULL: none; copied */
+    bool no_batching; /* one write per frame: for measurements only */
 };
 
-#define NET_PEERS_OPTS_INIT                                                  \
-    {                                                                        \
-        NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 2000, 100, 5000, NULL \
+#define NET_PEERS_OPTS_INIT                                                   \
+    {                                                                         \
+        NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 2000, 100, 5000, NULL, \
+            false                                                             \
     }
 
 int net_peers_new(net_peers **out,

@@ -125,6 +125,7 @@ int net_server_new(net_server **out,
     b->max_frame = opts->max_frame;
     b->max_queued = opts->max_queued;
     b->pause_on_bp = true;
+    b->no_batching = opts->no_batching;
     if (opts->hs) {
         if (opts->hs->make == NULL || opts->hs->check == NULL) {
             free(s);

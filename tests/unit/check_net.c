@@ -660,6 +660,99 @@ START_TEST(rpc_pipelined_and_batched)
 }
 END_TEST
 
+/* A coordinator-like load: WINDOW requests in flight, each answer sends
+ * the next. Run batched and with one write per frame, side by side in one
+ * process; prints the ratio. Asserts correctness and the write counts only
+ * (never a time). */
+#define FIG_N      40000
+#define FIG_WINDOW 500
+
+struct fig {
+    net_peers *p;
+    const char *addr;
+    int sent, done, bad;
+};
+
+static void fig_cb(void *arg, int status, struct rk_slice resp)
+{
+    struct fig *f = arg;
+    f->done++;
+    if (status != 0 || resp.len != 100)
+        f->bad++;
+    if (f->sent < FIG_N) {
+        uint8_t pl[100] = {0};
+        f->sent++;
+        if (net_peers_request(f->p, f->addr, RK_SLICE(pl, sizeof(pl)), 60000,
+                              fig_cb, f) != 0)
+            f->bad++;
+    }
+}
+
+static double
+fig_run(bool batched, uint64_t *client_writes, uint64_t *server_writes)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.echo = true;
+    struct net_server_opts so = NET_SERVER_OPTS_INIT;
+    so.rpc = true;
+    so.no_batching = !batched;
+    so.on_accept = srv_accept;
+    so.on_frame = srv_frame;
+    so.on_close = srv_close;
+    so.arg = &v;
+    ck_assert_int_eq(net_server_new(&v.s, &e.loop, &so), 0);
+    struct net_peers_opts po = NET_PEERS_OPTS_INIT;
+    po.no_batching = !batched;
+    struct fig f = {0};
+    ck_assert_int_eq(net_peers_new(&f.p, &e.loop, &po), 0);
+    char a[64];
+    f.addr = addr_of(a, sizeof(a), net_server_port(v.s));
+    uint64_t t0 = uv_hrtime();
+    for (int i = 0; i < FIG_WINDOW; i++) {
+        uint8_t pl[100] = {0};
+        f.sent++;
+        ck_assert_int_eq(net_peers_request(f.p, f.addr, RK_SLICE(pl, 100),
+                                           60000, fig_cb, &f),
+                         0);
+    }
+    RUN_UNTIL(&e, f.done == FIG_N);
+    double secs = (double)(uv_hrtime() - t0) / 1e9;
+    ck_assert_int_eq(f.bad, 0);
+    struct net_stats cs, ss;
+    net_peers_stats(f.p, &cs);
+    net_server_stats(v.s, &ss);
+    *client_writes = cs.writes;
+    *server_writes = ss.writes;
+    peers_stop(&e, f.p);
+    srv_stop(&e, &v);
+    env_finish(&e);
+    return FIG_N / secs;
+}
+
+START_TEST(rpc_batching_figure)
+{
+    uint64_t cw_b, sw_b, cw_u, sw_u;
+    double unbatched = fig_run(false, &cw_u, &sw_u);
+    double batched = fig_run(true, &cw_b, &sw_b);
+    printf("batching: %d RPCs, %d in flight, 100-byte payloads, one loop\n"
+           "  one write per frame: %.0f RPC/s, %llu client + %llu server "
+           "writes\n"
+           "  batched per turn:    %.0f RPC/s, %llu client + %llu server "
+           "writes\n"
+           "  ratio batched/unbatched: %.2fx throughput, %.1fx fewer writes\n",
+           FIG_N, FIG_WINDOW, unbatched, (unsigned long long)cw_u,
+           (unsigned long long)sw_u, batched, (unsigned long long)cw_b,
+           (unsigned long long)sw_b, batched / unbatched,
+           (double)(cw_u + sw_u) / (double)(cw_b + sw_b));
+    ck_assert_uint_ge(cw_u, FIG_N - FIG_WINDOW); /* all but the first window */
+    ck_assert_uint_eq(sw_u, FIG_N);
+    ck_assert_uint_lt(cw_b, cw_u);
+    ck_assert_uint_lt(sw_b, sw_u);
+}
+END_TEST
+
 START_TEST(rpc_out_of_order_and_large)
 {
     struct env e;
@@ -1335,6 +1428,7 @@ static Suite *net_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, rpc_pipelined_and_batched);
     tcase_add_test(tc, rpc_out_of_order_and_large);
+    tcase_add_test(tc, rpc_batching_figure);
     tcase_add_test(tc, rpc_timeouts_fire_once);
     tcase_add_test(tc, rpc_disconnect_fails_pending_then_reconnects);
     tcase_add_test(tc, rpc_refused_backoff_and_names);
