@@ -163,7 +163,8 @@ struct net_server_opts {
     uint16_t port;    /* 0: an ephemeral port (see net_server_port) */
     size_t max_frame;
     size_t max_queued;
-    uint32_t handshake_timeout_ms;  /* with hs: close if not done by then */
+    uint32_t handshake_timeout_ms;  /* with hs: close if not done by then;
+                                       also bounds a graceful close's drain */
     bool rpc;                       /* frames carry the RPC header */
     const struct net_handshake *hs; /* NULL: none; copied */
     net_accept_cb on_accept;        /* may be NULL */
@@ -203,7 +204,8 @@ int net_conn_send(net_conn *c, struct rk_slice frame);
 int net_conn_reply(net_conn *c, uint64_t id, struct rk_slice payload);
 
 /* Closes c. err 0: graceful, what is queued is written first, then the
- * write side is shut down; otherwise at once. on_close reports err. */
+ * write side is shut down (for at most handshake_timeout_ms if the peer does
+ * not read); otherwise at once. on_close reports err. */
 void net_conn_close(net_conn *c, int err);
 
 /* Keep c's memory alive past its close (e.g. across asynchronous work that
@@ -241,7 +243,8 @@ typedef void (*net_rpc_cb)(void *arg, int status, struct rk_slice resp);
 struct net_peers_opts {
     size_t max_frame;
     size_t max_queued;              /* per connection */
-    uint32_t connect_timeout_ms;    /* resolve + connect + handshake */
+    uint32_t connect_timeout_ms;    /* resolve + connect + handshake; also
+                                       bounds a graceful close's drain */
     uint32_t backoff_min_ms;        /* after a failed connect ... */
     uint32_t backoff_max_ms;        /* ... doubling up to this */
     const struct net_handshake *hs; /* NULL: none; copied */

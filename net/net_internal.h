@@ -84,6 +84,7 @@ struct net_conn {
     bool dirty;
     bool gai_busy;
     bool tcp_inited;
+    bool handles_closing;
     int handles_open; /* tcp, timer: freed when 0 (and refs, gai) */
     int refs;
     int close_err;
@@ -111,8 +112,9 @@ struct net__base {
     int handles_open; /* prepare, check, and the owner's own handles */
     size_t max_frame;
     size_t max_queued;
-    bool pause_on_bp; /* server conns stop reading under back-pressure */
-    bool no_batching; /* write each frame as it is queued (measurements) */
+    uint64_t linger_ms; /* bound on a graceful close's drain */
+    bool pause_on_bp;   /* server conns stop reading under back-pressure */
+    bool no_batching;   /* write each frame as it is queued (measurements) */
     bool has_hs;
     struct net_handshake hs;
     struct net_conn *dirty; /* conns with frames waiting */

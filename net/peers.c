@@ -462,6 +462,7 @@ int net_peers_new(net_peers **out,
     b->on_closed = peers_closed;
     b->on_released = peers_released;
     p->connect_timeout_ms = opts->connect_timeout_ms;
+    b->linger_ms = opts->connect_timeout_ms;
     p->backoff_min_ms = opts->backoff_min_ms ? opts->backoff_min_ms : 1;
     p->backoff_max_ms = opts->backoff_max_ms > p->backoff_min_ms
                             ? opts->backoff_max_ms

@@ -141,6 +141,7 @@ int net_server_new(net_server **out,
     b->on_released = srv_released;
     s->hs_timeout_ms =
         opts->handshake_timeout_ms ? opts->handshake_timeout_ms : 5000;
+    b->linger_ms = s->hs_timeout_ms;
     s->rpc = opts->rpc;
     s->on_accept = opts->on_accept;
     s->on_frame = opts->on_frame;

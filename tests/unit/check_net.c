@@ -222,6 +222,9 @@ struct srv {
     bool close_on_req; /* close the connection on the first request */
     bool quit_after;   /* raw: reply then close gracefully */
     bool pause_on_accept;
+    size_t burst;    /* raw: answer with this many 1 MiB frames... */
+    int burst_rc[2]; /* ...or a frame of `burst` bytes then 10 bytes */
+    bool burst_pair;
     size_t max_seen_queued;
     int send_overloaded;
     char peer_name[NET_NAME_MAX];
@@ -265,6 +268,17 @@ static int srv_frame(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
         memcpy(h->p, f.p, f.len);
         net_conn_ref(c);
         return 0;
+    }
+    if (v->burst_pair) {
+        uint8_t *big = calloc(1, v->burst);
+        v->burst_rc[0] = net_conn_send(c, RK_SLICE(big, v->burst));
+        v->burst_rc[1] = net_conn_send(c, RK_SLICE(big, 10));
+        free(big);
+    } else if (v->burst) {
+        uint8_t *big = calloc(1, 1u << 20);
+        for (size_t i = 0; i < v->burst; i++)
+            ck_assert_int_eq(net_conn_send(c, RK_SLICE(big, 1u << 20)), 0);
+        free(big);
     }
     if (v->echo) {
         int rc = id ? net_conn_reply(c, id, f) : net_conn_send(c, f);
@@ -1123,6 +1137,51 @@ START_TEST(backpressure_server_pauses_reading)
 }
 END_TEST
 
+/* Regression (queue_underflow): a first frame larger than max_queued is
+ * accepted on an empty queue; the next send must then be refused, not
+ * slip through an unsigned underflow of "max_queued - queued". */
+START_TEST(regression_queue_underflow)
+{
+    struct env e;
+    struct srv v = {0};
+    struct tcli t;
+    env_init(&e);
+    v.burst_pair = true;
+    v.burst = 100 * 1024;
+    srv_start(&e, &v, false, NULL, 0, 64 * 1024);
+    tcli_connect(&e, &t, net_server_port(v.s), false);
+    tcli_write_frame(&t, "go", 2);
+    RUN_UNTIL(&e, v.frames == 1);
+    ck_assert_int_eq(v.burst_rc[0], 0);
+    ck_assert_int_eq(v.burst_rc[1], RK_EOVERLOADED);
+    tcli_close(&e, &t);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+/* Regression (graceful_close_linger): a graceful close towards a client
+ * that never reads must still end (bounded by handshake_timeout_ms), or the
+ * connection and its queued bytes would live forever. */
+START_TEST(regression_graceful_close_linger)
+{
+    struct env e;
+    struct srv v = {0};
+    struct tcli t;
+    env_init(&e);
+    v.burst = 40; /* 40 MiB of answers, more than loopback buffers */
+    v.quit_after = true;
+    srv_start(&e, &v, false, NULL, 0, 0);
+    tcli_connect(&e, &t, net_server_port(v.s), false);
+    tcli_write_frame(&t, "go", 2);
+    RUN_UNTIL(&e, v.closed == 1);
+    ck_assert_int_eq(v.last_close_err, 0);
+    tcli_close(&e, &t);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
 START_TEST(read_pause_resume)
 {
     struct env e;
@@ -1422,6 +1481,8 @@ static Suite *net_suite(void)
     tcase_add_test(tc, raw_frames_round_trip);
     tcase_add_test(tc, oversize_frame_closes);
     tcase_add_test(tc, read_pause_resume);
+    tcase_add_test(tc, regression_queue_underflow);
+    tcase_add_test(tc, regression_graceful_close_linger);
     tcase_add_test(tc, server_close_with_refs);
     suite_add_tcase(s, tc);
     tc = tcase_create("rpc");
