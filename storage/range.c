@@ -421,6 +421,7 @@ static void store__remove(store *s, size_t idx)
 static int
 store__new_env(struct store__range **out, store *s, struct store_range r)
 {
+    *out = NULL;
     char *dir = store__fresh_dir(s, r);
     if (dir == NULL)
         return -ENOMEM;

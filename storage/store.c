@@ -687,18 +687,31 @@ static int store__sort(store_batch *b, uint32_t *ord, size_t n)
     return 0;
 }
 
-/* One pass over the writes still pending: commit per env, sync. Writes
- * whose env was full are left as STORE__REGROW and their env in *grow. */
-static int store__commit_pass(store *s,
-                              store_batch *b,
-                              uint32_t *ord,
-                              size_t n,
-                              struct store_range *grow,
-                              size_t *ngrow,
-                              struct store__range **touched)
+/* The set of envs a batch committed to, by range, for the sync after. */
+struct store__touched {
+    struct store_range *r;
+    size_t n;
+};
+
+static void store__touch(struct store__touched *t, struct store_range r)
 {
-    size_t nt = 0;
-    int rc = 0;
+    for (size_t i = t->n; i > 0; i--)
+        if (t->r[i - 1].start == r.start && t->r[i - 1].end == r.end)
+            return;
+    t->r[t->n++] = r;
+}
+
+/* One pass over the writes still pending: one write txn per env, committed
+ * with MDB_NOSYNC. Writes whose env was full are left as STORE__REGROW and
+ * their range put in *grow. */
+static void store__commit_pass(store *s,
+                               store_batch *b,
+                               uint32_t *ord,
+                               size_t n,
+                               struct store_range *grow,
+                               size_t *ngrow,
+                               struct store__touched *t)
+{
     pthread_rwlock_rdlock(&s->maplock);
     size_t i = 0;
     while (i < n) {
@@ -712,7 +725,7 @@ static int store__commit_pass(store *s,
         size_t j = i + 1;
         while (j < n && store_range_contains(rr->r, b->w[ord[j]].token))
             j++;
-        MDB_txn *txn;
+        MDB_txn *txn = NULL;
         int mrc = mdb_txn_begin(rr->env, NULL, 0, &txn);
         for (size_t x = i; mrc == 0 && x < j; x++) {
             mrc = store__apply(txn, rr->dbi, &b->w[ord[x]]);
@@ -723,7 +736,7 @@ static int store__commit_pass(store *s,
         }
         if (mrc == 0)
             mrc = mdb_txn_commit(txn);
-        else
+        else if (txn != NULL)
             mdb_txn_abort(txn);
         int res = 0;
         if (mrc == MDB_MAP_FULL) {
@@ -733,42 +746,27 @@ static int store__commit_pass(store *s,
             res = store__err(mrc);
         } else {
             atomic_store(&rr->dirty, true);
-            if (nt == 0 || touched[nt - 1] != rr) {
-                bool seen = false;
-                for (size_t y = 0; y < nt && !seen; y++)
-                    seen = touched[y] == rr;
-                if (!seen)
-                    touched[nt++] = rr;
-            }
+            store__touch(t, rr->r);
         }
         for (size_t x = i; x < j; x++)
             if (b->w[ord[x]].result == STORE__PENDING)
                 b->w[ord[x]].result = res;
         i = j;
     }
-    if (s->o.durability == STORE_GROUP_COMMIT && nt > 0) {
-        for (size_t y = 0; y < nt; y++)
-            atomic_store(&touched[y]->dirty, false);
-        rc = store__sync_ranges(s, touched, nt);
-        if (rc)
-            for (size_t y = 0; y < nt; y++)
-                atomic_store(&touched[y]->dirty, true);
-    }
     pthread_rwlock_unlock(&s->maplock);
-    return rc;
 }
 
-int store_batch_commit(store *s, store_batch *b)
+/* Apply and commit every pending write (growing full maps and retrying),
+ * without syncing; t collects the ranges committed to. */
+static int
+store__commit_writes(store *s, store_batch *b, struct store__touched *t)
 {
-    if (b->n == 0)
-        return 0;
-    if (b->n > UINT32_MAX)
-        return RK_ETOOLARGE;
     int rc = -ENOMEM;
     uint32_t *ord = malloc(b->n * sizeof(*ord));
     struct store_range *grow = malloc(b->n * sizeof(*grow));
-    struct store__range **touched = malloc(b->n * sizeof(*touched));
-    if (ord == NULL || grow == NULL || touched == NULL)
+    t->r = malloc(b->n * sizeof(*t->r));
+    t->n = 0;
+    if (ord == NULL || grow == NULL || t->r == NULL)
         goto free_all;
     size_t n = 0;
     for (size_t i = 0; i < b->n; i++)
@@ -778,9 +776,7 @@ int store_batch_commit(store *s, store_batch *b)
         goto free_all;
     for (int pass = 0; n > 0; pass++) {
         size_t ngrow = 0;
-        rc = store__commit_pass(s, b, ord, n, grow, &ngrow, touched);
-        if (rc)
-            goto free_all;
+        store__commit_pass(s, b, ord, n, grow, &ngrow, t);
         if (ngrow == 0)
             break;
         /* Grow the full envs, then retry their writes. */
@@ -809,12 +805,58 @@ int store_batch_commit(store *s, store_batch *b)
 free_all:
     free(ord);
     free(grow);
-    free(touched);
+    return rc;
+}
+
+/* Make the touched envs durable (group commit). An env that a range
+ * operation replaced meanwhile was synced by that operation. */
+static int store__sync_touched(store *s, const struct store__touched *t)
+{
+    if (t->n == 0 || s->o.durability != STORE_GROUP_COMMIT)
+        return 0;
+    int rc = -ENOMEM;
+    pthread_rwlock_rdlock(&s->maplock);
+    struct store__range **rs = malloc(t->n * sizeof(*rs));
+    if (rs == NULL)
+        goto unlock;
+    size_t n = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        int idx = store__range_index(s, t->r[i]);
+        if (idx >= 0) {
+            rs[n++] = s->ranges[idx];
+            atomic_store(&s->ranges[idx]->dirty, false);
+        }
+    }
+    rc = store__sync_ranges(s, rs, n);
+    if (rc)
+        for (size_t i = 0; i < n; i++)
+            atomic_store(&rs[i]->dirty, true);
+    free(rs);
+unlock:
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+int store_batch_commit(store *s, store_batch *b)
+{
+    if (b->n == 0)
+        return 0;
+    if (b->n > UINT32_MAX)
+        return RK_ETOOLARGE;
+    struct store__touched t;
+    int rc = store__commit_writes(s, b, &t);
+    if (rc == 0)
+        rc = store__sync_touched(s, &t);
+    free(t.r);
     return rc;
 }
 
 /* ---- store_put: group commit across threads ----------------------------- */
 
+/* Waiting writers queue up; one of them (the leader) takes the whole queue,
+ * commits and syncs it as one batch, while the next group gathers. (Handing
+ * leadership on before the sync, so groups overlap, was measured slower:
+ * concurrent syncfs calls on small groups cost more than they save.) */
 struct store__waiter {
     struct rk_slice key, rec;
     int result;
@@ -841,11 +883,15 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
         s->gq = NULL;
         pthread_mutex_unlock(&s->gmu);
         store_batch *b = NULL;
+        struct store__touched t = {NULL, 0};
         rc = store_batch_new(&b);
         for (struct store__waiter *w = list; rc == 0 && w; w = w->next)
             rc = store__batch_push(b, w->key, w->rec, false);
         if (rc == 0)
-            rc = store_batch_commit(s, b);
+            rc = store__commit_writes(s, b, &t);
+        if (rc == 0)
+            rc = store__sync_touched(s, &t);
+        free(t.r);
         size_t i = 0;
         for (struct store__waiter *w = list; w; w = w->next, i++)
             w->result = rc ? rc : store_batch_result(b, i);

@@ -655,6 +655,27 @@ START_TEST(scan_chunks_in_order)
         ck_assert_mem_eq(col.tokens, exp, NK * sizeof(uint64_t));
         free(col.tokens);
     }
+    /* a scan kept across a split and a merge between its chunks */
+    {
+        struct collect c2 = {calloc(NK + 1, sizeof(uint64_t)), 0};
+        struct store_scan s2;
+        store_scan_init(&s2, WHOLE);
+        ck_assert_int_eq(store_scan_next(s, &s2, 50, SIZE_MAX, collect_cb, &c2),
+                         0);
+        ck_assert_int_eq(
+            store_range_split(s, (struct store_range){q, 0}, 2 * q), 0);
+        ck_assert_int_eq(store_scan_next(s, &s2, 50, SIZE_MAX, collect_cb, &c2),
+                         0);
+        ck_assert_int_eq(store_range_merge(s, (struct store_range){q, 2 * q},
+                                           (struct store_range){2 * q, 0}),
+                         0);
+        while (!s2.done)
+            ck_assert_int_eq(
+                store_scan_next(s, &s2, 50, SIZE_MAX, collect_cb, &c2), 0);
+        ck_assert_uint_eq(c2.n, NK);
+        ck_assert_mem_eq(c2.tokens, all, NK * sizeof(uint64_t));
+        free(c2.tokens);
+    }
     /* a sub-range, byte-bounded chunks */
     struct collect col = {calloc(NK + 1, sizeof(uint64_t)), 0};
     struct store_scan sc;
