@@ -279,7 +279,8 @@ int store__sync_ranges(store *s, struct store__range **rs, size_t n)
     return 0;
 }
 
-int store_sync(store *s)
+/* Sync every env committed to since its last sync. */
+static int store__sync_dirty(store *s)
 {
     pthread_rwlock_rdlock(&s->maplock);
     struct store__range **rs = malloc((s->nranges + 1) * sizeof(*rs));
@@ -297,6 +298,37 @@ int store_sync(store *s)
     free(rs);
 unlock:
     pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+/* Syncs are serialised and shared: a caller takes a ticket; if a sync that
+ * started after its ticket completes, the caller is durable without a sync
+ * of its own; otherwise it waits for the running sync and then runs the
+ * next one, covering every caller that arrived meanwhile. An env range
+ * operations replaced meanwhile was synced by that operation. */
+int store_sync(store *s)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->dmu);
+    uint64_t mine = ++s->dseq;
+    while (s->dsynced < mine) {
+        if (s->dsyncing) {
+            pthread_cond_wait(&s->dcv, &s->dmu);
+            continue;
+        }
+        s->dsyncing = true;
+        uint64_t upto = s->dseq;
+        pthread_mutex_unlock(&s->dmu);
+        rc = store__sync_dirty(s);
+        pthread_mutex_lock(&s->dmu);
+        s->dsyncing = false;
+        if (rc == 0 && upto > s->dsynced)
+            s->dsynced = upto;
+        pthread_cond_broadcast(&s->dcv);
+        if (rc)
+            break;
+    }
+    pthread_mutex_unlock(&s->dmu);
     return rc;
 }
 
@@ -388,6 +420,8 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_cond_init(&s->gcv, NULL);
     pthread_mutex_init(&s->smu, NULL);
     pthread_cond_init(&s->scv, NULL);
+    pthread_mutex_init(&s->dmu, NULL);
+    pthread_cond_init(&s->dcv, NULL);
     if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
         (rc = store__map_load(s)) || (rc = store__recover(s)))
         goto close_all;
@@ -435,6 +469,8 @@ void store_free(store *s)
     pthread_cond_destroy(&s->gcv);
     pthread_mutex_destroy(&s->smu);
     pthread_cond_destroy(&s->scv);
+    pthread_mutex_destroy(&s->dmu);
+    pthread_cond_destroy(&s->dcv);
     close(s->dir_fd);
     free(s->dir);
     free(s);
@@ -687,20 +723,6 @@ static int store__sort(store_batch *b, uint32_t *ord, size_t n)
     return 0;
 }
 
-/* The set of envs a batch committed to, by range, for the sync after. */
-struct store__touched {
-    struct store_range *r;
-    size_t n;
-};
-
-static void store__touch(struct store__touched *t, struct store_range r)
-{
-    for (size_t i = t->n; i > 0; i--)
-        if (t->r[i - 1].start == r.start && t->r[i - 1].end == r.end)
-            return;
-    t->r[t->n++] = r;
-}
-
 /* One pass over the writes still pending: one write txn per env, committed
  * with MDB_NOSYNC. Writes whose env was full are left as STORE__REGROW and
  * their range put in *grow. */
@@ -709,8 +731,7 @@ static void store__commit_pass(store *s,
                                uint32_t *ord,
                                size_t n,
                                struct store_range *grow,
-                               size_t *ngrow,
-                               struct store__touched *t)
+                               size_t *ngrow)
 {
     pthread_rwlock_rdlock(&s->maplock);
     size_t i = 0;
@@ -746,7 +767,6 @@ static void store__commit_pass(store *s,
             res = store__err(mrc);
         } else {
             atomic_store(&rr->dirty, true);
-            store__touch(t, rr->r);
         }
         for (size_t x = i; x < j; x++)
             if (b->w[ord[x]].result == STORE__PENDING)
@@ -757,16 +777,13 @@ static void store__commit_pass(store *s,
 }
 
 /* Apply and commit every pending write (growing full maps and retrying),
- * without syncing; t collects the ranges committed to. */
-static int
-store__commit_writes(store *s, store_batch *b, struct store__touched *t)
+ * without syncing. */
+static int store__commit_writes(store *s, store_batch *b)
 {
     int rc = -ENOMEM;
     uint32_t *ord = malloc(b->n * sizeof(*ord));
     struct store_range *grow = malloc(b->n * sizeof(*grow));
-    t->r = malloc(b->n * sizeof(*t->r));
-    t->n = 0;
-    if (ord == NULL || grow == NULL || t->r == NULL)
+    if (ord == NULL || grow == NULL)
         goto free_all;
     size_t n = 0;
     for (size_t i = 0; i < b->n; i++)
@@ -776,7 +793,7 @@ store__commit_writes(store *s, store_batch *b, struct store__touched *t)
         goto free_all;
     for (int pass = 0; n > 0; pass++) {
         size_t ngrow = 0;
-        store__commit_pass(s, b, ord, n, grow, &ngrow, t);
+        store__commit_pass(s, b, ord, n, grow, &ngrow);
         if (ngrow == 0)
             break;
         /* Grow the full envs, then retry their writes. */
@@ -808,55 +825,24 @@ free_all:
     return rc;
 }
 
-/* Make the touched envs durable (group commit). An env that a range
- * operation replaced meanwhile was synced by that operation. */
-static int store__sync_touched(store *s, const struct store__touched *t)
-{
-    if (t->n == 0 || s->o.durability != STORE_GROUP_COMMIT)
-        return 0;
-    int rc = -ENOMEM;
-    pthread_rwlock_rdlock(&s->maplock);
-    struct store__range **rs = malloc(t->n * sizeof(*rs));
-    if (rs == NULL)
-        goto unlock;
-    size_t n = 0;
-    for (size_t i = 0; i < t->n; i++) {
-        int idx = store__range_index(s, t->r[i]);
-        if (idx >= 0) {
-            rs[n++] = s->ranges[idx];
-            atomic_store(&s->ranges[idx]->dirty, false);
-        }
-    }
-    rc = store__sync_ranges(s, rs, n);
-    if (rc)
-        for (size_t i = 0; i < n; i++)
-            atomic_store(&rs[i]->dirty, true);
-    free(rs);
-unlock:
-    pthread_rwlock_unlock(&s->maplock);
-    return rc;
-}
-
 int store_batch_commit(store *s, store_batch *b)
 {
     if (b->n == 0)
         return 0;
     if (b->n > UINT32_MAX)
         return RK_ETOOLARGE;
-    struct store__touched t;
-    int rc = store__commit_writes(s, b, &t);
-    if (rc == 0)
-        rc = store__sync_touched(s, &t);
-    free(t.r);
+    int rc = store__commit_writes(s, b);
+    if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
+        rc = store_sync(s);
     return rc;
 }
 
 /* ---- store_put: group commit across threads ----------------------------- */
 
-/* Waiting writers queue up; one of them (the leader) takes the whole queue,
- * commits and syncs it as one batch, while the next group gathers. (Handing
- * leadership on before the sync, so groups overlap, was measured slower:
- * concurrent syncfs calls on small groups cost more than they save.) */
+/* Waiting writers queue up; one of them (the leader) takes the whole queue
+ * and commits it as one batch, then hands leadership on and waits for a
+ * sync (store_sync shares one sync among all who wait), so the next group
+ * commits while this one's sync runs, and syncs never overlap. */
 struct store__waiter {
     struct rk_slice key, rec;
     int result;
@@ -883,15 +869,17 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
         s->gq = NULL;
         pthread_mutex_unlock(&s->gmu);
         store_batch *b = NULL;
-        struct store__touched t = {NULL, 0};
         rc = store_batch_new(&b);
         for (struct store__waiter *w = list; rc == 0 && w; w = w->next)
             rc = store__batch_push(b, w->key, w->rec, false);
         if (rc == 0)
-            rc = store__commit_writes(s, b, &t);
-        if (rc == 0)
-            rc = store__sync_touched(s, &t);
-        free(t.r);
+            rc = store__commit_writes(s, b);
+        pthread_mutex_lock(&s->gmu);
+        s->gleader = false; /* the next group may commit meanwhile */
+        pthread_cond_broadcast(&s->gcv);
+        pthread_mutex_unlock(&s->gmu);
+        if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
+            rc = store_sync(s);
         size_t i = 0;
         for (struct store__waiter *w = list; w; w = w->next, i++)
             w->result = rc ? rc : store_batch_result(b, i);
@@ -899,7 +887,6 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
         pthread_mutex_lock(&s->gmu);
         for (struct store__waiter *w = list; w; w = w->next)
             w->done = true;
-        s->gleader = false;
         pthread_cond_broadcast(&s->gcv);
     }
     pthread_mutex_unlock(&s->gmu);

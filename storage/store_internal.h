@@ -52,6 +52,11 @@ struct store {
     pthread_cond_t gcv;
     struct store__waiter *gq;
     bool gleader;
+    /* store_sync: one sync at a time, shared by all who wait */
+    pthread_mutex_t dmu;
+    pthread_cond_t dcv;
+    uint64_t dseq, dsynced;
+    bool dsyncing;
     /* periodic syncer */
     pthread_t syncer;
     bool syncer_on;
