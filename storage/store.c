@@ -416,6 +416,7 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_rwlock_init(&s->maplock, &attr);
     pthread_rwlockattr_destroy(&attr);
     pthread_mutex_init(&s->hintmu, NULL);
+    pthread_mutex_init(&s->opmu, NULL);
     pthread_mutex_init(&s->gmu, NULL);
     pthread_cond_init(&s->gcv, NULL);
     pthread_mutex_init(&s->smu, NULL);
@@ -465,6 +466,7 @@ void store_free(store *s)
         mdb_env_close(s->hint_env);
     pthread_rwlock_destroy(&s->maplock);
     pthread_mutex_destroy(&s->hintmu);
+    pthread_mutex_destroy(&s->opmu);
     pthread_mutex_destroy(&s->gmu);
     pthread_cond_destroy(&s->gcv);
     pthread_mutex_destroy(&s->smu);
@@ -615,10 +617,10 @@ int store__check_write(struct rk_slice key, struct rk_slice rec)
     return store_record_decode(&r, rec.p, rec.len);
 }
 
-static int store__batch_push(store_batch *b,
-                             struct rk_slice key,
-                             struct rk_slice rec,
-                             bool copy)
+int store__batch_push(store_batch *b,
+                      struct rk_slice key,
+                      struct rk_slice rec,
+                      bool copy)
 {
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 16;
@@ -694,6 +696,39 @@ static int store__apply(MDB_txn *txn, MDB_dbi dbi, const struct store__w *w)
     return 0;
 }
 
+int store__batch_apply(MDB_txn *txn,
+                       MDB_dbi dbi,
+                       const store_batch *b,
+                       size_t i)
+{
+    return store__apply(txn, dbi, &b->w[i]);
+}
+
+/* Merge the writes ord[i..j) that fall in rr's shadow arc into the shadow
+ * env (a split or merge in progress); a failure fails that operation. */
+static void store__mirror(struct store__range *rr,
+                          store_batch *b,
+                          const uint32_t *ord,
+                          size_t i,
+                          size_t j)
+{
+    struct store__range *sh = rr->shadow;
+    MDB_txn *txn = NULL;
+    int rc = mdb_txn_begin(sh->env, NULL, 0, &txn);
+    for (size_t x = i; rc == 0 && x < j; x++) {
+        const struct store__w *w = &b->w[ord[x]];
+        if (w->result == STORE__PENDING &&
+            store_range_contains(rr->shadow_arc, w->token))
+            rc = store__apply(txn, sh->dbi, w);
+    }
+    if (rc == 0)
+        rc = mdb_txn_commit(txn);
+    else if (txn != NULL)
+        mdb_txn_abort(txn);
+    if (rc != 0)
+        atomic_store(&rr->shadow_failed, true);
+}
+
 struct store__tok {
     uint64_t token;
     uint32_t idx;
@@ -767,6 +802,8 @@ static void store__commit_pass(store *s,
             res = store__err(mrc);
         } else {
             atomic_store(&rr->dirty, true);
+            if (rr->shadow != NULL)
+                store__mirror(rr, b, ord, i, j);
         }
         for (size_t x = i; x < j; x++)
             if (b->w[ord[x]].result == STORE__PENDING)

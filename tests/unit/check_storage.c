@@ -999,6 +999,68 @@ static void concurrent(int durability)
     rm_tmp();
 }
 
+struct splitter {
+    store *s;
+    int rounds;
+    int rc;
+};
+
+/* Split the whole ring in four and merge it back, again and again. */
+static void *splitter(void *arg)
+{
+    struct splitter *sp = arg;
+    uint64_t q = UINT64_MAX / 4;
+    for (int i = 0; i < sp->rounds && sp->rc == 0; i++) {
+        if ((sp->rc = store_range_split(sp->s, WHOLE, q)) ||
+            (sp->rc =
+                 store_range_split(sp->s, (struct store_range){q, 0}, 2 * q)) ||
+            (sp->rc = store_range_merge(sp->s, (struct store_range){0, q},
+                                        (struct store_range){q, 2 * q})) ||
+            (sp->rc = store_range_merge(sp->s, (struct store_range){0, 2 * q},
+                                        (struct store_range){2 * q, 0})))
+            break;
+    }
+    return NULL;
+}
+
+START_TEST(writes_during_split_and_merge)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill(s, NK, 1);
+    pthread_t th[4], sth;
+    struct thr a[4];
+    struct splitter sp = {s, 6, 0};
+    ck_assert_int_eq(pthread_create(&sth, NULL, splitter, &sp), 0);
+    for (int i = 0; i < 4; i++) {
+        a[i] = (struct thr){s, i, 200};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *ret;
+        pthread_join(th[i], &ret);
+        ck_assert_ptr_null(ret);
+    }
+    pthread_join(sth, NULL);
+    ck_assert_int_eq(sp.rc, 0);
+    check_all(s, NK, 1);
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 200; i++) {
+            char k[32], v[32];
+            snprintf(k, sizeof(k), "t%d:%d", t, i);
+            snprintf(v, sizeof(v), "v%d", i);
+            expect(s, k, v);
+        }
+    ck_assert_uint_eq(check_placement(s), NK + 800);
+    store_free(s);
+    s = open_store(NULL);
+    ck_assert_uint_eq(check_placement(s), NK + 800);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(concurrent_group_commit)
 {
     concurrent(STORE_GROUP_COMMIT);
@@ -1064,6 +1126,7 @@ static Suite *storage_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, concurrent_group_commit);
     tcase_add_test(tc, concurrent_periodic);
+    tcase_add_test(tc, writes_during_split_and_merge);
     suite_add_tcase(s, tc);
     return s;
 }
