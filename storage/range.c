@@ -124,7 +124,6 @@ int store__finish_rename(store *s,
                          const char *dir,
                          const char *prev)
 {
-    (void)r;
     struct stat st;
     if (stat(dir, &st) == 0)
         return 0; /* the rename happened */

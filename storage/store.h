@@ -73,7 +73,8 @@ int store_record_encode(uint8_t *out,
                         const struct store_record *r);
 
 /* Decode p[0..len). Returns 0, RK_EVERSION for an unknown version byte,
- * RK_ECORRUPT for anything else malformed.
+ * RK_ETOOLARGE for a value over RK_MAX_VALUE, RK_ECORRUPT for anything else
+ * malformed.
  * @note out->value borrows from p and lives as long as p does. */
 int store_record_decode(struct store_record *out, const uint8_t *p, size_t len);
 
