@@ -588,21 +588,34 @@ size_t ring_replicas(const ring *r, uint64_t token, uint32_t *out, size_t cap)
     return r->nrep;
 }
 
+static int ring__arc_has(const ring *r, size_t i, uint32_t idx)
+{
+    const uint32_t *rep = &r->rep[i * r->nrep];
+    for (size_t k = 0; k < r->nrep; k++)
+        if (rep[k] == idx)
+            return 1;
+    return 0;
+}
+
 size_t ring_node_ranges(const ring *r, uint32_t idx, struct ring_range *out,
                         size_t cap)
 {
-    size_t count = 0;
+    size_t count = 0, s;
     int open = 0; /* the previous arc was replicated by idx */
-    int first_open = 0;
 
     if (idx >= r->nnodes || r->ntok == 0)
         return 0;
-    for (size_t i = 0; i < r->ntok; i++) {
-        const uint32_t *rep = &r->rep[i * r->nrep];
-        int mine = 0;
-        for (size_t k = 0; k < r->nrep; k++)
-            mine |= rep[k] == idx;
-        if (!mine) {
+    /* start after an arc idx does not replicate, so no run is cut in two */
+    for (s = 0; s < r->ntok && ring__arc_has(r, s, idx); s++)
+        ;
+    if (s == r->ntok) {
+        if (cap > 0)
+            out[0] = (struct ring_range){r->tok[0], r->tok[0]};
+        return 1;
+    }
+    for (size_t step = 1; step <= r->ntok; step++) {
+        size_t i = (s + step) % r->ntok;
+        if (!ring__arc_has(r, i, idx)) {
             open = 0;
             continue;
         }
@@ -614,18 +627,8 @@ size_t ring_node_ranges(const ring *r, uint32_t idx, struct ring_range *out,
             if (count < cap)
                 out[count] = a;
             count++;
-            if (i == 0)
-                first_open = 1;
         }
         open = 1;
-    }
-    /* the last run continues into arc 0's: join them through zero */
-    if (open && first_open && count > 1) {
-        if (count <= cap)
-            out[0].start = out[count - 1].start;
-        count--;
-    } else if (open && first_open && count == 1 && cap > 0) {
-        out[0].start = out[0].end; /* every arc: the whole ring */
     }
     return count;
 }

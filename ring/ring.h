@@ -150,7 +150,7 @@ uint32_t ring_node_find(const ring *r, const char *name);
 /* Fill *out for node `idx`; RK_ENOTFOUND if idx is out of range. */
 int ring_node_get(const ring *r, struct ring_node_info *out, uint32_t idx);
 
-/* Ranges replicated by node `idx`, ascending by end, adjacent arcs merged.
+/* Ranges replicated by node `idx`, in ring order, adjacent arcs merged.
  * Writes at most `cap` and returns how many there are (call with cap 0 to
  * size the array). 0 for an unplaced or unknown node. */
 size_t ring_node_ranges(const ring *r, uint32_t idx, struct ring_range *out,
