@@ -1,7 +1,7 @@
 /*
  * ring_alloc.c - choosing tokens for a joining node.
  *
- * random:   token c = XXH3_64bits_withSeed(name, c) for c = 0, 1, ...,
+ * random:   token c = XXH3_64bits(name || c) for c = 0, 1, ...,
  *           skipping tokens already taken. Depends on the name only, so a
  *           node that comes back with a new address keeps its ranges.
  *
@@ -29,6 +29,7 @@
  * Cost: O(n_tokens * T * w) for T group tokens and a walk of w positions,
  * about 0.1 s for 16 tokens into a 1,000-node ring of 16 tokens each.
  */
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -91,21 +92,35 @@ static int alloc__chosen(const uint64_t *out, size_t k, uint64_t t)
     return 0;
 }
 
+/* Token c of a node: XXH3_64bits(name || c as 8 bytes little-endian). The
+ * counter is part of the message, not the seed: XXH3 mixes a seed almost
+ * linearly into short inputs, so distinct (name, seed) pairs can collide. */
+static uint64_t alloc__name_token(const char *name, size_t len, uint64_t c)
+{
+    XXH3_state_t st;
+    uint8_t le[8];
+    for (int b = 0; b < 8; b++)
+        le[b] = (uint8_t)(c >> (8 * b));
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, name, len);
+    XXH3_64bits_update(&st, le, sizeof(le));
+    return XXH3_64bits_digest(&st);
+}
+
 static void
 alloc__random(uint64_t *out, size_t n, const ring *r, const char *name)
 {
     size_t len = strlen(name);
     uint64_t c = 0;
     for (size_t k = 0; k < n; c++) {
-        uint64_t t = XXH3_64bits_withSeed(name, len, c);
+        uint64_t t = alloc__name_token(name, len, c);
         if (alloc__taken(r, t) || alloc__chosen(out, k, t))
             continue;
         out[k++] = t;
     }
 }
 
-/* ---- balanced -------------------------------------------------------------
- */
+/* ---- balanced ---------------------------------------------------------- */
 
 /* A change to one node's or one token's replicated ownership caused by a
  * candidate split at x (the new arc's length): b + c * x. */
@@ -210,8 +225,16 @@ static void alloc__arc_delta(struct alloc *a,
                              double c0,
                              size_t k)
 {
-    unsigned tg = a->w.target;
+    unsigned tg = a->w.target, same = 0;
     uint32_t nid = (uint32_t)a->n;
+    if (oldlen == b0 && c0 == 0) {
+        /* an arc behind the split: often nothing changes */
+        while (same < tg && old[same] == nw[same] &&
+               opos[same] == alloc__tid(npos[same], k, nid))
+            same++;
+        if (same == tg)
+            return;
+    }
     for (unsigned i = 0; i < tg; i++) {
         alloc__add(a->dn, a->nslot, &a->ndn, old[i], -oldlen, 0);
         alloc__add(a->dt, a->tslot, &a->ndt, opos[i], -oldlen, 0);

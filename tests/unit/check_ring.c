@@ -623,6 +623,31 @@ START_TEST(alloc_random_from_name)
 }
 END_TEST
 
+/* Regression: tokens were XXH3_64bits_withSeed(name, counter), and XXH3
+ * mixes the seed almost linearly into short inputs, so "n1".."n999" with 16
+ * tokens each produced duplicate tokens and ring_new said RK_EEXIST. */
+START_TEST(alloc_random_short_names_no_collision)
+{
+    enum { N = 1000, V = 16 };
+    static uint64_t tok[N][V];
+    static char names[N][8];
+    static struct ring_member m[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "n%d", i);
+        struct ring_joiner j = {names[i], NULL, NULL, 0};
+        ck_assert_int_eq(
+            ring_tokens_alloc(tok[i], V, NULL, &j, RING_ALLOC_RANDOM), 0);
+        m[i] = (struct ring_member){names[i], NULL, NULL,       tok[i],
+                                    V,        0,    RING_NORMAL};
+    }
+    struct ring_config cfg = {m, N, {RING_SIMPLE, 3, NULL, 0}, 1};
+    ring *r = NULL;
+    ck_assert_int_eq(ring_new(&r, &cfg), 0);
+    ck_assert_uint_eq(ring_token_count(r), N * V);
+    ring_free(r);
+}
+END_TEST
+
 /* Grow a ring node by node; returns it. racks == 1: SimpleStrategy. */
 static ring *grow(unsigned n,
                   unsigned tokens,
@@ -924,6 +949,7 @@ static Suite *ring_suite(void)
     tc = tcase_create("alloc");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, alloc_random_from_name);
+    tcase_add_test(tc, alloc_random_short_names_no_collision);
     tcase_add_loop_test(tc, alloc_balanced_beats_random, 0, 2);
     tcase_add_test(tc, alloc_balanced_weights_and_few_racks);
     tcase_add_test(tc, alloc_balanced_first_and_other_dc);
