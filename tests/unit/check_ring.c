@@ -25,7 +25,12 @@
  * can be run with every possible allocation failing in turn (libuv's
  * test-loop-oom.c habit) and checked to return -ENOMEM without leaking.
  * Under ASan the hook is compiled out: ASan owns malloc there. */
-#if !defined(__SANITIZE_ADDRESS__)
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define RING_TEST_NO_OOM 1
+#endif
+#endif
+#if !defined(__SANITIZE_ADDRESS__) && !defined(RING_TEST_NO_OOM)
 #define RING_TEST_OOM 1
 extern void *__libc_malloc(size_t n);
 extern void *__libc_calloc(size_t n, size_t size);
