@@ -26,6 +26,10 @@
  *           everything) fall back to raw ownership. docs/ring.md shows the
  *           measured effect of each choice.
  *
+ *           With exactly RF racks the score is not used: each rack is then
+ *           a ring of its own with one copy, and the joiner fills its rack
+ *           from its most loaded rack-mates (alloc__rack_fill below).
+ *
  *           Degenerate groups are balanced on raw ownership instead: when
  *           the group has no more nodes than RF (every node holds every key
  *           whatever the tokens), or when the joiner opens a new rack while
@@ -33,7 +37,8 @@
  *           range, as in Cassandra; Cassandra refuses to allocate there).
  *
  * Cost: O(n_tokens * T * w) for T group tokens and a walk of w positions:
- * 0.05-0.16 s of CPU for 16 tokens into a 1,000-node ring of 16 tokens.
+ * 0.05-0.16 s of CPU for 16 tokens into a 1,000-node ring of 16 tokens;
+ * the rack fill is O(T log T + n_tokens * T).
  */
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <errno.h>
@@ -440,15 +445,23 @@ static uint64_t alloc__apply(struct alloc *a, size_t k, double xf)
  *
  * Instead the joiner chooses its donors: the rack-mates most over their fair
  * share (ownership / target, largest first), at most k of them, each cut
- * down to one common level lambda of its target, where lambda is the water
- * level at which the cuts add up to the joiner's own fair share J:
- *   sum_{i < c} (o_i - lambda T_i) = J,  lambda = (sum o_i - J) / sum T_i,
- * with c the smallest count such that the next rack-mate is already below
- * lambda. Tokens left over (fewer than k donors) go one by one to the
- * donor with the largest cut per token, and a donor cuts its share out of
- * its largest rack arcs in proportion to their lengths, so its arcs stay
- * large enough to feed later joiners. Returns the number of tokens placed
- * (they are applied to the model and written to out), or -ENOMEM. */
+ * down to one common level lambda of its target (a water level, as in
+ * Cassandra's NoReplicationTokenAllocator), with c the smallest count such
+ * that the next rack-mate is already below lambda. The joiner ends at rho
+ * of its own target J; the split between donors and joiner minimises the
+ * same weighted variance as the general score, the joiner weighing
+ * W = ALLOC_JOINER_WEIGHT: rho - 1 = (lambda - 1) / W, and the cuts add up
+ * to what the joiner gets:
+ *   sum_{i < c} (o_i - lambda T_i) = rho J
+ *   lambda = (sum o_i - J (1 - 1/W)) / (sum T_i + J / W).
+ * (W -> infinity: the joiner takes exactly J, which is worse with 1-4
+ * tokens; W = 1: Cassandra's "everyone ends equal", which is worse at
+ * 8 tokens, 100 nodes; docs/ring.md has the figures.) Tokens left over (fewer
+ * than k donors) go one by one to the donor with the largest cut per token, and
+ * a donor cuts its share out of its largest rack arcs in proportion to their
+ * lengths, so its arcs stay large enough to feed later joiners. Returns the
+ * number of tokens placed (they are applied to the model and written to out),
+ * or -ENOMEM. */
 
 struct alloc__mate {
     double ratio, own, tgt, cut;
@@ -557,7 +570,8 @@ static long alloc__rack_fill(
     for (c = 1; c <= cmax; c++) {
         so += mate[c - 1].own;
         st += mate[c - 1].tgt;
-        lambda = st > 0 ? (so - jshare) / st : 0;
+        lambda = (so - jshare * (1 - 1 / ALLOC_JOINER_WEIGHT)) /
+                 (st + jshare / ALLOC_JOINER_WEIGHT);
         if (c == cmax || lambda >= mate[c].ratio)
             break;
     }
