@@ -459,9 +459,9 @@ static uint64_t alloc__apply(struct alloc *a, size_t k, double xf)
  * 8 tokens, 100 nodes; docs/ring.md has the figures.) Tokens left over (fewer
  * than k donors) go one by one to the donor with the largest cut per token, and
  * a donor cuts its share out of its largest rack arcs in proportion to their
- * lengths, so its arcs stay large enough to feed later joiners. Returns the
- * number of tokens placed (they are applied to the model and written to out),
- * or -ENOMEM. */
+ * lengths, so its arcs stay large enough to feed later joiners. The tokens
+ * placed are applied to the model, written to out and counted in *nout (the
+ * score places the rest); returns 0 or -ENOMEM. */
 
 struct alloc__mate {
     double ratio, own, tgt, cut;
@@ -513,16 +513,24 @@ static size_t alloc__lower(const struct alloc *a, uint64_t t)
     return lo == a->n ? 0 : lo;
 }
 
-static long alloc__rack_fill(
-    struct alloc *a, uint64_t *out, size_t k, const ring *r, double jshare)
+static int alloc__rack_fill(uint64_t *out,
+                            size_t *nout,
+                            struct alloc *a,
+                            size_t k,
+                            const ring *r,
+                            double jshare)
 {
     uint32_t jrack = a->rack[a->m];
     size_t nm = 0, nr = 0, nplan = 0, placed = 0;
     struct alloc__mate *mate = malloc(a->m * sizeof(*mate));
     struct alloc__rarc *arc = malloc(a->n * sizeof(*arc));
     struct alloc__rarc *plan = malloc(k * sizeof(*plan));
-    long ret = -ENOMEM;
-    if (mate == NULL || arc == NULL || plan == NULL)
+    size_t *first = malloc(k * sizeof(size_t));
+    size_t *narcs = malloc(k * sizeof(size_t));
+    int err = -ENOMEM;
+    *nout = 0;
+    if (mate == NULL || arc == NULL || plan == NULL || first == NULL ||
+        narcs == NULL)
         goto out_free;
 
     /* the rack's sub-ring: its arcs and its nodes' shares of it */
@@ -545,7 +553,7 @@ static long alloc__rack_fill(
         mate[nm++] = (struct alloc__mate){0, 0, a->tgt[q], 0, (uint32_t)q, 0};
     }
     if (nm == 0 || nr == 0) {
-        ret = 0;
+        err = 0;
         goto out_free;
     }
     /* shares from the rack arcs; mate ids are ascending, so look them up */
@@ -589,13 +597,6 @@ static long alloc__rack_fill(
 
     /* per donor, its arcs grouped and largest first */
     qsort(arc, nr, sizeof(*arc), alloc__cmp_rarc);
-    size_t *first = malloc((ndon + 1) * sizeof(size_t));
-    size_t *narcs = malloc((ndon + 1) * sizeof(size_t));
-    if (first == NULL || narcs == NULL) {
-        free(first);
-        free(narcs);
-        goto out_free;
-    }
     for (size_t i = 0; i < ndon; i++) {
         size_t lo = 0, hi = nr;
         while (lo < hi) {
@@ -646,8 +647,6 @@ static long alloc__rack_fill(
             plan[nplan++] = (struct alloc__rarc){e->start + off, 0, 0, 0};
         }
     }
-    free(first);
-    free(narcs);
 
     /* apply in token order (deterministic whatever the mates' order) */
     qsort(plan, nplan, sizeof(*plan), alloc__cmp_rarc_start);
@@ -662,12 +661,15 @@ static long alloc__rack_fill(
             tk++;
         out[placed++] = tk;
     }
-    ret = (long)placed;
+    *nout = placed;
+    err = 0;
 out_free:
     free(mate);
     free(arc);
     free(plan);
-    return ret;
+    free(first);
+    free(narcs);
+    return err;
 }
 
 static int alloc__balanced(uint64_t *out,
@@ -803,10 +805,9 @@ static int alloc__balanced(uint64_t *out,
     a.ttgt = (double)rf / (double)(a.n + k);
     size_t t0 = 0;
     if (per_rack) {
-        long placed = alloc__rack_fill(&a, out, k, r, jshare);
-        if (placed < 0)
+        err = alloc__rack_fill(out, &t0, &a, k, r, jshare);
+        if (err)
             goto out_free;
-        t0 = (size_t)placed;
     }
     for (size_t t = t0; t < k; t++) {
         struct alloc__cand best = {0};
