@@ -26,6 +26,10 @@
  *           everything) fall back to raw ownership. docs/ring.md shows the
  *           measured effect of each choice.
  *
+ *           With exactly RF racks the score is not used: each rack is then
+ *           a ring of its own with one copy, and the joiner fills its rack
+ *           from its most loaded rack-mates (alloc__rack_fill below).
+ *
  *           Degenerate groups are balanced on raw ownership instead: when
  *           the group has no more nodes than RF (every node holds every key
  *           whatever the tokens), or when the joiner opens a new rack while
@@ -33,7 +37,8 @@
  *           range, as in Cassandra; Cassandra refuses to allocate there).
  *
  * Cost: O(n_tokens * T * w) for T group tokens and a walk of w positions:
- * 0.05-0.16 s of CPU for 16 tokens into a 1,000-node ring of 16 tokens.
+ * 0.05-0.16 s of CPU for 16 tokens into a 1,000-node ring of 16 tokens;
+ * the rack fill is O(T log T + n_tokens * T).
  */
 #define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <errno.h>
@@ -367,19 +372,13 @@ static void alloc__contrib(struct alloc *a, size_t j, double sign)
     }
 }
 
-/* Place the joiner's token in the gap before k at fraction xf of it. */
-static uint64_t alloc__apply(struct alloc *a, size_t k, double xf)
+/* Place the joiner's token `off` past the token before k (0 < off < the
+ * gap before k) and update every cached walk and ownership. */
+static uint64_t alloc__apply_off(struct alloc *a, size_t k, uint64_t off)
 {
     size_t n = a->n, prevk = k ? k - 1 : n - 1, lim = 0;
     unsigned tg = a->w.target;
     uint32_t joiner = (uint32_t)a->m;
-    uint64_t gap = a->tok[k] - a->tok[prevk];
-    double gapd = gap ? (double)gap : 0x1p64;
-    uint64_t off = (uint64_t)(xf * gapd);
-    if (off < 1)
-        off = 1;
-    if (gap != 0 && off > gap - 1)
-        off = gap - 1;
     uint64_t t = a->tok[prevk] + off;
 
     /* arcs that may change: d = 1 .. lim behind the split, and d = 0 */
@@ -419,6 +418,258 @@ static uint64_t alloc__apply(struct alloc *a, size_t k, double xf)
     alloc__walk_store(a, p);
     alloc__contrib(a, p, 1);
     return t;
+}
+
+/* Place the joiner's token in the gap before k at fraction xf of it. */
+static uint64_t alloc__apply(struct alloc *a, size_t k, double xf)
+{
+    size_t prevk = k ? k - 1 : a->n - 1;
+    uint64_t gap = a->tok[k] - a->tok[prevk];
+    double gapd = gap ? (double)gap : 0x1p64;
+    uint64_t off = (uint64_t)(xf * gapd);
+    if (off < 1)
+        off = 1;
+    if (gap != 0 && off > gap - 1)
+        off = gap - 1;
+    return alloc__apply_off(a, k, off);
+}
+
+/* ---- exactly RF racks: fill the joiner's rack ---------------------------
+ * With as many racks as replicas (rack-aware), every rack holds one replica
+ * of every range, so a node's replicated ownership is its raw share of its
+ * own rack's sub-ring: the circle cut at that rack's tokens only. A joiner's
+ * token at t inside the rack arc (A, B] takes (A, t] from the owner of B and
+ * from nobody else, so k tokens reach at most k donors, and a global score
+ * that spreads the take evenly leaves the untouched rack-mates to drift up
+ * as the rack grows (measured 1.075 at 8 tokens, 100 nodes).
+ *
+ * Instead the joiner chooses its donors: the rack-mates most over their fair
+ * share (ownership / target, largest first), at most k of them, each cut
+ * down to one common level lambda of its target (a water level, as in
+ * Cassandra's NoReplicationTokenAllocator), with c the smallest count such
+ * that the next rack-mate is already below lambda. The joiner ends at rho
+ * of its own target J; the split between donors and joiner minimises the
+ * same weighted variance as the general score, the joiner weighing
+ * W = ALLOC_JOINER_WEIGHT: rho - 1 = (lambda - 1) / W, and the cuts add up
+ * to what the joiner gets:
+ *   sum_{i < c} (o_i - lambda T_i) = rho J
+ *   lambda = (sum o_i - J (1 - 1/W)) / (sum T_i + J / W).
+ * (W -> infinity: the joiner takes exactly J, which is worse with 1-4
+ * tokens; W = 1: Cassandra's "everyone ends equal", which is worse at
+ * 8 tokens, 100 nodes; docs/ring.md has the figures.) Tokens left over (fewer
+ * than k donors) go one by one to the donor with the largest cut per token, and
+ * a donor cuts its share out of its largest rack arcs in proportion to their
+ * lengths, so its arcs stay large enough to feed later joiners. The tokens
+ * placed are applied to the model, written to out and counted in *nout (the
+ * score places the rest); returns 0 or -ENOMEM. */
+
+struct alloc__mate {
+    double ratio, own, tgt, cut;
+    uint32_t id;
+    unsigned ntk;
+};
+
+struct alloc__rarc {
+    uint64_t start, len; /* (start, start + len]; len 0: the whole circle */
+    double lenf;
+    uint32_t node;
+};
+
+static int alloc__cmp_mate(const void *x, const void *y)
+{
+    const struct alloc__mate *p = x, *q = y;
+    if (p->ratio != q->ratio)
+        return p->ratio < q->ratio ? 1 : -1;
+    return (p->id > q->id) - (p->id < q->id);
+}
+
+static int alloc__cmp_rarc(const void *x, const void *y)
+{
+    const struct alloc__rarc *p = x, *q = y;
+    if (p->node != q->node)
+        return (p->node > q->node) - (p->node < q->node);
+    if (p->lenf != q->lenf)
+        return p->lenf < q->lenf ? 1 : -1;
+    return (p->start > q->start) - (p->start < q->start);
+}
+
+static int alloc__cmp_rarc_start(const void *x, const void *y)
+{
+    const struct alloc__rarc *p = x, *q = y;
+    return (p->start > q->start) - (p->start < q->start);
+}
+
+/* First group position whose token is >= t (0 when t is past them all). */
+static size_t alloc__lower(const struct alloc *a, uint64_t t)
+{
+    size_t lo = 0, hi = a->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (a->tok[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == a->n ? 0 : lo;
+}
+
+static int alloc__rack_fill(uint64_t *out,
+                            size_t *nout,
+                            struct alloc *a,
+                            size_t k,
+                            const ring *r,
+                            double jshare)
+{
+    uint32_t jrack = a->rack[a->m];
+    size_t nm = 0, nr = 0, nplan = 0, placed = 0;
+    struct alloc__mate *mate = malloc(a->m * sizeof(*mate));
+    struct alloc__rarc *arc = malloc(a->n * sizeof(*arc));
+    struct alloc__rarc *plan = malloc(k * sizeof(*plan));
+    size_t *first = malloc(k * sizeof(size_t));
+    size_t *narcs = malloc(k * sizeof(size_t));
+    int err = -ENOMEM;
+    *nout = 0;
+    if (mate == NULL || arc == NULL || plan == NULL || first == NULL ||
+        narcs == NULL)
+        goto out_free;
+
+    /* the rack's sub-ring: its arcs and its nodes' shares of it */
+    size_t last = SIZE_MAX;
+    for (size_t j = 0; j < a->n; j++)
+        if (a->rack[a->node[j]] == jrack)
+            last = j;
+    for (size_t j = 0; j < a->n; j++) {
+        if (a->rack[a->node[j]] != jrack)
+            continue;
+        uint64_t prev = a->tok[last];
+        arc[nr] = (struct alloc__rarc){prev, a->tok[j] - prev,
+                                       ring__span(prev, a->tok[j]), a->node[j]};
+        nr++;
+        last = j;
+    }
+    for (size_t q = 0; q < a->m; q++) {
+        if (a->rack[q] != jrack)
+            continue;
+        mate[nm++] = (struct alloc__mate){0, 0, a->tgt[q], 0, (uint32_t)q, 0};
+    }
+    if (nm == 0 || nr == 0) {
+        err = 0;
+        goto out_free;
+    }
+    /* shares from the rack arcs; mate ids are ascending, so look them up */
+    for (size_t i = 0; i < nr; i++) {
+        size_t lo = 0, hi = nm;
+        while (hi - lo > 1) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (mate[mid].id <= arc[i].node)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        mate[lo].own += arc[i].lenf;
+    }
+    for (size_t i = 0; i < nm; i++)
+        mate[i].ratio = mate[i].tgt > 0 ? mate[i].own / mate[i].tgt : 0;
+    qsort(mate, nm, sizeof(*mate), alloc__cmp_mate);
+
+    /* water level: the c most loaded mates are cut to lambda x target */
+    size_t cmax = nm < k ? nm : k, c;
+    double so = 0, st = 0, lambda = 0;
+    for (c = 1; c <= cmax; c++) {
+        so += mate[c - 1].own;
+        st += mate[c - 1].tgt;
+        lambda = (so - jshare * (1 - 1 / ALLOC_JOINER_WEIGHT)) /
+                 (st + jshare / ALLOC_JOINER_WEIGHT);
+        if (c == cmax || lambda >= mate[c].ratio)
+            break;
+    }
+    if (c > cmax)
+        c = cmax;
+    size_t ndon = 0;
+    for (size_t i = 0; i < c; i++) {
+        double cut = mate[i].own - lambda * mate[i].tgt;
+        if (cut <= 0)
+            break;
+        mate[i].cut = cut;
+        mate[i].ntk = 1;
+        ndon++;
+    }
+
+    /* per donor, its arcs grouped and largest first */
+    qsort(arc, nr, sizeof(*arc), alloc__cmp_rarc);
+    for (size_t i = 0; i < ndon; i++) {
+        size_t lo = 0, hi = nr;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (arc[mid].node < mate[i].id)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        first[i] = lo;
+        while (hi < nr && arc[hi].node == mate[i].id)
+            hi++;
+        narcs[i] = hi - lo;
+    }
+    /* tokens left over split the largest cuts over more arcs */
+    for (size_t left = k - ndon; left > 0; left--) {
+        size_t best = SIZE_MAX;
+        for (size_t i = 0; i < ndon; i++) {
+            if (mate[i].ntk >= narcs[i])
+                continue;
+            if (best == SIZE_MAX ||
+                mate[i].cut / mate[i].ntk > mate[best].cut / mate[best].ntk)
+                best = i;
+        }
+        if (best == SIZE_MAX)
+            break;
+        mate[best].ntk++;
+    }
+    for (size_t i = 0; i < ndon; i++) {
+        double sum = 0;
+        for (size_t q = 0; q < mate[i].ntk; q++)
+            sum += arc[first[i] + q].lenf;
+        for (size_t q = 0; q < mate[i].ntk; q++) {
+            const struct alloc__rarc *e = &arc[first[i] + q];
+            double f = mate[i].cut / sum;
+            if (f < ALLOC_EDGE)
+                f = ALLOC_EDGE;
+            if (f > 1 - ALLOC_EDGE)
+                f = 1 - ALLOC_EDGE;
+            double lend = e->len ? (double)e->len : 0x1p64;
+            uint64_t off = (uint64_t)(f * lend);
+            if (e->len != 0 && e->len < 2)
+                continue;
+            if (off < 1)
+                off = 1;
+            if (e->len != 0 && off > e->len - 1)
+                off = e->len - 1;
+            plan[nplan++] = (struct alloc__rarc){e->start + off, 0, 0, 0};
+        }
+    }
+
+    /* apply in token order (deterministic whatever the mates' order) */
+    qsort(plan, nplan, sizeof(*plan), alloc__cmp_rarc_start);
+    for (size_t i = 0; i < nplan; i++) {
+        uint64_t t = plan[i].start;
+        size_t p = alloc__lower(a, t);
+        if (a->tok[p] == t)
+            continue; /* another rack's token sits there: leave it */
+        size_t prevp = p ? p - 1 : a->n - 1;
+        uint64_t tk = alloc__apply_off(a, p, t - a->tok[prevp]);
+        while (alloc__taken(r, tk) || alloc__chosen(out, placed, tk))
+            tk++;
+        out[placed++] = tk;
+    }
+    *nout = placed;
+    err = 0;
+out_free:
+    free(mate);
+    free(arc);
+    free(plan);
+    free(first);
+    free(narcs);
+    return err;
 }
 
 static int alloc__balanced(uint64_t *out,
@@ -552,7 +803,13 @@ static int alloc__balanced(uint64_t *out,
     }
     double jshare = share[a.m];
     a.ttgt = (double)rf / (double)(a.n + k);
-    for (size_t t = 0; t < k; t++) {
+    size_t t0 = 0;
+    if (per_rack) {
+        err = alloc__rack_fill(out, &t0, &a, k, r, jshare);
+        if (err)
+            goto out_free;
+    }
+    for (size_t t = t0; t < k; t++) {
         struct alloc__cand best = {0};
         /* the joiner aims at its share pro rata to the tokens placed */
         a.tgt[a.m] = jshare * (double)(t + 1) / (double)k;

@@ -9,6 +9,7 @@
  * all checked against something simple.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,9 +403,9 @@ START_TEST(build_nodes_and_refcount)
 END_TEST
 
 #ifdef RING_TEST_OOM
-/* Every allocation of ring_new, ring_change, the balanced allocator and
- * ring_plan_new fails in turn: each failure returns -ENOMEM, leaves *out
- * NULL and frees everything it took. */
+/* Every allocation of ring_new, ring_change, the balanced allocator (also
+ * its rack fill, step 4) and ring_plan_new fails in turn: each failure returns
+ * -ENOMEM, leaves *out NULL and frees everything it took. */
 START_TEST(build_out_of_memory_unwinds)
 {
     uint64_t s = 99;
@@ -413,7 +414,26 @@ START_TEST(build_out_of_memory_unwinds)
     fix_nts(&f, 2, 1);
     struct ring_config cfg = {f.m, f.n, f.repl, 1};
     ring *base = fix_ring(&f, 1);
-    for (int step = 0; step < 4; step++) {
+    /* step 4: dc0 with RF 3 over exactly its 3 racks (the rack fill) */
+    static struct fixture f3;
+    uint64_t s3 = 7;
+    fix_random(&f3, &s3, 12, 6, 1, 3, 0);
+    fix_nts(&f3, 3, 1);
+    unsigned racks_dc0 = 0;
+    for (unsigned k = 0; k < 3; k++) {
+        char nm[8];
+        snprintf(nm, sizeof(nm), "r%u", k);
+        for (size_t i = 0; i < f3.n; i++) {
+            if (placed(f3.m[i].state) && strcmp(f3.dcs[i], "dc0") == 0 &&
+                strcmp(f3.racks[i], nm) == 0) {
+                racks_dc0++;
+                break;
+            }
+        }
+    }
+    ck_assert_uint_eq(racks_dc0, 3);
+    ring *base3 = fix_ring(&f3, 1);
+    for (int step = 0; step < 5; step++) {
         long limit;
         for (limit = 0; limit < 100000; limit++) {
             ring *r = (ring *)&s;
@@ -430,6 +450,8 @@ START_TEST(build_out_of_memory_unwinds)
                 err = ring_change(&r, base, NULL, f.names[0], 2);
             else if (step == 2)
                 err = ring_tokens_alloc(tok, 8, base, &j, RING_ALLOC_BALANCED);
+            else if (step == 4)
+                err = ring_tokens_alloc(tok, 8, base3, &j, RING_ALLOC_BALANCED);
             else
                 err = ring_plan_new(&plan, &nplan, base, base);
             oom_countdown = -1;
@@ -450,6 +472,7 @@ START_TEST(build_out_of_memory_unwinds)
         }
         ck_assert_msg(limit > 0, "step %d never allocated", step);
     }
+    ring_free(base3);
     ring_free(base);
 }
 END_TEST
@@ -857,6 +880,101 @@ START_TEST(alloc_balanced_weights_and_few_racks)
 }
 END_TEST
 
+START_TEST(alloc_balanced_racks_eq_rf_figures)
+{
+    /* issue 2's figures, nodes added one at a time, racks in turn: RF 3,
+     * 3 racks, 100 nodes, replicated largest/mean <= 1.07 with 8 tokens
+     * and <= 1.04 with 16 */
+    unsigned tokens = _i == 0 ? 8 : 16;
+    double goal = _i == 0 ? 1.07 : 1.04;
+    ring *r = grow(100, tokens, 3, 3, RING_ALLOC_BALANCED, NULL);
+    double m = max_over_mean(r, 1);
+    ck_assert_msg(m <= goal, "%u tokens: max/mean %.4f > %.2f", tokens, m,
+                  goal);
+    ring_free(r);
+}
+END_TEST
+
+START_TEST(alloc_balanced_racks_eq_rf_takes_from_most_loaded)
+{
+    /* with as many racks as replicas a joiner takes only from its own rack,
+     * from at most one rack-mate per token, and from the most loaded ones:
+     * every donor was at least as far over its share as any rack-mate that
+     * gives nothing, the donors end at one common level, and the joiner
+     * near its fair share */
+    unsigned base = 45 + (unsigned)_i;
+    ring *r = grow(base, 8, 3, 3, RING_ALLOC_BALANCED, NULL);
+    char name[32], rack[16];
+    snprintf(name, sizeof(name), "n%u", base);
+    snprintf(rack, sizeof(rack), "r%u", base % 3);
+    uint64_t tok[8];
+    struct ring_joiner j = {name, "dc1", rack, 0};
+    ck_assert_int_eq(ring_tokens_alloc(tok, 8, r, &j, RING_ALLOC_BALANCED), 0);
+    struct ring_member m = {name, "dc1", rack, tok, 8, 0, RING_NORMAL};
+    ring *next = NULL;
+    ck_assert_int_eq(ring_change(&next, r, &m, NULL, base + 1), 0);
+
+    unsigned mates = 0, donors = 0;
+    double min_donor = 1, max_donor = 0, max_other = 0, joiner = 0;
+    double min_donor_after = 1, max_donor_after = 0;
+    for (uint32_t i = 0; i < ring_node_count(next); i++) {
+        struct ring_node_info in;
+        ring_node_get(next, &in, i);
+        if (strcmp(in.name, name) == 0) {
+            joiner = in.effective;
+            continue;
+        }
+        struct ring_node_info old;
+        ring_node_get(r, &old, ring_node_find(r, in.name));
+        if (strcmp(in.rack, rack) != 0) {
+            ck_assert_msg(fabs(in.effective - old.effective) < 1e-12,
+                          "%s in another rack changed", in.name);
+            continue;
+        }
+        mates++;
+        if (in.effective < old.effective - 1e-12) {
+            donors++;
+            min_donor = fmin(min_donor, old.effective);
+            max_donor = fmax(max_donor, old.effective);
+            min_donor_after = fmin(min_donor_after, in.effective);
+            max_donor_after = fmax(max_donor_after, in.effective);
+        } else {
+            max_other = fmax(max_other, old.effective);
+        }
+    }
+    ck_assert_uint_ge(donors, 1);
+    ck_assert_uint_le(donors, 8);
+    ck_assert_msg(min_donor >= max_other * (1 - 1e-9),
+                  "donor at %.5f, other at %.5f", min_donor, max_other);
+    ck_assert_msg(max_donor_after / min_donor_after < 1.001,
+                  "donors end at %.5f .. %.5f", min_donor_after,
+                  max_donor_after);
+    /* each rack holds one copy, so everyone's fair share is 1/(mates + 1);
+     * the joiner's deviation from it is the donors' over 4 (it weighs 4x,
+     * ALLOC_JOINER_WEIGHT: the split that minimises the weighted variance) */
+    double fair = 1.0 / (mates + 1);
+    double lambda = min_donor_after / fair, rho = joiner / fair;
+    ck_assert_msg(fabs(rho - 1 - (lambda - 1) / 4) < 1e-3,
+                  "joiner at %.4f of fair, donors at %.4f", rho, lambda);
+    ring_free(next);
+    ring_free(r);
+}
+END_TEST
+
+START_TEST(alloc_balanced_racks_eq_rf_weights)
+{
+    /* every fourth node has twice the capacity, spread over the racks:
+     * about twice the replicated ownership of its rack-mates */
+    uint32_t w[36];
+    for (int i = 0; i < 36; i++)
+        w[i] = i % 4 == 3 ? 200 : 100;
+    ring *r = grow(36, 8, 3, 3, RING_ALLOC_BALANCED, w);
+    ck_assert_msg(max_over_mean(r, 1) < 1.15, "weighted max/mean %.3f",
+                  max_over_mean(r, 1));
+    ring_free(r);
+}
+END_TEST
+
 START_TEST(alloc_balanced_first_and_other_dc)
 {
     uint64_t t[8];
@@ -1072,6 +1190,10 @@ static Suite *ring_suite(void)
     tcase_add_loop_test(tc, alloc_balanced_beats_random, 0, 2);
     tcase_add_test(tc, alloc_balanced_weights_and_few_racks);
     tcase_add_test(tc, alloc_balanced_first_and_other_dc);
+    tcase_add_loop_test(tc, alloc_balanced_racks_eq_rf_figures, 0, 2);
+    tcase_add_loop_test(tc, alloc_balanced_racks_eq_rf_takes_from_most_loaded,
+                        0, 3);
+    tcase_add_test(tc, alloc_balanced_racks_eq_rf_weights);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("plan");
