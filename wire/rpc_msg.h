@@ -1,0 +1,232 @@
+/*
+ * rpc_msg.h - the internode RPC messages and their msgpack codecs (pure).
+ *
+ * Every message is one msgpack array whose first element is its type
+ * (enum rpc_msg_type). Messages travel as the payload of net/'s RPC frames,
+ * which carry the request id; nothing here knows about ids or sockets.
+ *
+ * Encoding uses msgpack-c's packer. Decoding reads the same standard msgpack
+ * with a small bounds-checked reader instead of msgpack_unpack: the decoders
+ * take untrusted bytes, and msgpack_unpack allocates an array's declared
+ * element count up front (a five-byte input can ask for gigabytes). The
+ * reader never allocates, never trusts a length before checking it against
+ * the bytes left, and enforces RK_MAX_KEY / RK_MAX_VALUE.
+ *
+ * Decoded messages borrow: every rk_slice in a decoded struct points into
+ * the input buffer and lives as long as it. Copy what you keep.
+ *
+ * Decoder errors: RK_EPROTO for malformed or truncated input, a wrong
+ * message type, or trailing bytes; RK_ETOOLARGE for a key or value over the
+ * limit; RK_EVERSION for a handshake of an unknown protocol version.
+ * Encoder errors: RK_EBADREQ for an empty key, RK_ETOOLARGE for a key or value
+ * over the limit (or names over RPC_NAME_MAX), -ENOMEM.
+ *
+ * Authentication (the handshake) uses libsodium's crypto_auth
+ * (HMAC-SHA-512-256) under a 32-byte key derived from the cluster secret with
+ * crypto_generichash (BLAKE2b). The protocol, "server speaks first":
+ *   1. the accepting node sends a CHALLENGE: its cluster, name, a fresh
+ *      random nonce, its clock, MAC;
+ *   2. the connecting node checks it and answers with a RESPONSE that echoes
+ *      the challenge nonce (peer_nonce) under its own MAC;
+ *   3. the accepting node checks that the response is MAC'd under the cluster
+ *      key and binds the nonce it sent, so a recorded response is useless.
+ * rpc_handshake_make() / rpc_handshake_check() implement both sides; the
+ * daemon plugs them into net/'s handshake hook (docs/internode.md).
+ */
+#ifndef RK_WIRE_RPC_MSG_H
+#define RK_WIRE_RPC_MSG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rk.h"
+
+/* Message type tags, the first element of every message. Values are part of
+ * the wire format. */
+enum rpc_msg_type {
+    RPC_MSG_HANDSHAKE = 1,
+    RPC_MSG_WRITE = 2,
+    RPC_MSG_WRITE_ACK = 3,
+    RPC_MSG_READ = 4,
+    RPC_MSG_READ_RESP = 5,
+};
+
+#define RPC_HS_VERSION  1 /* the handshake protocol version we speak */
+#define RPC_NONCE_BYTES 16
+#define RPC_MAC_BYTES   32  /* crypto_auth_BYTES */
+#define RPC_KEY_BYTES   32  /* crypto_auth_KEYBYTES */
+#define RPC_NAME_MAX    255 /* cluster and node names, bytes */
+/* An encoded handshake never exceeds this many bytes. */
+#define RPC_HANDSHAKE_MAX 640
+
+/* Record flags (rpc_record.flags). Unknown bits are carried unchanged. */
+#define RPC_REC_TOMBSTONE 0x1u
+
+/* A growable output buffer the encoders append to. Zero-initialise it
+ * (RPC_BUF_INIT); rpc_buf_free releases it. */
+struct rpc_buf {
+    uint8_t *data;
+    size_t len;
+    size_t cap;
+};
+
+#define RPC_BUF_INIT \
+    {                \
+        NULL, 0, 0   \
+    }
+
+/* Empties buf, keeping its memory for reuse. */
+void rpc_buf_reset(struct rpc_buf *buf);
+
+/* Frees buf's memory and zeroes it. NULL is a no-op. */
+void rpc_buf_free(struct rpc_buf *buf);
+
+/* The type of an encoded message without decoding the rest.
+ * Returns 0 or RK_EPROTO (not an array, or no integer type first). */
+int rpc_msg_type_peek(enum rpc_msg_type *out, struct rk_slice buf);
+
+/* ---- records ------------------------------------------------------------ */
+
+/* A record version as replicas exchange it. value borrows. */
+struct rpc_record {
+    uint64_t ts;           /* HLC timestamp assigned by the coordinator */
+    uint32_t flags;        /* RPC_REC_* */
+    uint64_t expiry;       /* absolute expiry, ms since the epoch; 0 = none */
+    struct rk_slice value; /* empty for a tombstone */
+};
+
+/* What a replica answers to a digest read: the version fields and an
+ * XXH3-64 of the value, enough to tell which replica is newest and which
+ * must be repaired without moving the value. */
+struct rpc_digest {
+    uint64_t ts;
+    uint32_t flags;
+    uint64_t expiry;
+    uint64_t value_hash; /* XXH3_64bits of the value bytes */
+};
+
+/* The digest of rec. Pure; never fails. */
+void rpc_record_digest(struct rpc_digest *out, const struct rpc_record *rec);
+
+/* ---- handshake ---------------------------------------------------------- */
+
+enum rpc_hs_role {
+    RPC_HS_CHALLENGE = 0, /* sent first, by the accepting node */
+    RPC_HS_RESPONSE = 1,  /* the connecting node's answer */
+};
+
+struct rpc_handshake {
+    uint32_t version;        /* RPC_HS_VERSION */
+    uint32_t role;           /* enum rpc_hs_role */
+    struct rk_slice cluster; /* cluster name, 1..RPC_NAME_MAX bytes */
+    struct rk_slice node;    /* sender's node name, 1..RPC_NAME_MAX bytes */
+    uint8_t nonce[RPC_NONCE_BYTES];      /* sender's fresh random bytes */
+    uint8_t peer_nonce[RPC_NONCE_BYTES]; /* RESPONSE: the challenge's nonce;
+                                            CHALLENGE: zeros */
+    uint64_t time_ms;           /* sender's wall clock, informational */
+    uint8_t mac[RPC_MAC_BYTES]; /* over every field above */
+};
+
+/* The MAC key from the cluster secret (any length, may be empty):
+ * crypto_generichash(secret) with the fixed key "ringkv-internode-v1". */
+void rpc_key_derive(uint8_t out[RPC_KEY_BYTES], struct rk_slice secret);
+
+/* Computes hs->mac from the other fields under key. Returns 0, or
+ * RK_ETOOLARGE / RK_EBADREQ if a name is over RPC_NAME_MAX or empty. */
+int rpc_handshake_sign(struct rpc_handshake *hs,
+                       const uint8_t key[RPC_KEY_BYTES]);
+
+/* Checks hs->mac in constant time. Returns 0 or RK_EAUTH. */
+int rpc_handshake_verify(const struct rpc_handshake *hs,
+                         const uint8_t key[RPC_KEY_BYTES]);
+
+/* Appends hs (with its mac as is) to out. */
+int rpc_handshake_encode(struct rpc_buf *out, const struct rpc_handshake *hs);
+
+/* Decodes one handshake message occupying all of buf. Does not check the
+ * MAC. RK_EVERSION if version != RPC_HS_VERSION. */
+int rpc_handshake_decode(struct rpc_handshake *out, struct rk_slice buf);
+
+/* One side of the handshake, ready for net/'s hook. Writes into
+ * out[0..cap) the encoded, signed handshake this node sends and sets
+ * *out_len: a CHALLENGE if peer is empty, otherwise a RESPONSE to the
+ * challenge in peer (which must decode; its nonce is echoed). nonce is this
+ * side's fresh random bytes (the caller draws them: this file takes no
+ * randomness), now_ms its clock.
+ * Returns 0, RK_EPROTO (bad peer challenge), RK_ETOOLARGE (cap too small or
+ * a name too long), RK_EBADREQ (empty name). */
+int rpc_handshake_make(uint8_t *out,
+                       size_t cap,
+                       size_t *out_len,
+                       const uint8_t key[RPC_KEY_BYTES],
+                       struct rk_slice cluster,
+                       struct rk_slice node,
+                       const uint8_t nonce[RPC_NONCE_BYTES],
+                       uint64_t now_ms,
+                       struct rk_slice peer);
+
+/* Checks a received handshake. sent empty: got must be a CHALLENGE (we are
+ * the connecting side). sent = the challenge we sent: got must be a
+ * RESPONSE whose peer_nonce equals sent's nonce. In both cases got must be
+ * MAC'd under key, name cluster, and have our version. On success copies
+ * the peer's node name, NUL-terminated, into name[0..name_cap) (truncated
+ * if longer; name may be NULL) and returns 0. Errors: RK_EPROTO (malformed,
+ * wrong role or nonce), RK_EVERSION, RK_EAUTH (bad MAC or wrong cluster). */
+int rpc_handshake_check(struct rk_slice got,
+                        struct rk_slice sent,
+                        const uint8_t key[RPC_KEY_BYTES],
+                        struct rk_slice cluster,
+                        char *name,
+                        size_t name_cap);
+
+/* ---- replica write ------------------------------------------------------ */
+
+/* Coordinator -> replica: store this version of key (LWW merge). */
+struct rpc_write {
+    uint64_t token;        /* rk_token(key); checked by the replica, not here */
+    uint64_t epoch;        /* coordinator's applied ring epoch */
+    struct rk_slice key;   /* 1..RK_MAX_KEY bytes */
+    struct rpc_record rec; /* value 0..RK_MAX_VALUE bytes */
+};
+
+int rpc_write_encode(struct rpc_buf *out, const struct rpc_write *msg);
+int rpc_write_decode(struct rpc_write *out, struct rk_slice buf);
+
+/* Replica -> coordinator. */
+struct rpc_write_ack {
+    int32_t status; /* 0, or an RK_E* / -errno code of the replica */
+    uint64_t hlc;   /* the replica's HLC after the write */
+};
+
+int rpc_write_ack_encode(struct rpc_buf *out, const struct rpc_write_ack *msg);
+int rpc_write_ack_decode(struct rpc_write_ack *out, struct rk_slice buf);
+
+/* ---- replica read ------------------------------------------------------- */
+
+struct rpc_read {
+    uint64_t token;
+    uint64_t epoch;
+    struct rk_slice key; /* 1..RK_MAX_KEY bytes */
+    bool digest;         /* true: answer with a digest, not the data */
+};
+
+int rpc_read_encode(struct rpc_buf *out, const struct rpc_read *msg);
+int rpc_read_decode(struct rpc_read *out, struct rk_slice buf);
+
+/* Replica -> coordinator. When found, exactly one of rec (is_digest false)
+ * or dig (is_digest true) is meaningful. A tombstone is found with the
+ * RPC_REC_TOMBSTONE flag, so deletes win read repair. */
+struct rpc_read_resp {
+    int32_t status; /* 0, or an RK_E* / -errno code of the replica */
+    uint64_t hlc;   /* the replica's HLC */
+    bool found;
+    bool is_digest;
+    struct rpc_record rec;
+    struct rpc_digest dig;
+};
+
+int rpc_read_resp_encode(struct rpc_buf *out, const struct rpc_read_resp *msg);
+int rpc_read_resp_decode(struct rpc_read_resp *out, struct rk_slice buf);
+
+#endif
