@@ -1,0 +1,688 @@
+/*
+ * ringkv.c - libringkv: connections, pipelining, timeouts and reconnects over
+ * the native protocol codecs of wire/client_msg.h.
+ *
+ * The socket is non-blocking and every wait is a poll() bounded by a
+ * deadline on CLOCK_MONOTONIC, so the blocking API never hangs. Writes and
+ * reads interleave in flush: a client pipelining thousands of requests must
+ * drain responses while it writes, or both sides' buffers fill and stop.
+ */
+#include "client/ringkv.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RINGKV__READ_CHUNK (64u * 1024u)
+
+struct ringkv__host {
+    char *name;
+    char port[8];
+};
+
+struct ringkv {
+    struct ringkv_opts opts;
+    char *password;
+    char *client_name;
+    struct ringkv__host *hosts;
+    size_t nhosts;
+    size_t cur; /* index of the host last used */
+    bool used_any;
+    int fd;
+    uint64_t next_id;
+    size_t pending;
+    struct wire_cbuf out; /* queued bytes, sent from out_off */
+    size_t out_off;
+    uint8_t *in; /* received bytes in [in_off, in_len) */
+    size_t in_len, in_cap, in_off;
+    char err[512];
+    char peer[320];
+};
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static int64_t ringkv__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int ringkv__left(int64_t deadline)
+{
+    int64_t l = deadline - ringkv__now_ms();
+    return l < 0 ? 0 : (l > INT32_MAX ? INT32_MAX : (int)l);
+}
+
+__attribute__((format(printf, 2, 3))) static void
+ringkv__seterr(ringkv *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+}
+
+static char *ringkv__strdup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+const char *ringkv_errmsg(const ringkv *c)
+{
+    return c->err;
+}
+
+const char *ringkv_peer(const ringkv *c)
+{
+    return c->peer;
+}
+
+size_t ringkv_pending(const ringkv *c)
+{
+    return c->pending;
+}
+
+/* ---- handle ------------------------------------------------------------ */
+
+/* Parse one "host[:port]" / "[v6]:port" item of length n into h. */
+static int ringkv__host_parse(struct ringkv__host *h, const char *s, size_t n)
+{
+    const char *host = s, *port = NULL;
+    size_t hlen, plen = 0;
+    if (n > 0 && s[0] == '[') {
+        const char *close = memchr(s, ']', n);
+        if (close == NULL)
+            return -1;
+        host = s + 1;
+        hlen = (size_t)(close - host);
+        size_t rest = n - (size_t)(close - s) - 1;
+        if (rest > 0) {
+            if (close[1] != ':')
+                return -1;
+            port = close + 2;
+            plen = rest - 1;
+        }
+    } else {
+        const char *colon = memchr(s, ':', n);
+        hlen = colon ? (size_t)(colon - s) : n;
+        if (colon != NULL) {
+            port = colon + 1;
+            plen = n - hlen - 1;
+            if (memchr(port, ':', plen) != NULL)
+                return -1; /* a bare IPv6 address needs brackets */
+        }
+    }
+    if (hlen == 0)
+        return -1;
+    unsigned v = RINGKV_DEFAULT_PORT;
+    if (port != NULL) {
+        if (plen == 0 || plen > 5)
+            return -1;
+        v = 0;
+        for (size_t i = 0; i < plen; i++) {
+            if (port[i] < '0' || port[i] > '9')
+                return -1;
+            v = v * 10 + (unsigned)(port[i] - '0');
+        }
+        if (v == 0 || v > 65535)
+            return -1;
+    }
+    snprintf(h->port, sizeof(h->port), "%u", v);
+    h->name = strndup(host, hlen);
+    return h->name ? 0 : -ENOMEM;
+}
+
+int ringkv_new(ringkv **out,
+               const struct ringkv_opts *opts,
+               const char **out_err)
+{
+    const char *why = "bad host list";
+    int rc = RK_ECONFIG;
+    *out = NULL;
+    if (opts == NULL || opts->hosts == NULL || opts->hosts[0] == '\0') {
+        why = "no host given";
+        goto fail;
+    }
+    if (opts->consistency > WIRE_CCL_LAST) {
+        why = "unknown consistency level";
+        goto fail;
+    }
+    ringkv *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        rc = -ENOMEM;
+        why = "out of memory";
+        goto fail;
+    }
+    c->fd = -1;
+    c->opts = *opts;
+    c->next_id = 1;
+    if (c->opts.connect_timeout_ms <= 0)
+        c->opts.connect_timeout_ms = 2000;
+    if (c->opts.timeout_ms <= 0)
+        c->opts.timeout_ms = 5000;
+    if (c->opts.retries < 0)
+        c->opts.retries = 0;
+    c->password = ringkv__strdup(opts->password);
+    c->client_name = ringkv__strdup(opts->client_name);
+    if ((opts->password && !c->password) ||
+        (opts->client_name && !c->client_name)) {
+        rc = -ENOMEM;
+        why = "out of memory";
+        goto free_c;
+    }
+    c->opts.hosts = NULL;
+    c->opts.password = c->password;
+    c->opts.client_name = c->client_name;
+    size_t n = 1;
+    for (const char *p = opts->hosts; *p; p++)
+        n += *p == ',';
+    c->hosts = calloc(n, sizeof(*c->hosts));
+    if (c->hosts == NULL) {
+        rc = -ENOMEM;
+        why = "out of memory";
+        goto free_c;
+    }
+    const char *p = opts->hosts;
+    while (1) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len > 0 && *p == ' ') {
+            p++;
+            len--;
+        }
+        while (len > 0 && p[len - 1] == ' ')
+            len--;
+        int prc = ringkv__host_parse(&c->hosts[c->nhosts], p, len);
+        if (prc != 0) {
+            rc = prc == -ENOMEM ? -ENOMEM : RK_ECONFIG;
+            why = prc == -ENOMEM ? "out of memory"
+                                 : "bad host (want host[:port] or "
+                                   "[ipv6]:port, port 1..65535)";
+            goto free_c;
+        }
+        c->nhosts++;
+        if (e == NULL)
+            break;
+        p = e + 1;
+    }
+    *out = c;
+    return 0;
+
+free_c:
+    ringkv_free(c);
+fail:
+    if (out_err != NULL)
+        *out_err = why;
+    return rc;
+}
+
+static void ringkv__drop(ringkv *c)
+{
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->pending = 0;
+    c->out.len = 0;
+    c->out_off = 0;
+    c->in_len = c->in_off = 0;
+}
+
+void ringkv_close(ringkv *c)
+{
+    ringkv__drop(c);
+}
+
+void ringkv_free(ringkv *c)
+{
+    if (c == NULL)
+        return;
+    ringkv__drop(c);
+    for (size_t i = 0; i < c->nhosts; i++)
+        free(c->hosts[i].name);
+    free(c->hosts);
+    free(c->password);
+    free(c->client_name);
+    wire_cbuf_release(&c->out);
+    free(c->in);
+    free(c);
+}
+
+/* ---- I/O ---------------------------------------------------------------- */
+
+/* Broken connection: remember why, disconnect, return the code. */
+static int ringkv__broken(ringkv *c, int rc, const char *what)
+{
+    ringkv__seterr(c, "%s %s: %s", what, c->peer,
+                   rc == RK_ECLOSED ? "connection closed by peer"
+                                    : rk_strerror(rc));
+    ringkv__drop(c);
+    return rc;
+}
+
+/* Read what is available into c->in. 0, or a broken-connection code. */
+static int ringkv__read_some(ringkv *c)
+{
+    if (c->in_off > 0 && c->in_off == c->in_len)
+        c->in_off = c->in_len = 0;
+    if (c->in_cap - c->in_len < RINGKV__READ_CHUNK) {
+        if (c->in_off > 0) {
+            memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
+            c->in_len -= c->in_off;
+            c->in_off = 0;
+        }
+        if (c->in_cap - c->in_len < RINGKV__READ_CHUNK) {
+            size_t cap = c->in_cap ? c->in_cap * 2 : 2 * RINGKV__READ_CHUNK;
+            uint8_t *np = realloc(c->in, cap);
+            if (np == NULL)
+                return ringkv__broken(c, -ENOMEM, "reading from");
+            c->in = np;
+            c->in_cap = cap;
+        }
+    }
+    ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    if (n > 0) {
+        c->in_len += (size_t)n;
+        return 0;
+    }
+    if (n == 0)
+        return ringkv__broken(c, RK_ECLOSED, "reading from");
+    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return 0;
+    return ringkv__broken(c, -errno, "reading from");
+}
+
+/* Write queued bytes until done or deadline, reading meanwhile. */
+static int ringkv__flush_until(ringkv *c, int64_t deadline)
+{
+    while (c->fd >= 0 && c->out_off < c->out.len) {
+        ssize_t n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off,
+                         MSG_NOSIGNAL);
+        if (n > 0) {
+            c->out_off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return ringkv__broken(c, -errno, "writing to");
+        struct pollfd pfd = {c->fd, POLLOUT | POLLIN, 0};
+        int left = ringkv__left(deadline);
+        int pr = poll(&pfd, 1, left);
+        if (pr < 0 && errno != EINTR)
+            return ringkv__broken(c, -errno, "poll on");
+        if (pr == 0) {
+            ringkv__seterr(c, "timed out writing to %s", c->peer);
+            return RK_ETIMEOUT;
+        }
+        if (pr > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR))) {
+            int rc = ringkv__read_some(c);
+            if (rc != 0)
+                return rc;
+        }
+    }
+    if (c->fd < 0)
+        return RK_ECLOSED;
+    c->out.len = c->out_off = 0;
+    return 0;
+}
+
+int ringkv_flush(ringkv *c)
+{
+    if (c->fd < 0)
+        return c->out.len ? RK_ECLOSED : 0;
+    return ringkv__flush_until(c, ringkv__now_ms() + c->opts.timeout_ms);
+}
+
+/* Wait for one whole response frame and decode it into out. */
+static int
+ringkv__recv_until(ringkv *c, struct wire_cresp *out, int64_t deadline)
+{
+    int rc;
+    if (c->pending == 0) {
+        ringkv__seterr(c, "no request outstanding");
+        return RK_EBADREQ;
+    }
+    if ((rc = ringkv__flush_until(c, deadline)) != 0)
+        return rc;
+    while (1) {
+        struct rk_slice body;
+        size_t used;
+        rc = wire_cframe_parse(&body, &used, c->in + c->in_off,
+                               c->in_len - c->in_off);
+        if (rc != 0) {
+            ringkv__seterr(c, "bad frame from %s: %s", c->peer,
+                           rk_strerror(rc));
+            ringkv__drop(c);
+            return RK_EPROTO;
+        }
+        if (used > 0) {
+            rc = wire_cresp_decode(out, body.p, body.len);
+            c->in_off += used;
+            if (rc != 0) {
+                ringkv__seterr(c, "bad response from %s: %s", c->peer,
+                               out->why ? out->why : rk_strerror(rc));
+                wire_cresp_clear(out);
+                ringkv__drop(c);
+                return RK_EPROTO;
+            }
+            c->pending--;
+            return 0;
+        }
+        struct pollfd pfd = {c->fd, POLLIN, 0};
+        int pr = poll(&pfd, 1, ringkv__left(deadline));
+        if (pr < 0 && errno != EINTR)
+            return ringkv__broken(c, -errno, "poll on");
+        if (pr == 0) {
+            ringkv__seterr(c, "no answer from %s in time", c->peer);
+            return RK_ETIMEOUT;
+        }
+        if (pr > 0 && (rc = ringkv__read_some(c)) != 0)
+            return rc;
+    }
+}
+
+int ringkv_recv(ringkv *c, struct wire_cresp *out, int timeout_ms)
+{
+    memset(out, 0, sizeof(*out));
+    if (timeout_ms < 0)
+        timeout_ms = c->opts.timeout_ms;
+    return ringkv__recv_until(c, out, ringkv__now_ms() + timeout_ms);
+}
+
+/* ---- connecting ---------------------------------------------------------- */
+
+static int ringkv__connect_addr(ringkv *c, const struct addrinfo *ai)
+{
+    int fd =
+        socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+               ai->ai_protocol);
+    if (fd < 0)
+        return -errno;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (errno != EINPROGRESS) {
+            int e = -errno;
+            close(fd);
+            return e;
+        }
+        struct pollfd pfd = {fd, POLLOUT, 0};
+        int pr;
+        do {
+            pr = poll(&pfd, 1, c->opts.connect_timeout_ms);
+        } while (pr < 0 && errno == EINTR);
+        if (pr <= 0) {
+            close(fd);
+            return pr == 0 ? -ETIMEDOUT : -errno;
+        }
+        int soerr = 0;
+        socklen_t sl = sizeof(soerr);
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) != 0 ||
+            soerr != 0) {
+            close(fd);
+            return soerr ? -soerr : -errno;
+        }
+    }
+    return fd;
+}
+
+static int ringkv__hello(ringkv *c)
+{
+    struct wire_creq q = {.op = WIRE_COP_HELLO,
+                          .has = WIRE_CREQ_VERSION,
+                          .version = WIRE_CPROTO_VERSION};
+    if (c->password) {
+        q.has |= WIRE_CREQ_PASSWORD;
+        q.password = RK_SLICE(c->password, strlen(c->password));
+    }
+    if (c->client_name) {
+        q.has |= WIRE_CREQ_CLIENT;
+        q.client = RK_SLICE(c->client_name, strlen(c->client_name));
+    }
+    q.id = c->next_id++;
+    int rc = wire_creq_encode(&c->out, &q);
+    if (rc != 0) {
+        ringkv__seterr(c, "HELLO: %s", rk_strerror(rc));
+        return rc;
+    }
+    c->pending++;
+    struct wire_cresp r;
+    memset(&r, 0, sizeof(r));
+    rc = ringkv__recv_until(c, &r, ringkv__now_ms() + c->opts.timeout_ms);
+    if (rc != 0)
+        return rc;
+    if (r.err != 0) {
+        rc = r.err;
+        ringkv__seterr(c, "%s from %s: %.*s", wire_cerr_name(rc), c->peer,
+                       (int)r.msg.len, (const char *)r.msg.p);
+    } else if (r.id != q.id) {
+        rc = RK_EPROTO;
+        ringkv__seterr(c, "HELLO answered with a wrong id by %s", c->peer);
+    }
+    wire_cresp_clear(&r);
+    return rc;
+}
+
+int ringkv_connect(ringkv *c)
+{
+    if (c->fd >= 0)
+        return 0;
+    int last = -ECONNREFUSED;
+    char errs[sizeof(c->err)] = "";
+    size_t elen = 0;
+    size_t first = c->used_any ? c->cur + 1 : 0;
+    for (size_t k = 0; k < c->nhosts; k++) {
+        size_t i = (first + k) % c->nhosts;
+        struct ringkv__host *h = &c->hosts[i];
+        struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                                 .ai_socktype = SOCK_STREAM};
+        struct addrinfo *res = NULL;
+        bool v6 = strchr(h->name, ':') != NULL;
+        snprintf(c->peer, sizeof(c->peer), v6 ? "[%s]:%s" : "%s:%s", h->name,
+                 h->port);
+        int g = getaddrinfo(h->name, h->port, &hints, &res);
+        if (g != 0) {
+            last = -EHOSTUNREACH;
+            elen += (size_t)snprintf(
+                errs + elen, elen < sizeof(errs) ? sizeof(errs) - elen : 0,
+                "%s%s: %s", elen ? "; " : "", c->peer, gai_strerror(g));
+            if (elen >= sizeof(errs))
+                elen = sizeof(errs) - 1;
+            continue;
+        }
+        int fd = -ECONNREFUSED;
+        for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+            fd = ringkv__connect_addr(c, ai);
+            if (fd >= 0)
+                break;
+        }
+        freeaddrinfo(res);
+        c->cur = i;
+        c->used_any = true;
+        if (fd < 0) {
+            last = fd;
+            elen += (size_t)snprintf(
+                errs + elen, elen < sizeof(errs) ? sizeof(errs) - elen : 0,
+                "%s%s: %s", elen ? "; " : "", c->peer, rk_strerror(fd));
+            if (elen >= sizeof(errs))
+                elen = sizeof(errs) - 1;
+            continue;
+        }
+        c->fd = fd;
+        c->pending = 0;
+        c->out.len = c->out_off = 0;
+        c->in_len = c->in_off = 0;
+        if (c->password || c->opts.hello) {
+            int rc = ringkv__hello(c);
+            if (rc != 0) {
+                ringkv__drop(c);
+                if (rc == RK_EAUTH)
+                    return rc;
+                last = rc;
+                elen += (size_t)snprintf(
+                    errs + elen, elen < sizeof(errs) ? sizeof(errs) - elen : 0,
+                    "%s%s", elen ? "; " : "", c->err);
+                if (elen >= sizeof(errs))
+                    elen = sizeof(errs) - 1;
+                continue;
+            }
+        }
+        c->err[0] = '\0';
+        return 0;
+    }
+    ringkv__seterr(c, "cannot connect: %s", errs);
+    return last;
+}
+
+/* ---- requests ------------------------------------------------------------ */
+
+int ringkv_send(ringkv *c, uint64_t *out_id, const struct wire_creq *req)
+{
+    int rc;
+    if ((rc = ringkv_connect(c)) != 0)
+        return rc;
+    struct wire_creq q = *req;
+    q.id = c->next_id++;
+    if (!(q.has & WIRE_CREQ_CL) && c->opts.consistency != WIRE_CCL_DEFAULT) {
+        q.has |= WIRE_CREQ_CL;
+        q.cl = c->opts.consistency;
+    }
+    /* keep the buffer from growing without bound while pipelining */
+    if (c->out.len - c->out_off > (1u << 20) && (rc = ringkv_flush(c)) != 0)
+        return rc;
+    if ((rc = wire_creq_encode(&c->out, &q)) != 0) {
+        ringkv__seterr(c, "cannot send %s: %s",
+                       wire_cop_name(q.op) ? wire_cop_name(q.op) : "request",
+                       rk_strerror(rc));
+        return rc;
+    }
+    c->pending++;
+    if (out_id != NULL)
+        *out_id = q.id;
+    return 0;
+}
+
+static bool ringkv__retryable(int rc)
+{
+    return rc == RK_ECLOSED || rc == -ECONNRESET || rc == -EPIPE ||
+           rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -ENOTCONN ||
+           rc == -ECONNABORTED || rc == -EHOSTUNREACH;
+}
+
+int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
+{
+    int rc = 0;
+    memset(out, 0, sizeof(*out));
+    if (c->pending != 0) {
+        ringkv__seterr(c,
+                       "synchronous call with %zu pipelined requests "
+                       "outstanding",
+                       c->pending);
+        return RK_EBADREQ;
+    }
+    for (int attempt = 0; attempt <= c->opts.retries; attempt++) {
+        uint64_t id;
+        if ((rc = ringkv_send(c, &id, req)) != 0) {
+            if (ringkv__retryable(rc))
+                continue;
+            return rc;
+        }
+        int64_t deadline = ringkv__now_ms() + c->opts.timeout_ms;
+        rc = ringkv__recv_until(c, out, deadline);
+        if (rc == RK_ETIMEOUT) {
+            ringkv__drop(c);
+            return rc;
+        }
+        if (rc != 0) {
+            if (ringkv__retryable(rc))
+                continue;
+            return rc;
+        }
+        if (out->id != id) {
+            ringkv__seterr(c, "%s answered id %llu, expected %llu", c->peer,
+                           (unsigned long long)out->id, (unsigned long long)id);
+            wire_cresp_clear(out);
+            ringkv__drop(c);
+            return RK_EPROTO;
+        }
+        if (out->err != 0) {
+            ringkv__seterr(c, "%.*s%s%.*s", (int)(out->errname.len),
+                           (const char *)out->errname.p,
+                           out->msg.len ? ": " : "", (int)out->msg.len,
+                           (const char *)out->msg.p);
+        } else {
+            c->err[0] = '\0';
+        }
+        return out->err;
+    }
+    return rc;
+}
+
+int ringkv_get(ringkv *c,
+               uint8_t **out_value,
+               size_t *out_len,
+               const void *key,
+               size_t klen)
+{
+    struct wire_creq q = {
+        .op = WIRE_COP_GET, .has = WIRE_CREQ_KEY, .key = RK_SLICE(key, klen)};
+    struct wire_cresp r;
+    *out_value = NULL;
+    *out_len = 0;
+    int rc = ringkv_call(c, &r, &q);
+    if (rc == 0) {
+        uint8_t *v = malloc(r.value.len + 1);
+        if (v == NULL) {
+            rc = -ENOMEM;
+        } else {
+            if (r.value.len)
+                memcpy(v, r.value.p, r.value.len);
+            v[r.value.len] = '\0';
+            *out_value = v;
+            *out_len = r.value.len;
+        }
+    }
+    wire_cresp_clear(&r);
+    return rc;
+}
+
+int ringkv_put(ringkv *c,
+               const void *key,
+               size_t klen,
+               const void *value,
+               size_t vlen,
+               uint32_t ttl_s)
+{
+    struct wire_creq q = {.op = WIRE_COP_PUT,
+                          .has = WIRE_CREQ_KEY | WIRE_CREQ_VALUE,
+                          .key = RK_SLICE(key, klen),
+                          .value = RK_SLICE(value, vlen)};
+    if (ttl_s) {
+        q.has |= WIRE_CREQ_TTL;
+        q.ttl = ttl_s;
+    }
+    struct wire_cresp r;
+    int rc = ringkv_call(c, &r, &q);
+    wire_cresp_clear(&r);
+    return rc;
+}
+
+int ringkv_del(ringkv *c, const void *key, size_t klen)
+{
+    struct wire_creq q = {
+        .op = WIRE_COP_DEL, .has = WIRE_CREQ_KEY, .key = RK_SLICE(key, klen)};
+    struct wire_cresp r;
+    int rc = ringkv_call(c, &r, &q);
+    wire_cresp_clear(&r);
+    return rc;
+}

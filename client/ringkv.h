@@ -1,0 +1,149 @@
+/*
+ * ringkv.h - libringkv, the C client of ringkv's native protocol
+ * (docs/protocol.md).
+ *
+ * One `ringkv` handle is one TCP connection to one node of a cluster, chosen
+ * from a list of hosts; when the connection fails the next call reconnects,
+ * moving on to the next host. Calls block; every wait is bounded by poll()
+ * timeouts (the socket itself is non-blocking). A handle is not thread-safe:
+ * use one per thread.
+ *
+ * Two ways to talk:
+ *  - synchronous: ringkv_get / ringkv_put / ringkv_del, or ringkv_call for
+ *    any request (one request on the wire at a time; retried once on another
+ *    connection if the connection drops);
+ *  - pipelined: ringkv_send queues any number of requests, ringkv_flush
+ *    writes them, ringkv_recv returns responses as they come, in any order;
+ *    match them by id. Do not mix the two while requests are outstanding.
+ *
+ * Errors: 0, -errno (system: -ECONNREFUSED, ...), or an RK_E* code from
+ * common/rk.h (the server's typed errors, RK_ETIMEOUT for a local timeout,
+ * RK_ECLOSED for a lost connection, RK_EPROTO for a broken peer), or -ENOSYS
+ * for NOT_IMPLEMENTED. ringkv_errmsg() says what happened in words.
+ */
+#ifndef RINGKV_H
+#define RINGKV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rk.h"
+#include "wire/client_msg.h"
+
+#define RINGKV_DEFAULT_PORT 7380
+
+typedef struct ringkv ringkv;
+
+struct ringkv_opts {
+    /* Comma-separated "host[:port]" list ("[v6addr]:port" for IPv6); the
+     * port defaults to 7380. Required. */
+    const char *hosts;
+    /* Sent in HELLO after every connect when not NULL. */
+    const char *password;
+    /* Sent in HELLO as the client name (HELLO is sent only with a
+     * password or when hello is nonzero). */
+    const char *client_name;
+    int hello;
+    int connect_timeout_ms; /* per address tried */
+    int timeout_ms;         /* per synchronous call / flush */
+    /* Consistency level added to requests that carry none
+     * (WIRE_CCL_DEFAULT: leave it to the server). */
+    uint32_t consistency;
+    /* Extra attempts of a synchronous call after a lost connection. */
+    int retries;
+};
+
+#define RINGKV_OPTS_INIT                                                    \
+    {                                                                       \
+        .hosts = "127.0.0.1", .password = NULL, .client_name = "libringkv", \
+        .hello = 0, .connect_timeout_ms = 2000, .timeout_ms = 5000,         \
+        .consistency = WIRE_CCL_DEFAULT, .retries = 1                       \
+    }
+
+/* Make a handle. Parses and copies the options; does not connect (the first
+ * call does, or ringkv_connect). Returns 0, RK_ECONFIG for a bad host list
+ * (message in *out_err if not NULL: a static string), -ENOMEM.
+ * @note *out belongs to the caller: ringkv_free. */
+int ringkv_new(ringkv **out,
+               const struct ringkv_opts *opts,
+               const char **out_err);
+
+/* Close the connection and free everything. ringkv_free(NULL) is a no-op. */
+void ringkv_free(ringkv *c);
+
+/* Connect now (if not connected), trying each host once, starting after the
+ * last one used. Sends HELLO when configured; a rejected password is
+ * RK_EAUTH and stops the search. */
+int ringkv_connect(ringkv *c);
+
+/* Drop the connection (outstanding requests are forgotten). */
+void ringkv_close(ringkv *c);
+
+/* The last error's description, or "" . @note Valid until the next call on
+ * c. */
+const char *ringkv_errmsg(const ringkv *c);
+
+/* "host:port" of the current (or last) connection, or "" . @note Valid until
+ * the next call on c. */
+const char *ringkv_peer(const ringkv *c);
+
+/* ---- pipelined API ---------------------------------------------------- */
+
+/* Queue req (connecting first if needed). The handle assigns the id (req->id
+ * is ignored), stored in *out_id if not NULL. req's bytes are copied at
+ * once; req is not kept. Nothing is written until ringkv_flush or
+ * ringkv_recv. Returns encode errors (RK_EBADREQ, RK_ETOOLARGE) or connect
+ * errors. */
+int ringkv_send(ringkv *c, uint64_t *out_id, const struct wire_creq *req);
+
+/* Write every queued byte, reading what the server sends meanwhile so
+ * neither side can block the other. Waits at most opts.timeout_ms:
+ * RK_ETIMEOUT (the connection is kept). A broken connection: RK_ECLOSED or
+ * -errno, and the handle is disconnected. */
+int ringkv_flush(ringkv *c);
+
+/* Number of requests sent (queued) whose response has not been returned. */
+size_t ringkv_pending(const ringkv *c);
+
+/* Wait up to timeout_ms (< 0: opts.timeout_ms) for the next response, of
+ * any outstanding request. Flushes queued bytes first. Returns 0 with *out
+ * filled (the server's verdict is out->err), RK_ETIMEOUT (nothing yet; the
+ * connection is kept), RK_EPROTO (undecodable frame; disconnected),
+ * RK_ECLOSED / -errno (connection lost; disconnected, outstanding requests
+ * are gone), or RK_EBADREQ when nothing is outstanding.
+ * @note *out owns its memory: wire_cresp_clear(out) after use, on success
+ * only. */
+int ringkv_recv(ringkv *c, struct wire_cresp *out, int timeout_ms);
+
+/* ---- synchronous API -------------------------------------------------- */
+
+/* Send req and wait for its response (opts.timeout_ms). On a connection
+ * failure before the answer, reconnects and retries up to opts.retries
+ * times. A local timeout disconnects (a late answer must not be taken for
+ * the next request's) and returns RK_ETIMEOUT. Returns the transport error,
+ * else out->err (0 on success).
+ * @note When a response arrived (the return value is 0 or out->err), *out
+ * owns memory: wire_cresp_clear(out); on other errors *out is cleared. Must
+ * not be used while pipelined requests are pending (RK_EBADREQ). */
+int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req);
+
+/* GET key. 0 with *out_value (malloc'd, NUL-terminated for convenience,
+ * length *out_len; the caller frees it), RK_ENOTFOUND, or an error. */
+int ringkv_get(ringkv *c,
+               uint8_t **out_value,
+               size_t *out_len,
+               const void *key,
+               size_t klen);
+
+/* PUT key = value; ttl_s 0 means no expiry. */
+int ringkv_put(ringkv *c,
+               const void *key,
+               size_t klen,
+               const void *value,
+               size_t vlen,
+               uint32_t ttl_s);
+
+/* DEL key. */
+int ringkv_del(ringkv *c, const void *key, size_t klen);
+
+#endif

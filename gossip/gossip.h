@@ -1,0 +1,266 @@
+/*
+ * gossip.h - cluster membership and failure detection as a pure state machine.
+ *
+ * Cassandra-style anti-entropy gossip: every tick a node sends a SYN of
+ * digests (node, generation, version) to one random live peer, sometimes to a
+ * down peer and to a seed; the receiver answers an ACK with the deltas the
+ * sender lacks and requests for what it lacks itself; an ACK2 completes the
+ * round. Every packet carries the cluster name and a MAC (wire/gossip_msg.h);
+ * packets that fail are dropped and counted.
+ *
+ * Each endpoint has a generation (set at start, larger at every restart), a
+ * version that grows at every heartbeat and state change, and versioned
+ * application states (enum gossip_key). Versions only move forward: a
+ * replayed or reordered packet never rolls a state back, a higher generation
+ * replaces the old state wholesale and an older one is ignored.
+ *
+ * A phi-accrual detector marks peers UP and DOWN. DOWN only changes routing;
+ * only STATUS and TOKENS changes (join, leave, removenode) change membership.
+ * Every membership transition is stamped with an epoch one above the highest
+ * seen; nodes gossip the highest epoch they know (RING_EPOCH) and a node whose
+ * applied ring is older than an epoch it has heard of is stale. LEFT and
+ * REMOVED endpoints are kept in quarantine (no UP, no new generation accepted)
+ * and then evicted, leaving a tombstone so a late packet cannot bring the
+ * ghost back.
+ *
+ * Purity: no I/O, no clock, no globals. Time is `now_ms` (any monotonic
+ * millisecond clock, the same for all calls on one instance), randomness comes
+ * from a PRNG seeded by the caller, packets to send and events are returned in
+ * a struct gossip_out. The daemon's shell owns the socket and the timer.
+ */
+#ifndef RK_GOSSIP_H
+#define RK_GOSSIP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rk.h"
+#include "wire/gossip_msg.h"
+#include "wire/wire.h"
+
+typedef struct gossip gossip;
+
+#define GOSSIP_NAME_MAX WIRE_GOSSIP_MAX_NAME /* node and cluster names */
+#define GOSSIP_ADDR_MAX 128                  /* "host:port" */
+#define GOSSIP_VALUE_MAX 4096                /* one application state */
+#define GOSSIP_SEEDS_MAX 64
+
+/* Application state keys (their numbers are part of the wire format). */
+enum gossip_key {
+    GOSSIP_KEY_STATUS = 0,     /* "<STATUS> <epoch>", set by gossip_status_set */
+    GOSSIP_KEY_TOKENS = 1,     /* big-endian u64 tokens, see gossip_tokens_* */
+    GOSSIP_KEY_DC = 2,         /* text */
+    GOSSIP_KEY_RACK = 3,       /* text */
+    GOSSIP_KEY_ADDRESS = 4,    /* "host:port" of the gossip socket */
+    GOSSIP_KEY_LOAD = 5,       /* decimal bytes */
+    GOSSIP_KEY_RING_EPOCH = 6, /* decimal, highest epoch known; gossip-owned */
+    GOSSIP_KEY_SCHEMA = 7,     /* replication settings, opaque text */
+    GOSSIP_KEY_COUNT = 8
+};
+
+enum gossip_status {
+    GOSSIP_STATUS_UNKNOWN = 0, /* no STATUS yet */
+    GOSSIP_STATUS_BOOT,
+    GOSSIP_STATUS_NORMAL,
+    GOSSIP_STATUS_LEAVING,
+    GOSSIP_STATUS_LEFT,
+    GOSSIP_STATUS_REMOVED,
+};
+
+struct gossip_config {
+    const char *cluster_name; /* 1..64 bytes, required */
+    const char *node_name;    /* 1..64 bytes, unique in the cluster */
+    const uint8_t *secret;    /* cluster secret file bytes, required */
+    size_t secret_len;
+    uint64_t generation; /* >= 1; persisted, larger at every restart */
+    uint64_t seed;       /* PRNG seed (e.g. from getrandom in the daemon) */
+    const char *const *seeds; /* seed addresses ("host:port"), may be NULL */
+    size_t n_seeds;           /* <= GOSSIP_SEEDS_MAX */
+    double phi_threshold;     /* convict above this phi; default 8 */
+    uint32_t interval_ms;     /* expected tick period; default 1000 */
+    size_t max_packet;        /* bytes per datagram, 1024..65507; 8192 */
+    uint64_t quarantine_ms;   /* LEFT/REMOVED kept this long; 72 h */
+};
+
+#define GOSSIP_CONFIG_INIT                                                     \
+    {                                                                          \
+        .phi_threshold = 8.0, .interval_ms = 1000, .max_packet = 8192,         \
+        .quarantine_ms = UINT64_C(72) * 3600 * 1000, .generation = 1           \
+    }
+
+/* ---- output of recv and tick ------------------------------------------- */
+
+enum gossip_event_type {
+    GOSSIP_EV_JOINED,      /* a new endpoint was learned (name) */
+    GOSSIP_EV_RESTARTED,   /* an endpoint came back with a new generation */
+    GOSSIP_EV_UP,          /* failure detector: peer alive (name) */
+    GOSSIP_EV_DOWN,        /* failure detector: peer convicted (name) */
+    GOSSIP_EV_STATE,       /* a peer's application state changed (name, key) */
+    GOSSIP_EV_MEMBERSHIP,  /* STATUS/TOKENS/DC/RACK/ADDRESS changed somewhere:
+                              rebuild the ring (once per call at most) */
+    GOSSIP_EV_RING_STALE,  /* a newer epoch than the applied one is known */
+    GOSSIP_EV_RING_CAUGHT_UP, /* applied epoch reached the highest known */
+    GOSSIP_EV_EVICTED,     /* quarantine over, endpoint forgotten (name) */
+    GOSSIP_EV_AUTH_FAIL,   /* packet with a bad MAC or cluster name (addr) */
+    GOSSIP_EV_BAD_PACKET,  /* malformed packet (addr, err) */
+};
+
+struct gossip_event {
+    enum gossip_event_type type;
+    char name[GOSSIP_NAME_MAX + 1]; /* endpoint, or "" */
+    char addr[GOSSIP_ADDR_MAX + 1]; /* source address for packet events */
+    enum gossip_key key;            /* GOSSIP_EV_STATE */
+    uint64_t epoch;                 /* RING_STALE / CAUGHT_UP */
+    int err;                        /* BAD_PACKET / AUTH_FAIL code */
+};
+
+struct gossip_packet {
+    char to[GOSSIP_ADDR_MAX + 1]; /* destination address, as gossiped */
+    uint8_t *buf;                 /* owned by the gossip_out */
+    size_t len;
+};
+
+/* Filled by gossip_recv / gossip_tick. Every call first empties it (keeping
+ * its memory), so the caller handles one call's output before the next. */
+struct gossip_out {
+    struct gossip_packet *pkts;
+    size_t n_pkts, cap_pkts;
+    struct gossip_event *events;
+    size_t n_events, cap_events;
+};
+
+void gossip_out_init(struct gossip_out *out);
+/* Drop the packets and events, keep the arrays. */
+void gossip_out_clear(struct gossip_out *out);
+/* Free everything; the struct may be reused after gossip_out_init. NULL ok. */
+void gossip_out_free(struct gossip_out *out);
+
+/* ---- lifecycle ---------------------------------------------------------- */
+
+/* Create a node's gossip state. Copies everything it needs from cfg (the
+ * secret is turned into a MAC key at once). The node knows only itself:
+ * set its ADDRESS (required before peers can answer), DC, RACK, TOKENS and
+ * STATUS next. Returns 0, RK_ECONFIG (bad or missing field), -ENOMEM. */
+int gossip_new(gossip **out, const struct gossip_config *cfg);
+
+/* Wipes the key and frees. NULL is a no-op. */
+void gossip_free(gossip *g);
+
+/* ---- driving it --------------------------------------------------------- */
+
+/* Handle one datagram received from address `from` (used as the reply
+ * address; "host:port", at most GOSSIP_ADDR_MAX bytes). Replies and events go
+ * to out. Bad packets are dropped, counted and reported as an event.
+ * Returns 0 when the packet was processed, RK_EAUTH (bad MAC or cluster
+ * name), RK_EPROTO / RK_EVERSION (malformed), -ENOMEM (the state stays
+ * consistent; out may miss some replies). */
+int gossip_recv(gossip *g, uint64_t now_ms, const char *from,
+                const uint8_t *pkt, size_t len, struct gossip_out *out);
+
+/* One gossip round: heartbeat, failure detection, quarantine expiry and SYNs
+ * to the chosen peers. Call every interval_ms. Returns 0 or -ENOMEM. */
+int gossip_tick(gossip *g, uint64_t now_ms, struct gossip_out *out);
+
+/* ---- this node's application states ------------------------------------ */
+
+/* Set one of this node's states (not STATUS or RING_EPOCH: RK_EBADREQ).
+ * Bumps the version so it spreads. Copies value. Returns 0, RK_EBADREQ,
+ * RK_ETOOLARGE (over GOSSIP_VALUE_MAX or the packet budget), -ENOMEM. */
+int gossip_state_set(gossip *g, enum gossip_key key, const void *value,
+                     size_t len);
+
+/* Set this node's STATUS. A membership transition: epoch 0 stamps a new
+ * epoch (highest known + 1); a non-zero epoch restores one (a restart
+ * re-announcing its persisted state). *out_epoch (if not NULL) gets the
+ * epoch used, which the daemon persists. Returns 0, RK_EBADREQ, -ENOMEM. */
+int gossip_status_set(gossip *g, enum gossip_status status, uint64_t epoch,
+                      uint64_t *out_epoch);
+
+/* Set this node's TOKENS (n <= GOSSIP_VALUE_MAX / 8). Does not stamp an
+ * epoch: the STATUS change that makes them count does. */
+int gossip_tokens_set(gossip *g, const uint64_t *tokens, size_t n);
+
+/* removenode: mark a dead peer REMOVED on its behalf, stamping a new epoch
+ * and quarantining it. As Cassandra does, the peer's state is re-issued under
+ * generation + 1 (its states kept, STATUS replaced), so every node takes it
+ * whatever versions it held. Returns 0, RK_ENOTFOUND, RK_EBADREQ (self or
+ * already LEFT/REMOVED), -ENOMEM. */
+int gossip_peer_remove(gossip *g, const char *name, uint64_t now_ms,
+                       uint64_t *out_epoch);
+
+/* ---- reading the cluster ------------------------------------------------ */
+
+struct gossip_peer_info {
+    const char *name;   /* borrowed */
+    bool self;
+    bool up;            /* failure detector verdict (self: always true) */
+    bool quarantined;   /* LEFT/REMOVED, waiting for eviction */
+    double phi;         /* current suspicion (0 for self / never heard) */
+    uint64_t generation;
+    uint64_t version;   /* heartbeat: highest version known */
+    enum gossip_status status;
+    uint64_t status_epoch;
+    /* Application states, borrowed; empty slice if unset. */
+    struct rk_slice state[GOSSIP_KEY_COUNT];
+    uint64_t state_version[GOSSIP_KEY_COUNT];
+};
+
+/* Number of endpoints known, self included (index 0 is always self). */
+size_t gossip_peer_count(const gossip *g);
+
+/* Describe endpoint i (0 <= i < count) as of now_ms (for phi). Borrowed
+ * pointers live until the next call that changes g (recv, tick, *_set,
+ * peer_remove). Returns 0 or RK_ENOTFOUND. */
+int gossip_peer_get(struct gossip_peer_info *out, const gossip *g, size_t i,
+                    uint64_t now_ms);
+
+/* The same by name. Returns 0 or RK_ENOTFOUND. */
+int gossip_peer_find(struct gossip_peer_info *out, const gossip *g,
+                     const char *name, uint64_t now_ms);
+
+/* ---- ring epochs -------------------------------------------------------- */
+
+/* Highest epoch known from any STATUS or RING_EPOCH. */
+uint64_t gossip_epoch_max(const gossip *g);
+/* Highest epoch among the STATUS values gossip holds (ever held): the epoch
+ * of the ring the current endpoint set describes. The daemon builds its ring
+ * from the endpoints and applies it with this epoch. */
+uint64_t gossip_epoch_membership(const gossip *g);
+/* The daemon reports the epoch of the ring it swapped in. */
+void gossip_ring_applied(gossip *g, uint64_t epoch);
+/* True while an epoch newer than the applied ring is known: coordinate
+ * nothing (RK_ESTALE) until caught up. */
+bool gossip_ring_stale(const gossip *g);
+
+/* ---- helpers for state values ------------------------------------------- */
+
+const char *gossip_status_name(enum gossip_status s);
+/* Parse a STATUS value "<NAME> <epoch>". Returns 0 or RK_EPROTO. */
+int gossip_status_parse(enum gossip_status *out, uint64_t *out_epoch,
+                        struct rk_slice value);
+/* Decode a TOKENS value into out[0..cap); *out_n gets the count.
+ * Returns 0, RK_EPROTO (length not a multiple of 8), RK_ETOOLARGE (cap). */
+int gossip_tokens_decode(uint64_t *out, size_t cap, size_t *out_n,
+                         struct rk_slice value);
+
+/* ---- counters ----------------------------------------------------------- */
+
+struct gossip_stats {
+    uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes;
+    uint64_t rx_syn, rx_ack, rx_ack2;
+    uint64_t rx_auth_fail;     /* bad MAC */
+    uint64_t rx_wrong_cluster; /* good MAC, other cluster name */
+    uint64_t rx_malformed;
+    uint64_t deltas_applied;   /* deltas that moved a version forward */
+    uint64_t deltas_ignored;   /* old, replayed, gapped or quarantined */
+    uint64_t rounds;
+};
+
+void gossip_stats_get(struct gossip_stats *out, const gossip *g);
+
+/* phi of the exponential arrival model used by the detector, exposed for
+ * tests and tools: log10(e) * since_ms / mean_interval_ms. */
+double gossip_phi(double since_ms, double mean_interval_ms);
+
+#endif

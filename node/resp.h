@@ -1,0 +1,255 @@
+/*
+ * resp.h - the Redis protocol (RESP2) for ringkv's client port: an
+ * incremental request parser, reply encoders and a command table.
+ *
+ * Pure code: no sockets, no clock, no globals. The daemon feeds the bytes a
+ * connection delivers into a resp_parser, takes complete commands out with
+ * resp_parser_next(), turns each into a resp_request with
+ * resp_request_parse() (lookup, arity, SET options, CONSISTENCY level, key
+ * limits; harmless commands such as PING or COMMAND are answered right there)
+ * and executes only what is left. Replies are encoded into a resp_out.
+ *
+ * A protocol error (bad lengths, nested arrays, limits exceeded) is sticky:
+ * the caller replies with resp_out_proto_error() and closes the connection.
+ * See docs/resp.md for what is supported and how errors map.
+ */
+#ifndef RK_NODE_RESP_H
+#define RK_NODE_RESP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rk.h"
+
+/* ------------------------------------------------------------------------
+ * Parser
+ * ------------------------------------------------------------------------ */
+
+/* Limits on what one connection may send. Exceeding one is a protocol error
+ * (the connection is closed), not a per-command error. */
+struct resp_limits {
+    size_t max_bulk;    /* longest bulk string ($<n>), bytes */
+    size_t max_args;    /* most elements in one multibulk request */
+    size_t max_inline;  /* longest inline request or header line, bytes */
+    size_t max_request; /* most payload bytes (sum of bulks) in one request */
+};
+
+#define RESP_LIMITS_INIT                                                      \
+    {                                                                         \
+        .max_bulk = RK_MAX_VALUE, .max_args = 65536, .max_inline = 64 * 1024, \
+        .max_request = 4 * (size_t)RK_MAX_VALUE                               \
+    }
+
+typedef struct resp_parser resp_parser;
+
+/* One complete request. argv[i] points into the parser's buffer.
+ * @note argv (the array) is valid until the next call of any resp_parser_*
+ * function on the same parser; the bytes it points to stay valid until the
+ * next resp_parser_feed(), resp_parser_reserve() or resp_parser_free(). So a
+ * caller may take several pipelined commands out of one feed and keep their
+ * bytes (not their argv arrays) until it feeds again. */
+struct resp_cmd {
+    size_t argc; /* >= 1 */
+    const struct rk_slice *argv;
+};
+
+/* Create a parser. limits may be NULL for RESP_LIMITS_INIT.
+ * Returns 0 or -ENOMEM. Free with resp_parser_free(). */
+int resp_parser_new(resp_parser **out, const struct resp_limits *limits);
+
+/* Free a parser and its buffer. NULL is a no-op. */
+void resp_parser_free(resp_parser *p);
+
+/* Append len bytes (copied). Returns 0, -ENOMEM, or RK_EPROTO if the parser
+ * already failed. Invalidates the bytes of earlier commands. */
+int resp_parser_feed(resp_parser *p, const void *data, size_t len);
+
+/* Zero-copy feeding (for a libuv alloc callback): get room for at least
+ * `want` bytes at the end of the buffer (more if a bulk being read is known
+ * to need more), read into *out, then resp_parser_commit() what arrived.
+ * Returns 0 or -ENOMEM; *out_len is the room available (>= want).
+ * Invalidates the bytes of earlier commands. */
+int resp_parser_reserve(uint8_t **out,
+                        size_t *out_len,
+                        resp_parser *p,
+                        size_t want);
+
+/* Mark n bytes written into the reserved room as received. n must not exceed
+ * the room returned by the last resp_parser_reserve(). */
+void resp_parser_commit(resp_parser *p, size_t n);
+
+/* Take the next complete request out of the buffer.
+ * Returns 1 and fills *out; 0 if more bytes are needed; RK_EPROTO on a
+ * protocol violation (then resp_parser_error() says what; the state is
+ * sticky and every later call returns RK_EPROTO again).
+ * Empty inline lines and empty multibulks ("*0", "*-1") are skipped, as
+ * Redis does. */
+int resp_parser_next(struct resp_cmd *out, resp_parser *p);
+
+/* The message of the protocol error, e.g. "invalid bulk length"; "" if none.
+ * @note Static or parser-owned string, valid until resp_parser_free(). */
+const char *resp_parser_error(const resp_parser *p);
+
+/* Bytes received and not yet taken out as commands. */
+size_t resp_parser_pending(const resp_parser *p);
+
+/* ------------------------------------------------------------------------
+ * Reply encoder
+ * ------------------------------------------------------------------------ */
+
+/* A growable output buffer; plain data. Zero-initialised (RESP_OUT_INIT) is
+ * an empty buffer. Encoders append and return 0 or -ENOMEM (on -ENOMEM the
+ * buffer is unchanged). */
+struct resp_out {
+    uint8_t *p;
+    size_t len;
+    size_t cap;
+};
+
+#define RESP_OUT_INIT \
+    {                 \
+        NULL, 0, 0    \
+    }
+
+/* Release the memory; the buffer is empty and reusable afterwards. */
+void resp_out_free(struct resp_out *o);
+
+/* Make room for `more` bytes after len. 0 or -ENOMEM. */
+int resp_out_reserve(struct resp_out *o, size_t more);
+
+/* "+<s>\r\n". CR and LF inside s are replaced by spaces. */
+int resp_out_simple(struct resp_out *o, const char *s);
+
+/* "+OK\r\n". */
+int resp_out_ok(struct resp_out *o);
+
+/* "-<type> <msg>\r\n", e.g. type "ERR", "UNAVAILABLE", "TOO_LARGE". msg may
+ * be NULL or "" for "-<type>\r\n". CR and LF become spaces. */
+int resp_out_error(struct resp_out *o, const char *type, const char *msg);
+
+/* printf-style error line; the text must start with the type word, e.g.
+ * resp_out_errorf(o, "ERR unknown command '%s'", name). Lines longer than
+ * 1 KiB are truncated. */
+int resp_out_errorf(struct resp_out *o, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The typed error of a ringkv code: "-<rk_errname(err)> <detail>\r\n" with
+ * rk_strerror(err) when detail is NULL. A code without a protocol name
+ * (-errno) becomes "-ERR <text>". */
+int resp_out_rkerr(struct resp_out *o, int err, const char *detail);
+
+/* "-ERR Protocol error: <msg>\r\n" for a parser that failed; the caller
+ * sends it and closes the connection. */
+int resp_out_proto_error(struct resp_out *o, const resp_parser *p);
+
+/* ":<v>\r\n". */
+int resp_out_int(struct resp_out *o, int64_t v);
+
+/* "$<len>\r\n<bytes>\r\n". */
+int resp_out_bulk(struct resp_out *o, const void *data, size_t len);
+
+/* "$-1\r\n" (a missing key). */
+int resp_out_null(struct resp_out *o);
+
+/* "*<n>\r\n"; the caller appends n elements. */
+int resp_out_array(struct resp_out *o, size_t n);
+
+/* ------------------------------------------------------------------------
+ * Command table
+ * ------------------------------------------------------------------------ */
+
+enum resp_op {
+    RESP_OP_PING,
+    RESP_OP_ECHO,
+    RESP_OP_GET,
+    RESP_OP_SET,
+    RESP_OP_DEL,
+    RESP_OP_EXISTS,
+    RESP_OP_MGET,
+    RESP_OP_MSET,
+    RESP_OP_INFO,
+    RESP_OP_AUTH,
+    RESP_OP_SELECT,
+    RESP_OP_QUIT,
+    RESP_OP_COMMAND,
+    RESP_OP_CONFIG,
+    RESP_OP_CLIENT,
+    RESP_OP_CONSISTENCY,
+    RESP_OP_COUNT_
+};
+
+/* Lower-case name of an op ("get"), for metrics labels and logs. */
+const char *resp_op_name(enum resp_op op);
+
+/* Consistency levels, in DESIGN.md's order. */
+enum resp_level {
+    RESP_LEVEL_ONE,
+    RESP_LEVEL_TWO,
+    RESP_LEVEL_QUORUM,
+    RESP_LEVEL_ALL,
+    RESP_LEVEL_LOCAL_ONE,
+    RESP_LEVEL_LOCAL_QUORUM,
+    RESP_LEVEL_EACH_QUORUM,
+    RESP_LEVEL_COUNT_
+};
+
+/* Upper-case name ("QUORUM"); "?" for an out-of-range value. */
+const char *resp_level_name(enum resp_level level);
+
+/* Case-insensitive name to level. 0, or RK_EBADREQ if unknown. */
+int resp_level_parse(enum resp_level *out, const void *name, size_t len);
+
+/* Condition and expiry of a SET. */
+enum resp_set_cond {
+    RESP_SET_ALWAYS,
+    RESP_SET_NX, /* only if the key does not exist */
+    RESP_SET_XX  /* only if the key exists */
+};
+
+struct resp_set_opts {
+    enum resp_set_cond cond;
+    bool has_expire;
+    bool expire_at;    /* expire_ms is a Unix time in ms (EXAT/PXAT), else a
+                          relative duration (EX/PX) */
+    int64_t expire_ms; /* > 0 when has_expire */
+};
+
+/* A request checked against the command table.
+ * @note All slices borrow from the resp_cmd it was parsed from. */
+struct resp_request {
+    enum resp_op op;
+    struct rk_slice key;   /* GET, SET */
+    struct rk_slice value; /* SET */
+    struct resp_set_opts set;
+    const struct rk_slice *keys; /* DEL, EXISTS, MGET: nkeys keys; MSET:
+                                    nkeys (key, value) pairs, keys[2i] and
+                                    keys[2i+1] */
+    size_t nkeys;
+    struct rk_slice user;     /* AUTH with two arguments; else len 0 */
+    struct rk_slice password; /* AUTH */
+    struct rk_slice section;  /* INFO: first section name, len 0 if none */
+    bool has_level;           /* CONSISTENCY <level>; without: query */
+    enum resp_level level;
+    bool close; /* QUIT: close after the reply is flushed */
+};
+
+/* Outcome of resp_request_parse(). */
+#define RESP_REQ_EXEC 0 /* the daemon executes out->op */
+#define RESP_REQ_ANSWERED                            \
+    1 /* a reply is in `reply`: an error or the full \
+         answer of a local command */
+
+/* Look the command up (case-insensitive), check its arity and arguments and
+ * fill *out. Answers on the spot -- appending to `reply` -- unknown commands
+ * (-ERR unknown command '<name>'), arity and syntax errors, keys over
+ * RK_MAX_KEY (-TOO_LARGE) or empty (-BAD_REQUEST), and the commands that need
+ * no data: PING, ECHO, SELECT, QUIT (+OK, out->close set), COMMAND, CONFIG
+ * GET and CLIENT. GET, SET, DEL, EXISTS, MGET, MSET, INFO, AUTH and
+ * CONSISTENCY are left to the caller.
+ * Returns RESP_REQ_EXEC, RESP_REQ_ANSWERED, or -ENOMEM (reply unchanged). */
+int resp_request_parse(struct resp_request *out,
+                       const struct resp_cmd *cmd,
+                       struct resp_out *reply);
+
+#endif

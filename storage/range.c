@@ -1,0 +1,870 @@
+/*
+ * range.c - range operations (create, split, merge, drop, adopt), scans,
+ * digests, gc, and the recovery that makes them crash-safe.
+ *
+ * The range map in system/ is the single source of truth. Every operation
+ * first builds whatever new env it needs and syncs it, then switches the
+ * map in one synced system transaction, then cleans up. Recovery at open
+ * (store__recover) finishes the clean-up from whatever point a crash left:
+ * envs the map does not name are deleted, and entries an env holds outside
+ * its range (left by a split or merge) are removed. So after kill -9 at any
+ * point every key is in exactly one env. Directory renames (to keep
+ * ranges/<start>_<end> names true after a split) are recorded in the map
+ * before they happen and finished at load.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "storage/hlc.h"
+#include "storage/store.h"
+#include "storage/store_internal.h"
+
+/* ---- Directories -------------------------------------------------------- */
+
+char *store__range_dirname(store *s, struct store_range r, const char *name)
+{
+    size_t n = strlen(s->dir) + 8 + 40 + (name ? strlen(name) : 0);
+    char *p = malloc(n);
+    if (p == NULL)
+        return NULL;
+    if (name)
+        snprintf(p, n, "%s/ranges/%s", s->dir, name);
+    else
+        snprintf(p, n, "%s/ranges/%016" PRIx64 "_%016" PRIx64, s->dir, r.start,
+                 r.end);
+    return p;
+}
+
+static int store__rm_one(const char *path,
+                         const struct stat *st,
+                         int flag,
+                         struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int store__rmtree(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : -errno;
+    if (nftw(path, store__rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return -errno;
+    return 0;
+}
+
+static int store__fsync_path(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+static int store__fsync_ranges_dir(store *s)
+{
+    char *p = store__path(s->dir, "ranges");
+    if (p == NULL)
+        return -ENOMEM;
+    int rc = store__fsync_path(p);
+    free(p);
+    return rc;
+}
+
+static bool
+store__dir_used(store *s, const char *dir, const struct store__range *except)
+{
+    for (size_t i = 0; i < s->nranges; i++)
+        if (s->ranges[i] != except && strcmp(s->ranges[i]->dir, dir) == 0)
+            return true;
+    return false;
+}
+
+/* A directory for a new env of range r that no live env uses: the
+ * canonical name when free, else with a "~N" suffix. Garbage found at
+ * that path (not in the map) is removed. */
+static char *store__fresh_dir(store *s, struct store_range r)
+{
+    char *base = store__range_dirname(s, r, NULL);
+    if (base == NULL)
+        return NULL;
+    char *p = strdup(base);
+    for (int i = 1; p != NULL && store__dir_used(s, p, NULL); i++) {
+        free(p);
+        size_t n = strlen(base) + 16;
+        p = malloc(n);
+        if (p)
+            snprintf(p, n, "%s~%d", base, i);
+    }
+    free(base);
+    if (p != NULL && store__rmtree(p) != 0) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+int store__finish_rename(store *s,
+                         struct store_range r,
+                         const char *dir,
+                         const char *prev)
+{
+    (void)r;
+    struct stat st;
+    if (stat(dir, &st) == 0)
+        return 0; /* the rename happened */
+    char *old = store__range_dirname(s, r, prev);
+    if (old == NULL)
+        return -ENOMEM;
+    int rc = rename(old, dir) == 0 ? 0 : -errno;
+    free(old);
+    if (rc == 0)
+        rc = store__fsync_ranges_dir(s);
+    return rc;
+}
+
+/* Give rr's directory its canonical name, crash-safely (see the top). */
+static int store__canonicalize(store *s, struct store__range *rr)
+{
+    char *canon = store__range_dirname(s, rr->r, NULL);
+    if (canon == NULL)
+        return -ENOMEM;
+    int rc = 0;
+    if (strcmp(canon, rr->dir) == 0 || store__dir_used(s, canon, rr))
+        goto free_canon;
+    if ((rc = store__rmtree(canon)))
+        goto free_canon;
+    const char *names[1] = {canon}, *prevs[1] = {rr->dir};
+    if ((rc = store__map_put(s, &rr->r, 1, names, prevs, NULL, 0)))
+        goto free_canon;
+    if (rename(rr->dir, canon) != 0) {
+        rc = -errno;
+        goto free_canon; /* the map keeps prev; load finishes or keeps it */
+    }
+    (void)store__fsync_ranges_dir(s);
+    rc = store__map_put(s, &rr->r, 1, names, NULL, NULL, 0);
+    free(rr->dir);
+    rr->dir = canon;
+    return rc;
+free_canon:
+    free(canon);
+    return rc;
+}
+
+/* ---- Walking an arc ----------------------------------------------------- */
+
+typedef int (*store__walk_cb)(MDB_cursor *cur,
+                              const MDB_val *k,
+                              const MDB_val *v,
+                              void *arg);
+
+/* Visit, in arc order, every entry whose token is in the arc (lo, hi],
+ * starting at token `from` (in the arc) after inner key `after` (NULL: from
+ * the first entry of `from`). cb may delete the current entry. Returns 0,
+ * cb's nonzero return, or an error. */
+static int store__walk_from(MDB_txn *txn,
+                            MDB_dbi dbi,
+                            struct store_range arc,
+                            uint64_t from,
+                            const MDB_val *after,
+                            store__walk_cb cb,
+                            void *arg)
+{
+    uint64_t seg[2][2];
+    int nseg = 0;
+    if (from <= arc.end && !(arc.start < arc.end && from <= arc.start) &&
+        !(arc.start >= arc.end && from > arc.start)) {
+        seg[nseg][0] = from; /* from .. end, no wrap */
+        seg[nseg++][1] = arc.end;
+    } else {
+        seg[nseg][0] = from; /* from .. 2^64-1, then 0 .. end */
+        seg[nseg++][1] = UINT64_MAX;
+        seg[nseg][0] = 0;
+        seg[nseg++][1] = arc.end;
+    }
+    MDB_cursor *cur;
+    int rc = mdb_cursor_open(txn, dbi, &cur);
+    if (rc)
+        return store__err(rc);
+    for (int i = 0; i < nseg; i++) {
+        uint8_t kb[8];
+        MDB_val k, v;
+        if (i == 0 && after != NULL) {
+            k = *after;
+        } else {
+            store__be64(kb, seg[i][0]);
+            k.mv_size = 8;
+            k.mv_data = kb;
+        }
+        rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+        if (rc == 0 && i == 0 && after != NULL && k.mv_size == after->mv_size &&
+            memcmp(k.mv_data, after->mv_data, k.mv_size) == 0)
+            rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT);
+        for (; rc == 0; rc = mdb_cursor_get(cur, &k, &v, MDB_NEXT)) {
+            if (k.mv_size < 9) {
+                rc = RK_ECORRUPT;
+                goto close_cur;
+            }
+            if (store__get64(k.mv_data) > seg[i][1])
+                break;
+            if ((rc = cb(cur, &k, &v, arg)))
+                goto close_cur;
+        }
+        if (rc != 0 && rc != MDB_NOTFOUND) {
+            rc = store__err(rc);
+            goto close_cur;
+        }
+        rc = 0;
+    }
+close_cur:
+    mdb_cursor_close(cur);
+    return rc;
+}
+
+static int store__walk(MDB_txn *txn,
+                       MDB_dbi dbi,
+                       struct store_range arc,
+                       store__walk_cb cb,
+                       void *arg)
+{
+    return store__walk_from(txn, dbi, arc, arc.start + 1, NULL, cb, arg);
+}
+
+static int
+store__del_cb(MDB_cursor *cur, const MDB_val *k, const MDB_val *v, void *arg)
+{
+    (void)k;
+    (void)v;
+    (*(uint64_t *)arg)++;
+    return mdb_cursor_del(cur, 0) ? RK_EINTERNAL : 0;
+}
+
+/* Delete every entry of rr's env in `arc`, commit (not synced). */
+static int store__delete_arc(struct store__range *rr,
+                             struct store_range arc,
+                             uint64_t *out_n)
+{
+    MDB_txn *txn;
+    uint64_t n = 0;
+    int rc = mdb_txn_begin(rr->env, NULL, 0, &txn);
+    if (rc)
+        return store__err(rc);
+    rc = store__walk(txn, rr->dbi, arc, store__del_cb, &n);
+    if (rc) {
+        mdb_txn_abort(txn);
+        return rc;
+    }
+    rc = store__err(mdb_txn_commit(txn));
+    if (rc == 0 && out_n)
+        *out_n = n;
+    return rc;
+}
+
+int store__purge_outside(struct store__range *rr)
+{
+    if (rr->r.start == rr->r.end)
+        return 0; /* the whole ring: nothing is outside */
+    struct store_range out = {rr->r.end, rr->r.start};
+    uint64_t n = 0;
+    int rc = store__delete_arc(rr, out, &n);
+    if (rc == 0 && n > 0)
+        rc = store__err(mdb_env_sync(rr->env, 1));
+    return rc;
+}
+
+struct store__copy {
+    MDB_txn *dst;
+    MDB_dbi dbi;
+};
+
+static int
+store__copy_cb(MDB_cursor *cur, const MDB_val *k, const MDB_val *v, void *arg)
+{
+    (void)cur;
+    struct store__copy *c = arg;
+    MDB_val kk = *k, vv = *v;
+    int rc = mdb_put(c->dst, c->dbi, &kk, &vv, 0);
+    return rc ? store__err(rc) : 0;
+}
+
+/* Copy every entry of `arc` from src to dst; commit and sync dst. */
+static int store__copy_arc(struct store__range *dst,
+                           struct store__range *src,
+                           struct store_range arc)
+{
+    MDB_txn *rt, *wt;
+    int rc = mdb_txn_begin(src->env, NULL, MDB_RDONLY, &rt);
+    if (rc)
+        return store__err(rc);
+    if ((rc = mdb_txn_begin(dst->env, NULL, 0, &wt))) {
+        mdb_txn_abort(rt);
+        return store__err(rc);
+    }
+    struct store__copy c = {wt, dst->dbi};
+    rc = store__walk(rt, src->dbi, arc, store__copy_cb, &c);
+    mdb_txn_abort(rt);
+    if (rc) {
+        mdb_txn_abort(wt);
+        return rc;
+    }
+    if ((rc = mdb_txn_commit(wt)))
+        return store__err(rc);
+    return store__err(mdb_env_sync(dst->env, 1));
+}
+
+/* Raise rr's map to at least `size` (capped by map_size_max). Exclusive. */
+static int store__map_atleast(store *s, struct store__range *rr, size_t size)
+{
+    if (size > s->o.map_size_max)
+        size = s->o.map_size_max;
+    if (size <= rr->map_size)
+        return 0;
+    int rc = mdb_env_set_mapsize(rr->env, size);
+    if (rc)
+        return store__err(rc);
+    rr->map_size = size;
+    return 0;
+}
+
+/* ---- Recovery ----------------------------------------------------------- */
+
+int store__recover(store *s)
+{
+    int rc = 0;
+    for (size_t i = 0; i < s->nranges; i++) {
+        struct store__range *rr = s->ranges[i];
+        if ((rc = store__purge_outside(rr)))
+            return rc;
+        /* Rewrite the map entry, which also clears a finished rename. */
+        const char *names[1] = {rr->dir};
+        if ((rc = store__map_put(s, &rr->r, 1, names, NULL, NULL, 0)))
+            return rc;
+        if ((rc = store__canonicalize(s, rr)))
+            return rc;
+    }
+    char *rdir = store__path(s->dir, "ranges");
+    if (rdir == NULL)
+        return -ENOMEM;
+    DIR *d = opendir(rdir);
+    if (d == NULL) {
+        rc = -errno;
+        free(rdir);
+        return rc;
+    }
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        char *p = store__path(rdir, e->d_name);
+        if (p == NULL) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (!store__dir_used(s, p, NULL))
+            rc = store__rmtree(p); /* an env the map does not name */
+        free(p);
+    }
+    closedir(d);
+    free(rdir);
+    return rc;
+}
+
+/* ---- Range operations --------------------------------------------------- */
+
+static bool store__overlap(struct store_range a, struct store_range b)
+{
+    return store_range_contains(a, b.end) || store_range_contains(b, a.end);
+}
+
+static int store__rcmp(const void *a, const void *b)
+{
+    const struct store__range *x = *(struct store__range *const *)a;
+    const struct store__range *y = *(struct store__range *const *)b;
+    return x->r.end < y->r.end ? -1 : x->r.end > y->r.end;
+}
+
+static int store__insert(store *s, struct store__range *rr)
+{
+    struct store__range **nr =
+        realloc(s->ranges, (s->nranges + 1) * sizeof(*nr));
+    if (nr == NULL)
+        return -ENOMEM;
+    s->ranges = nr;
+    s->ranges[s->nranges++] = rr;
+    qsort(s->ranges, s->nranges, sizeof(*s->ranges), store__rcmp);
+    return 0;
+}
+
+static void store__remove(store *s, size_t idx)
+{
+    memmove(&s->ranges[idx], &s->ranges[idx + 1],
+            (s->nranges - idx - 1) * sizeof(*s->ranges));
+    s->nranges--;
+}
+
+/* Open a new env for r in a fresh directory, synced into ranges/. */
+static int
+store__new_env(struct store__range **out, store *s, struct store_range r)
+{
+    char *dir = store__fresh_dir(s, r);
+    if (dir == NULL)
+        return -ENOMEM;
+    int rc = store__range_open(out, s, r, dir);
+    if (rc == 0)
+        rc = store__fsync_ranges_dir(s);
+    if (rc) {
+        if (*out) {
+            store__range_close(*out);
+            *out = NULL;
+        }
+        store__rmtree(dir);
+    }
+    free(dir);
+    return rc;
+}
+
+static void store__discard_env(struct store__range *rr)
+{
+    char *dir = strdup(rr->dir);
+    store__range_close(rr);
+    if (dir)
+        store__rmtree(dir);
+    free(dir);
+}
+
+int store_range_create(store *s, struct store_range r)
+{
+    int rc = 0;
+    struct store__range *rr = NULL;
+    pthread_rwlock_wrlock(&s->maplock);
+    for (size_t i = 0; i < s->nranges; i++)
+        if (store__overlap(s->ranges[i]->r, r)) {
+            rc = RK_EEXIST;
+            goto unlock;
+        }
+    if ((rc = store__new_env(&rr, s, r)))
+        goto unlock;
+    const char *names[1] = {rr->dir};
+    if ((rc = store__map_put(s, &r, 1, names, NULL, NULL, 0)) ||
+        (rc = store__insert(s, rr))) {
+        store__discard_env(rr);
+        goto unlock;
+    }
+unlock:
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+int store_range_split(store *s, struct store_range r, uint64_t at)
+{
+    int rc;
+    struct store__range *nr = NULL;
+    pthread_rwlock_wrlock(&s->maplock);
+    int idx = store__range_index(s, r);
+    if (idx < 0) {
+        rc = idx;
+        goto unlock;
+    }
+    if (!store_range_contains(r, at) || at == r.end) {
+        rc = RK_EBADREQ;
+        goto unlock;
+    }
+    struct store__range *old = s->ranges[idx];
+    struct store_range lo = {r.start, at}, hi = {at, r.end};
+    if ((rc = store__new_env(&nr, s, hi)) ||
+        (rc = store__map_atleast(s, nr, old->map_size)) ||
+        (rc = store__copy_arc(nr, old, hi)) ||
+        (rc = store__err(mdb_env_sync(old->env, 1))))
+        goto discard;
+    struct store_range add[2] = {lo, hi};
+    const char *names[2] = {old->dir, nr->dir};
+    if ((rc = store__map_put(s, add, 2, names, NULL, &r, 1)))
+        goto discard;
+    /* The map now says lo lives in old's env, hi in nr's. */
+    old->r = lo;
+    if ((rc = store__insert(s, nr))) {
+        store__range_close(nr); /* recovery reopens it from the map */
+        goto unlock;
+    }
+    (void)store__delete_arc(old, hi, NULL); /* else recovery does it */
+    rc = store__canonicalize(s, old);
+    goto unlock;
+discard:
+    if (nr)
+        store__discard_env(nr);
+unlock:
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+int store_range_merge(store *s, struct store_range a, struct store_range b)
+{
+    int rc;
+    pthread_rwlock_wrlock(&s->maplock);
+    int ia = store__range_index(s, a), ib = store__range_index(s, b);
+    if (ia < 0 || ib < 0) {
+        rc = RK_ENOTFOUND;
+        goto unlock;
+    }
+    if (ia == ib || a.end != b.start) {
+        rc = RK_EBADREQ;
+        goto unlock;
+    }
+    struct store__range *A = s->ranges[ia], *B = s->ranges[ib];
+    struct store_range m = {a.start, b.end};
+    if ((rc = store__map_atleast(s, A, A->map_size + B->map_size)) ||
+        (rc = store__copy_arc(A, B, b)))
+        goto unlock; /* A may hold copies outside a: recovery purges */
+    const char *names[1] = {A->dir};
+    struct store_range del[2] = {a, b};
+    if ((rc = store__map_put(s, &m, 1, names, NULL, del, 2)))
+        goto unlock;
+    A->r = m;
+    store__remove(s, (size_t)ib);
+    store__discard_env(B);
+    qsort(s->ranges, s->nranges, sizeof(*s->ranges), store__rcmp);
+    rc = store__canonicalize(s, A);
+unlock:
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+int store_range_drop(store *s, struct store_range r)
+{
+    int rc;
+    pthread_rwlock_wrlock(&s->maplock);
+    int idx = store__range_index(s, r);
+    if (idx < 0) {
+        rc = idx;
+        goto unlock;
+    }
+    if ((rc = store__map_put(s, NULL, 0, NULL, NULL, &r, 1)))
+        goto unlock;
+    struct store__range *rr = s->ranges[idx];
+    store__remove(s, (size_t)idx);
+    store__discard_env(rr);
+unlock:
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+int store_range_adopt(store *s, struct store_range r, const char *path)
+{
+    int rc = 0;
+    struct store__range *rr = NULL;
+    char *dir = NULL, *file = NULL;
+    pthread_rwlock_wrlock(&s->maplock);
+    for (size_t i = 0; i < s->nranges; i++)
+        if (store__overlap(s->ranges[i]->r, r)) {
+            rc = RK_EEXIST;
+            goto unlock;
+        }
+    dir = store__fresh_dir(s, r);
+    file = dir ? store__path(dir, "data.mdb") : NULL;
+    if (file == NULL) {
+        rc = -ENOMEM;
+        goto unlock;
+    }
+    if (mkdir(dir, 0755) != 0 || rename(path, file) != 0) {
+        rc = -errno;
+        goto rmdir;
+    }
+    if ((rc = store__range_open(&rr, s, r, dir)))
+        goto rmdir;
+    if ((rc = store__purge_outside(rr)) ||
+        (rc = store__err(mdb_env_sync(rr->env, 1))) ||
+        (rc = store__fsync_ranges_dir(s)))
+        goto close;
+    const char *names[1] = {rr->dir};
+    if ((rc = store__map_put(s, &r, 1, names, NULL, NULL, 0)) ||
+        (rc = store__insert(s, rr)))
+        goto close;
+    goto unlock;
+close:
+    store__range_close(rr);
+rmdir:
+    store__rmtree(dir);
+unlock:
+    pthread_rwlock_unlock(&s->maplock);
+    free(dir);
+    free(file);
+    return rc;
+}
+
+int store_range_list(struct store_range **out, size_t *out_n, store *s)
+{
+    pthread_rwlock_rdlock(&s->maplock);
+    struct store_range *a = malloc((s->nranges + 1) * sizeof(*a));
+    if (a != NULL) {
+        for (size_t i = 0; i < s->nranges; i++)
+            a[i] = s->ranges[i]->r;
+        *out = a;
+        *out_n = s->nranges;
+    }
+    pthread_rwlock_unlock(&s->maplock);
+    return a ? 0 : -ENOMEM;
+}
+
+int store_range_find(struct store_range *out, store *s, uint64_t t)
+{
+    pthread_rwlock_rdlock(&s->maplock);
+    struct store__range *rr = store__lookup(s, t);
+    if (rr)
+        *out = rr->r;
+    pthread_rwlock_unlock(&s->maplock);
+    return rr ? 0 : RK_ENOTFOUND;
+}
+
+int store_range_info(struct store_range_info *out,
+                     store *s,
+                     struct store_range r)
+{
+    pthread_rwlock_rdlock(&s->maplock);
+    int rc = store__range_index(s, r);
+    if (rc >= 0) {
+        struct store__range *rr = s->ranges[rc];
+        MDB_stat st;
+        rc = store__err(mdb_env_stat(rr->env, &st));
+        if (rc == 0) {
+            out->keys = st.ms_entries;
+            out->disk_bytes =
+                (uint64_t)st.ms_psize *
+                (st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages);
+            out->map_size = rr->map_size;
+        }
+    }
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+int store_range_copy_fd(store *s, struct store_range r, int fd)
+{
+    pthread_rwlock_rdlock(&s->maplock);
+    int rc = store__range_index(s, r);
+    if (rc >= 0)
+        rc =
+            store__err(mdb_env_copyfd2(s->ranges[rc]->env, fd, MDB_CP_COMPACT));
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+/* ---- gc ----------------------------------------------------------------- */
+
+struct store__gc {
+    uint64_t now, grace, n;
+};
+
+static int
+store__gc_cb(MDB_cursor *cur, const MDB_val *k, const MDB_val *v, void *arg)
+{
+    struct store__gc *g = arg;
+    struct rk_slice uk, rec;
+    struct store_record r;
+    if (store__stored_split(&uk, &rec, k, v) != 0 ||
+        store_record_decode(&r, rec.p, rec.len) != 0)
+        return 0; /* not ours to judge: left for repair to overwrite */
+    uint64_t dead_at;
+    if (r.flags & STORE_REC_TOMBSTONE)
+        dead_at = hlc_ts_ms(r.ts);
+    else if (r.flags & STORE_REC_EXPIRES)
+        dead_at = r.expiry_ms;
+    else
+        return 0;
+    if (dead_at > g->now || g->now - dead_at < g->grace)
+        return 0;
+    g->n++;
+    return mdb_cursor_del(cur, 0) ? RK_EINTERNAL : 0;
+}
+
+int store_gc(store *s, uint64_t now_ms, uint64_t *out_purged)
+{
+    struct store__gc g = {now_ms, s->o.gc_grace_ms, 0};
+    int rc = 0;
+    pthread_rwlock_rdlock(&s->maplock);
+    for (size_t i = 0; rc == 0 && i < s->nranges; i++) {
+        struct store__range *rr = s->ranges[i];
+        MDB_txn *txn;
+        uint64_t before = g.n;
+        if ((rc = store__err(mdb_txn_begin(rr->env, NULL, 0, &txn))))
+            break;
+        rc = store__walk(txn, rr->dbi, rr->r, store__gc_cb, &g);
+        if (rc) {
+            mdb_txn_abort(txn);
+            g.n = before;
+            break;
+        }
+        if ((rc = store__err(mdb_txn_commit(txn))) == 0 && g.n > before)
+            atomic_store(&rr->dirty, true);
+    }
+    pthread_rwlock_unlock(&s->maplock);
+    if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
+        rc = store_sync(s);
+    if (out_purged)
+        *out_purged = g.n;
+    return rc;
+}
+
+/* ---- Scans and digests -------------------------------------------------- */
+
+void store_scan_init(struct store_scan *sc, struct store_range arc)
+{
+    memset(sc, 0, sizeof(*sc));
+    sc->arc = arc;
+}
+
+struct store__scanst {
+    struct store_scan *sc;
+    size_t max_items, max_bytes, items, bytes;
+    store_scan_cb cb;
+    void *arg;
+};
+
+#define STORE__CHUNK_FULL 1
+
+static int
+store__scan_cb(MDB_cursor *cur, const MDB_val *k, const MDB_val *v, void *arg)
+{
+    (void)cur;
+    struct store__scanst *st = arg;
+    if (st->items >= st->max_items ||
+        (st->items > 0 && st->bytes >= st->max_bytes))
+        return STORE__CHUNK_FULL;
+    struct store_item it;
+    int rc = store__stored_split(&it.key, &it.rec, k, v);
+    if (rc)
+        return rc;
+    it.token = store__get64(k->mv_data);
+    if ((rc = st->cb(&it, st->arg)))
+        return rc;
+    st->items++;
+    st->bytes += it.key.len + it.rec.len;
+    st->sc->started = true;
+    st->sc->pos = it.token;
+    st->sc->last_len = k->mv_size;
+    memcpy(st->sc->last, k->mv_data, k->mv_size);
+    return 0;
+}
+
+int store_scan_next(store *s,
+                    struct store_scan *sc,
+                    size_t max_items,
+                    size_t max_bytes,
+                    store_scan_cb cb,
+                    void *arg)
+{
+    if (sc->done)
+        return 0;
+    struct store__scanst st = {
+        sc, max_items ? max_items : 1, max_bytes, 0, 0, cb, arg};
+    int rc = 0;
+    pthread_rwlock_rdlock(&s->maplock);
+    while (!sc->done && rc == 0) {
+        bool resume = sc->started && sc->last_len > 0;
+        if (sc->started && !resume && sc->pos == sc->arc.end) {
+            sc->done = true;
+            break;
+        }
+        uint64_t nt = !sc->started ? sc->arc.start + 1
+                      : resume     ? sc->pos
+                                   : sc->pos + 1;
+        struct store__range *rr = store__lookup(s, nt);
+        if (rr == NULL) {
+            rc = RK_ENOTFOUND;
+            break;
+        }
+        /* Walk from nt to whichever comes first: the env's end or ours. */
+        uint64_t stop =
+            (rr->r.end - nt) < (sc->arc.end - nt) ? rr->r.end : sc->arc.end;
+        if (rr->r.start == rr->r.end)
+            stop = sc->arc.end;
+        MDB_txn *txn;
+        if ((rc = store__err(mdb_txn_begin(rr->env, NULL, MDB_RDONLY, &txn))))
+            break;
+        MDB_val after = {sc->last_len, sc->last};
+        struct store_range seg = {nt - 1, stop};
+        if (nt - 1 == stop) /* the walk covers the whole ring */
+            seg.start = stop;
+        rc = store__walk_from(txn, rr->dbi, seg, nt, resume ? &after : NULL,
+                              store__scan_cb, &st);
+        mdb_txn_abort(txn);
+        if (rc == STORE__CHUNK_FULL) {
+            rc = 0;
+            break;
+        }
+        if (rc)
+            break;
+        sc->started = true;
+        sc->pos = stop;
+        sc->last_len = 0;
+        if (stop == sc->arc.end)
+            sc->done = true;
+        if (st.items >= st.max_items ||
+            (st.items > 0 && st.bytes >= st.max_bytes))
+            break;
+    }
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+struct store__digst {
+    XXH3_state_t *x;
+    struct store_digest *d;
+};
+
+static int store__dig_cb(const struct store_item *it, void *arg)
+{
+    struct store__digst *st = arg;
+    uint8_t h[16];
+    store__be64(h, it->token);
+    h[8] = (uint8_t)(it->key.len >> 24);
+    h[9] = (uint8_t)(it->key.len >> 16);
+    h[10] = (uint8_t)(it->key.len >> 8);
+    h[11] = (uint8_t)it->key.len;
+    h[12] = (uint8_t)(it->rec.len >> 24);
+    h[13] = (uint8_t)(it->rec.len >> 16);
+    h[14] = (uint8_t)(it->rec.len >> 8);
+    h[15] = (uint8_t)it->rec.len;
+    XXH3_64bits_update(st->x, h, sizeof(h));
+    XXH3_64bits_update(st->x, it->key.p, it->key.len);
+    XXH3_64bits_update(st->x, it->rec.p, it->rec.len);
+    st->d->keys++;
+    st->d->bytes += it->key.len + it->rec.len;
+    return 0;
+}
+
+int store_digest(struct store_digest *out, store *s, struct store_range arc)
+{
+    struct store_digest d = {0, 0, 0};
+    XXH3_state_t *x = XXH3_createState();
+    if (x == NULL)
+        return -ENOMEM;
+    XXH3_64bits_reset(x);
+    struct store__digst st = {x, &d};
+    struct store_scan sc;
+    store_scan_init(&sc, arc);
+    int rc = 0;
+    while (rc == 0 && !sc.done)
+        rc =
+            store_scan_next(s, &sc, 4096, (size_t)16 << 20, store__dig_cb, &st);
+    if (rc == 0) {
+        d.hash = XXH3_64bits_digest(x);
+        *out = d;
+    }
+    XXH3_freeState(x);
+    return rc;
+}

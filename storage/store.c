@@ -1,0 +1,861 @@
+/*
+ * store.c - opening the store, the range map lookup, reads, batches, group
+ * commit and syncing (store.h). Range operations live in range.c, system
+ * state and hints in sys.c, the record format in record.c.
+ *
+ * Concurrency: `maplock` (a writer-preferring rwlock) is held shared by
+ * every read, scan and commit for as long as it uses a range env, and
+ * exclusively by whatever changes the set of envs or grows a map (LMDB's
+ * mdb_env_set_mapsize needs no transaction in flight). Write transactions
+ * on one env are serialised by LMDB itself; a commit opens at most one
+ * write transaction at a time, so two commits never wait on each other in
+ * a cycle.
+ */
+#include "storage/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "storage/store_internal.h"
+
+int store__err(int rc)
+{
+    switch (rc) {
+    case MDB_SUCCESS:
+        return 0;
+    case MDB_MAP_FULL:
+        return RK_EFULL;
+    case MDB_NOTFOUND:
+        return RK_ENOTFOUND;
+    case MDB_CORRUPTED:
+    case MDB_PAGE_NOTFOUND:
+        return RK_ECORRUPT;
+    case MDB_VERSION_MISMATCH:
+    case MDB_INVALID:
+        return RK_EVERSION;
+    default:
+        break;
+    }
+    if (rc > 0)
+        return -rc;
+    if (rc < 0 && rc > -4096)
+        return rc;
+    return RK_EINTERNAL;
+}
+
+size_t store__ikey(uint8_t *out, uint64_t token, struct rk_slice key)
+{
+    store__be64(out, token);
+    if (key.len <= STORE__SHORT) {
+        memcpy(out + 8, key.p, key.len);
+        return 8 + key.len;
+    }
+    memcpy(out + 8, key.p, STORE__SHORT);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, XXH3_128bits(key.p, key.len));
+    memcpy(out + 8 + STORE__SHORT, c.digest, 16);
+    return STORE__LONG_IKEY;
+}
+
+int store__stored_split(struct rk_slice *out_key,
+                        struct rk_slice *out_rec,
+                        const MDB_val *ik,
+                        const MDB_val *v)
+{
+    const uint8_t *p = v->mv_data;
+    if (ik->mv_size < 9 || ik->mv_size > STORE__IKEY_MAX)
+        return RK_ECORRUPT;
+    if (ik->mv_size != STORE__LONG_IKEY) {
+        *out_key = RK_SLICE((const uint8_t *)ik->mv_data + 8, ik->mv_size - 8);
+        *out_rec = RK_SLICE(p, v->mv_size);
+        return 0;
+    }
+    if (v->mv_size < 4)
+        return RK_ECORRUPT;
+    size_t kl =
+        (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+    if (kl <= STORE__SHORT || kl > RK_MAX_KEY || v->mv_size - 4 < kl)
+        return RK_ECORRUPT;
+    *out_key = RK_SLICE(p + 4, kl);
+    *out_rec = RK_SLICE(p + 4 + kl, v->mv_size - 4 - kl);
+    return 0;
+}
+
+static int store__key_check(struct rk_slice key)
+{
+    if (key.len == 0)
+        return RK_EBADREQ;
+    if (key.len > RK_MAX_KEY)
+        return RK_ETOOLARGE;
+    return 0;
+}
+
+/* ---- Range map ---------------------------------------------------------- */
+
+bool store_range_contains(struct store_range r, uint64_t t)
+{
+    if (r.start == r.end)
+        return true;
+    if (r.start < r.end)
+        return t > r.start && t <= r.end;
+    return t > r.start || t <= r.end;
+}
+
+struct store__range *store__lookup(store *s, uint64_t t)
+{
+    size_t lo = 0, hi = s->nranges;
+    if (hi == 0)
+        return NULL;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ranges[mid]->r.end < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    struct store__range *rr = s->ranges[lo == s->nranges ? 0 : lo];
+    return store_range_contains(rr->r, t) ? rr : NULL;
+}
+
+int store__range_index(store *s, struct store_range r)
+{
+    for (size_t i = 0; i < s->nranges; i++)
+        if (s->ranges[i]->r.start == r.start && s->ranges[i]->r.end == r.end)
+            return (int)i;
+    return RK_ENOTFOUND;
+}
+
+int store__env_open(MDB_env **out,
+                    MDB_dbi *out_dbi,
+                    const char *dir,
+                    size_t map_size,
+                    unsigned flags)
+{
+    MDB_env *env = NULL;
+    MDB_txn *txn = NULL;
+    int rc = mkdir(dir, 0755);
+    if (rc != 0 && errno != EEXIST)
+        return -errno;
+    rc = mdb_env_create(&env);
+    if (rc)
+        return store__err(rc);
+    if ((rc = mdb_env_set_mapsize(env, map_size)) ||
+        (rc = mdb_env_set_maxreaders(env, 256)))
+        goto close_env;
+    rc = mdb_env_open(env, dir, flags | MDB_NOTLS, 0644);
+    if (rc)
+        goto close_env;
+    rc = mdb_txn_begin(env, NULL, 0, &txn);
+    if (rc)
+        goto close_env;
+    rc = mdb_dbi_open(txn, NULL, 0, out_dbi);
+    if (rc) {
+        mdb_txn_abort(txn);
+        goto close_env;
+    }
+    rc = mdb_txn_commit(txn);
+    if (rc)
+        goto close_env;
+    *out = env;
+    return 0;
+close_env:
+    mdb_env_close(env);
+    return store__err(rc);
+}
+
+int store__range_open(struct store__range **out,
+                      store *s,
+                      struct store_range r,
+                      const char *dir)
+{
+    struct store__range *rr = calloc(1, sizeof(*rr));
+    if (rr == NULL)
+        return -ENOMEM;
+    rr->r = r;
+    rr->dir = strdup(dir);
+    if (rr->dir == NULL) {
+        free(rr);
+        return -ENOMEM;
+    }
+    int rc =
+        store__env_open(&rr->env, &rr->dbi, dir, s->o.map_size, MDB_NOSYNC);
+    if (rc) {
+        free(rr->dir);
+        free(rr);
+        return rc;
+    }
+    MDB_envinfo info;
+    mdb_env_info(rr->env, &info);
+    rr->map_size = info.me_mapsize;
+    pthread_mutex_init(&rr->txmu, NULL);
+    atomic_init(&rr->dirty, false);
+    *out = rr;
+    return 0;
+}
+
+void store__range_close(struct store__range *rr)
+{
+    if (rr == NULL)
+        return;
+    for (int i = 0; i < rr->ntx; i++)
+        mdb_txn_abort(rr->txpool[i]);
+    mdb_env_close(rr->env);
+    pthread_mutex_destroy(&rr->txmu);
+    free(rr->dir);
+    free(rr);
+}
+
+/* Under maplock held exclusively. */
+int store__grow(store *s, struct store__range *rr)
+{
+    size_t want = rr->map_size * 2;
+    if (rr->map_size >= s->o.map_size_max)
+        return RK_EFULL;
+    if (want > s->o.map_size_max)
+        want = s->o.map_size_max;
+    int rc = mdb_env_set_mapsize(rr->env, want);
+    if (rc)
+        return store__err(rc);
+    MDB_envinfo info;
+    mdb_env_info(rr->env, &info);
+    rr->map_size = info.me_mapsize;
+    return 0;
+}
+
+static int store__rtxn(MDB_txn **out, struct store__range *rr)
+{
+    MDB_txn *t = NULL;
+    pthread_mutex_lock(&rr->txmu);
+    if (rr->ntx > 0)
+        t = rr->txpool[--rr->ntx];
+    pthread_mutex_unlock(&rr->txmu);
+    if (t != NULL) {
+        if (mdb_txn_renew(t) == 0) {
+            *out = t;
+            return 0;
+        }
+        mdb_txn_abort(t);
+    }
+    return store__err(mdb_txn_begin(rr->env, NULL, MDB_RDONLY, out));
+}
+
+static void store__rtxn_done(struct store__range *rr, MDB_txn *t)
+{
+    mdb_txn_reset(t);
+    pthread_mutex_lock(&rr->txmu);
+    if (rr->ntx < (int)(sizeof(rr->txpool) / sizeof(rr->txpool[0]))) {
+        rr->txpool[rr->ntx++] = t;
+        t = NULL;
+    }
+    pthread_mutex_unlock(&rr->txmu);
+    if (t != NULL)
+        mdb_txn_abort(t);
+}
+
+/* ---- Syncing ------------------------------------------------------------ */
+
+int store__sync_ranges(store *s, struct store__range **rs, size_t n)
+{
+    if (n == 0)
+        return 0;
+    int method = s->o.sync_method;
+    if (method == STORE_SYNC_AUTO)
+        method = n == 1 ? STORE_SYNC_FDATASYNC : STORE_SYNC_SYNCFS;
+    if (method == STORE_SYNC_SYNCFS)
+        return syncfs(s->dir_fd) == 0 ? 0 : -errno;
+    for (size_t i = 0; i < n; i++) {
+        int rc = mdb_env_sync(rs[i]->env, 1);
+        if (rc)
+            return store__err(rc);
+    }
+    return 0;
+}
+
+int store_sync(store *s)
+{
+    pthread_rwlock_rdlock(&s->maplock);
+    struct store__range **rs = malloc((s->nranges + 1) * sizeof(*rs));
+    int rc = -ENOMEM;
+    if (rs == NULL)
+        goto unlock;
+    size_t n = 0;
+    for (size_t i = 0; i < s->nranges; i++)
+        if (atomic_exchange(&s->ranges[i]->dirty, false))
+            rs[n++] = s->ranges[i];
+    rc = store__sync_ranges(s, rs, n);
+    if (rc)
+        for (size_t i = 0; i < n; i++)
+            atomic_store(&rs[i]->dirty, true);
+    free(rs);
+unlock:
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+static void *store__syncer_main(void *arg)
+{
+    store *s = arg;
+    pthread_mutex_lock(&s->smu);
+    while (!s->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t ns =
+            (uint64_t)ts.tv_nsec + (uint64_t)s->o.periodic_ms * 1000000;
+        ts.tv_sec += (time_t)(ns / 1000000000);
+        ts.tv_nsec = (long)(ns % 1000000000);
+        pthread_cond_timedwait(&s->scv, &s->smu, &ts);
+        if (s->stopping)
+            break;
+        pthread_mutex_unlock(&s->smu);
+        (void)store_sync(s); /* a failure leaves ranges dirty: retried */
+        pthread_mutex_lock(&s->smu);
+    }
+    pthread_mutex_unlock(&s->smu);
+    return NULL;
+}
+
+/* ---- Open and close ----------------------------------------------------- */
+
+char *store__path(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    if (p != NULL)
+        snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static int store__mkdir(const char *dir, const char *name)
+{
+    char *p = store__path(dir, name);
+    if (p == NULL)
+        return -ENOMEM;
+    int rc = mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -errno;
+    free(p);
+    return rc;
+}
+
+int store_open(store **out, const struct store_opts *opts)
+{
+    if (opts == NULL || opts->data_dir == NULL || opts->map_size == 0 ||
+        opts->map_size_max < opts->map_size ||
+        (opts->durability != STORE_GROUP_COMMIT &&
+         opts->durability != STORE_PERIODIC) ||
+        (opts->durability == STORE_PERIODIC && opts->periodic_ms == 0) ||
+        opts->sync_method < 0 || opts->sync_method > STORE_SYNC_SYNCFS)
+        return RK_ECONFIG;
+    int rc;
+    store *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    s->o = *opts;
+    s->dir_fd = -1;
+    s->dir = strdup(opts->data_dir);
+    if (s->dir == NULL) {
+        rc = -ENOMEM;
+        goto free_store;
+    }
+    s->o.data_dir = s->dir;
+    if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
+        rc = -errno;
+        goto free_store;
+    }
+    if ((rc = store__mkdir(s->dir, "system")) ||
+        (rc = store__mkdir(s->dir, "hints")) ||
+        (rc = store__mkdir(s->dir, "ranges")))
+        goto free_store;
+    s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->dir_fd < 0) {
+        rc = -errno;
+        goto free_store;
+    }
+    pthread_rwlockattr_t attr;
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr,
+                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->maplock, &attr);
+    pthread_rwlockattr_destroy(&attr);
+    pthread_mutex_init(&s->hintmu, NULL);
+    pthread_mutex_init(&s->gmu, NULL);
+    pthread_cond_init(&s->gcv, NULL);
+    pthread_mutex_init(&s->smu, NULL);
+    pthread_cond_init(&s->scv, NULL);
+    if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
+        (rc = store__map_load(s)) || (rc = store__recover(s)))
+        goto close_all;
+    if (s->o.durability == STORE_PERIODIC) {
+        rc = -pthread_create(&s->syncer, NULL, store__syncer_main, s);
+        if (rc)
+            goto close_all;
+        s->syncer_on = true;
+    }
+    *out = s;
+    return 0;
+close_all:
+    store_free(s);
+    return rc;
+free_store:
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
+    free(s->dir);
+    free(s);
+    return rc;
+}
+
+void store_free(store *s)
+{
+    if (s == NULL)
+        return;
+    if (s->syncer_on) {
+        pthread_mutex_lock(&s->smu);
+        s->stopping = true;
+        pthread_cond_signal(&s->scv);
+        pthread_mutex_unlock(&s->smu);
+        pthread_join(s->syncer, NULL);
+    }
+    (void)store_sync(s);
+    for (size_t i = 0; i < s->nranges; i++)
+        store__range_close(s->ranges[i]);
+    free(s->ranges);
+    if (s->sys_env)
+        mdb_env_close(s->sys_env);
+    if (s->hint_env)
+        mdb_env_close(s->hint_env);
+    pthread_rwlock_destroy(&s->maplock);
+    pthread_mutex_destroy(&s->hintmu);
+    pthread_mutex_destroy(&s->gmu);
+    pthread_cond_destroy(&s->gcv);
+    pthread_mutex_destroy(&s->smu);
+    pthread_cond_destroy(&s->scv);
+    close(s->dir_fd);
+    free(s->dir);
+    free(s);
+}
+
+/* ---- Reads -------------------------------------------------------------- */
+
+static int store__get(uint8_t **out,
+                      size_t *out_len,
+                      store *s,
+                      struct rk_slice key,
+                      bool live_only,
+                      uint64_t now_ms)
+{
+    int rc = store__key_check(key);
+    if (rc)
+        return rc;
+    uint64_t t = rk_token(key.p, key.len);
+    uint8_t kb[STORE__IKEY_MAX];
+    MDB_val k = {store__ikey(kb, t, key), kb}, v;
+    MDB_txn *txn;
+    pthread_rwlock_rdlock(&s->maplock);
+    struct store__range *rr = store__lookup(s, t);
+    if (rr == NULL) {
+        rc = RK_ENOTFOUND;
+        goto unlock;
+    }
+    rc = store__rtxn(&txn, rr);
+    if (rc)
+        goto unlock;
+    rc = store__err(mdb_get(txn, rr->dbi, &k, &v));
+    if (rc)
+        goto done_txn;
+    struct rk_slice uk, rec;
+    struct store_record r;
+    if ((rc = store__stored_split(&uk, &rec, &k, &v)))
+        goto done_txn;
+    if (uk.len != key.len || memcmp(uk.p, key.p, key.len) != 0) {
+        rc = RK_ENOTFOUND; /* another key's 128-bit hash: not this key */
+        goto done_txn;
+    }
+    if ((rc = store_record_decode(&r, rec.p, rec.len)))
+        goto done_txn;
+    if (live_only && !store_record_live(&r, now_ms)) {
+        rc = RK_ENOTFOUND;
+        goto done_txn;
+    }
+    *out = malloc(rec.len ? rec.len : 1);
+    if (*out == NULL) {
+        rc = -ENOMEM;
+        goto done_txn;
+    }
+    memcpy(*out, rec.p, rec.len);
+    *out_len = rec.len;
+done_txn:
+    store__rtxn_done(rr, txn);
+unlock:
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+int store_get(uint8_t **out,
+              size_t *out_len,
+              store *s,
+              struct rk_slice key,
+              uint64_t now_ms)
+{
+    return store__get(out, out_len, s, key, true, now_ms);
+}
+
+int store_get_raw(uint8_t **out, size_t *out_len, store *s, struct rk_slice key)
+{
+    return store__get(out, out_len, s, key, false, 0);
+}
+
+/* ---- Batches ------------------------------------------------------------ */
+
+#define STORE__PENDING 1 /* result not known yet (positive: never an error) */
+#define STORE__REGROW  2 /* its env was full: grow and retry */
+
+struct store__w {
+    uint64_t token;
+    struct rk_slice key;
+    struct rk_slice rec;
+    uint8_t *own; /* NULL when key/rec are borrowed */
+    int result;
+};
+
+struct store_batch {
+    struct store__w *w;
+    size_t n, cap;
+    uint32_t *order;
+    size_t order_cap;
+};
+
+int store_batch_new(store_batch **out)
+{
+    store_batch *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return -ENOMEM;
+    *out = b;
+    return 0;
+}
+
+void store_batch_reset(store_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        free(b->w[i].own);
+    b->n = 0;
+}
+
+void store_batch_free(store_batch *b)
+{
+    if (b == NULL)
+        return;
+    store_batch_reset(b);
+    free(b->w);
+    free(b->order);
+    free(b);
+}
+
+size_t store_batch_count(const store_batch *b)
+{
+    return b->n;
+}
+
+int store_batch_result(const store_batch *b, size_t i)
+{
+    if (i >= b->n)
+        return RK_EBADREQ;
+    return b->w[i].result > 0 ? RK_EINTERNAL : b->w[i].result;
+}
+
+int store__check_write(struct rk_slice key, struct rk_slice rec)
+{
+    int rc = store__key_check(key);
+    if (rc)
+        return rc;
+    if (rec.len > STORE_REC_MAX)
+        return RK_ETOOLARGE;
+    struct store_record r;
+    return store_record_decode(&r, rec.p, rec.len);
+}
+
+static int store__batch_push(store_batch *b,
+                             struct rk_slice key,
+                             struct rk_slice rec,
+                             bool copy)
+{
+    if (b->n == b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 16;
+        struct store__w *w = realloc(b->w, cap * sizeof(*w));
+        if (w == NULL)
+            return -ENOMEM;
+        b->w = w;
+        b->cap = cap;
+    }
+    struct store__w *w = &b->w[b->n];
+    w->own = NULL;
+    if (copy) {
+        w->own = malloc(key.len + rec.len);
+        if (w->own == NULL)
+            return -ENOMEM;
+        memcpy(w->own, key.p, key.len);
+        memcpy(w->own + key.len, rec.p, rec.len);
+        key.p = w->own;
+        rec.p = w->own + key.len;
+    }
+    w->token = rk_token(key.p, key.len);
+    w->key = key;
+    w->rec = rec;
+    w->result = STORE__PENDING;
+    b->n++;
+    return 0;
+}
+
+int store_batch_add(store_batch *b, struct rk_slice key, struct rk_slice rec)
+{
+    int rc = store__check_write(key, rec);
+    if (rc)
+        return rc;
+    return store__batch_push(b, key, rec, true);
+}
+
+/* Merge one write into the env under `txn`. */
+static int store__apply(MDB_txn *txn, MDB_dbi dbi, const struct store__w *w)
+{
+    uint8_t kb[STORE__IKEY_MAX];
+    MDB_val k = {store__ikey(kb, w->token, w->key), kb}, v;
+    int rc = mdb_get(txn, dbi, &k, &v);
+    if (rc == 0) {
+        struct rk_slice uk, rec;
+        struct store_record old, nw;
+        if (store__stored_split(&uk, &rec, &k, &v) == 0) {
+            if (uk.len != w->key.len || memcmp(uk.p, w->key.p, uk.len) != 0)
+                return RK_EINTERNAL; /* XXH3-128 collision */
+            if (store_record_decode(&old, rec.p, rec.len) == 0 &&
+                store_record_decode(&nw, w->rec.p, w->rec.len) == 0 &&
+                store_record_cmp(&nw, &old) <= 0)
+                return 0; /* the stored record wins or is the same */
+        }
+        /* an undecodable stored value is replaced */
+    } else if (rc != MDB_NOTFOUND) {
+        return rc;
+    }
+    bool lng = k.mv_size == STORE__LONG_IKEY;
+    v.mv_size = w->rec.len + (lng ? 4 + w->key.len : 0);
+    rc = mdb_put(txn, dbi, &k, &v, MDB_RESERVE);
+    if (rc)
+        return rc;
+    uint8_t *p = v.mv_data;
+    if (lng) {
+        p[0] = (uint8_t)(w->key.len >> 24);
+        p[1] = (uint8_t)(w->key.len >> 16);
+        p[2] = (uint8_t)(w->key.len >> 8);
+        p[3] = (uint8_t)w->key.len;
+        memcpy(p + 4, w->key.p, w->key.len);
+        p += 4 + w->key.len;
+    }
+    memcpy(p, w->rec.p, w->rec.len);
+    return 0;
+}
+
+struct store__tok {
+    uint64_t token;
+    uint32_t idx;
+};
+
+static int store__tok_cmp(const void *a, const void *b)
+{
+    const struct store__tok *x = a, *y = b;
+    if (x->token != y->token)
+        return x->token < y->token ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Order write indices by token, so each env's writes are adjacent and go
+ * into its B-tree in key order. */
+static int store__sort(store_batch *b, uint32_t *ord, size_t n)
+{
+    struct store__tok *t = malloc((n ? n : 1) * sizeof(*t));
+    if (t == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        t[i] = (struct store__tok){b->w[ord[i]].token, ord[i]};
+    qsort(t, n, sizeof(*t), store__tok_cmp);
+    for (size_t i = 0; i < n; i++)
+        ord[i] = t[i].idx;
+    free(t);
+    return 0;
+}
+
+/* One pass over the writes still pending: commit per env, sync. Writes
+ * whose env was full are left as STORE__REGROW and their env in *grow. */
+static int store__commit_pass(store *s,
+                              store_batch *b,
+                              uint32_t *ord,
+                              size_t n,
+                              struct store_range *grow,
+                              size_t *ngrow,
+                              struct store__range **touched)
+{
+    size_t nt = 0;
+    int rc = 0;
+    pthread_rwlock_rdlock(&s->maplock);
+    size_t i = 0;
+    while (i < n) {
+        struct store__w *w = &b->w[ord[i]];
+        struct store__range *rr = store__lookup(s, w->token);
+        if (rr == NULL) {
+            w->result = RK_ENOTFOUND;
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < n && store_range_contains(rr->r, b->w[ord[j]].token))
+            j++;
+        MDB_txn *txn;
+        int mrc = mdb_txn_begin(rr->env, NULL, 0, &txn);
+        for (size_t x = i; mrc == 0 && x < j; x++) {
+            mrc = store__apply(txn, rr->dbi, &b->w[ord[x]]);
+            if (mrc == RK_EINTERNAL) { /* that write alone fails */
+                b->w[ord[x]].result = RK_EINTERNAL;
+                mrc = 0;
+            }
+        }
+        if (mrc == 0)
+            mrc = mdb_txn_commit(txn);
+        else
+            mdb_txn_abort(txn);
+        int res = 0;
+        if (mrc == MDB_MAP_FULL) {
+            res = STORE__REGROW;
+            grow[(*ngrow)++] = rr->r;
+        } else if (mrc != 0) {
+            res = store__err(mrc);
+        } else {
+            atomic_store(&rr->dirty, true);
+            if (nt == 0 || touched[nt - 1] != rr) {
+                bool seen = false;
+                for (size_t y = 0; y < nt && !seen; y++)
+                    seen = touched[y] == rr;
+                if (!seen)
+                    touched[nt++] = rr;
+            }
+        }
+        for (size_t x = i; x < j; x++)
+            if (b->w[ord[x]].result == STORE__PENDING)
+                b->w[ord[x]].result = res;
+        i = j;
+    }
+    if (s->o.durability == STORE_GROUP_COMMIT && nt > 0) {
+        for (size_t y = 0; y < nt; y++)
+            atomic_store(&touched[y]->dirty, false);
+        rc = store__sync_ranges(s, touched, nt);
+        if (rc)
+            for (size_t y = 0; y < nt; y++)
+                atomic_store(&touched[y]->dirty, true);
+    }
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+int store_batch_commit(store *s, store_batch *b)
+{
+    if (b->n == 0)
+        return 0;
+    if (b->n > UINT32_MAX)
+        return RK_ETOOLARGE;
+    int rc = -ENOMEM;
+    uint32_t *ord = malloc(b->n * sizeof(*ord));
+    struct store_range *grow = malloc(b->n * sizeof(*grow));
+    struct store__range **touched = malloc(b->n * sizeof(*touched));
+    if (ord == NULL || grow == NULL || touched == NULL)
+        goto free_all;
+    size_t n = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->w[i].result == STORE__PENDING)
+            ord[n++] = (uint32_t)i;
+    if ((rc = store__sort(b, ord, n)))
+        goto free_all;
+    for (int pass = 0; n > 0; pass++) {
+        size_t ngrow = 0;
+        rc = store__commit_pass(s, b, ord, n, grow, &ngrow, touched);
+        if (rc)
+            goto free_all;
+        if (ngrow == 0)
+            break;
+        /* Grow the full envs, then retry their writes. */
+        pthread_rwlock_wrlock(&s->maplock);
+        for (size_t g = 0; g < ngrow; g++) {
+            int idx = store__range_index(s, grow[g]);
+            int grc = idx < 0 ? 0 : store__grow(s, s->ranges[idx]);
+            if (grc != 0 || pass >= 40)
+                for (size_t i = 0; i < n; i++) {
+                    struct store__w *w = &b->w[ord[i]];
+                    if (w->result == STORE__REGROW &&
+                        store_range_contains(grow[g], w->token))
+                        w->result = grc ? grc : RK_EFULL;
+                }
+        }
+        pthread_rwlock_unlock(&s->maplock);
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (b->w[ord[i]].result == STORE__REGROW) {
+                b->w[ord[i]].result = STORE__PENDING;
+                ord[m++] = ord[i];
+            }
+        n = m;
+    }
+    rc = 0;
+free_all:
+    free(ord);
+    free(grow);
+    free(touched);
+    return rc;
+}
+
+/* ---- store_put: group commit across threads ----------------------------- */
+
+struct store__waiter {
+    struct rk_slice key, rec;
+    int result;
+    bool done;
+    struct store__waiter *next;
+};
+
+int store_put(store *s, struct rk_slice key, struct rk_slice rec)
+{
+    int rc = store__check_write(key, rec);
+    if (rc)
+        return rc;
+    struct store__waiter me = {key, rec, 0, false, NULL};
+    pthread_mutex_lock(&s->gmu);
+    me.next = s->gq;
+    s->gq = &me;
+    while (!me.done) {
+        if (s->gleader) {
+            pthread_cond_wait(&s->gcv, &s->gmu);
+            continue;
+        }
+        s->gleader = true;
+        struct store__waiter *list = s->gq;
+        s->gq = NULL;
+        pthread_mutex_unlock(&s->gmu);
+        store_batch *b = NULL;
+        rc = store_batch_new(&b);
+        for (struct store__waiter *w = list; rc == 0 && w; w = w->next)
+            rc = store__batch_push(b, w->key, w->rec, false);
+        if (rc == 0)
+            rc = store_batch_commit(s, b);
+        size_t i = 0;
+        for (struct store__waiter *w = list; w; w = w->next, i++)
+            w->result = rc ? rc : store_batch_result(b, i);
+        store_batch_free(b);
+        pthread_mutex_lock(&s->gmu);
+        for (struct store__waiter *w = list; w; w = w->next)
+            w->done = true;
+        s->gleader = false;
+        pthread_cond_broadcast(&s->gcv);
+    }
+    pthread_mutex_unlock(&s->gmu);
+    return me.result;
+}

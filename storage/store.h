@@ -1,0 +1,361 @@
+/*
+ * store.h - the node's local store: one LMDB environment per token range,
+ * last-write-wins records, group-committed durable writes, system state and
+ * hints. The only part of ringkv that includes <lmdb.h>; it knows nothing of
+ * the network and starts no event loop.
+ *
+ * Layout of data_dir:
+ *   system/                   LMDB env: node state and the range map
+ *   hints/                    LMDB env: hinted writes for DOWN replicas
+ *   ranges/<start>_<end>/     one LMDB env per local range (16 hex digits)
+ *
+ * A range is the token arc (start, end]; start >= end wraps past 2^64-1 and
+ * start == end is the whole ring. Ranges held by one store never overlap.
+ * Inside an env a key is `big-endian token || user key`, so a token sub-range
+ * is one contiguous cursor walk (user keys over 400 bytes are stored under a
+ * 400-byte prefix plus a 128-bit hash, the full key beside the record).
+ *
+ * Threads: every function may be called from any thread. Reads (store_get,
+ * scans, digests) run concurrently with each other and with commits (LMDB
+ * read transactions, MDB_NOTLS). Range-map changes (create, split, merge,
+ * drop) wait for reads and commits in flight and block new ones while they
+ * run. Work that can block on the disk (commit, sync, scans, copies, range
+ * operations) belongs off the event loop thread (uv_queue_work); building a
+ * store_batch touches no disk and is loop-safe.
+ *
+ * Durability (docs/storage.md): in STORE_GROUP_COMMIT mode store_batch_commit
+ * returns only after every write it applied is on stable storage; each
+ * touched env is committed with MDB_NOSYNC and then all of them are made
+ * durable together (one fdatasync for one env, one syncfs(2) of data_dir for
+ * several). In STORE_PERIODIC mode commits do not wait: a background thread
+ * syncs every periodic_ms, so a machine crash loses up to that window (a
+ * process crash loses nothing that was committed).
+ */
+#ifndef RK_STORAGE_STORE_H
+#define RK_STORAGE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/rk.h"
+
+/* ---- Records ---------------------------------------------------------- */
+
+/* Encoding (all integers big-endian):
+ *   u8 version (STORE_REC_VERSION) | u8 flags | u64 HLC timestamp
+ *   | u64 expiry_ms if flags & STORE_REC_EXPIRES | value bytes (the rest)
+ * A tombstone carries no value. Unknown flag bits are corruption. */
+#define STORE_REC_VERSION   1
+#define STORE_REC_TOMBSTONE 0x01u
+#define STORE_REC_EXPIRES   0x02u
+#define STORE_REC_HEADER    10u /* without expiry */
+#define STORE_REC_MAX       (STORE_REC_HEADER + 8u + RK_MAX_VALUE)
+
+struct store_record {
+    uint64_t ts;        /* HLC timestamp (storage/hlc.h) */
+    uint8_t flags;      /* STORE_REC_* */
+    uint64_t expiry_ms; /* absolute Unix ms; meaningful with _EXPIRES */
+    struct rk_slice value;
+};
+
+/* Encoded size of `r`. */
+size_t store_record_size(const struct store_record *r);
+
+/* Encode `r` into out[0..cap). Returns 0 and sets *out_len, RK_ETOOLARGE if
+ * the value is over RK_MAX_VALUE, RK_EBADREQ for a tombstone with a value or
+ * unknown flags, -ENOBUFS if cap is too small. */
+int store_record_encode(uint8_t *out,
+                        size_t cap,
+                        size_t *out_len,
+                        const struct store_record *r);
+
+/* Decode p[0..len). Returns 0, RK_EVERSION for an unknown version byte,
+ * RK_ECORRUPT for anything else malformed.
+ * @note out->value borrows from p and lives as long as p does. */
+int store_record_decode(struct store_record *out, const uint8_t *p, size_t len);
+
+/* Last-write-wins order: >0 if `a` wins over `b`, <0 if `b` wins, 0 if they
+ * are the same record. Higher timestamp wins; at equal timestamps a
+ * tombstone wins, then the greater value bytes, then the later expiry (none
+ * counts as latest). A total order, so merging is commutative, associative
+ * and idempotent. */
+int store_record_cmp(const struct store_record *a,
+                     const struct store_record *b);
+
+/* Whether a record reads as present at `now_ms` (not a tombstone, not
+ * expired). */
+bool store_record_live(const struct store_record *r, uint64_t now_ms);
+
+/* ---- The store ---------------------------------------------------------- */
+
+typedef struct store store;
+
+enum store_durability {
+    STORE_GROUP_COMMIT = 0, /* durable before store_batch_commit returns */
+    STORE_PERIODIC = 1,     /* synced every periodic_ms in the background */
+};
+
+enum store_sync_method {
+    STORE_SYNC_AUTO = 0,      /* fdatasync for 1 env, syncfs for more */
+    STORE_SYNC_FDATASYNC = 1, /* fdatasync every touched env, in turn */
+    STORE_SYNC_SYNCFS = 2,    /* always one syncfs(2) on data_dir */
+};
+
+struct store_opts {
+    const char *data_dir;    /* created if missing; borrowed during open */
+    int durability;          /* enum store_durability */
+    int sync_method;         /* enum store_sync_method */
+    uint32_t periodic_ms;    /* STORE_PERIODIC interval */
+    uint64_t gc_grace_ms;    /* tombstones/expired records kept this long */
+    size_t map_size;         /* initial LMDB map per range env (bytes) */
+    size_t map_size_max;     /* a range env never grows past this */
+    uint64_t max_hints;      /* hints kept per target node */
+    uint64_t max_hint_bytes; /* bytes of hints kept in total */
+};
+
+#define STORE_OPTS_INIT                                                       \
+    {                                                                         \
+        NULL, STORE_GROUP_COMMIT, STORE_SYNC_AUTO, 1000, UINT64_C(864000000), \
+            (size_t)64 << 20, (size_t)1 << 40, UINT64_C(1000000),             \
+            UINT64_C(1) << 30                                                 \
+    }
+
+/* Open (creating if needed) the store in opts->data_dir and recover it: an
+ * interrupted split, merge or drop is finished or undone so every key is in
+ * exactly one range env. Returns 0 and sets *out, -errno, RK_ECONFIG for bad
+ * options, or RK_ECORRUPT / RK_EVERSION for unreadable state.
+ * @note The caller owns *out and frees it with store_free. */
+int store_open(store **out, const struct store_opts *opts);
+
+/* Sync and close everything. No call may be in flight. NULL is a no-op. */
+void store_free(store *s);
+
+/* Make every committed write durable now (both modes). */
+int store_sync(store *s);
+
+/* ---- Writes: batches ---------------------------------------------------- */
+
+/* A batch collects writes without touching the disk (loop-thread safe), is
+ * committed by store_batch_commit on a worker thread, and then tells each
+ * write's result. Not shared between threads at the same time. */
+typedef struct store_batch store_batch;
+
+int store_batch_new(store_batch **out);
+void store_batch_free(store_batch *b); /* NULL is a no-op */
+
+/* Empty the batch for reuse (keeps its memory). */
+void store_batch_reset(store_batch *b);
+
+/* Append a write of the encoded record `rec` to `key` (token =
+ * rk_token(key)). Key and record are copied. Returns 0, RK_EBADREQ for an
+ * empty key, RK_ETOOLARGE for a key over RK_MAX_KEY or a value over
+ * RK_MAX_VALUE, or the error of store_record_decode for a bad record;
+ * a refused write is not added. */
+int store_batch_add(store_batch *b, struct rk_slice key, struct rk_slice rec);
+
+size_t store_batch_count(const store_batch *b);
+
+/* Result of write i after store_batch_commit: 0 when the key's stored
+ * record is the LWW merge of the old one and this one (and durable in group
+ * commit mode), RK_ENOTFOUND if no local range holds the token, RK_EFULL if
+ * the range's map could not grow, or another error. */
+int store_batch_result(const store_batch *b, size_t i);
+
+/* Apply every write (LWW merge), commit each touched range env once and make
+ * them durable (see the top of this file). Returns 0 when every write has
+ * its result (some may still be errors), or an error for the whole batch
+ * (then no result is durable). Blocks: call it off the loop thread. */
+int store_batch_commit(store *s, store_batch *b);
+
+/* One write with group commit across threads: concurrent callers are
+ * gathered into one batch by whichever of them commits first. Same results
+ * as store_batch_result. */
+int store_put(store *s, struct rk_slice key, struct rk_slice rec);
+
+/* ---- Reads -------------------------------------------------------------- */
+
+/* The live record of `key` at `now_ms`. Returns 0 and a malloc'd copy of
+ * the encoded record in *out / *out_len (caller frees), RK_ENOTFOUND when
+ * absent, deleted or expired (or no local range holds it), RK_EBADREQ /
+ * RK_ETOOLARGE for a bad key, RK_ECORRUPT / RK_EVERSION for a bad record. */
+int store_get(uint8_t **out,
+              size_t *out_len,
+              store *s,
+              struct rk_slice key,
+              uint64_t now_ms);
+
+/* As store_get, but also returns tombstones and expired records (for read
+ * repair and replication). */
+int store_get_raw(uint8_t **out,
+                  size_t *out_len,
+                  store *s,
+                  struct rk_slice key);
+
+/* ---- Ranges ------------------------------------------------------------- */
+
+struct store_range {
+    uint64_t start; /* exclusive */
+    uint64_t end;   /* inclusive */
+};
+
+/* Whether token t lies in the arc (start, end]. */
+bool store_range_contains(struct store_range r, uint64_t t);
+
+/* Create an empty range env. RK_EEXIST if it overlaps a local range. */
+int store_range_create(store *s, struct store_range r);
+
+/* Split the range that is exactly `r` at token `at` (start < at < end along
+ * the arc) into (start, at] and (at, end]. Crash-safe. RK_ENOTFOUND if `r`
+ * is not a local range, RK_EBADREQ if `at` is not strictly inside. */
+int store_range_split(store *s, struct store_range r, uint64_t at);
+
+/* Merge the adjacent local ranges (a.start, a.end] and (a.end, b.end] into
+ * one. Crash-safe. RK_ENOTFOUND / RK_EBADREQ as above. */
+int store_range_merge(store *s, struct store_range a, struct store_range b);
+
+/* Drop a local range and its data. Crash-safe. */
+int store_range_drop(store *s, struct store_range r);
+
+/* Purge, from every range, tombstones and expired records older than
+ * gc_grace at `now_ms` (a tombstone's age is its timestamp's wall time).
+ * *out_purged (may be NULL) counts them. */
+int store_gc(store *s, uint64_t now_ms, uint64_t *out_purged);
+
+/* The local ranges, sorted by end. Returns 0 and a malloc'd array (caller
+ * frees) of *out_n entries. */
+int store_range_list(struct store_range **out, size_t *out_n, store *s);
+
+/* The range holding token t: 0 and *out, or RK_ENOTFOUND. */
+int store_range_find(struct store_range *out, store *s, uint64_t t);
+
+struct store_range_info {
+    uint64_t keys;       /* entries in the env */
+    uint64_t disk_bytes; /* pages in use * page size */
+    uint64_t map_size;   /* current LMDB map size */
+};
+
+/* Counts of the local range that is exactly `r` (cheap: LMDB's stat). */
+int store_range_info(struct store_range_info *out,
+                     store *s,
+                     struct store_range r);
+
+/* One stored entry, as seen by a scan.
+ * @note key and rec borrow from LMDB and live only during the callback. */
+struct store_item {
+    uint64_t token;
+    struct rk_slice key; /* the user key */
+    struct rk_slice rec; /* the encoded record */
+};
+
+/* Called per item; a nonzero return stops the scan and is returned. */
+typedef int (*store_scan_cb)(const struct store_item *it, void *arg);
+
+/* An ordered scan of the token arc (start, end] in bounded chunks. Plain
+ * data: initialise with store_scan_init and keep it between chunks (it may
+ * be kept across range splits and merges; the next chunk finds where it
+ * left off). Items come in token order along the arc. */
+struct store_scan {
+    struct store_range arc;
+    uint64_t pos; /* tokens along the arc up to pos are done... */
+    bool started; /* ...once started */
+    bool done;
+    size_t last_len;   /* inner-key of the last item within token `pos` */
+    uint8_t last[424]; /* (resume point inside one token) */
+};
+
+void store_scan_init(struct store_scan *sc, struct store_range arc);
+
+/* Feed the next chunk (at most max_items items and about max_bytes bytes,
+ * at least one item) to cb. Returns 0 (check sc->done), RK_ENOTFOUND if a
+ * part of the arc still to scan is not held locally, or cb's nonzero
+ * return. Every local range the arc crosses is scanned in turn. */
+int store_scan_next(store *s,
+                    struct store_scan *sc,
+                    size_t max_items,
+                    size_t max_bytes,
+                    store_scan_cb cb,
+                    void *arg);
+
+struct store_digest {
+    uint64_t hash;  /* XXH3-64 over (token, key, record) in scan order */
+    uint64_t keys;  /* entries */
+    uint64_t bytes; /* key + record bytes */
+};
+
+/* Digest of every entry in the arc (start, end] (all of it local). Two
+ * stores holding the same entries there give the same digest. */
+int store_digest(struct store_digest *out, store *s, struct store_range arc);
+
+/* Write a compacted copy of the env of local range `r` (a complete LMDB
+ * data file) to fd. Reads and writes continue meanwhile; the copy is a
+ * consistent snapshot. */
+int store_range_copy_fd(store *s, struct store_range r, int fd);
+
+/* Install an LMDB data file (as written by store_range_copy_fd, e.g.
+ * received from a peer and written to `path`) as the new local range `r`.
+ * The file is moved into the store; entries outside `r` are removed.
+ * RK_EEXIST if `r` overlaps a local range. */
+int store_range_adopt(store *s, struct store_range r, const char *path);
+
+/* ---- System state ------------------------------------------------------- */
+
+/* Small named values kept durably in system/ (node name, generation,
+ * tokens, ring epoch, streaming progress, ...). Names are 1..200 bytes of
+ * the caller's choosing; values up to 1 MiB. A set is durable on return. */
+int store_sys_set(store *s, const char *name, struct rk_slice val);
+
+/* Returns 0 and a malloc'd copy (caller frees; a zero-length value gives a
+ * non-NULL pointer), or RK_ENOTFOUND. */
+int store_sys_get(uint8_t **out, size_t *out_len, store *s, const char *name);
+
+int store_sys_del(store *s, const char *name); /* RK_ENOTFOUND if absent */
+
+/* Typed helpers over the same names: a u64 (generation, ring epoch, a
+ * stream's last token done) and an array of tokens. */
+int store_sys_set_u64(store *s, const char *name, uint64_t v);
+int store_sys_get_u64(uint64_t *out, store *s, const char *name);
+int store_sys_set_tokens(store *s,
+                         const char *name,
+                         const uint64_t *tokens,
+                         size_t n);
+/* @note *out is malloc'd (caller frees); NULL when *out_n == 0. */
+int store_sys_get_tokens(uint64_t **out,
+                         size_t *out_n,
+                         store *s,
+                         const char *name);
+
+/* ---- Hints -------------------------------------------------------------- */
+
+/* A hint is a write (key, encoded record) kept for a DOWN target node and
+ * replayed when it is back. Hints of one node are numbered in order. Bounded
+ * by max_hints per node and max_hint_bytes in total: past either,
+ * store_hint_add returns RK_EFULL and keeps nothing. Durable on return. */
+int store_hint_add(store *s,
+                   const char *node,
+                   struct rk_slice key,
+                   struct rk_slice rec);
+
+/* Called per hint in order; nonzero stops the walk and is returned.
+ * @note key and rec live only during the callback. */
+typedef int (*store_hint_cb)(uint64_t seq,
+                             struct rk_slice key,
+                             struct rk_slice rec,
+                             void *arg);
+
+/* Walk up to `max` hints of `node` with seq > after_seq. */
+int store_hint_scan(store *s,
+                    const char *node,
+                    uint64_t after_seq,
+                    size_t max,
+                    store_hint_cb cb,
+                    void *arg);
+
+/* Delete the hints of `node` with seq <= upto_seq (after replaying them);
+ * UINT64_MAX deletes them all. */
+int store_hint_delete(store *s, const char *node, uint64_t upto_seq);
+
+/* Number of hints kept for `node`. */
+int store_hint_count(uint64_t *out, store *s, const char *node);
+
+#endif

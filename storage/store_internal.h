@@ -1,0 +1,141 @@
+/*
+ * store_internal.h - what the storage files share and nobody else sees: the
+ * store and range structs, the LMDB key layout and error mapping.
+ */
+#ifndef RK_STORAGE_STORE_INTERNAL_H
+#define RK_STORAGE_STORE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <lmdb.h>
+
+#include "storage/store.h"
+
+/* Inner (LMDB) keys: token (8, big-endian) || user key when the user key is
+ * at most STORE__SHORT bytes; longer keys become token || first STORE__SHORT
+ * bytes || XXH3-128 of the whole key, always STORE__LONG_IKEY bytes, and the
+ * stored value is then u32 key length || key || record. */
+#define STORE__SHORT     400u
+#define STORE__IKEY_MAX  (8u + STORE__SHORT + 16u)
+#define STORE__LONG_IKEY STORE__IKEY_MAX
+
+struct store__range {
+    struct store_range r;
+    MDB_env *env;
+    MDB_dbi dbi;
+    char *dir; /* full path of its directory */
+    size_t map_size;
+    atomic_bool dirty;    /* committed but maybe not synced */
+    pthread_mutex_t txmu; /* guards the pool of reset read txns */
+    MDB_txn *txpool[8];
+    int ntx;
+};
+
+struct store {
+    struct store_opts o;
+    char *dir;
+    int dir_fd;
+    /* Readers and committers hold `maplock` shared; range operations and
+     * map growth hold it exclusively. */
+    pthread_rwlock_t maplock;
+    struct store__range **ranges; /* sorted by r.end */
+    size_t nranges;
+    MDB_env *sys_env;
+    MDB_dbi sys_dbi;
+    MDB_env *hint_env;
+    MDB_dbi hint_dbi;
+    pthread_mutex_t hintmu;
+    uint64_t hint_bytes;
+    /* store_put group commit */
+    pthread_mutex_t gmu;
+    pthread_cond_t gcv;
+    struct store__waiter *gq;
+    bool gleader;
+    /* periodic syncer */
+    pthread_t syncer;
+    bool syncer_on;
+    bool stopping;
+    pthread_mutex_t smu;
+    pthread_cond_t scv;
+};
+
+/* LMDB and system codes to ringkv codes. */
+int store__err(int mdb_rc);
+
+static inline void store__be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--) {
+        p[i] = (uint8_t)v;
+        v >>= 8;
+    }
+}
+
+static inline uint64_t store__get64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/* Inner key of (token, key) into out (STORE__IKEY_MAX bytes); its length. */
+size_t store__ikey(uint8_t *out, uint64_t token, struct rk_slice key);
+
+/* Split a stored value into user key and record, given its inner key.
+ * Returns 0 or RK_ECORRUPT. */
+int store__stored_split(struct rk_slice *out_key,
+                        struct rk_slice *out_rec,
+                        const MDB_val *ik,
+                        const MDB_val *v);
+
+/* Validation of a write (store.c). */
+int store__check_write(struct rk_slice key, struct rk_slice rec);
+/* "dir/name", malloc'd, or NULL. */
+char *store__path(const char *dir, const char *name);
+
+/* Range map (store.c). */
+struct store__range *store__lookup(store *s, uint64_t t);
+int store__range_index(store *s, struct store_range r);
+int store__env_open(MDB_env **out,
+                    MDB_dbi *out_dbi,
+                    const char *dir,
+                    size_t map_size,
+                    unsigned flags);
+int store__range_open(struct store__range **out,
+                      store *s,
+                      struct store_range r,
+                      const char *dir);
+void store__range_close(struct store__range *rr);
+int store__grow(store *s, struct store__range *rr);
+int store__sync_ranges(store *s, struct store__range **rs, size_t n);
+
+/* System env (sys.c) */
+int store__sys_open(store *s);
+int store__map_load(store *s);
+/* One synced system txn: delete `del`, then map each add[i] to the
+ * directory basename of dirs[i] (with prevs[i], if prevs and it are not
+ * NULL, recorded as a rename in progress). */
+int store__map_put(store *s,
+                   const struct store_range *add,
+                   size_t nadd,
+                   const char *const *dirs,
+                   const char *const *prevs,
+                   const struct store_range *del,
+                   size_t ndel);
+/* At load: finish the rename prev -> dir of range r, if still to do. */
+int store__finish_rename(store *s,
+                         struct store_range r,
+                         const char *dir,
+                         const char *prev);
+int store__hint_open(store *s);
+
+/* Recovery and range dirs (range.c) */
+/* data_dir/ranges/<name>, or the canonical data_dir/ranges/<start>_<end>
+ * when name is NULL. malloc'd, or NULL. */
+char *store__range_dirname(store *s, struct store_range r, const char *name);
+int store__rmtree(const char *path);
+int store__purge_outside(struct store__range *rr);
+int store__recover(store *s);
+
+#endif

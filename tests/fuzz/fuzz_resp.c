@@ -1,0 +1,104 @@
+/*
+ * fuzz_resp.c - libFuzzer target for the RESP2 parser and command table.
+ *
+ * The first input byte picks a chunk size; the rest is a byte stream from a
+ * client. It is parsed twice -- in one feed and in chunks through
+ * reserve/commit -- and both runs must produce the same requests and the
+ * same final status (a difference aborts). Every request also goes through
+ * resp_request_parse, and a protocol error through resp_out_proto_error.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "node/resp.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+struct outcome {
+    uint64_t digest; /* of every argument's length and bytes, in order */
+    size_t ncmds;
+    int rc;
+    char err[96];
+};
+
+static void
+run(struct outcome *out, const uint8_t *data, size_t size, size_t chunk)
+{
+    /* small limits so the fuzzer reaches them */
+    struct resp_limits lim = {.max_bulk = 4096,
+                              .max_args = 64,
+                              .max_inline = 256,
+                              .max_request = 8192};
+    resp_parser *p;
+    XXH3_state_t *h = XXH3_createState();
+    struct resp_out reply = RESP_OUT_INIT;
+    memset(out, 0, sizeof(*out));
+    if (h == NULL || resp_parser_new(&p, &lim) != 0)
+        abort();
+    XXH3_64bits_reset(h);
+    size_t off = 0;
+    int rc = 0;
+    while (off < size && rc >= 0) {
+        size_t step = size - off;
+        if (chunk != 0 && step > chunk)
+            step = chunk;
+        if (chunk == 0) {
+            if (resp_parser_feed(p, data + off, step) != 0)
+                abort();
+        } else {
+            uint8_t *dst;
+            size_t room;
+            if (resp_parser_reserve(&dst, &room, p, step) != 0 || room < step)
+                abort();
+            memcpy(dst, data + off, step);
+            resp_parser_commit(p, step);
+        }
+        off += step;
+        struct resp_cmd c;
+        while ((rc = resp_parser_next(&c, p)) == 1) {
+            if (c.argc == 0)
+                abort();
+            for (size_t i = 0; i < c.argc; i++) {
+                uint64_t n = c.argv[i].len;
+                XXH3_64bits_update(h, &n, sizeof(n));
+                XXH3_64bits_update(h, c.argv[i].p, c.argv[i].len);
+            }
+            out->ncmds++;
+            struct resp_request r;
+            reply.len = 0;
+            int qr = resp_request_parse(&r, &c, &reply);
+            if (qr != RESP_REQ_EXEC && qr != RESP_REQ_ANSWERED)
+                abort();
+            if ((qr == RESP_REQ_ANSWERED) != (reply.len > 0))
+                abort();
+        }
+    }
+    if (rc == RK_EPROTO) {
+        reply.len = 0;
+        if (resp_out_proto_error(&reply, p) != 0 || reply.len < 24)
+            abort();
+        strncpy(out->err, resp_parser_error(p), sizeof(out->err) - 1);
+    }
+    out->rc = rc;
+    out->digest = XXH3_64bits_digest(h);
+    resp_out_free(&reply);
+    XXH3_freeState(h);
+    resp_parser_free(p);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0)
+        return 0;
+    size_t chunk = (size_t)data[0] % 17 + 1;
+    struct outcome whole, parts;
+    run(&whole, data + 1, size - 1, 0);
+    run(&parts, data + 1, size - 1, chunk);
+    if (whole.rc != parts.rc || whole.ncmds != parts.ncmds ||
+        whole.digest != parts.digest || strcmp(whole.err, parts.err) != 0)
+        abort();
+    return 0;
+}

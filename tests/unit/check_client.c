@@ -1,0 +1,729 @@
+/*
+ * check_client.c - libringkv against a fake server thread on 127.0.0.1.
+ *
+ * The fake server speaks the native protocol through the same codecs and
+ * misbehaves on cue by key: "slow" is never answered, "drop" closes the
+ * connection, "droponce" closes it the first time only, "unavail" and
+ * "timeout" answer typed errors, "garbage" answers an undecodable frame. In
+ * reverse mode it collects ten requests and answers them last-first, so the
+ * client must match responses by id.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "client/ringkv.h"
+#include "common/rk.h"
+#include "wire/client_msg.h"
+
+#define NKV 64
+
+struct fake {
+    int lfd;
+    uint16_t port;
+    pthread_t th;
+    atomic_bool stop;
+    bool reverse;         /* answer in batches of ten, last first */
+    const char *password; /* required when set */
+    atomic_int accepted;
+    atomic_int requests;
+    bool dropped_once;
+    uint32_t last_cl;
+    struct {
+        char key[64];
+        uint8_t *val;
+        size_t len;
+        bool used;
+    } kv[NKV];
+};
+
+static bool key_is(const struct wire_creq *q, const char *s)
+{
+    return q->key.len == strlen(s) && memcmp(q->key.p, s, q->key.len) == 0;
+}
+
+static int kv_find(struct fake *f, struct rk_slice k, bool create)
+{
+    for (int i = 0; i < NKV; i++)
+        if (f->kv[i].used && strlen(f->kv[i].key) == k.len &&
+            memcmp(f->kv[i].key, k.p, k.len) == 0)
+            return i;
+    if (!create || k.len >= sizeof(f->kv[0].key))
+        return -1;
+    for (int i = 0; i < NKV; i++) {
+        if (!f->kv[i].used) {
+            memcpy(f->kv[i].key, k.p, k.len);
+            f->kv[i].key[k.len] = '\0';
+            f->kv[i].used = true;
+            return i;
+        }
+    }
+    return -1;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        if (w <= 0) {
+            if (w < 0 && errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Build the answer to q into out; returns 1 to send it, 0 to stay silent,
+ * -1 to close the connection, 2 to send garbage. */
+static int fake_answer(struct fake *f,
+                       bool *authed,
+                       const struct wire_creq *q,
+                       struct wire_cresp *r)
+{
+    static struct wire_cnode nodes[] = {
+        {{(const uint8_t *)"n1", 2},
+         {(const uint8_t *)"127.0.0.11:7380", 15},
+         {(const uint8_t *)"dc1", 3},
+         {(const uint8_t *)"r1", 2},
+         {(const uint8_t *)"UN", 2},
+         1536,
+         16,
+         0.5},
+        {{(const uint8_t *)"n2", 2},
+         {(const uint8_t *)"127.0.0.12:7380", 15},
+         {(const uint8_t *)"dc1", 3},
+         {(const uint8_t *)"r2", 2},
+         {(const uint8_t *)"DN", 2},
+         0,
+         16,
+         0.5}};
+    memset(r, 0, sizeof(*r));
+    r->id = q->id;
+    r->op = q->op;
+    if (q->has & WIRE_CREQ_CL)
+        f->last_cl = q->cl;
+    if (q->op == WIRE_COP_HELLO) {
+        if (f->password != NULL &&
+            (!(q->has & WIRE_CREQ_PASSWORD) ||
+             q->password.len != strlen(f->password) ||
+             memcmp(q->password.p, f->password, q->password.len) != 0)) {
+            r->err = RK_EAUTH;
+            r->has = WIRE_CRESP_MSG;
+            r->msg = RK_SLICE("wrong password", 14);
+            return 1;
+        }
+        *authed = true;
+        r->has = WIRE_CRESP_VERSION;
+        r->version = WIRE_CPROTO_VERSION;
+        return 1;
+    }
+    if (f->password != NULL && !*authed) {
+        r->err = RK_EAUTH;
+        r->has = WIRE_CRESP_MSG;
+        r->msg = RK_SLICE("HELLO with a password first", 27);
+        return 1;
+    }
+    if (key_is(q, "slow"))
+        return 0;
+    if (key_is(q, "drop"))
+        return -1;
+    if (key_is(q, "droponce") && !f->dropped_once) {
+        f->dropped_once = true;
+        return -1;
+    }
+    if (key_is(q, "garbage"))
+        return 2;
+    if (key_is(q, "unavail")) {
+        r->err = RK_EUNAVAILABLE;
+        r->has = WIRE_CRESP_MSG;
+        r->msg = RK_SLICE("1 of 3 replicas alive, QUORUM needs 2", 37);
+        return 1;
+    }
+    if (key_is(q, "timeout")) {
+        r->err = RK_ETIMEOUT;
+        r->has = WIRE_CRESP_MSG | WIRE_CRESP_ACKS | WIRE_CRESP_NEED;
+        r->msg = RK_SLICE("1 of 2 replicas answered", 24);
+        r->acks = 1;
+        r->need = 2;
+        return 1;
+    }
+    switch (q->op) {
+    case WIRE_COP_PING:
+        return 1;
+    case WIRE_COP_GET: {
+        int i = kv_find(f, q->key, false);
+        if (i < 0) {
+            r->err = RK_ENOTFOUND;
+            return 1;
+        }
+        r->has = WIRE_CRESP_VALUE;
+        r->value = RK_SLICE(f->kv[i].val, f->kv[i].len);
+        return 1;
+    }
+    case WIRE_COP_PUT: {
+        int i = kv_find(f, q->key, true);
+        if (i < 0) {
+            r->err = RK_EFULL;
+            return 1;
+        }
+        free(f->kv[i].val);
+        f->kv[i].val = malloc(q->value.len + 1);
+        memcpy(f->kv[i].val, q->value.p, q->value.len);
+        f->kv[i].len = q->value.len;
+        r->has = WIRE_CRESP_ACKS | WIRE_CRESP_NEED;
+        r->acks = r->need = 2;
+        return 1;
+    }
+    case WIRE_COP_DEL: {
+        int i = kv_find(f, q->key, false);
+        if (i >= 0) {
+            free(f->kv[i].val);
+            f->kv[i].val = NULL;
+            f->kv[i].used = false;
+        }
+        return 1;
+    }
+    case WIRE_COP_STATUS:
+        r->has = WIRE_CRESP_EPOCH | WIRE_CRESP_FPRINT | WIRE_CRESP_NODES;
+        r->epoch = 3;
+        r->fprint = 0xabcdef;
+        r->nodes = nodes;
+        r->nnodes = 2;
+        return 1;
+    default:
+        r->err = -ENOSYS;
+        r->has = WIRE_CRESP_MSG;
+        r->msg = RK_SLICE("not implemented yet", 19);
+        return 1;
+    }
+}
+
+static void fake_serve(struct fake *f, int fd)
+{
+    uint8_t *in = NULL;
+    size_t len = 0, cap = 0;
+    bool authed = false;
+    struct wire_cbuf batch[10];
+    int nbatch = 0;
+    memset(batch, 0, sizeof(batch));
+    while (!atomic_load(&f->stop)) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        if (cap - len < 65536) {
+            cap = cap ? cap * 2 : 131072;
+            in = realloc(in, cap);
+        }
+        ssize_t n = recv(fd, in + len, cap - len, 0);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        size_t off = 0;
+        while (1) {
+            struct rk_slice body;
+            size_t used;
+            if (wire_cframe_parse(&body, &used, in + off, len - off) != 0)
+                goto out;
+            if (used == 0)
+                break;
+            off += used;
+            atomic_fetch_add(&f->requests, 1);
+            struct wire_creq q;
+            struct wire_cresp r;
+            int act;
+            if (wire_creq_decode(&q, body.p, body.len) != 0) {
+                memset(&r, 0, sizeof(r));
+                r.id = q.id;
+                r.err = RK_EBADREQ;
+                act = 1;
+            } else {
+                act = fake_answer(f, &authed, &q, &r);
+            }
+            wire_creq_clear(&q);
+            if (act < 0)
+                goto out;
+            if (act == 0)
+                continue;
+            struct wire_cbuf *b = &batch[f->reverse ? nbatch : 0];
+            if (act == 2) {
+                static const uint8_t junk[] = {0, 0, 0, 2, 0xc1, 0xc1};
+                write_all(fd, junk, sizeof(junk));
+                continue;
+            }
+            wire_cresp_encode(b, &r);
+            if (!f->reverse) {
+                write_all(fd, b->p, b->len);
+                b->len = 0;
+            } else if (++nbatch == 10) {
+                for (int i = 9; i >= 0; i--) {
+                    write_all(fd, batch[i].p, batch[i].len);
+                    batch[i].len = 0;
+                }
+                nbatch = 0;
+            }
+        }
+        memmove(in, in + off, len - off);
+        len -= off;
+    }
+out:
+    for (int i = 0; i < 10; i++)
+        wire_cbuf_release(&batch[i]);
+    free(in);
+    close(fd);
+}
+
+static void *fake_main(void *arg)
+{
+    struct fake *f = arg;
+    while (!atomic_load(&f->stop)) {
+        struct pollfd p = {f->lfd, POLLIN, 0};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        int fd = accept(f->lfd, NULL, NULL);
+        if (fd < 0)
+            continue;
+        atomic_fetch_add(&f->accepted, 1);
+        fake_serve(f, fd);
+    }
+    return NULL;
+}
+
+static struct fake *fake_start(bool reverse, const char *password)
+{
+    struct fake *f = calloc(1, sizeof(*f));
+    ck_assert_ptr_nonnull(f);
+    f->reverse = reverse;
+    f->password = password;
+    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(f->lfd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
+    socklen_t sl = sizeof(a);
+    ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&a, &sl), 0);
+    f->port = ntohs(a.sin_port);
+    ck_assert_int_eq(listen(f->lfd, 16), 0);
+    ck_assert_int_eq(pthread_create(&f->th, NULL, fake_main, f), 0);
+    return f;
+}
+
+static void fake_stop(struct fake *f)
+{
+    atomic_store(&f->stop, true);
+    pthread_join(f->th, NULL);
+    close(f->lfd);
+    for (int i = 0; i < NKV; i++)
+        free(f->kv[i].val);
+    free(f);
+}
+
+/* A port on 127.0.0.1 with nothing listening. */
+static uint16_t dead_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bind(fd, (struct sockaddr *)&a, sizeof(a));
+    socklen_t sl = sizeof(a);
+    getsockname(fd, (struct sockaddr *)&a, &sl);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static ringkv *client_for(struct fake *f, const char *password, int timeout)
+{
+    char hosts[64];
+    snprintf(hosts, sizeof(hosts), "127.0.0.1:%u", f->port);
+    struct ringkv_opts o = RINGKV_OPTS_INIT;
+    o.hosts = hosts;
+    o.password = password;
+    o.timeout_ms = timeout;
+    ringkv *c = NULL;
+    ck_assert_int_eq(ringkv_new(&c, &o, NULL), 0);
+    return c;
+}
+
+/* ---- tests ----------------------------------------------------------------
+ */
+
+START_TEST(sync_put_get_del)
+{
+    struct fake *f = fake_start(false, NULL);
+    ringkv *c = client_for(f, NULL, 5000);
+    uint8_t *v;
+    size_t n;
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "k", 1), RK_ENOTFOUND);
+    ck_assert_ptr_null(v);
+    ck_assert_int_eq(ringkv_put(c, "k", 1, "hello", 5, 0), 0);
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "k", 1), 0);
+    ck_assert_uint_eq(n, 5);
+    ck_assert_str_eq((char *)v, "hello");
+    free(v);
+    ck_assert_int_eq(ringkv_put(c, "e", 1, "", 0, 60), 0);
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "e", 1), 0);
+    ck_assert_uint_eq(n, 0);
+    free(v);
+    ck_assert_int_eq(ringkv_del(c, "k", 1), 0);
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "k", 1), RK_ENOTFOUND);
+    ck_assert_int_eq(atomic_load(&f->accepted), 1);
+    /* invalid requests fail locally, without a round trip */
+    int before = atomic_load(&f->requests);
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "", 0), RK_EBADREQ);
+    ck_assert_int_eq(atomic_load(&f->requests), before);
+    ringkv_free(c);
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(large_values)
+{
+    struct fake *f = fake_start(false, NULL);
+    ringkv *c = client_for(f, NULL, 20000);
+    size_t n = 4u << 20;
+    uint8_t *big = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (uint8_t)(i * 7 + (i >> 13));
+    ck_assert_int_eq(ringkv_put(c, "big", 3, big, n, 0), 0);
+    uint8_t *v;
+    size_t vn;
+    ck_assert_int_eq(ringkv_get(c, &v, &vn, "big", 3), 0);
+    ck_assert_uint_eq(vn, n);
+    ck_assert_mem_eq(v, big, n);
+    free(v);
+    free(big);
+    ringkv_free(c);
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(pipelined_out_of_order)
+{
+    struct fake *f = fake_start(true, NULL);
+    ringkv *c = client_for(f, NULL, 10000);
+    enum { N = 200 };
+    uint64_t ids[N];
+    char keys[N][16];
+    /* 100 puts then 100 gets of the same keys, all in flight at once */
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "key%d", i % 50);
+        struct wire_creq q = {.op = i < 100 ? WIRE_COP_PUT : WIRE_COP_GET,
+                              .has = WIRE_CREQ_KEY,
+                              .key = RK_SLICE(keys[i], strlen(keys[i]))};
+        if (i < 100) {
+            q.has |= WIRE_CREQ_VALUE;
+            q.value = q.key;
+        }
+        ck_assert_int_eq(ringkv_send(c, &ids[i], &q), 0);
+    }
+    ck_assert_uint_eq(ringkv_pending(c), N);
+    ck_assert_int_eq(ringkv_flush(c), 0);
+    bool seen[N] = {false};
+    int out_of_order = 0;
+    uint64_t last = 0;
+    for (int k = 0; k < N; k++) {
+        struct wire_cresp r;
+        ck_assert_int_eq(ringkv_recv(c, &r, -1), 0);
+        ck_assert_int_eq(r.err, 0);
+        int i = -1;
+        for (int j = 0; j < N; j++)
+            if (ids[j] == r.id)
+                i = j;
+        ck_assert_int_ge(i, 0);
+        ck_assert(!seen[i]);
+        seen[i] = true;
+        out_of_order += r.id < last;
+        last = r.id;
+        if (i >= 100) {
+            ck_assert_uint_eq(r.op, WIRE_COP_GET);
+            ck_assert_uint_eq(r.value.len, strlen(keys[i]));
+            ck_assert_mem_eq(r.value.p, keys[i], r.value.len);
+        } else {
+            ck_assert_uint_eq(r.op, WIRE_COP_PUT);
+        }
+        wire_cresp_clear(&r);
+    }
+    /* the fake answers each batch of ten last-first */
+    ck_assert_int_eq(out_of_order, N - N / 10);
+    ck_assert_uint_eq(ringkv_pending(c), 0);
+    struct wire_cresp r;
+    ck_assert_int_eq(ringkv_recv(c, &r, 10), RK_EBADREQ);
+    ck_assert_int_eq(atomic_load(&f->accepted), 1);
+    ringkv_free(c);
+    fake_stop(f);
+}
+END_TEST
+
+/* Many large requests without reading: flush must drain responses while it
+ * writes, or client and server block each other forever. */
+START_TEST(pipeline_does_not_deadlock)
+{
+    struct fake *f = fake_start(false, NULL);
+    ringkv *c = client_for(f, NULL, 30000);
+    enum { N = 3000 };
+    static uint8_t val[8192];
+    memset(val, 'v', sizeof(val));
+    for (int i = 0; i < N; i++) {
+        struct wire_creq q = {.op = WIRE_COP_PUT,
+                              .has = WIRE_CREQ_KEY | WIRE_CREQ_VALUE,
+                              .key = RK_SLICE("same", 4),
+                              .value = RK_SLICE(val, sizeof(val))};
+        ck_assert_int_eq(ringkv_send(c, NULL, &q), 0);
+    }
+    ck_assert_int_eq(ringkv_flush(c), 0);
+    for (int i = 0; i < N; i++) {
+        struct wire_cresp r;
+        ck_assert_int_eq(ringkv_recv(c, &r, -1), 0);
+        ck_assert_int_eq(r.err, 0);
+        wire_cresp_clear(&r);
+    }
+    ringkv_free(c);
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(timeouts)
+{
+    struct fake *f = fake_start(false, NULL);
+    ringkv *c = client_for(f, NULL, 200);
+    uint8_t *v;
+    size_t n;
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "slow", 4), RK_ETIMEOUT);
+    ck_assert_ptr_nonnull(strstr(ringkv_errmsg(c), "no answer"));
+    /* the handle reconnects and works */
+    ck_assert_int_eq(ringkv_put(c, "a", 1, "1", 1, 0), 0);
+    ck_assert_int_eq(atomic_load(&f->accepted), 2);
+    /* a pipelined recv timeout keeps the connection and the request */
+    struct wire_creq q = {
+        .op = WIRE_COP_GET, .has = WIRE_CREQ_KEY, .key = RK_SLICE("slow", 4)};
+    ck_assert_int_eq(ringkv_send(c, NULL, &q), 0);
+    q.key = RK_SLICE("a", 1);
+    uint64_t id2;
+    ck_assert_int_eq(ringkv_send(c, &id2, &q), 0);
+    struct wire_cresp r;
+    ck_assert_int_eq(ringkv_recv(c, &r, 5000), 0);
+    ck_assert_uint_eq(r.id, id2);
+    wire_cresp_clear(&r);
+    ck_assert_int_eq(ringkv_recv(c, &r, 50), RK_ETIMEOUT);
+    ck_assert_uint_eq(ringkv_pending(c), 1);
+    ck_assert_int_eq(atomic_load(&f->accepted), 2);
+    ringkv_free(c);
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(reconnect_and_retry)
+{
+    struct fake *f = fake_start(false, NULL);
+    ringkv *c = client_for(f, NULL, 5000);
+    ck_assert_int_eq(ringkv_put(c, "x", 1, "1", 1, 0), 0);
+    /* closed the first time: retried on a new connection */
+    ck_assert_int_eq(ringkv_put(c, "droponce", 8, "2", 1, 0), 0);
+    ck_assert_int_eq(atomic_load(&f->accepted), 2);
+    /* closed every time: the retry fails too */
+    uint8_t *v;
+    size_t n;
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "drop", 4), RK_ECLOSED);
+    ck_assert_ptr_nonnull(strstr(ringkv_errmsg(c), "closed"));
+    ck_assert_int_eq(atomic_load(&f->accepted), 3);
+    /* and the next call reconnects */
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "x", 1), 0);
+    free(v);
+    ck_assert_int_eq(atomic_load(&f->accepted), 4);
+    /* pipelined: a lost connection fails recv and forgets what was sent */
+    struct wire_creq q = {
+        .op = WIRE_COP_GET, .has = WIRE_CREQ_KEY, .key = RK_SLICE("drop", 4)};
+    ck_assert_int_eq(ringkv_send(c, NULL, &q), 0);
+    struct wire_cresp r;
+    ck_assert_int_eq(ringkv_recv(c, &r, 5000), RK_ECLOSED);
+    ck_assert_uint_eq(ringkv_pending(c), 0);
+    ringkv_free(c);
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(failover_between_hosts)
+{
+    struct fake *f = fake_start(false, NULL);
+    char hosts[128];
+    snprintf(hosts, sizeof(hosts), "127.0.0.1:%u, 127.0.0.1:%u", dead_port(),
+             f->port);
+    struct ringkv_opts o = RINGKV_OPTS_INIT;
+    o.hosts = hosts;
+    ringkv *c;
+    ck_assert_int_eq(ringkv_new(&c, &o, NULL), 0);
+    ck_assert_int_eq(ringkv_connect(c), 0);
+    char want[32];
+    snprintf(want, sizeof(want), "127.0.0.1:%u", f->port);
+    ck_assert_str_eq(ringkv_peer(c), want);
+    ck_assert_int_eq(ringkv_put(c, "a", 1, "b", 1, 0), 0);
+    ringkv_free(c);
+    /* nobody listening anywhere */
+    snprintf(hosts, sizeof(hosts), "127.0.0.1:%u", dead_port());
+    ck_assert_int_eq(ringkv_new(&c, &o, NULL), 0);
+    ck_assert_int_eq(ringkv_connect(c), -ECONNREFUSED);
+    ck_assert_ptr_nonnull(strstr(ringkv_errmsg(c), "cannot connect"));
+    ringkv_free(c);
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(error_mapping)
+{
+    struct fake *f = fake_start(false, NULL);
+    ringkv *c = client_for(f, NULL, 5000);
+    uint8_t *v;
+    size_t n;
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "unavail", 7), RK_EUNAVAILABLE);
+    ck_assert_str_eq(ringkv_errmsg(c),
+                     "UNAVAILABLE: 1 of 3 replicas alive, QUORUM needs 2");
+    struct wire_creq q = {.op = WIRE_COP_PUT,
+                          .has = WIRE_CREQ_KEY | WIRE_CREQ_VALUE,
+                          .key = RK_SLICE("timeout", 7),
+                          .value = RK_SLICE("v", 1)};
+    struct wire_cresp r;
+    ck_assert_int_eq(ringkv_call(c, &r, &q), RK_ETIMEOUT);
+    ck_assert_uint_eq(r.acks, 1);
+    ck_assert_uint_eq(r.need, 2);
+    wire_cresp_clear(&r);
+    struct wire_creq j = {.op = WIRE_COP_JOIN};
+    ck_assert_int_eq(ringkv_call(c, &r, &j), -ENOSYS);
+    ck_assert_ptr_nonnull(strstr(ringkv_errmsg(c), "NOT_IMPLEMENTED"));
+    wire_cresp_clear(&r);
+    struct wire_creq s = {.op = WIRE_COP_STATUS};
+    ck_assert_int_eq(ringkv_call(c, &r, &s), 0);
+    ck_assert_uint_eq(r.nnodes, 2);
+    ck_assert_uint_eq(r.epoch, 3);
+    wire_cresp_clear(&r);
+    /* an undecodable answer is a protocol error and drops the link */
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "garbage", 7), RK_EPROTO);
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "unavail", 7), RK_EUNAVAILABLE);
+    ck_assert_int_eq(atomic_load(&f->accepted), 2);
+    ringkv_free(c);
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(default_consistency_applied)
+{
+    struct fake *f = fake_start(false, NULL);
+    char hosts[64];
+    snprintf(hosts, sizeof(hosts), "127.0.0.1:%u", f->port);
+    struct ringkv_opts o = RINGKV_OPTS_INIT;
+    o.hosts = hosts;
+    o.consistency = WIRE_CCL_LOCAL_QUORUM;
+    ringkv *c;
+    ck_assert_int_eq(ringkv_new(&c, &o, NULL), 0);
+    ck_assert_int_eq(ringkv_put(c, "a", 1, "b", 1, 0), 0);
+    ck_assert_uint_eq(f->last_cl, WIRE_CCL_LOCAL_QUORUM);
+    struct wire_creq q = {.op = WIRE_COP_DEL,
+                          .has = WIRE_CREQ_KEY | WIRE_CREQ_CL,
+                          .key = RK_SLICE("a", 1),
+                          .cl = WIRE_CCL_ALL};
+    struct wire_cresp r;
+    ck_assert_int_eq(ringkv_call(c, &r, &q), 0);
+    wire_cresp_clear(&r);
+    ck_assert_uint_eq(f->last_cl, WIRE_CCL_ALL);
+    ringkv_free(c);
+    o.consistency = 99;
+    const char *why = NULL;
+    ck_assert_int_eq(ringkv_new(&c, &o, &why), RK_ECONFIG);
+    ck_assert_ptr_nonnull(why);
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(authentication)
+{
+    struct fake *f = fake_start(false, "s3cret");
+    ringkv *c = client_for(f, "wrong", 5000);
+    uint8_t *v;
+    size_t n;
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "a", 1), RK_EAUTH);
+    ck_assert_ptr_nonnull(strstr(ringkv_errmsg(c), "wrong password"));
+    ringkv_free(c);
+    c = client_for(f, NULL, 5000);
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "a", 1), RK_EAUTH);
+    ringkv_free(c);
+    c = client_for(f, "s3cret", 5000);
+    ck_assert_int_eq(ringkv_put(c, "a", 1, "b", 1, 0), 0);
+    ck_assert_int_eq(ringkv_get(c, &v, &n, "a", 1), 0);
+    free(v);
+    ringkv_free(c);
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(host_lists)
+{
+    static const char *good[] = {"h",     "h:1",        "h:65535", "a,b:7,c",
+                                 "[::1]", "[::1]:7380", " x , y "};
+    static const char *bad[] = {"",        ",",   "h:",  "h:0",
+                                "h:65536", "h:x", "::1", "[::1",
+                                "[::1]x",  ":80", "h,",  "h:123456"};
+    struct ringkv_opts o = RINGKV_OPTS_INIT;
+    ringkv *c;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        o.hosts = good[i];
+        ck_assert_msg(ringkv_new(&c, &o, NULL) == 0, "%s", good[i]);
+        ringkv_free(c);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        o.hosts = bad[i];
+        const char *why = NULL;
+        ck_assert_msg(ringkv_new(&c, &o, &why) == RK_ECONFIG, "%s", bad[i]);
+        ck_assert_ptr_null(c);
+        ck_assert_ptr_nonnull(why);
+    }
+    ringkv_free(NULL);
+}
+END_TEST
+
+static Suite *client_suite(void)
+{
+    Suite *s = suite_create("client");
+    TCase *tc = tcase_create("sync");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, sync_put_get_del);
+    tcase_add_test(tc, large_values);
+    tcase_add_test(tc, default_consistency_applied);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("pipeline");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, pipelined_out_of_order);
+    tcase_add_test(tc, pipeline_does_not_deadlock);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("failures");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, timeouts);
+    tcase_add_test(tc, reconnect_and_retry);
+    tcase_add_test(tc, failover_between_hosts);
+    tcase_add_test(tc, error_mapping);
+    tcase_add_test(tc, authentication);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("config");
+    tcase_add_test(tc, host_lists);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(client_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,184 @@
+/*
+ * gossip-sim - measures how fast a state change spreads through N simulated
+ * gossip nodes and what gossip costs in bytes, over several seeds.
+ *
+ * For each seed: start N nodes (3 seeds), run until every node knows every
+ * other one as UP, measure gossip bytes per node per second over a steady
+ * window, then change node 0's TOKENS and count the rounds (tick intervals,
+ * measured at 100 ms resolution) until every node holds the new value.
+ * Prints one line per seed and the medians.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gossip/gossip_sim.h"
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: gossip-sim [--nodes N] [--loss P] [--dup P] [--runs R]\n"
+            "                  [--first-seed S] [--max-packet B] "
+            "[--tokens T]\n"
+            "                  [--delay-max MS] [--steady S]\n");
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static bool all_know_all_up(gossip_sim *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        gossip *g = gossip_sim_node(s, i);
+        if (gossip_peer_count(g) != n)
+            return false;
+        for (size_t k = 1; k < n; k++) {
+            struct gossip_peer_info pi;
+            if (gossip_peer_get(&pi, g, k, gossip_sim_now(s)) != 0 || !pi.up)
+                return false;
+        }
+    }
+    return true;
+}
+
+static size_t count_have(gossip_sim *s, size_t n, uint64_t version)
+{
+    size_t have = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct gossip_peer_info pi;
+        if (gossip_peer_find(&pi, gossip_sim_node(s, i), "n0",
+                             gossip_sim_now(s)) == 0 &&
+            pi.state_version[GOSSIP_KEY_TOKENS] >= version)
+            have++;
+    }
+    return have;
+}
+
+int main(int argc, char **argv)
+{
+    struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
+    size_t runs = 20, steady_s = 30;
+    uint64_t first_seed = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (v == NULL) {
+            usage();
+            return 2;
+        }
+        if (strcmp(a, "--nodes") == 0)
+            cfg.n_nodes = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--loss") == 0)
+            cfg.loss = strtod(v, NULL);
+        else if (strcmp(a, "--dup") == 0)
+            cfg.dup = strtod(v, NULL);
+        else if (strcmp(a, "--runs") == 0)
+            runs = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--first-seed") == 0)
+            first_seed = strtoull(v, NULL, 10);
+        else if (strcmp(a, "--max-packet") == 0)
+            cfg.max_packet = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--tokens") == 0)
+            cfg.n_tokens = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--delay-max") == 0)
+            cfg.delay_max_ms = (uint32_t)strtoul(v, NULL, 10);
+        else if (strcmp(a, "--steady") == 0)
+            steady_s = strtoul(v, NULL, 10);
+        else {
+            usage();
+            return 2;
+        }
+        i++;
+    }
+    if (runs == 0 || cfg.n_nodes < 2) {
+        usage();
+        return 2;
+    }
+    double *rounds = calloc(runs, sizeof(*rounds));
+    double *bps = calloc(runs, sizeof(*bps));
+    double *pps = calloc(runs, sizeof(*pps));
+    if (rounds == NULL || bps == NULL || pps == NULL)
+        return 1;
+    size_t n = cfg.n_nodes;
+    printf("nodes=%zu loss=%.2f dup=%.2f delay=%u..%ums tokens=%zu "
+           "max_packet=%zu runs=%zu\n",
+           n, cfg.loss, cfg.dup, cfg.delay_min_ms, cfg.delay_max_ms,
+           cfg.n_tokens, cfg.max_packet, runs);
+    for (size_t r = 0; r < runs; r++) {
+        cfg.seed = first_seed + r;
+        gossip_sim *s;
+        int rc = gossip_sim_new(&s, &cfg);
+        if (rc != 0) {
+            fprintf(stderr, "sim: %s\n", rk_strerror(rc));
+            return 1;
+        }
+        uint64_t t = 0;
+        while (!all_know_all_up(s, n)) {
+            t += 1000;
+            if (t > 3600 * 1000 || (rc = gossip_sim_run(s, t)) != 0) {
+                fprintf(stderr, "seed %llu: no convergence (%s)\n",
+                        (unsigned long long)cfg.seed, rk_strerror(rc));
+                return 1;
+            }
+        }
+        uint64_t warm = t;
+        struct gossip_sim_counters c0, c1;
+        gossip_sim_counters_get(&c0, s);
+        t += steady_s * 1000;
+        if ((rc = gossip_sim_run(s, t)) != 0)
+            return 1;
+        gossip_sim_counters_get(&c1, s);
+        bps[r] = (double)(c1.bytes_sent - c0.bytes_sent) / (double)n /
+                 (double)steady_s;
+        pps[r] = (double)(c1.pkts_sent - c0.pkts_sent) / (double)n /
+                 (double)steady_s;
+
+        uint64_t tokens[16];
+        for (size_t k = 0; k < 16; k++)
+            tokens[k] = (cfg.seed << 32) + k * 977 + 1;
+        gossip *g0 = gossip_sim_node(s, 0);
+        size_t nt = cfg.n_tokens < 16 ? cfg.n_tokens : 16;
+        if (gossip_tokens_set(g0, tokens, nt) != 0)
+            return 1;
+        struct gossip_peer_info self;
+        gossip_peer_get(&self, g0, 0, t);
+        uint64_t version = self.state_version[GOSSIP_KEY_TOKENS];
+        uint64_t start = t;
+        while (count_have(s, n, version) < n) {
+            t += 100;
+            if (t - start > 600 * 1000 || gossip_sim_run(s, t) != 0) {
+                fprintf(stderr, "seed %llu: change did not spread\n",
+                        (unsigned long long)cfg.seed);
+                return 1;
+            }
+        }
+        rounds[r] = (double)(t - start) / cfg.interval_ms;
+        printf("seed=%llu warmup_s=%llu rounds_to_all=%.1f "
+               "bytes_per_node_s=%.0f pkts_per_node_s=%.2f\n",
+               (unsigned long long)cfg.seed,
+               (unsigned long long)(warm / 1000), rounds[r], bps[r], pps[r]);
+        fflush(stdout);
+        gossip_sim_free(s);
+    }
+    double med = median(rounds, runs);
+    printf("median rounds_to_all=%.1f (ceil %.0f) bound log2(N)+4=%.2f "
+           "log2(N)+6=%.2f\n",
+           med, ceil(med), log2((double)n) + 4, log2((double)n) + 6);
+    printf("median bytes_per_node_s=%.0f pkts_per_node_s=%.2f\n",
+           median(bps, runs), median(pps, runs));
+    free(rounds);
+    free(bps);
+    free(pps);
+    return 0;
+}
