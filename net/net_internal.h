@@ -1,0 +1,166 @@
+/*
+ * net_internal.h - what the files of net/ share: the read buffer (pure, so
+ * it can be fuzzed), the connection and the "base" every connection owner
+ * (server, peers) embeds: options, stats, and the end-of-turn flusher.
+ */
+#ifndef RK_NET_INTERNAL_H
+#define RK_NET_INTERNAL_H
+
+#include "net/net.h"
+
+/* ---- read buffer: bytes from the socket in, whole frames out ------------ */
+
+struct net__rbuf {
+    uint8_t *p;
+    size_t len; /* bytes held */
+    size_t off; /* bytes already handed out as frames */
+    size_t cap;
+    size_t max_frame;
+};
+
+#define NET__READ_CHUNK (64u * 1024u)
+#define NET__RBUF_KEEP  (256u * 1024u) /* shrink above this when empty */
+
+/* Space to read into: at least NET__READ_CHUNK, or what the current frame
+ * still needs. Returns 0 or -ENOMEM. */
+int net__rbuf_reserve(struct net__rbuf *r, uint8_t **p, size_t *len);
+
+/* n bytes were written at the reserved space. */
+void net__rbuf_commit(struct net__rbuf *r, size_t n);
+
+/* Next whole frame (1, *out borrows r until the next reserve), 0 when more
+ * bytes are needed, RK_ETOOLARGE. */
+int net__rbuf_next(struct net__rbuf *r, struct rk_slice *out);
+
+/* Drops consumed bytes, shrinks a large idle buffer. */
+void net__rbuf_compact(struct net__rbuf *r);
+
+void net__rbuf_free(struct net__rbuf *r);
+
+/* Splits "host:port" / "[v6]:port" into host (NUL-terminated, without
+ * brackets) and port (1..65535). Returns 0 or -EINVAL. */
+int net__split_host_port(char *host,
+                         size_t cap,
+                         uint16_t *port,
+                         const char *host_port);
+
+/* ---- connections -------------------------------------------------------- */
+
+struct net__chunk {
+    uint8_t *p;
+    size_t len;
+    size_t cap;
+};
+
+#define NET__CHUNK_SIZE (64u * 1024u)
+
+enum net__state {
+    NET__RESOLVING,
+    NET__CONNECTING,
+    NET__HANDSHAKE, /* connected, handshake not finished */
+    NET__READY,
+    NET__CLOSING,
+};
+
+struct net__base;
+
+struct net_conn {
+    uv_tcp_t tcp;
+    uv_timer_t timer; /* connect / handshake deadline */
+    uv_getaddrinfo_t gai;
+    uv_connect_t connect;
+    uv_shutdown_t shutdown;
+    struct net__base *base;
+    enum net__state state;
+    bool outbound;
+    bool hold;        /* outbound: keep queued frames until handshake sent */
+    bool announced;   /* server: on_accept was called */
+    bool reading;     /* uv_read_start active */
+    bool user_paused; /* net_conn_read_pause */
+    bool bp_paused;   /* back-pressure pause */
+    bool in_parse;
+    bool dirty;
+    bool gai_busy;
+    bool tcp_inited;
+    int handles_open; /* tcp, timer: freed when 0 (and refs, gai) */
+    int refs;
+    int close_err;
+    struct net__rbuf rbuf;
+    struct net__chunk *chunks; /* waiting to be written */
+    size_t nchunks, chunks_cap;
+    size_t waiting;                 /* bytes in chunks */
+    size_t inflight;                /* bytes in uv_write requests */
+    struct net_conn *dprev, *dnext; /* base's dirty list */
+    struct net_conn *prev, *next;   /* base's list of all conns */
+    void *data;                     /* user data (server) */
+    void *owner;                    /* peers: the net__peer */
+    char name[NET_NAME_MAX];
+    uint8_t hs_sent[NET_HANDSHAKE_MAX];
+    size_t hs_sent_len;
+};
+
+/* The owner's side of a connection. */
+struct net__base {
+    uv_loop_t *loop;
+    uv_prepare_t prepare;
+    uv_check_t check;
+    bool flusher_active;
+    bool closing;
+    int handles_open; /* prepare, check, and the owner's own handles */
+    size_t max_frame;
+    size_t max_queued;
+    bool pause_on_bp; /* server conns stop reading under back-pressure */
+    bool has_hs;
+    struct net_handshake hs;
+    struct net_conn *dirty; /* conns with frames waiting */
+    struct net_conn *conns; /* every live conn */
+    struct net_stats stats;
+    /* A whole frame arrived on an established conn. Nonzero closes it. */
+    int (*on_frame)(struct net__base *b, net_conn *c, struct rk_slice frame);
+    /* c finished its handshake (or needs none). */
+    void (*on_ready)(struct net__base *b, net_conn *c);
+    /* c started closing (err as given); called once. */
+    void (*on_closing)(struct net__base *b, net_conn *c, int err);
+    /* c's handles are closed; it is freed after this unless referenced. */
+    void (*on_closed)(struct net__base *b, net_conn *c, int err);
+    /* The base has no more handles or conns (after net__base_close). */
+    void (*on_released)(struct net__base *b);
+};
+
+int net__base_init(struct net__base *b, uv_loop_t *loop);
+/* Closes the flusher handles; on_released runs when all is gone. */
+void net__base_close(struct net__base *b);
+/* Counts one of the owner's own handles closing (call from its close cb). */
+void net__base_handle_closed(struct net__base *b);
+
+/* A new conn (tcp initialised) linked into b. NULL on -ENOMEM / -errno in
+ * *err. */
+net_conn *net__conn_new(struct net__base *b, int *err);
+/* Starts reading and the handshake on a connected conn. */
+int net__conn_start(net_conn *c);
+/* Queues a frame: hdr (may be NULL/0) then body. */
+int net__conn_queue(net_conn *c,
+                    const uint8_t *hdr,
+                    size_t hdr_len,
+                    struct rk_slice body);
+void net__conn_close(net_conn *c, int err);
+/* Arms c's deadline timer: close with RK_ETIMEOUT after ms. */
+void net__conn_deadline(net_conn *c, uint64_t ms);
+/* Frees c if nothing holds it any more. */
+void net__conn_maybe_free(net_conn *c);
+
+static inline void net__be32_put(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static inline void net__be64_put(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+#endif

@@ -1,0 +1,196 @@
+/*
+ * server.c - a TCP listener whose connections deliver frames to the
+ * daemon: raw frames (the native client port) or RPC requests (internode),
+ * optionally behind the handshake hook.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "net/net_internal.h"
+
+struct net_server {
+    struct net__base base; /* first: the base callbacks cast back */
+    uv_tcp_t listener;
+    int port;
+    uint32_t hs_timeout_ms;
+    bool rpc;
+    net_accept_cb on_accept;
+    net_frame_cb on_frame;
+    net_conn_close_cb on_close;
+    void *arg;
+    void (*done)(void *arg);
+    void *done_arg;
+};
+
+static int srv_frame(struct net__base *b, net_conn *c, struct rk_slice frame)
+{
+    net_server *s = (net_server *)b;
+    if (!s->rpc)
+        return s->on_frame(s->arg, c, 0, frame);
+    uint8_t kind;
+    uint64_t id;
+    struct rk_slice payload;
+    if (net_rpc_parse(&kind, &id, &payload, frame) != 0 ||
+        kind != NET_RPC_REQUEST) {
+        b->stats.proto_errors++;
+        return RK_EPROTO;
+    }
+    return s->on_frame(s->arg, c, id, payload);
+}
+
+static void srv_ready(struct net__base *b, net_conn *c)
+{
+    net_server *s = (net_server *)b;
+    c->announced = true;
+    if (s->on_accept)
+        s->on_accept(s->arg, c);
+}
+
+static void srv_closing(struct net__base *b, net_conn *c, int err)
+{
+    (void)b;
+    (void)c;
+    (void)err;
+}
+
+static void srv_closed(struct net__base *b, net_conn *c, int err)
+{
+    net_server *s = (net_server *)b;
+    if (c->announced && s->on_close)
+        s->on_close(s->arg, c, err);
+}
+
+static void srv_released(struct net__base *b)
+{
+    net_server *s = (net_server *)b;
+    void (*done)(void *) = s->done;
+    void *arg = s->done_arg;
+    free(s);
+    if (done)
+        done(arg);
+}
+
+static void srv_connection(uv_stream_t *listener, int status)
+{
+    net_server *s = listener->data;
+    int rc;
+    if (status < 0 || s->base.closing)
+        return;
+    net_conn *c = net__conn_new(&s->base, &rc);
+    if (c == NULL)
+        return; /* the connection stays in the backlog; retried next time */
+    rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
+    if (rc == 0) {
+        s->base.stats.conns_accepted++;
+        if (s->base.has_hs)
+            net__conn_deadline(c, s->hs_timeout_ms);
+        rc = net__conn_start(c);
+    }
+    if (rc)
+        net__conn_close(c, rc);
+}
+
+static void srv_listener_closed(uv_handle_t *h)
+{
+    net_server *s = h->data;
+    net__base_handle_closed(&s->base);
+}
+
+int net_server_new(net_server **out,
+                   uv_loop_t *loop,
+                   const struct net_server_opts *opts)
+{
+    struct sockaddr_storage ss;
+    char hp[128];
+    int rc;
+    if (opts->on_frame == NULL || opts->host == NULL || opts->max_frame == 0 ||
+        opts->max_frame > UINT32_MAX || opts->max_queued == 0)
+        return -EINVAL;
+    if (strchr(opts->host, ':'))
+        rc = snprintf(hp, sizeof(hp), "[%s]:%u", opts->host, 1u);
+    else
+        rc = snprintf(hp, sizeof(hp), "%s:%u", opts->host, 1u);
+    if (rc < 0 || (size_t)rc >= sizeof(hp) || net_addr_parse(&ss, hp) != 0)
+        return -EINVAL;
+    if (ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)&ss)->sin_port = htons(opts->port);
+    else
+        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(opts->port);
+
+    net_server *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return -ENOMEM;
+    struct net__base *b = &s->base;
+    b->max_frame = opts->max_frame;
+    b->max_queued = opts->max_queued;
+    b->pause_on_bp = true;
+    if (opts->hs) {
+        if (opts->hs->make == NULL || opts->hs->check == NULL) {
+            free(s);
+            return -EINVAL;
+        }
+        b->has_hs = true;
+        b->hs = *opts->hs;
+    }
+    b->on_frame = srv_frame;
+    b->on_ready = srv_ready;
+    b->on_closing = srv_closing;
+    b->on_closed = srv_closed;
+    b->on_released = srv_released;
+    s->hs_timeout_ms =
+        opts->handshake_timeout_ms ? opts->handshake_timeout_ms : 5000;
+    s->rpc = opts->rpc;
+    s->on_accept = opts->on_accept;
+    s->on_frame = opts->on_frame;
+    s->on_close = opts->on_close;
+    s->arg = opts->arg;
+    net__base_init(b, loop);
+    rc = uv_tcp_init(loop, &s->listener);
+    if (rc)
+        goto close_base;
+    s->listener.data = s;
+    b->handles_open++;
+    rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)&s->listener, 511, srv_connection);
+    if (rc == 0) {
+        int len = sizeof(ss);
+        rc = uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len);
+    }
+    if (rc)
+        goto close_listener;
+    s->port = ntohs(ss.ss_family == AF_INET
+                        ? ((struct sockaddr_in *)&ss)->sin_port
+                        : ((struct sockaddr_in6 *)&ss)->sin6_port);
+    *out = s;
+    return 0;
+close_listener:
+    uv_close((uv_handle_t *)&s->listener, srv_listener_closed);
+close_base:
+    /* The handles close on the next loop run; s frees itself then. */
+    net__base_close(b);
+    return rc;
+}
+
+int net_server_port(const net_server *s)
+{
+    return s->port;
+}
+
+void net_server_close(net_server *s, void (*done)(void *arg), void *arg)
+{
+    if (s == NULL || s->base.closing)
+        return;
+    s->done = done;
+    s->done_arg = arg;
+    uv_close((uv_handle_t *)&s->listener, srv_listener_closed);
+    for (net_conn *c = s->base.conns; c != NULL; c = c->next)
+        net__conn_close(c, RK_ECLOSED);
+    net__base_close(&s->base);
+}
+
+void net_server_stats(const net_server *s, struct net_stats *out)
+{
+    *out = s->base.stats;
+}

@@ -1,0 +1,1368 @@
+/*
+ * check_net.c - net/ on real libuv loops over 127.0.0.1 ephemeral ports, in
+ * the test process: frame round trips, pipelined RPC with out-of-order
+ * answers, timeouts that fire once, disconnects that fail pending requests,
+ * reconnect and backoff, oversize frames, back-pressure, the authenticated
+ * handshake, UDP. Every test closes every handle and runs its loop to
+ * completion, so ASan's leak check covers net/'s lifetimes too.
+ *
+ * A test that hangs fails after a generous guard (a liveness check, not a
+ * timing threshold).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+#include <sodium.h>
+#include <uv.h>
+
+#include "common/rk.h"
+#include "net/net.h"
+#include "net/net_internal.h"
+#include "wire/rpc_msg.h"
+
+/* ---- loop harness ------------------------------------------------------- */
+
+struct env {
+    uv_loop_t loop;
+    uv_timer_t tick; /* wakes UV_RUN_ONCE so conditions are re-checked */
+};
+
+static void tick_cb(uv_timer_t *t)
+{
+    (void)t;
+}
+
+static void env_init(struct env *e)
+{
+    ck_assert_int_eq(uv_loop_init(&e->loop), 0);
+    uv_timer_init(&e->loop, &e->tick);
+    uv_timer_start(&e->tick, tick_cb, 5, 5);
+}
+
+#define GUARD_NS (30ull * 1000 * 1000 * 1000)
+
+#define RUN_UNTIL(e, cond)                                                    \
+    do {                                                                      \
+        uint64_t t0__ = uv_hrtime();                                          \
+        while (!(cond)) {                                                     \
+            ck_assert_msg(uv_hrtime() - t0__ < GUARD_NS, "stuck waiting: %s", \
+                          #cond);                                             \
+            uv_run(&(e)->loop, UV_RUN_ONCE);                                  \
+        }                                                                     \
+    } while (0)
+
+static void env_sleep(struct env *e, uint64_t ms)
+{
+    uint64_t until = uv_hrtime() + ms * 1000000ull;
+    RUN_UNTIL(e, uv_hrtime() >= until);
+}
+
+static void env_finish(struct env *e)
+{
+    uv_close((uv_handle_t *)&e->tick, NULL);
+    uint64_t t0 = uv_hrtime();
+    while (uv_run(&e->loop, UV_RUN_NOWAIT) != 0)
+        ck_assert_msg(uv_hrtime() - t0 < GUARD_NS, "loop does not drain");
+    ck_assert_int_eq(uv_loop_close(&e->loop), 0);
+}
+
+/* ck_assert records every passing check through a pipe to the parent
+ * process; hot loops use this instead, which costs nothing until it fails. */
+#define FAST_ASSERT(cond, ...)         \
+    do {                               \
+        if (!(cond))                   \
+            ck_abort_msg(__VA_ARGS__); \
+    } while (0)
+
+static void set_flag(void *arg)
+{
+    *(bool *)arg = true;
+}
+
+/* ---- a raw TCP test client ---------------------------------------------- */
+
+struct tcli {
+    uv_tcp_t tcp;
+    uv_connect_t creq;
+    bool connected, eof, closed;
+    int err;
+    uint8_t *rx;
+    size_t rxlen, rxcap;
+    size_t written;
+    bool verify;        /* consume frames as they come: body[0] == index */
+    size_t frames_seen; /* in verify mode */
+    bool bad_frame;
+};
+
+static void tcli_alloc(uv_handle_t *h, size_t sz, uv_buf_t *buf)
+{
+    struct tcli *t = h->data;
+    (void)sz;
+    if (t->rxcap - t->rxlen < 65536) {
+        t->rxcap = t->rxcap ? t->rxcap * 2 : 131072;
+        t->rx = realloc(t->rx, t->rxcap);
+        ck_assert_ptr_nonnull(t->rx);
+    }
+    *buf =
+        uv_buf_init((char *)t->rx + t->rxlen, (unsigned)(t->rxcap - t->rxlen));
+}
+
+static void tcli_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
+{
+    struct tcli *t = s->data;
+    (void)buf;
+    if (n < 0) {
+        t->eof = true;
+        t->err = (int)n;
+        uv_read_stop(s);
+        return;
+    }
+    t->rxlen += (size_t)n;
+    if (!t->verify)
+        return;
+    struct rk_slice f;
+    size_t used, off = 0;
+    while (net_frame_next(&f, &used, t->rx + off, t->rxlen - off, 1u << 30) ==
+           1) {
+        if (f.len == 0 || f.p[0] != (uint8_t)t->frames_seen ||
+            f.p[f.len - 1] != (uint8_t)t->frames_seen)
+            t->bad_frame = true;
+        t->frames_seen++;
+        off += used;
+    }
+    memmove(t->rx, t->rx + off, t->rxlen - off);
+    t->rxlen -= off;
+}
+
+static void tcli_connected(uv_connect_t *req, int status)
+{
+    struct tcli *t = req->handle->data;
+    ck_assert_int_eq(status, 0);
+    t->connected = true;
+}
+
+static void tcli_connect(struct env *e, struct tcli *t, int port, bool read)
+{
+    struct sockaddr_in a;
+    memset(t, 0, sizeof(*t));
+    uv_tcp_init(&e->loop, &t->tcp);
+    t->tcp.data = t;
+    uv_ip4_addr("127.0.0.1", port, &a);
+    ck_assert_int_eq(uv_tcp_connect(&t->creq, &t->tcp, (struct sockaddr *)&a,
+                                    tcli_connected),
+                     0);
+    RUN_UNTIL(e, t->connected);
+    if (read)
+        uv_read_start((uv_stream_t *)&t->tcp, tcli_alloc, tcli_read);
+}
+
+struct twrite {
+    uv_write_t req;
+    struct tcli *t;
+    size_t len;
+    uint8_t data[];
+};
+
+static void tcli_wrote(uv_write_t *req, int status)
+{
+    struct twrite *w = (struct twrite *)req;
+    (void)status;
+    w->t->written += w->len;
+    free(w);
+}
+
+static void tcli_write(struct tcli *t, const void *p, size_t len)
+{
+    struct twrite *w = malloc(sizeof(*w) + len);
+    ck_assert_ptr_nonnull(w);
+    w->t = t;
+    w->len = len;
+    memcpy(w->data, p, len);
+    uv_buf_t b = uv_buf_init((char *)w->data, (unsigned)len);
+    ck_assert_int_eq(
+        uv_write(&w->req, (uv_stream_t *)&t->tcp, &b, 1, tcli_wrote), 0);
+}
+
+static void tcli_write_frame(struct tcli *t, const void *p, size_t len)
+{
+    uint8_t h[4];
+    net__be32_put(h, (uint32_t)len);
+    tcli_write(t, h, 4);
+    if (len)
+        tcli_write(t, p, len);
+}
+
+static void tcli_closed(uv_handle_t *h)
+{
+    struct tcli *t = h->data;
+    t->closed = true;
+    free(t->rx);
+    t->rx = NULL;
+}
+
+static void tcli_close(struct env *e, struct tcli *t)
+{
+    uv_close((uv_handle_t *)&t->tcp, tcli_closed);
+    RUN_UNTIL(e, t->closed);
+}
+
+/* ---- servers used by the tests ------------------------------------------ */
+
+struct srv {
+    net_server *s;
+    int accepted, closed, frames;
+    int last_close_err;
+    net_conn *last;
+    /* behaviour */
+    bool echo;         /* raw: send the frame back; rpc: reply with it */
+    bool hold;         /* rpc: keep requests (with a conn ref) */
+    bool close_on_req; /* close the connection on the first request */
+    bool quit_after;   /* raw: reply then close gracefully */
+    bool pause_on_accept;
+    size_t max_seen_queued;
+    int send_overloaded;
+    char peer_name[NET_NAME_MAX];
+    struct held {
+        net_conn *c;
+        uint64_t id;
+        uint8_t *p;
+        size_t len;
+    } * held;
+    size_t nheld, heldcap;
+};
+
+static void srv_accept(void *arg, net_conn *c)
+{
+    struct srv *v = arg;
+    v->accepted++;
+    v->last = c;
+    snprintf(v->peer_name, sizeof(v->peer_name), "%s", net_conn_peer_name(c));
+    if (v->pause_on_accept)
+        net_conn_read_pause(c);
+}
+
+static int srv_frame(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
+{
+    struct srv *v = arg;
+    v->frames++;
+    if (v->close_on_req) {
+        v->close_on_req = false;
+        return RK_ECLOSED;
+    }
+    if (v->hold) {
+        if (v->nheld == v->heldcap) {
+            v->heldcap = v->heldcap ? v->heldcap * 2 : 64;
+            v->held = realloc(v->held, v->heldcap * sizeof(*v->held));
+        }
+        struct held *h = &v->held[v->nheld++];
+        h->c = c;
+        h->id = id;
+        h->len = f.len;
+        h->p = malloc(f.len ? f.len : 1);
+        memcpy(h->p, f.p, f.len);
+        net_conn_ref(c);
+        return 0;
+    }
+    if (v->echo) {
+        int rc = id ? net_conn_reply(c, id, f) : net_conn_send(c, f);
+        if (rc == RK_EOVERLOADED)
+            v->send_overloaded++;
+        else
+            ck_assert_int_eq(rc, 0);
+        if (net_conn_queued(c) > v->max_seen_queued)
+            v->max_seen_queued = net_conn_queued(c);
+    }
+    if (v->quit_after)
+        net_conn_close(c, 0);
+    return 0;
+}
+
+static void srv_close(void *arg, net_conn *c, int err)
+{
+    struct srv *v = arg;
+    (void)c;
+    v->closed++;
+    v->last_close_err = err;
+    if (v->last == c)
+        v->last = NULL;
+}
+
+static void srv_release_held(struct srv *v, bool reply)
+{
+    /* Answer in reverse order: ids, not order, must match responses. */
+    for (size_t i = v->nheld; i-- > 0;) {
+        struct held *h = &v->held[i];
+        if (reply)
+            net_conn_reply(h->c, h->id, (struct rk_slice){h->p, h->len});
+        net_conn_unref(h->c);
+        free(h->p);
+    }
+    v->nheld = 0;
+}
+
+static void srv_start(struct env *e,
+                      struct srv *v,
+                      bool rpc,
+                      const struct net_handshake *hs,
+                      size_t max_frame,
+                      size_t max_queued)
+{
+    struct net_server_opts o = NET_SERVER_OPTS_INIT;
+    o.rpc = rpc;
+    o.hs = hs;
+    if (max_frame)
+        o.max_frame = max_frame;
+    if (max_queued)
+        o.max_queued = max_queued;
+    o.handshake_timeout_ms = 200;
+    o.on_accept = srv_accept;
+    o.on_frame = srv_frame;
+    o.on_close = srv_close;
+    o.arg = v;
+    ck_assert_int_eq(net_server_new(&v->s, &e->loop, &o), 0);
+    ck_assert_int_gt(net_server_port(v->s), 0);
+}
+
+static void srv_stop(struct env *e, struct srv *v)
+{
+    bool done = false;
+    srv_release_held(v, false);
+    free(v->held);
+    v->held = NULL;
+    net_server_close(v->s, set_flag, &done);
+    RUN_UNTIL(e, done);
+}
+
+static void peers_stop(struct env *e, net_peers *p)
+{
+    bool done = false;
+    net_peers_close(p, set_flag, &done);
+    RUN_UNTIL(e, done);
+}
+
+static char *addr_of(char *buf, size_t cap, int port)
+{
+    snprintf(buf, cap, "127.0.0.1:%d", port);
+    return buf;
+}
+
+/* ---- pure helpers ------------------------------------------------------- */
+
+START_TEST(frame_and_addr_helpers)
+{
+    struct rk_slice f;
+    size_t used = 0;
+    uint8_t b[16] = {0, 0, 0, 3, 'a', 'b', 'c', 0, 0};
+    ck_assert_int_eq(net_frame_next(&f, &used, b, 3, 100), 0);
+    ck_assert_int_eq(net_frame_next(&f, &used, b, 6, 100), 0);
+    ck_assert_int_eq(net_frame_next(&f, &used, b, 7, 100), 1);
+    ck_assert_uint_eq(used, 7);
+    ck_assert_uint_eq(f.len, 3);
+    ck_assert_ptr_eq(f.p, b + 4);
+    ck_assert_int_eq(net_frame_next(&f, &used, b, 7, 2), RK_ETOOLARGE);
+    uint8_t z[4] = {0, 0, 0, 0};
+    ck_assert_int_eq(net_frame_next(&f, &used, z, 4, 0), 1);
+    ck_assert_uint_eq(f.len, 0);
+    uint8_t big[4] = {0xff, 0xff, 0xff, 0xff};
+    ck_assert_int_eq(net_frame_next(&f, &used, big, 4, NET_MAX_FRAME_DEFAULT),
+                     RK_ETOOLARGE);
+
+    uint8_t r[12] = {NET_RPC_RESPONSE, 1, 2, 3, 4, 5, 6, 7, 8, 'x'};
+    uint8_t kind;
+    uint64_t id;
+    struct rk_slice pl;
+    ck_assert_int_eq(net_rpc_parse(&kind, &id, &pl, RK_SLICE(r, 10)), 0);
+    ck_assert_int_eq(kind, NET_RPC_RESPONSE);
+    ck_assert_uint_eq(id, UINT64_C(0x0102030405060708));
+    ck_assert_uint_eq(pl.len, 1);
+    ck_assert_int_eq(net_rpc_parse(&kind, &id, &pl, RK_SLICE(r, 8)), RK_EPROTO);
+    r[0] = 3;
+    ck_assert_int_eq(net_rpc_parse(&kind, &id, &pl, RK_SLICE(r, 10)),
+                     RK_EPROTO);
+
+    struct sockaddr_storage ss;
+    char out[64];
+    ck_assert_int_eq(net_addr_parse(&ss, "127.0.0.1:7001"), 0);
+    ck_assert_int_eq(net_addr_format(out, sizeof(out), (struct sockaddr *)&ss),
+                     0);
+    ck_assert_str_eq(out, "127.0.0.1:7001");
+    ck_assert_int_eq(net_addr_parse(&ss, "[::1]:9"), 0);
+    ck_assert_int_eq(net_addr_format(out, sizeof(out), (struct sockaddr *)&ss),
+                     0);
+    ck_assert_str_eq(out, "[::1]:9");
+    ck_assert_int_eq(net_addr_format(out, 5, (struct sockaddr *)&ss), -ENOSPC);
+    static const char *bad[] = {"",         ":1",        "1.2.3.4",
+                                "1.2.3.4:", "1.2.3.4:0", "1.2.3.4:65536",
+                                "::1:80",   "[::1:80",   "1.2.3.4:8x",
+                                "node:80",  "[]:80",     NULL};
+    for (int i = 0; i < 11; i++)
+        ck_assert_msg(net_addr_parse(&ss, bad[i]) == -EINVAL, "%s", bad[i]);
+    ck_assert_int_eq(net_addr_parse(&ss, NULL), -EINVAL);
+    char host[16];
+    uint16_t port;
+    ck_assert_int_eq(
+        net__split_host_port(host, sizeof(host), &port, "node-3.ring:7001"), 0);
+    ck_assert_str_eq(host, "node-3.ring");
+    ck_assert_uint_eq(port, 7001);
+}
+END_TEST
+
+/* The read buffer, fed a stream in random splits, yields exactly the frames
+ * written, and gives its memory back when idle. */
+START_TEST(read_buffer_splits)
+{
+    unsigned seed = 12345u + (unsigned)_i;
+    srand(seed);
+    size_t sizes[64], total = 0;
+    for (int i = 0; i < 64; i++) {
+        int k = rand() % 4;
+        sizes[i] = k == 0   ? 0
+                   : k == 1 ? (size_t)rand() % 100
+                   : k == 2 ? (size_t)rand() % 70000
+                            : 300000 + (size_t)rand() % 100000;
+        total += 4 + sizes[i];
+    }
+    uint8_t *stream = malloc(total);
+    size_t off = 0;
+    for (int i = 0; i < 64; i++) {
+        net__be32_put(stream + off, (uint32_t)sizes[i]);
+        for (size_t j = 0; j < sizes[i]; j++)
+            stream[off + 4 + j] = (uint8_t)(i + j);
+        off += 4 + sizes[i];
+    }
+    struct net__rbuf r = {NULL, 0, 0, 0, 1u << 20};
+    size_t fed = 0;
+    int got = 0;
+    while (fed < total) {
+        uint8_t *p;
+        size_t cap;
+        ck_assert_int_eq(net__rbuf_reserve(&r, &p, &cap), 0);
+        ck_assert_uint_ge(cap, 1);
+        size_t n = 1 + (size_t)rand() % 90000;
+        if (n > cap)
+            n = cap;
+        if (n > total - fed)
+            n = total - fed;
+        memcpy(p, stream + fed, n);
+        net__rbuf_commit(&r, n);
+        fed += n;
+        struct rk_slice f;
+        int rc;
+        while ((rc = net__rbuf_next(&r, &f)) == 1) {
+            FAST_ASSERT(f.len == sizes[got], "seed %u frame %d", seed, got);
+            for (size_t j = 0; j < f.len; j++)
+                FAST_ASSERT(f.p[j] == (uint8_t)(got + j), "seed %u frame %d",
+                            seed, got);
+            got++;
+        }
+        ck_assert_int_eq(rc, 0);
+        net__rbuf_compact(&r);
+    }
+    ck_assert_int_eq(got, 64);
+    ck_assert_uint_le(r.cap, NET__RBUF_KEEP);
+    net__rbuf_free(&r);
+    free(stream);
+}
+END_TEST
+
+/* ---- raw frames --------------------------------------------------------- */
+
+START_TEST(raw_frames_round_trip)
+{
+    struct env e;
+    struct srv v = {0};
+    struct tcli t;
+    env_init(&e);
+    v.echo = true;
+    srv_start(&e, &v, false, NULL, 0, 0);
+    tcli_connect(&e, &t, net_server_port(v.s), true);
+    RUN_UNTIL(&e, v.accepted == 1);
+    char addr[64];
+    ck_assert_int_eq(net_conn_peer_addr(v.last, addr, sizeof(addr)), 0);
+    ck_assert_int_eq(strncmp(addr, "127.0.0.1:", 10), 0);
+    ck_assert_str_eq(net_conn_peer_name(v.last), "");
+
+    /* Sizes around the chunk and read sizes, an empty frame, 3 MiB. */
+    static const size_t sizes[] = {0,     1,     100,  65531,    65532, 65536,
+                                   65537, 70000, 1000, 3u << 20, 5};
+    size_t n = sizeof(sizes) / sizeof(sizes[0]), expect = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *p = malloc(sizes[i] + 1);
+        for (size_t j = 0; j < sizes[i]; j++)
+            p[j] = (uint8_t)(i * 7 + j);
+        tcli_write_frame(&t, p, sizes[i]);
+        free(p);
+        expect += 4 + sizes[i];
+    }
+    RUN_UNTIL(&e, t.rxlen >= expect);
+    ck_assert_uint_eq(t.rxlen, expect);
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct rk_slice f;
+        size_t used;
+        ck_assert_int_eq(
+            net_frame_next(&f, &used, t.rx + off, t.rxlen - off, 1u << 30), 1);
+        ck_assert_uint_eq(f.len, sizes[i]);
+        for (size_t j = 0; j < sizes[i]; j++)
+            FAST_ASSERT(f.p[j] == (uint8_t)(i * 7 + j), "frame %zu", i);
+        off += used;
+    }
+    ck_assert_int_eq(v.frames, (int)n);
+    /* Graceful quit: the reply arrives, then EOF. */
+    v.quit_after = true;
+    tcli_write_frame(&t, "bye", 3);
+    RUN_UNTIL(&e, t.eof);
+    ck_assert_uint_eq(t.rxlen, expect + 7);
+    ck_assert_mem_eq(t.rx + expect + 4, "bye", 3);
+    RUN_UNTIL(&e, v.closed == 1);
+    ck_assert_int_eq(v.last_close_err, 0);
+    tcli_close(&e, &t);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+START_TEST(oversize_frame_closes)
+{
+    struct env e;
+    struct srv v = {0};
+    struct tcli t;
+    env_init(&e);
+    v.echo = true;
+    srv_start(&e, &v, false, NULL, 1024, 0);
+    tcli_connect(&e, &t, net_server_port(v.s), true);
+    uint8_t buf[1025];
+    memset(buf, 'x', sizeof(buf));
+    tcli_write_frame(&t, buf, 1024); /* at the limit: fine */
+    RUN_UNTIL(&e, t.rxlen == 1028);
+    tcli_write_frame(&t, buf, 1025); /* over it: closed */
+    RUN_UNTIL(&e, t.eof);
+    RUN_UNTIL(&e, v.closed == 1);
+    ck_assert_int_eq(v.last_close_err, RK_ETOOLARGE);
+    ck_assert_int_eq(v.frames, 1);
+    struct net_stats st;
+    net_server_stats(v.s, &st);
+    ck_assert_uint_eq(st.oversize, 1);
+    /* A length of 4 GiB - 1 is refused from the header alone. */
+    struct tcli t2;
+    tcli_connect(&e, &t2, net_server_port(v.s), true);
+    tcli_write(&t2, "\xff\xff\xff\xff", 4);
+    RUN_UNTIL(&e, t2.eof);
+    RUN_UNTIL(&e, v.closed == 2);
+    ck_assert_int_eq(v.last_close_err, RK_ETOOLARGE);
+    tcli_close(&e, &t);
+    tcli_close(&e, &t2);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+/* ---- RPC ---------------------------------------------------------------- */
+
+struct rpc_res {
+    int calls;
+    int status;
+    size_t len;
+    uint64_t tag;
+    bool match;
+};
+
+static void rpc_cb(void *arg, int status, struct rk_slice resp)
+{
+    struct rpc_res *r = arg;
+    r->calls++;
+    r->status = status;
+    r->len = resp.len;
+    uint64_t tag = 0;
+    if (status == 0 && resp.len >= 8)
+        memcpy(&tag, resp.p, 8);
+    r->match = status == 0 && tag == r->tag;
+}
+
+static int count_calls(const struct rpc_res *r, size_t n, int *status_seen)
+{
+    int total = 0;
+    for (size_t i = 0; i < n; i++) {
+        FAST_ASSERT(r[i].calls <= 1, "request %zu: %d calls", i, r[i].calls);
+        total += r[i].calls;
+        if (r[i].calls && status_seen)
+            *status_seen = r[i].status;
+    }
+    return total;
+}
+
+static net_peers *
+peers_start(struct env *e, const struct net_handshake *hs, size_t max_queued)
+{
+    net_peers *p;
+    struct net_peers_opts o = NET_PEERS_OPTS_INIT;
+    o.hs = hs;
+    o.backoff_min_ms = 20;
+    o.backoff_max_ms = 80;
+    o.connect_timeout_ms = 5000;
+    if (max_queued)
+        o.max_queued = max_queued;
+    ck_assert_int_eq(net_peers_new(&p, &e->loop, &o), 0);
+    return p;
+}
+
+#define NPIPE 20000
+
+START_TEST(rpc_pipelined_and_batched)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.echo = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    net_peers *p = peers_start(&e, NULL, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    struct rpc_res *res = calloc(NPIPE, sizeof(*res));
+    /* All requests in one loop turn: they share one connection and leave
+     * in one write. */
+    for (uint64_t i = 0; i < NPIPE; i++) {
+        uint8_t pl[24];
+        res[i].tag = i * 2654435761u;
+        memcpy(pl, &res[i].tag, 8);
+        memset(pl + 8, (int)i, sizeof(pl) - 8);
+        ck_assert_int_eq(net_peers_request(p, a, RK_SLICE(pl, sizeof(pl)),
+                                           30000, rpc_cb, &res[i]),
+                         0);
+    }
+    ck_assert_uint_eq(net_peers_pending(p), NPIPE);
+    ck_assert_int_eq(net_peers_state(p, a), NET_PEER_CONNECTING);
+    RUN_UNTIL(&e, count_calls(res, NPIPE, NULL) == NPIPE);
+    for (size_t i = 0; i < NPIPE; i++)
+        FAST_ASSERT(res[i].match && res[i].len == 24, "request %zu", i);
+    ck_assert_int_eq(net_peers_state(p, a), NET_PEER_READY);
+    ck_assert_int_eq(v.accepted, 1);
+    struct net_stats st;
+    net_peers_stats(p, &st);
+    ck_assert_uint_eq(st.rpc_sent, NPIPE);
+    ck_assert_uint_eq(st.rpc_ok, NPIPE);
+    ck_assert_uint_eq(st.frames_out, NPIPE);
+    ck_assert_uint_eq(st.writes, 1); /* one writev for 20,000 frames */
+    struct net_stats ss;
+    net_server_stats(v.s, &ss);
+    printf("rpc_pipelined: %d requests, client writes %llu, server writes "
+           "%llu for %llu frames\n",
+           NPIPE, (unsigned long long)st.writes, (unsigned long long)ss.writes,
+           (unsigned long long)ss.frames_out);
+    ck_assert_uint_lt(ss.writes, ss.frames_out / 10);
+    free(res);
+    peers_stop(&e, p);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+START_TEST(rpc_out_of_order_and_large)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.hold = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    net_peers *p = peers_start(&e, NULL, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    struct rpc_res res[100];
+    memset(res, 0, sizeof(res));
+    for (int i = 0; i < 100; i++) {
+        uint8_t pl[8];
+        res[i].tag = (uint64_t)i + 1000;
+        memcpy(pl, &res[i].tag, 8);
+        ck_assert_int_eq(
+            net_peers_request(p, a, RK_SLICE(pl, 8), 30000, rpc_cb, &res[i]),
+            0);
+    }
+    RUN_UNTIL(&e, v.nheld == 100);
+    srv_release_held(&v, true); /* answered last to first */
+    RUN_UNTIL(&e, count_calls(res, 100, NULL) == 100);
+    for (int i = 0; i < 100; i++)
+        ck_assert(res[i].match);
+
+    /* The largest value the system allows crosses in one frame each way. */
+    v.hold = false;
+    v.echo = true;
+    size_t big = RK_MAX_VALUE + RK_MAX_KEY;
+    uint8_t *pl = malloc(big);
+    for (size_t j = 0; j < big; j++)
+        pl[j] = (uint8_t)(j * 13);
+    struct rpc_res r = {.tag = 0};
+    memcpy(&r.tag, pl, 8);
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE(pl, big), 30000, rpc_cb, &r), 0);
+    RUN_UNTIL(&e, r.calls == 1);
+    ck_assert(r.match);
+    ck_assert_uint_eq(r.len, big);
+    /* Over max_frame: refused at the call. */
+    struct rpc_res r2 = {0};
+    ck_assert_int_eq(net_peers_request(p, a,
+                                       RK_SLICE(pl, NET_MAX_FRAME_DEFAULT), 1,
+                                       rpc_cb, &r2),
+                     RK_ETOOLARGE);
+    free(pl);
+    peers_stop(&e, p);
+    ck_assert_int_eq(r2.calls, 0);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+START_TEST(rpc_timeouts_fire_once)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.hold = true; /* never answers in time */
+    srv_start(&e, &v, true, NULL, 0, 0);
+    net_peers *p = peers_start(&e, NULL, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    struct rpc_res res[50];
+    memset(res, 0, sizeof(res));
+    for (int i = 0; i < 50; i++)
+        ck_assert_int_eq(net_peers_request(p, a, RK_SLICE("q", 1),
+                                           (uint32_t)(20 + i % 5 * 10), rpc_cb,
+                                           &res[i]),
+                         0);
+    int st = 0;
+    RUN_UNTIL(&e, count_calls(res, 50, &st) == 50);
+    for (int i = 0; i < 50; i++)
+        ck_assert_int_eq(res[i].status, RK_ETIMEOUT);
+    ck_assert_uint_eq(net_peers_pending(p), 0);
+    /* The late answers arrive, are counted as unmatched, and call nobody. */
+    RUN_UNTIL(&e, v.nheld == 50);
+    srv_release_held(&v, true);
+    struct net_stats s;
+    do {
+        uv_run(&e.loop, UV_RUN_ONCE);
+        net_peers_stats(p, &s);
+    } while (s.rpc_unmatched < 50);
+    ck_assert_int_eq(count_calls(res, 50, NULL), 50);
+    ck_assert_uint_eq(s.rpc_timeout, 50);
+    /* The connection survived the timeouts. */
+    v.hold = false;
+    v.echo = true;
+    struct rpc_res ok = {.tag = 0};
+    uint8_t pl[8] = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE(pl, 8), 30000, rpc_cb, &ok), 0);
+    RUN_UNTIL(&e, ok.calls == 1);
+    ck_assert(ok.match);
+    ck_assert_int_eq(v.accepted, 1);
+    peers_stop(&e, p);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+START_TEST(rpc_disconnect_fails_pending_then_reconnects)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.close_on_req = true; /* first request: the server drops the conn */
+    v.echo = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    net_peers *p = peers_start(&e, NULL, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    struct rpc_res res[30];
+    memset(res, 0, sizeof(res));
+    for (int i = 0; i < 30; i++)
+        ck_assert_int_eq(net_peers_request(p, a, RK_SLICE("12345678", 8), 60000,
+                                           rpc_cb, &res[i]),
+                         0);
+    RUN_UNTIL(&e, count_calls(res, 30, NULL) == 30);
+    for (int i = 0; i < 30; i++) {
+        ck_assert_int_ne(res[i].status, 0);
+        ck_assert_int_ne(res[i].status, RK_ETIMEOUT);
+    }
+    RUN_UNTIL(&e, v.closed == 1);
+    ck_assert_int_eq(v.last_close_err, RK_ECLOSED);
+    /* The connection was ready before, so no backoff: the next request
+     * reconnects at once and is answered. */
+    struct rpc_res ok = {.tag = 0};
+    uint8_t pl[8] = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE(pl, 8), 60000, rpc_cb, &ok), 0);
+    RUN_UNTIL(&e, ok.calls == 1);
+    ck_assert(ok.match);
+    ck_assert_int_eq(v.accepted, 2);
+    /* net_peers_drop fails what is pending with RK_ECLOSED. */
+    v.echo = false;
+    v.hold = true;
+    struct rpc_res d = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE(pl, 8), 60000, rpc_cb, &d), 0);
+    RUN_UNTIL(&e, v.nheld == 1);
+    net_peers_drop(p, a);
+    ck_assert_int_eq(d.calls, 1);
+    ck_assert_int_eq(d.status, RK_ECLOSED);
+    /* Closing the table fails pending requests exactly once too. */
+    struct rpc_res c = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE(pl, 8), 60000, rpc_cb, &c), 0);
+    peers_stop(&e, p);
+    ck_assert_int_eq(c.calls, 1);
+    ck_assert_int_eq(c.status, RK_ECLOSED);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+START_TEST(rpc_refused_backoff_and_names)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    /* A port that was just free: bind a server, note the port, close it. */
+    srv_start(&e, &v, true, NULL, 0, 0);
+    int port = net_server_port(v.s);
+    srv_stop(&e, &v);
+    net_peers *p = peers_start(&e, NULL, 0);
+    char a[64];
+    addr_of(a, sizeof(a), port);
+    struct rpc_res r1 = {0}, r2 = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE("x", 1), 60000, rpc_cb, &r1), 0);
+    RUN_UNTIL(&e, r1.calls == 1);
+    ck_assert_int_eq(r1.status, UV_ECONNREFUSED);
+    /* In the backoff window: refused at the call, no callback. */
+    ck_assert_int_eq(net_peers_state(p, a), NET_PEER_BACKOFF);
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE("x", 1), 60000, rpc_cb, &r2),
+        RK_EUNAVAILABLE);
+    env_sleep(&e, 100);
+    ck_assert_int_eq(net_peers_state(p, a), NET_PEER_NONE);
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE("x", 1), 60000, rpc_cb, &r2), 0);
+    RUN_UNTIL(&e, r2.calls == 1);
+    ck_assert_int_eq(r2.status, UV_ECONNREFUSED);
+    struct net_stats s;
+    net_peers_stats(p, &s);
+    ck_assert_uint_eq(s.conns_failed, 2);
+    ck_assert_int_eq(
+        net_peers_request(p, "no-port", RK_SLICE("x", 1), 1, rpc_cb, &r2),
+        -EINVAL);
+
+    /* A host name goes through the resolver. */
+    struct srv w = {0};
+    w.echo = true;
+    srv_start(&e, &w, true, NULL, 0, 0);
+    char name[64];
+    snprintf(name, sizeof(name), "localhost:%d", net_server_port(w.s));
+    struct rpc_res r3 = {.tag = 0};
+    uint8_t pl[8] = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, name, RK_SLICE(pl, 8), 60000, rpc_cb, &r3), 0);
+    RUN_UNTIL(&e, r3.calls == 1);
+    ck_assert(r3.match);
+    /* Closing while a resolve is in flight leaks nothing. */
+    snprintf(name, sizeof(name), "localhost:%d", port);
+    struct rpc_res r4 = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, name, RK_SLICE(pl, 8), 60000, rpc_cb, &r4), 0);
+    peers_stop(&e, p);
+    ck_assert_int_eq(r4.calls, 1);
+    ck_assert_int_eq(r4.status, RK_ECLOSED);
+    srv_stop(&e, &w);
+    env_finish(&e);
+}
+END_TEST
+
+/* A response bigger than the client's max_frame fails the connection and
+ * its requests with RK_ETOOLARGE. */
+START_TEST(rpc_oversize_response)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.echo = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    net_peers *p;
+    struct net_peers_opts o = NET_PEERS_OPTS_INIT;
+    o.max_frame = 4096;
+    ck_assert_int_eq(net_peers_new(&p, &e.loop, &o), 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    uint8_t pl[4096 - NET_RPC_HDR];
+    memset(pl, 1, sizeof(pl));
+    struct rpc_res r = {0};
+    /* The request fits exactly; its echo (same size) fits too. */
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE(pl, sizeof(pl)), 60000, rpc_cb, &r),
+        0);
+    RUN_UNTIL(&e, r.calls == 1);
+    ck_assert_int_eq(r.status, 0);
+    /* Now the server answers with more than 4096 bytes. */
+    v.echo = false;
+    v.hold = true;
+    struct rpc_res r2 = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE(pl, 8), 60000, rpc_cb, &r2), 0);
+    RUN_UNTIL(&e, v.nheld == 1);
+    uint8_t big[5000] = {0};
+    ck_assert_int_eq(
+        net_conn_reply(v.held[0].c, v.held[0].id, RK_SLICE(big, sizeof(big))),
+        0);
+    RUN_UNTIL(&e, r2.calls == 1);
+    ck_assert_int_eq(r2.status, RK_ETOOLARGE);
+    struct net_stats s;
+    net_peers_stats(p, &s);
+    ck_assert_uint_eq(s.oversize, 1);
+    peers_stop(&e, p);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+/* ---- back-pressure ------------------------------------------------------ */
+
+/* A peer that stops reading: sends fail fast with RK_EOVERLOADED once the
+ * queue is full, and the bytes accepted stay bounded by the queue plus
+ * what the kernel buffers, however long we keep trying. */
+START_TEST(backpressure_client_side)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.pause_on_accept = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    size_t maxq = 1u << 20;
+    net_peers *p = peers_start(&e, NULL, maxq);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    size_t chunk = 64 * 1024;
+    uint8_t *pl = calloc(1, chunk);
+    struct rpc_res *res = calloc(20000, sizeof(*res));
+    size_t accepted = 0, refused = 0, i = 0;
+    /* 20,000 attempts of 64 KiB (1.25 GiB offered) over many loop turns. */
+    for (int turn = 0; turn < 200; turn++) {
+        for (int k = 0; k < 100; k++, i++) {
+            int rc = net_peers_request(p, a, RK_SLICE(pl, chunk), 600000,
+                                       rpc_cb, &res[i]);
+            if (rc == 0)
+                accepted += chunk;
+            else {
+                ck_assert_int_eq(rc, RK_EOVERLOADED);
+                refused++;
+            }
+        }
+        uv_run(&e.loop, UV_RUN_NOWAIT);
+    }
+    struct net_stats s;
+    net_peers_stats(p, &s);
+    printf("backpressure: offered %zu MiB, accepted %zu MiB, refused %zu\n",
+           (size_t)20000 * chunk >> 20, accepted >> 20, refused);
+    ck_assert_uint_gt(refused, 0);
+    ck_assert_uint_eq(s.overloaded, refused);
+    /* 1 MiB queue + loopback socket buffers; far below what was offered. */
+    ck_assert_uint_lt(accepted, (size_t)64 << 20);
+    /* Resume the server: everything accepted is answered (held requests
+     * are released with replies later; here we just let them drain). */
+    ck_assert_int_eq(v.accepted, 1);
+    peers_stop(&e, p);
+    ck_assert_int_eq(count_calls(res, 20000, NULL), (int)(accepted / chunk));
+    free(res);
+    free(pl);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+/* A client that writes requests without reading the answers: the server
+ * stops reading it instead of queueing without bound, and everything is
+ * delivered once the client reads. The client keeps 4 MiB in flight until
+ * the server pauses, however much the kernel buffers. */
+START_TEST(backpressure_server_pauses_reading)
+{
+    struct env e;
+    struct srv v = {0};
+    struct tcli t;
+    struct net_stats s;
+    env_init(&e);
+    v.echo = true;
+    size_t maxq = 1u << 20;
+    srv_start(&e, &v, false, NULL, 0, maxq);
+    tcli_connect(&e, &t, net_server_port(v.s), false);
+    size_t fsz = 64 * 1024, nframes = 0, sent = 0;
+    uint8_t *f = malloc(fsz);
+    do {
+        FAST_ASSERT(nframes < 65536, "no pause after %zu frames", nframes);
+        while (sent - t.written < (4u << 20)) {
+            memset(f, (int)nframes, fsz);
+            tcli_write_frame(&t, f, fsz);
+            sent += 4 + fsz;
+            nframes++;
+        }
+        uv_run(&e.loop, UV_RUN_ONCE);
+        net_server_stats(v.s, &s);
+    } while (s.read_pauses == 0);
+    free(f);
+    /* Give the server time to (wrongly) keep reading. */
+    env_sleep(&e, 200);
+    net_server_stats(v.s, &s);
+    ck_assert_uint_le(v.max_seen_queued, maxq);
+    ck_assert_int_lt(v.frames, (int)nframes);
+    ck_assert_int_eq(v.send_overloaded, 0);
+    /* Now read: every frame comes back, in order. */
+    t.verify = true;
+    uv_read_start((uv_stream_t *)&t.tcp, tcli_alloc, tcli_read);
+    RUN_UNTIL(&e, t.frames_seen == nframes);
+    ck_assert(!t.bad_frame);
+    ck_assert_int_eq(v.frames, (int)nframes);
+    ck_assert_uint_le(v.max_seen_queued, maxq);
+    net_server_stats(v.s, &s);
+    printf("server back-pressure: %zu MiB echoed through a %zu KiB queue, "
+           "max queued %zu KiB, %llu read pauses\n",
+           sent >> 20, maxq >> 10, v.max_seen_queued >> 10,
+           (unsigned long long)s.read_pauses);
+    tcli_close(&e, &t);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+START_TEST(read_pause_resume)
+{
+    struct env e;
+    struct srv v = {0};
+    struct tcli t;
+    env_init(&e);
+    v.echo = true;
+    v.pause_on_accept = true;
+    srv_start(&e, &v, false, NULL, 0, 0);
+    tcli_connect(&e, &t, net_server_port(v.s), true);
+    for (int i = 0; i < 10; i++)
+        tcli_write_frame(&t, "abcd", 4);
+    RUN_UNTIL(&e, v.accepted == 1 && t.written == 80);
+    env_sleep(&e, 50);
+    ck_assert_int_eq(v.frames, 0);
+    net_conn_read_resume(v.last);
+    RUN_UNTIL(&e, t.rxlen == 80);
+    ck_assert_int_eq(v.frames, 10);
+    tcli_close(&e, &t);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+/* ---- handshake ---------------------------------------------------------- */
+
+struct hs_ctx {
+    uint8_t key[RPC_KEY_BYTES];
+    const char *cluster;
+    const char *node;
+};
+
+static int
+hs_make(void *arg, struct rk_slice peer, uint8_t *out, size_t cap, size_t *len)
+{
+    struct hs_ctx *h = arg;
+    uint8_t nonce[RPC_NONCE_BYTES];
+    randombytes_buf(nonce, sizeof(nonce));
+    return rpc_handshake_make(
+        out, cap, len, h->key, RK_SLICE(h->cluster, strlen(h->cluster)),
+        RK_SLICE(h->node, strlen(h->node)), nonce, 1, peer);
+}
+
+static int hs_check(void *arg,
+                    struct rk_slice got,
+                    struct rk_slice sent,
+                    char *name,
+                    size_t cap)
+{
+    struct hs_ctx *h = arg;
+    return rpc_handshake_check(
+        got, sent, h->key, RK_SLICE(h->cluster, strlen(h->cluster)), name, cap);
+}
+
+static void hs_init(struct hs_ctx *h,
+                    struct net_handshake *hook,
+                    const char *secret,
+                    const char *cluster,
+                    const char *node)
+{
+    rpc_key_derive(h->key, RK_SLICE(secret, strlen(secret)));
+    h->cluster = cluster;
+    h->node = node;
+    hook->make = hs_make;
+    hook->check = hs_check;
+    hook->arg = h;
+}
+
+START_TEST(handshake_accepts_same_secret)
+{
+    struct env e;
+    struct srv v = {0};
+    struct hs_ctx hs_a, hs_b;
+    struct net_handshake hook_a, hook_b;
+    env_init(&e);
+    hs_init(&hs_a, &hook_a, "s3cret", "prod", "node-a");
+    hs_init(&hs_b, &hook_b, "s3cret", "prod", "node-b");
+    v.echo = true;
+    srv_start(&e, &v, true, &hook_a, 0, 0);
+    net_peers *p = peers_start(&e, &hook_b, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    struct rpc_res r[10];
+    memset(r, 0, sizeof(r));
+    uint8_t pl[8] = {0};
+    /* Queued before the handshake; they go right after it. */
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(
+            net_peers_request(p, a, RK_SLICE(pl, 8), 60000, rpc_cb, &r[i]), 0);
+    RUN_UNTIL(&e, count_calls(r, 10, NULL) == 10);
+    for (int i = 0; i < 10; i++)
+        ck_assert(r[i].match);
+    ck_assert_str_eq(v.peer_name, "node-b");
+    struct net_stats s;
+    net_server_stats(v.s, &s);
+    ck_assert_uint_eq(s.handshake_failed, 0);
+    peers_stop(&e, p);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+START_TEST(handshake_refuses_wrong_secret)
+{
+    struct env e;
+    struct srv v = {0};
+    struct hs_ctx hs_a, hs_b;
+    struct net_handshake hook_a, hook_b;
+    env_init(&e);
+    hs_init(&hs_a, &hook_a, "s3cret", "prod", "node-a");
+    hs_init(&hs_b, &hook_b, "guess", "prod", "mallory");
+    v.echo = true;
+    srv_start(&e, &v, true, &hook_a, 0, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+
+    /* A node with the wrong secret: it refuses the server's challenge. */
+    net_peers *p = peers_start(&e, &hook_b, 0);
+    struct rpc_res r = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE("12345678", 8), 60000, rpc_cb, &r), 0);
+    RUN_UNTIL(&e, r.calls == 1);
+    ck_assert_int_eq(r.status, RK_EAUTH);
+    struct net_stats s;
+    net_peers_stats(p, &s);
+    ck_assert_uint_eq(s.handshake_failed, 1);
+    ck_assert_int_eq(net_peers_state(p, a), NET_PEER_BACKOFF);
+    peers_stop(&e, p);
+
+    /* A client answering the challenge with a forged response (signed
+     * under the wrong key), then an RPC: closed, counted, nothing
+     * delivered. */
+    struct tcli t;
+    tcli_connect(&e, &t, net_server_port(v.s), true);
+    RUN_UNTIL(&e, t.rxlen >= 4);
+    struct rk_slice ch;
+    size_t used;
+    RUN_UNTIL(&e, net_frame_next(&ch, &used, t.rx, t.rxlen, 4096) == 1);
+    uint8_t resp[NET_HANDSHAKE_MAX];
+    size_t len;
+    ck_assert_int_eq(hs_make(&hs_b, ch, resp, sizeof(resp), &len), 0);
+    tcli_write_frame(&t, resp, len);
+    uint8_t req[NET_RPC_HDR + 8] = {NET_RPC_REQUEST, 0, 0, 0, 0, 0, 0, 0, 1};
+    tcli_write_frame(&t, req, sizeof(req));
+    RUN_UNTIL(&e, t.eof);
+    net_server_stats(v.s, &s);
+    ck_assert_uint_eq(s.handshake_failed, 1);
+    ck_assert_int_eq(v.frames, 0);
+    ck_assert_int_eq(v.accepted, 0);
+    tcli_close(&e, &t);
+
+    /* A client that skips the handshake and sends an RPC at once. */
+    tcli_connect(&e, &t, net_server_port(v.s), true);
+    tcli_write_frame(&t, req, sizeof(req));
+    RUN_UNTIL(&e, t.eof);
+    net_server_stats(v.s, &s);
+    ck_assert_uint_eq(s.handshake_failed, 2);
+    tcli_close(&e, &t);
+
+    /* A client that says nothing: closed at the handshake deadline. */
+    tcli_connect(&e, &t, net_server_port(v.s), true);
+    RUN_UNTIL(&e, t.eof);
+    net_server_stats(v.s, &s);
+    ck_assert_uint_eq(s.handshake_failed, 3);
+    tcli_close(&e, &t);
+
+    /* A response replayed from an earlier session does not fit a new
+     * challenge. */
+    struct hs_ctx hs_ok;
+    struct net_handshake hook_ok;
+    hs_init(&hs_ok, &hook_ok, "s3cret", "prod", "node-c");
+    tcli_connect(&e, &t, net_server_port(v.s), true);
+    RUN_UNTIL(&e, net_frame_next(&ch, &used, t.rx, t.rxlen, 4096) == 1);
+    ck_assert_int_eq(hs_make(&hs_ok, ch, resp, sizeof(resp), &len), 0);
+    struct tcli t2;
+    tcli_connect(&e, &t2, net_server_port(v.s), true);
+    tcli_write_frame(&t2, resp, len); /* t's response, on t2's session */
+    RUN_UNTIL(&e, t2.eof);
+    net_server_stats(v.s, &s);
+    ck_assert_uint_eq(s.handshake_failed, 4);
+    ck_assert_int_eq(v.accepted, 0);
+    /* The same response on its own session is fine. */
+    tcli_write_frame(&t, resp, len);
+    RUN_UNTIL(&e, v.accepted == 1);
+    ck_assert_str_eq(v.peer_name, "node-c");
+    tcli_close(&e, &t);
+    tcli_close(&e, &t2);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+/* ---- server lifetime ---------------------------------------------------- */
+
+START_TEST(server_close_with_refs)
+{
+    struct env e;
+    struct srv v = {0};
+    struct tcli t;
+    env_init(&e);
+    v.hold = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    tcli_connect(&e, &t, net_server_port(v.s), true);
+    uint8_t req[NET_RPC_HDR + 1] = {
+        NET_RPC_REQUEST, 0, 0, 0, 0, 0, 0, 0, 7, 'x'};
+    tcli_write_frame(&t, req, sizeof(req));
+    RUN_UNTIL(&e, v.nheld == 1);
+    net_conn *c = v.held[0].c;
+    bool done = false;
+    net_server_close(v.s, set_flag, &done);
+    RUN_UNTIL(&e, v.closed == 1);
+    ck_assert_int_eq(v.last_close_err, RK_ECLOSED);
+    /* The conn is closed but alive: replying is a clean error. */
+    env_sleep(&e, 20);
+    ck_assert(!done);
+    ck_assert(!net_conn_is_open(c));
+    ck_assert_int_eq(net_conn_reply(c, 7, RK_SLICE("y", 1)), RK_ECLOSED);
+    srv_release_held(&v, false);
+    RUN_UNTIL(&e, done);
+    free(v.held);
+    RUN_UNTIL(&e, t.eof);
+    tcli_close(&e, &t);
+    env_finish(&e);
+}
+END_TEST
+
+/* ---- UDP ---------------------------------------------------------------- */
+
+struct udp_side {
+    net_udp *u;
+    int got;
+    char last[64];
+    int from_port;
+    bool echo;
+};
+
+static void
+udp_recv(void *arg, struct rk_slice pkt, const struct sockaddr *from)
+{
+    struct udp_side *s = arg;
+    s->got++;
+    snprintf(s->last, sizeof(s->last), "%.*s", (int)pkt.len,
+             (const char *)pkt.p);
+    s->from_port = ntohs(((const struct sockaddr_in *)from)->sin_port);
+    if (s->echo)
+        ck_assert_int_eq(net_udp_send(s->u, from, pkt), 0);
+}
+
+START_TEST(udp_round_trip)
+{
+    struct env e;
+    struct udp_side a = {0}, b = {0};
+    env_init(&e);
+    struct net_udp_opts o = NET_UDP_OPTS_INIT;
+    o.on_recv = udp_recv;
+    o.arg = &a;
+    ck_assert_int_eq(net_udp_new(&a.u, &e.loop, &o), 0);
+    o.arg = &b;
+    ck_assert_int_eq(net_udp_new(&b.u, &e.loop, &o), 0);
+    b.echo = true;
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", net_udp_port(b.u));
+    for (int i = 0; i < 20; i++) {
+        char m[32];
+        int n = snprintf(m, sizeof(m), "syn %d", i);
+        ck_assert_int_eq(net_udp_send_to(a.u, addr, RK_SLICE(m, (size_t)n)), 0);
+        RUN_UNTIL(&e, a.got == i + 1);
+        ck_assert_str_eq(a.last, m);
+        ck_assert_int_eq(a.from_port, net_udp_port(b.u));
+        ck_assert_int_eq(b.from_port, net_udp_port(a.u));
+    }
+    static uint8_t big[NET_UDP_MAX + 1];
+    ck_assert_int_eq(net_udp_send_to(a.u, addr, RK_SLICE(big, sizeof(big))),
+                     RK_ETOOLARGE);
+    ck_assert_int_eq(net_udp_send_to(a.u, "nohost:1", RK_SLICE("x", 1)),
+                     -EINVAL);
+    struct net_stats s;
+    net_udp_stats(b.u, &s);
+    ck_assert_uint_eq(s.frames_in, 20);
+    bool da = false, db = false;
+    net_udp_close(a.u, set_flag, &da);
+    net_udp_close(b.u, set_flag, &db);
+    RUN_UNTIL(&e, da && db);
+    env_finish(&e);
+}
+END_TEST
+
+static Suite *net_suite(void)
+{
+    Suite *s = suite_create("net");
+    TCase *tc = tcase_create("helpers");
+    tcase_add_test(tc, frame_and_addr_helpers);
+    tcase_add_loop_test(tc, read_buffer_splits, 0, 8);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("frames");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, raw_frames_round_trip);
+    tcase_add_test(tc, oversize_frame_closes);
+    tcase_add_test(tc, read_pause_resume);
+    tcase_add_test(tc, server_close_with_refs);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("rpc");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, rpc_pipelined_and_batched);
+    tcase_add_test(tc, rpc_out_of_order_and_large);
+    tcase_add_test(tc, rpc_timeouts_fire_once);
+    tcase_add_test(tc, rpc_disconnect_fails_pending_then_reconnects);
+    tcase_add_test(tc, rpc_refused_backoff_and_names);
+    tcase_add_test(tc, rpc_oversize_response);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("backpressure");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, backpressure_client_side);
+    tcase_add_test(tc, backpressure_server_pauses_reading);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("handshake");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, handshake_accepts_same_secret);
+    tcase_add_test(tc, handshake_refuses_wrong_secret);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("udp");
+    tcase_add_test(tc, udp_round_trip);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    if (sodium_init() < 0)
+        return EXIT_FAILURE;
+    SRunner *sr = srunner_create(net_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
