@@ -79,6 +79,7 @@ static const struct key keys[] = {
     {"connect_timeout_ms", K_INT, OFF(connect_timeout_ms), 0, 1, 600000, 0},
     {"gossip_interval_ms", K_INT, OFF(gossip_interval_ms), 0, 10, 60000, 0},
     {"phi_convict_threshold", K_DBL, OFF(phi_convict_threshold), 0, 1, 100, 0},
+    {"hinted_handoff", K_BOOL, OFF(hinted_handoff), 0, 0, 0, 0},
     {"max_hint_window_ms", K_I64, OFF(max_hint_window_ms), 0, 0,
      30.0 * 86400 * 1000, 0},
     {"gc_grace_seconds", K_I64, OFF(gc_grace_seconds), 0, 0, 365.0 * 86400, 0},
@@ -627,10 +628,10 @@ int node_config_apply_env(struct node_config *c,
         if (!eq)
             continue;
         char key[64];
-        if (key_norm(key, sizeof(key), name, (size_t)(eq - name)) < 0)
-            return fail(err, errlen, "%.*s: unknown configuration key",
-                        (int)(eq - e), e);
-        if (strcmp(key, "config") == 0 || strcmp(key, "bin_dir") == 0)
+        /* The RINGKV_ namespace is shared with the CLI and the tools
+         * (RINGKV_BIN_DIR, ...): names that are not keys are skipped. */
+        if (key_norm(key, sizeof(key), name, (size_t)(eq - name)) < 0 ||
+            !key_find(key))
             continue;
         int rc = node_config_set(c, key, eq + 1, sub, sizeof(sub));
         if (rc < 0)
@@ -834,8 +835,10 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         "phi_convict_threshold: %g\n",
         c->periodic_sync_ms, c->read_timeout_ms, c->write_timeout_ms,
         c->connect_timeout_ms, c->gossip_interval_ms, c->phi_convict_threshold);
-    OUT("max_hint_window_ms: %lld\ngc_grace_seconds: %lld\n",
-        (long long)c->max_hint_window_ms, (long long)c->gc_grace_seconds);
+    OUT("hinted_handoff: %s\nmax_hint_window_ms: %lld\n"
+        "gc_grace_seconds: %lld\n",
+        c->hinted_handoff ? "true" : "false", (long long)c->max_hint_window_ms,
+        (long long)c->gc_grace_seconds);
     OUT("max_inflight: %d\nmax_pipeline: %d\nrequirepass: %s\n",
         c->max_inflight, c->max_pipeline, c->requirepass[0] ? "<set>" : "\"\"");
     OUT("log_level: %s\nlog_file: \"%s\"\n", loglevel_names[c->log_level],

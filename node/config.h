@@ -85,6 +85,7 @@ struct node_config {
     int connect_timeout_ms;
     int gossip_interval_ms;
     double phi_convict_threshold;
+    int hinted_handoff; /* store hints for DOWN replicas */
     int64_t max_hint_window_ms;
     int64_t gc_grace_seconds;
     int max_inflight; /* admission control: requests in flight */
@@ -107,7 +108,7 @@ struct node_config {
         .periodic_sync_ms = 1000, .read_timeout_ms = 2000,                  \
         .write_timeout_ms = 2000, .connect_timeout_ms = 1000,               \
         .gossip_interval_ms = 1000, .phi_convict_threshold = 8.0,           \
-        .max_hint_window_ms = 3 * 3600 * 1000LL,                            \
+        .hinted_handoff = 1, .max_hint_window_ms = 3 * 3600 * 1000LL,       \
         .gc_grace_seconds = 10 * 86400LL, .max_inflight = 10000,            \
         .max_pipeline = 1024, .log_level = NODE_LOG_INFO,                   \
     }
@@ -136,8 +137,9 @@ int node_config_load_file(struct node_config *c,
                           char *err,
                           size_t errlen);
 
-/* Apply every RINGKV_<KEY>=value of `envp` (NULL-terminated, as environ).
- * RINGKV_CONFIG (the file name) and RINGKV_BIN_DIR are skipped. */
+/* Apply every RINGKV_<KEY>=value of `envp` (NULL-terminated, as environ)
+ * whose <KEY> is a configuration key. Other RINGKV_* names (RINGKV_CONFIG,
+ * the file name; variables of the CLI and tools) are skipped. */
 int node_config_apply_env(struct node_config *c,
                           char *const *envp,
                           char *err,

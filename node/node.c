@@ -1,31 +1,30 @@
 /*
  * node.c - the daemon's context: identity, life cycle, and the wiring of
  * the parts on one libuv loop.
+ *
+ * Start-up: node_new() takes the identity from data_dir (or creates it),
+ * raises the generation, reads the cluster secret and opens the store;
+ * node_start() opens, in order, the gossip socket, the internode server and
+ * client, and the client port. Shutdown (node_stop) closes listeners first,
+ * lets in-flight replica writes and hint jobs finish, then closes the store
+ * (LMDB synced and closed) and reports done.
  */
 #include "node/node.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/rk.h"
 #include "node/log.h"
+#include "node/node_internal.h"
 #include "node/state.h"
-
-struct node {
-    uv_loop_t *loop;
-    struct node_config cfg;
-    struct node_state st;
-    int fresh; /* data_dir was new at start */
-    int stopping;
-    int open_handles;
-    void (*stop_done)(void *arg);
-    void *stop_arg;
-};
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -40,6 +39,63 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     }
     return rc;
 }
+
+uint64_t node__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t node__mono_ms(node *n)
+{
+    uv_update_time(n->loop);
+    return uv_now(n->loop);
+}
+
+int node__resolve(struct sockaddr_storage *out, const char *host, int port)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &res);
+    if (rc != 0 || !res)
+        return -EHOSTUNREACH;
+    memset(out, 0, sizeof(*out));
+    memcpy(out, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* "host:port" or "[v6]:port" -> numeric "ip:port". */
+int node__resolve_str(char *out, size_t len, const char *host_port)
+{
+    char host[256];
+    const char *colon = strrchr(host_port, ':');
+    if (!colon)
+        return -EINVAL;
+    size_t hl = (size_t)(colon - host_port);
+    if (hl >= sizeof(host))
+        return -EINVAL;
+    memcpy(host, host_port, hl);
+    host[hl] = '\0';
+    char *h = host;
+    if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') {
+        h[hl - 1] = '\0';
+        h++;
+    }
+    int port = atoi(colon + 1);
+    struct sockaddr_storage ss;
+    int rc = node__resolve(&ss, h, port);
+    if (rc < 0)
+        return rc;
+    return net_addr_format(out, len, (struct sockaddr *)&ss);
+}
+
+/* ---- identity --------------------------------------------------------- */
 
 static int node__identity(node *n, char *err, size_t errlen)
 {
@@ -77,13 +133,107 @@ static int node__identity(node *n, char *err, size_t errlen)
                         "not '%s'",
                         c->data_dir, n->st.cluster_name, c->cluster_name);
         snprintf(c->node_name, sizeof(c->node_name), "%s", n->st.node_name);
+        /* a node that never finished joining starts over */
+        if (n->st.ntokens == 0)
+            n->fresh = 1;
     }
+    if (strlen(c->node_name) > GOSSIP_NAME_MAX)
+        return fail(err, errlen, RK_ECONFIG, "node_name: longer than %d bytes",
+                    GOSSIP_NAME_MAX);
     n->st.generation =
         node_state_next_generation(n->st.generation, (int64_t)time(NULL));
     rc = node_state_save(&n->st, c->data_dir);
     if (rc < 0)
         return fail(err, errlen, rc, "data_dir: cannot write node.state: %s",
                     rk_strerror(rc));
+    return 0;
+}
+
+static int node__secret(node *n, char *err, size_t errlen)
+{
+    const struct node_config *c = &n->cfg;
+    if (!c->cluster_secret_file[0]) {
+        n->secret_len = strlen(c->cluster_name);
+        memcpy(n->secret, c->cluster_name, n->secret_len);
+        LOG(WARN, "config.no_secret",
+            "msg=\"cluster_secret_file not set: the MAC key is derived from "
+            "cluster_name, which is not a secret\"");
+    } else {
+        FILE *f = fopen(c->cluster_secret_file, "rb");
+        if (!f)
+            return fail(err, errlen, -errno,
+                        "cluster_secret_file: cannot open '%s': %s",
+                        c->cluster_secret_file, strerror(errno));
+        n->secret_len = fread(n->secret, 1, sizeof(n->secret), f);
+        fclose(f);
+        if (n->secret_len == 0)
+            return fail(err, errlen, RK_ECONFIG,
+                        "cluster_secret_file: '%s' is empty",
+                        c->cluster_secret_file);
+    }
+    rpc_key_derive(n->rpc_key, RK_SLICE(n->secret, n->secret_len));
+    return 0;
+}
+
+static int node__addresses(node *n, char *err, size_t errlen)
+{
+    struct node_config *c = &n->cfg;
+    struct sockaddr_storage ss;
+    int rc = node__resolve(&ss, c->listen_address, c->gossip_port);
+    if (rc < 0)
+        return fail(err, errlen, RK_ECONFIG,
+                    "listen_address: cannot resolve '%s'", c->listen_address);
+    char buf[96];
+    net_addr_format(buf, sizeof(buf), (struct sockaddr *)&ss);
+    char *colon = strrchr(buf, ':');
+    if (colon)
+        *colon = '\0';
+    const char *ip = buf;
+    if (ip[0] == '[') {
+        ip++;
+        buf[strlen(buf) - 1] = '\0';
+    }
+    snprintf(n->listen_ip, sizeof(n->listen_ip), "%s", ip);
+
+    char self_adv[96] = "";
+    char tmp[300];
+    snprintf(tmp, sizeof(tmp), "%s:%d", c->advertise_address, c->gossip_port);
+    node__resolve_str(self_adv, sizeof(self_adv), tmp);
+    n->nseeds = 0;
+    for (int i = 0; i < c->nseeds; i++) {
+        const char *s = c->seeds[i];
+        const char *colon2 = strrchr(s, ':');
+        if (colon2 && strchr(s, ':') == colon2)
+            snprintf(tmp, sizeof(tmp), "%s", s);
+        else
+            snprintf(tmp, sizeof(tmp), "%s:%d", s, c->gossip_port);
+        char out[80];
+        if (node__resolve_str(out, sizeof(out), tmp) < 0) {
+            LOG(WARN, "config.seed_unresolved", "seed=%s", s);
+            continue;
+        }
+        if (strcmp(out, self_adv) == 0)
+            n->is_seed = true;
+        snprintf(n->seeds[n->nseeds++], sizeof(n->seeds[0]), "%s", out);
+    }
+    return 0;
+}
+
+static int node__store_open(node *n, char *err, size_t errlen)
+{
+    struct store_opts so = STORE_OPTS_INIT;
+    so.data_dir = n->cfg.data_dir;
+    so.durability = n->cfg.durability == NODE_DURABILITY_GROUP
+                        ? STORE_GROUP_COMMIT
+                        : STORE_PERIODIC;
+    so.periodic_ms = (uint32_t)n->cfg.periodic_sync_ms;
+    so.gc_grace_ms = (uint64_t)n->cfg.gc_grace_seconds * 1000u;
+    int rc = store_open(&n->store, &so);
+    if (rc < 0)
+        return fail(err, errlen, rc,
+                    "data_dir: cannot open the store in "
+                    "'%s': %s",
+                    n->cfg.data_dir, rk_strerror(rc));
     return 0;
 }
 
@@ -98,36 +248,101 @@ int node_new(node **out,
         return -ENOMEM;
     n->loop = loop;
     n->cfg = *cfg;
+    n->self_idx = RING_NONE;
+    n->hlc = (struct hlc)HLC_INIT;
+    gossip_out_init(&n->gout);
     if (!n->cfg.advertise_address[0])
         memcpy(n->cfg.advertise_address, n->cfg.listen_address,
                sizeof(n->cfg.listen_address));
     int rc = node__identity(n, err, errlen);
+    if (rc == 0)
+        rc = node__secret(n, err, errlen);
+    if (rc == 0)
+        rc = node__addresses(n, err, errlen);
+    if (rc == 0)
+        rc = node__store_open(n, err, errlen);
     if (rc < 0) {
+        gossip_out_free(&n->gout);
         free(n);
         return rc;
     }
+    hlc_now(&n->hlc, node__now_ms());
     *out = n;
     return 0;
 }
 
+/* ---- life cycle ------------------------------------------------------- */
+
+void node__handle_closed(uv_handle_t *h)
+{
+    node *n = h->data;
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
+static void on_check(uv_check_t *h)
+{
+    node *n = h->data;
+    node__coord_run_deferred(n);
+    node__commit_flush(n);
+    node__csrv_flush(n);
+}
+
 int node_start(node *n, char *err, size_t errlen)
 {
-    (void)err;
-    (void)errlen;
     LOG(INFO, "node.start",
-        "generation=%lld fresh=%d data_dir=%s listen=%s dc=%s rack=%s",
-        (long long)n->st.generation, n->fresh, n->cfg.data_dir,
-        n->cfg.listen_address, n->cfg.datacenter, n->cfg.rack);
+        "generation=%lld fresh=%d data_dir=%s listen=%s dc=%s rack=%s "
+        "seed=%d",
+        (long long)n->st.generation, n->fresh, n->cfg.data_dir, n->listen_ip,
+        n->cfg.datacenter, n->cfg.rack, n->is_seed);
+    uv_check_init(n->loop, &n->check);
+    n->check.data = n;
+    uv_check_start(&n->check, on_check);
+    int rc = node__internode_start(n, err, errlen);
+    if (rc == 0)
+        rc = node__gossip_start(n, err, errlen);
+    if (rc == 0)
+        rc = node__csrv_start(n, err, errlen);
+    if (rc < 0) {
+        node_stop(n, NULL, NULL);
+        return rc;
+    }
+    LOG(INFO, "node.listening", "gossip=%s:%d internode=%s:%d client=%s:%d",
+        n->listen_ip, n->cfg.gossip_port, n->listen_ip, n->cfg.internode_port,
+        n->listen_ip, n->cfg.client_port);
     return 0;
 }
 
-static void node__maybe_done(node *n)
+void node__stop_progress(node *n)
 {
-    if (n->stopping && n->open_handles == 0 && n->stop_done) {
-        void (*done)(void *) = n->stop_done;
-        n->stop_done = NULL;
-        done(n->stop_arg);
+    if (!n->stopping || n->pending_closes > 0 || n->commit_running)
+        return;
+    if (n->commit_open && n->commit_open->nwaiters) {
+        node__commit_flush(n);
+        return;
     }
+    if (n->stopping == 1) {
+        n->stopping = 2;
+        node__commit_free(n);
+        uv_close((uv_handle_t *)&n->check, NULL);
+        if (n->store) {
+            store_free(n->store);
+            n->store = NULL;
+            LOG(INFO, "store.closed", "%s", "");
+        }
+        if (n->stop_done) {
+            void (*done)(void *) = n->stop_done;
+            n->stop_done = NULL;
+            done(n->stop_arg);
+        }
+    }
+}
+
+static void on_part_closed(void *arg)
+{
+    node *n = arg;
+    n->pending_closes--;
+    node__stop_progress(n);
 }
 
 void node_stop(node *n, void (*done)(void *arg), void *arg)
@@ -137,14 +352,27 @@ void node_stop(node *n, void (*done)(void *arg), void *arg)
     n->stopping = 1;
     n->stop_done = done;
     n->stop_arg = arg;
-    LOG(INFO, "node.stop", "generation=%lld", (long long)n->st.generation);
-    node__maybe_done(n);
+    LOG(INFO, "node.stop", "generation=%lld inflight=%lld",
+        (long long)n->st.generation, (long long)n->inflight);
+    n->pending_closes++; /* held while this function runs */
+    node__csrv_stop(n);
+    node__gossip_stop(n);
+    node__internode_stop(n);
+    (void)on_part_closed;
+    n->pending_closes--;
+    node__stop_progress(n);
 }
 
 void node_free(node *n)
 {
     if (!n)
         return;
+    if (n->store)
+        store_free(n->store);
+    gossip_free(n->g);
+    gossip_out_free(&n->gout);
+    ring_free(n->ring);
+    free(n->peer);
     free(n);
 }
 
