@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/metrics.h"
 #include "node/node_internal.h"
 #include "wire/client_msg.h"
 
@@ -340,6 +341,14 @@ char *node__metrics_text(node *n, size_t *out_len)
                   "# TYPE ringkv_keys gauge\nringkv_keys %llu\n"
                   "# TYPE ringkv_disk_bytes gauge\nringkv_disk_bytes %llu\n",
                   nr, (unsigned long long)keys, (unsigned long long)bytes);
+    }
+    if (n->metrics) {
+        char *h = NULL;
+        size_t hl = 0;
+        if (metrics_render(&h, &hl, n->metrics) == 0) {
+            tb_printf(&t, "%s", h);
+            free(h);
+        }
     }
     if (t.oom) {
         free(t.p);

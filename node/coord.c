@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "node/log.h"
+#include "node/metrics.h"
 #include "node/node_internal.h"
 
 enum { C_GET = 0, C_PUT, C_DEL };
@@ -49,6 +50,7 @@ struct creq {
     enum node_cl cl;
     coord_cb cb;
     void *arg;
+    uint64_t start_ns;
     struct creq *next_deferred;
     bool done;
     bool deferred;
@@ -223,6 +225,10 @@ static void finish(struct creq *q, int err, struct rk_slice value)
                             : (q->op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL);
     if (err == RK_ETIMEOUT)
         n->stats.timeout[op][q->cl]++;
+    if (n->lat)
+        metrics_observe_us(
+            n->lat, metrics_series(n->lat, (size_t)op, (size_t)q->cl - 1, 0),
+            (uv_hrtime() - q->start_ns) / 1000u);
     struct coord_result res = {
         .err = err, .acks = q->acks, .need = q->need, .value = value};
     q->cb(&res, q->arg);
@@ -428,6 +434,7 @@ static struct creq *creq_new(node *n,
     q->refs = 1;
     q->newest = -1;
     q->token = rk_token(key.p, key.len);
+    q->start_ns = uv_hrtime();
     n->coord_inflight++;
     return q;
 }
@@ -436,7 +443,7 @@ static int coord_write(node *n,
                        int op,
                        struct rk_slice key,
                        struct rk_slice value,
-                       uint32_t ttl_s,
+                       uint64_t ttl_ms,
                        enum node_cl cl,
                        coord_cb cb,
                        void *arg)
@@ -463,8 +470,8 @@ static int coord_write(node *n,
         rec.flags = RPC_REC_TOMBSTONE;
     } else {
         rec.value = value;
-        if (ttl_s)
-            rec.expiry = now + (uint64_t)ttl_s * 1000u;
+        if (ttl_ms)
+            rec.expiry = now + ttl_ms;
     }
     rc = encode_records(q, &rec);
     if (rc < 0)
@@ -496,12 +503,12 @@ fail:
 int coord_put(node *n,
               struct rk_slice key,
               struct rk_slice value,
-              uint32_t ttl_s,
+              uint64_t ttl_ms,
               enum node_cl cl,
               coord_cb cb,
               void *arg)
 {
-    return coord_write(n, C_PUT, key, value, ttl_s, cl, cb, arg);
+    return coord_write(n, C_PUT, key, value, ttl_ms, cl, cb, arg);
 }
 
 int coord_del(

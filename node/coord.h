@@ -40,11 +40,11 @@ typedef void (*coord_cb)(const struct coord_result *res, void *arg);
 int coord_get(
     node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg);
 
-/* ttl_s 0 means no expiry. */
+/* ttl_ms 0 means no expiry. */
 int coord_put(node *n,
               struct rk_slice key,
               struct rk_slice value,
-              uint32_t ttl_s,
+              uint64_t ttl_ms,
               enum node_cl cl,
               coord_cb cb,
               void *arg);

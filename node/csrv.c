@@ -383,8 +383,8 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
         break;
     case WIRE_COP_PUT:
         rc = coord_put(n, q->key, q->value,
-                       (q->has & WIRE_CREQ_TTL) ? q->ttl : 0, cl, on_write_done,
-                       r);
+                       (q->has & WIRE_CREQ_TTL) ? (uint64_t)q->ttl * 1000u : 0,
+                       cl, on_write_done, r);
         break;
     case WIRE_COP_DEL:
         rc = coord_del(n, q->key, cl, on_write_done, r);

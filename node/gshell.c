@@ -117,38 +117,39 @@ static void ranges_ensure(node *n)
         return;
     }
     /* Work on the line [0, 2^64): a wrapping arc (s, e] with s >= e is
-     * (s, MAX] plus [0, e]. Linear pieces are (lo, hi] with lo = -1
-     * meaning "from 0". */
+     * (s, MAX] plus (-1, e]. Linear pieces are (lo, hi], lo = -1 meaning
+     * "from 0". Gaps found are created as ranges, a gap ending at MAX and
+     * one starting at 0 joined into one wrapping range. */
     typedef struct {
         __int128 lo, hi;
     } lin;
-    size_t cap = 2 * (nhave + 1);
+    size_t cap = 2 * (nhave + 1), gcap = 2 * want + 2, ng = 0;
+    int created = 0;
     lin *hl = calloc(cap, sizeof(*hl));
+    lin *gaps = calloc(gcap, sizeof(*gaps));
     size_t nh = 0;
     for (size_t i = 0; hl && i < nhave; i++) {
-        __int128 s = have[i].start, e = have[i].end;
+        __int128 s0 = have[i].start, e0 = have[i].end;
         if (have[i].start < have[i].end) {
-            hl[nh++] = (lin){s, e};
+            hl[nh++] = (lin){s0, e0};
         } else {
-            hl[nh++] = (lin){s, (__int128)UINT64_MAX};
-            hl[nh++] = (lin){-1, e};
+            hl[nh++] = (lin){s0, (__int128)UINT64_MAX};
+            hl[nh++] = (lin){-1, e0};
         }
     }
-    int created = 0;
-    for (size_t k = 0; hl && k < want; k++) {
+    for (size_t k = 0; hl && gaps && k < want; k++) {
         lin pieces[2];
         int np = 0;
-        __int128 s = rr[k].start, e = rr[k].end;
+        __int128 s0 = rr[k].start, e0 = rr[k].end;
         if (rr[k].start < rr[k].end) {
-            pieces[np++] = (lin){s, e};
+            pieces[np++] = (lin){s0, e0};
         } else {
-            pieces[np++] = (lin){s, (__int128)UINT64_MAX};
-            pieces[np++] = (lin){-1, e};
+            pieces[np++] = (lin){s0, (__int128)UINT64_MAX};
+            pieces[np++] = (lin){-1, e0};
         }
         for (int p = 0; p < np; p++) {
             __int128 cur = pieces[p].lo;
             while (cur < pieces[p].hi) {
-                /* the covered piece holding cur+1, if any */
                 __int128 next_cov = pieces[p].hi, cov_end = -2;
                 for (size_t i = 0; i < nh; i++) {
                     if (hl[i].lo <= cur && cur < hl[i].hi) {
@@ -162,36 +163,44 @@ static void ranges_ensure(node *n)
                     cur = cov_end;
                     continue;
                 }
-                struct store_range nr;
-                nr.start = cur < 0 ? UINT64_MAX : (uint64_t)cur;
-                nr.end = (uint64_t)next_cov;
-                int rc = store_range_create(n->store, nr);
-                if (rc < 0) {
-                    LOG(ERROR, "store.range_create_fail",
-                        "start=%llu end=%llu error=\"%s\"",
-                        (unsigned long long)nr.start,
-                        (unsigned long long)nr.end, rk_strerror(rc));
+                if (ng == gcap)
                     goto out;
-                }
-                created++;
-                if (nh < cap) {
-                    hl[nh++] = (lin){cur, next_cov};
-                } else {
-                    lin *g2 = realloc(hl, 2 * cap * sizeof(*hl));
-                    if (!g2)
-                        goto out;
-                    hl = g2;
-                    cap *= 2;
-                    hl[nh++] = (lin){cur, next_cov};
-                }
+                gaps[ng++] = (lin){cur, next_cov};
                 cur = next_cov;
             }
         }
+    }
+    /* join the gap that ends at MAX with the one that starts at 0 */
+    int tail = -1, head = -1;
+    for (size_t i = 0; i < ng; i++) {
+        if (gaps[i].hi == (__int128)UINT64_MAX && gaps[i].lo >= 0)
+            tail = (int)i;
+        if (gaps[i].lo == -1)
+            head = (int)i;
+    }
+    for (size_t i = 0; i < ng; i++) {
+        if ((int)i == head && tail >= 0)
+            continue; /* created with the tail */
+        struct store_range nr;
+        nr.start = gaps[i].lo < 0 ? UINT64_MAX : (uint64_t)gaps[i].lo;
+        nr.end = (uint64_t)gaps[i].hi;
+        if ((int)i == tail && head >= 0)
+            nr.end = (uint64_t)gaps[head].hi;
+        int rc = store_range_create(n->store, nr);
+        if (rc < 0) {
+            LOG(ERROR, "store.range_create_fail",
+                "start=%llu end=%llu error=\"%s\"",
+                (unsigned long long)nr.start, (unsigned long long)nr.end,
+                rk_strerror(rc));
+            goto out;
+        }
+        created++;
     }
 out:
     if (created)
         LOG(INFO, "store.ranges", "created=%d replicated_arcs=%zu", created,
             want);
+    free(gaps);
     free(hl);
     free(have);
     free(rr);

@@ -26,6 +26,10 @@
 #include "wire/rpc_msg.h"
 
 struct csrv_conn;
+struct rconn;
+struct metrics;
+struct metrics_family;
+struct http_server;
 struct commit_waiter;
 
 /* Counters exported by METRICS (index by enum node_cl, by op). */
@@ -139,6 +143,20 @@ struct node {
     int64_t coord_inflight;  /* coordinator requests in flight */
     struct creq *deferred;   /* decisions due at the end of the turn */
 
+    /* RESP server */
+    uv_tcp_t rsrv;
+    int rsrv_open;
+    struct rconn *rconns;
+    struct rconn *rdirty;
+
+    /* metrics: counters above, latency histograms in the registry, served
+     * over HTTP from a snapshot published every second */
+    struct metrics *metrics;
+    struct metrics_family *lat;
+    struct http_server *http;
+    uv_timer_t mtimer;
+    int mtimer_open;
+
     struct node_stats stats;
 };
 
@@ -216,6 +234,11 @@ int node__admin(node *n,
                 const struct wire_creq *q);
 /* Prometheus text of the node's counters; malloc'd, caller frees. */
 char *node__metrics_text(node *n, size_t *out_len);
+
+/* ---- rsrv.c ---- */
+int node__rsrv_start(node *n, char *err, size_t errlen);
+void node__rsrv_stop(node *n);
+void node__rsrv_flush(node *n);
 
 /* ---- csrv.c ---- */
 int node__csrv_start(node *n, char *err, size_t errlen);
