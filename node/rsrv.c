@@ -49,6 +49,10 @@ struct rconn {
     size_t writing;
     int refs;
     enum node_cl cl;
+    int writes_inflight; /* SET/MSET/DEL not finished yet */
+    bool has_held;       /* a command waits for those writes */
+    bool processing;
+    struct resp_cmd held;
     char peer[64];
 };
 
@@ -78,6 +82,7 @@ struct rop {
     size_t klen, vlen;
     uint64_t ttl_ms;
     enum resp_set_cond cond;
+    bool is_write; /* counted in c->writes_inflight */
 };
 
 struct rsub {
@@ -88,6 +93,7 @@ struct rsub {
 static void rconn_unref(struct rconn *c);
 static void rconn_close(struct rconn *c);
 static void rconn_resume(struct rconn *c);
+static void rconn_process(struct rconn *c);
 
 /* ---- output ----------------------------------------------------------- */
 
@@ -151,7 +157,7 @@ static void on_write(uv_write_t *req, int status)
              c->out.len == 0 && !c->head)
         rconn_close(c);
     else if (!c->closing && !c->reading && !c->close_after_flush &&
-             c->writing < RSRV_OUT_HIGH / 2)
+             !c->has_held && c->writing < RSRV_OUT_HIGH / 2)
         rconn_resume(c);
     rconn_unref(c);
 }
@@ -311,7 +317,11 @@ static void op_finish(struct rop *o)
     }
     o->slot->done = true;
     drain_slots(c);
+    bool was_write = o->is_write;
     op_free(o);
+    if (was_write && --c->writes_inflight == 0 && c->has_held &&
+        !c->processing && !c->closing)
+        rconn_process(c);
     rconn_unref(c);
 }
 
@@ -664,7 +674,98 @@ static void exec_cmd(struct rconn *c, const struct resp_cmd *cmd)
         slot->done = true;
         return;
     }
+    if (rq.op == RESP_OP_MSET || rq.op == RESP_OP_DEL ||
+        (rq.op == RESP_OP_SET)) {
+        o->is_write = true;
+        c->writes_inflight++;
+    }
     op_release(o); /* drop the issuing hold */
+}
+
+/* ---- ordering --------------------------------------------------------- */
+
+static bool arg_is(struct rk_slice a, const char *s)
+{
+    size_t l = strlen(s);
+    if (a.len != l)
+        return false;
+    for (size_t i = 0; i < l; i++)
+        if ((a.p[i] | 0x20) != s[i])
+            return false;
+    return true;
+}
+
+/* Commands that only write (SET without NX/XX, MSET) may run while earlier
+ * writes of the connection are in flight: their timestamps are taken in
+ * order. Anything else waits for those writes, so a connection reads its
+ * own writes, as with Redis. */
+static bool may_overtake(const struct resp_cmd *cmd)
+{
+    if (arg_is(cmd->argv[0], "mset"))
+        return true;
+    if (!arg_is(cmd->argv[0], "set"))
+        return false;
+    for (size_t i = 3; i < cmd->argc; i++)
+        if (arg_is(cmd->argv[i], "nx") || arg_is(cmd->argv[i], "xx") ||
+            arg_is(cmd->argv[i], "get"))
+            return false;
+    return true;
+}
+
+/* Run the commands the parser holds, in order, until one must wait. */
+static void rconn_process(struct rconn *c)
+{
+    c->refs++;
+    c->processing = true;
+    while (!c->closing && !c->close_after_flush) {
+        struct resp_cmd cmd;
+        if (c->has_held) {
+            cmd = c->held;
+        } else {
+            int rc = resp_parser_next(&cmd, c->p);
+            if (rc == 0)
+                break;
+            if (rc < 0) {
+                struct rslot *sl = slot_new(c);
+                if (sl) {
+                    if (rc == RK_EPROTO)
+                        resp_out_proto_error(&sl->out, c->p);
+                    else
+                        resp_out_error(&sl->out, "ERR", "out of memory");
+                    sl->done = true;
+                }
+                c->n->stats.client_bad_frames++;
+                LOG(INFO, "resp.protocol_error", "peer=%s error=\"%s\"",
+                    c->peer, resp_parser_error(c->p));
+                c->close_after_flush = true;
+                break;
+            }
+        }
+        if (c->writes_inflight > 0 && !may_overtake(&cmd)) {
+            c->held = cmd;
+            c->has_held = true;
+            break;
+        }
+        c->has_held = false;
+        exec_cmd(c, &cmd);
+    }
+    c->processing = false;
+    if ((c->close_after_flush || c->has_held) && c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+    drain_slots(c);
+    if (!c->closing && c->reading &&
+        (c->writing + c->out.len > RSRV_OUT_HIGH ||
+         c->nslots > (size_t)c->n->cfg.max_pipeline * 2)) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    } else if (!c->closing && !c->reading && !c->has_held &&
+               !c->close_after_flush && c->writing < RSRV_OUT_HIGH / 2 &&
+               c->nslots <= (size_t)c->n->cfg.max_pipeline * 2) {
+        rconn_resume(c);
+    }
+    rconn_unref(c);
 }
 
 /* ---- reading ---------------------------------------------------------- */
@@ -694,41 +795,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         return;
     resp_parser_commit(c->p, (size_t)nread);
-    c->refs++;
-    while (!c->closing && !c->close_after_flush) {
-        struct resp_cmd cmd;
-        int rc = resp_parser_next(&cmd, c->p);
-        if (rc == 0)
-            break;
-        if (rc < 0) {
-            struct rslot *sl = slot_new(c);
-            if (sl) {
-                if (rc == RK_EPROTO)
-                    resp_out_proto_error(&sl->out, c->p);
-                else
-                    resp_out_error(&sl->out, "ERR", "out of memory");
-                sl->done = true;
-            }
-            c->n->stats.client_bad_frames++;
-            LOG(INFO, "resp.protocol_error", "peer=%s error=\"%s\"", c->peer,
-                resp_parser_error(c->p));
-            c->close_after_flush = true;
-            break;
-        }
-        exec_cmd(c, &cmd);
-    }
-    if (c->close_after_flush && c->reading) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = false;
-    }
-    drain_slots(c);
-    if (!c->closing && c->reading &&
-        (c->writing + c->out.len > RSRV_OUT_HIGH ||
-         c->nslots > (size_t)c->n->cfg.max_pipeline * 2)) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = false;
-    }
-    rconn_unref(c);
+    rconn_process(c);
 }
 
 static void rconn_resume(struct rconn *c)
