@@ -863,13 +863,27 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
     return 0;
 }
 
-void node__rsrv_stop(node *n)
+void node__rsrv_drain(node *n)
 {
     if (n->rsrv_open) {
         n->rsrv_open = 0;
         n->pending_closes++;
         uv_close((uv_handle_t *)&n->rsrv, node__handle_closed);
     }
+    for (struct rconn *c = n->rconns; c; c = c->next) {
+        if (c->reading) {
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            c->reading = false;
+        }
+        c->has_held = false; /* commands not started are not run */
+        c->close_after_flush = true;
+        mark_dirty(c);
+    }
+}
+
+void node__rsrv_stop(node *n)
+{
+    node__rsrv_drain(n);
     while (n->rconns)
         rconn_close(n->rconns);
 }
