@@ -132,10 +132,10 @@ struct node {
     int self_idx_ok; /* this node is placed in ring */
 
     /* group commit */
-    struct commit_job *commit_open;    /* collecting */
-    struct commit_job *commit_running; /* on the thread pool */
-    uv_check_t check;                  /* end of loop turn: flush */
-    uv_timer_t drain;                  /* shutdown: bound on draining */
+    struct commit_job *commit_open; /* collecting */
+    int commit_running;             /* jobs on the thread pool */
+    uv_check_t check;               /* end of loop turn: flush */
+    uv_timer_t drain;               /* shutdown: bound on draining */
     int drain_open;
 
     /* native client server */
