@@ -193,6 +193,13 @@ int node__rpc(node *n,
               uint32_t timeout_ms,
               net_rpc_cb cb,
               void *arg);
+/* The same to an internode "host:port". */
+int node__rpc_addr(node *n,
+                   const char *iaddr,
+                   const struct rpc_buf *msg,
+                   uint32_t timeout_ms,
+                   net_rpc_cb cb,
+                   void *arg);
 /* Apply a replica write locally (advance HLC, group commit). */
 int node__local_write(node *n,
                       struct rk_slice key,
