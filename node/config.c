@@ -1,0 +1,848 @@
+/*
+ * config.c - parse and validate ringkvd's configuration.
+ *
+ * One table lists every key with its type and bounds; node_config_set() is
+ * the single place a value is parsed, so the YAML file, the environment and
+ * the flags cannot disagree about what a key accepts.
+ */
+#include "node/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <yaml.h>
+
+#include "common/rk.h"
+
+/* ---- the key table ---------------------------------------------------- */
+
+enum ktype {
+    K_STR,
+    K_PORT,
+    K_INT,
+    K_I64,
+    K_DBL,
+    K_BOOL,
+    K_CL,
+    K_ALLOC,
+    K_DURABILITY,
+    K_LOGLEVEL,
+    K_SEEDS,
+    K_REPL
+};
+
+struct key {
+    const char *name;
+    enum ktype type;
+    size_t off;
+    size_t size; /* K_STR: buffer size */
+    double min, max;
+    int empty_ok; /* K_STR */
+};
+
+#define OFF(f) offsetof(struct node_config, f)
+#define SZ(f)  sizeof(((struct node_config *)0)->f)
+
+static const struct key keys[] = {
+    {"cluster_name", K_STR, OFF(cluster_name), SZ(cluster_name), 0, 0, 0},
+    {"cluster_secret_file", K_STR, OFF(cluster_secret_file),
+     SZ(cluster_secret_file), 0, 0, 1},
+    {"node_name", K_STR, OFF(node_name), SZ(node_name), 0, 0, 1},
+    {"datacenter", K_STR, OFF(datacenter), SZ(datacenter), 0, 0, 0},
+    {"rack", K_STR, OFF(rack), SZ(rack), 0, 0, 0},
+    {"listen_address", K_STR, OFF(listen_address), SZ(listen_address), 0, 0, 0},
+    {"advertise_address", K_STR, OFF(advertise_address), SZ(advertise_address),
+     0, 0, 1},
+    {"seeds", K_SEEDS, 0, 0, 0, 0, 1},
+    {"gossip_port", K_PORT, OFF(gossip_port), 0, 1, 65535, 0},
+    {"internode_port", K_PORT, OFF(internode_port), 0, 1, 65535, 0},
+    {"client_port", K_PORT, OFF(client_port), 0, 1, 65535, 0},
+    {"resp_port", K_PORT, OFF(resp_port), 0, 0, 65535, 0},
+    {"metrics_port", K_PORT, OFF(metrics_port), 0, 0, 65535, 0},
+    {"data_dir", K_STR, OFF(data_dir), SZ(data_dir), 0, 0, 0},
+    {"num_tokens", K_INT, OFF(num_tokens), 0, 1, 1024, 0},
+    {"token_allocation", K_ALLOC, OFF(token_allocation), 0, 0, 0, 0},
+    {"weight", K_DBL, OFF(weight), 0, 0.01, 100, 0},
+    {"replication", K_REPL, 0, 0, 0, 0, 0},
+    {"default_consistency", K_CL, OFF(default_consistency), 0, 0, 0, 0},
+    {"auto_bootstrap", K_BOOL, OFF(auto_bootstrap), 0, 0, 0, 0},
+    {"durability", K_DURABILITY, OFF(durability), 0, 0, 0, 0},
+    {"periodic_sync_ms", K_INT, OFF(periodic_sync_ms), 0, 1, 600000, 0},
+    {"read_timeout_ms", K_INT, OFF(read_timeout_ms), 0, 1, 3600000, 0},
+    {"write_timeout_ms", K_INT, OFF(write_timeout_ms), 0, 1, 3600000, 0},
+    {"connect_timeout_ms", K_INT, OFF(connect_timeout_ms), 0, 1, 600000, 0},
+    {"gossip_interval_ms", K_INT, OFF(gossip_interval_ms), 0, 10, 60000, 0},
+    {"phi_convict_threshold", K_DBL, OFF(phi_convict_threshold), 0, 1, 100, 0},
+    {"hinted_handoff", K_BOOL, OFF(hinted_handoff), 0, 0, 0, 0},
+    {"max_hint_window_ms", K_I64, OFF(max_hint_window_ms), 0, 0,
+     30.0 * 86400 * 1000, 0},
+    {"gc_grace_seconds", K_I64, OFF(gc_grace_seconds), 0, 0, 365.0 * 86400, 0},
+    {"max_inflight", K_INT, OFF(max_inflight), 0, 1, 10000000, 0},
+    {"max_pipeline", K_INT, OFF(max_pipeline), 0, 1, 1000000, 0},
+    {"requirepass", K_STR, OFF(requirepass), SZ(requirepass), 0, 0, 1},
+    {"log_level", K_LOGLEVEL, OFF(log_level), 0, 0, 0, 0},
+    {"log_file", K_STR, OFF(log_file), SZ(log_file), 0, 0, 1},
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+static const char *cl_names[] = {
+    NULL,  "ONE",       "TWO",          "QUORUM",
+    "ALL", "LOCAL_ONE", "LOCAL_QUORUM", "EACH_QUORUM",
+};
+
+static const char *loglevel_names[] = {"debug", "info", "warn", "error"};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return RK_ECONFIG;
+}
+
+/* Normalise a key: lower case, '-' -> '_'. Returns 0, or -1 if too long. */
+static int key_norm(char *out, size_t outlen, const char *in, size_t inlen)
+{
+    if (inlen + 1 > outlen)
+        return -1;
+    for (size_t i = 0; i < inlen; i++) {
+        char ch = (char)tolower((unsigned char)in[i]);
+        out[i] = ch == '-' ? '_' : ch;
+    }
+    out[inlen] = '\0';
+    return 0;
+}
+
+static const struct key *key_find(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, name) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+/* Copy `s` trimmed of surrounding blanks into out (size n). */
+static int trim_copy(char *out, size_t n, const char *s, size_t len)
+{
+    while (len && isspace((unsigned char)*s))
+        s++, len--;
+    while (len && isspace((unsigned char)s[len - 1]))
+        len--;
+    if (len + 1 > n)
+        return -1;
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return 0;
+}
+
+static int parse_ll(long long *out, const char *v)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v)
+        return -1;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_dbl(double *out, const char *v)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || end == v || !isfinite(x))
+        return -1;
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end)
+        return -1;
+    *out = x;
+    return 0;
+}
+
+static int parse_bool(int *out, const char *v)
+{
+    static const char *yes[] = {"true", "yes", "on", "1"};
+    static const char *no[] = {"false", "no", "off", "0"};
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(v, yes[i]) == 0) {
+            *out = 1;
+            return 0;
+        }
+        if (strcasecmp(v, no[i]) == 0) {
+            *out = 0;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *node_cl_name(enum node_cl cl)
+{
+    if (cl < NODE_CL_ONE || cl > NODE_CL_EACH_QUORUM)
+        return "?";
+    return cl_names[cl];
+}
+
+int node_cl_parse(enum node_cl *out, const char *s)
+{
+    for (int i = NODE_CL_ONE; i <= NODE_CL_EACH_QUORUM; i++) {
+        if (strcasecmp(s, cl_names[i]) == 0) {
+            *out = (enum node_cl)i;
+            return 0;
+        }
+    }
+    return RK_EBADREQ;
+}
+
+/* A host name or address: letters, digits, '.', '-', '_', ':' (IPv6). */
+static int host_ok(const char *h)
+{
+    if (!*h)
+        return 0;
+    for (; *h; h++)
+        if (!isalnum((unsigned char)*h) && !strchr(".-_:", *h))
+            return 0;
+    return 1;
+}
+
+static int
+set_seeds(struct node_config *c, const char *v, char *err, size_t errlen)
+{
+    int n = 0;
+    const char *p = v;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char item[NODE_CONFIG_STR];
+        if (trim_copy(item, sizeof(item), p, len) < 0)
+            return fail(err, errlen, "seeds: entry too long");
+        if (item[0]) {
+            if (n == NODE_CONFIG_MAX_SEEDS)
+                return fail(err, errlen, "seeds: more than %d seeds",
+                            NODE_CONFIG_MAX_SEEDS);
+            char host[NODE_CONFIG_STR];
+            snprintf(host, sizeof(host), "%s", item);
+            char *colon = strrchr(host, ':');
+            if (colon && strchr(host, ':') == colon) {
+                long long port;
+                if (parse_ll(&port, colon + 1) < 0 || port < 1 || port > 65535)
+                    return fail(err, errlen,
+                                "seeds: bad port in '%s' (want host[:port])",
+                                item);
+                *colon = '\0';
+            }
+            if (!host_ok(host))
+                return fail(err, errlen,
+                            "seeds: '%s' is not a host name or address", item);
+            memcpy(c->seeds[n], item, sizeof(item));
+            n++;
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    c->nseeds = n;
+    return 0;
+}
+
+static int
+set_repl(struct node_config *c, const char *v, char *err, size_t errlen)
+{
+    struct node_config_dc dcs[NODE_CONFIG_MAX_DCS];
+    int n = 0;
+    long long rf;
+    char item[NODE_CONFIG_STR];
+
+    if (trim_copy(item, sizeof(item), v, strlen(v)) < 0)
+        return fail(err, errlen, "replication: value too long");
+    if (parse_ll(&rf, item) == 0) {
+        /* a bare number: that RF for this node's data centre */
+        if (rf < 1 || rf > 15)
+            return fail(err, errlen,
+                        "replication: RF must be in 1..15, got '%s'", item);
+        c->ndcs = 1;
+        c->replication[0].rf = (int)rf;
+        snprintf(c->replication[0].name, sizeof(c->replication[0].name), "*");
+        return 0;
+    }
+    const char *p = v;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (trim_copy(item, sizeof(item), p, len) < 0)
+            return fail(err, errlen, "replication: entry too long");
+        if (item[0]) {
+            char *colon = strchr(item, ':');
+            if (!colon)
+                return fail(err, errlen,
+                            "replication: '%s' is not dc:rf (e.g. dc1:3)",
+                            item);
+            *colon = '\0';
+            char name[64];
+            if (trim_copy(name, sizeof(name), item, strlen(item)) < 0 ||
+                !name[0])
+                return fail(err, errlen,
+                            "replication: bad data centre name in '%s'", item);
+            if (parse_ll(&rf, colon + 1) < 0 || rf < 1 || rf > 15)
+                return fail(err, errlen,
+                            "replication: RF for '%s' must be in 1..15", name);
+            if (n == NODE_CONFIG_MAX_DCS)
+                return fail(err, errlen,
+                            "replication: more than %d data centres",
+                            NODE_CONFIG_MAX_DCS);
+            for (int i = 0; i < n; i++)
+                if (strcmp(dcs[i].name, name) == 0)
+                    return fail(err, errlen,
+                                "replication: data centre '%s' given twice",
+                                name);
+            memcpy(dcs[n].name, name, sizeof(name));
+            dcs[n].rf = (int)rf;
+            n++;
+        }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    if (n == 0)
+        return fail(err, errlen, "replication: empty (want dc1:3 or 3)");
+    c->ndcs = n;
+    memcpy(c->replication, dcs, sizeof(dcs[0]) * (size_t)n);
+    return 0;
+}
+
+/* ---- public: one key -------------------------------------------------- */
+
+int node_config_set(struct node_config *c,
+                    const char *key,
+                    const char *value,
+                    char *err,
+                    size_t errlen)
+{
+    char name[64];
+    if (key_norm(name, sizeof(name), key, strlen(key)) < 0 || !key_find(name))
+        return fail(err, errlen, "%s: unknown configuration key", key);
+    const struct key *k = key_find(name);
+    char *field = (char *)c + k->off;
+    long long ll;
+    double d;
+    int b;
+
+    switch (k->type) {
+    case K_STR: {
+        char tmp[NODE_CONFIG_STR];
+        if (trim_copy(tmp, sizeof(tmp), value, strlen(value)) < 0 ||
+            strlen(tmp) + 1 > k->size)
+            return fail(err, errlen, "%s: value longer than %zu bytes", k->name,
+                        k->size - 1);
+        if (!tmp[0] && !k->empty_ok)
+            return fail(err, errlen, "%s: may not be empty", k->name);
+        memcpy(field, tmp, strlen(tmp) + 1);
+        return 0;
+    }
+    case K_PORT:
+    case K_INT:
+        if (parse_ll(&ll, value) < 0 || ll < k->min || ll > k->max)
+            return fail(err, errlen,
+                        "%s: expected an integer in %.0f..%.0f, got '%s'",
+                        k->name, k->min, k->max, value);
+        *(int *)field = (int)ll;
+        return 0;
+    case K_I64:
+        if (parse_ll(&ll, value) < 0 || ll < k->min || ll > k->max)
+            return fail(err, errlen,
+                        "%s: expected an integer in %.0f..%.0f, got '%s'",
+                        k->name, k->min, k->max, value);
+        *(int64_t *)field = ll;
+        return 0;
+    case K_DBL:
+        if (parse_dbl(&d, value) < 0 || d < k->min || d > k->max)
+            return fail(err, errlen,
+                        "%s: expected a number in %g..%g, got '%s'", k->name,
+                        k->min, k->max, value);
+        *(double *)field = d;
+        return 0;
+    case K_BOOL:
+        if (parse_bool(&b, value) < 0)
+            return fail(err, errlen, "%s: expected true or false, got '%s'",
+                        k->name, value);
+        *(int *)field = b;
+        return 0;
+    case K_CL: {
+        enum node_cl cl;
+        if (node_cl_parse(&cl, value) < 0)
+            return fail(err, errlen,
+                        "%s: expected one of ONE, TWO, QUORUM, ALL, "
+                        "LOCAL_ONE, LOCAL_QUORUM, EACH_QUORUM, got '%s'",
+                        k->name, value);
+        *(enum node_cl *)field = cl;
+        return 0;
+    }
+    case K_ALLOC:
+        if (strcasecmp(value, "balanced") == 0)
+            *(enum node_alloc *)field = NODE_ALLOC_BALANCED;
+        else if (strcasecmp(value, "random") == 0)
+            *(enum node_alloc *)field = NODE_ALLOC_RANDOM;
+        else
+            return fail(err, errlen,
+                        "%s: expected balanced or random, got '%s'", k->name,
+                        value);
+        return 0;
+    case K_DURABILITY:
+        if (strcasecmp(value, "group") == 0)
+            *(enum node_durability *)field = NODE_DURABILITY_GROUP;
+        else if (strcasecmp(value, "periodic") == 0)
+            *(enum node_durability *)field = NODE_DURABILITY_PERIODIC;
+        else
+            return fail(err, errlen, "%s: expected group or periodic, got '%s'",
+                        k->name, value);
+        return 0;
+    case K_LOGLEVEL:
+        for (int i = 0; i < 4; i++) {
+            if (strcasecmp(value, loglevel_names[i]) == 0) {
+                *(enum node_log_level *)field = (enum node_log_level)i;
+                return 0;
+            }
+        }
+        return fail(err, errlen,
+                    "%s: expected debug, info, warn or error, got '%s'",
+                    k->name, value);
+    case K_SEEDS:
+        return set_seeds(c, value, err, errlen);
+    case K_REPL:
+        return set_repl(c, value, err, errlen);
+    }
+    return fail(err, errlen, "%s: internal error", k->name);
+}
+
+/* ---- YAML ------------------------------------------------------------- */
+
+/* Join a sequence or a flat mapping node into "a,b" / "k:v,k:v". */
+static int yaml_flatten(yaml_document_t *doc,
+                        yaml_node_t *n,
+                        const char *key,
+                        char *out,
+                        size_t outlen,
+                        char *err,
+                        size_t errlen)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    if (n->type == YAML_SEQUENCE_NODE) {
+        for (yaml_node_item_t *it = n->data.sequence.items.start;
+             it < n->data.sequence.items.top; it++) {
+            yaml_node_t *v = yaml_document_get_node(doc, *it);
+            if (!v || v->type != YAML_SCALAR_NODE)
+                return fail(err, errlen, "%s: list items must be plain values",
+                            key);
+            int w = snprintf(out + used, outlen - used, "%s%s", used ? "," : "",
+                             (char *)v->data.scalar.value);
+            if (w < 0 || (size_t)w >= outlen - used)
+                return fail(err, errlen, "%s: list too long", key);
+            used += (size_t)w;
+        }
+        return 0;
+    }
+    if (n->type == YAML_MAPPING_NODE) {
+        for (yaml_node_pair_t *pr = n->data.mapping.pairs.start;
+             pr < n->data.mapping.pairs.top; pr++) {
+            yaml_node_t *k = yaml_document_get_node(doc, pr->key);
+            yaml_node_t *v = yaml_document_get_node(doc, pr->value);
+            if (!k || !v || k->type != YAML_SCALAR_NODE ||
+                v->type != YAML_SCALAR_NODE)
+                return fail(err, errlen,
+                            "%s: map entries must be plain key: value", key);
+            int w = snprintf(out + used, outlen - used, "%s%s:%s",
+                             used ? "," : "", (char *)k->data.scalar.value,
+                             (char *)v->data.scalar.value);
+            if (w < 0 || (size_t)w >= outlen - used)
+                return fail(err, errlen, "%s: map too long", key);
+            used += (size_t)w;
+        }
+        return 0;
+    }
+    return fail(err, errlen, "%s: unexpected value type", key);
+}
+
+int node_config_parse_yaml(struct node_config *c,
+                           const char *text,
+                           size_t len,
+                           const char *origin,
+                           char *err,
+                           size_t errlen)
+{
+    yaml_parser_t parser;
+    yaml_document_t doc;
+    int rc = 0;
+    char *flat = NULL;
+    char sub[NODE_CONFIG_ERR];
+
+    if (!origin)
+        origin = "config";
+    if (!yaml_parser_initialize(&parser))
+        return -ENOMEM;
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &doc)) {
+        rc = fail(err, errlen, "%s:%zu:%zu: YAML error: %s", origin,
+                  parser.problem_mark.line + 1, parser.problem_mark.column + 1,
+                  parser.problem ? parser.problem : "unknown");
+        goto out_parser;
+    }
+    yaml_node_t *root = yaml_document_get_root_node(&doc);
+    if (!root)
+        goto out_doc; /* empty file: nothing to set */
+    if (root->type != YAML_MAPPING_NODE) {
+        rc = fail(err, errlen, "%s: top level must be a mapping of keys",
+                  origin);
+        goto out_doc;
+    }
+    flat = malloc(NODE_CONFIG_STR * NODE_CONFIG_MAX_SEEDS);
+    if (!flat) {
+        rc = -ENOMEM;
+        goto out_doc;
+    }
+    for (yaml_node_pair_t *pr = root->data.mapping.pairs.start;
+         pr < root->data.mapping.pairs.top; pr++) {
+        yaml_node_t *k = yaml_document_get_node(&doc, pr->key);
+        yaml_node_t *v = yaml_document_get_node(&doc, pr->value);
+        if (!k || !v || k->type != YAML_SCALAR_NODE) {
+            rc = fail(err, errlen, "%s: keys must be plain names", origin);
+            goto out_flat;
+        }
+        const char *key = (const char *)k->data.scalar.value;
+        const char *val;
+        if (v->type == YAML_SCALAR_NODE) {
+            val = (const char *)v->data.scalar.value;
+        } else {
+            rc = yaml_flatten(&doc, v, key, flat,
+                              NODE_CONFIG_STR * NODE_CONFIG_MAX_SEEDS, sub,
+                              sizeof(sub));
+            if (rc < 0) {
+                fail(err, errlen, "%s:%zu: %s", origin, k->start_mark.line + 1,
+                     sub);
+                goto out_flat;
+            }
+            val = flat;
+        }
+        rc = node_config_set(c, key, val, sub, sizeof(sub));
+        if (rc < 0) {
+            fail(err, errlen, "%s:%zu: %s", origin, k->start_mark.line + 1,
+                 sub);
+            goto out_flat;
+        }
+    }
+out_flat:
+    free(flat);
+out_doc:
+    yaml_document_delete(&doc);
+out_parser:
+    yaml_parser_delete(&parser);
+    return rc;
+}
+
+int node_config_load_file(struct node_config *c,
+                          const char *path,
+                          char *err,
+                          size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        int e = -errno;
+        fail(err, errlen, "%s: cannot open: %s", path, strerror(-e));
+        return e;
+    }
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    if (!buf) {
+        rc = -ENOMEM;
+        goto out_file;
+    }
+    for (;;) {
+        if (len == cap) {
+            if (cap >= (1u << 20)) {
+                rc = fail(err, errlen, "%s: file larger than 1 MiB", path);
+                goto out_buf;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                rc = -ENOMEM;
+                goto out_buf;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t r = fread(buf + len, 1, cap - len, f);
+        len += r;
+        if (r == 0)
+            break;
+    }
+    if (ferror(f)) {
+        rc = -EIO;
+        fail(err, errlen, "%s: read error", path);
+        goto out_buf;
+    }
+    rc = node_config_parse_yaml(c, buf, len, path, err, errlen);
+out_buf:
+    free(buf);
+out_file:
+    fclose(f);
+    return rc;
+}
+
+/* ---- environment and flags -------------------------------------------- */
+
+int node_config_apply_env(struct node_config *c,
+                          char *const *envp,
+                          char *err,
+                          size_t errlen)
+{
+    static const char prefix[] = "RINGKV_";
+    char sub[NODE_CONFIG_ERR];
+    for (; envp && *envp; envp++) {
+        const char *e = *envp;
+        if (strncmp(e, prefix, sizeof(prefix) - 1) != 0)
+            continue;
+        const char *name = e + sizeof(prefix) - 1;
+        const char *eq = strchr(name, '=');
+        if (!eq)
+            continue;
+        char key[64];
+        /* The RINGKV_ namespace is shared with the CLI and the tools
+         * (RINGKV_BIN_DIR, ...): names that are not keys are skipped. */
+        if (key_norm(key, sizeof(key), name, (size_t)(eq - name)) < 0 ||
+            !key_find(key))
+            continue;
+        int rc = node_config_set(c, key, eq + 1, sub, sizeof(sub));
+        if (rc < 0)
+            return fail(err, errlen, "environment %.*s: %s", (int)(eq - e), e,
+                        sub);
+    }
+    return 0;
+}
+
+static int is_own_flag(const char *name, size_t len)
+{
+    static const char *own[] = {"config", "check_config", "help", "version"};
+    char k[32];
+    if (key_norm(k, sizeof(k), name, len) < 0)
+        return 0;
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        if (strcmp(k, own[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int node_config_apply_args(struct node_config *c,
+                           int argc,
+                           char *const *argv,
+                           char *err,
+                           size_t errlen)
+{
+    char sub[NODE_CONFIG_ERR];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-c") == 0) {
+            i++; /* -c FILE */
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0)
+            return fail(err, errlen,
+                        "argument '%s': expected --key=value (see --help)", a);
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        if (is_own_flag(name, nlen)) {
+            char k[32];
+            key_norm(k, sizeof(k), name, nlen);
+            if (!eq && strcmp(k, "config") == 0)
+                i++;
+            continue;
+        }
+        const char *val;
+        if (eq) {
+            val = eq + 1;
+        } else {
+            if (i + 1 >= argc)
+                return fail(err, errlen, "flag --%s: missing value", name);
+            val = argv[++i];
+        }
+        char key[64];
+        if (key_norm(key, sizeof(key), name, nlen) < 0)
+            return fail(err, errlen, "flag --%.*s: unknown configuration key",
+                        (int)nlen, name);
+        int rc = node_config_set(c, key, val, sub, sizeof(sub));
+        if (rc < 0)
+            return fail(err, errlen, "flag --%s", sub);
+    }
+    return 0;
+}
+
+const char *node_config_file_arg(int argc, char *const *argv, char *const *envp)
+{
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if ((strcmp(a, "--config") == 0 || strcmp(a, "-c") == 0) &&
+            i + 1 < argc)
+            file = argv[++i];
+        else if (strncmp(a, "--config=", 9) == 0)
+            file = a + 9;
+    }
+    if (file)
+        return file;
+    for (; envp && *envp; envp++)
+        if (strncmp(*envp, "RINGKV_CONFIG=", 14) == 0 && (*envp)[14])
+            return *envp + 14;
+    return NULL;
+}
+
+/* ---- validation ------------------------------------------------------- */
+
+int node_config_rf(const struct node_config *c, const char *dc)
+{
+    for (int i = 0; i < c->ndcs; i++)
+        if (strcmp(c->replication[i].name, dc) == 0 ||
+            strcmp(c->replication[i].name, "*") == 0)
+            return c->replication[i].rf;
+    return 0;
+}
+
+int node_config_validate(const struct node_config *c, char *err, size_t errlen)
+{
+    if (!host_ok(c->listen_address))
+        return fail(err, errlen,
+                    "listen_address: '%s' is not a host name or address",
+                    c->listen_address);
+    if (c->advertise_address[0] && !host_ok(c->advertise_address))
+        return fail(err, errlen,
+                    "advertise_address: '%s' is not a host name or address",
+                    c->advertise_address);
+    for (const char *p = c->cluster_name; *p; p++)
+        if (!isprint((unsigned char)*p))
+            return fail(err, errlen,
+                        "cluster_name: only printable characters allowed");
+    for (const char *p = c->node_name; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr(".-_:", *p))
+            return fail(err, errlen,
+                        "node_name: '%s' may hold only letters, digits and "
+                        ". - _ :",
+                        c->node_name);
+    struct {
+        const char *name;
+        int port;
+    } ports[] = {
+        {"gossip_port", c->gossip_port},
+        {"internode_port", c->internode_port},
+        {"client_port", c->client_port},
+        {"resp_port", c->resp_port},
+        {"metrics_port", c->metrics_port},
+    };
+    for (size_t i = 0; i < 5; i++)
+        for (size_t j = i + 1; j < 5; j++)
+            if (ports[i].port && ports[i].port == ports[j].port &&
+                !(i == 0 && j == 1) /* gossip is UDP, internode TCP */)
+                return fail(err, errlen, "%s: port %d is also %s",
+                            ports[j].name, ports[j].port, ports[i].name);
+    if (node_config_rf(c, c->datacenter) == 0)
+        return fail(err, errlen,
+                    "replication: no replication factor for this node's "
+                    "data centre '%s'",
+                    c->datacenter);
+    if (c->cluster_secret_file[0]) {
+        FILE *f = fopen(c->cluster_secret_file, "rb");
+        if (!f)
+            return fail(err, errlen,
+                        "cluster_secret_file: cannot open '%s': %s",
+                        c->cluster_secret_file, strerror(errno));
+        char buf[8];
+        size_t n = fread(buf, 1, sizeof(buf), f);
+        fclose(f);
+        if (n == 0)
+            return fail(err, errlen, "cluster_secret_file: '%s' is empty",
+                        c->cluster_secret_file);
+    }
+    if (c->durability == NODE_DURABILITY_PERIODIC && c->periodic_sync_ms <= 0)
+        return fail(err, errlen, "periodic_sync_ms: must be positive");
+    return 0;
+}
+
+/* ---- dump ------------------------------------------------------------- */
+
+int node_config_dump(const struct node_config *c, char *buf, size_t len)
+{
+    size_t used = 0;
+    int total = 0;
+#define OUT(...)                                                      \
+    do {                                                              \
+        int w_ = snprintf(buf ? buf + used : NULL,                    \
+                          used < len ? len - used : 0, __VA_ARGS__);  \
+        if (w_ > 0) {                                                 \
+            total += w_;                                              \
+            used = used + (size_t)w_ < len ? used + (size_t)w_ : len; \
+        }                                                             \
+    } while (0)
+    OUT("cluster_name: \"%s\"\n", c->cluster_name);
+    OUT("cluster_secret_file: \"%s\"\n", c->cluster_secret_file);
+    OUT("node_name: \"%s\"\n", c->node_name);
+    OUT("datacenter: %s\nrack: %s\n", c->datacenter, c->rack);
+    OUT("listen_address: %s\nadvertise_address: %s\n", c->listen_address,
+        c->advertise_address[0] ? c->advertise_address : c->listen_address);
+    OUT("seeds: [");
+    for (int i = 0; i < c->nseeds; i++)
+        OUT("%s%s", i ? ", " : "", c->seeds[i]);
+    OUT("]\n");
+    OUT("gossip_port: %d\ninternode_port: %d\nclient_port: %d\n"
+        "resp_port: %d\nmetrics_port: %d\n",
+        c->gossip_port, c->internode_port, c->client_port, c->resp_port,
+        c->metrics_port);
+    OUT("data_dir: \"%s\"\nnum_tokens: %d\ntoken_allocation: %s\n"
+        "weight: %g\n",
+        c->data_dir, c->num_tokens,
+        c->token_allocation == NODE_ALLOC_BALANCED ? "balanced" : "random",
+        c->weight);
+    OUT("replication: {");
+    for (int i = 0; i < c->ndcs; i++)
+        OUT("%s%s: %d", i ? ", " : "", c->replication[i].name,
+            c->replication[i].rf);
+    OUT("}\n");
+    OUT("default_consistency: %s\nauto_bootstrap: %s\ndurability: %s\n",
+        node_cl_name(c->default_consistency),
+        c->auto_bootstrap ? "true" : "false",
+        c->durability == NODE_DURABILITY_GROUP ? "group" : "periodic");
+    OUT("periodic_sync_ms: %d\nread_timeout_ms: %d\nwrite_timeout_ms: %d\n"
+        "connect_timeout_ms: %d\ngossip_interval_ms: %d\n"
+        "phi_convict_threshold: %g\n",
+        c->periodic_sync_ms, c->read_timeout_ms, c->write_timeout_ms,
+        c->connect_timeout_ms, c->gossip_interval_ms, c->phi_convict_threshold);
+    OUT("hinted_handoff: %s\nmax_hint_window_ms: %lld\n"
+        "gc_grace_seconds: %lld\n",
+        c->hinted_handoff ? "true" : "false", (long long)c->max_hint_window_ms,
+        (long long)c->gc_grace_seconds);
+    OUT("max_inflight: %d\nmax_pipeline: %d\nrequirepass: %s\n",
+        c->max_inflight, c->max_pipeline, c->requirepass[0] ? "<set>" : "\"\"");
+    OUT("log_level: %s\nlog_file: \"%s\"\n", loglevel_names[c->log_level],
+        c->log_file);
+#undef OUT
+    return total;
+}

@@ -1,0 +1,179 @@
+/*
+ * config.h - ringkvd's configuration: one validated struct, filled from
+ * defaults, then a YAML file (cassandra.yaml-style keys), then RINGKV_<KEY>
+ * environment variables, then --key=value flags, in that order.
+ *
+ * Every key is a scalar string at heart: the YAML reader, the environment and
+ * the flags all end in node_config_set(), so a key behaves the same wherever
+ * it comes from. Lists (seeds) are comma separated, maps (replication) are
+ * "dc:rf,dc:rf" (a bare number means that RF in every data centre). The
+ * struct holds fixed-size strings, so it is plain data: copy it, no _free.
+ *
+ * Errors name the key: every function that can fail writes a one-line
+ * message into `err` ("num_tokens: expected an integer in 1..1024, got
+ * 'abc'") and returns RK_ECONFIG (or -errno when a file cannot be read).
+ */
+#ifndef NODE_CONFIG_H
+#define NODE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NODE_CONFIG_STR       256 /* longest string value + 1 */
+#define NODE_CONFIG_MAX_SEEDS 32
+#define NODE_CONFIG_MAX_DCS   8
+#define NODE_CONFIG_ERR       512 /* size callers give to `err` */
+
+/* Consistency levels, in the order of wire/ and the CLI. */
+enum node_cl {
+    NODE_CL_ONE = 1,
+    NODE_CL_TWO,
+    NODE_CL_QUORUM,
+    NODE_CL_ALL,
+    NODE_CL_LOCAL_ONE,
+    NODE_CL_LOCAL_QUORUM,
+    NODE_CL_EACH_QUORUM
+};
+
+enum node_alloc { NODE_ALLOC_BALANCED = 0, NODE_ALLOC_RANDOM };
+
+enum node_durability {
+    NODE_DURABILITY_GROUP = 0, /* ack after the batch's fsync */
+    NODE_DURABILITY_PERIODIC   /* ack before fsync; synced every interval */
+};
+
+/* Log levels; the logger (node/log.h) uses the same numbers. */
+enum node_log_level {
+    NODE_LOG_DEBUG = 0,
+    NODE_LOG_INFO,
+    NODE_LOG_WARN,
+    NODE_LOG_ERROR
+};
+
+struct node_config_dc {
+    char name[64];
+    int rf;
+};
+
+struct node_config {
+    char cluster_name[NODE_CONFIG_STR];
+    char cluster_secret_file[NODE_CONFIG_STR]; /* "" = derived from name */
+    char node_name[NODE_CONFIG_STR];           /* "" = host name */
+    char datacenter[64];
+    char rack[64];
+    char listen_address[NODE_CONFIG_STR];
+    char advertise_address[NODE_CONFIG_STR]; /* "" = listen_address */
+    int nseeds;
+    char seeds[NODE_CONFIG_MAX_SEEDS][NODE_CONFIG_STR]; /* host[:port] */
+    int gossip_port;
+    int internode_port;
+    int client_port;
+    int resp_port;    /* 0 = off */
+    int metrics_port; /* 0 = off */
+    char data_dir[NODE_CONFIG_STR];
+    int num_tokens;
+    enum node_alloc token_allocation;
+    double weight;
+    int ndcs;
+    struct node_config_dc replication[NODE_CONFIG_MAX_DCS];
+    enum node_cl default_consistency;
+    int auto_bootstrap;
+    enum node_durability durability;
+    int periodic_sync_ms;
+    int read_timeout_ms;
+    int write_timeout_ms;
+    int connect_timeout_ms;
+    int gossip_interval_ms;
+    double phi_convict_threshold;
+    int hinted_handoff; /* store hints for DOWN replicas */
+    int64_t max_hint_window_ms;
+    int64_t gc_grace_seconds;
+    int max_inflight; /* admission control: requests in flight */
+    int max_pipeline; /* per client connection */
+    char requirepass[NODE_CONFIG_STR]; /* "" = no password */
+    enum node_log_level log_level;
+    char log_file[NODE_CONFIG_STR]; /* "" = stderr */
+};
+
+/* The defaults, as documented in docs/config.md. */
+#define NODE_CONFIG_INIT                                                    \
+    {                                                                       \
+        .cluster_name = "ringkv", .datacenter = "dc1", .rack = "rack1",     \
+        .listen_address = "127.0.0.1", .gossip_port = 7000,                 \
+        .internode_port = 7001, .client_port = 7380, .resp_port = 6379,     \
+        .metrics_port = 9180, .data_dir = "./data", .num_tokens = 16,       \
+        .token_allocation = NODE_ALLOC_BALANCED, .weight = 1.0, .ndcs = 1,  \
+        .replication = {{"dc1", 3}}, .default_consistency = NODE_CL_QUORUM, \
+        .auto_bootstrap = 1, .durability = NODE_DURABILITY_GROUP,           \
+        .periodic_sync_ms = 1000, .read_timeout_ms = 2000,                  \
+        .write_timeout_ms = 2000, .connect_timeout_ms = 1000,               \
+        .gossip_interval_ms = 1000, .phi_convict_threshold = 8.0,           \
+        .hinted_handoff = 1, .max_hint_window_ms = 3 * 3600 * 1000LL,       \
+        .gc_grace_seconds = 10 * 86400LL, .max_inflight = 10000,            \
+        .max_pipeline = 1024, .log_level = NODE_LOG_INFO,                   \
+    }
+
+/* Set one key from its string form. Unknown keys and bad values are errors
+ * naming the key. Keys are matched case-insensitively, '-' equals '_'. */
+int node_config_set(struct node_config *c,
+                    const char *key,
+                    const char *value,
+                    char *err,
+                    size_t errlen);
+
+/* Apply a YAML document (a top-level mapping). Scalars are set as they are,
+ * sequences are joined with ',' and mappings of scalars become "k:v,k:v".
+ * `origin` names the source in messages (a file name). */
+int node_config_parse_yaml(struct node_config *c,
+                           const char *text,
+                           size_t len,
+                           const char *origin,
+                           char *err,
+                           size_t errlen);
+
+/* Read and apply a YAML file. -errno if it cannot be read. */
+int node_config_load_file(struct node_config *c,
+                          const char *path,
+                          char *err,
+                          size_t errlen);
+
+/* Apply every RINGKV_<KEY>=value of `envp` (NULL-terminated, as environ)
+ * whose <KEY> is a configuration key. Other RINGKV_* names (RINGKV_CONFIG,
+ * the file name; variables of the CLI and tools) are skipped. */
+int node_config_apply_env(struct node_config *c,
+                          char *const *envp,
+                          char *err,
+                          size_t errlen);
+
+/* Apply --key=value (or --key value) flags. argv[0] is skipped; flags the
+ * program handles itself (--config, --check-config, --help) are skipped
+ * too. Anything that is not a flag is an error. */
+int node_config_apply_args(struct node_config *c,
+                           int argc,
+                           char *const *argv,
+                           char *err,
+                           size_t errlen);
+
+/* Check the whole struct for consistency (ports distinct, replication for
+ * this node's data centre, ...). Fills empty node_name / advertise_address
+ * is the caller's job (they depend on the host); this only checks. */
+int node_config_validate(const struct node_config *c, char *err, size_t errlen);
+
+/* Find the config file name among flags (--config=F / --config F / -c F)
+ * or RINGKV_CONFIG; NULL if none. Borrowed from argv or the environment. */
+const char *
+node_config_file_arg(int argc, char *const *argv, char *const *envp);
+
+/* Replication factor configured for `dc`, 0 if none. */
+int node_config_rf(const struct node_config *c, const char *dc);
+
+/* Names and parsing of consistency levels ("QUORUM", case-insensitive). */
+const char *node_cl_name(enum node_cl cl);
+int node_cl_parse(enum node_cl *out, const char *s);
+
+/* Write the effective configuration as YAML to `buf` (for --check-config and
+ * logs); the secret and the password are shown as "<set>". Returns the
+ * length it needed, like snprintf. */
+int node_config_dump(const struct node_config *c, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,819 @@
+/*
+ * coord.c - the coordinator (see coord.h for the contract).
+ *
+ * A level is a list of constraints "at least k answers from replicas of DC
+ * d (or of any DC)": ONE/TWO/QUORUM/ALL have one constraint over every
+ * replica, LOCAL_* one over this node's DC, EACH_QUORUM one per DC. Quorums
+ * are counted over the replicas the ring actually places (min(RF, nodes)
+ * per DC). Before anything is sent the live replicas are checked against
+ * every constraint: too few is UNAVAILABLE, at once.
+ *
+ * Timeouts come from net/'s RPC deadline (read_timeout_ms / write_timeout_
+ * ms): a replica that does not answer in time fails its request, and a
+ * coordinator request whose answers are all in without meeting the level is
+ * TIMEOUT, reporting how many answered. A write whose replica failed or was
+ * DOWN leaves a hint for it.
+ *
+ * Reads ask only as many live replicas as the level needs (this node first
+ * when it is one, then in preference order), asking the next live replica
+ * when one fails. With enough answers the newest version (LWW order of
+ * storage/) wins; replicas that answered older or nothing get the newest
+ * written to them, and the reply waits for those writes (blocking read
+ * repair), so a QUORUM read followed by a QUORUM read never goes back.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/log.h"
+#include "node/metrics.h"
+#include "node/node_internal.h"
+
+enum { C_GET = 0, C_PUT, C_DEL };
+
+struct cons {
+    int dc; /* -1: any DC */
+    uint32_t need;
+    uint32_t got;
+};
+
+/* A replica as the ring saw it when the request was planned: the peer
+ * table may be rebuilt while the request is in flight. */
+struct crep {
+    char name[GOSSIP_NAME_MAX + 1];
+    char iaddr[GOSSIP_ADDR_MAX + 16];
+    bool self, up;
+};
+
+struct creply {
+    bool asked, answered, ok, found, repairing;
+    struct rpc_record rec;
+    uint8_t *buf; /* owns rec.value */
+};
+
+struct creq {
+    node *n;
+    int op;
+    enum node_cl cl;
+    coord_cb cb;
+    void *arg;
+    uint64_t start_ns;
+    struct creq *next_deferred;
+    bool done;
+    bool deferred;
+    int refs;
+    uint8_t *key;
+    size_t klen;
+    uint64_t token;
+    uint32_t nrep;
+    uint32_t rep[RING_MAX_REPLICAS];
+    int rep_dc[RING_MAX_REPLICAS];
+    struct crep *rp; /* nrep entries */
+    struct creply r[RING_MAX_REPLICAS];
+    struct cons cons[RING_MAX_REPLICAS];
+    int ncons;
+    uint32_t acks, need;
+    int fail_err; /* first failure */
+    bool timed_out;
+    /* write */
+    struct rpc_buf wmsg; /* encoded rpc_write */
+    uint8_t *srec;       /* encoded store record (hints) */
+    size_t srec_len;
+    /* read repair */
+    int phase;
+    uint32_t repair_pending;
+    int newest; /* index into r[], -1 */
+};
+
+struct cctx {
+    struct creq *q;
+    uint32_t i;
+};
+
+static void creq_unref(struct creq *q);
+
+/* ---- levels ----------------------------------------------------------- */
+
+enum node_cl coord_default_cl(const node *n)
+{
+    return n->cfg.default_consistency;
+}
+
+static void cons_add(struct creq *q, int dc, uint32_t need)
+{
+    q->cons[q->ncons].dc = dc;
+    q->cons[q->ncons].need = need;
+    q->cons[q->ncons].got = 0;
+    q->ncons++;
+    q->need += need;
+}
+
+/* Fill q->rep / rep_dc from the ring and the constraints from the level.
+ * dc ids: 0 is this node's DC; others numbered as met. */
+static int plan(node *n, struct creq *q)
+{
+    ring *r = n->ring;
+    if (!r || ring_token_count(r) == 0)
+        return RK_EUNAVAILABLE;
+    size_t nr = ring_replicas(r, q->token, q->rep, RING_MAX_REPLICAS);
+    if (nr > RING_MAX_REPLICAS)
+        nr = RING_MAX_REPLICAS;
+    q->nrep = (uint32_t)nr;
+    q->rp = calloc(nr ? nr : 1, sizeof(*q->rp));
+    if (!q->rp)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < q->nrep; i++) {
+        if (q->rep[i] >= n->npeers)
+            continue; /* unknown: neither up nor self */
+        const struct node_peer *p = &n->peer[q->rep[i]];
+        memcpy(q->rp[i].name, p->name, sizeof(q->rp[i].name));
+        memcpy(q->rp[i].iaddr, p->iaddr, sizeof(q->rp[i].iaddr));
+        q->rp[i].self = p->self;
+        q->rp[i].up = p->up;
+    }
+    const char *dcname[RING_MAX_REPLICAS];
+    int ndc = 1;
+    dcname[0] = n->cfg.datacenter;
+    uint32_t per_dc[RING_MAX_REPLICAS] = {0};
+    for (uint32_t i = 0; i < q->nrep; i++) {
+        struct ring_node_info ni;
+        ring_node_get(r, &ni, q->rep[i]);
+        int d = -1;
+        for (int k = 0; k < ndc; k++)
+            if (strcmp(dcname[k], ni.dc) == 0)
+                d = k;
+        if (d < 0) {
+            d = ndc;
+            dcname[ndc++] = ni.dc;
+        }
+        q->rep_dc[i] = d;
+        per_dc[d]++;
+    }
+    uint32_t total = q->nrep;
+    switch (q->cl) {
+    case NODE_CL_ONE:
+        cons_add(q, -1, 1);
+        break;
+    case NODE_CL_TWO:
+        cons_add(q, -1, 2);
+        break;
+    case NODE_CL_QUORUM:
+        cons_add(q, -1, total / 2 + 1);
+        break;
+    case NODE_CL_ALL:
+        cons_add(q, -1, total ? total : 1);
+        break;
+    case NODE_CL_LOCAL_ONE:
+        cons_add(q, 0, 1);
+        break;
+    case NODE_CL_LOCAL_QUORUM:
+        cons_add(q, 0, per_dc[0] / 2 + 1);
+        break;
+    case NODE_CL_EACH_QUORUM:
+        for (int d = 0; d < ndc; d++)
+            if (per_dc[d])
+                cons_add(q, d, per_dc[d] / 2 + 1);
+        if (q->ncons == 0)
+            cons_add(q, 0, 1);
+        break;
+    default:
+        return RK_EBADREQ;
+    }
+    /* enough live replicas for every constraint? */
+    for (int c = 0; c < q->ncons; c++) {
+        uint32_t live = 0;
+        for (uint32_t i = 0; i < q->nrep; i++) {
+            if (q->cons[c].dc >= 0 && q->rep_dc[i] != q->cons[c].dc)
+                continue;
+            if (q->rp[i].up)
+                live++;
+        }
+        if (live < q->cons[c].need) {
+            q->acks = 0;
+            for (uint32_t i = 0; i < q->nrep; i++)
+                if (q->rp[i].up)
+                    q->acks++;
+            return RK_EUNAVAILABLE;
+        }
+    }
+    return 0;
+}
+
+static bool satisfied(const struct creq *q)
+{
+    for (int c = 0; c < q->ncons; c++)
+        if (q->cons[c].got < q->cons[c].need)
+            return false;
+    return true;
+}
+
+static void count_answer(struct creq *q, uint32_t i)
+{
+    q->acks++;
+    for (int c = 0; c < q->ncons; c++)
+        if (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[i])
+            q->cons[c].got++;
+}
+
+/* ---- completion ------------------------------------------------------- */
+
+static void creq_free(struct creq *q)
+{
+    for (uint32_t i = 0; i < q->nrep; i++)
+        free(q->r[i].buf);
+    rpc_buf_free(&q->wmsg);
+    free(q->rp);
+    free(q->srec);
+    free(q->key);
+    free(q);
+}
+
+static void creq_unref(struct creq *q)
+{
+    if (--q->refs == 0) {
+        q->n->coord_inflight--;
+        creq_free(q);
+    }
+}
+
+static void finish(struct creq *q, int err, struct rk_slice value)
+{
+    if (q->done)
+        return;
+    q->done = true;
+    node *n = q->n;
+    int op = q->op == C_GET ? NODE_OP_GET
+                            : (q->op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL);
+    if (err == RK_ETIMEOUT)
+        n->stats.timeout[op][q->cl]++;
+    if (n->lat)
+        metrics_observe_us(
+            n->lat, metrics_series(n->lat, (size_t)op, (size_t)q->cl - 1, 0),
+            (uv_hrtime() - q->start_ns) / 1000u);
+    struct coord_result res = {
+        .err = err, .acks = q->acks, .need = q->need, .value = value};
+    q->cb(&res, q->arg);
+}
+
+/* Defer a decision made inside coord_*() to the end of the loop turn, so
+ * the callback never runs from inside the call. */
+static void defer(struct creq *q)
+{
+    if (q->deferred)
+        return;
+    q->deferred = true;
+    q->refs++;
+    q->next_deferred = q->n->deferred;
+    q->n->deferred = q;
+}
+
+static void read_decide(struct creq *q);
+
+static void write_settle(struct creq *q)
+{
+    if (q->done)
+        return;
+    if (satisfied(q)) {
+        finish(q, 0, RK_SLICE(NULL, 0));
+        return;
+    }
+    if (q->refs == 1) /* every answer is in */
+        finish(q, q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
+               RK_SLICE(NULL, 0));
+}
+
+void node__coord_run_deferred(node *n)
+{
+    while (n->deferred) {
+        struct creq *q = n->deferred;
+        n->deferred = q->next_deferred;
+        q->deferred = false;
+        if (q->op == C_GET)
+            read_decide(q);
+        else
+            write_settle(q);
+        creq_unref(q);
+    }
+}
+
+static void note_failure(struct creq *q, int st)
+{
+    if (st == RK_ETIMEOUT || st == RK_ECLOSED || st == RK_EUNAVAILABLE ||
+        (st < 0 && st > -4096))
+        q->timed_out = true;
+    if (!q->fail_err)
+        q->fail_err = st;
+}
+
+/* ---- writes ----------------------------------------------------------- */
+
+static void on_local_write(int status, void *arg)
+{
+    struct cctx *c = arg;
+    struct creq *q = c->q;
+    uint32_t i = c->i;
+    free(c);
+    q->r[i].answered = true;
+    if (status == 0) {
+        q->r[i].ok = true;
+        count_answer(q, i);
+    } else {
+        note_failure(q, status);
+    }
+    if (q->phase == 0) {
+        write_settle(q);
+    }
+    creq_unref(q);
+}
+
+static void on_remote_write(void *arg, int status, struct rk_slice resp)
+{
+    struct cctx *c = arg;
+    struct creq *q = c->q;
+    uint32_t i = c->i;
+    free(c);
+    node *n = q->n;
+    int st = status;
+    if (st == 0) {
+        struct rpc_write_ack a;
+        st = rpc_write_ack_decode(&a, resp);
+        if (st == 0) {
+            uint64_t after;
+            hlc_recv(&after, &n->hlc, node__now_ms(), a.hlc);
+            st = a.status;
+        }
+    }
+    q->r[i].answered = true;
+    if (st == 0) {
+        q->r[i].ok = true;
+        count_answer(q, i);
+    } else {
+        note_failure(q, st);
+        /* the replica may not have it: keep a hint */
+        if (q->srec && q->rp[i].name[0])
+            node__hint_store(n, q->rp[i].name, RK_SLICE(q->key, q->klen),
+                             RK_SLICE(q->srec, q->srec_len));
+    }
+    write_settle(q);
+    creq_unref(q);
+}
+
+/* Send the write in q->wmsg to replica i (local or remote). 0 if an answer
+ * will come. */
+static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
+{
+    node *n = q->n;
+    struct cctx *c = malloc(sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->q = q;
+    c->i = i;
+    q->r[i].asked = true;
+    int rc;
+    if (q->rp[i].self)
+        rc = node__local_write(n, RK_SLICE(q->key, q->klen), rec,
+                               on_local_write, c);
+    else
+        rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
+                            (uint32_t)n->cfg.write_timeout_ms, on_remote_write,
+                            c);
+    if (rc < 0) {
+        free(c);
+        return rc;
+    }
+    q->refs++;
+    return 0;
+}
+
+static int encode_records(struct creq *q, const struct rpc_record *rec)
+{
+    struct rpc_write w = {.token = q->token,
+                          .epoch = ring_epoch(q->n->ring),
+                          .key = RK_SLICE(q->key, q->klen),
+                          .rec = *rec};
+    if (!w.rec.value.p) /* encoders memcpy from it even when empty */
+        w.rec.value = RK_SLICE("", 0);
+    rpc_buf_reset(&q->wmsg);
+    int rc = rpc_write_encode(&q->wmsg, &w);
+    if (rc < 0)
+        return rc;
+    struct store_record sr = {.ts = rec->ts};
+    sr.flags = (rec->flags & RPC_REC_TOMBSTONE) ? STORE_REC_TOMBSTONE : 0;
+    if (rec->expiry) {
+        sr.flags |= STORE_REC_EXPIRES;
+        sr.expiry_ms = rec->expiry;
+    }
+    sr.value =
+        (rec->flags & RPC_REC_TOMBSTONE) ? RK_SLICE(NULL, 0) : rec->value;
+    size_t need = store_record_size(&sr);
+    free(q->srec);
+    q->srec = malloc(need);
+    if (!q->srec)
+        return -ENOMEM;
+    return store_record_encode(q->srec, need, &q->srec_len, &sr);
+}
+
+static int check_common(node *n, struct rk_slice key)
+{
+    if (n->stopping)
+        return RK_ECLOSED;
+    if (key.len == 0)
+        return RK_EBADREQ;
+    if (key.len > RK_MAX_KEY)
+        return RK_ETOOLARGE;
+    if (n->ring_stale) {
+        n->stats.stale++;
+        return RK_ESTALE;
+    }
+    if (n->coord_inflight >= n->cfg.max_inflight) {
+        n->stats.overloaded++;
+        return RK_EOVERLOADED;
+    }
+    return 0;
+}
+
+static struct creq *creq_new(node *n,
+                             int op,
+                             struct rk_slice key,
+                             enum node_cl cl,
+                             coord_cb cb,
+                             void *arg)
+{
+    struct creq *q = calloc(1, sizeof(*q));
+    if (!q)
+        return NULL;
+    q->key = malloc(key.len);
+    if (!q->key) {
+        free(q);
+        return NULL;
+    }
+    memcpy(q->key, key.p, key.len);
+    q->klen = key.len;
+    q->n = n;
+    q->op = op;
+    q->cl = cl;
+    q->cb = cb;
+    q->arg = arg;
+    q->refs = 1;
+    q->newest = -1;
+    q->token = rk_token(key.p, key.len);
+    q->start_ns = uv_hrtime();
+    n->coord_inflight++;
+    return q;
+}
+
+static int coord_write(node *n,
+                       int op,
+                       struct rk_slice key,
+                       struct rk_slice value,
+                       uint64_t ttl_ms,
+                       enum node_cl cl,
+                       coord_cb cb,
+                       void *arg)
+{
+    int rc = check_common(n, key);
+    if (rc < 0)
+        return rc;
+    if (value.len > RK_MAX_VALUE)
+        return RK_ETOOLARGE;
+    int sop = op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL;
+    struct creq *q = creq_new(n, op, key, cl, cb, arg);
+    if (!q)
+        return -ENOMEM;
+    n->stats.req[sop][cl]++;
+    rc = plan(n, q);
+    if (rc < 0) {
+        if (rc == RK_EUNAVAILABLE)
+            n->stats.unavailable[sop][cl]++;
+        goto fail;
+    }
+    uint64_t now = node__now_ms();
+    struct rpc_record rec = {.ts = hlc_now(&n->hlc, now)};
+    rec.value = RK_SLICE("", 0);
+    if (op == C_DEL) {
+        rec.flags = RPC_REC_TOMBSTONE;
+    } else {
+        if (value.p)
+            rec.value = value;
+        if (ttl_ms)
+            rec.expiry = now + ttl_ms;
+    }
+    rc = encode_records(q, &rec);
+    if (rc < 0)
+        goto fail;
+    for (uint32_t i = 0; i < q->nrep; i++) {
+        const struct crep *p = &q->rp[i];
+        if (!p->up) {
+            node__hint_store(n, p->name, RK_SLICE(q->key, q->klen),
+                             RK_SLICE(q->srec, q->srec_len));
+            continue;
+        }
+        int e = send_write(q, i, &rec);
+        if (e < 0) {
+            note_failure(q, e);
+            if (!p->self)
+                node__hint_store(n, p->name, RK_SLICE(q->key, q->klen),
+                                 RK_SLICE(q->srec, q->srec_len));
+        }
+    }
+    defer(q); /* settles at the end of the turn if already decided */
+    creq_unref(q);
+    return 0;
+fail:
+    q->done = true;
+    creq_unref(q);
+    return rc;
+}
+
+int coord_put(node *n,
+              struct rk_slice key,
+              struct rk_slice value,
+              uint64_t ttl_ms,
+              enum node_cl cl,
+              coord_cb cb,
+              void *arg)
+{
+    return coord_write(n, C_PUT, key, value, ttl_ms, cl, cb, arg);
+}
+
+int coord_del(
+    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
+{
+    return coord_write(n, C_DEL, key, RK_SLICE(NULL, 0), 0, cl, cb, arg);
+}
+
+/* ---- reads ------------------------------------------------------------ */
+
+static int rec_cmp(const struct rpc_record *a, const struct rpc_record *b)
+{
+    struct store_record x = {.ts = a->ts}, y = {.ts = b->ts};
+    x.flags = (a->flags & RPC_REC_TOMBSTONE) ? STORE_REC_TOMBSTONE : 0;
+    y.flags = (b->flags & RPC_REC_TOMBSTONE) ? STORE_REC_TOMBSTONE : 0;
+    if (a->expiry) {
+        x.flags |= STORE_REC_EXPIRES;
+        x.expiry_ms = a->expiry;
+    }
+    if (b->expiry) {
+        y.flags |= STORE_REC_EXPIRES;
+        y.expiry_ms = b->expiry;
+    }
+    x.value = a->value;
+    y.value = b->value;
+    return store_record_cmp(&x, &y);
+}
+
+static void on_remote_read(void *arg, int status, struct rk_slice resp);
+
+static int send_read(struct creq *q, uint32_t i)
+{
+    node *n = q->n;
+    q->r[i].asked = true;
+    if (q->rp[i].self) {
+        bool found;
+        int rc = node__local_read(n, RK_SLICE(q->key, q->klen), &found,
+                                  &q->r[i].rec, &q->r[i].buf);
+        q->r[i].answered = true;
+        if (rc < 0) {
+            note_failure(q, rc);
+            return rc;
+        }
+        q->r[i].ok = true;
+        q->r[i].found = found;
+        count_answer(q, i);
+        return 0;
+    }
+    struct rpc_read rd = {.token = q->token,
+                          .epoch = ring_epoch(n->ring),
+                          .key = RK_SLICE(q->key, q->klen),
+                          .digest = false};
+    struct rpc_buf b = RPC_BUF_INIT;
+    int rc = rpc_read_encode(&b, &rd);
+    struct cctx *c = rc == 0 ? malloc(sizeof(*c)) : NULL;
+    if (rc == 0 && !c)
+        rc = -ENOMEM;
+    if (rc == 0) {
+        c->q = q;
+        c->i = i;
+        rc =
+            node__rpc_addr(n, q->rp[i].iaddr, &b,
+                           (uint32_t)n->cfg.read_timeout_ms, on_remote_read, c);
+        if (rc < 0)
+            free(c);
+        else
+            q->refs++;
+    }
+    rpc_buf_free(&b);
+    if (rc < 0) {
+        q->r[i].answered = true;
+        note_failure(q, rc);
+    }
+    return rc;
+}
+
+/* Ask live, not yet asked replicas until every constraint can be met by
+ * the answers and requests outstanding. Local first. */
+static void read_fill(struct creq *q)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t i = 0; i < q->nrep; i++) {
+            const struct crep *p = &q->rp[i];
+            if (q->r[i].asked || !p->up || (pass == 0) != p->self)
+                continue;
+            /* would this replica help an unmet constraint? */
+            bool helps = false;
+            for (int c = 0; c < q->ncons; c++) {
+                if (q->cons[c].dc >= 0 && q->cons[c].dc != q->rep_dc[i])
+                    continue;
+                uint32_t have = 0;
+                for (uint32_t k = 0; k < q->nrep; k++)
+                    if (q->r[k].asked && !(q->r[k].answered && !q->r[k].ok) &&
+                        (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[k]))
+                        have++;
+                if (have < q->cons[c].need)
+                    helps = true;
+            }
+            if (helps)
+                send_read(q, i);
+        }
+    }
+}
+
+static void on_repair_done(int status, void *arg);
+
+static void on_repair_remote(void *arg, int status, struct rk_slice resp)
+{
+    int st = status;
+    if (st == 0) {
+        struct rpc_write_ack a;
+        st = rpc_write_ack_decode(&a, resp);
+        if (st == 0)
+            st = a.status;
+    }
+    on_repair_done(st, arg);
+}
+
+static void read_reply(struct creq *q)
+{
+    if (q->newest < 0) {
+        finish(q, RK_ENOTFOUND, RK_SLICE(NULL, 0));
+        return;
+    }
+    const struct rpc_record *rec = &q->r[q->newest].rec;
+    if ((rec->flags & RPC_REC_TOMBSTONE) ||
+        (rec->expiry && rec->expiry <= node__now_ms())) {
+        finish(q, RK_ENOTFOUND, RK_SLICE(NULL, 0));
+        return;
+    }
+    finish(q, 0, rec->value);
+}
+
+static void on_repair_done(int status, void *arg)
+{
+    struct cctx *c = arg;
+    struct creq *q = c->q;
+    free(c);
+    if (status < 0)
+        LOG(DEBUG, "coord.repair_fail", "error=\"%s\"", rk_strerror(status));
+    if (--q->repair_pending == 0)
+        read_reply(q);
+    creq_unref(q);
+}
+
+static void read_decide(struct creq *q)
+{
+    if (q->done || q->phase != 0)
+        return;
+    if (!satisfied(q)) {
+        read_fill(q);
+        bool outstanding = false;
+        for (uint32_t i = 0; i < q->nrep; i++)
+            if (q->r[i].asked && !q->r[i].answered)
+                outstanding = true;
+        if (!outstanding && !satisfied(q))
+            finish(q, q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
+                   RK_SLICE(NULL, 0));
+        return;
+    }
+    /* newest among the answers */
+    node *n = q->n;
+    int newest = -1;
+    for (uint32_t i = 0; i < q->nrep; i++) {
+        if (!q->r[i].answered || !q->r[i].ok || !q->r[i].found)
+            continue;
+        if (newest < 0 || rec_cmp(&q->r[i].rec, &q->r[newest].rec) > 0)
+            newest = (int)i;
+    }
+    q->newest = newest;
+    q->phase = 1;
+    if (newest < 0) {
+        read_reply(q);
+        return;
+    }
+    /* repair the stale ones */
+    const struct rpc_record *best = &q->r[newest].rec;
+    q->repair_pending = 1;
+    q->refs++;
+    bool encoded = false;
+    for (uint32_t i = 0; i < q->nrep; i++) {
+        if (!q->r[i].answered || !q->r[i].ok || (int)i == newest)
+            continue;
+        if (q->r[i].found && rec_cmp(&q->r[i].rec, best) == 0)
+            continue;
+        if (!encoded) {
+            if (encode_records(q, best) < 0)
+                break;
+            encoded = true;
+        }
+        struct cctx *c = malloc(sizeof(*c));
+        if (!c)
+            break;
+        c->q = q;
+        c->i = i;
+        int rc;
+        if (q->rp[i].self)
+            rc = node__local_write(n, RK_SLICE(q->key, q->klen), best,
+                                   on_repair_done, c);
+        else
+            rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
+                                (uint32_t)n->cfg.write_timeout_ms,
+                                on_repair_remote, c);
+        if (rc < 0) {
+            free(c);
+            continue;
+        }
+        n->stats.read_repairs++;
+        q->repair_pending++;
+        q->refs++;
+    }
+    if (--q->repair_pending == 0)
+        read_reply(q);
+    creq_unref(q);
+}
+
+static void on_remote_read(void *arg, int status, struct rk_slice resp)
+{
+    struct cctx *c = arg;
+    struct creq *q = c->q;
+    uint32_t i = c->i;
+    free(c);
+    node *n = q->n;
+    int st = status;
+    struct rpc_read_resp rr;
+    if (st == 0) {
+        st = rpc_read_resp_decode(&rr, resp);
+        if (st == 0) {
+            uint64_t after;
+            hlc_recv(&after, &n->hlc, node__now_ms(), rr.hlc);
+            st = rr.status;
+        }
+        if (st == 0 && rr.found && rr.is_digest)
+            st = RK_EPROTO; /* we never ask for digests */
+    }
+    q->r[i].answered = true;
+    if (st == 0) {
+        q->r[i].ok = true;
+        q->r[i].found = rr.found;
+        if (rr.found) {
+            q->r[i].rec = rr.rec;
+            q->r[i].buf = malloc(rr.rec.value.len ? rr.rec.value.len : 1);
+            if (!q->r[i].buf) {
+                q->r[i].ok = false;
+                note_failure(q, -ENOMEM);
+            } else {
+                memcpy(q->r[i].buf, rr.rec.value.p, rr.rec.value.len);
+                q->r[i].rec.value = RK_SLICE(q->r[i].buf, rr.rec.value.len);
+            }
+        }
+        if (q->r[i].ok)
+            count_answer(q, i);
+    } else {
+        note_failure(q, st);
+    }
+    read_decide(q);
+    creq_unref(q);
+}
+
+int coord_get(
+    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
+{
+    int rc = check_common(n, key);
+    if (rc < 0)
+        return rc;
+    struct creq *q = creq_new(n, C_GET, key, cl, cb, arg);
+    if (!q)
+        return -ENOMEM;
+    n->stats.req[NODE_OP_GET][cl]++;
+    rc = plan(n, q);
+    if (rc < 0) {
+        if (rc == RK_EUNAVAILABLE)
+            n->stats.unavailable[NODE_OP_GET][cl]++;
+        q->done = true;
+        creq_unref(q);
+        return rc;
+    }
+    read_fill(q);
+    defer(q);
+    creq_unref(q);
+    return 0;
+}

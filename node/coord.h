@@ -1,0 +1,58 @@
+/*
+ * coord.h - the coordinator: any node serves get/put/del for any key at a
+ * chosen consistency level. The one entry point both client servers (native
+ * and RESP) use.
+ *
+ * token = rk_token(key); the replicas are the ring's preference list for it.
+ * Writes get an HLC timestamp here and go to every live replica (local ones
+ * through the group-commit batch, remote ones over internode RPC); DOWN
+ * replicas get a hint. Reads ask as many live replicas as the level needs,
+ * return the newest version and repair the replicas that answered with an
+ * older one before replying (blocking read repair).
+ *
+ * Contract (libuv's): a call that returns an error never calls `cb`; a call
+ * that returns 0 calls `cb` exactly once, later, from the loop (never from
+ * inside the call). Errors returned at once: RK_EBADREQ (empty key),
+ * RK_ETOOLARGE, RK_EUNAVAILABLE (too few live replicas; nothing was sent),
+ * RK_ESTALE (this node's ring is older than one it has heard of),
+ * RK_EOVERLOADED (admission control), RK_ECLOSED (shutting down).
+ */
+#ifndef NODE_COORD_H
+#define NODE_COORD_H
+
+#include <stdint.h>
+
+#include "common/rk.h"
+#include "node/config.h"
+#include "node/node.h"
+
+/* The outcome handed to the callback.
+ * @note value borrows: it lives only during the callback. */
+struct coord_result {
+    int err;               /* 0, RK_ENOTFOUND (get), RK_ETIMEOUT, ... */
+    uint32_t acks;         /* replicas that answered in time */
+    uint32_t need;         /* replicas the level needed */
+    struct rk_slice value; /* get: the value when err == 0 */
+};
+
+typedef void (*coord_cb)(const struct coord_result *res, void *arg);
+
+int coord_get(
+    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg);
+
+/* ttl_ms 0 means no expiry. */
+int coord_put(node *n,
+              struct rk_slice key,
+              struct rk_slice value,
+              uint64_t ttl_ms,
+              enum node_cl cl,
+              coord_cb cb,
+              void *arg);
+
+int coord_del(
+    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg);
+
+/* The node's configured default level. */
+enum node_cl coord_default_cl(const node *n);
+
+#endif

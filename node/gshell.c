@@ -1,0 +1,721 @@
+/*
+ * gshell.c - the libuv shell around the pure gossip state machine, and what
+ * follows from membership: the ring snapshot, the peer table and the local
+ * storage ranges.
+ *
+ * Every gossip_interval_ms the timer calls gossip_tick(); every datagram on
+ * the gossip port goes to gossip_recv(). Both return packets (sent with
+ * net_udp) and events, handled here: UP/DOWN update routing (and UP starts
+ * hint replay), MEMBERSHIP rebuilds the ring, RING_STALE/CAUGHT_UP gate the
+ * coordinator, AUTH_FAIL and BAD_PACKET are counted and logged.
+ *
+ * Joining: a node with a new data_dir announces STATUS BOOT and listens for
+ * a few rounds. It chooses its tokens (balanced by default, against the
+ * ring it has learnt) only when no live node with a smaller name is still
+ * BOOT, so nodes started together join one after the other and never pick
+ * the same tokens; a non-seed node also waits until it has heard from the
+ * cluster. Then it announces its TOKENS and STATUS NORMAL (a new epoch) and
+ * persists them, so a restart re-announces the same tokens. There is no
+ * streaming yet: a node that joins a cluster holding data gets its share
+ * through writes, hints and read repair only.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "node/log.h"
+#include "node/node_internal.h"
+
+#define RING_DELAY_TICKS 5    /* rounds a fresh node listens before joining */
+#define RING_DELAY_MS    2000 /* ... and at least this long */
+
+/* ---- sending ---------------------------------------------------------- */
+
+static void gossip_send_all(node *n)
+{
+    for (size_t i = 0; i < n->gout.n_pkts; i++) {
+        struct gossip_packet *p = &n->gout.pkts[i];
+        int rc = net_udp_send_to(n->udp, p->to, RK_SLICE(p->buf, p->len));
+        if (rc == -EINVAL) {
+            char num[96];
+            if (node__resolve_str(num, sizeof(num), p->to) == 0)
+                rc = net_udp_send_to(n->udp, num, RK_SLICE(p->buf, p->len));
+        }
+        if (rc == 0)
+            n->stats.gossip_out++;
+        else
+            LOG(DEBUG, "gossip.send_fail", "to=%s error=\"%s\"", p->to,
+                rk_strerror(rc));
+    }
+}
+
+/* ---- peer table and ring ---------------------------------------------- */
+
+static uint32_t
+peer_port(const struct rk_slice *schema, const char *key, uint32_t dflt)
+{
+    /* SCHEMA holds "repl=... internode=7001 client=7380" */
+    char buf[GOSSIP_VALUE_MAX + 1];
+    size_t l = schema->len < GOSSIP_VALUE_MAX ? schema->len : GOSSIP_VALUE_MAX;
+    memcpy(buf, schema->p, l);
+    buf[l] = '\0';
+    char pat[32];
+    snprintf(pat, sizeof(pat), " %s=", key);
+    const char *p = strstr(buf, pat);
+    if (!p)
+        return dflt;
+    long v = strtol(p + strlen(pat), NULL, 10);
+    return v > 0 && v < 65536 ? (uint32_t)v : dflt;
+}
+
+static void host_of(char *out, size_t len, struct rk_slice addr)
+{
+    size_t l = addr.len < len - 1 ? addr.len : len - 1;
+    memcpy(out, addr.p, l);
+    out[l] = '\0';
+    char *colon = strrchr(out, ':');
+    if (colon)
+        *colon = '\0';
+}
+
+static enum ring_node_state ring_state_of(enum gossip_status s)
+{
+    switch (s) {
+    case GOSSIP_STATUS_NORMAL:
+        return RING_NORMAL;
+    case GOSSIP_STATUS_LEAVING:
+        return RING_LEAVING;
+    case GOSSIP_STATUS_LEFT:
+        return RING_LEFT;
+    case GOSSIP_STATUS_REMOVED:
+        return RING_REMOVED;
+    default:
+        return RING_BOOT;
+    }
+}
+
+/* Make sure the store holds ranges covering every arc this node
+ * replicates. Missing pieces are created; ranges no longer replicated are
+ * kept (cleanup is not implemented yet). */
+static void ranges_ensure(node *n)
+{
+    if (!n->ring || n->self_idx == RING_NONE || !n->store)
+        return;
+    size_t want = ring_node_ranges(n->ring, n->self_idx, NULL, 0);
+    if (!want)
+        return;
+    struct ring_range *rr = calloc(want, sizeof(*rr));
+    if (!rr)
+        return;
+    ring_node_ranges(n->ring, n->self_idx, rr, want);
+    struct store_range *have = NULL;
+    size_t nhave = 0;
+    if (store_range_list(&have, &nhave, n->store) < 0) {
+        free(rr);
+        return;
+    }
+    /* Work on the line [0, 2^64): a wrapping arc (s, e] with s >= e is
+     * (s, MAX] plus (-1, e]. Linear pieces are (lo, hi], lo = -1 meaning
+     * "from 0". Gaps found are created as ranges, a gap ending at MAX and
+     * one starting at 0 joined into one wrapping range. */
+    typedef struct {
+        __int128 lo, hi;
+    } lin;
+    size_t cap = 2 * (nhave + 1), gcap = 2 * want + 2, ng = 0;
+    int created = 0;
+    lin *hl = calloc(cap, sizeof(*hl));
+    lin *gaps = calloc(gcap, sizeof(*gaps));
+    size_t nh = 0;
+    for (size_t i = 0; hl && i < nhave; i++) {
+        __int128 s0 = have[i].start, e0 = have[i].end;
+        if (have[i].start < have[i].end) {
+            hl[nh++] = (lin){s0, e0};
+        } else {
+            hl[nh++] = (lin){s0, (__int128)UINT64_MAX};
+            hl[nh++] = (lin){-1, e0};
+        }
+    }
+    for (size_t k = 0; hl && gaps && k < want; k++) {
+        lin pieces[2];
+        int np = 0;
+        __int128 s0 = rr[k].start, e0 = rr[k].end;
+        if (rr[k].start < rr[k].end) {
+            pieces[np++] = (lin){s0, e0};
+        } else {
+            pieces[np++] = (lin){s0, (__int128)UINT64_MAX};
+            pieces[np++] = (lin){-1, e0};
+        }
+        for (int p = 0; p < np; p++) {
+            __int128 cur = pieces[p].lo;
+            while (cur < pieces[p].hi) {
+                __int128 next_cov = pieces[p].hi, cov_end = -2;
+                for (size_t i = 0; i < nh; i++) {
+                    if (hl[i].lo <= cur && cur < hl[i].hi) {
+                        cov_end = hl[i].hi;
+                        break;
+                    }
+                    if (hl[i].lo > cur && hl[i].lo < next_cov)
+                        next_cov = hl[i].lo;
+                }
+                if (cov_end != -2) {
+                    cur = cov_end;
+                    continue;
+                }
+                if (ng == gcap)
+                    goto out;
+                gaps[ng++] = (lin){cur, next_cov};
+                cur = next_cov;
+            }
+        }
+    }
+    /* join the gap that ends at MAX with the one that starts at 0 */
+    int tail = -1, head = -1;
+    for (size_t i = 0; i < ng; i++) {
+        if (gaps[i].hi == (__int128)UINT64_MAX && gaps[i].lo >= 0)
+            tail = (int)i;
+        if (gaps[i].lo == -1)
+            head = (int)i;
+    }
+    for (size_t i = 0; i < ng; i++) {
+        if ((int)i == head && tail >= 0)
+            continue; /* created with the tail */
+        struct store_range nr;
+        nr.start = gaps[i].lo < 0 ? UINT64_MAX : (uint64_t)gaps[i].lo;
+        nr.end = (uint64_t)gaps[i].hi;
+        if ((int)i == tail && head >= 0)
+            nr.end = (uint64_t)gaps[head].hi;
+        int rc = store_range_create(n->store, nr);
+        if (rc < 0) {
+            LOG(ERROR, "store.range_create_fail",
+                "start=%llu end=%llu error=\"%s\"",
+                (unsigned long long)nr.start, (unsigned long long)nr.end,
+                rk_strerror(rc));
+            goto out;
+        }
+        created++;
+    }
+out:
+    if (created)
+        LOG(INFO, "store.ranges", "created=%d replicated_arcs=%zu", created,
+            want);
+    free(gaps);
+    free(hl);
+    free(have);
+    free(rr);
+}
+
+static void fill_repl(node *n, struct ring_config *rc, struct ring_dc_rf *rdc)
+{
+    if (n->cfg.ndcs == 1 && strcmp(n->cfg.replication[0].name, "*") == 0) {
+        rc->repl.strategy = RING_SIMPLE;
+        rc->repl.rf = (unsigned)n->cfg.replication[0].rf;
+    } else {
+        for (int i = 0; i < n->cfg.ndcs; i++) {
+            rdc[i].dc = n->cfg.replication[i].name;
+            rdc[i].rf = (unsigned)n->cfg.replication[i].rf;
+        }
+        rc->repl.strategy = RING_NTS;
+        rc->repl.dcs = rdc;
+        rc->repl.ndcs = (size_t)n->cfg.ndcs;
+    }
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Does one of this node's tokens equal a token of a placed member with a
+ * smaller name? */
+static bool tokens_collide(node *n, const struct ring_member *m, size_t nm)
+{
+    uint64_t *mine = malloc(sizeof(uint64_t) * (size_t)(n->st.ntokens + 1));
+    if (!mine)
+        return false;
+    memcpy(mine, n->st.tokens, sizeof(uint64_t) * (size_t)n->st.ntokens);
+    qsort(mine, (size_t)n->st.ntokens, sizeof(uint64_t), u64_cmp);
+    bool hit = false;
+    for (size_t i = 0; i < nm && !hit; i++) {
+        if (m[i].state == RING_BOOT || m[i].state == RING_LEFT ||
+            m[i].state == RING_REMOVED)
+            continue;
+        if (strcmp(m[i].name, n->cfg.node_name) >= 0)
+            continue;
+        for (size_t k = 0; k < m[i].ntokens && !hit; k++)
+            hit = bsearch(&m[i].tokens[k], mine, (size_t)n->st.ntokens,
+                          sizeof(uint64_t), u64_cmp) != NULL;
+    }
+    free(mine);
+    return hit;
+}
+
+static void announce_tokens(node *n, size_t nt, size_t others);
+
+/* Choose new tokens against the ring of every other placed member. */
+static void retoken(node *n,
+                    struct ring_member *m,
+                    size_t nm,
+                    const struct ring_config *rc0)
+{
+    struct ring_member *o = calloc(nm ? nm : 1, sizeof(*o));
+    size_t no = 0;
+    if (!o)
+        return;
+    for (size_t i = 0; i < nm; i++)
+        if (strcmp(m[i].name, n->cfg.node_name) != 0)
+            o[no++] = m[i];
+    struct ring_config rc = *rc0;
+    rc.members = o;
+    rc.nmembers = no;
+    ring *base = NULL;
+    int err = ring_new(&base, &rc);
+    if (err < 0) {
+        LOG(WARN, "boot.retoken_wait", "error=\"%s\"", rk_strerror(err));
+        free(o);
+        return;
+    }
+    struct ring_joiner j = {
+        .name = n->cfg.node_name,
+        .dc = n->cfg.datacenter,
+        .rack = n->cfg.rack,
+        .weight = (uint32_t)(n->cfg.weight * RING_WEIGHT_UNIT + 0.5)};
+    size_t nt = (size_t)n->st.ntokens;
+    err = ring_tokens_alloc(
+        n->st.tokens, nt, ring_token_count(base) ? base : NULL, &j,
+        n->cfg.token_allocation == NODE_ALLOC_RANDOM ? RING_ALLOC_RANDOM
+                                                     : RING_ALLOC_BALANCED);
+    ring_free(base);
+    free(o);
+    if (err < 0) {
+        LOG(ERROR, "boot.alloc_fail", "error=\"%s\"", rk_strerror(err));
+        return;
+    }
+    LOG(WARN, "boot.token_collision", "action=%s", "chose new tokens");
+    announce_tokens(n, nt, nm ? nm - 1 : 0);
+}
+
+void node__ring_rebuild(node *n)
+{
+    uint64_t now = node__mono_ms(n);
+    size_t cnt = gossip_peer_count(n->g);
+    struct ring_member *m = calloc(cnt ? cnt : 1, sizeof(*m));
+    uint64_t *toks =
+        calloc(cnt ? cnt : 1, sizeof(uint64_t) * RING_MAX_TOKENS_PER_NODE);
+    char(*dcs)[2][GOSSIP_VALUE_MAX + 1] = calloc(cnt ? cnt : 1, sizeof(*dcs));
+    char(*names)[GOSSIP_NAME_MAX + 1] = calloc(cnt ? cnt : 1, sizeof(*names));
+    struct ring_dc_rf rdc[NODE_CONFIG_MAX_DCS];
+    size_t nm = 0;
+    ring *r = NULL;
+    if (!m || !toks || !dcs || !names)
+        goto out;
+    for (size_t i = 0; i < cnt; i++) {
+        struct gossip_peer_info pi;
+        if (gossip_peer_get(&pi, n->g, i, now) < 0)
+            continue;
+        if (pi.status == GOSSIP_STATUS_UNKNOWN)
+            continue;
+        size_t nt = 0;
+        uint64_t *t = toks + nm * RING_MAX_TOKENS_PER_NODE;
+        if (gossip_tokens_decode(t, RING_MAX_TOKENS_PER_NODE, &nt,
+                                 pi.state[GOSSIP_KEY_TOKENS]) < 0)
+            nt = 0;
+        snprintf(names[nm], sizeof(names[nm]), "%s", pi.name);
+        for (int k = 0; k < 2; k++) {
+            struct rk_slice v =
+                pi.state[k == 0 ? GOSSIP_KEY_DC : GOSSIP_KEY_RACK];
+            memcpy(dcs[nm][k], v.p, v.len);
+            dcs[nm][k][v.len] = '\0';
+        }
+        m[nm].name = names[nm];
+        m[nm].dc = dcs[nm][0];
+        m[nm].rack = dcs[nm][1];
+        m[nm].tokens = t;
+        m[nm].ntokens = nt;
+        m[nm].weight = 0;
+        m[nm].state = ring_state_of(pi.status);
+        if (m[nm].state == RING_NORMAL && nt == 0)
+            m[nm].state = RING_BOOT;
+        if (m[nm].state == RING_BOOT)
+            m[nm].ntokens = 0;
+        nm++;
+    }
+    struct ring_config rc = {.members = m, .nmembers = nm};
+    rc.epoch = gossip_epoch_membership(n->g);
+    fill_repl(n, &rc, rdc);
+    if (n->boot == NODE_BOOT_DONE && !n->retokening &&
+        tokens_collide(n, m, nm)) {
+        /* Two nodes chose the same token (they joined without knowing of
+         * each other). The one with the larger name chooses again. */
+        n->retokening = true;
+        retoken(n, m, nm, &rc);
+        n->retokening = false;
+        goto out;
+    }
+    int err = ring_new(&r, &rc);
+    if (err < 0) {
+        LOG(ERROR, "ring.build_fail", "members=%zu epoch=%llu error=\"%s\"", nm,
+            (unsigned long long)rc.epoch, rk_strerror(err));
+        goto out;
+    }
+    uint64_t old_fp = n->ring ? ring_fingerprint(n->ring) : 0;
+    uint64_t old_epoch = n->ring ? ring_epoch(n->ring) : 0;
+    ring_free(n->ring);
+    n->ring = r;
+    gossip_ring_applied(n->g, ring_epoch(r));
+    n->ring_stale = gossip_ring_stale(n->g);
+
+    /* peer table, indexed like the ring */
+    size_t rn = ring_node_count(r);
+    struct node_peer *pt = calloc(rn ? rn : 1, sizeof(*pt));
+    if (!pt)
+        goto out;
+    n->self_idx = RING_NONE;
+    for (uint32_t i = 0; i < rn; i++) {
+        struct ring_node_info ni;
+        ring_node_get(r, &ni, i);
+        snprintf(pt[i].name, sizeof(pt[i].name), "%s", ni.name);
+        struct gossip_peer_info pi;
+        if (gossip_peer_find(&pi, n->g, ni.name, now) == 0) {
+            char host[GOSSIP_ADDR_MAX + 1];
+            host_of(host, sizeof(host), pi.state[GOSSIP_KEY_ADDRESS]);
+            snprintf(pt[i].iaddr, sizeof(pt[i].iaddr), "%s:%u", host,
+                     peer_port(&pi.state[GOSSIP_KEY_SCHEMA], "internode",
+                               (uint32_t)n->cfg.internode_port));
+            snprintf(pt[i].caddr, sizeof(pt[i].caddr), "%s:%u", host,
+                     peer_port(&pi.state[GOSSIP_KEY_SCHEMA], "client",
+                               (uint32_t)n->cfg.client_port));
+            pt[i].up = pi.up;
+            pt[i].self = pi.self;
+            if (!pi.up && !pi.self)
+                pt[i].down_since_ms = now;
+        }
+        if (pt[i].self && ni.state != RING_BOOT && ni.ntokens)
+            n->self_idx = i;
+        /* keep a replay in progress marked, and when it went DOWN */
+        for (size_t k = 0; k < n->npeers; k++) {
+            if (strcmp(n->peer[k].name, pt[i].name) == 0) {
+                pt[i].replaying = n->peer[k].replaying;
+                if (!pt[i].up && n->peer[k].down_since_ms)
+                    pt[i].down_since_ms = n->peer[k].down_since_ms;
+            }
+        }
+    }
+    free(n->peer);
+    n->peer = pt;
+    n->npeers = rn;
+    if (old_fp != ring_fingerprint(r) || old_epoch != ring_epoch(r))
+        LOG(INFO, "ring.applied",
+            "epoch=%llu fingerprint=%016llx nodes=%zu tokens=%zu "
+            "replicas=%zu stale=%d",
+            (unsigned long long)ring_epoch(r),
+            (unsigned long long)ring_fingerprint(r), rn, ring_token_count(r),
+            ring_replica_count(r), n->ring_stale);
+    ranges_ensure(n);
+out:
+    free(m);
+    free(toks);
+    free(dcs);
+    free(names);
+}
+
+static void peer_set_up(node *n, const char *name, bool up)
+{
+    for (uint32_t i = 0; i < n->npeers; i++) {
+        if (strcmp(n->peer[i].name, name) == 0) {
+            n->peer[i].up = up;
+            n->peer[i].down_since_ms = up ? 0 : node__mono_ms(n);
+            if (up)
+                node__hints_kick(n, i);
+            return;
+        }
+    }
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+static void handle_events(node *n)
+{
+    bool rebuild = false;
+    for (size_t i = 0; i < n->gout.n_events; i++) {
+        const struct gossip_event *e = &n->gout.events[i];
+        switch (e->type) {
+        case GOSSIP_EV_JOINED:
+            LOG(INFO, "gossip.joined", "peer=%s", e->name);
+            break;
+        case GOSSIP_EV_RESTARTED:
+            LOG(INFO, "gossip.restarted", "peer=%s", e->name);
+            break;
+        case GOSSIP_EV_UP:
+            LOG(INFO, "gossip.up", "peer=%s", e->name);
+            peer_set_up(n, e->name, true);
+            break;
+        case GOSSIP_EV_DOWN:
+            LOG(WARN, "gossip.down", "peer=%s", e->name);
+            peer_set_up(n, e->name, false);
+            break;
+        case GOSSIP_EV_STATE:
+            if (e->key == GOSSIP_KEY_ADDRESS || e->key == GOSSIP_KEY_SCHEMA)
+                rebuild = true;
+            break;
+        case GOSSIP_EV_MEMBERSHIP:
+            rebuild = true;
+            break;
+        case GOSSIP_EV_RING_STALE:
+            n->ring_stale = 1;
+            LOG(INFO, "ring.stale", "epoch_known=%llu",
+                (unsigned long long)e->epoch);
+            rebuild = true;
+            break;
+        case GOSSIP_EV_RING_CAUGHT_UP:
+            n->ring_stale = gossip_ring_stale(n->g);
+            LOG(INFO, "ring.caught_up", "epoch=%llu",
+                (unsigned long long)e->epoch);
+            break;
+        case GOSSIP_EV_EVICTED:
+            LOG(INFO, "gossip.evicted", "peer=%s", e->name);
+            rebuild = true;
+            break;
+        case GOSSIP_EV_AUTH_FAIL:
+            n->stats.gossip_bad++;
+            LOG(WARN, "gossip.auth_fail", "from=%s error=%s", e->addr,
+                rk_errname(e->err));
+            break;
+        case GOSSIP_EV_BAD_PACKET:
+            n->stats.gossip_bad++;
+            LOG(INFO, "gossip.bad_packet", "from=%s error=%s", e->addr,
+                rk_errname(e->err));
+            break;
+        }
+    }
+    if (rebuild)
+        node__ring_rebuild(n);
+}
+
+/* ---- joining ---------------------------------------------------------- */
+
+static void boot_try(node *n, uint64_t now)
+{
+    if (n->boot != NODE_BOOT_WAIT)
+        return;
+    size_t cnt = gossip_peer_count(n->g);
+    /* listen until the set of known endpoints has been stable a while */
+    if (cnt != n->boot_known) {
+        n->boot_known = cnt;
+        n->boot_stable_ticks = 0;
+    } else {
+        n->boot_stable_ticks++;
+    }
+    if (n->ticks < RING_DELAY_TICKS ||
+        n->ticks * (uint64_t)n->cfg.gossip_interval_ms < RING_DELAY_MS ||
+        n->boot_stable_ticks < RING_DELAY_TICKS)
+        return;
+    size_t others = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        struct gossip_peer_info pi;
+        if (gossip_peer_get(&pi, n->g, i, now) < 0 || pi.self)
+            continue;
+        others++;
+        if (pi.quarantined)
+            continue;
+        bool alive = pi.up || pi.phi < n->cfg.phi_convict_threshold;
+        bool booting = pi.status == GOSSIP_STATUS_BOOT ||
+                       pi.status == GOSSIP_STATUS_UNKNOWN;
+        if (alive && booting && strcmp(pi.name, n->cfg.node_name) < 0) {
+            if (n->ticks % 5 == 0)
+                LOG(INFO, "boot.waiting", "for=%s", pi.name);
+            return; /* its turn first */
+        }
+    }
+    if (!n->is_seed && n->nseeds > 0 && others == 0) {
+        if (n->ticks % 5 == 0)
+            LOG(INFO, "boot.waiting", "for=seeds seeds=%d", n->nseeds);
+        return;
+    }
+    /* choose tokens against the ring learnt so far */
+    struct ring_joiner j = {
+        .name = n->cfg.node_name,
+        .dc = n->cfg.datacenter,
+        .rack = n->cfg.rack,
+        .weight = (uint32_t)(n->cfg.weight * RING_WEIGHT_UNIT + 0.5)};
+    size_t nt = ring_tokens_for_weight((unsigned)n->cfg.num_tokens, j.weight);
+    if (nt > NODE_STATE_MAX_TOKENS)
+        nt = NODE_STATE_MAX_TOKENS;
+    const ring *base = n->ring && ring_token_count(n->ring) ? n->ring : NULL;
+    int rc = ring_tokens_alloc(n->st.tokens, nt, base, &j,
+                               n->cfg.token_allocation == NODE_ALLOC_RANDOM
+                                   ? RING_ALLOC_RANDOM
+                                   : RING_ALLOC_BALANCED);
+    if (rc < 0) {
+        LOG(ERROR, "boot.alloc_fail", "error=\"%s\"", rk_strerror(rc));
+        return;
+    }
+    n->st.ntokens = (int)nt;
+    announce_tokens(n, nt, others);
+}
+
+/* Announce this node's tokens and NORMAL (a new epoch), persist them. */
+static void announce_tokens(node *n, size_t nt, size_t others)
+{
+    int rc = gossip_tokens_set(n->g, n->st.tokens, nt);
+    uint64_t epoch = 0;
+    if (rc == 0)
+        rc = gossip_status_set(n->g, GOSSIP_STATUS_NORMAL, 0, &epoch);
+    if (rc < 0) {
+        LOG(ERROR, "boot.announce_fail", "error=\"%s\"", rk_strerror(rc));
+        return;
+    }
+    n->st.ring_epoch = epoch;
+    rc = node_state_save(&n->st, n->cfg.data_dir);
+    if (rc < 0)
+        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+    n->boot = NODE_BOOT_DONE;
+    LOG(INFO, "boot.joined", "tokens=%zu epoch=%llu allocation=%s peers=%zu",
+        nt, (unsigned long long)epoch,
+        n->cfg.token_allocation == NODE_ALLOC_RANDOM ? "random" : "balanced",
+        others);
+    node__ring_rebuild(n);
+}
+
+/* ---- loop glue -------------------------------------------------------- */
+
+static void on_tick(uv_timer_t *t)
+{
+    node *n = t->data;
+    uint64_t now = node__mono_ms(n);
+    n->ticks++;
+    if (n->ticks % 10 == 1 && n->store) {
+        /* LOAD: bytes on disk of the local ranges */
+        struct store_range *rs = NULL;
+        size_t nr = 0;
+        uint64_t bytes = 0;
+        if (store_range_list(&rs, &nr, n->store) == 0) {
+            for (size_t i = 0; i < nr; i++) {
+                struct store_range_info ri;
+                if (store_range_info(&ri, n->store, rs[i]) == 0)
+                    bytes += ri.disk_bytes;
+            }
+            free(rs);
+        }
+        char load[32];
+        int l = snprintf(load, sizeof(load), "%llu", (unsigned long long)bytes);
+        gossip_state_set(n->g, GOSSIP_KEY_LOAD, load, (size_t)l);
+    }
+    int rc = gossip_tick(n->g, now, &n->gout);
+    if (rc == 0) {
+        gossip_send_all(n);
+        handle_events(n);
+    }
+    boot_try(n, now);
+}
+
+static void on_udp(void *arg, struct rk_slice pkt, const struct sockaddr *from)
+{
+    node *n = arg;
+    char addr[96];
+    if (net_addr_format(addr, sizeof(addr), from) < 0)
+        return;
+    n->stats.gossip_in++;
+    gossip_recv(n->g, node__mono_ms(n), addr, pkt.p, pkt.len, &n->gout);
+    gossip_send_all(n);
+    handle_events(n);
+}
+
+int node__gossip_start(node *n, char *err, size_t errlen)
+{
+    struct node_config *c = &n->cfg;
+    const char *seedp[NODE_CONFIG_MAX_SEEDS];
+    for (int i = 0; i < n->nseeds; i++)
+        seedp[i] = n->seeds[i];
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+        seed = node__now_ms() ^ (uint64_t)n->st.generation;
+    struct gossip_config gc = GOSSIP_CONFIG_INIT;
+    gc.cluster_name = c->cluster_name;
+    gc.node_name = c->node_name;
+    gc.secret = (const uint8_t *)n->secret;
+    gc.secret_len = n->secret_len;
+    gc.generation = (uint64_t)n->st.generation;
+    gc.seed = seed;
+    gc.seeds = seedp;
+    gc.n_seeds = (size_t)n->nseeds;
+    gc.phi_threshold = c->phi_convict_threshold;
+    gc.interval_ms = (uint32_t)c->gossip_interval_ms;
+    int rc = gossip_new(&n->g, &gc);
+    if (rc < 0) {
+        snprintf(err, errlen,
+                 "gossip: %s (cluster_name and node_name must "
+                 "be 1..%d bytes)",
+                 rk_strerror(rc), GOSSIP_NAME_MAX);
+        return rc;
+    }
+    char v[GOSSIP_VALUE_MAX];
+    int l =
+        snprintf(v, sizeof(v), "%s:%d", c->advertise_address, c->gossip_port);
+    gossip_state_set(n->g, GOSSIP_KEY_ADDRESS, v, (size_t)l);
+    gossip_state_set(n->g, GOSSIP_KEY_DC, c->datacenter, strlen(c->datacenter));
+    gossip_state_set(n->g, GOSSIP_KEY_RACK, c->rack, strlen(c->rack));
+    l = snprintf(v, sizeof(v), "repl=");
+    for (int i = 0; i < c->ndcs; i++)
+        l += snprintf(v + l, sizeof(v) - (size_t)l, "%s%s:%d", i ? "," : "",
+                      c->replication[i].name, c->replication[i].rf);
+    l += snprintf(v + l, sizeof(v) - (size_t)l, " internode=%d client=%d",
+                  c->internode_port, c->client_port);
+    gossip_state_set(n->g, GOSSIP_KEY_SCHEMA, v, (size_t)l);
+    if (!n->fresh) {
+        gossip_tokens_set(n->g, n->st.tokens, (size_t)n->st.ntokens);
+        uint64_t ep = 0;
+        rc = gossip_status_set(n->g, GOSSIP_STATUS_NORMAL,
+                               n->st.ring_epoch ? n->st.ring_epoch : 0, &ep);
+        if (rc == 0 && ep != n->st.ring_epoch) {
+            n->st.ring_epoch = ep;
+            node_state_save(&n->st, c->data_dir);
+        }
+        n->boot = NODE_BOOT_DONE;
+    } else {
+        gossip_status_set(n->g, GOSSIP_STATUS_BOOT, 0, NULL);
+        n->boot = NODE_BOOT_WAIT;
+    }
+
+    struct net_udp_opts uo = NET_UDP_OPTS_INIT;
+    uo.host = n->listen_ip;
+    uo.port = (uint16_t)c->gossip_port;
+    uo.on_recv = on_udp;
+    uo.arg = n;
+    rc = net_udp_new(&n->udp, n->loop, &uo);
+    if (rc < 0) {
+        snprintf(err, errlen, "gossip_port: cannot bind %s:%d/udp: %s",
+                 n->listen_ip, c->gossip_port, rk_strerror(rc));
+        return rc;
+    }
+    uv_timer_init(n->loop, &n->gtimer);
+    n->gtimer.data = n;
+    n->gtimer_open = 1;
+    uv_timer_start(&n->gtimer, on_tick, 10, (uint64_t)c->gossip_interval_ms);
+    node__ring_rebuild(n);
+    return 0;
+}
+
+static void on_udp_closed(void *arg)
+{
+    node *n = arg;
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
+void node__gossip_stop(node *n)
+{
+    if (n->gtimer_open) {
+        n->gtimer_open = 0;
+        n->pending_closes++;
+        uv_close((uv_handle_t *)&n->gtimer, node__handle_closed);
+    }
+    if (n->udp) {
+        net_udp *u = n->udp;
+        n->udp = NULL;
+        n->pending_closes++;
+        net_udp_close(u, on_udp_closed, n);
+    }
+}

@@ -1,0 +1,55 @@
+/*
+ * log.h - ringkvd's one logger: key=value lines with a level.
+ *
+ *   LOG(INFO, "gossip.peer_up", "peer=%s addr=%s", name, addr);
+ *
+ * writes
+ *
+ *   ts=2026-12-02T11:46:00.123Z level=info node=n1 event=gossip.peer_up
+ *   peer=n2 addr=127.0.0.22
+ *
+ * on one line. The macro checks the level before any formatting happens
+ * (Redis's serverLog), so a DEBUG line costs one comparison when disabled.
+ * Each line goes out in a single write(2), so lines of concurrent processes
+ * sharing a file do not interleave.
+ *
+ * The level and the output file are the only process-wide state outside
+ * `struct node`: they are set once at start-up, before the loop runs, and
+ * only read afterwards. Pure parts never log; node/ logs the events they
+ * return.
+ */
+#ifndef NODE_LOG_H
+#define NODE_LOG_H
+
+#include "node/config.h"
+
+/* Lowest level written; set by node_log_open(). Read-only elsewhere. */
+extern enum node_log_level node_log_min;
+
+#define LOG(lvl, ...)                                    \
+    do {                                                 \
+        if (NODE_LOG_##lvl >= node_log_min)              \
+            node_log_write(NODE_LOG_##lvl, __VA_ARGS__); \
+    } while (0)
+
+/* Open the log: `path` "" or NULL means stderr. `node_name` is put on every
+ * line. Returns 0 or -errno (the file could not be opened). */
+int node_log_open(const char *path,
+                  enum node_log_level min,
+                  const char *node_name);
+
+/* Close the log file (stderr stays). Safe to call twice. */
+void node_log_close(void);
+
+/* Write one line: `event` is a short dotted name, `fmt` more key=value
+ * fields (may be ""). Use LOG() rather than calling this directly. */
+void node_log_write(enum node_log_level level,
+                    const char *event,
+                    const char *fmt,
+                    ...) __attribute__((format(printf, 3, 4)));
+
+/* Quote a value for a key=value field if it holds blanks, '=' or '"':
+ * returns `buf` (or `s` itself when no quoting is needed). */
+const char *node_log_quote(char *buf, size_t len, const char *s);
+
+#endif

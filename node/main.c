@@ -1,0 +1,138 @@
+/*
+ * main.c - ringkvd: read the configuration, run one node on a libuv loop
+ * until SIGTERM or SIGINT, then shut down cleanly.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "common/rk.h"
+#include "node/config.h"
+#include "node/log.h"
+#include "node/node.h"
+
+extern char **environ;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ringkvd [--config FILE] [--check-config] [--KEY=VALUE...]\n"
+            "\n"
+            "Runs one ringkv node. Settings come from the YAML file (or\n"
+            "RINGKV_CONFIG), then RINGKV_<KEY> environment variables, then\n"
+            "--key=value flags; see docs/config.md for every key.\n"
+            "  --check-config  validate the configuration, print it, exit\n");
+}
+
+struct app {
+    uv_loop_t loop;
+    uv_signal_t sigterm, sigint;
+    node *node;
+    int signals;
+};
+
+static void on_stopped(void *arg)
+{
+    struct app *a = arg;
+    uv_close((uv_handle_t *)&a->sigterm, NULL);
+    uv_close((uv_handle_t *)&a->sigint, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    struct app *a = h->data;
+    a->signals++;
+    LOG(INFO, "signal", "signal=%s count=%d",
+        signum == SIGTERM ? "SIGTERM" : "SIGINT", a->signals);
+    if (a->signals > 2) {
+        LOG(WARN, "signal.abort", "reason=%s", "third signal, exiting now");
+        _exit(1);
+    }
+    node_stop(a->node, on_stopped, a);
+}
+
+int main(int argc, char **argv)
+{
+    struct node_config cfg = NODE_CONFIG_INIT;
+    char err[NODE_CONFIG_ERR] = "";
+    int check = 0;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--check-config") == 0)
+            check = 1;
+    }
+    const char *file = node_config_file_arg(argc, argv, environ);
+    if (file && node_config_load_file(&cfg, file, err, sizeof(err)) < 0)
+        goto bad_config;
+    if (node_config_apply_env(&cfg, environ, err, sizeof(err)) < 0)
+        goto bad_config;
+    if (node_config_apply_args(&cfg, argc, argv, err, sizeof(err)) < 0)
+        goto bad_config;
+    if (node_config_validate(&cfg, err, sizeof(err)) < 0)
+        goto bad_config;
+    if (check) {
+        char dump[8192];
+        node_config_dump(&cfg, dump, sizeof(dump));
+        printf("# configuration OK%s%s%s\n%s", file ? " (from " : "",
+               file ? file : "", file ? ")" : "", dump);
+        return 0;
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    struct app a;
+    memset(&a, 0, sizeof(a));
+    int rc = uv_loop_init(&a.loop);
+    if (rc < 0) {
+        fprintf(stderr, "ringkvd: uv_loop_init: %s\n", uv_strerror(rc));
+        return 1;
+    }
+    rc = node_log_open(cfg.log_file, cfg.log_level, cfg.node_name);
+    if (rc < 0) {
+        fprintf(stderr, "ringkvd: log_file: cannot open '%s': %s\n",
+                cfg.log_file, rk_strerror(rc));
+        return 1;
+    }
+    rc = node_new(&a.node, &a.loop, &cfg, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "ringkvd: %s\n", err[0] ? err : rk_strerror(rc));
+        LOG(ERROR, "node.fail", "error=\"%s\"", err[0] ? err : rk_strerror(rc));
+        uv_loop_close(&a.loop);
+        node_log_close();
+        return 1;
+    }
+    node_log_open(cfg.log_file, cfg.log_level, node_name(a.node));
+    rc = node_start(a.node, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "ringkvd: %s\n", err[0] ? err : rk_strerror(rc));
+        LOG(ERROR, "node.fail", "error=\"%s\"", err[0] ? err : rk_strerror(rc));
+        uv_run(&a.loop, UV_RUN_DEFAULT); /* node_start began a stop */
+        node_free(a.node);
+        uv_loop_close(&a.loop);
+        node_log_close();
+        return 1;
+    }
+    uv_signal_init(&a.loop, &a.sigterm);
+    uv_signal_init(&a.loop, &a.sigint);
+    a.sigterm.data = a.sigint.data = &a;
+    uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+    uv_signal_start(&a.sigint, on_signal, SIGINT);
+
+    uv_run(&a.loop, UV_RUN_DEFAULT);
+
+    node_free(a.node);
+    rc = uv_loop_close(&a.loop);
+    LOG(INFO, "exit", "loop_close=%s", rc == 0 ? "ok" : uv_strerror(rc));
+    node_log_close();
+    return 0;
+
+bad_config:
+    fprintf(stderr, "ringkvd: configuration error: %s\n", err);
+    return 2;
+}

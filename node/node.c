@@ -1,0 +1,493 @@
+/*
+ * node.c - the daemon's context: identity, life cycle, and the wiring of
+ * the parts on one libuv loop.
+ *
+ * Start-up: node_new() takes the identity from data_dir (or creates it),
+ * raises the generation, reads the cluster secret and opens the store;
+ * node_start() opens, in order, the gossip socket, the internode server and
+ * client, and the client port. Shutdown (node_stop) closes listeners first,
+ * lets in-flight replica writes and hint jobs finish, then closes the store
+ * (LMDB synced and closed) and reports done.
+ */
+#include "node/node.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/rk.h"
+#include "node/http.h"
+#include "node/log.h"
+#include "node/metrics.h"
+#include "node/node_internal.h"
+#include "node/state.h"
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+uint64_t node__now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t node__mono_ms(node *n)
+{
+    uv_update_time(n->loop);
+    return uv_now(n->loop);
+}
+
+int node__resolve(struct sockaddr_storage *out, const char *host, int port)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    int rc = getaddrinfo(host, ps, &hints, &res);
+    if (rc != 0 || !res)
+        return -EHOSTUNREACH;
+    memset(out, 0, sizeof(*out));
+    memcpy(out, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* "host:port" or "[v6]:port" -> numeric "ip:port". */
+int node__resolve_str(char *out, size_t len, const char *host_port)
+{
+    char host[256];
+    const char *colon = strrchr(host_port, ':');
+    if (!colon)
+        return -EINVAL;
+    size_t hl = (size_t)(colon - host_port);
+    if (hl >= sizeof(host))
+        return -EINVAL;
+    memcpy(host, host_port, hl);
+    host[hl] = '\0';
+    char *h = host;
+    if (h[0] == '[' && hl > 2 && h[hl - 1] == ']') {
+        h[hl - 1] = '\0';
+        h++;
+    }
+    int port = atoi(colon + 1);
+    struct sockaddr_storage ss;
+    int rc = node__resolve(&ss, h, port);
+    if (rc < 0)
+        return rc;
+    return net_addr_format(out, len, (struct sockaddr *)&ss);
+}
+
+/* ---- identity --------------------------------------------------------- */
+
+static int node__identity(node *n, char *err, size_t errlen)
+{
+    struct node_config *c = &n->cfg;
+    int rc = node_state_mkdirs(c->data_dir);
+    if (rc < 0)
+        return fail(err, errlen, rc, "data_dir: cannot create '%s': %s",
+                    c->data_dir, rk_strerror(rc));
+    rc = node_state_load(&n->st, c->data_dir);
+    if (rc == RK_ENOTFOUND) {
+        n->fresh = 1;
+        memset(&n->st, 0, sizeof(n->st));
+        if (!c->node_name[0]) {
+            char host[256];
+            if (gethostname(host, sizeof(host)) < 0)
+                snprintf(host, sizeof(host), "node");
+            host[sizeof(host) - 1] = '\0';
+            snprintf(c->node_name, sizeof(c->node_name), "%s", host);
+        }
+        snprintf(n->st.node_name, sizeof(n->st.node_name), "%s", c->node_name);
+        snprintf(n->st.cluster_name, sizeof(n->st.cluster_name), "%s",
+                 c->cluster_name);
+    } else if (rc < 0) {
+        return fail(err, errlen, rc, "data_dir: cannot read %s/node.state: %s",
+                    c->data_dir, rk_strerror(rc));
+    } else {
+        if (c->node_name[0] && strcmp(c->node_name, n->st.node_name) != 0)
+            return fail(err, errlen, RK_ECONFIG,
+                        "node_name: data_dir '%s' belongs to node '%s', not "
+                        "'%s'",
+                        c->data_dir, n->st.node_name, c->node_name);
+        if (strcmp(c->cluster_name, n->st.cluster_name) != 0)
+            return fail(err, errlen, RK_ECONFIG,
+                        "cluster_name: data_dir '%s' belongs to cluster '%s', "
+                        "not '%s'",
+                        c->data_dir, n->st.cluster_name, c->cluster_name);
+        snprintf(c->node_name, sizeof(c->node_name), "%s", n->st.node_name);
+        /* a node that never finished joining starts over */
+        if (n->st.ntokens == 0)
+            n->fresh = 1;
+    }
+    if (strlen(c->node_name) > GOSSIP_NAME_MAX)
+        return fail(err, errlen, RK_ECONFIG, "node_name: longer than %d bytes",
+                    GOSSIP_NAME_MAX);
+    n->st.generation =
+        node_state_next_generation(n->st.generation, (int64_t)time(NULL));
+    rc = node_state_save(&n->st, c->data_dir);
+    if (rc < 0)
+        return fail(err, errlen, rc, "data_dir: cannot write node.state: %s",
+                    rk_strerror(rc));
+    return 0;
+}
+
+static int node__secret(node *n, char *err, size_t errlen)
+{
+    const struct node_config *c = &n->cfg;
+    if (!c->cluster_secret_file[0]) {
+        n->secret_len = strlen(c->cluster_name);
+        memcpy(n->secret, c->cluster_name, n->secret_len);
+        LOG(WARN, "config.no_secret",
+            "msg=\"cluster_secret_file not set: the MAC key is derived from "
+            "cluster_name, which is not a secret\"");
+    } else {
+        FILE *f = fopen(c->cluster_secret_file, "rb");
+        if (!f)
+            return fail(err, errlen, -errno,
+                        "cluster_secret_file: cannot open '%s': %s",
+                        c->cluster_secret_file, strerror(errno));
+        n->secret_len = fread(n->secret, 1, sizeof(n->secret), f);
+        fclose(f);
+        if (n->secret_len == 0)
+            return fail(err, errlen, RK_ECONFIG,
+                        "cluster_secret_file: '%s' is empty",
+                        c->cluster_secret_file);
+    }
+    rpc_key_derive(n->rpc_key, RK_SLICE(n->secret, n->secret_len));
+    return 0;
+}
+
+static int node__addresses(node *n, char *err, size_t errlen)
+{
+    struct node_config *c = &n->cfg;
+    struct sockaddr_storage ss;
+    int rc = node__resolve(&ss, c->listen_address, c->gossip_port);
+    if (rc < 0)
+        return fail(err, errlen, RK_ECONFIG,
+                    "listen_address: cannot resolve '%s'", c->listen_address);
+    char buf[96];
+    net_addr_format(buf, sizeof(buf), (struct sockaddr *)&ss);
+    char *colon = strrchr(buf, ':');
+    if (colon)
+        *colon = '\0';
+    const char *ip = buf;
+    if (ip[0] == '[') {
+        ip++;
+        buf[strlen(buf) - 1] = '\0';
+    }
+    snprintf(n->listen_ip, sizeof(n->listen_ip), "%s", ip);
+
+    char self_adv[96] = "";
+    char tmp[300];
+    snprintf(tmp, sizeof(tmp), "%s:%d", c->advertise_address, c->gossip_port);
+    node__resolve_str(self_adv, sizeof(self_adv), tmp);
+    n->nseeds = 0;
+    for (int i = 0; i < c->nseeds; i++) {
+        const char *s = c->seeds[i];
+        const char *colon2 = strrchr(s, ':');
+        if (colon2 && strchr(s, ':') == colon2)
+            snprintf(tmp, sizeof(tmp), "%s", s);
+        else
+            snprintf(tmp, sizeof(tmp), "%s:%d", s, c->gossip_port);
+        char out[80];
+        if (node__resolve_str(out, sizeof(out), tmp) < 0) {
+            LOG(WARN, "config.seed_unresolved", "seed=%s", s);
+            continue;
+        }
+        if (strcmp(out, self_adv) == 0)
+            n->is_seed = true;
+        snprintf(n->seeds[n->nseeds++], sizeof(n->seeds[0]), "%s", out);
+    }
+    return 0;
+}
+
+static int node__store_open(node *n, char *err, size_t errlen)
+{
+    struct store_opts so = STORE_OPTS_INIT;
+    so.data_dir = n->cfg.data_dir;
+    so.durability = n->cfg.durability == NODE_DURABILITY_GROUP
+                        ? STORE_GROUP_COMMIT
+                        : STORE_PERIODIC;
+    so.periodic_ms = (uint32_t)n->cfg.periodic_sync_ms;
+    so.gc_grace_ms = (uint64_t)n->cfg.gc_grace_seconds * 1000u;
+    int rc = store_open(&n->store, &so);
+    if (rc < 0)
+        return fail(err, errlen, rc,
+                    "data_dir: cannot open the store in "
+                    "'%s': %s",
+                    n->cfg.data_dir, rk_strerror(rc));
+    return 0;
+}
+
+int node_new(node **out,
+             uv_loop_t *loop,
+             const struct node_config *cfg,
+             char *err,
+             size_t errlen)
+{
+    node *n = calloc(1, sizeof(*n));
+    if (!n)
+        return -ENOMEM;
+    n->loop = loop;
+    n->cfg = *cfg;
+    n->self_idx = RING_NONE;
+    n->hlc = (struct hlc)HLC_INIT;
+    gossip_out_init(&n->gout);
+    if (!n->cfg.advertise_address[0])
+        memcpy(n->cfg.advertise_address, n->cfg.listen_address,
+               sizeof(n->cfg.listen_address));
+    int rc = node__identity(n, err, errlen);
+    if (rc == 0)
+        rc = node__secret(n, err, errlen);
+    if (rc == 0)
+        rc = node__addresses(n, err, errlen);
+    if (rc == 0)
+        rc = node__store_open(n, err, errlen);
+    if (rc < 0) {
+        gossip_out_free(&n->gout);
+        free(n);
+        return rc;
+    }
+    hlc_now(&n->hlc, node__now_ms());
+    *out = n;
+    return 0;
+}
+
+/* ---- life cycle ------------------------------------------------------- */
+
+void node__handle_closed(uv_handle_t *h)
+{
+    node *n = h->data;
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
+static void node__stop_check(node *n);
+
+static void on_check(uv_check_t *h)
+{
+    node *n = h->data;
+    node__coord_run_deferred(n);
+    node__commit_flush(n);
+    node__csrv_flush(n);
+    node__rsrv_flush(n);
+    if (n->stopping == 1)
+        node__stop_check(n);
+}
+
+static void metrics_publish(node *n)
+{
+    if (!n->http)
+        return;
+    size_t len = 0;
+    char *t = node__metrics_text(n, &len);
+    if (t)
+        http_server_publish(n->http, t, len);
+}
+
+static void on_mtimer(uv_timer_t *t)
+{
+    metrics_publish(t->data);
+}
+
+static int metrics_start(node *n, char *err, size_t errlen)
+{
+    static const char *const ops[] = {"get", "put", "del"};
+    static const char *const cls[] = {"ONE",        "TWO",       "QUORUM",
+                                      "ALL",        "LOCAL_ONE", "LOCAL_QUORUM",
+                                      "EACH_QUORUM"};
+    int rc = metrics_new(&n->metrics);
+    if (rc < 0)
+        return rc;
+    struct metrics_family_cfg fc = {
+        .name = "ringkv_request_duration_seconds",
+        .help = "Coordinator request latency by operation and level.",
+        .type = METRICS_HISTOGRAM,
+        .ndims = 2,
+        .dims = {{"op", 3, ops}, {"cl", 7, cls}}};
+    rc = metrics_family_add(&n->lat, n->metrics, &fc);
+    if (rc < 0)
+        return rc;
+    if (!n->cfg.metrics_port)
+        return 0;
+    struct http_server_opts ho = HTTP_SERVER_OPTS_INIT;
+    ho.address = n->listen_ip;
+    ho.port = (uint16_t)n->cfg.metrics_port;
+    rc = http_server_start(&n->http, &ho);
+    if (rc < 0) {
+        snprintf(err, errlen, "metrics_port: cannot listen on %s:%d: %s",
+                 n->listen_ip, n->cfg.metrics_port, rk_strerror(rc));
+        return rc;
+    }
+    uv_timer_init(n->loop, &n->mtimer);
+    n->mtimer.data = n;
+    n->mtimer_open = 1;
+    uv_timer_start(&n->mtimer, on_mtimer, 0, 1000);
+    return 0;
+}
+
+int node_start(node *n, char *err, size_t errlen)
+{
+    LOG(INFO, "node.start",
+        "generation=%lld fresh=%d data_dir=%s listen=%s dc=%s rack=%s "
+        "seed=%d",
+        (long long)n->st.generation, n->fresh, n->cfg.data_dir, n->listen_ip,
+        n->cfg.datacenter, n->cfg.rack, n->is_seed);
+    uv_check_init(n->loop, &n->check);
+    n->check.data = n;
+    uv_check_start(&n->check, on_check);
+    int rc = metrics_start(n, err, errlen);
+    if (rc == 0)
+        rc = node__internode_start(n, err, errlen);
+    if (rc == 0)
+        rc = node__gossip_start(n, err, errlen);
+    if (rc == 0)
+        rc = node__csrv_start(n, err, errlen);
+    if (rc == 0)
+        rc = node__rsrv_start(n, err, errlen);
+    if (rc < 0) {
+        node_stop(n, NULL, NULL);
+        return rc;
+    }
+    LOG(INFO, "node.listening", "gossip=%s:%d internode=%s:%d client=%s:%d",
+        n->listen_ip, n->cfg.gossip_port, n->listen_ip, n->cfg.internode_port,
+        n->listen_ip, n->cfg.client_port);
+    return 0;
+}
+
+void node__stop_progress(node *n)
+{
+    if (!n->stopping || n->pending_closes > 0 || n->commit_running)
+        return;
+    if (n->commit_open && n->commit_open->nwaiters) {
+        node__commit_flush(n);
+        return;
+    }
+    if (n->stopping == 1) {
+        n->stopping = 2;
+        node__commit_free(n);
+        uv_close((uv_handle_t *)&n->check, NULL);
+        if (n->store) {
+            store_free(n->store);
+            n->store = NULL;
+            LOG(INFO, "store.closed", "%s", "");
+        }
+        if (n->stop_done) {
+            void (*done)(void *) = n->stop_done;
+            n->stop_done = NULL;
+            done(n->stop_arg);
+        }
+    }
+}
+
+/* Second half of a shutdown: close everything once in-flight requests
+ * are answered (or the drain bound passed). */
+static void node__stop_close(node *n)
+{
+    if (n->stopping != 1 || n->closing_parts)
+        return;
+    n->closing_parts = 1;
+    LOG(INFO, "node.closing", "inflight=%lld", (long long)n->coord_inflight);
+    if (n->drain_open) {
+        n->drain_open = 0;
+        uv_close((uv_handle_t *)&n->drain, node__handle_closed);
+    }
+    node__csrv_stop(n);
+    node__rsrv_stop(n);
+    if (n->mtimer_open) {
+        n->mtimer_open = 0;
+        n->pending_closes++;
+        uv_close((uv_handle_t *)&n->mtimer, node__handle_closed);
+    }
+    http_server_free(n->http);
+    n->http = NULL;
+    node__gossip_stop(n);
+    node__internode_stop(n);
+    n->pending_closes--; /* the hold taken by node_stop */
+    node__stop_progress(n);
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    node *n = t->data;
+    LOG(WARN, "node.drain_timeout", "inflight=%lld",
+        (long long)n->coord_inflight);
+    node__stop_close(n);
+}
+
+/* Called from the check handle while stopping. */
+static void node__stop_check(node *n)
+{
+    if (n->stopping == 1 && !n->closing_parts && n->coord_inflight == 0 &&
+        n->inflight == 0)
+        node__stop_close(n);
+}
+
+void node_stop(node *n, void (*done)(void *arg), void *arg)
+{
+    if (n->stopping)
+        return;
+    n->stopping = 1;
+    n->stop_done = done;
+    n->stop_arg = arg;
+    LOG(INFO, "node.stop", "generation=%lld inflight=%lld",
+        (long long)n->st.generation, (long long)n->coord_inflight);
+    /* first stop taking requests and let those in flight be answered */
+    n->pending_closes++; /* held until node__stop_close */
+    node__csrv_drain(n);
+    node__rsrv_drain(n);
+    n->pending_closes++;
+    uv_timer_init(n->loop, &n->drain);
+    n->drain.data = n;
+    n->drain_open = 1;
+    int bound = n->cfg.read_timeout_ms > n->cfg.write_timeout_ms
+                    ? n->cfg.read_timeout_ms
+                    : n->cfg.write_timeout_ms;
+    uv_timer_start(&n->drain, on_drain_timeout, (uint64_t)bound * 2 + 500, 0);
+    node__stop_check(n);
+}
+
+void node_free(node *n)
+{
+    if (!n)
+        return;
+    if (n->store)
+        store_free(n->store);
+    gossip_free(n->g);
+    gossip_out_free(&n->gout);
+    http_server_free(n->http);
+    metrics_free(n->metrics);
+    ring_free(n->ring);
+    free(n->peer);
+    free(n);
+}
+
+const char *node_name(const node *n)
+{
+    return n->cfg.node_name;
+}
+
+int64_t node_generation(const node *n)
+{
+    return n->st.generation;
+}

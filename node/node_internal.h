@@ -1,0 +1,261 @@
+/*
+ * node_internal.h - `struct node` and the names node/'s files share. Not a
+ * public header: only the files of node/ include it.
+ *
+ * Everything runs on the loop thread, except the bodies of uv_queue_work
+ * jobs, which touch only the store and their own job struct.
+ */
+#ifndef NODE_NODE_INTERNAL_H
+#define NODE_NODE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "common/rk.h"
+#include "gossip/gossip.h"
+#include "net/net.h"
+#include "node/config.h"
+#include "node/coord.h"
+#include "node/node.h"
+#include "node/state.h"
+#include "ring/ring.h"
+#include "storage/hlc.h"
+#include "storage/store.h"
+#include "wire/rpc_msg.h"
+
+struct csrv_conn;
+struct rconn;
+struct metrics;
+struct metrics_family;
+struct http_server;
+struct commit_waiter;
+
+/* Counters exported by METRICS (index by enum node_cl, by op). */
+enum node_op { NODE_OP_GET = 0, NODE_OP_PUT, NODE_OP_DEL, NODE_OP_N };
+
+struct node_stats {
+    uint64_t req[NODE_OP_N][8];
+    uint64_t unavailable[NODE_OP_N][8];
+    uint64_t timeout[NODE_OP_N][8];
+    uint64_t overloaded;
+    uint64_t stale;
+    uint64_t read_repairs;
+    uint64_t hints_stored;
+    uint64_t hints_replayed;
+    uint64_t hints_dropped;
+    uint64_t gossip_in, gossip_out, gossip_bad;
+    uint64_t client_conns, client_bad_frames, client_auth_fail;
+    uint64_t commits, commit_writes;
+    uint64_t replica_writes, replica_reads;
+    uint64_t internode_auth_fail, internode_bad;
+};
+struct creq;
+
+/* Group commit: writes gathered during a loop turn, committed together on
+ * the thread pool, each acknowledged after the batch's fsync. */
+typedef void (*node_commit_cb)(int status, void *arg);
+
+struct commit_job {
+    uv_work_t work;
+    node *n;
+    store_batch *batch;
+    struct commit_waiter *waiters; /* one per write, in batch order */
+    size_t nwaiters, cap;
+    int status;
+};
+
+/* What the node knows of ring member i (same index as the ring's). */
+struct node_peer {
+    char name[GOSSIP_NAME_MAX + 1];
+    char iaddr[GOSSIP_ADDR_MAX + 16]; /* internode "host:port" */
+    char caddr[GOSSIP_ADDR_MAX + 16]; /* client "host:port" */
+    bool up;
+    bool self;
+    bool replaying;         /* hint replay running */
+    uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
+};
+
+enum node_boot {
+    NODE_BOOT_WAIT = 0, /* fresh: announced BOOT, learning the cluster */
+    NODE_BOOT_DONE      /* NORMAL with tokens */
+};
+
+struct node {
+    uv_loop_t *loop;
+    struct node_config cfg;
+    struct node_state st;
+    int fresh;
+    int stopping;       /* 1 draining/closing, 2 stopped */
+    int closing_parts;  /* node__stop_close ran */
+    int pending_closes; /* handles and jobs still to finish */
+    void (*stop_done)(void *arg);
+    void *stop_arg;
+
+    char listen_ip[96]; /* numeric listen address */
+    char secret[1024];  /* cluster secret bytes */
+    size_t secret_len;
+    uint8_t rpc_key[RPC_KEY_BYTES];
+    char seeds[NODE_CONFIG_MAX_SEEDS][80]; /* resolved "ip:port" */
+    int nseeds;
+    bool is_seed;
+
+    /* gossip shell */
+    gossip *g;
+    net_udp *udp;
+    uv_timer_t gtimer;
+    int gtimer_open;
+    struct gossip_out gout;
+    enum node_boot boot;
+    size_t boot_known;
+    uint64_t boot_stable_ticks;
+    bool retokening;
+    uint64_t ticks;
+
+    /* internode */
+    net_server *isrv;
+    net_peers *peers;
+
+    /* ring members as the node sees them */
+    struct node_peer *peer;
+    size_t npeers;
+    uint32_t self_idx; /* RING_NONE if not placed */
+
+    uv_timer_t htimer; /* hint replay */
+    int htimer_open;
+
+    store *store;
+    struct hlc hlc;
+    ring *ring;      /* current snapshot (one reference), NULL until formed */
+    int ring_stale;  /* heard of a newer epoch than ring's */
+    int self_idx_ok; /* this node is placed in ring */
+
+    /* group commit */
+    struct commit_job *commit_open; /* collecting */
+    int commit_running;             /* jobs on the thread pool */
+    uv_check_t check;               /* end of loop turn: flush */
+    uv_timer_t drain;               /* shutdown: bound on draining */
+    int drain_open;
+
+    /* native client server */
+    uv_tcp_t csrv;
+    int csrv_open;
+    struct csrv_conn *conns; /* all connections */
+    struct csrv_conn *dirty; /* connections with output to flush */
+    int64_t inflight;        /* client requests in flight */
+    int64_t coord_inflight;  /* coordinator requests in flight */
+    struct creq *deferred;   /* decisions due at the end of the turn */
+
+    /* RESP server */
+    uv_tcp_t rsrv;
+    int rsrv_open;
+    struct rconn *rconns;
+    struct rconn *rdirty;
+
+    /* metrics: counters above, latency histograms in the registry, served
+     * over HTTP from a snapshot published every second */
+    struct metrics *metrics;
+    struct metrics_family *lat;
+    struct http_server *http;
+    uv_timer_t mtimer;
+    int mtimer_open;
+
+    struct node_stats stats;
+};
+
+/* ---- node.c ---- */
+uint64_t node__now_ms(void);     /* wall clock, ms */
+uint64_t node__mono_ms(node *n); /* loop's monotonic clock */
+void node__stop_progress(node *n);
+int node__resolve(struct sockaddr_storage *out, const char *host, int port);
+int node__resolve_str(char *out, size_t len, const char *host_port);
+void node__handle_closed(uv_handle_t *h); /* close cb counting down */
+
+/* ---- gshell.c: gossip, ring, ranges ---- */
+int node__gossip_start(node *n, char *err, size_t errlen);
+void node__gossip_stop(node *n);
+void node__ring_rebuild(node *n);
+
+/* ---- replica.c: internode server, peers, hints ---- */
+int node__internode_start(node *n, char *err, size_t errlen);
+void node__internode_stop(node *n);
+void node__hints_kick(node *n, uint32_t idx); /* replay hints to peer idx */
+/* Store a hint for peer `name` (key, encoded record), off the loop. */
+void node__hint_store(node *n,
+                      const char *name,
+                      struct rk_slice key,
+                      struct rk_slice rec);
+/* Send one replica write / read to ring member idx (remote). */
+int node__rpc(node *n,
+              uint32_t idx,
+              const struct rpc_buf *msg,
+              uint32_t timeout_ms,
+              net_rpc_cb cb,
+              void *arg);
+/* The same to an internode "host:port". */
+int node__rpc_addr(node *n,
+                   const char *iaddr,
+                   const struct rpc_buf *msg,
+                   uint32_t timeout_ms,
+                   net_rpc_cb cb,
+                   void *arg);
+/* Apply a replica write locally (advance HLC, group commit). */
+int node__local_write(node *n,
+                      struct rk_slice key,
+                      const struct rpc_record *rec,
+                      node_commit_cb cb,
+                      void *arg);
+/* Read the local raw record of key: 0 and *found, or an error. The record's
+ * value is malloc'd into *buf (caller frees) and rec->value points into it. */
+int node__local_read(node *n,
+                     struct rk_slice key,
+                     bool *found,
+                     struct rpc_record *rec,
+                     uint8_t **buf);
+
+/* ---- commit.c ---- */
+/* Queue a write of (key, encoded record) for the next group commit; cb
+ * gets the write's result after its fsync. Errors returned at once (cb not
+ * called): those of store_batch_add, -ENOMEM, RK_ECLOSED. */
+int node__commit_add(node *n,
+                     struct rk_slice key,
+                     struct rk_slice rec,
+                     node_commit_cb cb,
+                     void *arg);
+void node__commit_flush(node *n);
+void node__commit_free(node *n);
+
+/* ---- coord.c ---- */
+void node__coord_run_deferred(node *n);
+
+/* ---- admin.c ---- */
+struct node_admin_buf {
+    void *allocs[8];
+    int n;
+    char text_small[64];
+};
+void node_admin_buf_init(struct node_admin_buf *b);
+void node_admin_buf_free(struct node_admin_buf *b);
+struct wire_cresp;
+struct wire_creq;
+int node__admin(node *n,
+                struct wire_cresp *r,
+                struct node_admin_buf *b,
+                const struct wire_creq *q);
+/* Prometheus text of the node's counters; malloc'd, caller frees. */
+char *node__metrics_text(node *n, size_t *out_len);
+
+/* ---- rsrv.c ---- */
+int node__rsrv_start(node *n, char *err, size_t errlen);
+void node__rsrv_stop(node *n);
+void node__rsrv_drain(node *n); /* stop reading; close once answered */
+void node__rsrv_flush(node *n);
+
+/* ---- csrv.c ---- */
+int node__csrv_start(node *n, char *err, size_t errlen);
+void node__csrv_stop(node *n);
+void node__csrv_drain(node *n); /* stop reading; close once answered */
+void node__csrv_flush(node *n);
+
+#endif

@@ -1,0 +1,620 @@
+/*
+ * replica.c - the replica side: the internode RPC server (replica writes
+ * and reads from coordinators), the authenticated outbound connections
+ * (net_peers), local reads and writes, and hinted handoff.
+ *
+ * Every internode connection starts with the challenge/response handshake
+ * of wire/rpc_msg.h under the cluster key; a peer without the secret never
+ * gets a frame delivered. A malformed request is answered with an error
+ * status (BAD_REQUEST / PROTOCOL); a frame that breaks the framing closes
+ * that one connection.
+ *
+ * Hints: a write for a DOWN (or unreachable) replica is stored in the
+ * store's hints env (on the thread pool: it fsyncs). When the replica is UP
+ * again (gossip event, and every few seconds while hints remain) they are
+ * read in batches on the thread pool, sent as ordinary replica writes and
+ * deleted once every write of the batch is acknowledged.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sodium.h>
+
+#include "node/log.h"
+#include "node/node_internal.h"
+
+#define HINT_BATCH    256
+#define HINT_TIMER_MS 5000
+
+/* ---- handshake -------------------------------------------------------- */
+
+static int hs_make(
+    void *arg, struct rk_slice peer, uint8_t *out, size_t cap, size_t *out_len)
+{
+    node *n = arg;
+    uint8_t nonce[RPC_NONCE_BYTES];
+    randombytes_buf(nonce, sizeof(nonce));
+    return rpc_handshake_make(
+        out, cap, out_len, n->rpc_key,
+        RK_SLICE(n->cfg.cluster_name, strlen(n->cfg.cluster_name)),
+        RK_SLICE(n->cfg.node_name, strlen(n->cfg.node_name)), nonce,
+        node__now_ms(), peer);
+}
+
+static int hs_check(void *arg,
+                    struct rk_slice got,
+                    struct rk_slice sent,
+                    char *name,
+                    size_t name_cap)
+{
+    node *n = arg;
+    int rc = rpc_handshake_check(
+        got, sent, n->rpc_key,
+        RK_SLICE(n->cfg.cluster_name, strlen(n->cfg.cluster_name)), name,
+        name_cap);
+    if (rc < 0) {
+        n->stats.internode_auth_fail++;
+        LOG(WARN, "internode.handshake_fail", "error=%s", rk_errname(rc));
+    }
+    return rc;
+}
+
+/* ---- local reads and writes ------------------------------------------- */
+
+static void record_to_store(struct store_record *out,
+                            const struct rpc_record *in)
+{
+    memset(out, 0, sizeof(*out));
+    out->ts = in->ts;
+    out->flags = (in->flags & RPC_REC_TOMBSTONE) ? STORE_REC_TOMBSTONE : 0;
+    if (in->expiry) {
+        out->flags |= STORE_REC_EXPIRES;
+        out->expiry_ms = in->expiry;
+    }
+    out->value =
+        (in->flags & RPC_REC_TOMBSTONE) ? RK_SLICE(NULL, 0) : in->value;
+}
+
+int node__local_write(node *n,
+                      struct rk_slice key,
+                      const struct rpc_record *rec,
+                      node_commit_cb cb,
+                      void *arg)
+{
+    uint64_t after;
+    hlc_recv(&after, &n->hlc, node__now_ms(), rec->ts);
+    struct store_record sr;
+    record_to_store(&sr, rec);
+    size_t need = store_record_size(&sr), len = 0;
+    uint8_t stackbuf[512];
+    uint8_t *buf = need <= sizeof(stackbuf) ? stackbuf : malloc(need);
+    if (!buf)
+        return -ENOMEM;
+    int rc = store_record_encode(buf, need, &len, &sr);
+    if (rc == 0)
+        rc = node__commit_add(n, key, RK_SLICE(buf, len), cb, arg);
+    if (buf != stackbuf)
+        free(buf);
+    return rc;
+}
+
+int node__local_read(node *n,
+                     struct rk_slice key,
+                     bool *found,
+                     struct rpc_record *rec,
+                     uint8_t **buf)
+{
+    size_t len = 0;
+    *buf = NULL;
+    *found = false;
+    memset(rec, 0, sizeof(*rec));
+    if (!n->store)
+        return RK_ECLOSED;
+    int rc = store_get_raw(buf, &len, n->store, key);
+    if (rc == RK_ENOTFOUND)
+        return 0;
+    if (rc < 0)
+        return rc;
+    struct store_record sr;
+    rc = store_record_decode(&sr, *buf, len);
+    if (rc < 0) {
+        free(*buf);
+        *buf = NULL;
+        return rc;
+    }
+    *found = true;
+    rec->ts = sr.ts;
+    rec->flags = (sr.flags & STORE_REC_TOMBSTONE) ? RPC_REC_TOMBSTONE : 0;
+    rec->expiry = (sr.flags & STORE_REC_EXPIRES) ? sr.expiry_ms : 0;
+    rec->value = sr.value;
+    return 0;
+}
+
+/* ---- the internode server --------------------------------------------- */
+
+struct iwrite {
+    net_conn *c;
+    uint64_t id;
+    node *n;
+};
+
+static void
+reply_status(node *n, net_conn *c, uint64_t id, int type, int status)
+{
+    struct rpc_buf b = RPC_BUF_INIT;
+    int rc;
+    if (type == RPC_MSG_READ) {
+        struct rpc_read_resp r = {.status = status, .hlc = n->hlc.last};
+        rc = rpc_read_resp_encode(&b, &r);
+    } else {
+        struct rpc_write_ack a = {.status = status, .hlc = n->hlc.last};
+        rc = rpc_write_ack_encode(&b, &a);
+    }
+    if (rc == 0)
+        net_conn_reply(c, id, RK_SLICE(b.data, b.len));
+    rpc_buf_free(&b);
+}
+
+static void on_iwrite_done(int status, void *arg)
+{
+    struct iwrite *w = arg;
+    reply_status(w->n, w->c, w->id, RPC_MSG_WRITE, status);
+    net_conn_unref(w->c);
+    free(w);
+}
+
+static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
+{
+    node *n = arg;
+    enum rpc_msg_type t;
+    if (rpc_msg_type_peek(&t, f) < 0) {
+        n->stats.internode_bad++;
+        reply_status(n, c, id, RPC_MSG_WRITE, RK_EPROTO);
+        return 0;
+    }
+    if (t == RPC_MSG_WRITE) {
+        struct rpc_write w;
+        int rc = rpc_write_decode(&w, f);
+        if (rc == 0 && w.token != rk_token(w.key.p, w.key.len))
+            rc = RK_EBADREQ;
+        if (rc < 0) {
+            n->stats.internode_bad++;
+            reply_status(n, c, id, RPC_MSG_WRITE, rc);
+            return 0;
+        }
+        n->stats.replica_writes++;
+        struct iwrite *iw = malloc(sizeof(*iw));
+        if (!iw) {
+            reply_status(n, c, id, RPC_MSG_WRITE, -ENOMEM);
+            return 0;
+        }
+        iw->c = c;
+        iw->id = id;
+        iw->n = n;
+        net_conn_ref(c);
+        rc = node__local_write(n, w.key, &w.rec, on_iwrite_done, iw);
+        if (rc < 0) {
+            net_conn_unref(c);
+            free(iw);
+            reply_status(n, c, id, RPC_MSG_WRITE, rc);
+        }
+        return 0;
+    }
+    if (t == RPC_MSG_READ) {
+        struct rpc_read rq;
+        int rc = rpc_read_decode(&rq, f);
+        if (rc < 0) {
+            n->stats.internode_bad++;
+            reply_status(n, c, id, RPC_MSG_READ, rc);
+            return 0;
+        }
+        n->stats.replica_reads++;
+        struct rpc_read_resp r = {.status = 0};
+        uint8_t *buf = NULL;
+        bool found;
+        rc = node__local_read(n, rq.key, &found, &r.rec, &buf);
+        r.status = rc;
+        r.found = rc == 0 && found;
+        r.hlc = n->hlc.last;
+        if (!r.rec.value.p)
+            r.rec.value = RK_SLICE("", 0);
+        if (r.found && rq.digest) {
+            r.is_digest = true;
+            rpc_record_digest(&r.dig, &r.rec);
+        }
+        struct rpc_buf b = RPC_BUF_INIT;
+        if (rpc_read_resp_encode(&b, &r) == 0)
+            net_conn_reply(c, id, RK_SLICE(b.data, b.len));
+        rpc_buf_free(&b);
+        free(buf);
+        return 0;
+    }
+    n->stats.internode_bad++;
+    reply_status(n, c, id, RPC_MSG_WRITE, RK_EBADREQ);
+    return 0;
+}
+
+int node__rpc(node *n,
+              uint32_t idx,
+              const struct rpc_buf *msg,
+              uint32_t timeout_ms,
+              net_rpc_cb cb,
+              void *arg)
+{
+    if (!n->peers || idx >= n->npeers || !n->peer[idx].iaddr[0])
+        return RK_EUNAVAILABLE;
+    return net_peers_request(n->peers, n->peer[idx].iaddr,
+                             RK_SLICE(msg->data, msg->len), timeout_ms, cb,
+                             arg);
+}
+
+int node__rpc_addr(node *n,
+                   const char *iaddr,
+                   const struct rpc_buf *msg,
+                   uint32_t timeout_ms,
+                   net_rpc_cb cb,
+                   void *arg)
+{
+    if (!n->peers || !iaddr[0])
+        return RK_EUNAVAILABLE;
+    return net_peers_request(n->peers, iaddr, RK_SLICE(msg->data, msg->len),
+                             timeout_ms, cb, arg);
+}
+
+/* ---- hints ------------------------------------------------------------ */
+
+struct hint_job {
+    uv_work_t work;
+    node *n;
+    char name[GOSSIP_NAME_MAX + 1];
+    int kind; /* 0 store, 1 scan, 2 delete */
+    uint8_t *key, *rec;
+    size_t klen, rlen;
+    /* scan results */
+    size_t count;
+    uint64_t seqs[HINT_BATCH];
+    uint8_t *keys[HINT_BATCH], *recs[HINT_BATCH];
+    size_t klens[HINT_BATCH], rlens[HINT_BATCH];
+    uint64_t upto;
+    int status;
+    /* replay progress */
+    size_t pending, failed;
+};
+
+static void hint_job_free(struct hint_job *j)
+{
+    free(j->key);
+    free(j->rec);
+    for (size_t i = 0; i < j->count; i++) {
+        free(j->keys[i]);
+        free(j->recs[i]);
+    }
+    free(j);
+}
+
+static int
+hint_scan_cb(uint64_t seq, struct rk_slice key, struct rk_slice rec, void *arg)
+{
+    struct hint_job *j = arg;
+    if (j->count == HINT_BATCH)
+        return 1;
+    size_t i = j->count;
+    j->keys[i] = malloc(key.len ? key.len : 1);
+    j->recs[i] = malloc(rec.len ? rec.len : 1);
+    if (!j->keys[i] || !j->recs[i]) {
+        free(j->keys[i]);
+        free(j->recs[i]);
+        return -ENOMEM;
+    }
+    memcpy(j->keys[i], key.p, key.len);
+    memcpy(j->recs[i], rec.p, rec.len);
+    j->klens[i] = key.len;
+    j->rlens[i] = rec.len;
+    j->seqs[i] = seq;
+    j->count++;
+    return 0;
+}
+
+static void hint_work(uv_work_t *w)
+{
+    struct hint_job *j = w->data;
+    store *s = j->n->store;
+    if (j->kind == 0)
+        j->status = store_hint_add(s, j->name, RK_SLICE(j->key, j->klen),
+                                   RK_SLICE(j->rec, j->rlen));
+    else if (j->kind == 1)
+        j->status = store_hint_scan(s, j->name, 0, HINT_BATCH, hint_scan_cb, j);
+    else
+        j->status = store_hint_delete(s, j->name, j->upto);
+}
+
+static void hint_after(uv_work_t *w, int status);
+
+static int hint_queue(node *n, struct hint_job *j)
+{
+    int rc = uv_queue_work(n->loop, &j->work, hint_work, hint_after);
+    if (rc == 0)
+        n->pending_closes++;
+    return rc;
+}
+
+static struct node_peer *peer_by_name(node *n, const char *name, uint32_t *idx)
+{
+    for (uint32_t i = 0; i < n->npeers; i++) {
+        if (strcmp(n->peer[i].name, name) == 0) {
+            if (idx)
+                *idx = i;
+            return &n->peer[i];
+        }
+    }
+    return NULL;
+}
+
+static void replay_done(node *n, struct hint_job *j, bool more)
+{
+    uint32_t idx = 0;
+    struct node_peer *p = peer_by_name(n, j->name, &idx);
+    if (p)
+        p->replaying = false;
+    if (more && p && p->up && !n->stopping)
+        node__hints_kick(n, idx);
+}
+
+static void hint_batch_release(struct hint_job *j);
+
+static void on_hint_ack(void *arg, int status, struct rk_slice resp)
+{
+    struct hint_job *j = arg;
+    int st = status;
+    if (st == 0) {
+        struct rpc_write_ack a;
+        st = rpc_write_ack_decode(&a, resp);
+        if (st == 0)
+            st = a.status;
+    }
+    if (st < 0)
+        j->failed++;
+    hint_batch_release(j);
+}
+
+static void hint_batch_release(struct hint_job *j)
+{
+    node *n = j->n;
+    if (--j->pending > 0)
+        return;
+    if (j->failed || n->stopping) {
+        LOG(INFO, "hints.replay_paused", "peer=%s failed=%zu of=%zu", j->name,
+            j->failed, j->count);
+        replay_done(n, j, false);
+        hint_job_free(j);
+        return;
+    }
+    n->stats.hints_replayed += j->count;
+    LOG(INFO, "hints.replayed", "peer=%s count=%zu", j->name, j->count);
+    /* delete what was delivered, then look for more */
+    struct hint_job *d = calloc(1, sizeof(*d));
+    if (!d) {
+        replay_done(n, j, false);
+        hint_job_free(j);
+        return;
+    }
+    d->n = n;
+    d->work.data = d;
+    d->kind = 2;
+    memcpy(d->name, j->name, sizeof(d->name));
+    d->upto = j->seqs[j->count - 1];
+    hint_job_free(j);
+    if (hint_queue(n, d) < 0) {
+        replay_done(n, d, false);
+        hint_job_free(d);
+    }
+}
+
+static void hint_send_batch(node *n, struct hint_job *j)
+{
+    uint32_t idx;
+    struct node_peer *p = peer_by_name(n, j->name, &idx);
+    if (!p || !p->up || j->count == 0 || n->stopping) {
+        replay_done(n, j, false);
+        hint_job_free(j);
+        return;
+    }
+    j->pending = 1;
+    for (size_t i = 0; i < j->count; i++) {
+        struct store_record sr;
+        if (store_record_decode(&sr, j->recs[i], j->rlens[i]) < 0) {
+            j->failed++;
+            continue;
+        }
+        struct rpc_write w = {.token = rk_token(j->keys[i], j->klens[i])};
+        w.epoch = n->ring ? ring_epoch(n->ring) : 0;
+        w.key = RK_SLICE(j->keys[i], j->klens[i]);
+        w.rec.ts = sr.ts;
+        w.rec.flags = (sr.flags & STORE_REC_TOMBSTONE) ? RPC_REC_TOMBSTONE : 0;
+        w.rec.expiry = (sr.flags & STORE_REC_EXPIRES) ? sr.expiry_ms : 0;
+        w.rec.value = sr.value.p ? sr.value : RK_SLICE("", 0);
+        struct rpc_buf b = RPC_BUF_INIT;
+        if (rpc_write_encode(&b, &w) < 0) {
+            rpc_buf_free(&b);
+            j->failed++;
+            continue;
+        }
+        j->pending++;
+        if (node__rpc(n, idx, &b, (uint32_t)n->cfg.write_timeout_ms,
+                      on_hint_ack, j) < 0) {
+            j->pending--;
+            j->failed++;
+        }
+        rpc_buf_free(&b);
+    }
+    hint_batch_release(j); /* drop the hold */
+}
+
+static void hint_after(uv_work_t *w, int status)
+{
+    struct hint_job *j = w->data;
+    node *n = j->n;
+    n->pending_closes--;
+    if (status < 0 && j->status == 0)
+        j->status = status;
+    if (j->kind == 0) {
+        if (j->status < 0) {
+            n->stats.hints_dropped++;
+            LOG(WARN, "hints.store_fail", "peer=%s error=\"%s\"", j->name,
+                rk_strerror(j->status));
+        } else {
+            n->stats.hints_stored++;
+        }
+        hint_job_free(j);
+    } else if (j->kind == 1) {
+        if (j->status < 0 && j->status != 1)
+            LOG(WARN, "hints.scan_fail", "peer=%s error=\"%s\"", j->name,
+                rk_strerror(j->status));
+        hint_send_batch(n, j);
+    } else {
+        bool ok = j->status == 0;
+        replay_done(n, j, ok);
+        hint_job_free(j);
+    }
+    node__stop_progress(n);
+}
+
+void node__hint_store(node *n,
+                      const char *name,
+                      struct rk_slice key,
+                      struct rk_slice rec)
+{
+    if (n->stopping || !n->store || !n->cfg.hinted_handoff)
+        return;
+    /* past max_hint_window a DOWN peer gets no more hints (repair must
+     * bring it up to date) */
+    struct node_peer *p = peer_by_name(n, name, NULL);
+    if (p && p->down_since_ms &&
+        node__mono_ms(n) - p->down_since_ms >
+            (uint64_t)n->cfg.max_hint_window_ms) {
+        n->stats.hints_dropped++;
+        return;
+    }
+    struct hint_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return;
+    j->n = n;
+    j->work.data = j;
+    j->kind = 0;
+    snprintf(j->name, sizeof(j->name), "%s", name);
+    j->key = malloc(key.len ? key.len : 1);
+    j->rec = malloc(rec.len ? rec.len : 1);
+    if (!j->key || !j->rec) {
+        hint_job_free(j);
+        return;
+    }
+    memcpy(j->key, key.p, key.len);
+    memcpy(j->rec, rec.p, rec.len);
+    j->klen = key.len;
+    j->rlen = rec.len;
+    if (hint_queue(n, j) < 0)
+        hint_job_free(j);
+}
+
+void node__hints_kick(node *n, uint32_t idx)
+{
+    if (n->stopping || !n->store || idx >= n->npeers)
+        return;
+    struct node_peer *p = &n->peer[idx];
+    if (p->self || !p->up || p->replaying)
+        return;
+    uint64_t cnt = 0;
+    if (store_hint_count(&cnt, n->store, p->name) < 0 || cnt == 0)
+        return;
+    struct hint_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return;
+    j->n = n;
+    j->work.data = j;
+    j->kind = 1;
+    snprintf(j->name, sizeof(j->name), "%s", p->name);
+    p->replaying = true;
+    LOG(INFO, "hints.replay", "peer=%s pending=%llu", p->name,
+        (unsigned long long)cnt);
+    if (hint_queue(n, j) < 0) {
+        p->replaying = false;
+        hint_job_free(j);
+    }
+}
+
+static void on_htimer(uv_timer_t *t)
+{
+    node *n = t->data;
+    for (uint32_t i = 0; i < n->npeers; i++)
+        node__hints_kick(n, i);
+}
+
+/* ---- start / stop ----------------------------------------------------- */
+
+int node__internode_start(node *n, char *err, size_t errlen)
+{
+    if (sodium_init() < 0) {
+        snprintf(err, errlen, "libsodium: cannot initialise");
+        return RK_EINTERNAL;
+    }
+    struct net_handshake hs = {.make = hs_make, .check = hs_check, .arg = n};
+    struct net_server_opts so = NET_SERVER_OPTS_INIT;
+    so.host = n->listen_ip;
+    so.port = (uint16_t)n->cfg.internode_port;
+    so.rpc = true;
+    so.hs = &hs;
+    so.on_frame = on_iframe;
+    so.arg = n;
+    so.handshake_timeout_ms = (uint32_t)n->cfg.connect_timeout_ms * 2;
+    int rc = net_server_new(&n->isrv, n->loop, &so);
+    if (rc < 0) {
+        snprintf(err, errlen, "internode_port: cannot listen on %s:%d: %s",
+                 n->listen_ip, n->cfg.internode_port, rk_strerror(rc));
+        return rc;
+    }
+    struct net_peers_opts po = NET_PEERS_OPTS_INIT;
+    po.connect_timeout_ms = (uint32_t)n->cfg.connect_timeout_ms;
+    po.backoff_min_ms = 100;
+    po.backoff_max_ms = 2000;
+    po.hs = &hs;
+    rc = net_peers_new(&n->peers, n->loop, &po);
+    if (rc < 0) {
+        snprintf(err, errlen, "internode: %s", rk_strerror(rc));
+        return rc;
+    }
+    uv_timer_init(n->loop, &n->htimer);
+    n->htimer.data = n;
+    n->htimer_open = 1;
+    uv_timer_start(&n->htimer, on_htimer, HINT_TIMER_MS, HINT_TIMER_MS);
+    return 0;
+}
+
+static void on_net_closed(void *arg)
+{
+    node *n = arg;
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
+void node__internode_stop(node *n)
+{
+    if (n->htimer_open) {
+        n->htimer_open = 0;
+        n->pending_closes++;
+        uv_close((uv_handle_t *)&n->htimer, node__handle_closed);
+    }
+    if (n->isrv) {
+        net_server *s = n->isrv;
+        n->isrv = NULL;
+        n->pending_closes++;
+        net_server_close(s, on_net_closed, n);
+    }
+    if (n->peers) {
+        net_peers *p = n->peers;
+        n->peers = NULL;
+        n->pending_closes++;
+        net_peers_close(p, on_net_closed, n);
+    }
+}

@@ -1,0 +1,41 @@
+/*
+ * state.h - what a node remembers about itself across restarts: its name,
+ * the cluster it belongs to, its generation and its tokens.
+ *
+ * Stored as a small key=value text file `data_dir/node.state`, replaced
+ * atomically (write a temporary file, fsync, rename, fsync the folder), so
+ * a crash leaves either the old or the new state, never half of one. The
+ * data itself lives in storage/ (LMDB); this is only the identity.
+ */
+#ifndef NODE_STATE_H
+#define NODE_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NODE_STATE_MAX_TOKENS 1024
+
+struct node_state {
+    char node_name[256];
+    char cluster_name[256];
+    int64_t generation;
+    uint64_t ring_epoch;
+    int ntokens;
+    uint64_t tokens[NODE_STATE_MAX_TOKENS];
+};
+
+/* Read `dir`/node.state into `out`. RK_ENOTFOUND if there is none (a new
+ * data_dir), RK_ECORRUPT if it cannot be parsed, -errno on I/O errors. */
+int node_state_load(struct node_state *out, const char *dir);
+
+/* Atomically replace `dir`/node.state. 0 or -errno. */
+int node_state_save(const struct node_state *st, const char *dir);
+
+/* The generation to use now: strictly greater than `prev` and at least the
+ * wall clock in seconds, like Cassandra's. */
+int64_t node_state_next_generation(int64_t prev, int64_t now_s);
+
+/* mkdir -p. 0 or -errno. */
+int node_state_mkdirs(const char *path);
+
+#endif

@@ -1,0 +1,513 @@
+"""harness.py - start real ringkvd processes on 127.0.0.x and talk to them.
+
+Used by the tests/cluster/test_*.py scripts (python3 standard library only).
+Everything a test starts is killed when the test exits, however it exits:
+atexit, SIGTERM/SIGINT handlers, and PR_SET_PDEATHSIG on every child, so a
+killed test runner leaves no daemon behind. Data dirs live in a temporary
+folder that is removed at exit (kept, with the logs, when RINGKV_KEEP=1).
+
+Addresses: tests use 127.0.0.21-127.0.0.60 (the demo uses .11-.13).
+"""
+import atexit
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN_DIR = os.environ.get("RINGKV_BIN_DIR") or os.path.join(
+    os.path.dirname(__file__), "..", "..", "build", "bin")
+RINGKVD = os.path.join(BIN_DIR, "ringkvd")
+RINGKV = os.path.join(BIN_DIR, "ringkv")
+
+# ---- minimal msgpack (what the native protocol uses) ---------------------
+
+
+def mp_pack(o):
+    if o is None:
+        return b"\xc0"
+    if o is True:
+        return b"\xc3"
+    if o is False:
+        return b"\xc2"
+    if isinstance(o, int):
+        if o < 0:
+            if o >= -32:
+                return struct.pack("b", o)
+            return b"\xd3" + struct.pack(">q", o)
+        if o < 128:
+            return bytes([o])
+        if o < 256:
+            return b"\xcc" + bytes([o])
+        if o < 65536:
+            return b"\xcd" + struct.pack(">H", o)
+        if o < 2**32:
+            return b"\xce" + struct.pack(">I", o)
+        return b"\xcf" + struct.pack(">Q", o)
+    if isinstance(o, float):
+        return b"\xcb" + struct.pack(">d", o)
+    if isinstance(o, str):
+        b = o.encode()
+        n = len(b)
+        if n < 32:
+            return bytes([0xa0 | n]) + b
+        if n < 256:
+            return b"\xd9" + bytes([n]) + b
+        if n < 65536:
+            return b"\xda" + struct.pack(">H", n) + b
+        return b"\xdb" + struct.pack(">I", n) + b
+    if isinstance(o, (bytes, bytearray)):
+        n = len(o)
+        if n < 256:
+            return b"\xc4" + bytes([n]) + bytes(o)
+        if n < 65536:
+            return b"\xc5" + struct.pack(">H", n) + bytes(o)
+        return b"\xc6" + struct.pack(">I", n) + bytes(o)
+    if isinstance(o, (list, tuple)):
+        n = len(o)
+        h = bytes([0x90 | n]) if n < 16 else (
+            b"\xdc" + struct.pack(">H", n) if n < 65536 else
+            b"\xdd" + struct.pack(">I", n))
+        return h + b"".join(mp_pack(x) for x in o)
+    if isinstance(o, dict):
+        n = len(o)
+        h = bytes([0x80 | n]) if n < 16 else b"\xde" + struct.pack(">H", n)
+        return h + b"".join(mp_pack(k) + mp_pack(v) for k, v in o.items())
+    raise TypeError(type(o))
+
+
+def mp_unpack(b, i=0):
+    t = b[i]
+    if t < 0x80:
+        return t, i + 1
+    if 0x80 <= t <= 0x8f:
+        return _map(b, i + 1, t & 0x0f)
+    if 0x90 <= t <= 0x9f:
+        return _arr(b, i + 1, t & 0x0f)
+    if 0xa0 <= t <= 0xbf:
+        n = t & 0x1f
+        return b[i + 1:i + 1 + n].decode(errors="replace"), i + 1 + n
+    if t >= 0xe0:
+        return t - 256, i + 1
+    if t == 0xc0:
+        return None, i + 1
+    if t == 0xc2:
+        return False, i + 1
+    if t == 0xc3:
+        return True, i + 1
+    if t in (0xc4, 0xc5, 0xc6, 0xd9, 0xda, 0xdb):
+        w = {0xc4: 1, 0xc5: 2, 0xc6: 4, 0xd9: 1, 0xda: 2, 0xdb: 4}[t]
+        n = int.from_bytes(b[i + 1:i + 1 + w], "big")
+        s = b[i + 1 + w:i + 1 + w + n]
+        if t >= 0xd9:
+            s = s.decode(errors="replace")
+        return s, i + 1 + w + n
+    if t == 0xca:
+        return struct.unpack(">f", b[i + 1:i + 5])[0], i + 5
+    if t == 0xcb:
+        return struct.unpack(">d", b[i + 1:i + 9])[0], i + 9
+    if t in (0xcc, 0xcd, 0xce, 0xcf):
+        w = {0xcc: 1, 0xcd: 2, 0xce: 4, 0xcf: 8}[t]
+        return int.from_bytes(b[i + 1:i + 1 + w], "big"), i + 1 + w
+    if t in (0xd0, 0xd1, 0xd2, 0xd3):
+        w = {0xd0: 1, 0xd1: 2, 0xd2: 4, 0xd3: 8}[t]
+        return int.from_bytes(b[i + 1:i + 1 + w], "big", signed=True), i + 1 + w
+    if t in (0xdc, 0xdd):
+        w = 2 if t == 0xdc else 4
+        return _arr(b, i + 1 + w, int.from_bytes(b[i + 1:i + 1 + w], "big"))
+    if t in (0xde, 0xdf):
+        w = 2 if t == 0xde else 4
+        return _map(b, i + 1 + w, int.from_bytes(b[i + 1:i + 1 + w], "big"))
+    raise ValueError("msgpack type 0x%02x" % t)
+
+
+def _arr(b, i, n):
+    out = []
+    for _ in range(n):
+        v, i = mp_unpack(b, i)
+        out.append(v)
+    return out, i
+
+
+def _map(b, i, n):
+    out = {}
+    for _ in range(n):
+        k, i = mp_unpack(b, i)
+        v, i = mp_unpack(b, i)
+        out[k] = v
+    return out, i
+
+# ---- native protocol client ----------------------------------------------
+
+
+OPS = {"HELLO": 1, "PING": 2, "GET": 10, "PUT": 11, "DEL": 12, "MGET": 13,
+       "STATUS": 30, "RING": 31, "ENDPOINTS": 32, "METRICS": 33,
+       "JOIN": 40, "DECOMMISSION": 41}
+CLS = {"ONE": 1, "TWO": 2, "QUORUM": 3, "ALL": 4, "LOCAL_ONE": 5,
+       "LOCAL_QUORUM": 6, "EACH_QUORUM": 7}
+
+
+class Resp(dict):
+    """A decoded response map with readable accessors."""
+
+    @property
+    def err(self):
+        return self.get(3)
+
+    @property
+    def msg(self):
+        return self.get(4)
+
+    @property
+    def value(self):
+        return self.get(16)
+
+    @property
+    def acks(self):
+        return self.get(5)
+
+
+class Client:
+    """Pipelined native-protocol client over one TCP connection."""
+
+    def __init__(self, host, port=7380, timeout=10.0, password=None):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.buf = b""
+        self.next_id = 1
+        if password is not None:
+            r = self.call("HELLO", password=password)
+            if r.err:
+                raise RuntimeError("HELLO: %s %s" % (r.err, r.msg))
+
+    def close(self):
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+
+    def encode(self, op, key=None, value=None, cl=None, ttl=None, keys=None,
+               password=None, rid=None):
+        if rid is None:
+            rid = self.next_id
+            self.next_id += 1
+        m = {1: rid, 2: OPS[op]}
+        if cl:
+            m[3] = CLS[cl]
+        if key is not None:
+            m[4] = key if isinstance(key, bytes) else key.encode()
+        if value is not None:
+            m[5] = value if isinstance(value, bytes) else value.encode()
+        if ttl:
+            m[6] = ttl
+        if keys is not None:
+            m[7] = [k if isinstance(k, bytes) else k.encode() for k in keys]
+        if password is not None:
+            m[8] = password
+        body = mp_pack(m)
+        return rid, struct.pack(">I", len(body)) + body
+
+    def read_frame(self):
+        while True:
+            if len(self.buf) >= 4:
+                n = struct.unpack(">I", self.buf[:4])[0]
+                if len(self.buf) >= 4 + n:
+                    body = self.buf[4:4 + n]
+                    self.buf = self.buf[4 + n:]
+                    v, _ = mp_unpack(body)
+                    return Resp(v)
+            chunk = self.sock.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("connection closed by the node")
+            self.buf += chunk
+
+    def call(self, op, **kw):
+        rid, frame = self.encode(op, **kw)
+        self.sock.sendall(frame)
+        r = self.read_frame()
+        if r.get(1) != rid:
+            raise RuntimeError("response id %r, want %r" % (r.get(1), rid))
+        return r
+
+    def pipeline(self, reqs, depth=128):
+        """reqs: list of (op, kwargs). Returns responses in request order."""
+        out = {}
+        ids = []
+        pending = 0
+        i = 0
+        while i < len(reqs) or pending:
+            batch = b""
+            while i < len(reqs) and pending < depth:
+                op, kw = reqs[i]
+                rid, fr = self.encode(op, **kw)
+                ids.append(rid)
+                batch += fr
+                pending += 1
+                i += 1
+            if batch:
+                self.sock.sendall(batch)
+            r = self.read_frame()
+            out[r.get(1)] = r
+            pending -= 1
+        return [out[rid] for rid in ids]
+
+# ---- processes -------------------------------------------------------------
+
+
+_children = []
+_tmpdirs = []
+_libc = None
+
+
+def _pdeathsig():
+    global _libc
+    try:
+        if _libc is None:
+            _libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        _libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _cleanup():
+    for p in _children:
+        if p.poll() is None:
+            try:
+                p.kill()
+            except OSError:
+                pass
+    for p in _children:
+        try:
+            p.wait(timeout=5)
+        except Exception:
+            pass
+    if os.environ.get("RINGKV_KEEP") != "1":
+        for d in _tmpdirs:
+            shutil.rmtree(d, ignore_errors=True)
+    else:
+        for d in _tmpdirs:
+            print("kept %s" % d, file=sys.stderr)
+
+
+def _on_signal(signum, frame):
+    _cleanup()
+    os._exit(128 + signum)
+
+
+atexit.register(_cleanup)
+signal.signal(signal.SIGTERM, _on_signal)
+signal.signal(signal.SIGINT, _on_signal)
+
+
+def tmpdir(prefix="ringkv-test-"):
+    d = tempfile.mkdtemp(prefix=prefix)
+    _tmpdirs.append(d)
+    return d
+
+
+class Node:
+    def __init__(self, cluster, name, ip, extra):
+        self.cluster = cluster
+        self.name = name
+        self.ip = ip
+        self.extra = dict(extra)
+        self.data_dir = os.path.join(cluster.dir, name)
+        self.log_path = os.path.join(cluster.dir, name + ".log")
+        self.proc = None
+
+    def args(self):
+        a = [RINGKVD,
+             "--node_name=" + self.name,
+             "--listen_address=" + self.ip,
+             "--data_dir=" + self.data_dir,
+             "--log_file=" + self.log_path]
+        opts = dict(self.cluster.common)
+        opts.update(self.extra)
+        for k, v in opts.items():
+            a.append("--%s=%s" % (k, v))
+        return a
+
+    def start(self):
+        assert self.proc is None or self.proc.poll() is not None
+        err = open(self.log_path + ".stderr", "ab")
+        self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL,
+                                     stdout=err, stderr=err,
+                                     preexec_fn=_pdeathsig)
+        err.close()
+        _children.append(self.proc)
+        return self
+
+    def kill9(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def stop(self, timeout=20):
+        """SIGTERM and wait: returns the exit status."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            return self.proc.wait(timeout=timeout)
+        return self.proc.returncode if self.proc else None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def client(self, **kw):
+        return Client(self.ip, int(self.cluster.common.get("client_port",
+                                                           7380)), **kw)
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def status(self, password=None):
+        c = self.client(timeout=5, password=password)
+        try:
+            r = c.call("STATUS")
+        finally:
+            c.close()
+        if r.err:
+            raise RuntimeError("STATUS: %s" % r.err)
+        rows = {}
+        for row in r.get(34, []):
+            rows[row.get(1)] = row
+        return {"epoch": r.get(32), "fingerprint": r.get(33), "rows": rows}
+
+    def metrics(self, password=None):
+        c = self.client(timeout=5, password=password)
+        try:
+            r = c.call("METRICS")
+        finally:
+            c.close()
+        out = {}
+        for line in (r.get(38) or "").splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            k, _, v = line.rpartition(" ")
+            try:
+                out[k] = float(v)
+            except ValueError:
+                pass
+        return out
+
+
+class Cluster:
+    """A set of nodes sharing options. `common` holds --key=value settings
+    for every node."""
+
+    def __init__(self, ips, names=None, seeds=None, secret=b"test-secret\n",
+                 **common):
+        self.dir = tmpdir()
+        self.secret_path = os.path.join(self.dir, "secret")
+        with open(self.secret_path, "wb") as f:
+            f.write(secret)
+        self.common = {
+            "cluster_name": "test",
+            "cluster_secret_file": self.secret_path,
+            "gossip_interval_ms": 200,
+            "resp_port": 0,
+            "metrics_port": 0,
+            "read_timeout_ms": 1500,
+            "write_timeout_ms": 1500,
+            "connect_timeout_ms": 500,
+            "num_tokens": 8,
+        }
+        self.common["seeds"] = ",".join(seeds or ips[:2])
+        self.common.update(common)
+        names = names or ["n%d" % (i + 1) for i in range(len(ips))]
+        self.nodes = [Node(self, n, ip, {}) for n, ip in zip(names, ips)]
+
+    def start(self):
+        for n in self.nodes:
+            n.start()
+        return self
+
+    def wait_converged(self, timeout=60, up=None):
+        """Wait until every running node reports every node of `up` (default:
+        the running ones) as UN, with one fingerprint."""
+        want = set(n.name for n in (up or [x for x in self.nodes
+                                           if x.alive()]))
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            try:
+                fps = set()
+                ok = True
+                for n in self.nodes:
+                    if not n.alive():
+                        continue
+                    st = n.status()
+                    fps.add((st["epoch"], st["fingerprint"]))
+                    states = {k: v.get(5) for k, v in st["rows"].items()}
+                    if any(states.get(w) != "UN" for w in want):
+                        ok = False
+                        last = (n.name, states)
+                        break
+                if ok and len(fps) == 1:
+                    return fps.pop()
+                if ok:
+                    last = ("fingerprints differ", fps)
+            except (OSError, ConnectionError, RuntimeError) as e:
+                last = repr(e)
+            time.sleep(0.3)
+        self.dump_logs()
+        raise AssertionError("cluster did not converge: %r" % (last,))
+
+    def wait_state(self, observer, name, code, timeout=60):
+        deadline = time.time() + timeout
+        last = None
+        while time.time() < deadline:
+            try:
+                st = observer.status()
+                last = st["rows"].get(name, {}).get(5)
+                if last == code:
+                    return
+            except (OSError, ConnectionError, RuntimeError) as e:
+                last = repr(e)
+            time.sleep(0.2)
+        self.dump_logs()
+        raise AssertionError("%s never saw %s as %s (last %r)" %
+                             (observer.name, name, code, last))
+
+    def dump_logs(self, lines=40):
+        for n in self.nodes:
+            print("---- %s (%s) last log lines" % (n.name, n.ip),
+                  file=sys.stderr)
+            for l in n.log().splitlines()[-lines:]:
+                print(l, file=sys.stderr)
+            try:
+                with open(n.log_path + ".stderr", errors="replace") as f:
+                    err = f.read()[-3000:]
+                if err.strip():
+                    print("stderr: " + err, file=sys.stderr)
+            except OSError:
+                pass
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def run(main):
+    """Run a test's main(); print PASS/FAIL and exit with its status."""
+    t0 = time.time()
+    try:
+        main()
+    except Exception:
+        import traceback
+        traceback.print_exc()
+        print("FAIL (%.1fs)" % (time.time() - t0))
+        _cleanup()
+        sys.exit(1)
+    print("PASS (%.1fs)" % (time.time() - t0))
+    _cleanup()
+    sys.exit(0)

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""The Redis protocol, /metrics and admission control on a 3-node cluster.
+
+Proves: an ordinary Redis client library (python3-redis) works unmodified
+against any node (SET/GET/MSET/MGET/EXISTS/DEL, EX expiry, NX/XX,
+pipelines, CONSISTENCY); typed errors arrive as RESP errors (-UNAVAILABLE
+at ALL with a node down, while QUORUM keeps working); a protocol error
+closes only that connection; redis-cli and redis-benchmark run with zero
+errors; /metrics serves Prometheus text with latency histograms; a
+connection past max_pipeline gets OVERLOADED at once for the excess and the
+node serves normally afterwards.
+"""
+import shutil
+import socket
+import subprocess
+import time
+import sys
+import urllib.request
+
+try:
+    import redis
+except ImportError:  # python3-redis lives with Debian's python3
+    sys.path.append("/usr/lib/python3/dist-packages")
+    import redis
+
+import harness as h
+
+
+def main():
+    ips = ["127.0.0.51", "127.0.0.52", "127.0.0.53"]
+    c = h.Cluster(ips, seeds=ips[:1], replication="dc1:3", resp_port=6379,
+                  metrics_port=9180, max_pipeline=64)
+    c.start()
+    c.wait_converged(timeout=60)
+    n1, n2, n3 = c.nodes
+    r1 = redis.Redis(host=ips[0], port=6379, socket_timeout=10)
+    r2 = redis.Redis(host=ips[1], port=6379, socket_timeout=10)
+    h.check(r1.ping(), "PING")
+    h.check(r1.set("a", "1") is True, "SET")
+    h.check(r2.get("a") == b"1", "GET via another node")
+    h.check(r1.set("a", "2", nx=True) is None, "SET NX on an existing key")
+    h.check(r1.set("b", "2", xx=True) is None, "SET XX on a missing key")
+    h.check(r1.set("b", "3", nx=True) is True, "SET NX on a missing key")
+    h.check(r1.mset({"m1": "x", "m2": "y"}) is True, "MSET")
+    h.check(r2.mget(["m1", "nope", "m2"]) == [b"x", None, b"y"], "MGET")
+    h.check(r2.exists("m1", "m2", "nope") == 2, "EXISTS")
+    h.check(r1.delete("m1", "nope") == 1, "DEL count")
+    h.check(r2.get("m1") is None, "GET after DEL")
+    h.check(r1.set("ttl", "v", ex=1) is True, "SET EX")
+    h.check(r2.get("ttl") == b"v", "GET before expiry")
+    time.sleep(1.5)
+    h.check(r2.get("ttl") is None, "GET after expiry")
+    p = r1.pipeline(transaction=False)
+    for i in range(25):
+        p.set("p%d" % i, "v%d" % i)
+    for i in range(25):
+        p.get("p%d" % i)
+    res = p.execute()
+    h.check(res[:25] == [True] * 25, "pipelined SETs")
+    h.check(res[25:] == [("v%d" % i).encode() for i in range(25)],
+            "pipelined GETs in order")
+    info = r1.info()
+    h.check("ring_epoch" in info and info.get("ring_nodes") == 3,
+            "INFO ring section: %r" % {k: info.get(k) for k in
+                                       ("ring_epoch", "ring_nodes")})
+    h.check(r1.execute_command("CONSISTENCY") == b"QUORUM", "CONSISTENCY?")
+    # unknown command: an error, never a hang
+    try:
+        r1.execute_command("FLUSHALL")
+        h.check(False, "FLUSHALL accepted")
+    except redis.ResponseError as e:
+        h.check("unknown command" in str(e), "unknown command: %s" % e)
+
+    # a protocol error closes that connection only
+    s = socket.create_connection((ips[0], 6379), timeout=5)
+    s.sendall(b"*1\r\n$99999999999999\r\n")
+    got = s.recv(1000)
+    h.check(got.startswith(b"-ERR Protocol error"), "protocol error: %r" % got)
+    h.check(s.recv(1000) == b"", "connection not closed after protocol error")
+    s.close()
+    h.check(r1.get("a") == b"1", "node stopped serving")
+
+    # redis-cli and redis-benchmark, zero errors
+    if shutil.which("redis-cli"):
+        out = subprocess.run(["redis-cli", "-h", ips[2], "SET", "cli", "ok"],
+                             capture_output=True, text=True, timeout=20)
+        h.check(out.stdout.strip() == "OK", "redis-cli SET: %r" % out)
+        out = subprocess.run(["redis-cli", "-h", ips[0], "GET", "cli"],
+                             capture_output=True, text=True, timeout=20)
+        h.check(out.stdout.strip() == "ok", "redis-cli GET: %r" % out)
+    if shutil.which("redis-benchmark"):
+        out = subprocess.run(["redis-benchmark", "-h", ips[1], "-t",
+                              "set,get", "-n", "2000", "-c", "10", "-q"],
+                             capture_output=True, text=True, timeout=120)
+        text = out.stdout + out.stderr
+        h.check(out.returncode == 0, "redis-benchmark exit %d" %
+                out.returncode)
+        h.check("SET:" in text and "GET:" in text, "benchmark output: %r" %
+                text[-300:])
+        # redis-benchmark stops at the first error reply
+        h.check(text.count("requests per second") == 2 and
+                "rror" not in text, "redis-benchmark saw errors: %r" %
+                text[-500:])
+
+    # /metrics
+    body = urllib.request.urlopen("http://%s:9180/metrics" % ips[0],
+                                  timeout=10).read().decode()
+    h.check("ringkv_request_duration_seconds_bucket" in body,
+            "no latency histogram in /metrics")
+    h.check("ringkv_ring_epoch" in body, "no ring epoch in /metrics")
+
+    # admission control: past max_pipeline, OVERLOADED at once
+    cl = n1.client()
+    reqs = [cl.encode("GET", key="p%d" % (i % 25), cl="ONE")[1]
+            for i in range(400)]
+    cl.sock.sendall(b"".join(reqs))
+    res = [cl.read_frame() for _ in range(400)]
+    over = sum(1 for r in res if r.err == "OVERLOADED")
+    ok = sum(1 for r in res if not r.err)
+    print("pipeline of 400 with max_pipeline 64: %d served, %d OVERLOADED"
+          % (ok, over))
+    h.check(ok + over == 400, "other errors: %r" %
+            [r for r in res if r.err and r.err != "OVERLOADED"][:3])
+    h.check(over > 0, "no request was shed")
+    h.check(ok >= 64, "fewer than max_pipeline served")
+    r = cl.call("GET", key="p1", cl="QUORUM")
+    h.check(r.value == b"v1", "not serving after shedding: %r" % r)
+    cl.close()
+    m = n1.metrics()
+    h.check(m.get("ringkv_overloaded_total", 0) >= over, "OVERLOADED count")
+
+    # a node down: QUORUM works, ALL is UNAVAILABLE (typed RESP error)
+    n3.kill9()
+    c.wait_state(n1, "n3", "DN", timeout=30)
+    h.check(r1.set("q", "1") is True, "QUORUM SET with a node down")
+    h.check(r1.execute_command("CONSISTENCY", "ALL") == b"OK",
+            "CONSISTENCY ALL")
+    try:
+        r1.get("q")
+        h.check(False, "ALL read succeeded with a node down")
+    except redis.ResponseError as e:
+        h.check(str(e).startswith("UNAVAILABLE"), "ALL error: %s" % e)
+    r1.close()
+    r2.close()
+    for n in (n1, n2):
+        h.check(n.stop() == 0, "%s unclean exit" % n.name)
+
+
+h.run(main)

@@ -1,0 +1,334 @@
+/*
+ * check_node_config.c - ringkvd's configuration: defaults, YAML, the
+ * environment and flags in their order of precedence, validation messages
+ * that name the key, and the node identity file.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "common/rk.h"
+#include "node/config.h"
+#include "node/log.h"
+#include "node/state.h"
+
+static char err[NODE_CONFIG_ERR];
+
+static int parse(struct node_config *c, const char *yaml)
+{
+    err[0] = '\0';
+    return node_config_parse_yaml(c, yaml, strlen(yaml), "t.yaml", err,
+                                  sizeof(err));
+}
+
+START_TEST(defaults_are_valid)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    ck_assert_int_eq(node_config_validate(&c, err, sizeof(err)), 0);
+    ck_assert_str_eq(c.cluster_name, "ringkv");
+    ck_assert_int_eq(c.gossip_port, 7000);
+    ck_assert_int_eq(c.internode_port, 7001);
+    ck_assert_int_eq(c.client_port, 7380);
+    ck_assert_int_eq(c.resp_port, 6379);
+    ck_assert_int_eq(c.metrics_port, 9180);
+    ck_assert_int_eq(c.default_consistency, NODE_CL_QUORUM);
+    ck_assert_int_eq(node_config_rf(&c, "dc1"), 3);
+    ck_assert_int_eq(node_config_rf(&c, "dc2"), 0);
+}
+END_TEST
+
+START_TEST(yaml_full_document)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    const char *y = "# a comment\n"
+                    "cluster_name: prod\n"
+                    "node_name: n1\n"
+                    "datacenter: east\n"
+                    "rack: r2\n"
+                    "listen_address: 127.0.0.21\n"
+                    "seeds:\n  - 127.0.0.21\n  - \"127.0.0.22:7100\"\n"
+                    "gossip_port: 7100\n"
+                    "num_tokens: 8\n"
+                    "token_allocation: random\n"
+                    "weight: 1.5\n"
+                    "replication:\n  east: 3\n  west: 2\n"
+                    "default_consistency: local_quorum\n"
+                    "auto_bootstrap: no\n"
+                    "durability: periodic\n"
+                    "write_timeout_ms: 500\n"
+                    "requirepass: s3cret\n"
+                    "log_level: debug\n";
+    ck_assert_int_eq(parse(&c, y), 0);
+    ck_assert_str_eq(c.cluster_name, "prod");
+    ck_assert_str_eq(c.node_name, "n1");
+    ck_assert_str_eq(c.rack, "r2");
+    ck_assert_int_eq(c.nseeds, 2);
+    ck_assert_str_eq(c.seeds[0], "127.0.0.21");
+    ck_assert_str_eq(c.seeds[1], "127.0.0.22:7100");
+    ck_assert_int_eq(c.gossip_port, 7100);
+    ck_assert_int_eq(c.num_tokens, 8);
+    ck_assert_int_eq(c.token_allocation, NODE_ALLOC_RANDOM);
+    ck_assert(c.weight == 1.5);
+    ck_assert_int_eq(c.ndcs, 2);
+    ck_assert_int_eq(node_config_rf(&c, "east"), 3);
+    ck_assert_int_eq(node_config_rf(&c, "west"), 2);
+    ck_assert_int_eq(c.default_consistency, NODE_CL_LOCAL_QUORUM);
+    ck_assert_int_eq(c.auto_bootstrap, 0);
+    ck_assert_int_eq(c.durability, NODE_DURABILITY_PERIODIC);
+    ck_assert_int_eq(c.write_timeout_ms, 500);
+    ck_assert_str_eq(c.requirepass, "s3cret");
+    ck_assert_int_eq(c.log_level, NODE_LOG_DEBUG);
+    ck_assert_int_eq(node_config_validate(&c, err, sizeof(err)), 0);
+}
+END_TEST
+
+START_TEST(yaml_errors_name_the_key)
+{
+    static const struct {
+        const char *yaml;
+        const char *needle;
+    } cases[] = {
+        {"num_tokens: abc\n", "num_tokens"},
+        {"num_tokens: 0\n", "num_tokens"},
+        {"gossip_port: 70000\n", "gossip_port"},
+        {"bogus_key: 1\n", "bogus_key: unknown"},
+        {"default_consistency: MOST\n", "default_consistency"},
+        {"replication: {dc1: 0}\n", "replication"},
+        {"replication: dc1\n", "replication"},
+        {"seeds: [\"bad host!\"]\n", "seeds"},
+        {"auto_bootstrap: maybe\n", "auto_bootstrap"},
+        {"token_allocation: magic\n", "token_allocation"},
+        {"weight: -1\n", "weight"},
+        {"cluster_name: \"\"\n", "cluster_name"},
+        {"a: [1, 2\n", "YAML error"},
+        {"- just\n- a list\n", "mapping"},
+        {"seeds: {a: [1]}\n", "seeds"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct node_config c = NODE_CONFIG_INIT;
+        ck_assert_msg(parse(&c, cases[i].yaml) == RK_ECONFIG, "case %zu", i);
+        ck_assert_msg(strstr(err, cases[i].needle) != NULL,
+                      "case %zu: '%s' lacks '%s'", i, err, cases[i].needle);
+        ck_assert_msg(strstr(err, "t.yaml") != NULL, "case %zu: %s", i, err);
+    }
+}
+END_TEST
+
+START_TEST(empty_yaml_is_defaults)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    ck_assert_int_eq(parse(&c, ""), 0);
+    ck_assert_int_eq(c.num_tokens, 16);
+}
+END_TEST
+
+START_TEST(precedence_file_env_flags)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    ck_assert_int_eq(parse(&c, "num_tokens: 8\nrack: ra\nweight: 2\n"), 0);
+    char *env[] = {"PATH=/bin",         "RINGKV_NUM_TOKENS=12",
+                   "RINGKV_RACK=rb",    "RINGKV_CONFIG=/x.yaml",
+                   "RINGKV_BIN_DIR=/b", NULL};
+    ck_assert_int_eq(node_config_apply_env(&c, env, err, sizeof(err)), 0);
+    ck_assert_int_eq(c.num_tokens, 12);
+    ck_assert_str_eq(c.rack, "rb");
+    char *argv[] = {"ringkvd", "--config=/x.yaml", "--num-tokens=4",
+                    "--seeds", "a,b:7005",         "--check-config",
+                    "-c",      "/y.yaml",          NULL};
+    ck_assert_int_eq(node_config_apply_args(&c, 8, argv, err, sizeof(err)), 0);
+    ck_assert_int_eq(c.num_tokens, 4);
+    ck_assert_str_eq(c.rack, "rb");
+    ck_assert(c.weight == 2.0);
+    ck_assert_int_eq(c.nseeds, 2);
+    ck_assert_str_eq(c.seeds[1], "b:7005");
+    ck_assert_str_eq(node_config_file_arg(8, argv, env), "/y.yaml");
+    char *argv2[] = {"ringkvd", NULL};
+    ck_assert_str_eq(node_config_file_arg(1, argv2, env), "/x.yaml");
+}
+END_TEST
+
+START_TEST(env_and_flag_errors)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    char *env[] = {"RINGKV_CLIENT_PORT=x", NULL};
+    ck_assert_int_eq(node_config_apply_env(&c, env, err, sizeof(err)),
+                     RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "RINGKV_CLIENT_PORT"));
+    char *env2[] = {"RINGKV_NOPE=1", "RINGKV_HOST=x", NULL};
+    struct node_config d = NODE_CONFIG_INIT;
+    ck_assert_int_eq(node_config_apply_env(&d, env2, err, sizeof(err)), 0);
+    ck_assert_int_eq(d.client_port, 7380);
+    char *argv[] = {"ringkvd", "--num_tokens", NULL};
+    ck_assert_int_eq(node_config_apply_args(&c, 2, argv, err, sizeof(err)),
+                     RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "missing value"));
+    char *argv2[] = {"ringkvd", "stray", NULL};
+    ck_assert_int_eq(node_config_apply_args(&c, 2, argv2, err, sizeof(err)),
+                     RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "stray"));
+    char *argv3[] = {"ringkvd", "--durability=fast", NULL};
+    ck_assert_int_eq(node_config_apply_args(&c, 2, argv3, err, sizeof(err)),
+                     RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "durability"));
+}
+END_TEST
+
+START_TEST(validate_whole_struct)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    c.resp_port = c.client_port;
+    ck_assert_int_eq(node_config_validate(&c, err, sizeof(err)), RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "resp_port"));
+
+    struct node_config d = NODE_CONFIG_INIT;
+    ck_assert_int_eq(
+        node_config_set(&d, "datacenter", "west", err, sizeof(err)), 0);
+    ck_assert_int_eq(node_config_validate(&d, err, sizeof(err)), RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "replication"));
+    ck_assert_int_eq(node_config_set(&d, "replication", "2", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(node_config_validate(&d, err, sizeof(err)), 0);
+    ck_assert_int_eq(node_config_rf(&d, "west"), 2);
+
+    struct node_config e = NODE_CONFIG_INIT;
+    ck_assert_int_eq(node_config_set(&e, "cluster_secret_file",
+                                     "/nonexistent/secret", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(node_config_validate(&e, err, sizeof(err)), RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "cluster_secret_file"));
+
+    struct node_config f = NODE_CONFIG_INIT;
+    ck_assert_int_eq(node_config_set(&f, "node_name", "a b", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(node_config_validate(&f, err, sizeof(err)), RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "node_name"));
+}
+END_TEST
+
+START_TEST(consistency_names)
+{
+    enum node_cl cl;
+    for (int i = NODE_CL_ONE; i <= NODE_CL_EACH_QUORUM; i++) {
+        ck_assert_int_eq(node_cl_parse(&cl, node_cl_name((enum node_cl)i)), 0);
+        ck_assert_int_eq(cl, i);
+    }
+    ck_assert_int_eq(node_cl_parse(&cl, "each_quorum"), 0);
+    ck_assert_int_eq(cl, NODE_CL_EACH_QUORUM);
+    ck_assert_int_eq(node_cl_parse(&cl, "THREE"), RK_EBADREQ);
+}
+END_TEST
+
+START_TEST(dump_hides_password)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    ck_assert_int_eq(parse(&c, "requirepass: hunter2\nseeds: a,b\n"), 0);
+    char buf[8192];
+    int n = node_config_dump(&c, buf, sizeof(buf));
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_lt(n, (int)sizeof(buf));
+    ck_assert_ptr_null(strstr(buf, "hunter2"));
+    ck_assert_ptr_nonnull(strstr(buf, "seeds: [a, b]"));
+    /* a dump parses back to the same settings */
+    struct node_config d = NODE_CONFIG_INIT;
+    ck_assert_int_eq(parse(&d, buf), 0);
+    ck_assert_int_eq(d.nseeds, 2);
+    char small[16];
+    ck_assert_int_eq(node_config_dump(&c, small, sizeof(small)), n);
+}
+END_TEST
+
+START_TEST(state_roundtrip)
+{
+    char dir[] = "/tmp/check_node_config.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char sub[256];
+    snprintf(sub, sizeof(sub), "%s/a/b", dir);
+    ck_assert_int_eq(node_state_mkdirs(sub), 0);
+    struct node_state st, got;
+    ck_assert_int_eq(node_state_load(&got, sub), RK_ENOTFOUND);
+    memset(&st, 0, sizeof(st));
+    snprintf(st.node_name, sizeof(st.node_name), "n1");
+    snprintf(st.cluster_name, sizeof(st.cluster_name), "c");
+    st.generation = 1234;
+    st.ring_epoch = 7;
+    st.ntokens = 3;
+    st.tokens[0] = 0;
+    st.tokens[1] = UINT64_MAX;
+    st.tokens[2] = 42;
+    ck_assert_int_eq(node_state_save(&st, sub), 0);
+    ck_assert_int_eq(node_state_load(&got, sub), 0);
+    ck_assert_str_eq(got.node_name, "n1");
+    ck_assert_int_eq(got.generation, 1234);
+    ck_assert_int_eq(got.ring_epoch, 7);
+    ck_assert_int_eq(got.ntokens, 3);
+    ck_assert(got.tokens[1] == UINT64_MAX);
+    ck_assert(got.tokens[2] == 42);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/node.state", sub);
+    FILE *f = fopen(path, "w");
+    fputs("garbage\n", f);
+    fclose(f);
+    ck_assert_int_eq(node_state_load(&got, sub), RK_ECORRUPT);
+    unlink(path);
+    rmdir(sub);
+    snprintf(sub, sizeof(sub), "%s/a", dir);
+    rmdir(sub);
+    rmdir(dir);
+}
+END_TEST
+
+START_TEST(generation_increases)
+{
+    ck_assert_int_eq(node_state_next_generation(0, 1000), 1000);
+    ck_assert_int_eq(node_state_next_generation(1000, 1000), 1001);
+    ck_assert_int_eq(node_state_next_generation(5000, 1000), 5001);
+}
+END_TEST
+
+START_TEST(log_quoting)
+{
+    char b[64];
+    ck_assert_str_eq(node_log_quote(b, sizeof(b), "plain"), "plain");
+    ck_assert_str_eq(node_log_quote(b, sizeof(b), "a b"), "\"a b\"");
+    ck_assert_str_eq(node_log_quote(b, sizeof(b), "x\"y"), "\"x\\\"y\"");
+    ck_assert_str_eq(node_log_quote(b, sizeof(b), ""), "\"\"");
+}
+END_TEST
+
+static Suite *node_config_suite(void)
+{
+    Suite *s = suite_create("node_config");
+    TCase *tc = tcase_create("yaml");
+    tcase_add_test(tc, defaults_are_valid);
+    tcase_add_test(tc, yaml_full_document);
+    tcase_add_test(tc, yaml_errors_name_the_key);
+    tcase_add_test(tc, empty_yaml_is_defaults);
+    tcase_add_test(tc, dump_hides_password);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("overrides");
+    tcase_add_test(tc, precedence_file_env_flags);
+    tcase_add_test(tc, env_and_flag_errors);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("validate");
+    tcase_add_test(tc, validate_whole_struct);
+    tcase_add_test(tc, consistency_names);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("state");
+    tcase_add_test(tc, state_roundtrip);
+    tcase_add_test(tc, generation_increases);
+    tcase_add_test(tc, log_quoting);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(node_config_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
