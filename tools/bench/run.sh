@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# run.sh BUILD - every benchmark, one after the other (make bench).
+# Each prints its own side-by-side figures; none is a test.
+set -euo pipefail
+build=${1:-build}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+echo "== ring: preference-list lookup vs jump consistent hash"
+"$build/bin/ringkv-sim" bench-lookup --nodes 100 --tokens 256 --rf 3
+echo "== storage: group commit, periodic and reads vs raw LMDB"
+"$build/bin/bench-storage"
+echo "== RESP: redis-benchmark against a 3-node demo cluster and redis-server"
+"$root/tools/bench/resp.sh" --demo "$build" 127.0.0.11:6379
