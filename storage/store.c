@@ -733,6 +733,24 @@ static void store__mirror(struct store__range *rr,
         atomic_store(&rr->shadow_failed, true);
 }
 
+/* Keep copies of the writes ord[i..j) for the compaction of rr. */
+static void store__log(struct store__range *rr,
+                       store_batch *b,
+                       const uint32_t *ord,
+                       size_t i,
+                       size_t j)
+{
+    struct store__wlog *log = rr->shadow_log;
+    pthread_mutex_lock(&log->mu);
+    for (size_t x = i; !log->failed && x < j; x++) {
+        const struct store__w *w = &b->w[ord[x]];
+        if (w->result == STORE__PENDING &&
+            store__batch_push(log->b, w->key, w->rec, true) != 0)
+            log->failed = true;
+    }
+    pthread_mutex_unlock(&log->mu);
+}
+
 struct store__tok {
     uint64_t token;
     uint32_t idx;
@@ -808,6 +826,8 @@ static void store__commit_pass(store *s,
             atomic_store(&rr->dirty, true);
             if (rr->shadow != NULL)
                 store__mirror(rr, b, ord, i, j);
+            else if (rr->shadow_log != NULL)
+                store__log(rr, b, ord, i, j);
         }
         for (size_t x = i; x < j; x++)
             if (b->w[ord[x]].result == STORE__PENDING)

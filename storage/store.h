@@ -218,6 +218,15 @@ int store_range_split(store *s, struct store_range r, uint64_t at);
  * one. Crash-safe. RK_ENOTFOUND / RK_EBADREQ as above. */
 int store_range_merge(store *s, struct store_range a, struct store_range b);
 
+/* Rewrite the env of the local range that is exactly `r` into a fresh env
+ * in key order (MDB_APPEND: leaf pages packed full, as a range streamed in
+ * token order is) and switch to it. Reads and writes go on meanwhile (the
+ * writes are logged and merged into the new env before the switch, which
+ * blocks them briefly). Crash-safe: after kill -9 the store reopens with
+ * either env, never both. The content (and store_digest) is unchanged.
+ * RK_ENOTFOUND if `r` is not a local range. Blocks: off the loop thread. */
+int store_range_compact(store *s, struct store_range r);
+
 /* Drop a local range and its data. Crash-safe. */
 int store_range_drop(store *s, struct store_range r);
 

@@ -4,11 +4,11 @@
  * A child process opens the store in group-commit mode and writes batches
  * of new keys; after store_batch_commit returns it reports each key's id on
  * a pipe (its acknowledgement). Now and then it splits a range at a random
- * token or merges two neighbours back, so kills also land inside range
- * operations. The parent SIGKILLs it after a random delay, reopens the
- * store (recovery) and checks that every acknowledged key is there with its
- * value and that every entry sits in exactly one env, inside its range.
- * 24 rounds on one data_dir, then 8 in periodic mode (acknowledged at
+ * token, merges two neighbours back or compacts a range, so kills also
+ * land inside range operations. The parent SIGKILLs it after a random delay,
+ * reopens the store (recovery) and checks that every acknowledged key is there
+ * with its value and that every entry sits in exactly one env, inside its
+ * range. 24 rounds on one data_dir, then 8 in periodic mode (acknowledged at
  * commit, before any sync); the seed is printed.
  */
 #include <errno.h>
@@ -92,6 +92,14 @@ static void child(int wfd, unsigned first_id, unsigned seed)
                 if (nb.start == a.end && store_range_merge(s, a, nb) != 0)
                     _exit(6);
             }
+            free(rs);
+        } else if (r == 2) { /* rewrite a random range packed */
+            struct store_range *rs;
+            size_t n;
+            if (store_range_list(&rs, &n, s) != 0)
+                _exit(4);
+            if (store_range_compact(s, rs[(size_t)rand_r(&seed) % n]) != 0)
+                _exit(11);
             free(rs);
         }
         int nb = 1 + rand_r(&seed) % 20;
