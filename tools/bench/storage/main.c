@@ -77,7 +77,10 @@ static void be64(uint8_t *p, uint64_t v)
 static MDB_env *raw_env;
 static MDB_dbi raw_dbi;
 
-static double raw_write(uint64_t n, const char *name)
+/* Range envs of the next store opened use MDB_WRITEMAP (store_opts). */
+static bool use_wmap;
+
+static double raw_write(uint64_t n, const char *name, unsigned flags)
 {
     char dir[300];
     if (raw_env != NULL)
@@ -85,7 +88,7 @@ static double raw_write(uint64_t n, const char *name)
     snprintf(dir, sizeof(dir), "%s/%s", base, name);
     mkdir(dir, 0755);
     if (mdb_env_create(&raw_env) || mdb_env_set_mapsize(raw_env, 1ull << 34) ||
-        mdb_env_open(raw_env, dir, MDB_NOTLS, 0644))
+        mdb_env_open(raw_env, dir, MDB_NOTLS | flags, 0644))
         abort();
     MDB_txn *txn;
     double t0 = now();
@@ -146,6 +149,7 @@ open_store(const char *name, int durability, int sync_method, int nranges)
     o.durability = durability;
     o.sync_method = sync_method;
     o.periodic_ms = 1000;
+    o.write_map = use_wmap;
     store *s;
     int rc = store_open(&s, &o);
     if (rc) {
@@ -281,12 +285,14 @@ static bool want(const char *label)
 static struct {
     char label[64];
     double v;
-} rows[16];
+    bool wmap; /* against the MDB_WRITEMAP ceiling */
+} rows[24];
 static int nrows;
 
 static void row(const char *label, double v)
 {
     snprintf(rows[nrows].label, sizeof(rows[nrows].label), "%s", label);
+    rows[nrows].wmap = use_wmap;
     rows[nrows++].v = v;
 }
 
@@ -308,7 +314,8 @@ int main(int argc, char **argv)
     /* The machine is shared: the ceiling is measured before and after the
      * store rows, and ratios use the mean. */
     bool noraw = getenv("RK_BENCH_NORAW") != NULL; /* when profiling */
-    double raw = noraw ? 0 : raw_write(nraw, "raw");
+    double raw = noraw ? 0 : raw_write(nraw, "raw", 0);
+    double rawm = noraw ? 0 : raw_write(nraw, "rawm", MDB_WRITEMAP);
 
     const int ws[3] = {1, 16, 64};
     for (int i = 0; i < 3; i++) {
@@ -350,16 +357,39 @@ int main(int argc, char **argv)
     l = "periodic (1 s), batch API, 1024/batch";
     if (want(l))
         row(l, batch_row("perbatch", 1024, STORE_PERIODIC));
+    /* The same with store_opts.write_map (MDB_WRITEMAP), against the raw
+     * WRITEMAP ceiling. */
+    use_wmap = true;
+    l = "group commit, 64 writers, write_map";
+    if (want(l))
+        row(l, gc_row("wgc64", 64, STORE_SYNC_AUTO));
+    l = "periodic (1 s), 64 writers, write_map";
+    if (want(l)) {
+        s = open_store("wper64", STORE_PERIODIC, STORE_SYNC_AUTO, NRANGES);
+        row(l, run_writers(s, 64));
+        store_free(s);
+    }
+    l = "periodic (1 s), 1024/batch, write_map";
+    if (want(l))
+        row(l, batch_row("wperbatch", 1024, STORE_PERIODIC));
+    use_wmap = false;
 
-    double raw2 = noraw ? 0 : raw_write(nraw, "raw2");
-    double ceiling = (raw + raw2) / 2;
+    double raw2 = noraw ? 0 : raw_write(nraw, "raw2", 0);
+    double rawm2 = noraw ? 0 : raw_write(nraw, "rawm2", MDB_WRITEMAP);
+    double ceiling = (raw + raw2) / 2, ceilm = (rawm + rawm2) / 2;
     printf("%-44s %12.0f writes/s\n", "raw LMDB, one txn (ceiling), before",
            raw);
     printf("%-44s %12.0f writes/s\n", "raw LMDB, one txn (ceiling), after",
            raw2);
+    printf("%-44s %12.0f writes/s\n", "raw LMDB, WRITEMAP (ceiling W), before",
+           rawm);
+    printf("%-44s %12.0f writes/s\n", "raw LMDB, WRITEMAP (ceiling W), after",
+           rawm2);
     for (int i = 0; i < nrows; i++)
-        printf("%-44s %12.0f writes/s  %6.2f%% of raw\n", rows[i].label,
-               rows[i].v, noraw ? 0 : 100 * rows[i].v / ceiling);
+        printf("%-44s %12.0f writes/s  %6.2f%% of raw%s\n", rows[i].label,
+               rows[i].v,
+               noraw ? 0 : 100 * rows[i].v / (rows[i].wmap ? ceilm : ceiling),
+               rows[i].wmap ? " W" : "");
 
     if (!want("reads and disk")) {
         mdb_env_close(raw_env);
@@ -384,7 +414,7 @@ int main(int argc, char **argv)
         }
     }
     store_batch_free(b);
-    (void)raw_write(nload, "rawread"); /* the same records, raw */
+    (void)raw_write(nload, "rawread", 0); /* the same records, raw */
     double rr = 0, sr = 0;
     for (int i = 0; i < 3; i++) { /* alternate, against machine noise */
         rr += raw_read(nload) / 3;
