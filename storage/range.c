@@ -1,6 +1,6 @@
 /*
- * range.c - range operations (create, split, merge, drop, adopt), scans,
- * digests, gc, and the recovery that makes them crash-safe.
+ * range.c - range operations (create, split, merge, compact, drop, adopt),
+ * scans, digests, gc, and the recovery that makes them crash-safe.
  *
  * The range map in system/ is the single source of truth. Every operation
  * first builds whatever new env it needs and syncs it, then switches the
@@ -572,6 +572,163 @@ int store_range_merge(store *s, struct store_range a, struct store_range b)
 unlock:
     pthread_rwlock_unlock(&s->maplock);
     pthread_mutex_unlock(&s->opmu);
+    return rc;
+}
+
+/* ---- Compaction --------------------------------------------------------- */
+
+/* Copy the next chunk of src's entries (those inside dst's range) into dst
+ * in key order with MDB_APPEND, so dst's leaf pages are packed full.
+ * last/last_len hold the last key copied (0: none yet); *done is set at the
+ * end of src. Called under the shared map lock. */
+static int store__append_chunk(struct store__range *src,
+                               struct store__range *dst,
+                               uint8_t *last,
+                               size_t *last_len,
+                               bool *done)
+{
+    MDB_txn *rt = NULL, *wt = NULL;
+    MDB_cursor *rcur = NULL, *wcur = NULL;
+    int rc = mdb_txn_begin(src->env, NULL, MDB_RDONLY, &rt);
+    if (rc)
+        return store__err(rc);
+    if ((rc = mdb_txn_begin(dst->env, NULL, 0, &wt)) ||
+        (rc = mdb_cursor_open(rt, src->dbi, &rcur)) ||
+        (rc = mdb_cursor_open(wt, dst->dbi, &wcur)))
+        goto abort;
+    MDB_val k = {*last_len, last}, v;
+    if (*last_len == 0) {
+        rc = mdb_cursor_get(rcur, &k, &v, MDB_FIRST);
+    } else {
+        rc = mdb_cursor_get(rcur, &k, &v, MDB_SET_RANGE);
+        if (rc == 0 && k.mv_size == *last_len &&
+            memcmp(k.mv_data, last, *last_len) == 0)
+            rc = mdb_cursor_get(rcur, &k, &v, MDB_NEXT);
+    }
+    size_t n = 0, bytes = 0;
+    for (; rc == 0; rc = mdb_cursor_get(rcur, &k, &v, MDB_NEXT)) {
+        if (n >= 4096 || bytes >= ((size_t)4 << 20))
+            break;
+        if (k.mv_size < 9 || k.mv_size > STORE__IKEY_MAX) {
+            rc = RK_ECORRUPT;
+            goto abort;
+        }
+        if (store_range_contains(dst->r, store__get64(k.mv_data)) &&
+            (rc = mdb_cursor_put(wcur, &k, &v, MDB_APPEND)) != 0)
+            goto abort;
+        memcpy(last, k.mv_data, k.mv_size);
+        *last_len = k.mv_size;
+        n++;
+        bytes += k.mv_size + v.mv_size;
+    }
+    if (rc != 0 && rc != MDB_NOTFOUND)
+        goto abort;
+    *done = rc == MDB_NOTFOUND;
+    mdb_cursor_close(rcur);
+    mdb_txn_abort(rt);
+    return store__err(mdb_txn_commit(wt)); /* closes wcur */
+abort:
+    if (rcur)
+        mdb_cursor_close(rcur);
+    mdb_txn_abort(rt);
+    if (wt)
+        mdb_txn_abort(wt);
+    return store__err(rc);
+}
+
+/* Merge (LWW) the writes logged so far into dst, in one write txn. `work`
+ * is an empty batch swapped with the log's. */
+static int store__drain(struct store__wlog *log,
+                        store_batch **work,
+                        struct store__range *dst,
+                        size_t *out_n)
+{
+    pthread_mutex_lock(&log->mu);
+    store_batch *b = log->b;
+    log->b = *work;
+    *work = b;
+    bool failed = log->failed;
+    pthread_mutex_unlock(&log->mu);
+    *out_n = store_batch_count(b);
+    if (failed)
+        return -ENOMEM;
+    if (*out_n == 0)
+        return 0;
+    MDB_txn *txn = NULL;
+    int rc = mdb_txn_begin(dst->env, NULL, 0, &txn);
+    for (size_t i = 0; rc == 0 && i < *out_n; i++)
+        rc = store__batch_apply(txn, dst->dbi, b, i);
+    if (rc == 0)
+        rc = mdb_txn_commit(txn);
+    else if (txn != NULL)
+        mdb_txn_abort(txn);
+    store_batch_reset(b);
+    return store__err(rc);
+}
+
+int store_range_compact(store *s, struct store_range r)
+{
+    int rc;
+    struct store__range *nr = NULL, *old = NULL;
+    struct store__wlog log = {.b = NULL, .failed = false};
+    store_batch *work = NULL;
+    uint8_t last[STORE__IKEY_MAX];
+    size_t last_len = 0, n;
+    bool done = false;
+    pthread_mutex_init(&log.mu, NULL);
+    if ((rc = store_batch_new(&log.b)) || (rc = store_batch_new(&work)))
+        goto free_log;
+    pthread_mutex_lock(&s->opmu);
+    pthread_rwlock_wrlock(&s->maplock);
+    int idx = store__range_index(s, r);
+    if (idx < 0) {
+        rc = idx;
+        goto unlock;
+    }
+    old = s->ranges[idx];
+    if ((rc = store__new_env(&nr, s, r)) ||
+        (rc = store__map_atleast(s, nr, 2 * old->map_size)))
+        goto discard;
+    /* From here on every commit to old is logged; the copy below starts
+     * later, so each write is in the copy, in the log, or in both (LWW
+     * merges make that harmless). */
+    old->shadow_log = &log;
+    pthread_rwlock_unlock(&s->maplock);
+    while (rc == 0 && !done) {
+        pthread_rwlock_rdlock(&s->maplock);
+        rc = store__append_chunk(old, nr, last, &last_len, &done);
+        pthread_rwlock_unlock(&s->maplock);
+    }
+    /* Catch up with the log while commits go on, until it is short. */
+    for (int i = 0; rc == 0 && i < 16; i++)
+        if ((rc = store__drain(&log, &work, nr, &n)) == 0 && n < 256)
+            break;
+    pthread_rwlock_wrlock(&s->maplock);
+    old->shadow_log = NULL;
+    if (rc != 0 || (rc = store__drain(&log, &work, nr, &n)) ||
+        (rc = store__err(mdb_env_sync(nr->env, 1))))
+        goto discard;
+    /* The switch: the map names the new env for r. */
+    const char *names[1] = {nr->dir};
+    if ((rc = store__map_put(s, &r, 1, names, NULL, NULL, 0)))
+        goto discard;
+    s->ranges[store__range_index(s, r)] = nr; /* opmu: r is still there */
+    store__discard_env(old); /* else recovery deletes it (not in the map) */
+    (void)store__fsync_ranges_dir(s);
+    rc = store__canonicalize(s, nr);
+    goto unlock;
+discard:
+    if (old)
+        old->shadow_log = NULL;
+    if (nr)
+        store__discard_env(nr);
+unlock:
+    pthread_rwlock_unlock(&s->maplock);
+    pthread_mutex_unlock(&s->opmu);
+free_log:
+    store_batch_free(log.b);
+    store_batch_free(work);
+    pthread_mutex_destroy(&log.mu);
     return rc;
 }
 

@@ -189,8 +189,8 @@ int store__range_open(struct store__range **out,
         free(rr);
         return -ENOMEM;
     }
-    int rc =
-        store__env_open(&rr->env, &rr->dbi, dir, s->o.map_size, MDB_NOSYNC);
+    int rc = store__env_open(&rr->env, &rr->dbi, dir, s->o.map_size,
+                             MDB_NOSYNC | (s->o.write_map ? MDB_WRITEMAP : 0));
     if (rc) {
         free(rr->dir);
         free(rr);
@@ -422,7 +422,6 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_mutex_init(&s->hintmu, NULL);
     pthread_mutex_init(&s->opmu, NULL);
     pthread_mutex_init(&s->gmu, NULL);
-    pthread_cond_init(&s->gcv, NULL);
     pthread_mutex_init(&s->smu, NULL);
     pthread_cond_init(&s->scv, NULL);
     pthread_mutex_init(&s->dmu, NULL);
@@ -472,7 +471,6 @@ void store_free(store *s)
     pthread_mutex_destroy(&s->hintmu);
     pthread_mutex_destroy(&s->opmu);
     pthread_mutex_destroy(&s->gmu);
-    pthread_cond_destroy(&s->gcv);
     pthread_mutex_destroy(&s->smu);
     pthread_cond_destroy(&s->scv);
     pthread_mutex_destroy(&s->dmu);
@@ -733,6 +731,24 @@ static void store__mirror(struct store__range *rr,
         atomic_store(&rr->shadow_failed, true);
 }
 
+/* Keep copies of the writes ord[i..j) for the compaction of rr. */
+static void store__log(struct store__range *rr,
+                       store_batch *b,
+                       const uint32_t *ord,
+                       size_t i,
+                       size_t j)
+{
+    struct store__wlog *log = rr->shadow_log;
+    pthread_mutex_lock(&log->mu);
+    for (size_t x = i; !log->failed && x < j; x++) {
+        const struct store__w *w = &b->w[ord[x]];
+        if (w->result == STORE__PENDING &&
+            store__batch_push(log->b, w->key, w->rec, true) != 0)
+            log->failed = true;
+    }
+    pthread_mutex_unlock(&log->mu);
+}
+
 struct store__tok {
     uint64_t token;
     uint32_t idx;
@@ -808,6 +824,8 @@ static void store__commit_pass(store *s,
             atomic_store(&rr->dirty, true);
             if (rr->shadow != NULL)
                 store__mirror(rr, b, ord, i, j);
+            else if (rr->shadow_log != NULL)
+                store__log(rr, b, ord, i, j);
         }
         for (size_t x = i; x < j; x++)
             if (b->w[ord[x]].result == STORE__PENDING)
@@ -881,13 +899,18 @@ int store_batch_commit(store *s, store_batch *b)
 /* ---- store_put: group commit across threads ----------------------------- */
 
 /* Waiting writers queue up; one of them (the leader) takes the whole queue
- * and commits it as one batch, then hands leadership on and waits for a
- * sync (store_sync shares one sync among all who wait), so the next group
- * commits while this one's sync runs, and syncs never overlap. */
+ * and commits it as one batch, then hands leadership to one writer of the
+ * queue formed meanwhile and waits for a sync (store_sync shares one sync
+ * among all who wait), so the next group commits while this one's sync
+ * runs, and syncs never overlap. Each writer sleeps on its own condition
+ * variable and is woken once: to lead, or when its write is done (one
+ * shared broadcast woke all 64 writers of a benchmark twice per group). */
 struct store__waiter {
     struct rk_slice key, rec;
     int result;
     bool done;
+    bool lead;
+    pthread_cond_t cv;
     struct store__waiter *next;
 };
 
@@ -896,16 +919,18 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
     int rc = store__check_write(key, rec);
     if (rc)
         return rc;
-    struct store__waiter me = {key, rec, 0, false, NULL};
+    struct store__waiter me = {.key = key, .rec = rec};
+    pthread_cond_init(&me.cv, NULL);
     pthread_mutex_lock(&s->gmu);
     me.next = s->gq;
     s->gq = &me;
-    while (!me.done) {
-        if (s->gleader) {
-            pthread_cond_wait(&s->gcv, &s->gmu);
-            continue;
-        }
+    if (!s->gleader) {
         s->gleader = true;
+        me.lead = true;
+    }
+    while (!me.done && !me.lead)
+        pthread_cond_wait(&me.cv, &s->gmu);
+    if (me.lead) { /* still queued: take the queue, me included */
         struct store__waiter *list = s->gq;
         s->gq = NULL;
         pthread_mutex_unlock(&s->gmu);
@@ -916,8 +941,12 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
         if (rc == 0)
             rc = store__commit_writes(s, b);
         pthread_mutex_lock(&s->gmu);
-        s->gleader = false; /* the next group may commit meanwhile */
-        pthread_cond_broadcast(&s->gcv);
+        if (s->gq != NULL) { /* the next group may commit meanwhile */
+            s->gq->lead = true;
+            pthread_cond_signal(&s->gq->cv);
+        } else {
+            s->gleader = false;
+        }
         pthread_mutex_unlock(&s->gmu);
         if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
             rc = store_sync(s);
@@ -926,10 +955,13 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
             w->result = rc ? rc : store_batch_result(b, i);
         store_batch_free(b);
         pthread_mutex_lock(&s->gmu);
-        for (struct store__waiter *w = list; w; w = w->next)
+        for (struct store__waiter *w = list; w; w = w->next) {
             w->done = true;
-        pthread_cond_broadcast(&s->gcv);
+            if (w != &me)
+                pthread_cond_signal(&w->cv);
+        }
     }
     pthread_mutex_unlock(&s->gmu);
+    pthread_cond_destroy(&me.cv);
     return me.result;
 }

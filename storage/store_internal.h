@@ -20,6 +20,15 @@
 #define STORE__IKEY_MAX  (8u + STORE__SHORT + 16u)
 #define STORE__LONG_IKEY STORE__IKEY_MAX
 
+/* While a compaction rewrites an env, every write committed to it is also
+ * copied here (the new env is filled with MDB_APPEND, which takes keys in
+ * order only), and merged into the new env before the switch. */
+struct store__wlog {
+    pthread_mutex_t mu;
+    store_batch *b;
+    bool failed; /* a write could not be kept: the compaction fails */
+};
+
 struct store__range {
     struct store_range r;
     MDB_env *env;
@@ -36,6 +45,8 @@ struct store__range {
     struct store__range *shadow;
     struct store_range shadow_arc;
     atomic_bool shadow_failed;
+    /* While a compaction rewrites this env (set and cleared the same way). */
+    struct store__wlog *shadow_log;
 };
 
 struct store {
@@ -56,7 +67,6 @@ struct store {
     uint64_t hint_bytes;
     /* store_put group commit */
     pthread_mutex_t gmu;
-    pthread_cond_t gcv;
     struct store__waiter *gq;
     bool gleader;
     /* store_sync: one sync at a time, shared by all who wait */

@@ -1,7 +1,7 @@
 /*
  * check_storage.c - the store: record format and LWW merge, limits, reads
- * and batches, expiry and gc, range create/split/merge/drop/adopt, chunked
- * scans, digests, map growth, system state and hints.
+ * and batches, expiry and gc, range create/split/merge/compact/drop/adopt,
+ * chunked scans, digests, map growth, system state and hints.
  *
  * Every test works in its own fresh directory under $TMPDIR (or /tmp).
  */
@@ -786,6 +786,7 @@ START_TEST(map_full_grows_or_refuses)
     struct store_opts o = STORE_OPTS_INIT;
     o.map_size = 256 << 10;
     o.map_size_max = 2 << 20;
+    o.write_map = _i; /* both ways of opening range envs */
     store *s = open_store(&o);
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     char val[4000];
@@ -1088,11 +1089,12 @@ static void *reader(void *arg)
     return NULL;
 }
 
-static void concurrent(int durability)
+static void concurrent(int durability, bool write_map)
 {
     mk_tmp();
     struct store_opts o = STORE_OPTS_INIT;
     o.durability = durability;
+    o.write_map = write_map;
     o.periodic_ms = 20;
     store *s = open_store(&o);
     ck_assert_int_eq(store_range_create(s, (struct store_range){0, 1ull << 63}),
@@ -1185,15 +1187,168 @@ START_TEST(writes_during_split_and_merge)
 }
 END_TEST
 
+/* Random keys (some over 400 bytes), tombstones and expiring records,
+ * written in several batches so the env's pages are split unevenly. */
+static void fill_mixed(store *s, int nk, unsigned seed)
+{
+    store_batch *b;
+    ck_assert_int_eq(store_batch_new(&b), 0);
+    char *big = malloc(600);
+    for (int i = 0; i < nk; i++) {
+        char k[32], v[64];
+        snprintf(k, sizeof(k), "mix:%d", i);
+        snprintf(v, sizeof(v), "v%u", rand_r(&seed));
+        int kind = rand_r(&seed) % 10;
+        struct rk_slice key = RK_SLICE(k, strlen(k));
+        if (kind == 0) {
+            memset(big, 'L', 600);
+            snprintf(big, 600, "long:%d:", i);
+            key = RK_SLICE(big, 420 + (size_t)(i % 100));
+        }
+        size_t n;
+        uint8_t *r = kind == 1 ? rec(&n, 5, STORE_REC_TOMBSTONE, 0, NULL, 0)
+                     : kind == 2
+                         ? rec(&n, 5, STORE_REC_EXPIRES, 99, v, strlen(v))
+                         : rec(&n, 5, 0, 0, v, strlen(v));
+        ck_assert_int_eq(store_batch_add(b, key, RK_SLICE(r, n)), 0);
+        free(r);
+        if (store_batch_count(b) == 97 || i + 1 == nk) {
+            ck_assert_int_eq(store_batch_commit(s, b), 0);
+            store_batch_reset(b);
+        }
+    }
+    free(big);
+    store_batch_free(b);
+}
+
+/* No directory under ranges/ carries a "~N" suffix (a temporary name). */
+static void check_dirs_canonical(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof(cmd), "ls '%s/ranges' | grep -q '~'", tmpdir);
+    ck_assert_int_ne(system(cmd), 0);
+}
+
+START_TEST(compact_keeps_content)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    uint64_t q = UINT64_MAX / 4;
+    struct store_range lo = {3 * q, q}, hi = {q, 3 * q}; /* lo wraps */
+    ck_assert_int_eq(store_range_create(s, lo), 0);
+    ck_assert_int_eq(store_range_create(s, hi), 0);
+    ck_assert_int_eq(store_range_compact(s, lo), 0); /* empty */
+    fill_mixed(s, 6000, 7);
+    fill(s, NK, 3);
+    struct store_digest d0, d1, dl0, dl1;
+    struct store_range_info i0, i1;
+    ck_assert_int_eq(store_digest(&d0, s, WHOLE), 0);
+    ck_assert_int_eq(store_digest(&dl0, s, lo), 0);
+    ck_assert_int_eq(store_range_info(&i0, s, lo), 0);
+    ck_assert_int_eq(store_range_compact(s, lo), 0);
+    ck_assert_int_eq(store_range_compact(s, (struct store_range){1, 2}),
+                     RK_ENOTFOUND);
+    ck_assert_int_eq(store_range_info(&i1, s, lo), 0);
+    ck_assert_int_eq(store_digest(&dl1, s, lo), 0);
+    ck_assert_uint_eq(dl1.hash, dl0.hash);
+    ck_assert_uint_eq(dl1.keys, dl0.keys);
+    ck_assert_uint_eq(i1.keys, i0.keys);
+    /* packed pages: fewer of them than random inserts left */
+    ck_assert_msg(i1.disk_bytes < i0.disk_bytes, "%llu >= %llu",
+                  (unsigned long long)i1.disk_bytes,
+                  (unsigned long long)i0.disk_bytes);
+    ck_assert_int_eq(store_range_compact(s, hi), 0);
+    ck_assert_int_eq(store_range_compact(s, hi), 0); /* again: no change */
+    ck_assert_int_eq(store_digest(&d1, s, WHOLE), 0);
+    ck_assert_uint_eq(d1.hash, d0.hash);
+    check_all(s, NK, 3);
+    ck_assert_uint_eq(check_placement(s), d0.keys);
+    check_dirs_canonical();
+    /* writes after a compaction land in the new env and survive reopen */
+    fill(s, NK, 4);
+    store_free(s);
+    s = open_store(NULL);
+    check_all(s, NK, 4);
+    ck_assert_uint_eq(check_placement(s), d0.keys);
+    check_dirs_canonical();
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+struct compactor {
+    store *s;
+    int rounds;
+    int rc;
+};
+
+static void *compactor(void *arg)
+{
+    struct compactor *c = arg;
+    for (int i = 0; i < c->rounds && c->rc == 0; i++)
+        c->rc = store_range_compact(c->s, WHOLE);
+    return NULL;
+}
+
+/* Writes committed while a compaction copies are logged and merged into
+ * the new env: none is lost (fails if the log is turned off). */
+START_TEST(writes_during_compaction)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.write_map = _i;
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill_mixed(s, 20000, 11);
+    fill(s, NK, 1);
+    pthread_t th[4], cth;
+    struct thr a[4];
+    struct compactor c = {s, 8, 0};
+    ck_assert_int_eq(pthread_create(&cth, NULL, compactor, &c), 0);
+    for (int i = 0; i < 4; i++) {
+        a[i] = (struct thr){s, i, 300};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *ret;
+        pthread_join(th[i], &ret);
+        ck_assert_ptr_null(ret);
+    }
+    pthread_join(cth, NULL);
+    ck_assert_int_eq(c.rc, 0);
+    check_all(s, NK, 1);
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 300; i++) {
+            char k[32], v[32];
+            snprintf(k, sizeof(k), "t%d:%d", t, i);
+            snprintf(v, sizeof(v), "v%d", i);
+            expect(s, k, v);
+        }
+    uint64_t total = check_placement(s);
+    store_free(s);
+    s = open_store(&o);
+    ck_assert_uint_eq(check_placement(s), total);
+    check_dirs_canonical();
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(concurrent_group_commit)
 {
-    concurrent(STORE_GROUP_COMMIT);
+    concurrent(STORE_GROUP_COMMIT, false);
+}
+END_TEST
+
+START_TEST(concurrent_write_map)
+{
+    concurrent(STORE_GROUP_COMMIT, true);
 }
 END_TEST
 
 START_TEST(concurrent_periodic)
 {
-    concurrent(STORE_PERIODIC);
+    concurrent(STORE_PERIODIC, false);
 }
 END_TEST
 
@@ -1240,8 +1395,9 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, scan_chunks_in_order);
     tcase_add_test(tc, digest_independent_of_order);
     tcase_add_test(tc, copy_fd_and_adopt);
-    tcase_add_test(tc, map_full_grows_or_refuses);
+    tcase_add_loop_test(tc, map_full_grows_or_refuses, 0, 2);
     tcase_add_test(tc, recovery_finishes_interrupted_ops);
+    tcase_add_test(tc, compact_keeps_content);
     suite_add_tcase(s, tc);
     tc = tcase_create("system");
     tcase_add_test(tc, system_state);
@@ -1252,7 +1408,9 @@ static Suite *storage_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, concurrent_group_commit);
     tcase_add_test(tc, concurrent_periodic);
+    tcase_add_test(tc, concurrent_write_map);
     tcase_add_test(tc, writes_during_split_and_merge);
+    tcase_add_loop_test(tc, writes_during_compaction, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,11 +4,11 @@
  * A child process opens the store in group-commit mode and writes batches
  * of new keys; after store_batch_commit returns it reports each key's id on
  * a pipe (its acknowledgement). Now and then it splits a range at a random
- * token or merges two neighbours back, so kills also land inside range
- * operations. The parent SIGKILLs it after a random delay, reopens the
- * store (recovery) and checks that every acknowledged key is there with its
- * value and that every entry sits in exactly one env, inside its range.
- * 24 rounds on one data_dir, then 8 in periodic mode (acknowledged at
+ * token, merges two neighbours back or compacts a range, so kills also
+ * land inside range operations. The parent SIGKILLs it after a random delay,
+ * reopens the store (recovery) and checks that every acknowledged key is there
+ * with its value and that every entry sits in exactly one env, inside its
+ * range. 24 rounds on one data_dir, then 8 in periodic mode (acknowledged at
  * commit, before any sync); the seed is printed.
  */
 #include <errno.h>
@@ -31,6 +31,7 @@
 
 static char dir[256];
 static int durability = STORE_GROUP_COMMIT;
+static bool write_map;
 
 static store *open_dir(void)
 {
@@ -52,6 +53,18 @@ static void val_of(char *v, size_t n, unsigned id)
     snprintf(v, n, "value-%u-%u", id, id * 2654435761u);
 }
 
+/* Besides key ids the child sends OP_BEGIN + op before a range operation
+ * and OP_END after it, so the parent can count kills that land inside one
+ * (for the record; which ones do is random). */
+#define OP_BEGIN 0xffffff00u
+#define OP_END   0xffffffffu
+
+static void mark(int wfd, uint32_t m)
+{
+    if (write(wfd, &m, sizeof(m)) != sizeof(m))
+        _exit(10);
+}
+
 /* The child: never returns. */
 static void child(int wfd, unsigned first_id, unsigned seed)
 {
@@ -59,6 +72,7 @@ static void child(int wfd, unsigned first_id, unsigned seed)
     o.data_dir = dir;
     o.durability = durability;
     o.periodic_ms = 50;
+    o.write_map = write_map;
     store *s = NULL;
     if (store_open(&s, &o) != 0)
         _exit(3);
@@ -77,9 +91,12 @@ static void child(int wfd, unsigned first_id, unsigned seed)
             uint64_t at = ((uint64_t)rand_r(&seed) << 33) ^
                           ((uint64_t)rand_r(&seed) << 11) ^
                           (uint64_t)rand_r(&seed);
-            if (n < 12 && store_range_contains(x, at) && at != x.end &&
-                store_range_split(s, x, at) != 0)
-                _exit(5);
+            if (n < 12 && store_range_contains(x, at) && at != x.end) {
+                mark(wfd, OP_BEGIN + 0);
+                if (store_range_split(s, x, at) != 0)
+                    _exit(5);
+                mark(wfd, OP_END);
+            }
             free(rs);
         } else if (r == 1) { /* merge a range with its successor */
             struct store_range *rs;
@@ -89,9 +106,23 @@ static void child(int wfd, unsigned first_id, unsigned seed)
             size_t i = (size_t)rand_r(&seed) % n;
             if (n > 1) {
                 struct store_range a = rs[i], nb = rs[(i + 1) % n];
-                if (nb.start == a.end && store_range_merge(s, a, nb) != 0)
-                    _exit(6);
+                if (nb.start == a.end) {
+                    mark(wfd, OP_BEGIN + 1);
+                    if (store_range_merge(s, a, nb) != 0)
+                        _exit(6);
+                    mark(wfd, OP_END);
+                }
             }
+            free(rs);
+        } else if (r == 2) { /* rewrite a random range packed */
+            struct store_range *rs;
+            size_t n;
+            if (store_range_list(&rs, &n, s) != 0)
+                _exit(4);
+            mark(wfd, OP_BEGIN + 2);
+            if (store_range_compact(s, rs[(size_t)rand_r(&seed) % n]) != 0)
+                _exit(11);
+            mark(wfd, OP_END);
             free(rs);
         }
         int nb = 1 + rand_r(&seed) % 20;
@@ -183,6 +214,18 @@ START_TEST(sigkill_periodic_loses_no_committed_write)
 }
 END_TEST
 
+/* Range envs opened with MDB_WRITEMAP (store_opts.write_map): commits
+ * change pages in the shared map, which a process kill leaves in the page
+ * cache. */
+START_TEST(sigkill_write_map_loses_no_acked_write)
+{
+    durability = STORE_GROUP_COMMIT;
+    write_map = true;
+    run_rounds(8);
+    write_map = false;
+}
+END_TEST
+
 static void run_rounds(int rounds)
 {
     const char *t = getenv("TMPDIR");
@@ -201,6 +244,7 @@ static void run_rounds(int rounds)
     unsigned char *acked = calloc(MAXK, 1);
     unsigned next = 0;
     int total_acked = 0;
+    int inside[3] = {0, 0, 0}; /* kills inside split, merge, compact */
     for (int round = 0; round < rounds; round++) {
         int pfd[2];
         ck_assert_int_eq(pipe(pfd), 0);
@@ -217,6 +261,7 @@ static void run_rounds(int rounds)
         struct timespec start, now;
         clock_gettime(CLOCK_MONOTONIC, &start);
         unsigned top = next;
+        int op = -1; /* the range operation under way, if any */
         for (;;) {
             clock_gettime(CLOCK_MONOTONIC, &now);
             long el = (now.tv_sec - start.tv_sec) * 1000 +
@@ -230,6 +275,10 @@ static void run_rounds(int rounds)
             ssize_t r = read(pfd[0], &ack, sizeof(ack));
             if (r != (ssize_t)sizeof(ack))
                 break; /* the child died on its own: checked below */
+            if (ack >= OP_BEGIN) {
+                op = ack == OP_END ? -1 : (int)(ack - OP_BEGIN);
+                continue;
+            }
             ck_assert_uint_lt(ack, MAXK);
             acked[ack] = 1;
             total_acked++;
@@ -240,12 +289,19 @@ static void run_rounds(int rounds)
         /* acks already in the pipe were acknowledged before the kill */
         uint32_t ack;
         while (read(pfd[0], &ack, sizeof(ack)) == (ssize_t)sizeof(ack)) {
+            if (ack >= OP_BEGIN) {
+                op = ack == OP_END ? -1 : (int)(ack - OP_BEGIN);
+                continue;
+            }
+            ck_assert_uint_lt(ack, MAXK);
             acked[ack] = 1;
             total_acked++;
             if (ack + 1 > top)
                 top = ack + 1;
         }
         close(pfd[0]);
+        if (op >= 0 && op < 3)
+            inside[op]++;
         int status;
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
         ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
@@ -259,6 +315,10 @@ static void run_rounds(int rounds)
         ck_assert_uint_lt(next, MAXK - 100000);
     }
     ck_assert_int_gt(total_acked, 0);
+    fprintf(stderr,
+            "check_storage_crash: %d rounds, killed inside a split %d, "
+            "a merge %d, a compaction %d times\n",
+            rounds, inside[0], inside[1], inside[2]);
     free(acked);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
@@ -272,6 +332,7 @@ static Suite *crash_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, sigkill_loses_no_acked_write);
     tcase_add_test(tc, sigkill_periodic_loses_no_committed_write);
+    tcase_add_test(tc, sigkill_write_map_loses_no_acked_write);
     suite_add_tcase(s, tc);
     return s;
 }
