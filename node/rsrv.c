@@ -50,6 +50,7 @@
 #define RSRV_READ_CHUNK (64u * 1024u)
 #define RSRV_OUT_HIGH   (4u * 1024u * 1024u)
 #define RSRV_VERSION    "0.1.0"
+#define RSRV_BUCKETS    256 /* key buckets for pipeline ordering */
 
 struct rsrv {
     node *n;
@@ -77,6 +78,12 @@ struct rconn {
     uint32_t nslots;
     uint32_t inflight; /* slots waiting for the coordinator */
     uint32_t max_queued;
+    /* pending reads / writes per key bucket, and the command held back
+     * because it conflicts with one (its argv stays valid: no parser call
+     * is made while it is held) */
+    uint16_t rpend[RSRV_BUCKETS], wpend[RSRV_BUCKETS];
+    bool held;
+    struct resp_cmd hcmd;
     int refs;
     enum node_cl cl;
     bool on_dirty, closing, close_after_flush, reading, writing, authed;
@@ -89,6 +96,8 @@ struct rconn {
 struct rsub {
     struct rslot *s;
     uint32_t i;
+    uint8_t bk;  /* key bucket (RSRV_BUCKETS) */
+    bool rd, wr; /* registered as a pending read / write of bk */
     bool found;
     uint8_t *val; /* MGET: copy of the value */
     size_t vlen;
@@ -439,6 +448,15 @@ static void slot_note_rc(struct rslot *s, int rc)
 /* All sub-requests are in: encode the reply. */
 static void slot_finish(struct rslot *s)
 {
+    struct rconn *c = s->c;
+    for (size_t i = 0; i < s->nsub; i++) {
+        struct rsub *u = &s->sub[i];
+        if (u->rd)
+            c->rpend[u->bk]--;
+        if (u->wr)
+            c->wpend[u->bk]--;
+        u->rd = u->wr = false;
+    }
     struct resp_out *o = slot_out(s);
     if (s->err) {
         reply_err(o, s->err, s->acks, s->need);
@@ -598,8 +616,69 @@ static int sub_alloc(struct rslot *s, size_t nkeys)
     return 0;
 }
 
+/* Pipeline ordering. Commands of one connection run concurrently, but one
+ * that reads a key with a write of the connection still pending (or writes
+ * a key with a read pending) is held back until that completes, so a
+ * pipelined SET k; GET k reads its own write. Two writes of one key need no
+ * wait: the coordinator stamps them with increasing HLC timestamps in
+ * issue order. Keys are compared by bucket (a false conflict only waits). */
+static size_t req_nkeys(const struct resp_request *q)
+{
+    return (q->op == RESP_OP_GET || q->op == RESP_OP_SET) ? 1 : q->nkeys;
+}
+
+static struct rk_slice req_key(const struct resp_request *q, size_t i)
+{
+    if (q->op == RESP_OP_GET || q->op == RESP_OP_SET)
+        return q->key;
+    return q->op == RESP_OP_MSET ? q->keys[2 * i] : q->keys[i];
+}
+
+static uint8_t key_bucket(struct rk_slice k)
+{
+    return (uint8_t)(rk_token(k.p, k.len) >> 56);
+}
+
+static void
+kind_rw(enum slot_kind kind, const struct resp_request *q, bool *rd, bool *wr)
+{
+    *rd = kind == K_GET || kind == K_EXISTS || kind == K_MGET ||
+          kind == K_DEL || (kind == K_SET && q->set.cond != RESP_SET_ALWAYS);
+    *wr = kind == K_SET || kind == K_MSET || kind == K_DEL;
+}
+
+static bool conflicts(const struct rconn *c,
+                      const struct resp_request *q,
+                      enum slot_kind kind)
+{
+    bool rd, wr;
+    kind_rw(kind, q, &rd, &wr);
+    for (size_t i = 0; i < req_nkeys(q); i++) {
+        uint8_t b = key_bucket(req_key(q, i));
+        if ((rd && c->wpend[b]) || (wr && c->rpend[b]))
+            return true;
+    }
+    return false;
+}
+
+static void slot_register(struct rslot *s, const struct resp_request *q)
+{
+    struct rconn *c = s->c;
+    bool rd, wr;
+    kind_rw(s->kind, q, &rd, &wr);
+    for (size_t i = 0; i < s->nsub; i++) {
+        struct rsub *u = &s->sub[i];
+        u->bk = key_bucket(req_key(q, i));
+        u->rd = rd;
+        u->wr = wr;
+        c->rpend[u->bk] += rd;
+        c->wpend[u->bk] += wr;
+    }
+}
+
 /* Start a data command in a new slot. Returns 0 (the slot completes
- * later, or has completed) or -ENOMEM (nothing queued). */
+ * later, or has completed), 1 (held back: conflicts with a pending
+ * command, nothing done) or -ENOMEM (nothing queued). */
 static int exec_data(struct rconn *c, const struct resp_request *q)
 {
     node *n = c->n;
@@ -624,6 +703,8 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
         kind = K_MSET;
         break;
     }
+    if (c->head && conflicts(c, q, kind))
+        return 1;
     struct rslot *s = slot_new(c, kind);
     if (!s)
         return -ENOMEM;
@@ -722,6 +803,7 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
     case K_DONE:
         break;
     }
+    slot_register(s, q);
     if (rc < 0)
         slot_note_rc(s, rc);
     if (--s->pending == 0)
@@ -927,7 +1009,13 @@ static void conn_process(struct rconn *c)
     c->processing = true;
     while (!c->closing && !c->stopped && !conn_full(c)) {
         struct resp_cmd cmd;
-        int rc = resp_parser_next(&cmd, c->p);
+        int rc = 1;
+        if (c->held) {
+            cmd = c->hcmd;
+            c->held = false;
+        } else {
+            rc = resp_parser_next(&cmd, c->p);
+        }
         if (rc == 0)
             break;
         if (rc < 0) {
@@ -994,13 +1082,20 @@ static void conn_process(struct rconn *c)
         case RESP_OP_EXISTS:
         case RESP_OP_MGET:
         case RESP_OP_MSET:
-            if (exec_data(c, &q) < 0)
+            rc = exec_data(c, &q);
+            if (rc < 0) {
                 conn_close(c);
+            } else if (rc == 1) { /* wait for the conflicting command */
+                c->held = true;
+                c->hcmd = cmd;
+            }
             break;
         default:
             exec_local(c, &q);
             break;
         }
+        if (c->held)
+            break;
     }
     c->processing = false;
     conn_update_reading(c);
@@ -1045,7 +1140,7 @@ static void conn_update_reading(struct rconn *c)
 {
     if (c->closing)
         return;
-    if (c->stopped || conn_full(c)) {
+    if (c->stopped || conn_full(c) || c->held) {
         conn_stop_reading(c);
         return;
     }
