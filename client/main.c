@@ -601,6 +601,14 @@ static int cmd_endpoints(struct cli *a, ringkv *c)
     int rc = call(a, c, &r, &q);
     if (rc != 0)
         return -rc;
+    /* the partitioner is shared: a different token means the client and the
+     * server disagree on where keys live */
+    uint64_t mine = rk_token(a->pos[0], strlen(a->pos[0]));
+    if (mine != r.token)
+        fprintf(stderr,
+                "ringkv getendpoints: warning: the node says token %" PRIu64
+                ", this client computes %" PRIu64 "\n",
+                r.token, mine);
     if (a->json) {
         printf("{\"key\":");
         json_cstr(stdout, a->pos[0]);

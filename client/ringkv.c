@@ -274,8 +274,14 @@ static int ringkv__broken(ringkv *c, int rc, const char *what)
 /* Read what is available into c->in. 0, or a broken-connection code. */
 static int ringkv__read_some(ringkv *c)
 {
-    if (c->in_off > 0 && c->in_off == c->in_len)
+    if (c->in_off > 0 && c->in_off == c->in_len) {
         c->in_off = c->in_len = 0;
+        if (c->in_cap > (4u << 20)) { /* let a huge answer's buffer go */
+            free(c->in);
+            c->in = NULL;
+            c->in_cap = 0;
+        }
+    }
     if (c->in_cap - c->in_len < RINGKV__READ_CHUNK) {
         if (c->in_off > 0) {
             memmove(c->in, c->in + c->in_off, c->in_len - c->in_off);
@@ -355,10 +361,11 @@ ringkv__recv_until(ringkv *c, struct wire_cresp *out, int64_t deadline)
     if ((rc = ringkv__flush_until(c, deadline)) != 0)
         return rc;
     while (1) {
-        struct rk_slice body;
-        size_t used;
-        rc = wire_cframe_parse(&body, &used, c->in + c->in_off,
-                               c->in_len - c->in_off);
+        struct rk_slice body = {NULL, 0};
+        size_t used = 0;
+        if (c->in != NULL)
+            rc = wire_cframe_parse(&body, &used, c->in + c->in_off,
+                                   c->in_len - c->in_off);
         if (rc != 0) {
             ringkv__seterr(c, "bad frame from %s: %s", c->peer,
                            rk_strerror(rc));

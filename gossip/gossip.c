@@ -28,9 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FD_WINDOW 32
-#define FD_MAX_SAMPLE 65535u /* ms; longer gaps are clamped */
-#define LOCAL_PAUSE_TICKS 5  /* a tick this late means we were paused */
+#define FD_WINDOW         32
+#define FD_MAX_SAMPLE     65535u /* ms; longer gaps are clamped */
+#define LOCAL_PAUSE_TICKS 5      /* a tick this late means we were paused */
 
 struct gossip__state {
     uint64_t version; /* 0: never set */
@@ -161,9 +161,8 @@ void gossip_out_free(struct gossip_out *out)
     memset(out, 0, sizeof(*out));
 }
 
-static struct gossip_event *ev_push(struct gossip_out *out,
-                                    enum gossip_event_type type,
-                                    const char *name)
+static struct gossip_event *
+ev_push(struct gossip_out *out, enum gossip_event_type type, const char *name)
 {
     if (out->n_events == out->cap_events) {
         size_t cap = out->cap_events ? out->cap_events * 2 : 16;
@@ -182,8 +181,8 @@ static struct gossip_event *ev_push(struct gossip_out *out,
 }
 
 /* Takes ownership of buf (freed on failure). */
-static int pkt_push(struct gossip_out *out, const char *to, uint8_t *buf,
-                    size_t len)
+static int
+pkt_push(struct gossip_out *out, const char *to, uint8_t *buf, size_t len)
 {
     if (out->n_pkts == out->cap_pkts) {
         size_t cap = out->cap_pkts ? out->cap_pkts * 2 : 8;
@@ -280,8 +279,11 @@ static void ep_clear_states(struct gossip__ep *e)
     }
 }
 
-static int ep_store(struct gossip__ep *e, unsigned key, uint64_t version,
-                    const void *val, size_t len)
+static int ep_store(struct gossip__ep *e,
+                    unsigned key,
+                    uint64_t version,
+                    const void *val,
+                    size_t len)
 {
     /* Values are kept NUL-terminated (not counted in len), so text states
      * such as ADDRESS can be used as C strings. */
@@ -328,13 +330,23 @@ static void fd_sample(struct gossip__ep *e, uint64_t ms)
     e->iv_pos = (e->iv_pos + 1) % FD_WINDOW;
 }
 
-/* A heartbeat of e arrived. Intervals are recorded only while e is up: the
- * gap of an outage would poison the mean. */
-static int fd_arrival(gossip *g, struct gossip__ep *e, uint64_t now,
+/* A newer heartbeat of e arrived (first-hand or relayed: gossip relays, so
+ * the mean interval is how often news of e reaches us, typically 1-3 ticks).
+ * The window starts with one sample of two ticks (Cassandra's initial
+ * value), which keeps a node learned while the cluster forms from being
+ * convicted before real samples exist. Intervals are recorded only while e
+ * is up: the gap of an outage would poison the mean. Alternatives measured
+ * with tools/gossip-sim and rejected (docs/gossip.md): dropping intervals
+ * over two ticks (Cassandra) detects faster but convicted healthy nodes at
+ * 30% loss; dividing an interval by the versions it skipped made the mean
+ * tiny at start-up (versions also count state changes). */
+static int fd_arrival(gossip *g,
+                      struct gossip__ep *e,
+                      uint64_t now,
                       struct gossip_out *out)
 {
     if (!e->has_arrival || e->iv_n == 0)
-        fd_sample(e, g->interval_ms);
+        fd_sample(e, 2u * g->interval_ms);
     else if (e->up && now >= e->last_arrival)
         fd_sample(e, now - e->last_arrival);
     e->has_arrival = true;
@@ -347,8 +359,8 @@ static int fd_arrival(gossip *g, struct gossip__ep *e, uint64_t now,
     return 0;
 }
 
-static struct gossip__tomb *tomb_find(const gossip *g, const void *name,
-                                      size_t len)
+static struct gossip__tomb *
+tomb_find(const gossip *g, const void *name, size_t len)
 {
     for (size_t i = 0; i < g->n_tombs; i++)
         if (strlen(g->tombs[i].name) == len &&
@@ -389,7 +401,8 @@ const char *gossip_status_name(enum gossip_status s)
     return status_names[s];
 }
 
-int gossip_status_parse(enum gossip_status *out, uint64_t *out_epoch,
+int gossip_status_parse(enum gossip_status *out,
+                        uint64_t *out_epoch,
                         struct rk_slice value)
 {
     const uint8_t *sp = memchr(value.p, ' ', value.len);
@@ -410,7 +423,9 @@ int gossip_status_parse(enum gossip_status *out, uint64_t *out_epoch,
     return RK_EPROTO;
 }
 
-int gossip_tokens_decode(uint64_t *out, size_t cap, size_t *out_n,
+int gossip_tokens_decode(uint64_t *out,
+                         size_t cap,
+                         size_t *out_n,
                          struct rk_slice value)
 {
     if (value.len % 8 != 0)
@@ -495,13 +510,16 @@ bool gossip_ring_stale(const gossip *g)
 
 /* A STATUS value landed on e (self or peer): track status, epochs and, for a
  * peer, quarantine. */
-static int status_applied(gossip *g, struct gossip__ep *e, bool is_self,
-                          uint64_t now, struct gossip_out *out)
+static int status_applied(gossip *g,
+                          struct gossip__ep *e,
+                          bool is_self,
+                          uint64_t now,
+                          struct gossip_out *out)
 {
     enum gossip_status st;
     uint64_t epoch;
-    struct rk_slice v = RK_SLICE(e->st[GOSSIP_KEY_STATUS].val,
-                                 e->st[GOSSIP_KEY_STATUS].len);
+    struct rk_slice v =
+        RK_SLICE(e->st[GOSSIP_KEY_STATUS].val, e->st[GOSSIP_KEY_STATUS].len);
     if (gossip_status_parse(&st, &epoch, v) != 0) {
         e->status = GOSSIP_STATUS_UNKNOWN;
         return 0;
@@ -511,8 +529,7 @@ static int status_applied(gossip *g, struct gossip__ep *e, bool is_self,
     epoch_seen(g, epoch);
     if (epoch > g->membership_epoch)
         g->membership_epoch = epoch;
-    if (!is_self &&
-        (st == GOSSIP_STATUS_LEFT || st == GOSSIP_STATUS_REMOVED) &&
+    if (!is_self && (st == GOSSIP_STATUS_LEFT || st == GOSSIP_STATUS_REMOVED) &&
         !e->quarantined) {
         e->quarantined = true;
         e->quarantine_until = now + g->quarantine_ms;
@@ -540,9 +557,9 @@ int gossip_new(gossip **out, const struct gossip_config *cfg)
     if (!name_valid(cfg->cluster_name) || !name_valid(cfg->node_name) ||
         cfg->secret == NULL || cfg->secret_len == 0 || cfg->generation == 0 ||
         cfg->n_seeds > GOSSIP_SEEDS_MAX ||
-        (cfg->n_seeds > 0 && cfg->seeds == NULL) ||
-        !(cfg->phi_threshold > 0) || cfg->interval_ms == 0 ||
-        cfg->max_packet < 1024 || cfg->max_packet > WIRE_GOSSIP_MAX_PACKET)
+        (cfg->n_seeds > 0 && cfg->seeds == NULL) || !(cfg->phi_threshold > 0) ||
+        cfg->interval_ms == 0 || cfg->max_packet < 1024 ||
+        cfg->max_packet > WIRE_GOSSIP_MAX_PACKET)
         return RK_ECONFIG;
     for (size_t i = 0; i < cfg->n_seeds; i++) {
         if (cfg->seeds[i] == NULL || cfg->seeds[i][0] == '\0' ||
@@ -636,8 +653,10 @@ static size_t builder_base(const gossip *g)
                                  WIRE_GOSSIP_MAX_DELTAS);
 }
 
-static void builder_init(struct builder *b, gossip *g,
-                         enum wire_gossip_type type, const char *to,
+static void builder_init(struct builder *b,
+                         gossip *g,
+                         enum wire_gossip_type type,
+                         const char *to,
                          struct gossip_out *out)
 {
     memset(b, 0, sizeof(*b));
@@ -691,8 +710,10 @@ static int builder_flush(struct builder *b)
     return pkt_push(b->out, b->to, buf, len);
 }
 
-static int builder_digest(struct builder *b, struct rk_slice node,
-                          uint64_t generation, uint64_t version)
+static int builder_digest(struct builder *b,
+                          struct rk_slice node,
+                          uint64_t generation,
+                          uint64_t version)
 {
     struct wire_gossip_digest d = {node, generation, version};
     size_t sz = wire_gossip_size_digest(&d);
@@ -746,16 +767,16 @@ static int builder_reserve_delta(struct builder *b, size_t n_states)
 /* Adds endpoint e's states with version > base, split in version order over
  * as many packets as needed. An endpoint with one state larger than a packet
  * (only possible if a peer uses a larger max_packet) is skipped. */
-static int builder_delta(struct builder *b, const struct gossip__ep *e,
-                         uint64_t base)
+static int
+builder_delta(struct builder *b, const struct gossip__ep *e, uint64_t base)
 {
     struct wire_gossip_state sorted[GOSSIP_KEY_COUNT];
     size_t n = 0;
     for (unsigned k = 0; k < GOSSIP_KEY_COUNT; k++) {
         if (e->st[k].version <= base || e->st[k].version == 0)
             continue;
-        struct wire_gossip_state s = {
-            k, e->st[k].version, RK_SLICE(e->st[k].val, e->st[k].len)};
+        struct wire_gossip_state s = {k, e->st[k].version,
+                                      RK_SLICE(e->st[k].val, e->st[k].len)};
         size_t j = n++;
         while (j > 0 && sorted[j - 1].version > s.version) {
             sorted[j] = sorted[j - 1];
@@ -783,8 +804,8 @@ static int builder_delta(struct builder *b, const struct gossip__ep *e,
                 return rc;
         }
         size_t used = b->used + head_sz, first = i;
-        while (i < n && used + wire_gossip_size_state(&sorted[i]) <=
-                            b->g->max_packet) {
+        while (i < n &&
+               used + wire_gossip_size_state(&sorted[i]) <= b->g->max_packet) {
             used += wire_gossip_size_state(&sorted[i]);
             i++;
         }
@@ -801,8 +822,9 @@ static int builder_delta(struct builder *b, const struct gossip__ep *e,
         d->top = i == n ? e->version : sorted[i - 1].version;
         d->n_states = i - first;
         b->dl_first[b->n_dl] = b->n_st;
-        memcpy(&b->st[b->n_st], &sorted[first],
-               (i - first) * sizeof(sorted[0]));
+        if (i > first)
+            memcpy(&b->st[b->n_st], &sorted[first],
+                   (i - first) * sizeof(sorted[0]));
         b->n_st += i - first;
         b->n_dl++;
         b->used = used;
@@ -817,8 +839,10 @@ static int builder_delta(struct builder *b, const struct gossip__ep *e,
 
 /* Does the holder of (gen, version) lack something of e? *base gets where
  * the delta starts. */
-static bool delta_wanted(const struct gossip__ep *e, uint64_t gen,
-                         uint64_t version, uint64_t *base)
+static bool delta_wanted(const struct gossip__ep *e,
+                         uint64_t gen,
+                         uint64_t version,
+                         uint64_t *base)
 {
     if (e->generation > gen) {
         *base = 0;
@@ -932,7 +956,8 @@ ignored:
 
 /* ---- the round ----------------------------------------------------------- */
 
-static int handle_syn(struct recv_ctx *c, const struct wire_gossip_msg *m,
+static int handle_syn(struct recv_ctx *c,
+                      const struct wire_gossip_msg *m,
                       const char *reply_to)
 {
     gossip *g = c->g;
@@ -975,7 +1000,8 @@ static int handle_syn(struct recv_ctx *c, const struct wire_gossip_msg *m,
     return rc;
 }
 
-static int handle_ack(struct recv_ctx *c, const struct wire_gossip_msg *m,
+static int handle_ack(struct recv_ctx *c,
+                      const struct wire_gossip_msg *m,
                       const char *reply_to)
 {
     gossip *g = c->g;
@@ -1000,8 +1026,10 @@ static int handle_ack(struct recv_ctx *c, const struct wire_gossip_msg *m,
     return rc;
 }
 
-static int packet_event(struct gossip_out *out, enum gossip_event_type type,
-                        const char *from, int err)
+static int packet_event(struct gossip_out *out,
+                        enum gossip_event_type type,
+                        const char *from,
+                        int err)
 {
     struct gossip_event *ev = ev_push(out, type, NULL);
     if (ev == NULL)
@@ -1011,8 +1039,12 @@ static int packet_event(struct gossip_out *out, enum gossip_event_type type,
     return 0;
 }
 
-int gossip_recv(gossip *g, uint64_t now_ms, const char *from,
-                const uint8_t *pkt, size_t len, struct gossip_out *out)
+int gossip_recv(gossip *g,
+                uint64_t now_ms,
+                const char *from,
+                const uint8_t *pkt,
+                size_t len,
+                struct gossip_out *out)
 {
     gossip_out_clear(out);
     g->stats.rx_packets++;
@@ -1090,8 +1122,11 @@ static const char *ep_addr(const struct gossip__ep *e)
 }
 
 /* Sends the SYN packets built in out->pkts[first..n) again to `to`. */
-static int syn_copy(struct gossip_out *out, size_t first, size_t n,
-                    const char *to, struct gossip_stats *stats)
+static int syn_copy(struct gossip_out *out,
+                    size_t first,
+                    size_t n,
+                    const char *to,
+                    struct gossip_stats *stats)
 {
     for (size_t i = first; i < first + n; i++) {
         uint8_t *buf = malloc(out->pkts[i].len);
@@ -1143,9 +1178,9 @@ static int evict_expired(gossip *g, uint64_t now, struct gossip_out *out)
 int gossip_tick(gossip *g, uint64_t now_ms, struct gossip_out *out)
 {
     gossip_out_clear(out);
-    bool paused = g->ticked && now_ms > g->last_tick &&
-                  now_ms - g->last_tick >
-                      (uint64_t)LOCAL_PAUSE_TICKS * g->interval_ms;
+    bool paused =
+        g->ticked && now_ms > g->last_tick &&
+        now_ms - g->last_tick > (uint64_t)LOCAL_PAUSE_TICKS * g->interval_ms;
     g->ticked = true;
     g->last_tick = now_ms;
     g->stats.rounds++;
@@ -1273,7 +1308,9 @@ static int own_set(gossip *g, unsigned key, const void *value, size_t len)
     return rc;
 }
 
-int gossip_state_set(gossip *g, enum gossip_key key, const void *value,
+int gossip_state_set(gossip *g,
+                     enum gossip_key key,
+                     const void *value,
                      size_t len)
 {
     if ((unsigned)key >= GOSSIP_KEY_COUNT || key == GOSSIP_KEY_STATUS ||
@@ -1296,13 +1333,15 @@ int gossip_tokens_set(gossip *g, const uint64_t *tokens, size_t n)
     return own_set(g, GOSSIP_KEY_TOKENS, buf, n * 8);
 }
 
-static int status_value(char *buf, size_t cap, enum gossip_status st,
-                        uint64_t epoch)
+static int
+status_value(char *buf, size_t cap, enum gossip_status st, uint64_t epoch)
 {
     return snprintf(buf, cap, "%s %" PRIu64, gossip_status_name(st), epoch);
 }
 
-int gossip_status_set(gossip *g, enum gossip_status status, uint64_t epoch,
+int gossip_status_set(gossip *g,
+                      enum gossip_status status,
+                      uint64_t epoch,
                       uint64_t *out_epoch)
 {
     if (status < GOSSIP_STATUS_BOOT || status > GOSSIP_STATUS_REMOVED)
@@ -1321,7 +1360,9 @@ int gossip_status_set(gossip *g, enum gossip_status status, uint64_t epoch,
     return rc;
 }
 
-int gossip_peer_remove(gossip *g, const char *name, uint64_t now_ms,
+int gossip_peer_remove(gossip *g,
+                       const char *name,
+                       uint64_t now_ms,
                        uint64_t *out_epoch)
 {
     if (name == NULL)
@@ -1371,7 +1412,9 @@ size_t gossip_peer_count(const gossip *g)
     return g->n_eps;
 }
 
-int gossip_peer_get(struct gossip_peer_info *out, const gossip *g, size_t i,
+int gossip_peer_get(struct gossip_peer_info *out,
+                    const gossip *g,
+                    size_t i,
                     uint64_t now_ms)
 {
     if (i >= g->n_eps)
@@ -1394,8 +1437,10 @@ int gossip_peer_get(struct gossip_peer_info *out, const gossip *g, size_t i,
     return 0;
 }
 
-int gossip_peer_find(struct gossip_peer_info *out, const gossip *g,
-                     const char *name, uint64_t now_ms)
+int gossip_peer_find(struct gossip_peer_info *out,
+                     const gossip *g,
+                     const char *name,
+                     uint64_t now_ms)
 {
     if (name == NULL)
         return RK_ENOTFOUND;

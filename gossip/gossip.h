@@ -41,19 +41,19 @@
 
 typedef struct gossip gossip;
 
-#define GOSSIP_NAME_MAX WIRE_GOSSIP_MAX_NAME /* node and cluster names */
-#define GOSSIP_ADDR_MAX 128                  /* "host:port" */
-#define GOSSIP_VALUE_MAX 4096                /* one application state */
+#define GOSSIP_NAME_MAX  WIRE_GOSSIP_MAX_NAME /* node and cluster names */
+#define GOSSIP_ADDR_MAX  128                  /* "host:port" */
+#define GOSSIP_VALUE_MAX 4096                 /* one application state */
 #define GOSSIP_SEEDS_MAX 64
 
 /* Application state keys (their numbers are part of the wire format). */
 enum gossip_key {
-    GOSSIP_KEY_STATUS = 0,     /* "<STATUS> <epoch>", set by gossip_status_set */
-    GOSSIP_KEY_TOKENS = 1,     /* big-endian u64 tokens, see gossip_tokens_* */
-    GOSSIP_KEY_DC = 2,         /* text */
-    GOSSIP_KEY_RACK = 3,       /* text */
-    GOSSIP_KEY_ADDRESS = 4,    /* "host:port" of the gossip socket */
-    GOSSIP_KEY_LOAD = 5,       /* decimal bytes */
+    GOSSIP_KEY_STATUS = 0,  /* "<STATUS> <epoch>", set by gossip_status_set */
+    GOSSIP_KEY_TOKENS = 1,  /* big-endian u64 tokens, see gossip_tokens_* */
+    GOSSIP_KEY_DC = 2,      /* text */
+    GOSSIP_KEY_RACK = 3,    /* text */
+    GOSSIP_KEY_ADDRESS = 4, /* "host:port" of the gossip socket */
+    GOSSIP_KEY_LOAD = 5,    /* decimal bytes */
     GOSSIP_KEY_RING_EPOCH = 6, /* decimal, highest epoch known; gossip-owned */
     GOSSIP_KEY_SCHEMA = 7,     /* replication settings, opaque text */
     GOSSIP_KEY_COUNT = 8
@@ -83,27 +83,27 @@ struct gossip_config {
     uint64_t quarantine_ms;   /* LEFT/REMOVED kept this long; 72 h */
 };
 
-#define GOSSIP_CONFIG_INIT                                                     \
-    {                                                                          \
-        .phi_threshold = 8.0, .interval_ms = 1000, .max_packet = 8192,         \
-        .quarantine_ms = UINT64_C(72) * 3600 * 1000, .generation = 1           \
+#define GOSSIP_CONFIG_INIT                                             \
+    {                                                                  \
+        .phi_threshold = 8.0, .interval_ms = 1000, .max_packet = 8192, \
+        .quarantine_ms = UINT64_C(72) * 3600 * 1000, .generation = 1   \
     }
 
 /* ---- output of recv and tick ------------------------------------------- */
 
 enum gossip_event_type {
-    GOSSIP_EV_JOINED,      /* a new endpoint was learned (name) */
-    GOSSIP_EV_RESTARTED,   /* an endpoint came back with a new generation */
-    GOSSIP_EV_UP,          /* failure detector: peer alive (name) */
-    GOSSIP_EV_DOWN,        /* failure detector: peer convicted (name) */
-    GOSSIP_EV_STATE,       /* a peer's application state changed (name, key) */
-    GOSSIP_EV_MEMBERSHIP,  /* STATUS/TOKENS/DC/RACK/ADDRESS changed somewhere:
-                              rebuild the ring (once per call at most) */
-    GOSSIP_EV_RING_STALE,  /* a newer epoch than the applied one is known */
+    GOSSIP_EV_JOINED,     /* a new endpoint was learned (name) */
+    GOSSIP_EV_RESTARTED,  /* an endpoint came back with a new generation */
+    GOSSIP_EV_UP,         /* failure detector: peer alive (name) */
+    GOSSIP_EV_DOWN,       /* failure detector: peer convicted (name) */
+    GOSSIP_EV_STATE,      /* a peer's application state changed (name, key) */
+    GOSSIP_EV_MEMBERSHIP, /* STATUS/TOKENS/DC/RACK/ADDRESS changed somewhere:
+                             rebuild the ring (once per call at most) */
+    GOSSIP_EV_RING_STALE, /* a newer epoch than the applied one is known */
     GOSSIP_EV_RING_CAUGHT_UP, /* applied epoch reached the highest known */
-    GOSSIP_EV_EVICTED,     /* quarantine over, endpoint forgotten (name) */
-    GOSSIP_EV_AUTH_FAIL,   /* packet with a bad MAC or cluster name (addr) */
-    GOSSIP_EV_BAD_PACKET,  /* malformed packet (addr, err) */
+    GOSSIP_EV_EVICTED,        /* quarantine over, endpoint forgotten (name) */
+    GOSSIP_EV_AUTH_FAIL,      /* packet with a bad MAC or cluster name (addr) */
+    GOSSIP_EV_BAD_PACKET,     /* malformed packet (addr, err) */
 };
 
 struct gossip_event {
@@ -155,8 +155,12 @@ void gossip_free(gossip *g);
  * Returns 0 when the packet was processed, RK_EAUTH (bad MAC or cluster
  * name), RK_EPROTO / RK_EVERSION (malformed), -ENOMEM (the state stays
  * consistent; out may miss some replies). */
-int gossip_recv(gossip *g, uint64_t now_ms, const char *from,
-                const uint8_t *pkt, size_t len, struct gossip_out *out);
+int gossip_recv(gossip *g,
+                uint64_t now_ms,
+                const char *from,
+                const uint8_t *pkt,
+                size_t len,
+                struct gossip_out *out);
 
 /* One gossip round: heartbeat, failure detection, quarantine expiry and SYNs
  * to the chosen peers. Call every interval_ms. Returns 0 or -ENOMEM. */
@@ -167,14 +171,18 @@ int gossip_tick(gossip *g, uint64_t now_ms, struct gossip_out *out);
 /* Set one of this node's states (not STATUS or RING_EPOCH: RK_EBADREQ).
  * Bumps the version so it spreads. Copies value. Returns 0, RK_EBADREQ,
  * RK_ETOOLARGE (over GOSSIP_VALUE_MAX or the packet budget), -ENOMEM. */
-int gossip_state_set(gossip *g, enum gossip_key key, const void *value,
+int gossip_state_set(gossip *g,
+                     enum gossip_key key,
+                     const void *value,
                      size_t len);
 
 /* Set this node's STATUS. A membership transition: epoch 0 stamps a new
  * epoch (highest known + 1); a non-zero epoch restores one (a restart
  * re-announcing its persisted state). *out_epoch (if not NULL) gets the
  * epoch used, which the daemon persists. Returns 0, RK_EBADREQ, -ENOMEM. */
-int gossip_status_set(gossip *g, enum gossip_status status, uint64_t epoch,
+int gossip_status_set(gossip *g,
+                      enum gossip_status status,
+                      uint64_t epoch,
                       uint64_t *out_epoch);
 
 /* Set this node's TOKENS (n <= GOSSIP_VALUE_MAX / 8). Does not stamp an
@@ -186,19 +194,21 @@ int gossip_tokens_set(gossip *g, const uint64_t *tokens, size_t n);
  * generation + 1 (its states kept, STATUS replaced), so every node takes it
  * whatever versions it held. Returns 0, RK_ENOTFOUND, RK_EBADREQ (self or
  * already LEFT/REMOVED), -ENOMEM. */
-int gossip_peer_remove(gossip *g, const char *name, uint64_t now_ms,
+int gossip_peer_remove(gossip *g,
+                       const char *name,
+                       uint64_t now_ms,
                        uint64_t *out_epoch);
 
 /* ---- reading the cluster ------------------------------------------------ */
 
 struct gossip_peer_info {
-    const char *name;   /* borrowed */
+    const char *name; /* borrowed */
     bool self;
-    bool up;            /* failure detector verdict (self: always true) */
-    bool quarantined;   /* LEFT/REMOVED, waiting for eviction */
-    double phi;         /* current suspicion (0 for self / never heard) */
+    bool up;          /* failure detector verdict (self: always true) */
+    bool quarantined; /* LEFT/REMOVED, waiting for eviction */
+    double phi;       /* current suspicion (0 for self / never heard) */
     uint64_t generation;
-    uint64_t version;   /* heartbeat: highest version known */
+    uint64_t version; /* heartbeat: highest version known */
     enum gossip_status status;
     uint64_t status_epoch;
     /* Application states, borrowed; empty slice if unset. */
@@ -212,12 +222,16 @@ size_t gossip_peer_count(const gossip *g);
 /* Describe endpoint i (0 <= i < count) as of now_ms (for phi). Borrowed
  * pointers live until the next call that changes g (recv, tick, *_set,
  * peer_remove). Returns 0 or RK_ENOTFOUND. */
-int gossip_peer_get(struct gossip_peer_info *out, const gossip *g, size_t i,
+int gossip_peer_get(struct gossip_peer_info *out,
+                    const gossip *g,
+                    size_t i,
                     uint64_t now_ms);
 
 /* The same by name. Returns 0 or RK_ENOTFOUND. */
-int gossip_peer_find(struct gossip_peer_info *out, const gossip *g,
-                     const char *name, uint64_t now_ms);
+int gossip_peer_find(struct gossip_peer_info *out,
+                     const gossip *g,
+                     const char *name,
+                     uint64_t now_ms);
 
 /* ---- ring epochs -------------------------------------------------------- */
 
@@ -237,11 +251,14 @@ bool gossip_ring_stale(const gossip *g);
 
 const char *gossip_status_name(enum gossip_status s);
 /* Parse a STATUS value "<NAME> <epoch>". Returns 0 or RK_EPROTO. */
-int gossip_status_parse(enum gossip_status *out, uint64_t *out_epoch,
+int gossip_status_parse(enum gossip_status *out,
+                        uint64_t *out_epoch,
                         struct rk_slice value);
 /* Decode a TOKENS value into out[0..cap); *out_n gets the count.
  * Returns 0, RK_EPROTO (length not a multiple of 8), RK_ETOOLARGE (cap). */
-int gossip_tokens_decode(uint64_t *out, size_t cap, size_t *out_n,
+int gossip_tokens_decode(uint64_t *out,
+                         size_t cap,
+                         size_t *out_n,
                          struct rk_slice value);
 
 /* ---- counters ----------------------------------------------------------- */
@@ -252,8 +269,8 @@ struct gossip_stats {
     uint64_t rx_auth_fail;     /* bad MAC */
     uint64_t rx_wrong_cluster; /* good MAC, other cluster name */
     uint64_t rx_malformed;
-    uint64_t deltas_applied;   /* deltas that moved a version forward */
-    uint64_t deltas_ignored;   /* old, replayed, gapped or quarantined */
+    uint64_t deltas_applied; /* deltas that moved a version forward */
+    uint64_t deltas_ignored; /* old, replayed, gapped or quarantined */
     uint64_t rounds;
 };
 

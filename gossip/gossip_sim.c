@@ -153,9 +153,8 @@ static int node_setup(gossip_sim *s, size_t i)
         (rc = gossip_status_set(g, GOSSIP_STATUS_NORMAL, 1, NULL)))
         return rc;
     gossip_ring_applied(g, 1);
-    struct sim_item tick = {.time = sim_rng(s) % s->cfg.interval_ms,
-                            .kind = SIM_TICK,
-                            .node = i};
+    struct sim_item tick = {
+        .time = sim_rng(s) % s->cfg.interval_ms, .kind = SIM_TICK, .node = i};
     return heap_push(s, tick);
 }
 
@@ -212,8 +211,7 @@ static int send_one(gossip_sim *s, size_t from, const struct gossip_packet *p)
     if (copies == 2)
         s->counters.pkts_duplicated++;
     for (int c = 0; c < copies; c++) {
-        if (s->isolated[from] || s->isolated[to] ||
-            sim_unit(s) < s->cfg.loss) {
+        if (s->isolated[from] || s->isolated[to] || sim_unit(s) < s->cfg.loss) {
             s->counters.pkts_lost++;
             continue;
         }
@@ -269,8 +267,8 @@ static int handle_out(gossip_sim *s, size_t node)
     return 0;
 }
 
-int gossip_sim_inject(gossip_sim *s, size_t to, const char *from,
-                      const uint8_t *pkt, size_t len)
+int gossip_sim_inject(
+    gossip_sim *s, size_t to, const char *from, const uint8_t *pkt, size_t len)
 {
     if (to >= s->cfg.n_nodes)
         return RK_ENOTFOUND;

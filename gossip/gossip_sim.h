@@ -42,8 +42,7 @@ struct gossip_sim_config {
     {                                                                          \
         .n_nodes = 100, .seed = 1, .loss = 0.1, .dup = 0.02,                   \
         .delay_min_ms = 1, .delay_max_ms = 200, .interval_ms = 1000,           \
-        .max_packet = 8192, .n_seeds = 3, .n_tokens = 16,                      \
-        .phi_threshold = 8.0                                                   \
+        .max_packet = 8192, .n_seeds = 3, .n_tokens = 16, .phi_threshold = 8.0 \
     }
 
 /* Create the nodes, each with ADDRESS, DC, RACK, TOKENS and STATUS NORMAL
@@ -65,8 +64,8 @@ gossip *gossip_sim_node(gossip_sim *s, size_t i);
 void gossip_sim_isolate(gossip_sim *s, size_t i, bool isolated);
 
 /* Inject a raw datagram to node `to` as if sent from address `from`. */
-int gossip_sim_inject(gossip_sim *s, size_t to, const char *from,
-                      const uint8_t *pkt, size_t len);
+int gossip_sim_inject(
+    gossip_sim *s, size_t to, const char *from, const uint8_t *pkt, size_t len);
 
 struct gossip_sim_counters {
     uint64_t pkts_sent, pkts_lost, pkts_duplicated, bytes_sent;

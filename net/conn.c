@@ -284,7 +284,8 @@ int net__conn_queue(net_conn *c,
         return RK_ETOOLARGE;
     size_t need = NET_FRAME_HDR + hdr_len + body.len;
     size_t queued = c->waiting + c->inflight;
-    if (queued > 0 && need > b->max_queued - queued) {
+    if (queued > 0 &&
+        (queued >= b->max_queued || need > b->max_queued - queued)) {
         b->stats.overloaded++;
         return RK_EOVERLOADED;
     }
@@ -294,7 +295,13 @@ int net__conn_queue(net_conn *c,
     c->waiting += need;
     b->stats.frames_out++;
     b->stats.bytes_out += need;
-    dirty_link(c);
+    if (b->no_batching && c->state == NET__READY && !c->hold) {
+        rc = conn_flush(c);
+        if (rc)
+            return rc; /* the frame is gone; the caller sees the error */
+    } else {
+        dirty_link(c);
+    }
     if (b->pause_on_bp && !c->bp_paused &&
         c->waiting + c->inflight > b->max_queued / 2) {
         c->bp_paused = true;
@@ -525,6 +532,9 @@ static void handle_closed(uv_handle_t *h)
 
 static void close_handles(net_conn *c)
 {
+    if (c->handles_closing)
+        return;
+    c->handles_closing = true;
     c->tcp.data = c;
     c->timer.data = c;
     uv_close((uv_handle_t *)&c->tcp, handle_closed);
@@ -536,6 +546,13 @@ static void shutdown_cb(uv_shutdown_t *req, int status)
     net_conn *c = CONN_OF(req, shutdown);
     (void)status;
     close_handles(c);
+}
+
+/* A graceful close whose output does not drain (the peer stopped reading)
+ * is cut short: closing the handles cancels the writes and the shutdown. */
+static void linger_cb(uv_timer_t *t)
+{
+    close_handles(CONN_OF(t, timer));
 }
 
 void net__conn_close(net_conn *c, int err)
@@ -555,8 +572,10 @@ void net__conn_close(net_conn *c, int err)
         uv_cancel((uv_req_t *)&c->gai);
     c->base->on_closing(c->base, c, err);
     if (graceful && conn_flush(c) == 0 &&
-        uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, shutdown_cb) == 0)
+        uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, shutdown_cb) == 0) {
+        uv_timer_start(&c->timer, linger_cb, c->base->linger_ms, 0);
         return;
+    }
     chunks_free(c);
     close_handles(c);
 }

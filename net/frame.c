@@ -54,7 +54,7 @@ int net_rpc_parse(uint8_t *kind,
 
 int net__rbuf_reserve(struct net__rbuf *r, uint8_t **p, size_t *len)
 {
-    size_t want = NET__READ_CHUNK;
+    size_t want = NET__READ_MIN;
     size_t held = r->len - r->off;
     /* A frame whose header is in: make room for all of it at once. */
     if (held >= NET_FRAME_HDR) {
@@ -71,7 +71,10 @@ int net__rbuf_reserve(struct net__rbuf *r, uint8_t **p, size_t *len)
         r->off = 0;
     }
     if (r->cap - r->len < want) {
-        size_t cap = r->len + want;
+        /* Grow geometrically, by at least a read's worth. */
+        size_t cap = r->len + (want > NET__READ_CHUNK ? want : NET__READ_CHUNK);
+        if (cap < r->cap * 2)
+            cap = r->cap * 2;
         uint8_t *n = realloc(r->p, cap);
         if (n == NULL)
             return -ENOMEM;

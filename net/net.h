@@ -163,19 +163,21 @@ struct net_server_opts {
     uint16_t port;    /* 0: an ephemeral port (see net_server_port) */
     size_t max_frame;
     size_t max_queued;
-    uint32_t handshake_timeout_ms;  /* with hs: close if not done by then */
+    uint32_t handshake_timeout_ms;  /* with hs: close if not done by then;
+                                       also bounds a graceful close's drain */
     bool rpc;                       /* frames carry the RPC header */
     const struct net_handshake *hs; /* NULL: none; copied */
     net_accept_cb on_accept;        /* may be NULL */
     net_frame_cb on_frame;          /* required */
     net_conn_close_cb on_close;     /* may be NULL */
     void *arg;
+    bool no_batching; /* one write per frame: for measurements only */
 };
 
 #define NET_SERVER_OPTS_INIT                                                 \
     {                                                                        \
         "127.0.0.1", 0, NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 5000, \
-            false, NULL, NULL, NULL, NULL, NULL                              \
+            false, NULL, NULL, NULL, NULL, NULL, false                       \
     }
 
 /* Binds and listens. Returns 0, -errno (e.g. -EADDRINUSE), -EINVAL (bad
@@ -202,7 +204,8 @@ int net_conn_send(net_conn *c, struct rk_slice frame);
 int net_conn_reply(net_conn *c, uint64_t id, struct rk_slice payload);
 
 /* Closes c. err 0: graceful, what is queued is written first, then the
- * write side is shut down; otherwise at once. on_close reports err. */
+ * write side is shut down (for at most handshake_timeout_ms if the peer does
+ * not read); otherwise at once. on_close reports err. */
 void net_conn_close(net_conn *c, int err);
 
 /* Keep c's memory alive past its close (e.g. across asynchronous work that
@@ -240,15 +243,18 @@ typedef void (*net_rpc_cb)(void *arg, int status, struct rk_slice resp);
 struct net_peers_opts {
     size_t max_frame;
     size_t max_queued;              /* per connection */
-    uint32_t connect_timeout_ms;    /* resolve + connect + handshake */
+    uint32_t connect_timeout_ms;    /* resolve + connect + handshake; also
+                                       bounds a graceful close's drain */
     uint32_t backoff_min_ms;        /* after a failed connect ... */
     uint32_t backoff_max_ms;        /* ... doubling up to this */
     const struct net_handshake *hs; /* NULL: none; copied */
+    bool no_batching; /* one write per frame: for measurements only */
 };
 
-#define NET_PEERS_OPTS_INIT                                                  \
-    {                                                                        \
-        NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 2000, 100, 5000, NULL \
+#define NET_PEERS_OPTS_INIT                                                   \
+    {                                                                         \
+        NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 2000, 100, 5000, NULL, \
+            false                                                             \
     }
 
 int net_peers_new(net_peers **out,

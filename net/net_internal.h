@@ -18,11 +18,13 @@ struct net__rbuf {
     size_t max_frame;
 };
 
+#define NET__READ_MIN   (16u * 1024u)
 #define NET__READ_CHUNK (64u * 1024u)
 #define NET__RBUF_KEEP  (256u * 1024u) /* shrink above this when empty */
 
-/* Space to read into: at least NET__READ_CHUNK, or what the current frame
- * still needs. Returns 0 or -ENOMEM. */
+/* Space to read into: all the free space, at least NET__READ_MIN bytes or
+ * what the current frame still needs (growing geometrically, by at least
+ * NET__READ_CHUNK). Returns 0 or -ENOMEM. */
 int net__rbuf_reserve(struct net__rbuf *r, uint8_t **p, size_t *len);
 
 /* n bytes were written at the reserved space. */
@@ -82,6 +84,7 @@ struct net_conn {
     bool dirty;
     bool gai_busy;
     bool tcp_inited;
+    bool handles_closing;
     int handles_open; /* tcp, timer: freed when 0 (and refs, gai) */
     int refs;
     int close_err;
@@ -109,7 +112,9 @@ struct net__base {
     int handles_open; /* prepare, check, and the owner's own handles */
     size_t max_frame;
     size_t max_queued;
-    bool pause_on_bp; /* server conns stop reading under back-pressure */
+    uint64_t linger_ms; /* bound on a graceful close's drain */
+    bool pause_on_bp;   /* server conns stop reading under back-pressure */
+    bool no_batching;   /* write each frame as it is queued (measurements) */
     bool has_hs;
     struct net_handshake hs;
     struct net_conn *dirty; /* conns with frames waiting */

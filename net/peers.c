@@ -254,8 +254,10 @@ static void timer_arm(net_peers *p)
         }
         return;
     }
+    /* Arm only for an earlier deadline; a timer that fires for a request
+     * already answered just re-arms (cheaper than re-arming per answer). */
     uint64_t d = p->thead->deadline;
-    if (p->armed_at == d)
+    if (p->armed_at != 0 && p->armed_at <= d)
         return;
     uint64_t now = uv_now(p->base.loop);
     uv_timer_start(&p->timer, timer_cb, d > now ? d - now : 0, 0);
@@ -449,6 +451,7 @@ int net_peers_new(net_peers **out,
     b->max_frame = opts->max_frame;
     b->max_queued = opts->max_queued;
     b->pause_on_bp = false;
+    b->no_batching = opts->no_batching;
     if (opts->hs) {
         b->has_hs = true;
         b->hs = *opts->hs;
@@ -459,6 +462,7 @@ int net_peers_new(net_peers **out,
     b->on_closed = peers_closed;
     b->on_released = peers_released;
     p->connect_timeout_ms = opts->connect_timeout_ms;
+    b->linger_ms = opts->connect_timeout_ms;
     p->backoff_min_ms = opts->backoff_min_ms ? opts->backoff_min_ms : 1;
     p->backoff_max_ms = opts->backoff_max_ms > p->backoff_min_ms
                             ? opts->backoff_max_ms

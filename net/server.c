@@ -125,6 +125,7 @@ int net_server_new(net_server **out,
     b->max_frame = opts->max_frame;
     b->max_queued = opts->max_queued;
     b->pause_on_bp = true;
+    b->no_batching = opts->no_batching;
     if (opts->hs) {
         if (opts->hs->make == NULL || opts->hs->check == NULL) {
             free(s);
@@ -140,6 +141,7 @@ int net_server_new(net_server **out,
     b->on_released = srv_released;
     s->hs_timeout_ms =
         opts->handshake_timeout_ms ? opts->handshake_timeout_ms : 5000;
+    b->linger_ms = s->hs_timeout_ms;
     s->rpc = opts->rpc;
     s->on_accept = opts->on_accept;
     s->on_frame = opts->on_frame;

@@ -389,13 +389,19 @@ void node__ring_rebuild(node *n)
                                (uint32_t)n->cfg.client_port));
             pt[i].up = pi.up;
             pt[i].self = pi.self;
+            if (!pi.up && !pi.self)
+                pt[i].down_since_ms = now;
         }
         if (pt[i].self && ni.state != RING_BOOT && ni.ntokens)
             n->self_idx = i;
-        /* keep a replay in progress marked */
-        for (size_t k = 0; k < n->npeers; k++)
-            if (strcmp(n->peer[k].name, pt[i].name) == 0)
+        /* keep a replay in progress marked, and when it went DOWN */
+        for (size_t k = 0; k < n->npeers; k++) {
+            if (strcmp(n->peer[k].name, pt[i].name) == 0) {
                 pt[i].replaying = n->peer[k].replaying;
+                if (!pt[i].up && n->peer[k].down_since_ms)
+                    pt[i].down_since_ms = n->peer[k].down_since_ms;
+            }
+        }
     }
     free(n->peer);
     n->peer = pt;
@@ -420,6 +426,7 @@ static void peer_set_up(node *n, const char *name, bool up)
     for (uint32_t i = 0; i < n->npeers; i++) {
         if (strcmp(n->peer[i].name, name) == 0) {
             n->peer[i].up = up;
+            n->peer[i].down_since_ms = up ? 0 : node__mono_ms(n);
             if (up)
                 node__hints_kick(n, i);
             return;

@@ -15,6 +15,20 @@
  *
  * Label values may be left unset and set later (metrics_label_set), e.g. one
  * slot per peer; a series with any unset label value is not rendered.
+ *
+ * Example (op x level, as the daemon would use it):
+ *
+ *     static const char *const ops[] = {"get", "set", "del"};
+ *     static const char *const lv[] = {"ONE", "QUORUM", "ALL"};
+ *     struct metrics_family_cfg c = {
+ *         .name = "ringkv_request_duration_seconds",
+ *         .help = "Client request latency by operation and level.",
+ *         .type = METRICS_HISTOGRAM, .ndims = 2,
+ *         .dims = {{"op", 3, ops}, {"level", 3, lv}}};
+ *     metrics_family_add(&lat, m, &c);              // at start
+ *     metrics_observe_us(lat, metrics_series(lat, op, level, 0), us);
+ *     metrics_render(&text, &len, m);               // on a timer
+ *     http_server_publish(http, text, len);         // takes text
  */
 #ifndef RK_NODE_METRICS_H
 #define RK_NODE_METRICS_H

@@ -72,6 +72,7 @@ struct node_peer {
     bool up;
     bool self;
     bool replaying; /* hint replay running */
+    uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
 };
 
 enum node_boot {

@@ -473,6 +473,15 @@ void node__hint_store(node *n,
 {
     if (n->stopping || !n->store || !n->cfg.hinted_handoff)
         return;
+    /* past max_hint_window a DOWN peer gets no more hints (repair must
+     * bring it up to date) */
+    struct node_peer *p = peer_by_name(n, name, NULL);
+    if (p && p->down_since_ms &&
+        node__mono_ms(n) - p->down_since_ms >
+            (uint64_t)n->cfg.max_hint_window_ms) {
+        n->stats.hints_dropped++;
+        return;
+    }
     struct hint_job *j = calloc(1, sizeof(*j));
     if (!j)
         return;

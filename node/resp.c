@@ -31,6 +31,8 @@
 /* Buffers above this are shrunk back when they become (nearly) empty. */
 #define RESP__BUF_KEEP (256u * 1024u)
 #define RESP__BUF_MIN  16384u
+/* Argument arrays above this many entries are freed between requests. */
+#define RESP__ARGS_KEEP 1024u
 
 struct resp__off {
     size_t off;
@@ -132,14 +134,28 @@ int resp_parser_reserve(uint8_t **out,
                         size_t want)
 {
     resp__compact(p);
+    /* Between requests, drop argument arrays grown by a very wide one. */
+    if (p->nargs < 0 && p->offs_cap > RESP__ARGS_KEEP) {
+        free(p->offs);
+        free(p->argv);
+        p->offs = NULL;
+        p->argv = NULL;
+        p->offs_cap = 0;
+        p->argv_cap = 0;
+    }
     size_t need = p->len + want;
     if (need < p->len)
         return -ENOMEM;
-    /* A bulk whose length is known: make room for all of it at once. */
+    /* A bulk whose length is known: grow towards all of it in few steps,
+     * but never past twice what actually arrived, so a client that only
+     * announces a large bulk does not make us allocate it. */
     if (p->nargs >= 0 && p->bulk >= 0) {
         size_t whole = p->pos + (size_t)p->bulk + 2;
-        if (whole > need)
-            need = whole;
+        size_t step = 2 * p->len;
+        if (step > whole)
+            step = whole;
+        if (step > need)
+            need = step;
     }
     int rc = resp__fit(p, need);
     if (rc != 0)
@@ -174,6 +190,12 @@ size_t resp_parser_pending(const resp_parser *p)
     return p->len - p->start;
 }
 
+size_t resp_parser_memory(const resp_parser *p)
+{
+    return sizeof(*p) + p->cap + p->offs_cap * sizeof(struct resp__off) +
+           p->argv_cap * sizeof(struct rk_slice);
+}
+
 const char *resp_parser_error(const resp_parser *p)
 {
     return p->err != NULL ? p->err : "";
@@ -187,6 +209,23 @@ static int resp__fail(resp_parser *p, const char *msg)
 {
     p->err = msg;
     return RK_EPROTO;
+}
+
+static int resp__lower(int c)
+{
+    return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
+}
+
+/* Case-insensitive: does the slice spell the NUL-terminated name? */
+static bool resp__is(const struct rk_slice *s, const char *name)
+{
+    size_t n = strlen(name);
+    if (s->len != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (resp__lower(s->p[i]) != resp__lower((unsigned char)name[i]))
+            return false;
+    return true;
 }
 
 /* Strict decimal: optional '-', 1..19 digits, nothing else. */
@@ -361,25 +400,34 @@ static int resp__split_inline(resp_parser *p, size_t b, size_t e)
             buf[w++] = c;
             i++;
         }
-        if (resp__offs_push(p, arg, w - arg) != 0)
+        if (resp__offs_push(p, arg, w - arg) != 0) {
+            /* the line is half unescaped: it cannot be parsed again */
+            resp__fail(p, "out of memory");
             return -ENOMEM;
+        }
     }
 }
 
 /* 1: a request; 0: need more; 2: an empty line was skipped; or error. */
 static int resp__next_inline(struct resp_cmd *out, resp_parser *p)
 {
-    size_t from = p->inline_scan > p->start ? p->inline_scan : p->start;
-    const uint8_t *nl = memchr(p->buf + from, '\n', p->len - from);
-    if (nl == NULL) {
-        if (p->len - p->start > p->lim.max_inline)
+    /* Byte by byte, in order, so the outcome does not depend on how the
+     * bytes were split into reads (the fuzz target checks this). */
+    size_t i = p->inline_scan > p->start ? p->inline_scan : p->start;
+    for (; i < p->len; i++) {
+        uint8_t c = p->buf[i];
+        if (c == '\n')
+            break;
+        if (i - p->start >= p->lim.max_inline)
             return resp__fail(p, "too big inline request");
+        if ((c < 0x20 && !resp__is_space(c)) || c == 0x7f)
+            return resp__fail(p, "binary data in inline request");
+    }
+    if (i == p->len) {
         p->inline_scan = p->len;
         return 0;
     }
-    size_t end = (size_t)(nl - p->buf);
-    if (end - p->start > p->lim.max_inline)
-        return resp__fail(p, "too big inline request");
+    size_t end = i;
     size_t e = end;
     if (e > p->start && p->buf[e - 1] == '\r')
         e--;
@@ -388,6 +436,15 @@ static int resp__next_inline(struct resp_cmd *out, resp_parser *p)
     if (rc != 0) {
         p->argc = 0;
         return rc;
+    }
+    /* An HTTP request sent to this port (a browser tricked into it): close,
+     * as Redis does. */
+    if (p->argc > 0) {
+        struct rk_slice a0 = RK_SLICE(p->buf + p->offs[0].off, p->offs[0].len);
+        if (resp__is(&a0, "post") || resp__is(&a0, "host:")) {
+            p->argc = 0;
+            return resp__fail(p, "cross protocol scripting attempt");
+        }
     }
     p->pos = end + 1;
     p->inline_scan = 0;
@@ -698,23 +755,6 @@ const char *resp_level_name(enum resp_level level)
     return resp__levels[level];
 }
 
-static int resp__lower(int c)
-{
-    return c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c;
-}
-
-/* Case-insensitive: does the slice spell the NUL-terminated name? */
-static bool resp__is(const struct rk_slice *s, const char *name)
-{
-    size_t n = strlen(name);
-    if (s->len != n)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if (resp__lower(s->p[i]) != resp__lower((unsigned char)name[i]))
-            return false;
-    return true;
-}
-
 int resp_level_parse(enum resp_level *out, const void *name, size_t len)
 {
     struct rk_slice s = RK_SLICE(name, len);
@@ -922,8 +962,10 @@ int resp_request_parse(struct resp_request *out,
 {
     const struct resp__cmddef *def = NULL;
     memset(out, 0, sizeof(*out));
+    int c0 = cmd->argv[0].len > 0 ? resp__lower(cmd->argv[0].p[0]) : -1;
     for (size_t i = 0; i < RESP__NCMDS; i++) {
-        if (resp__is(&cmd->argv[0], resp__cmds[i].name)) {
+        if (resp__cmds[i].name[0] == c0 &&
+            resp__is(&cmd->argv[0], resp__cmds[i].name)) {
             def = &resp__cmds[i];
             break;
         }

@@ -66,8 +66,9 @@ void resp_parser_free(resp_parser *p);
 int resp_parser_feed(resp_parser *p, const void *data, size_t len);
 
 /* Zero-copy feeding (for a libuv alloc callback): get room for at least
- * `want` bytes at the end of the buffer (more if a bulk being read is known
- * to need more), read into *out, then resp_parser_commit() what arrived.
+ * `want` bytes at the end of the buffer (more while a large bulk is being
+ * read: up to twice the bytes buffered, so big values arrive in few
+ * reallocations), read into *out, then resp_parser_commit() what arrived.
  * Returns 0 or -ENOMEM; *out_len is the room available (>= want).
  * Invalidates the bytes of earlier commands. */
 int resp_parser_reserve(uint8_t **out,
@@ -82,7 +83,9 @@ void resp_parser_commit(resp_parser *p, size_t n);
 /* Take the next complete request out of the buffer.
  * Returns 1 and fills *out; 0 if more bytes are needed; RK_EPROTO on a
  * protocol violation (then resp_parser_error() says what; the state is
- * sticky and every later call returns RK_EPROTO again).
+ * sticky and every later call returns RK_EPROTO again); -ENOMEM if the
+ * argument arrays could not grow (close the connection; the call may be
+ * repeated, but after an inline request failed so, it returns RK_EPROTO).
  * Empty inline lines and empty multibulks ("*0", "*-1") are skipped, as
  * Redis does. */
 int resp_parser_next(struct resp_cmd *out, resp_parser *p);
@@ -93,6 +96,12 @@ const char *resp_parser_error(const resp_parser *p);
 
 /* Bytes received and not yet taken out as commands. */
 size_t resp_parser_pending(const resp_parser *p);
+
+/* Heap bytes the parser holds now (buffer and argument arrays), for
+ * per-connection memory accounting. It grows to fit one request (bounded
+ * by the limits) plus what was fed, and shrinks back (the buffer to
+ * 256 KiB) at the next feed/reserve once the big request is consumed. */
+size_t resp_parser_memory(const resp_parser *p);
 
 /* ------------------------------------------------------------------------
  * Reply encoder

@@ -1018,6 +1018,10 @@ static void conn_process(struct rconn *c)
         }
         if (rc == 0)
             break;
+        if (rc == -ENOMEM) { /* the argument arrays could not grow */
+            conn_close(c);
+            break;
+        }
         if (rc < 0) {
             c->rs->proto_err++;
             LOG(INFO, "resp.proto_error", "peer=%s error=\"%s\"", c->peer,

@@ -22,7 +22,8 @@
 #include "common/rk.h"
 #include "ring/ring_internal.h"
 
-/* ---- the snapshot --------------------------------------------------------- */
+/* ---- the snapshot ---------------------------------------------------------
+ */
 
 static const char ring__default_dc[] = "dc1";
 static const char ring__default_rack[] = "rack1";
@@ -67,7 +68,8 @@ void ring_free(ring *r)
         ring__destroy(r);
 }
 
-/* ---- building ------------------------------------------------------------- */
+/* ---- building -------------------------------------------------------------
+ */
 
 static int ring__cmp_u64(const void *a, const void *b)
 {
@@ -105,8 +107,7 @@ static const char *ring__or(const char *s, const char *dflt)
 static int ring__check_repl(const struct ring_replication *repl)
 {
     if (repl->strategy == RING_SIMPLE)
-        return repl->rf >= 1 && repl->rf <= RING_MAX_REPLICAS ? 0
-                                                               : RK_ECONFIG;
+        return repl->rf >= 1 && repl->rf <= RING_MAX_REPLICAS ? 0 : RK_ECONFIG;
     if (repl->strategy != RING_NTS || (repl->ndcs > 0 && repl->dcs == NULL))
         return RK_ECONFIG;
     unsigned total = 0;
@@ -236,8 +237,8 @@ static int ring__assign_ids(ring *r)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         struct ring__node *nd = &r->nodes[i];
-        char **p = bsearch(&nd->dc, r->dcs, r->ndcs, sizeof(char *),
-                           ring__cmp_str);
+        char **p =
+            bsearch(&nd->dc, r->dcs, r->ndcs, sizeof(char *), ring__cmp_str);
         nd->dc_id = (uint32_t)(p - r->dcs);
         keys[i] = (struct ring__rackkey){nd->dc_id, nd->rack, (uint32_t)i};
     }
@@ -266,8 +267,8 @@ static int ring__place_tokens(ring *r)
         if (!ring__placed(r->nodes[i].state))
             continue;
         for (size_t t = 0; t < r->nodes[i].ntokens; t++)
-            pairs[k++] = (struct ring__tokpair){r->nodes[i].tokens[t],
-                                                (uint32_t)i};
+            pairs[k++] =
+                (struct ring__tokpair){r->nodes[i].tokens[t], (uint32_t)i};
     }
     qsort(pairs, total, sizeof(*pairs), ring__cmp_pair);
     int err = 0;
@@ -455,8 +456,11 @@ fail_destroy:
     return err;
 }
 
-int ring_change(ring **out, const ring *base, const struct ring_member *upsert,
-                const char *remove, uint64_t epoch)
+int ring_change(ring **out,
+                const ring *base,
+                const struct ring_member *upsert,
+                const char *remove,
+                uint64_t epoch)
 {
     struct ring_member *ms;
     size_t n = 0;
@@ -472,11 +476,12 @@ int ring_change(ring **out, const ring *base, const struct ring_member *upsert,
             continue;
         if (upsert && upsert->name && strcmp(nd->name, upsert->name) == 0)
             continue;
-        ms[n++] = (struct ring_member){nd->name,   nd->dc,      nd->rack,
-                                       nd->tokens, nd->ntokens, nd->weight,
-                                       nd->state};
+        ms[n++] =
+            (struct ring_member){nd->name,    nd->dc,     nd->rack, nd->tokens,
+                                 nd->ntokens, nd->weight, nd->state};
     }
-    if (upsert && !(remove && upsert->name && strcmp(upsert->name, remove) == 0))
+    if (upsert &&
+        !(remove && upsert->name && strcmp(upsert->name, remove) == 0))
         ms[n++] = *upsert;
     struct ring_config cfg = {
         .members = ms,
@@ -489,7 +494,8 @@ int ring_change(ring **out, const ring *base, const struct ring_member *upsert,
     return err;
 }
 
-/* ---- accessors ------------------------------------------------------------ */
+/* ---- accessors ------------------------------------------------------------
+ */
 
 uint64_t ring_epoch(const ring *r)
 {
@@ -588,21 +594,36 @@ size_t ring_replicas(const ring *r, uint64_t token, uint32_t *out, size_t cap)
     return r->nrep;
 }
 
-size_t ring_node_ranges(const ring *r, uint32_t idx, struct ring_range *out,
+static int ring__arc_has(const ring *r, size_t i, uint32_t idx)
+{
+    const uint32_t *rep = &r->rep[i * r->nrep];
+    for (size_t k = 0; k < r->nrep; k++)
+        if (rep[k] == idx)
+            return 1;
+    return 0;
+}
+
+size_t ring_node_ranges(const ring *r,
+                        uint32_t idx,
+                        struct ring_range *out,
                         size_t cap)
 {
-    size_t count = 0;
+    size_t count = 0, s;
     int open = 0; /* the previous arc was replicated by idx */
-    int first_open = 0;
 
     if (idx >= r->nnodes || r->ntok == 0)
         return 0;
-    for (size_t i = 0; i < r->ntok; i++) {
-        const uint32_t *rep = &r->rep[i * r->nrep];
-        int mine = 0;
-        for (size_t k = 0; k < r->nrep; k++)
-            mine |= rep[k] == idx;
-        if (!mine) {
+    /* start after an arc idx does not replicate, so no run is cut in two */
+    for (s = 0; s < r->ntok && ring__arc_has(r, s, idx); s++)
+        ;
+    if (s == r->ntok) {
+        if (cap > 0)
+            out[0] = (struct ring_range){r->tok[0], r->tok[0]};
+        return 1;
+    }
+    for (size_t step = 1; step <= r->ntok; step++) {
+        size_t i = (s + step) % r->ntok;
+        if (!ring__arc_has(r, i, idx)) {
             open = 0;
             continue;
         }
@@ -614,18 +635,8 @@ size_t ring_node_ranges(const ring *r, uint32_t idx, struct ring_range *out,
             if (count < cap)
                 out[count] = a;
             count++;
-            if (i == 0)
-                first_open = 1;
         }
         open = 1;
-    }
-    /* the last run continues into arc 0's: join them through zero */
-    if (open && first_open && count > 1) {
-        if (count <= cap)
-            out[0].start = out[count - 1].start;
-        count--;
-    } else if (open && first_open && count == 1 && cap > 0) {
-        out[0].start = out[0].end; /* every arc: the whole ring */
     }
     return count;
 }

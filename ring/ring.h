@@ -38,7 +38,7 @@ typedef struct ring ring;
 /* A node of weight RING_WEIGHT_UNIT gets exactly num_tokens tokens. */
 #define RING_WEIGHT_UNIT 100u
 /* Upper bounds that keep arithmetic and allocations sane. */
-#define RING_MAX_NODES 65536u
+#define RING_MAX_NODES           65536u
 #define RING_MAX_TOKENS_PER_NODE 4096u
 
 enum ring_node_state {
@@ -125,8 +125,11 @@ int ring_new(ring **out, const struct ring_config *cfg);
 /* Build a snapshot from `base`'s members and replication, with `upsert`
  * added or replacing the member of the same name (may be NULL), and the
  * member named `remove` dropped (may be NULL). Same errors as ring_new. */
-int ring_change(ring **out, const ring *base, const struct ring_member *upsert,
-                const char *remove, uint64_t epoch);
+int ring_change(ring **out,
+                const ring *base,
+                const struct ring_member *upsert,
+                const char *remove,
+                uint64_t epoch);
 
 /* Take another reference; returns r. */
 ring *ring_ref(ring *r);
@@ -150,10 +153,12 @@ uint32_t ring_node_find(const ring *r, const char *name);
 /* Fill *out for node `idx`; RK_ENOTFOUND if idx is out of range. */
 int ring_node_get(const ring *r, struct ring_node_info *out, uint32_t idx);
 
-/* Ranges replicated by node `idx`, ascending by end, adjacent arcs merged.
+/* Ranges replicated by node `idx`, in ring order, adjacent arcs merged.
  * Writes at most `cap` and returns how many there are (call with cap 0 to
  * size the array). 0 for an unplaced or unknown node. */
-size_t ring_node_ranges(const ring *r, uint32_t idx, struct ring_range *out,
+size_t ring_node_ranges(const ring *r,
+                        uint32_t idx,
+                        struct ring_range *out,
                         size_t cap);
 
 /* ---- lookup (hot path: no allocation, no error path) -------------------- */
@@ -205,8 +210,11 @@ size_t ring_tokens_for_weight(unsigned num_tokens, uint32_t weight);
  *    of replicated ownership under r's replication (ring.md explains).
  *    Deterministic. The first node of a DC gets evenly spaced tokens.
  * Errors: RK_ECONFIG (n 0 or too large, empty name), -ENOMEM. */
-int ring_tokens_alloc(uint64_t *out, size_t n, const ring *r,
-                      const struct ring_joiner *j, enum ring_alloc method);
+int ring_tokens_alloc(uint64_t *out,
+                      size_t n,
+                      const ring *r,
+                      const struct ring_joiner *j,
+                      enum ring_alloc method);
 
 /* ---- movement plans ----------------------------------------------------- */
 
@@ -226,7 +234,9 @@ struct ring_move {
  * the previous range with the same gain and losers merged into it.
  * On success *out is a malloc'd array of *nout entries (NULL if none) that
  * the caller frees with ring_plan_free. Errors: -ENOMEM. */
-int ring_plan_new(struct ring_move **out, size_t *nout, const ring *from,
+int ring_plan_new(struct ring_move **out,
+                  size_t *nout,
+                  const ring *from,
                   const ring *to);
 
 void ring_plan_free(struct ring_move *plan);

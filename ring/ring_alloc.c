@@ -91,8 +91,8 @@ static int alloc__chosen(const uint64_t *out, size_t k, uint64_t t)
     return 0;
 }
 
-static void alloc__random(uint64_t *out, size_t n, const ring *r,
-                          const char *name)
+static void
+alloc__random(uint64_t *out, size_t n, const ring *r, const char *name)
 {
     size_t len = strlen(name);
     uint64_t c = 0;
@@ -104,7 +104,8 @@ static void alloc__random(uint64_t *out, size_t n, const ring *r,
     }
 }
 
-/* ---- balanced ------------------------------------------------------------- */
+/* ---- balanced -------------------------------------------------------------
+ */
 
 /* A change to one node's or one token's replicated ownership caused by a
  * candidate split at x (the new arc's length): b + c * x. */
@@ -124,7 +125,7 @@ struct alloc {
     size_t m;       /* existing group nodes */
     uint32_t *rack; /* per local node */
     double *own, *tgt, *winv, *raw; /* per local node */
-    double ttgt;    /* target replicated ownership of one token */
+    double ttgt;                  /* target replicated ownership of one token */
     struct alloc__delta *dn, *dt; /* node and token deltas of a candidate */
     int32_t *nslot, *tslot;       /* id -> index in dn / dt, or -1 */
     size_t ndn, ndt;
@@ -150,8 +151,12 @@ static void alloc__free(struct alloc *a)
     free(a->tslot);
 }
 
-static void alloc__add(struct alloc__delta *d, int32_t *slot, size_t *nd,
-                       uint32_t id, double b, double c)
+static void alloc__add(struct alloc__delta *d,
+                       int32_t *slot,
+                       size_t *nd,
+                       uint32_t id,
+                       double b,
+                       double c)
 {
     int32_t s = slot[id];
     if (s < 0) {
@@ -175,8 +180,7 @@ static void alloc__walk_store(struct alloc *a, size_t j)
     size_t pos[RING_MAX_REPLICAS];
     a->w.n = a->n;
     a->w.ins = SIZE_MAX;
-    a->wlen[j] = (uint32_t)ring__walk_run(&a->w, j, &a->rep[j * tg], pos,
-                                          &cnt);
+    a->wlen[j] = (uint32_t)ring__walk_run(&a->w, j, &a->rep[j * tg], pos, &cnt);
     for (unsigned i = 0; i < tg; i++)
         a->rpos[j * tg + i] = (uint32_t)pos[i];
 }
@@ -196,10 +200,15 @@ static uint32_t alloc__tid(size_t v, size_t k, uint32_t nid)
 
 /* Effect of the replicas of one arc changing from (old, opos) to (nw, npos):
  * with weight b0 + c0 * x for the new set and -len for the old one. */
-static void alloc__arc_delta(struct alloc *a, const uint32_t *old,
-                             const uint32_t *opos, double oldlen,
-                             const uint32_t *nw, const size_t *npos,
-                             double b0, double c0, size_t k)
+static void alloc__arc_delta(struct alloc *a,
+                             const uint32_t *old,
+                             const uint32_t *opos,
+                             double oldlen,
+                             const uint32_t *nw,
+                             const size_t *npos,
+                             double b0,
+                             double c0,
+                             size_t k)
 {
     unsigned tg = a->w.target;
     uint32_t nid = (uint32_t)a->n;
@@ -249,14 +258,13 @@ static struct alloc__cand alloc__eval(struct alloc *a, size_t k)
             pos[i] = a->rpos[k * tg + i] + (a->rpos[k * tg + i] >= k);
         }
     }
-    alloc__arc_delta(a, &a->rep[k * tg], &a->rpos[k * tg], L, tmp, pos, L,
-                     -1, k);
+    alloc__arc_delta(a, &a->rep[k * tg], &a->rpos[k * tg], L, tmp, pos, L, -1,
+                     k);
     /* the new arc (t_{k-1}, x] */
     ring__walk_run(&a->w, k, tmp, pos, &cnt);
     for (unsigned i = 0; i < tg; i++) {
         alloc__add(a->dn, a->nslot, &a->ndn, tmp[i], 0, 1);
-        alloc__add(a->dt, a->tslot, &a->ndt, alloc__tid(pos[i], k, nid), 0,
-                   1);
+        alloc__add(a->dt, a->tslot, &a->ndt, alloc__tid(pos[i], k, nid), 0, 1);
     }
 
     /* score(x) = sum over nodes (o - T + b + c x)^2 / w
@@ -384,7 +392,9 @@ static uint64_t alloc__apply(struct alloc *a, size_t k, double xf)
     return t;
 }
 
-static int alloc__balanced(uint64_t *out, size_t k, const ring *r,
+static int alloc__balanced(uint64_t *out,
+                           size_t k,
+                           const ring *r,
                            const struct ring_joiner *j)
 {
     const char *jdc = j->dc && *j->dc ? j->dc : "dc1";
@@ -444,8 +454,8 @@ static int alloc__balanced(uint64_t *out, size_t k, const ring *r,
         }
         a.m++;
     }
-    double wj = (double)(j->weight ? j->weight : RING_WEIGHT_UNIT) /
-                RING_WEIGHT_UNIT;
+    double wj =
+        (double)(j->weight ? j->weight : RING_WEIGHT_UNIT) / RING_WEIGHT_UNIT;
     a.winv[a.m] = 1.0 / wj;
     a.rack[a.m] = new_rack ? (uint32_t)a.m : jrack_id;
     for (size_t i = 0; i < ntok; i++) {
@@ -508,8 +518,8 @@ static int alloc__balanced(uint64_t *out, size_t k, const ring *r,
         for (size_t o = 0; per_rack && o <= a.m; o++)
             if (a.rack[o] == a.rack[q])
                 ws += 1.0 / a.winv[o];
-        share[q] = per_rack ? 1.0 / a.winv[q] / ws
-                            : (double)rf / wsum / a.winv[q];
+        share[q] =
+            per_rack ? 1.0 / a.winv[q] / ws : (double)rf / wsum / a.winv[q];
     }
     double jshare = share[a.m];
     a.ttgt = (double)rf / (double)(a.n + k);
@@ -540,8 +550,11 @@ out_free:
     return err;
 }
 
-int ring_tokens_alloc(uint64_t *out, size_t n, const ring *r,
-                      const struct ring_joiner *j, enum ring_alloc method)
+int ring_tokens_alloc(uint64_t *out,
+                      size_t n,
+                      const ring *r,
+                      const struct ring_joiner *j,
+                      enum ring_alloc method)
 {
     if (j == NULL || j->name == NULL || j->name[0] == '\0' || n == 0 ||
         n > RING_MAX_TOKENS_PER_NODE)

@@ -84,8 +84,10 @@ static inline uint32_t ring__walk_node(const struct ring__walk *w, size_t v)
  * position was seen. Writes them to out (capacity >= target) in walk order,
  * the virtual position where each was taken to pos (if not NULL), their
  * count to *nout, and returns the number of positions visited. */
-static inline size_t ring__walk_run(const struct ring__walk *w, size_t start,
-                                    uint32_t *out, size_t *pos,
+static inline size_t ring__walk_run(const struct ring__walk *w,
+                                    size_t start,
+                                    uint32_t *out,
+                                    size_t *pos,
                                     unsigned *nout)
 {
     size_t n = w->n + (w->ins != SIZE_MAX);

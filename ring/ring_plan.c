@@ -27,8 +27,7 @@ static void plan__map(uint32_t *out, const ring *x, const ring *y)
 {
     size_t i = 0, k = 0;
     while (i < x->nnodes) {
-        int c = k < y->nnodes ? strcmp(x->nodes[i].name, y->nodes[k].name)
-                              : -1;
+        int c = k < y->nnodes ? strcmp(x->nodes[i].name, y->nodes[k].name) : -1;
         if (c == 0) {
             out[i++] = (uint32_t)k++;
         } else if (c < 0) {
@@ -72,7 +71,9 @@ static int plan__push(struct plan__buf *b, const struct ring_move *m)
     return 0;
 }
 
-int ring_plan_new(struct ring_move **out, size_t *nout, const ring *from,
+int ring_plan_new(struct ring_move **out,
+                  size_t *nout,
+                  const ring *from,
                   const ring *to)
 {
     struct plan__buf buf = {0};
@@ -144,8 +145,7 @@ int ring_plan_new(struct ring_move **out, size_t *nout, const ring *from,
                 struct ring_move *e = &buf.v[prev[q]];
                 if (e->gain == mv.gain && e->nlose == mv.nlose &&
                     e->range.end == rg.start && p > 0 &&
-                    memcmp(e->lose, mv.lose, mv.nlose * sizeof(uint32_t)) ==
-                        0)
+                    memcmp(e->lose, mv.lose, mv.nlose * sizeof(uint32_t)) == 0)
                     break;
             }
             if (q < nprev) {

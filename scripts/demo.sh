@@ -55,14 +55,13 @@ start() {
         "$bin/ringkvd" --config="$root/deploy/ringkv.yaml" --check-config \
             --cluster_name=demo --node_name=$name --listen_address=$ip \
             --seeds=127.0.0.11 --rack=rack$i --data_dir="$run/$name" \
-            --cluster_secret_file="$run/secret" --resp_port=0 \
-            --metrics_port=0 >/dev/null ||
+            --cluster_secret_file="$run/secret" >/dev/null ||
             die "configuration of $name is invalid (see above)"
         nohup "$bin/ringkvd" --config="$root/deploy/ringkv.yaml" \
             --cluster_name=demo --node_name=$name --listen_address=$ip \
             --seeds=127.0.0.11 --rack=rack$i --data_dir="$run/$name" \
-            --cluster_secret_file="$run/secret" --resp_port=0 \
-            --metrics_port=0 --log_file="$run/$name.log" \
+            --cluster_secret_file="$run/secret" \
+            --log_file="$run/$name.log" \
             >"$run/$name.out" 2>&1 </dev/null &
         echo $! >"$run/$name.pid"
         echo "demo: started $name (pid $!) on $ip"
@@ -102,6 +101,16 @@ start() {
     cli getendpoints greeting
     echo "\$ ringkv status"
     cli status
+    if command -v redis-cli >/dev/null 2>&1; then
+        echo
+        echo "Redis protocol (port 6379 on every node):"
+        for c in "SET user:1 alice" "GET user:1" "CONSISTENCY ALL" \
+            "MGET user:1 greeting nosuchkey" "INFO ring"; do
+            echo "\$ redis-cli -h 127.0.0.12 $c"
+            # shellcheck disable=SC2086
+            redis-cli -h 127.0.0.12 $c | grep -v '^#' | grep -v '^$' || true
+        done
+    fi
     cat <<EOT
 
 The demo cluster is running (3 nodes, RF 3, data in $run).
@@ -109,6 +118,8 @@ Try:
   $build/bin/ringkv -h 127.0.0.11 put KEY VALUE
   $build/bin/ringkv -h 127.0.0.12 --consistency QUORUM get KEY
   $build/bin/ringkv -h 127.0.0.13 status        (also: ring, metrics, --json)
+  redis-cli -h 127.0.0.11                       (GET, SET, CONSISTENCY ...)
+  curl http://127.0.0.11:9180/metrics           (Prometheus text)
   kill -9 \$(cat $run/node3.pid)   then QUORUM still works, ALL is UNAVAILABLE
 Logs: $run/node*.log
 Stop it with: make demo-stop   (./scripts/demo.sh stop)

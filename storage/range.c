@@ -287,46 +287,6 @@ int store__purge_outside(struct store__range *rr)
     return rc;
 }
 
-struct store__copy {
-    MDB_txn *dst;
-    MDB_dbi dbi;
-};
-
-static int
-store__copy_cb(MDB_cursor *cur, const MDB_val *k, const MDB_val *v, void *arg)
-{
-    (void)cur;
-    struct store__copy *c = arg;
-    MDB_val kk = *k, vv = *v;
-    int rc = mdb_put(c->dst, c->dbi, &kk, &vv, 0);
-    return rc ? store__err(rc) : 0;
-}
-
-/* Copy every entry of `arc` from src to dst; commit and sync dst. */
-static int store__copy_arc(struct store__range *dst,
-                           struct store__range *src,
-                           struct store_range arc)
-{
-    MDB_txn *rt, *wt;
-    int rc = mdb_txn_begin(src->env, NULL, MDB_RDONLY, &rt);
-    if (rc)
-        return store__err(rc);
-    if ((rc = mdb_txn_begin(dst->env, NULL, 0, &wt))) {
-        mdb_txn_abort(rt);
-        return store__err(rc);
-    }
-    struct store__copy c = {wt, dst->dbi};
-    rc = store__walk(rt, src->dbi, arc, store__copy_cb, &c);
-    mdb_txn_abort(rt);
-    if (rc) {
-        mdb_txn_abort(wt);
-        return rc;
-    }
-    if ((rc = mdb_txn_commit(wt)))
-        return store__err(rc);
-    return store__err(mdb_env_sync(dst->env, 1));
-}
-
 /* Raise rr's map to at least `size` (capped by map_size_max). Exclusive. */
 static int store__map_atleast(store *s, struct store__range *rr, size_t size)
 {
@@ -421,6 +381,7 @@ static void store__remove(store *s, size_t idx)
 static int
 store__new_env(struct store__range **out, store *s, struct store_range r)
 {
+    *out = NULL;
     char *dir = store__fresh_dir(s, r);
     if (dir == NULL)
         return -ENOMEM;
@@ -451,6 +412,7 @@ int store_range_create(store *s, struct store_range r)
 {
     int rc = 0;
     struct store__range *rr = NULL;
+    pthread_mutex_lock(&s->opmu);
     pthread_rwlock_wrlock(&s->maplock);
     for (size_t i = 0; i < s->nranges; i++)
         if (store__overlap(s->ranges[i]->r, r)) {
@@ -467,13 +429,53 @@ int store_range_create(store *s, struct store_range r)
     }
 unlock:
     pthread_rwlock_unlock(&s->maplock);
+    pthread_mutex_unlock(&s->opmu);
+    return rc;
+}
+
+static int store__fill_cb(const struct store_item *it, void *arg)
+{
+    return store__batch_push(arg, it->key, it->rec, true);
+}
+
+/* LWW-merge every entry of `arc` (held by some local env) into dst, in
+ * chunks: each chunk is read under the shared map lock, then written with
+ * no store lock held (a commit mirroring into dst may wait for this write
+ * transaction while it holds the shared lock). Commits go on meanwhile;
+ * those in `arc` are mirrored into dst by the source env's shadow. */
+static int
+store__fill(store *s, struct store__range *dst, struct store_range arc)
+{
+    store_batch *b;
+    int rc = store_batch_new(&b);
+    if (rc)
+        return rc;
+    struct store_scan sc;
+    store_scan_init(&sc, arc);
+    while (rc == 0 && !sc.done) {
+        store_batch_reset(b);
+        rc = store_scan_next(s, &sc, 1024, (size_t)4 << 20, store__fill_cb, b);
+        if (rc || store_batch_count(b) == 0)
+            continue;
+        MDB_txn *txn;
+        if ((rc = store__err(mdb_txn_begin(dst->env, NULL, 0, &txn))))
+            break;
+        for (size_t i = 0; rc == 0 && i < store_batch_count(b); i++)
+            rc = store__err(store__batch_apply(txn, dst->dbi, b, i));
+        if (rc == 0)
+            rc = store__err(mdb_txn_commit(txn));
+        else
+            mdb_txn_abort(txn);
+    }
+    store_batch_free(b);
     return rc;
 }
 
 int store_range_split(store *s, struct store_range r, uint64_t at)
 {
     int rc;
-    struct store__range *nr = NULL;
+    struct store__range *nr = NULL, *old;
+    pthread_mutex_lock(&s->opmu);
     pthread_rwlock_wrlock(&s->maplock);
     int idx = store__range_index(s, r);
     if (idx < 0) {
@@ -484,11 +486,22 @@ int store_range_split(store *s, struct store_range r, uint64_t at)
         rc = RK_EBADREQ;
         goto unlock;
     }
-    struct store__range *old = s->ranges[idx];
+    old = s->ranges[idx];
     struct store_range lo = {r.start, at}, hi = {at, r.end};
     if ((rc = store__new_env(&nr, s, hi)) ||
-        (rc = store__map_atleast(s, nr, old->map_size)) ||
-        (rc = store__copy_arc(nr, old, hi)) ||
+        (rc = store__map_atleast(s, nr, 2 * old->map_size)))
+        goto discard;
+    /* Fill the new env while commits go on, mirroring into it. */
+    old->shadow = nr;
+    old->shadow_arc = hi;
+    atomic_store(&old->shadow_failed, false);
+    pthread_rwlock_unlock(&s->maplock);
+    int frc = store__fill(s, nr, hi);
+    pthread_rwlock_wrlock(&s->maplock);
+    old->shadow = NULL;
+    if ((rc = frc) != 0 ||
+        (atomic_load(&old->shadow_failed) && (rc = RK_EFULL) != 0) ||
+        (rc = store__err(mdb_env_sync(nr->env, 1))) ||
         (rc = store__err(mdb_env_sync(old->env, 1))))
         goto discard;
     struct store_range add[2] = {lo, hi};
@@ -509,12 +522,14 @@ discard:
         store__discard_env(nr);
 unlock:
     pthread_rwlock_unlock(&s->maplock);
+    pthread_mutex_unlock(&s->opmu);
     return rc;
 }
 
 int store_range_merge(store *s, struct store_range a, struct store_range b)
 {
     int rc;
+    pthread_mutex_lock(&s->opmu);
     pthread_rwlock_wrlock(&s->maplock);
     int ia = store__range_index(s, a), ib = store__range_index(s, b);
     if (ia < 0 || ib < 0) {
@@ -527,26 +542,41 @@ int store_range_merge(store *s, struct store_range a, struct store_range b)
     }
     struct store__range *A = s->ranges[ia], *B = s->ranges[ib];
     struct store_range m = {a.start, b.end};
-    if ((rc = store__map_atleast(s, A, A->map_size + B->map_size)) ||
-        (rc = store__copy_arc(A, B, b)))
-        goto unlock; /* A may hold copies outside a: recovery purges */
+    if ((rc = store__map_atleast(s, A, A->map_size + B->map_size)))
+        goto unlock;
+    /* Copy B into A while commits go on, mirroring B's writes into A. */
+    B->shadow = A;
+    B->shadow_arc = b;
+    atomic_store(&B->shadow_failed, false);
+    pthread_rwlock_unlock(&s->maplock);
+    int frc = store__fill(s, A, b);
+    pthread_rwlock_wrlock(&s->maplock);
+    B->shadow = NULL;
+    if ((rc = frc) != 0 ||
+        (atomic_load(&B->shadow_failed) && (rc = RK_EFULL) != 0) ||
+        (rc = store__err(mdb_env_sync(A->env, 1)))) {
+        (void)store__delete_arc(A, b, NULL); /* else recovery does it */
+        goto unlock;
+    }
     const char *names[1] = {A->dir};
     struct store_range del[2] = {a, b};
     if ((rc = store__map_put(s, &m, 1, names, NULL, del, 2)))
         goto unlock;
     A->r = m;
-    store__remove(s, (size_t)ib);
+    store__remove(s, (size_t)store__range_index(s, b));
     store__discard_env(B);
     qsort(s->ranges, s->nranges, sizeof(*s->ranges), store__rcmp);
     rc = store__canonicalize(s, A);
 unlock:
     pthread_rwlock_unlock(&s->maplock);
+    pthread_mutex_unlock(&s->opmu);
     return rc;
 }
 
 int store_range_drop(store *s, struct store_range r)
 {
     int rc;
+    pthread_mutex_lock(&s->opmu);
     pthread_rwlock_wrlock(&s->maplock);
     int idx = store__range_index(s, r);
     if (idx < 0) {
@@ -560,6 +590,7 @@ int store_range_drop(store *s, struct store_range r)
     store__discard_env(rr);
 unlock:
     pthread_rwlock_unlock(&s->maplock);
+    pthread_mutex_unlock(&s->opmu);
     return rc;
 }
 
@@ -568,6 +599,7 @@ int store_range_adopt(store *s, struct store_range r, const char *path)
     int rc = 0;
     struct store__range *rr = NULL;
     char *dir = NULL, *file = NULL;
+    pthread_mutex_lock(&s->opmu);
     pthread_rwlock_wrlock(&s->maplock);
     for (size_t i = 0; i < s->nranges; i++)
         if (store__overlap(s->ranges[i]->r, r)) {
@@ -601,6 +633,7 @@ rmdir:
     store__rmtree(dir);
 unlock:
     pthread_rwlock_unlock(&s->maplock);
+    pthread_mutex_unlock(&s->opmu);
     free(dir);
     free(file);
     return rc;

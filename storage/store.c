@@ -279,7 +279,8 @@ int store__sync_ranges(store *s, struct store__range **rs, size_t n)
     return 0;
 }
 
-int store_sync(store *s)
+/* Sync every env committed to since its last sync. */
+static int store__sync_dirty(store *s)
 {
     pthread_rwlock_rdlock(&s->maplock);
     struct store__range **rs = malloc((s->nranges + 1) * sizeof(*rs));
@@ -297,6 +298,37 @@ int store_sync(store *s)
     free(rs);
 unlock:
     pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+/* Syncs are serialised and shared: a caller takes a ticket; if a sync that
+ * started after its ticket completes, the caller is durable without a sync
+ * of its own; otherwise it waits for the running sync and then runs the
+ * next one, covering every caller that arrived meanwhile. An env range
+ * operations replaced meanwhile was synced by that operation. */
+int store_sync(store *s)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->dmu);
+    uint64_t mine = ++s->dseq;
+    while (s->dsynced < mine) {
+        if (s->dsyncing) {
+            pthread_cond_wait(&s->dcv, &s->dmu);
+            continue;
+        }
+        s->dsyncing = true;
+        uint64_t upto = s->dseq;
+        pthread_mutex_unlock(&s->dmu);
+        rc = store__sync_dirty(s);
+        pthread_mutex_lock(&s->dmu);
+        s->dsyncing = false;
+        if (rc == 0 && upto > s->dsynced)
+            s->dsynced = upto;
+        pthread_cond_broadcast(&s->dcv);
+        if (rc)
+            break;
+    }
+    pthread_mutex_unlock(&s->dmu);
     return rc;
 }
 
@@ -384,10 +416,13 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_rwlock_init(&s->maplock, &attr);
     pthread_rwlockattr_destroy(&attr);
     pthread_mutex_init(&s->hintmu, NULL);
+    pthread_mutex_init(&s->opmu, NULL);
     pthread_mutex_init(&s->gmu, NULL);
     pthread_cond_init(&s->gcv, NULL);
     pthread_mutex_init(&s->smu, NULL);
     pthread_cond_init(&s->scv, NULL);
+    pthread_mutex_init(&s->dmu, NULL);
+    pthread_cond_init(&s->dcv, NULL);
     if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
         (rc = store__map_load(s)) || (rc = store__recover(s)))
         goto close_all;
@@ -431,10 +466,13 @@ void store_free(store *s)
         mdb_env_close(s->hint_env);
     pthread_rwlock_destroy(&s->maplock);
     pthread_mutex_destroy(&s->hintmu);
+    pthread_mutex_destroy(&s->opmu);
     pthread_mutex_destroy(&s->gmu);
     pthread_cond_destroy(&s->gcv);
     pthread_mutex_destroy(&s->smu);
     pthread_cond_destroy(&s->scv);
+    pthread_mutex_destroy(&s->dmu);
+    pthread_cond_destroy(&s->dcv);
     close(s->dir_fd);
     free(s->dir);
     free(s);
@@ -579,10 +617,10 @@ int store__check_write(struct rk_slice key, struct rk_slice rec)
     return store_record_decode(&r, rec.p, rec.len);
 }
 
-static int store__batch_push(store_batch *b,
-                             struct rk_slice key,
-                             struct rk_slice rec,
-                             bool copy)
+int store__batch_push(store_batch *b,
+                      struct rk_slice key,
+                      struct rk_slice rec,
+                      bool copy)
 {
     if (b->n == b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 16;
@@ -658,6 +696,39 @@ static int store__apply(MDB_txn *txn, MDB_dbi dbi, const struct store__w *w)
     return 0;
 }
 
+int store__batch_apply(MDB_txn *txn,
+                       MDB_dbi dbi,
+                       const store_batch *b,
+                       size_t i)
+{
+    return store__apply(txn, dbi, &b->w[i]);
+}
+
+/* Merge the writes ord[i..j) that fall in rr's shadow arc into the shadow
+ * env (a split or merge in progress); a failure fails that operation. */
+static void store__mirror(struct store__range *rr,
+                          store_batch *b,
+                          const uint32_t *ord,
+                          size_t i,
+                          size_t j)
+{
+    struct store__range *sh = rr->shadow;
+    MDB_txn *txn = NULL;
+    int rc = mdb_txn_begin(sh->env, NULL, 0, &txn);
+    for (size_t x = i; rc == 0 && x < j; x++) {
+        const struct store__w *w = &b->w[ord[x]];
+        if (w->result == STORE__PENDING &&
+            store_range_contains(rr->shadow_arc, w->token))
+            rc = store__apply(txn, sh->dbi, w);
+    }
+    if (rc == 0)
+        rc = mdb_txn_commit(txn);
+    else if (txn != NULL)
+        mdb_txn_abort(txn);
+    if (rc != 0)
+        atomic_store(&rr->shadow_failed, true);
+}
+
 struct store__tok {
     uint64_t token;
     uint32_t idx;
@@ -687,18 +758,16 @@ static int store__sort(store_batch *b, uint32_t *ord, size_t n)
     return 0;
 }
 
-/* One pass over the writes still pending: commit per env, sync. Writes
- * whose env was full are left as STORE__REGROW and their env in *grow. */
-static int store__commit_pass(store *s,
-                              store_batch *b,
-                              uint32_t *ord,
-                              size_t n,
-                              struct store_range *grow,
-                              size_t *ngrow,
-                              struct store__range **touched)
+/* One pass over the writes still pending: one write txn per env, committed
+ * with MDB_NOSYNC. Writes whose env was full are left as STORE__REGROW and
+ * their range put in *grow. */
+static void store__commit_pass(store *s,
+                               store_batch *b,
+                               uint32_t *ord,
+                               size_t n,
+                               struct store_range *grow,
+                               size_t *ngrow)
 {
-    size_t nt = 0;
-    int rc = 0;
     pthread_rwlock_rdlock(&s->maplock);
     size_t i = 0;
     while (i < n) {
@@ -712,7 +781,7 @@ static int store__commit_pass(store *s,
         size_t j = i + 1;
         while (j < n && store_range_contains(rr->r, b->w[ord[j]].token))
             j++;
-        MDB_txn *txn;
+        MDB_txn *txn = NULL;
         int mrc = mdb_txn_begin(rr->env, NULL, 0, &txn);
         for (size_t x = i; mrc == 0 && x < j; x++) {
             mrc = store__apply(txn, rr->dbi, &b->w[ord[x]]);
@@ -723,7 +792,7 @@ static int store__commit_pass(store *s,
         }
         if (mrc == 0)
             mrc = mdb_txn_commit(txn);
-        else
+        else if (txn != NULL)
             mdb_txn_abort(txn);
         int res = 0;
         if (mrc == MDB_MAP_FULL) {
@@ -733,42 +802,25 @@ static int store__commit_pass(store *s,
             res = store__err(mrc);
         } else {
             atomic_store(&rr->dirty, true);
-            if (nt == 0 || touched[nt - 1] != rr) {
-                bool seen = false;
-                for (size_t y = 0; y < nt && !seen; y++)
-                    seen = touched[y] == rr;
-                if (!seen)
-                    touched[nt++] = rr;
-            }
+            if (rr->shadow != NULL)
+                store__mirror(rr, b, ord, i, j);
         }
         for (size_t x = i; x < j; x++)
             if (b->w[ord[x]].result == STORE__PENDING)
                 b->w[ord[x]].result = res;
         i = j;
     }
-    if (s->o.durability == STORE_GROUP_COMMIT && nt > 0) {
-        for (size_t y = 0; y < nt; y++)
-            atomic_store(&touched[y]->dirty, false);
-        rc = store__sync_ranges(s, touched, nt);
-        if (rc)
-            for (size_t y = 0; y < nt; y++)
-                atomic_store(&touched[y]->dirty, true);
-    }
     pthread_rwlock_unlock(&s->maplock);
-    return rc;
 }
 
-int store_batch_commit(store *s, store_batch *b)
+/* Apply and commit every pending write (growing full maps and retrying),
+ * without syncing. */
+static int store__commit_writes(store *s, store_batch *b)
 {
-    if (b->n == 0)
-        return 0;
-    if (b->n > UINT32_MAX)
-        return RK_ETOOLARGE;
     int rc = -ENOMEM;
     uint32_t *ord = malloc(b->n * sizeof(*ord));
     struct store_range *grow = malloc(b->n * sizeof(*grow));
-    struct store__range **touched = malloc(b->n * sizeof(*touched));
-    if (ord == NULL || grow == NULL || touched == NULL)
+    if (ord == NULL || grow == NULL)
         goto free_all;
     size_t n = 0;
     for (size_t i = 0; i < b->n; i++)
@@ -778,9 +830,7 @@ int store_batch_commit(store *s, store_batch *b)
         goto free_all;
     for (int pass = 0; n > 0; pass++) {
         size_t ngrow = 0;
-        rc = store__commit_pass(s, b, ord, n, grow, &ngrow, touched);
-        if (rc)
-            goto free_all;
+        store__commit_pass(s, b, ord, n, grow, &ngrow);
         if (ngrow == 0)
             break;
         /* Grow the full envs, then retry their writes. */
@@ -809,12 +859,27 @@ int store_batch_commit(store *s, store_batch *b)
 free_all:
     free(ord);
     free(grow);
-    free(touched);
+    return rc;
+}
+
+int store_batch_commit(store *s, store_batch *b)
+{
+    if (b->n == 0)
+        return 0;
+    if (b->n > UINT32_MAX)
+        return RK_ETOOLARGE;
+    int rc = store__commit_writes(s, b);
+    if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
+        rc = store_sync(s);
     return rc;
 }
 
 /* ---- store_put: group commit across threads ----------------------------- */
 
+/* Waiting writers queue up; one of them (the leader) takes the whole queue
+ * and commits it as one batch, then hands leadership on and waits for a
+ * sync (store_sync shares one sync among all who wait), so the next group
+ * commits while this one's sync runs, and syncs never overlap. */
 struct store__waiter {
     struct rk_slice key, rec;
     int result;
@@ -845,7 +910,13 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
         for (struct store__waiter *w = list; rc == 0 && w; w = w->next)
             rc = store__batch_push(b, w->key, w->rec, false);
         if (rc == 0)
-            rc = store_batch_commit(s, b);
+            rc = store__commit_writes(s, b);
+        pthread_mutex_lock(&s->gmu);
+        s->gleader = false; /* the next group may commit meanwhile */
+        pthread_cond_broadcast(&s->gcv);
+        pthread_mutex_unlock(&s->gmu);
+        if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
+            rc = store_sync(s);
         size_t i = 0;
         for (struct store__waiter *w = list; w; w = w->next, i++)
             w->result = rc ? rc : store_batch_result(b, i);
@@ -853,7 +924,6 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
         pthread_mutex_lock(&s->gmu);
         for (struct store__waiter *w = list; w; w = w->next)
             w->done = true;
-        s->gleader = false;
         pthread_cond_broadcast(&s->gcv);
     }
     pthread_mutex_unlock(&s->gmu);

@@ -248,7 +248,8 @@ struct store_item {
     struct rk_slice rec; /* the encoded record */
 };
 
-/* Called per item; a nonzero return stops the scan and is returned. */
+/* Called per item; a nonzero return stops the scan and is returned. It runs
+ * with the store's map lock held shared: it must not call the store. */
 typedef int (*store_scan_cb)(const struct store_item *it, void *arg);
 
 /* An ordered scan of the token arc (start, end] in bounded chunks. Plain
@@ -336,7 +337,8 @@ int store_hint_add(store *s,
                    struct rk_slice key,
                    struct rk_slice rec);
 
-/* Called per hint in order; nonzero stops the walk and is returned.
+/* Called per hint in order; nonzero stops the walk and is returned. It
+ * must not call the store.
  * @note key and rec live only during the callback. */
 typedef int (*store_hint_cb)(uint64_t seq,
                              struct rk_slice key,

@@ -30,6 +30,12 @@ struct store__range {
     pthread_mutex_t txmu; /* guards the pool of reset read txns */
     MDB_txn *txpool[8];
     int ntx;
+    /* While a split or merge copies entries out of this env, commits here
+     * also merge their writes in `shadow_arc` into `shadow` (the env being
+     * filled); set and cleared under maplock held exclusively. */
+    struct store__range *shadow;
+    struct store_range shadow_arc;
+    atomic_bool shadow_failed;
 };
 
 struct store {
@@ -39,6 +45,7 @@ struct store {
     /* Readers and committers hold `maplock` shared; range operations and
      * map growth hold it exclusively. */
     pthread_rwlock_t maplock;
+    pthread_mutex_t opmu;         /* one range operation at a time */
     struct store__range **ranges; /* sorted by r.end */
     size_t nranges;
     MDB_env *sys_env;
@@ -52,6 +59,11 @@ struct store {
     pthread_cond_t gcv;
     struct store__waiter *gq;
     bool gleader;
+    /* store_sync: one sync at a time, shared by all who wait */
+    pthread_mutex_t dmu;
+    pthread_cond_t dcv;
+    uint64_t dseq, dsynced;
+    bool dsyncing;
     /* periodic syncer */
     pthread_t syncer;
     bool syncer_on;
@@ -93,6 +105,17 @@ int store__stored_split(struct rk_slice *out_key,
 int store__check_write(struct rk_slice key, struct rk_slice rec);
 /* "dir/name", malloc'd, or NULL. */
 char *store__path(const char *dir, const char *name);
+
+/* Batches (store.c): append without validation (copy or borrow), and
+ * merge write i of b into an env under a write txn (LMDB or RK_ code). */
+int store__batch_push(store_batch *b,
+                      struct rk_slice key,
+                      struct rk_slice rec,
+                      bool copy);
+int store__batch_apply(MDB_txn *txn,
+                       MDB_dbi dbi,
+                       const store_batch *b,
+                       size_t i);
 
 /* Range map (store.c). */
 struct store__range *store__lookup(store *s, uint64_t t);

@@ -127,7 +127,8 @@ int store__map_load(store *s)
         s->ranges[s->nranges++] = rr;
     }
     rc = rc == MDB_NOTFOUND ? 0 : store__err(rc);
-    qsort(s->ranges, s->nranges, sizeof(*s->ranges), store__range_cmp);
+    if (s->nranges > 1)
+        qsort(s->ranges, s->nranges, sizeof(*s->ranges), store__range_cmp);
     for (size_t i = 0; rc == 0 && i + 1 < s->nranges; i++)
         if (store_range_contains(s->ranges[i]->r, s->ranges[i + 1]->r.end) ||
             store_range_contains(s->ranges[i + 1]->r, s->ranges[i]->r.end))

@@ -16,8 +16,10 @@
 
 /* ---- sizes -------------------------------------------------------------- */
 
-size_t wire_gossip_size_base(size_t cluster_len, size_t from_len,
-                             size_t n_digests, size_t n_deltas)
+size_t wire_gossip_size_base(size_t cluster_len,
+                             size_t from_len,
+                             size_t n_digests,
+                             size_t n_deltas)
 {
     return WIRE_GOSSIP_HEADER + wire_size_array(5) +
            wire_size_str(cluster_len) + wire_size_uint(WIRE_GOSSIP_ACK2) +
@@ -114,7 +116,8 @@ static int pack_msg(msgpack_packer *pk, const struct wire_gossip_msg *m)
     return 0;
 }
 
-int wire_gossip_msg_encode(uint8_t **out, size_t *out_len,
+int wire_gossip_msg_encode(uint8_t **out,
+                           size_t *out_len,
                            const struct wire_gossip_msg *m,
                            const struct wire_key *key)
 {
@@ -200,8 +203,10 @@ static int decode_state(struct wire_gossip_state *out, const msgpack_object *o)
 
 /* Decodes delta fields; states go to pool[*used...]. */
 static int decode_delta(struct wire_gossip_delta *out,
-                        struct wire_gossip_state *pool, size_t pool_cap,
-                        size_t *used, const msgpack_object *o)
+                        struct wire_gossip_state *pool,
+                        size_t pool_cap,
+                        size_t *used,
+                        const msgpack_object *o)
 {
     const msgpack_object *f, *st;
     size_t n, n_st;
@@ -249,12 +254,10 @@ static int decode_body(struct wire_gossip_msg *out, const msgpack_object *root)
     if (n_dg > 0 &&
         (out->digests = calloc(n_dg, sizeof(*out->digests))) == NULL)
         return -ENOMEM;
-    if (n_dl > 0 &&
-        (out->deltas = calloc(n_dl, sizeof(*out->deltas))) == NULL)
+    if (n_dl > 0 && (out->deltas = calloc(n_dl, sizeof(*out->deltas))) == NULL)
         return -ENOMEM;
-    if (n_states > 0 &&
-        (out->state_pool_ = calloc(n_states, sizeof(*out->state_pool_))) ==
-            NULL)
+    if (n_states > 0 && (out->state_pool_ = calloc(
+                             n_states, sizeof(*out->state_pool_))) == NULL)
         return -ENOMEM;
     for (size_t i = 0; i < n_dg; i++) {
         if (decode_digest(&out->digests[i], &dg[i]) != 0)
@@ -272,7 +275,8 @@ static int decode_body(struct wire_gossip_msg *out, const msgpack_object *root)
 }
 
 int wire_gossip_msg_decode(struct wire_gossip_msg *out,
-                           const struct wire_key *key, const uint8_t *pkt,
+                           const struct wire_key *key,
+                           const uint8_t *pkt,
                            size_t len)
 {
     memset(out, 0, sizeof(*out));

@@ -27,18 +27,18 @@
 #include "common/rk.h"
 #include "wire/wire.h"
 
-#define WIRE_GOSSIP_MAGIC "RKG"
+#define WIRE_GOSSIP_MAGIC   "RKG"
 #define WIRE_GOSSIP_VERSION 1
-#define WIRE_GOSSIP_HEADER 4 /* magic + format version */
+#define WIRE_GOSSIP_HEADER  4 /* magic + format version */
 
 /* Decoder limits (encoder refuses the same). */
-#define WIRE_GOSSIP_MAX_PACKET 65507 /* largest IPv4 UDP payload */
-#define WIRE_GOSSIP_MAX_NAME 64      /* cluster and node names, bytes */
-#define WIRE_GOSSIP_MAX_DIGESTS 4096 /* per packet */
-#define WIRE_GOSSIP_MAX_DELTAS 4096  /* per packet */
-#define WIRE_GOSSIP_MAX_STATES 64    /* per delta */
-#define WIRE_GOSSIP_MAX_VALUE 16384  /* one application state value */
-#define WIRE_GOSSIP_MAX_KEY 255      /* application state keys 0..255 */
+#define WIRE_GOSSIP_MAX_PACKET  65507 /* largest IPv4 UDP payload */
+#define WIRE_GOSSIP_MAX_NAME    64    /* cluster and node names, bytes */
+#define WIRE_GOSSIP_MAX_DIGESTS 4096  /* per packet */
+#define WIRE_GOSSIP_MAX_DELTAS  4096  /* per packet */
+#define WIRE_GOSSIP_MAX_STATES  64    /* per delta */
+#define WIRE_GOSSIP_MAX_VALUE   16384 /* one application state value */
+#define WIRE_GOSSIP_MAX_KEY     255   /* application state keys 0..255 */
 
 enum wire_gossip_type {
     WIRE_GOSSIP_SYN = 1,
@@ -85,7 +85,8 @@ struct wire_gossip_msg {
 /* Encode and authenticate m. On success *out is a malloc()ed packet of
  * *out_len bytes, owned by the caller (free()). Returns 0, RK_EBADREQ (bad
  * type, name, or version order), RK_ETOOLARGE (a limit above), -ENOMEM. */
-int wire_gossip_msg_encode(uint8_t **out, size_t *out_len,
+int wire_gossip_msg_encode(uint8_t **out,
+                           size_t *out_len,
                            const struct wire_gossip_msg *m,
                            const struct wire_key *key);
 
@@ -97,7 +98,8 @@ int wire_gossip_msg_encode(uint8_t **out, size_t *out_len,
  * Checks done here: types, limits, base <= top and every state version in
  * (base, top]. The cluster name is returned, not checked. */
 int wire_gossip_msg_decode(struct wire_gossip_msg *out,
-                           const struct wire_key *key, const uint8_t *pkt,
+                           const struct wire_key *key,
+                           const uint8_t *pkt,
                            size_t len);
 
 /* Free what a decoded message owns and zero it. A NULL or caller-built
@@ -108,8 +110,10 @@ void wire_gossip_msg_release(struct wire_gossip_msg *m);
  * the fixed part of a packet (header, cluster, type, from, MAC) given the
  * number of digests and deltas it will hold; one digest; one delta without
  * its states and with n_states states; one state. */
-size_t wire_gossip_size_base(size_t cluster_len, size_t from_len,
-                             size_t n_digests, size_t n_deltas);
+size_t wire_gossip_size_base(size_t cluster_len,
+                             size_t from_len,
+                             size_t n_digests,
+                             size_t n_deltas);
 size_t wire_gossip_size_digest(const struct wire_gossip_digest *d);
 size_t wire_gossip_size_delta_head(const struct wire_gossip_delta *d,
                                    size_t n_states);

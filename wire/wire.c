@@ -43,14 +43,18 @@ void wire_key_wipe(struct wire_key *key)
         sodium_memzero(key->bytes, sizeof(key->bytes));
 }
 
-void wire_mac_compute(uint8_t out[WIRE_MAC_BYTES], const struct wire_key *key,
-                      const uint8_t *msg, size_t len)
+void wire_mac_compute(uint8_t out[WIRE_MAC_BYTES],
+                      const struct wire_key *key,
+                      const uint8_t *msg,
+                      size_t len)
 {
     crypto_auth(out, msg, len, key->bytes);
 }
 
 int wire_mac_verify(const uint8_t mac[WIRE_MAC_BYTES],
-                    const struct wire_key *key, const uint8_t *msg, size_t len)
+                    const struct wire_key *key,
+                    const uint8_t *msg,
+                    size_t len)
 {
     return crypto_auth_verify(mac, msg, len, key->bytes) == 0 ? 0 : RK_EAUTH;
 }
@@ -67,8 +71,11 @@ static uint64_t be_read(const uint8_t *p, size_t n)
 
 /* Reads the header of the item at buf[*pos]; sets *skip to the bytes of its
  * body that follow the header and *children to the number of nested items. */
-static int item_header(const uint8_t *buf, size_t len, size_t *pos,
-                       uint64_t *skip, uint64_t *children)
+static int item_header(const uint8_t *buf,
+                       size_t len,
+                       size_t *pos,
+                       uint64_t *skip,
+                       uint64_t *children)
 {
     uint8_t b = buf[(*pos)++];
     size_t lenbytes = 0;
@@ -217,8 +224,11 @@ int wire_obj_bin(struct rk_slice *out, const msgpack_object *o, size_t max)
     return 0;
 }
 
-int wire_obj_array(const msgpack_object **out_items, size_t *out_n,
-                   const msgpack_object *o, size_t want, size_t max)
+int wire_obj_array(const msgpack_object **out_items,
+                   size_t *out_n,
+                   const msgpack_object *o,
+                   size_t want,
+                   size_t max)
 {
     if (o->type != MSGPACK_OBJECT_ARRAY)
         return RK_EPROTO;

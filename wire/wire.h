@@ -50,13 +50,17 @@ int wire_key_derive(struct wire_key *out, const uint8_t *secret, size_t len);
 void wire_key_wipe(struct wire_key *key);
 
 /* out = HMAC-SHA-512-256(key, msg[0..len)). */
-void wire_mac_compute(uint8_t out[WIRE_MAC_BYTES], const struct wire_key *key,
-                      const uint8_t *msg, size_t len);
+void wire_mac_compute(uint8_t out[WIRE_MAC_BYTES],
+                      const struct wire_key *key,
+                      const uint8_t *msg,
+                      size_t len);
 
 /* Constant-time check of mac against msg. Returns 0 if it matches, RK_EAUTH
  * otherwise. */
 int wire_mac_verify(const uint8_t mac[WIRE_MAC_BYTES],
-                    const struct wire_key *key, const uint8_t *msg, size_t len);
+                    const struct wire_key *key,
+                    const uint8_t *msg,
+                    size_t len);
 
 /* Check that buf[0..len) is exactly one well-formed msgpack object: every
  * length and count fits in the bytes present, nesting is at most max_depth,
@@ -79,8 +83,11 @@ int wire_obj_str(struct rk_slice *out, const msgpack_object *o, size_t max);
 int wire_obj_bin(struct rk_slice *out, const msgpack_object *o, size_t max);
 /* An ARRAY of exactly `want` elements (want > 0) or, if want == 0, of at most
  * max elements; *out_items borrows from the unpacked zone. */
-int wire_obj_array(const msgpack_object **out_items, size_t *out_n,
-                   const msgpack_object *o, size_t want, size_t max);
+int wire_obj_array(const msgpack_object **out_items,
+                   size_t *out_n,
+                   const msgpack_object *o,
+                   size_t want,
+                   size_t max);
 
 /* Exact encoded sizes, for codecs that split messages under a byte budget:
  * a msgpack uint, a str or bin header plus body, an array header. */

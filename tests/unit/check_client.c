@@ -7,9 +7,14 @@
  * "timeout" answer typed errors, "garbage" answers an undecodable frame. In
  * reverse mode it collects ten requests and answers them last-first, so the
  * client must match responses by id.
+ *
+ * The "programs" cases run the built `ringkv` and `ringkv-load` binaries
+ * (found next to this test binary) against the same fake server and check
+ * their output and exit codes.
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -18,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -39,6 +45,7 @@ struct fake {
     atomic_int requests;
     bool dropped_once;
     uint32_t last_cl;
+    uint32_t last_ttl;
     struct {
         char key[64];
         uint8_t *val;
@@ -115,6 +122,8 @@ static int fake_answer(struct fake *f,
     r->op = q->op;
     if (q->has & WIRE_CREQ_CL)
         f->last_cl = q->cl;
+    if (q->op == WIRE_COP_PUT)
+        f->last_ttl = (q->has & WIRE_CREQ_TTL) ? q->ttl : 0;
     if (q->op == WIRE_COP_HELLO) {
         if (f->password != NULL &&
             (!(q->has & WIRE_CREQ_PASSWORD) ||
@@ -196,6 +205,34 @@ static int fake_answer(struct fake *f,
         }
         return 1;
     }
+    case WIRE_COP_ENDPOINTS: {
+        static struct wire_cendpoint eps[] = {
+            {{(const uint8_t *)"n2", 2},
+             {(const uint8_t *)"127.0.0.12:7380", 15}},
+            {{(const uint8_t *)"n1", 2},
+             {(const uint8_t *)"127.0.0.11:7380", 15}}};
+        r->has = WIRE_CRESP_TOKEN | WIRE_CRESP_ENDPOINTS;
+        /* "badtoken" gets a token the client cannot agree with */
+        r->token = key_is(q, "badtoken") ? 1 : rk_token(q->key.p, q->key.len);
+        r->endpoints = eps;
+        r->nendpoints = 2;
+        return 1;
+    }
+    case WIRE_COP_RING: {
+        static struct wire_ctoken toks[] = {
+            {100, {(const uint8_t *)"n1", 2}},
+            {UINT64_MAX, {(const uint8_t *)"n2", 2}}};
+        r->has = WIRE_CRESP_EPOCH | WIRE_CRESP_FPRINT | WIRE_CRESP_TOKENS;
+        r->epoch = 3;
+        r->fprint = 0xabcdef;
+        r->tokens = toks;
+        r->ntokens = 2;
+        return 1;
+    }
+    case WIRE_COP_METRICS:
+        r->has = WIRE_CRESP_TEXT;
+        r->text = RK_SLICE("# TYPE x counter\nx 1\n", 22);
+        return 1;
     case WIRE_COP_STATUS:
         r->has = WIRE_CRESP_EPOCH | WIRE_CRESP_FPRINT | WIRE_CRESP_NODES;
         r->epoch = 3;
@@ -691,6 +728,255 @@ START_TEST(host_lists)
 }
 END_TEST
 
+/* ---- the ringkv CLI and ringkv-load, run as processes ----------------------
+ */
+
+/* Run build/bin/<prog> (next to this test binary) with args; capture stdout
+ * (and stderr when err != NULL) and return the exit status. */
+static int run_prog(const char *prog,
+                    const char *const *args,
+                    char *out,
+                    size_t outsz,
+                    char *err,
+                    size_t errsz,
+                    const char *env)
+{
+    char self[4096], path[4200];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    ck_assert_int_gt(n, 0);
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    snprintf(path, sizeof(path), "%s/%s", self, prog);
+    ck_assert_msg(access(path, X_OK) == 0, "%s not built", path);
+    int po[2], pe[2];
+    ck_assert_int_eq(pipe(po), 0);
+    ck_assert_int_eq(pipe(pe), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]);
+        close(pe[0]);
+        const char *argv[32];
+        int k = 0;
+        argv[k++] = prog;
+        for (int i = 0; args[i] && k < 31; i++)
+            argv[k++] = args[i];
+        argv[k] = NULL;
+        unsetenv("RINGKV_PASSWORD");
+        unsetenv("RINGKV_HOST");
+        if (env)
+            putenv((char *)env);
+        execv(path, (char *const *)argv);
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    size_t ol = 0, el = 0;
+    struct pollfd p[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
+    int open_fds = 2;
+    char scratch[4096];
+    while (open_fds > 0 && poll(p, 2, 60000) > 0) {
+        for (int i = 0; i < 2; i++) {
+            if (p[i].fd < 0 || !(p[i].revents & (POLLIN | POLLHUP)))
+                continue;
+            char *dst = i == 0 ? out + ol : (err ? err + el : scratch);
+            size_t room = i == 0 ? outsz - 1 - ol
+                                 : (err ? errsz - 1 - el : sizeof(scratch));
+            ssize_t r = read(p[i].fd, room ? dst : scratch,
+                             room ? room : sizeof(scratch));
+            if (r <= 0) {
+                close(p[i].fd);
+                p[i].fd = -1;
+                open_fds--;
+            } else if (room && i == 0) {
+                ol += (size_t)r;
+            } else if (room && err) {
+                el += (size_t)r;
+            }
+        }
+    }
+    out[ol] = '\0';
+    if (err)
+        err[el] = '\0';
+    for (int i = 0; i < 2; i++)
+        if (p[i].fd >= 0)
+            close(p[i].fd);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+static int cli(struct fake *f,
+               const char *env,
+               char *out,
+               char *err,
+               const char *a0,
+               const char *a1,
+               const char *a2,
+               const char *a3,
+               const char *a4)
+{
+    char host[32];
+    snprintf(host, sizeof(host), "127.0.0.1:%u", f ? f->port : dead_port());
+    const char *args[] = {"-h", host, a0, a1, a2, a3, a4, NULL};
+    return run_prog("ringkv", args, out, 8192, err, 8192, env);
+}
+
+START_TEST(cli_data_commands)
+{
+    struct fake *f = fake_start(false, NULL);
+    char out[8192], err[8192];
+    ck_assert_int_eq(cli(f, NULL, out, err, "put", "k", "hello", "--ttl", "30"),
+                     0);
+    ck_assert_str_eq(out, "OK\n");
+    ck_assert_uint_eq(f->last_ttl, 30);
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "k", NULL, NULL, NULL), 0);
+    ck_assert_str_eq(out, "hello\n");
+    ck_assert_int_eq(cli(f, NULL, out, err, "--json", "get", "k", NULL, NULL),
+                     0);
+    ck_assert_str_eq(out,
+                     "{\"key\":\"k\",\"found\":true,\"value\":\"hello\"}\n");
+    ck_assert_int_eq(cli(f, NULL, out, err, "del", "k", "-c", "quorum", NULL),
+                     0);
+    ck_assert_uint_eq(f->last_cl, WIRE_CCL_QUORUM);
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "k", NULL, NULL, NULL), 1);
+    ck_assert_str_eq(out, "");
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "k", "--json", NULL, NULL),
+                     1);
+    ck_assert_str_eq(out, "{\"key\":\"k\",\"found\":false}\n");
+    /* typed errors become exit codes and say what happened */
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "unavail", NULL, NULL, NULL),
+                     5);
+    ck_assert_ptr_nonnull(strstr(err, "UNAVAILABLE: 1 of 3 replicas alive"));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "--json", "put", "timeout", "v", NULL), 5);
+    ck_assert_ptr_nonnull(strstr(out, "\"error\":\"TIMEOUT\""));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "decommission", NULL, NULL, NULL, NULL), 7);
+    ck_assert_ptr_nonnull(strstr(err, "NOT_IMPLEMENTED"));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "removenode", "n2", NULL, NULL, NULL), 7);
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(cli_status)
+{
+    struct fake *f = fake_start(false, NULL);
+    char out[8192], err[8192];
+    ck_assert_int_eq(cli(f, NULL, out, err, "status", NULL, NULL, NULL, NULL),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "Datacenter: dc1"));
+    ck_assert_ptr_nonnull(strstr(out, "Owns (effective)"));
+    ck_assert_ptr_nonnull(strstr(out, "UN  127.0.0.11:7380  1.50 KiB"));
+    ck_assert_ptr_nonnull(strstr(out, "50.0%"));
+    ck_assert_ptr_nonnull(strstr(out, "DN  127.0.0.12:7380"));
+    ck_assert_ptr_nonnull(
+        strstr(out, "Ring epoch: 3, fingerprint: 0000000000abcdef"));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "status", "--json", NULL, NULL, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "{\"epoch\":3,\"fingerprint\":"
+                                      "\"0000000000abcdef\",\"nodes\":[{"
+                                      "\"state\":\"UN\",\"address\":\"127.0.0."
+                                      "11:7380\",\"load\":1536,\"tokens\":16,"
+                                      "\"owns\":0.500000,\"host\":\"n1\","
+                                      "\"rack\":\"r1\",\"dc\":\"dc1\"}"));
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(cli_ring_endpoints_metrics)
+{
+    struct fake *f = fake_start(false, NULL);
+    char out[8192], err[8192];
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "getendpoints", "user:1", NULL, NULL, NULL), 0);
+    ck_assert_str_eq(out, "127.0.0.12:7380\tn2\n127.0.0.11:7380\tn1\n");
+    ck_assert_str_eq(err, "");
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "getendpoints", "badtoken", NULL, NULL, NULL),
+        0);
+    ck_assert_ptr_nonnull(strstr(err, "warning: the node says token 1"));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "--json", "getendpoints", "k", NULL, NULL), 0);
+    char want[256];
+    snprintf(want, sizeof(want),
+             "{\"key\":\"k\",\"token\":%" PRIu64 ",\"endpoints\":[{\"host\":"
+             "\"n2\",\"address\":\"127.0.0.12:7380\"},",
+             rk_token("k", 1));
+    ck_assert_ptr_nonnull(strstr(out, want));
+    ck_assert_int_eq(cli(f, NULL, out, err, "ring", NULL, NULL, NULL, NULL), 0);
+    ck_assert_ptr_nonnull(
+        strstr(out, "18446744073709551615  ffffffffffffffff"));
+    ck_assert_int_eq(cli(f, NULL, out, err, "ring", "--json", NULL, NULL, NULL),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "{\"token\":100,\"node\":\"n1\"}"));
+    ck_assert_int_eq(cli(f, NULL, out, err, "metrics", NULL, NULL, NULL, NULL),
+                     0);
+    ck_assert_str_eq(out, "# TYPE x counter\nx 1\n");
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(cli_usage_and_connection)
+{
+    char out[8192], err[8192];
+    ck_assert_int_eq(cli(NULL, NULL, out, err, "get", "k", NULL, NULL, NULL),
+                     3);
+    ck_assert_ptr_nonnull(strstr(err, "cannot connect"));
+    ck_assert_int_eq(cli(NULL, NULL, out, err, "bogus", NULL, NULL, NULL, NULL),
+                     2);
+    ck_assert_int_eq(cli(NULL, NULL, out, err, "get", NULL, NULL, NULL, NULL),
+                     2);
+    ck_assert_int_eq(cli(NULL, NULL, out, err, "get", "k", "-c", "SOME", NULL),
+                     2);
+    ck_assert_int_eq(cli(NULL, NULL, out, err, "del", "k", "--ttl", "5", NULL),
+                     2);
+    ck_assert_int_eq(
+        cli(NULL, NULL, out, err, "help", "status", NULL, NULL, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "usage: ringkv [options] status"));
+    ck_assert_int_eq(
+        cli(NULL, NULL, out, err, "put", "--help", NULL, NULL, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "--ttl"));
+}
+END_TEST
+
+START_TEST(cli_password)
+{
+    struct fake *f = fake_start(false, "pw");
+    char out[8192], err[8192];
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "k", NULL, NULL, NULL), 4);
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "get", "k", "--password", "no", NULL), 4);
+    ck_assert_int_eq(
+        cli(f, "RINGKV_PASSWORD=pw", out, err, "put", "k", "v", NULL, NULL), 0);
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "k", "-a", "pw", NULL), 0);
+    ck_assert_str_eq(out, "v\n");
+    fake_stop(f);
+}
+END_TEST
+
+START_TEST(load_generator_runs)
+{
+    struct fake *f = fake_start(false, NULL);
+    char host[32], out[8192];
+    snprintf(host, sizeof(host), "127.0.0.1:%u", f->port);
+    const char *args[] = {"-h",  host, "-c", "1",  "-P",  "8",      "-n",
+                          "300", "-k", "20", "-r", "0.5", "--json", NULL};
+    ck_assert_int_eq(
+        run_prog("ringkv-load", args, out, sizeof(out), NULL, 0, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"ops\":300,"));
+    ck_assert_ptr_nonnull(strstr(out, "\"errors\":0,"));
+    ck_assert_ptr_nonnull(strstr(out, "\"p999\":"));
+    ck_assert_int_eq(atomic_load(&f->requests), 300);
+    fake_stop(f);
+}
+END_TEST
+
 static Suite *client_suite(void)
 {
     Suite *s = suite_create("client");
@@ -712,6 +998,15 @@ static Suite *client_suite(void)
     tcase_add_test(tc, failover_between_hosts);
     tcase_add_test(tc, error_mapping);
     tcase_add_test(tc, authentication);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("programs");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, cli_data_commands);
+    tcase_add_test(tc, cli_status);
+    tcase_add_test(tc, cli_ring_endpoints_metrics);
+    tcase_add_test(tc, cli_usage_and_connection);
+    tcase_add_test(tc, cli_password);
+    tcase_add_test(tc, load_generator_runs);
     suite_add_tcase(s, tc);
     tc = tcase_create("config");
     tcase_add_test(tc, host_lists);

@@ -222,6 +222,9 @@ struct srv {
     bool close_on_req; /* close the connection on the first request */
     bool quit_after;   /* raw: reply then close gracefully */
     bool pause_on_accept;
+    size_t burst;    /* raw: answer with this many 1 MiB frames... */
+    int burst_rc[2]; /* ...or a frame of `burst` bytes then 10 bytes */
+    bool burst_pair;
     size_t max_seen_queued;
     int send_overloaded;
     char peer_name[NET_NAME_MAX];
@@ -265,6 +268,17 @@ static int srv_frame(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
         memcpy(h->p, f.p, f.len);
         net_conn_ref(c);
         return 0;
+    }
+    if (v->burst_pair) {
+        uint8_t *big = calloc(1, v->burst);
+        v->burst_rc[0] = net_conn_send(c, RK_SLICE(big, v->burst));
+        v->burst_rc[1] = net_conn_send(c, RK_SLICE(big, 10));
+        free(big);
+    } else if (v->burst) {
+        uint8_t *big = calloc(1, 1u << 20);
+        for (size_t i = 0; i < v->burst; i++)
+            ck_assert_int_eq(net_conn_send(c, RK_SLICE(big, 1u << 20)), 0);
+        free(big);
     }
     if (v->echo) {
         int rc = id ? net_conn_reply(c, id, f) : net_conn_send(c, f);
@@ -660,6 +674,99 @@ START_TEST(rpc_pipelined_and_batched)
 }
 END_TEST
 
+/* A coordinator-like load: WINDOW requests in flight, each answer sends
+ * the next. Run batched and with one write per frame, side by side in one
+ * process; prints the ratio. Asserts correctness and the write counts only
+ * (never a time). */
+#define FIG_N      40000
+#define FIG_WINDOW 500
+
+struct fig {
+    net_peers *p;
+    const char *addr;
+    int sent, done, bad;
+};
+
+static void fig_cb(void *arg, int status, struct rk_slice resp)
+{
+    struct fig *f = arg;
+    f->done++;
+    if (status != 0 || resp.len != 100)
+        f->bad++;
+    if (f->sent < FIG_N) {
+        uint8_t pl[100] = {0};
+        f->sent++;
+        if (net_peers_request(f->p, f->addr, RK_SLICE(pl, sizeof(pl)), 60000,
+                              fig_cb, f) != 0)
+            f->bad++;
+    }
+}
+
+static double
+fig_run(bool batched, uint64_t *client_writes, uint64_t *server_writes)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.echo = true;
+    struct net_server_opts so = NET_SERVER_OPTS_INIT;
+    so.rpc = true;
+    so.no_batching = !batched;
+    so.on_accept = srv_accept;
+    so.on_frame = srv_frame;
+    so.on_close = srv_close;
+    so.arg = &v;
+    ck_assert_int_eq(net_server_new(&v.s, &e.loop, &so), 0);
+    struct net_peers_opts po = NET_PEERS_OPTS_INIT;
+    po.no_batching = !batched;
+    struct fig f = {0};
+    ck_assert_int_eq(net_peers_new(&f.p, &e.loop, &po), 0);
+    char a[64];
+    f.addr = addr_of(a, sizeof(a), net_server_port(v.s));
+    uint64_t t0 = uv_hrtime();
+    for (int i = 0; i < FIG_WINDOW; i++) {
+        uint8_t pl[100] = {0};
+        f.sent++;
+        ck_assert_int_eq(net_peers_request(f.p, f.addr, RK_SLICE(pl, 100),
+                                           60000, fig_cb, &f),
+                         0);
+    }
+    RUN_UNTIL(&e, f.done == FIG_N);
+    double secs = (double)(uv_hrtime() - t0) / 1e9;
+    ck_assert_int_eq(f.bad, 0);
+    struct net_stats cs, ss;
+    net_peers_stats(f.p, &cs);
+    net_server_stats(v.s, &ss);
+    *client_writes = cs.writes;
+    *server_writes = ss.writes;
+    peers_stop(&e, f.p);
+    srv_stop(&e, &v);
+    env_finish(&e);
+    return FIG_N / secs;
+}
+
+START_TEST(rpc_batching_figure)
+{
+    uint64_t cw_b, sw_b, cw_u, sw_u;
+    double unbatched = fig_run(false, &cw_u, &sw_u);
+    double batched = fig_run(true, &cw_b, &sw_b);
+    printf("batching: %d RPCs, %d in flight, 100-byte payloads, one loop\n"
+           "  one write per frame: %.0f RPC/s, %llu client + %llu server "
+           "writes\n"
+           "  batched per turn:    %.0f RPC/s, %llu client + %llu server "
+           "writes\n"
+           "  ratio batched/unbatched: %.2fx throughput, %.1fx fewer writes\n",
+           FIG_N, FIG_WINDOW, unbatched, (unsigned long long)cw_u,
+           (unsigned long long)sw_u, batched, (unsigned long long)cw_b,
+           (unsigned long long)sw_b, batched / unbatched,
+           (double)(cw_u + sw_u) / (double)(cw_b + sw_b));
+    ck_assert_uint_ge(cw_u, FIG_N - FIG_WINDOW); /* all but the first window */
+    ck_assert_uint_eq(sw_u, FIG_N);
+    ck_assert_uint_lt(cw_b, cw_u);
+    ck_assert_uint_lt(sw_b, sw_u);
+}
+END_TEST
+
 START_TEST(rpc_out_of_order_and_large)
 {
     struct env e;
@@ -1030,6 +1137,51 @@ START_TEST(backpressure_server_pauses_reading)
 }
 END_TEST
 
+/* Regression (queue_underflow): a first frame larger than max_queued is
+ * accepted on an empty queue; the next send must then be refused, not
+ * slip through an unsigned underflow of "max_queued - queued". */
+START_TEST(regression_queue_underflow)
+{
+    struct env e;
+    struct srv v = {0};
+    struct tcli t;
+    env_init(&e);
+    v.burst_pair = true;
+    v.burst = 100 * 1024;
+    srv_start(&e, &v, false, NULL, 0, 64 * 1024);
+    tcli_connect(&e, &t, net_server_port(v.s), false);
+    tcli_write_frame(&t, "go", 2);
+    RUN_UNTIL(&e, v.frames == 1);
+    ck_assert_int_eq(v.burst_rc[0], 0);
+    ck_assert_int_eq(v.burst_rc[1], RK_EOVERLOADED);
+    tcli_close(&e, &t);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+/* Regression (graceful_close_linger): a graceful close towards a client
+ * that never reads must still end (bounded by handshake_timeout_ms), or the
+ * connection and its queued bytes would live forever. */
+START_TEST(regression_graceful_close_linger)
+{
+    struct env e;
+    struct srv v = {0};
+    struct tcli t;
+    env_init(&e);
+    v.burst = 40; /* 40 MiB of answers, more than loopback buffers */
+    v.quit_after = true;
+    srv_start(&e, &v, false, NULL, 0, 0);
+    tcli_connect(&e, &t, net_server_port(v.s), false);
+    tcli_write_frame(&t, "go", 2);
+    RUN_UNTIL(&e, v.closed == 1);
+    ck_assert_int_eq(v.last_close_err, 0);
+    tcli_close(&e, &t);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
 START_TEST(read_pause_resume)
 {
     struct env e;
@@ -1329,12 +1481,15 @@ static Suite *net_suite(void)
     tcase_add_test(tc, raw_frames_round_trip);
     tcase_add_test(tc, oversize_frame_closes);
     tcase_add_test(tc, read_pause_resume);
+    tcase_add_test(tc, regression_queue_underflow);
+    tcase_add_test(tc, regression_graceful_close_linger);
     tcase_add_test(tc, server_close_with_refs);
     suite_add_tcase(s, tc);
     tc = tcase_create("rpc");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, rpc_pipelined_and_batched);
     tcase_add_test(tc, rpc_out_of_order_and_large);
+    tcase_add_test(tc, rpc_batching_figure);
     tcase_add_test(tc, rpc_timeouts_fire_once);
     tcase_add_test(tc, rpc_disconnect_fails_pending_then_reconnects);
     tcase_add_test(tc, rpc_refused_backoff_and_names);

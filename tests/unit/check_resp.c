@@ -212,6 +212,15 @@ START_TEST(parse_inline)
     EXPECT_ERR("set k \"abc\n", "", "unbalanced quotes in request");
     EXPECT_ERR("set k \"ab\"c\n", "", "unbalanced quotes in request");
     EXPECT_ERR("set k 'ab\n", "", "unbalanced quotes in request");
+    /* binary garbage and HTTP close the connection */
+    EXPECT_ERR("PING\r\n\x16\x03\x01\x02\x00\x01", "4:PING ;",
+               "binary data in inline request");
+    EXPECT_ERR("get \x00k\n", "", "binary data in inline request");
+    EXPECT_ERR("POST / HTTP/1.1\r\n", "", "cross protocol scripting attempt");
+    EXPECT_ERR("GET / HTTP/1.1\r\nHost: x\r\n", "3:GET 1:/ 8:HTTP/1.1 ;",
+               "cross protocol scripting attempt");
+    /* UTF-8 and tabs are text */
+    EXPECT_OK("echo\t\xc3\xa9t\xc3\xa9\n", "4:echo 5:\xc3\xa9t\xc3\xa9 ;");
 }
 END_TEST
 
@@ -304,6 +313,50 @@ START_TEST(parse_limits)
 }
 END_TEST
 
+/* Announcing a large bulk does not allocate it: the buffer grows with what
+ * arrives (at most about twice the bytes received). */
+START_TEST(parse_announced_bulk_not_allocated)
+{
+    resp_parser *p;
+    ck_assert_int_eq(resp_parser_new(&p, NULL), 0);
+    static const char head[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16777216\r\n";
+    ck_assert_int_eq(resp_parser_feed(p, head, sizeof(head) - 1), 0);
+    struct resp_cmd c;
+    ck_assert_int_eq(resp_parser_next(&c, p), 0);
+    uint8_t *dst;
+    size_t room;
+    ck_assert_int_eq(resp_parser_reserve(&dst, &room, p, 65536), 0);
+    ck_assert_uint_lt(resp_parser_memory(p), 256 * 1024);
+    resp_parser_commit(p, 0);
+    resp_parser_free(p);
+}
+END_TEST
+
+/* A very wide request grows the argument arrays; they are given back. */
+START_TEST(parse_wide_request_memory)
+{
+    resp_parser *p;
+    ck_assert_int_eq(resp_parser_new(&p, NULL), 0);
+    size_t before = resp_parser_memory(p);
+    struct resp_out in = RESP_OUT_INIT;
+    ck_assert_int_eq(resp_out_array(&in, 20001), 0);
+    ck_assert_int_eq(resp_out_bulk(&in, "DEL", 3), 0);
+    for (int i = 0; i < 20000; i++)
+        ck_assert_int_eq(resp_out_bulk(&in, "k", 1), 0);
+    ck_assert_int_eq(resp_parser_feed(p, in.p, in.len), 0);
+    struct resp_cmd c;
+    ck_assert_int_eq(resp_parser_next(&c, p), 1);
+    ck_assert_uint_eq(c.argc, 20001);
+    ck_assert_uint_gt(resp_parser_memory(p), before + 20000 * 32);
+    ck_assert_int_eq(resp_parser_feed(p, "PING\r\n", 6), 0);
+    ck_assert_uint_lt(resp_parser_memory(p), before + 300 * 1024);
+    ck_assert_int_eq(resp_parser_next(&c, p), 1);
+    ck_assert_uint_eq(c.argc, 1);
+    resp_out_free(&in);
+    resp_parser_free(p);
+}
+END_TEST
+
 START_TEST(parse_error_sticky)
 {
     resp_parser *p;
@@ -371,9 +424,11 @@ START_TEST(parse_large_value_zero_copy)
         ck_assert_int_eq(rc, 0);
     }
     ck_assert_int_eq(got, 2);
-    /* the buffer is usable (and shrinks) afterwards */
+    ck_assert_uint_gt(resp_parser_memory(p), vlen);
+    /* the buffer is usable and shrinks afterwards */
     ck_assert_int_eq(resp_parser_feed(p, "PING\n", 5), 0);
     ck_assert_int_eq(resp_parser_next(&c, p), 1);
+    ck_assert_uint_le(resp_parser_memory(p), 300 * 1024);
     resp_parser_free(p);
     free(in);
 }
@@ -513,6 +568,7 @@ START_TEST(cmd_lookup_and_arity)
     ck_assert_int_eq(r.op, RESP_OP_GET);
     ck_assert_uint_eq(r.key.len, 1);
     req_expect(&r, R("FOO", "a"), "-ERR unknown command 'FOO'\r\n");
+    req_expect(&r, R(""), "-ERR unknown command ''\r\n");
     req_expect(&r, R("G\r\nT'"), "-ERR unknown command 'G??T?'\r\n");
     req_expect(&r, R("GET"),
                "-ERR wrong number of arguments for 'get' command\r\n");
@@ -756,6 +812,8 @@ static Suite *resp_suite(void)
     tcase_add_test(tc, parse_nested_refused);
     tcase_add_test(tc, parse_huge_bulk_refused);
     tcase_add_test(tc, parse_limits);
+    tcase_add_test(tc, parse_wide_request_memory);
+    tcase_add_test(tc, parse_announced_bulk_not_allocated);
     tcase_add_test(tc, parse_error_sticky);
     tcase_add_test(tc, parse_large_value_zero_copy);
     suite_add_tcase(s, tc);

@@ -6,7 +6,10 @@
  * other one as UP, measure gossip bytes per node per second over a steady
  * window, then change node 0's TOKENS and count the rounds (tick intervals,
  * measured at 100 ms resolution) until every node holds the new value.
- * Prints one line per seed and the medians.
+ * Then cut one node off and measure how long until every node sees the
+ * partition (phi-accrual DOWN), heal it and measure until all are UP again.
+ * DOWN events of a healthy node seen by a healthy node are counted as false
+ * convictions over the whole run. Prints one line per seed and the medians.
  */
 #include <errno.h>
 #include <math.h>
@@ -22,7 +25,50 @@ static void usage(void)
             "usage: gossip-sim [--nodes N] [--loss P] [--dup P] [--runs R]\n"
             "                  [--first-seed S] [--max-packet B] "
             "[--tokens T]\n"
-            "                  [--delay-max MS] [--steady S]\n");
+            "                  [--delay-max MS] [--steady S] "
+            "[--partition 0|1]\n");
+}
+
+struct watch {
+    size_t victim; /* SIZE_MAX before the partition */
+    bool converged;
+    uint64_t false_downs;        /* after first convergence */
+    uint64_t false_downs_warmup; /* while the cluster was forming */
+};
+
+static void on_event(void *arg, size_t node, const struct gossip_event *ev)
+{
+    struct watch *w = arg;
+    char vname[32];
+    if (ev->type != GOSSIP_EV_DOWN)
+        return;
+    snprintf(vname, sizeof(vname), "n%zu", w->victim);
+    if (w->victim == SIZE_MAX ||
+        (node != w->victim && strcmp(ev->name, vname) != 0)) {
+        if (w->converged)
+            w->false_downs++;
+        else
+            w->false_downs_warmup++;
+    }
+}
+
+/* Healthy nodes see the victim DOWN and each other UP; the victim sees all
+ * DOWN. */
+static bool partition_seen(gossip_sim *s, size_t n, size_t victim)
+{
+    char vname[32];
+    snprintf(vname, sizeof(vname), "n%zu", victim);
+    for (size_t i = 0; i < n; i++) {
+        gossip *g = gossip_sim_node(s, i);
+        for (size_t k = 1; k < gossip_peer_count(g); k++) {
+            struct gossip_peer_info pi;
+            gossip_peer_get(&pi, g, k, gossip_sim_now(s));
+            bool cut = i == victim || strcmp(pi.name, vname) == 0;
+            if (pi.up == cut)
+                return false;
+        }
+    }
+    return true;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -68,7 +114,7 @@ static size_t count_have(gossip_sim *s, size_t n, uint64_t version)
 int main(int argc, char **argv)
 {
     struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
-    size_t runs = 20, steady_s = 30;
+    size_t runs = 20, steady_s = 30, partition = 1;
     uint64_t first_seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -95,6 +141,8 @@ int main(int argc, char **argv)
             cfg.delay_max_ms = (uint32_t)strtoul(v, NULL, 10);
         else if (strcmp(a, "--steady") == 0)
             steady_s = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--partition") == 0)
+            partition = strtoul(v, NULL, 10);
         else {
             usage();
             return 2;
@@ -108,8 +156,12 @@ int main(int argc, char **argv)
     double *rounds = calloc(runs, sizeof(*rounds));
     double *bps = calloc(runs, sizeof(*bps));
     double *pps = calloc(runs, sizeof(*pps));
-    if (rounds == NULL || bps == NULL || pps == NULL)
+    double *detect = calloc(runs, sizeof(*detect));
+    double *heal = calloc(runs, sizeof(*heal));
+    if (rounds == NULL || bps == NULL || pps == NULL || detect == NULL ||
+        heal == NULL)
         return 1;
+    uint64_t false_downs = 0, false_downs_warmup = 0;
     size_t n = cfg.n_nodes;
     printf("nodes=%zu loss=%.2f dup=%.2f delay=%u..%ums tokens=%zu "
            "max_packet=%zu runs=%zu\n",
@@ -117,6 +169,9 @@ int main(int argc, char **argv)
            cfg.n_tokens, cfg.max_packet, runs);
     for (size_t r = 0; r < runs; r++) {
         cfg.seed = first_seed + r;
+        struct watch w = {.victim = SIZE_MAX};
+        cfg.on_event = on_event;
+        cfg.arg = &w;
         gossip_sim *s;
         int rc = gossip_sim_new(&s, &cfg);
         if (rc != 0) {
@@ -133,6 +188,7 @@ int main(int argc, char **argv)
             }
         }
         uint64_t warm = t;
+        w.converged = true;
         struct gossip_sim_counters c0, c1;
         gossip_sim_counters_get(&c0, s);
         t += steady_s * 1000;
@@ -164,10 +220,42 @@ int main(int argc, char **argv)
             }
         }
         rounds[r] = (double)(t - start) / cfg.interval_ms;
+
+        if (!partition)
+            goto report;
+        w.victim = n / 2;
+        gossip_sim_isolate(s, w.victim, true);
+        start = t;
+        while (!partition_seen(s, n, w.victim)) {
+            t += 1000;
+            if (t - start > 600 * 1000 || gossip_sim_run(s, t) != 0) {
+                fprintf(stderr, "seed %llu: partition not detected\n",
+                        (unsigned long long)cfg.seed);
+                return 1;
+            }
+        }
+        detect[r] = (double)(t - start) / 1000;
+        gossip_sim_isolate(s, w.victim, false);
+        start = t;
+        while (!all_know_all_up(s, n)) {
+            t += 1000;
+            if (t - start > 600 * 1000 || gossip_sim_run(s, t) != 0) {
+                fprintf(stderr, "seed %llu: no recovery\n",
+                        (unsigned long long)cfg.seed);
+                return 1;
+            }
+        }
+        heal[r] = (double)(t - start) / 1000;
+    report:
+        false_downs += w.false_downs;
+        false_downs_warmup += w.false_downs_warmup;
         printf("seed=%llu warmup_s=%llu rounds_to_all=%.1f "
-               "bytes_per_node_s=%.0f pkts_per_node_s=%.2f\n",
-               (unsigned long long)cfg.seed,
-               (unsigned long long)(warm / 1000), rounds[r], bps[r], pps[r]);
+               "bytes_per_node_s=%.0f pkts_per_node_s=%.2f detect_s=%.0f "
+               "heal_s=%.0f false_downs=%llu warmup_false_downs=%llu\n",
+               (unsigned long long)cfg.seed, (unsigned long long)(warm / 1000),
+               rounds[r], bps[r], pps[r], detect[r], heal[r],
+               (unsigned long long)w.false_downs,
+               (unsigned long long)w.false_downs_warmup);
         fflush(stdout);
         gossip_sim_free(s);
     }
@@ -177,6 +265,18 @@ int main(int argc, char **argv)
            med, ceil(med), log2((double)n) + 4, log2((double)n) + 6);
     printf("median bytes_per_node_s=%.0f pkts_per_node_s=%.2f\n",
            median(bps, runs), median(pps, runs));
+    if (partition)
+        printf("median partition_detect_s=%.0f heal_s=%.0f false_downs_total="
+               "%llu (during warm-up: %llu)\n",
+               median(detect, runs), median(heal, runs),
+               (unsigned long long)false_downs,
+               (unsigned long long)false_downs_warmup);
+    else
+        printf("false_downs_total=%llu (during warm-up: %llu)\n",
+               (unsigned long long)false_downs,
+               (unsigned long long)false_downs_warmup);
+    free(detect);
+    free(heal);
     free(rounds);
     free(bps);
     free(pps);

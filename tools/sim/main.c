@@ -125,8 +125,7 @@ static int parse_opts(struct opts *o, int argc, char **argv)
                 goto bad;
             if (strcmp(a, "--nodes") == 0 && n >= 1 && n <= 20000)
                 o->nodes = (unsigned)n;
-            else if (strcmp(a, "--rf") == 0 && n >= 1 &&
-                     n <= RING_MAX_REPLICAS)
+            else if (strcmp(a, "--rf") == 0 && n >= 1 && n <= RING_MAX_REPLICAS)
                 o->rf = (unsigned)n;
             else if (strcmp(a, "--racks") == 0 && n >= 1 && n <= 1000)
                 o->racks = (unsigned)n;
@@ -210,8 +209,7 @@ static int grow_add(ring **r, struct grow *g, unsigned i, uint64_t epoch)
         g->max_pick_s = dt;
     if (err)
         return err;
-    struct ring_member m = {name, "dc1", rack, tok, g->tokens, 0,
-                            RING_NORMAL};
+    struct ring_member m = {name, "dc1", rack, tok, g->tokens, 0, RING_NORMAL};
     ring *next;
     if (*r == NULL) {
         struct ring_config cfg = {&m, 1, grow_repl(g, &dc), epoch};
@@ -235,8 +233,8 @@ static int grow_ring(ring **out, struct grow *g)
         /* random tokens do not depend on the ring: build it once */
         struct ring_member *ms = calloc(g->nodes, sizeof(*ms));
         uint64_t *tok = malloc((size_t)g->nodes * g->tokens * sizeof(*tok));
-        char (*names)[64] = malloc((size_t)g->nodes * 64);
-        char (*racks)[32] = malloc((size_t)g->nodes * 32);
+        char(*names)[64] = malloc((size_t)g->nodes * 64);
+        char(*racks)[32] = malloc((size_t)g->nodes * 32);
         struct ring_dc_rf dc;
         err = -ENOMEM;
         if (ms && tok && names && racks) {
@@ -245,15 +243,11 @@ static int grow_ring(ring **out, struct grow *g)
                 node_name(names[i], 64, g, i);
                 rack_name(racks[i], 32, i, g->racks);
                 struct ring_joiner j = {names[i], "dc1", racks[i], 0};
-                err = ring_tokens_alloc(&tok[(size_t)i * g->tokens],
-                                        g->tokens, NULL, &j, g->alloc);
-                ms[i] = (struct ring_member){names[i],
-                                             "dc1",
-                                             racks[i],
-                                             &tok[(size_t)i * g->tokens],
-                                             g->tokens,
-                                             0,
-                                             RING_NORMAL};
+                err = ring_tokens_alloc(&tok[(size_t)i * g->tokens], g->tokens,
+                                        NULL, &j, g->alloc);
+                ms[i] = (struct ring_member){
+                    names[i],  "dc1", racks[i],   &tok[(size_t)i * g->tokens],
+                    g->tokens, 0,     RING_NORMAL};
             }
             struct ring_config cfg = {ms, g->nodes, grow_repl(g, &dc), 1};
             if (!err)
@@ -334,8 +328,8 @@ static int cmd_balance(const struct opts *o)
         for (size_t t = 0; t < o->ntokens; t++) {
             size_t row = a * o->ntokens + t;
             for (unsigned tr = 0; tr < o->trials; tr++) {
-                struct grow g = {o->nodes, o->tokens[t], o->rf, o->racks,
-                                 o->allocs[a], o->seed, tr, 0};
+                struct grow g = {o->nodes,     o->tokens[t], o->rf, o->racks,
+                                 o->allocs[a], o->seed,      tr,    0};
                 ring *r;
                 if ((err = grow_ring(&r, &g)) != 0)
                     goto out;
@@ -362,8 +356,8 @@ static int cmd_balance(const struct opts *o)
                        "\"slowest_join_s\": %.4f}",
                        row || kind ? "," : "", o->nodes,
                        o->tokens[row % o->ntokens],
-                       alloc_name(o->allocs[row / o->ntokens]), o->rf,
-                       o->racks, o->trials, kind ? "replicated" : "raw",
+                       alloc_name(o->allocs[row / o->ntokens]), o->rf, o->racks,
+                       o->trials, kind ? "replicated" : "raw",
                        res[row * 4 + 2 * kind], res[row * 4 + 2 * kind + 1],
                        pick[row]);
             }
@@ -378,9 +372,8 @@ static int cmd_balance(const struct opts *o)
         for (size_t row = 0; row < nrows; row++)
             printf("%-9s %6u %6u  %9.3f %9.3f  %9.3f %9.3f  %9.4f\n",
                    alloc_name(o->allocs[row / o->ntokens]), o->nodes,
-                   o->tokens[row % o->ntokens], res[row * 4],
-                   res[row * 4 + 1], res[row * 4 + 2], res[row * 4 + 3],
-                   pick[row]);
+                   o->tokens[row % o->ntokens], res[row * 4], res[row * 4 + 1],
+                   res[row * 4 + 2], res[row * 4 + 3], pick[row]);
         printf("(join s: slowest single node's token choice)\n");
     }
 
@@ -396,10 +389,8 @@ static int cmd_balance(const struct opts *o)
                 for (size_t t = 0; t < o->ntokens; t++)
                     ys[ns][t] = res[(a * o->ntokens + t) * 4 + 2 * kind];
                 snprintf(names[ns], sizeof(names[ns]), "%s, %s",
-                         alloc_name(o->allocs[a]),
-                         kind ? "replicated" : "raw");
-                se[ns] = (struct svg_series){names[ns], xs, ys[ns],
-                                             o->ntokens};
+                         alloc_name(o->allocs[a]), kind ? "replicated" : "raw");
+                se[ns] = (struct svg_series){names[ns], xs, ys[ns], o->ntokens};
             }
         }
         char title[128];
@@ -443,8 +434,8 @@ static int cmd_coown(const struct opts *o)
     for (size_t t = 0; t < o->ntokens; t++) {
         double sum = 0;
         for (unsigned k = 0; k < o->rings; k++) {
-            struct grow g = {o->nodes, o->tokens[t], o->rf, o->racks,
-                             o->allocs[0], o->seed, k, 0};
+            struct grow g = {o->nodes,     o->tokens[t], o->rf, o->racks,
+                             o->allocs[0], o->seed,      k,     0};
             ring *r;
             if ((err = grow_ring(&r, &g)) != 0)
                 goto out;
@@ -493,8 +484,8 @@ static int cmd_coown(const struct opts *o)
                                 o->ntokens};
         char title[128];
         snprintf(title, sizeof(title),
-                 "Node pairs sharing a replica set, %u nodes, RF %u",
-                 o->nodes, o->rf);
+                 "Node pairs sharing a replica set, %u nodes, RF %u", o->nodes,
+                 o->rf);
         struct svg_chart c = {.title = title,
                               .xlabel = "tokens per node",
                               .ylabel = "fraction of node pairs",
@@ -518,8 +509,8 @@ out:
 
 static int cmd_join(const struct opts *o)
 {
-    struct grow g = {o->nodes, o->tokens[0], o->rf, o->racks, o->allocs[0],
-                     o->seed, 0, 0};
+    struct grow g = {o->nodes,     o->tokens[0], o->rf, o->racks,
+                     o->allocs[0], o->seed,      0,     0};
     ring *a = NULL, *b = NULL;
     struct ring_move *plan = NULL;
     size_t nplan = 0, n = o->nodes;
@@ -589,18 +580,17 @@ static int cmd_join(const struct opts *o)
         printf("growing %u -> %u nodes (%u tokens, %s, rf %u, racks %u)\n",
                o->nodes, o->nodes + 1, o->tokens[0], alloc_name(o->allocs[0]),
                o->rf, o->racks);
-        printf("%-12s %15s %7s %20s\n", "placement", "moved_fraction",
-               "donors", "largest_donor_share");
+        printf("%-12s %15s %7s %20s\n", "placement", "moved_fraction", "donors",
+               "largest_donor_share");
         printf("%-12s %15.4f %7zu %20.4f\n", "ring", mf_ring, donors, share);
-        printf("%-12s %15.4f %7zu %20.4f\n", "hash mod N", mf, mdonors,
-               mshare);
+        printf("%-12s %15.4f %7zu %20.4f\n", "hash mod N", mf, mdonors, mshare);
         printf("ideal moved fraction 1/%u = %.4f; plan has %zu moves\n",
                o->nodes + 1, 1.0 / (n + 1), nplan);
     }
     if (o->svg) {
         double *ys = calloc(n, sizeof(double));
         double *ms = calloc(n, sizeof(double));
-        char (*cats)[16] = calloc(n, 16);
+        char(*cats)[16] = calloc(n, 16);
         const char **cp = calloc(n, sizeof(char *));
         err = -ENOMEM;
         if (ys && ms && cats && cp) {
@@ -621,8 +611,8 @@ static int cmd_join(const struct opts *o)
                                        {"hash mod N", NULL, ms, n}};
             char title[128];
             snprintf(title, sizeof(title),
-                     "Share of moved data per donor, %u -> %u nodes",
-                     o->nodes, o->nodes + 1);
+                     "Share of moved data per donor, %u -> %u nodes", o->nodes,
+                     o->nodes + 1);
             struct svg_chart c = {.title = title,
                                   .xlabel = "donor node (join order)",
                                   .ylabel = "share of what moves",
@@ -671,8 +661,8 @@ static int32_t jump_hash(uint64_t key, int32_t buckets)
 
 static int cmd_bench(const struct opts *o)
 {
-    struct grow g = {o->nodes, o->tokens[0], o->rf, 1, o->allocs[0],
-                     o->seed, 0, 0};
+    struct grow g = {o->nodes,     o->tokens[0], o->rf, 1,
+                     o->allocs[0], o->seed,      0,     0};
     ring *r = NULL;
     size_t nk = o->keys;
     uint64_t *keys = malloc(nk * sizeof(uint64_t));

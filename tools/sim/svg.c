@@ -13,8 +13,8 @@ static const char *const svg__colors[] = {"#1f77b4", "#d62728", "#2ca02c",
                                           "#e377c2", "#7f7f7f"};
 #define SVG__NCOLORS (sizeof(svg__colors) / sizeof(svg__colors[0]))
 
-#define W 720.0
-#define H 420.0
+#define W  720.0
+#define H  420.0
 #define ML 70.0
 #define MR 200.0
 #define MT 40.0
@@ -48,8 +48,9 @@ static void svg__frame(FILE *f, const struct svg_chart *c)
             "height=\"%.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
             W, H);
-    fprintf(f, "<text x=\"%.0f\" y=\"22\" font-size=\"15\" "
-               "font-weight=\"bold\">",
+    fprintf(f,
+            "<text x=\"%.0f\" y=\"22\" font-size=\"15\" "
+            "font-weight=\"bold\">",
             ML);
     svg__escape(f, c->title);
     fprintf(f, "</text>\n<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"middle\">",
@@ -70,8 +71,8 @@ static void svg__legend(FILE *f, const struct svg_chart *c)
         fprintf(f,
                 "<rect x=\"%.0f\" y=\"%.0f\" width=\"14\" height=\"4\" "
                 "fill=\"%s\"/><text x=\"%.0f\" y=\"%.0f\">",
-                W - MR + 15, y - 4, svg__colors[s % SVG__NCOLORS],
-                W - MR + 35, y + 1);
+                W - MR + 15, y - 4, svg__colors[s % SVG__NCOLORS], W - MR + 35,
+                y + 1);
         svg__escape(f, c->series[s].name);
         fputs("</text>\n", f);
     }
@@ -125,7 +126,7 @@ int svg_write(const char *path, const struct svg_chart *c)
     svg__range(c, &ymin, &ymax);
     svg__yaxis(f, ymin, ymax);
     double pw = W - ML - MR, ph = H - MT - MB;
-#define YPOS(v) (H - MB - ((v) - ymin) / (ymax - ymin) * ph)
+#define YPOS(v) (H - MB - ((v)-ymin) / (ymax - ymin) * ph)
 
     if (c->bars) {
         size_t ng = c->ncats, ns = c->nseries;
@@ -156,15 +157,14 @@ int svg_write(const char *path, const struct svg_chart *c)
         double xmin = INFINITY, xmax = -INFINITY;
         for (size_t s = 0; s < c->nseries; s++)
             for (size_t i = 0; i < c->series[s].n; i++) {
-                double x = c->logx ? log2(c->series[s].x[i])
-                                   : c->series[s].x[i];
+                double x =
+                    c->logx ? log2(c->series[s].x[i]) : c->series[s].x[i];
                 xmin = x < xmin ? x : xmin;
                 xmax = x > xmax ? x : xmax;
             }
         if (!(xmax > xmin))
             xmax = xmin + 1;
-#define XPOS(v)                                                               \
-    (ML + ((c->logx ? log2(v) : (v)) - xmin) / (xmax - xmin) * pw)
+#define XPOS(v) (ML + ((c->logx ? log2(v) : (v)) - xmin) / (xmax - xmin) * pw)
         /* x ticks at the first series' points */
         if (c->nseries > 0)
             for (size_t i = 0; i < c->series[0].n; i++)

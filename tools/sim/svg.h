@@ -17,13 +17,13 @@ struct svg_chart {
     const char *title, *xlabel, *ylabel;
     const struct svg_series *series;
     size_t nseries;
-    int bars;           /* grouped bars over cats[] instead of lines */
+    int bars; /* grouped bars over cats[] instead of lines */
     const char *const *cats;
     size_t ncats;
-    int logx;           /* lines: log2 x axis */
-    int ymin_set;       /* start the y axis at ymin */
+    int logx;     /* lines: log2 x axis */
+    int ymin_set; /* start the y axis at ymin */
     double ymin;
-    int hline_set;      /* dashed reference line at hline */
+    int hline_set; /* dashed reference line at hline */
     double hline;
 };
 

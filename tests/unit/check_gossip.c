@@ -1,0 +1,800 @@
+/*
+ * check_gossip.c - the gossip state machine, one rule at a time.
+ *
+ * Packets are crafted with the wire codec and fed to gossip_recv(), or
+ * passed between a few instances by a lossless in-test "network" (pump), on
+ * a clock the test sets. The 100-node lossy simulation is check_gossip_sim.c.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "gossip/gossip.h"
+#include "wire/gossip_msg.h"
+
+#define SECRET  "s3cret"
+#define CLUSTER "test"
+
+static gossip *mk_full(const char *name,
+                       uint64_t gen,
+                       const char *const *seeds,
+                       size_t n_seeds,
+                       size_t max_packet)
+{
+    struct gossip_config cfg = GOSSIP_CONFIG_INIT;
+    cfg.cluster_name = CLUSTER;
+    cfg.node_name = name;
+    cfg.secret = (const uint8_t *)SECRET;
+    cfg.secret_len = strlen(SECRET);
+    cfg.generation = gen;
+    cfg.seed = 42;
+    cfg.seeds = seeds;
+    cfg.n_seeds = n_seeds;
+    cfg.max_packet = max_packet;
+    cfg.quarantine_ms = 60000;
+    gossip *g = NULL;
+    ck_assert_int_eq(gossip_new(&g, &cfg), 0);
+    /* the address of a node is its name in these tests */
+    ck_assert_int_eq(
+        gossip_state_set(g, GOSSIP_KEY_ADDRESS, name, strlen(name)), 0);
+    return g;
+}
+
+static gossip *mk(const char *name)
+{
+    return mk_full(name, 1, NULL, 0, 8192);
+}
+
+static struct wire_gossip_state
+S(unsigned key, uint64_t version, const char *value) {
+    struct wire_gossip_state s = {key, version, RK_SLICE(value, strlen(value))};
+    return s;
+}
+
+static int
+send_msg(gossip *g,
+         uint64_t now,
+         const char *from,
+         const char *secret,
+         const char *cluster,
+         struct wire_gossip_msg *m,
+         struct gossip_out *out)
+{
+    struct wire_key k;
+    ck_assert_int_eq(
+        wire_key_derive(&k, (const uint8_t *)secret, strlen(secret)), 0);
+    m->cluster = RK_SLICE(cluster, strlen(cluster));
+    m->from = RK_SLICE(from, strlen(from));
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(wire_gossip_msg_encode(&buf, &len, m, &k), 0);
+    int rc = gossip_recv(g, now, from, buf, len, out);
+    free(buf);
+    return rc;
+}
+
+/* An ACK2 from `from` carrying one delta of `node`. */
+static int inject(gossip *g,
+                  uint64_t now,
+                  const char *from,
+                  const char *node,
+                  uint64_t gen,
+                  uint64_t base,
+                  uint64_t top,
+                  struct wire_gossip_state *st,
+                  size_t n,
+                  struct gossip_out *out)
+{
+    struct wire_gossip_delta d = {
+        RK_SLICE(node, strlen(node)), gen, base, top, st, n};
+    struct wire_gossip_msg m = {
+        .type = WIRE_GOSSIP_ACK2, .deltas = &d, .n_deltas = 1};
+    return send_msg(g, now, from, SECRET, CLUSTER, &m, out);
+}
+
+static size_t count_events(const struct gossip_out *out,
+                           enum gossip_event_type t,
+                           const char *name)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < out->n_events; i++)
+        if (out->events[i].type == t &&
+            (name == NULL || strcmp(out->events[i].name, name) == 0))
+            n++;
+    return n;
+}
+
+static struct gossip_peer_info peer(gossip *g, const char *name, uint64_t now)
+{
+    struct gossip_peer_info pi;
+    ck_assert_int_eq(gossip_peer_find(&pi, g, name, now), 0);
+    return pi;
+}
+
+static bool
+state_is(gossip *g, const char *name, unsigned key, const char *want)
+{
+    struct gossip_peer_info pi = peer(g, name, 0);
+    return pi.state[key].len == strlen(want) &&
+           memcmp(pi.state[key].p, want, pi.state[key].len) == 0;
+}
+
+/* ---- a lossless network between a few nodes ----------------------------- */
+
+struct net {
+    gossip *g[8];
+    const char *name[8];
+    size_t n;
+    size_t max_seen; /* largest packet that crossed */
+    size_t packets;
+};
+
+struct flight {
+    size_t to, from;
+    uint8_t *buf;
+    size_t len;
+};
+
+static size_t net_find(const struct net *net, const char *addr)
+{
+    for (size_t i = 0; i < net->n; i++)
+        if (strcmp(net->name[i], addr) == 0)
+            return i;
+    return SIZE_MAX;
+}
+
+/* Delivers out's packets (emitted by node src) and every reply, FIFO. */
+static void
+pump(struct net *net, uint64_t now, size_t src, struct gossip_out *out)
+{
+    struct flight q[4096];
+    size_t head = 0, tail = 0;
+    for (;;) {
+        for (size_t i = 0; i < out->n_pkts; i++) {
+            size_t to = net_find(net, out->pkts[i].to);
+            if (to == SIZE_MAX)
+                continue;
+            ck_assert_uint_lt(tail, 4096);
+            q[tail].to = to;
+            q[tail].from = src;
+            q[tail].len = out->pkts[i].len;
+            q[tail].buf = malloc(out->pkts[i].len);
+            memcpy(q[tail].buf, out->pkts[i].buf, out->pkts[i].len);
+            tail++;
+        }
+        if (head == tail)
+            return;
+        struct flight f = q[head++];
+        if (f.len > net->max_seen)
+            net->max_seen = f.len;
+        net->packets++;
+        ck_assert_int_eq(gossip_recv(net->g[f.to], now, net->name[f.from],
+                                     f.buf, f.len, out),
+                         0);
+        free(f.buf);
+        src = f.to;
+    }
+}
+
+static void net_round(struct net *net, uint64_t now, struct gossip_out *out)
+{
+    for (size_t i = 0; i < net->n; i++) {
+        ck_assert_int_eq(gossip_tick(net->g[i], now, out), 0);
+        pump(net, now, i, out);
+    }
+}
+
+/* ---- digests ------------------------------------------------------------ */
+
+START_TEST(digest_comparison)
+{
+    gossip *a = mk("A");
+    struct gossip_out out;
+    gossip_out_init(&out);
+    struct wire_gossip_state x[2] = {S(GOSSIP_KEY_STATUS, 3, "NORMAL 1"),
+                                     S(GOSSIP_KEY_DC, 10, "dc9")};
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 0, 10, x, 2, &out), 0);
+    struct wire_gossip_state y[1] = {S(GOSSIP_KEY_DC, 3, "dc1")};
+    ck_assert_int_eq(inject(a, 0, "Y", "Y", 1, 0, 3, y, 1, &out), 0);
+    struct wire_gossip_state w[1] = {S(GOSSIP_KEY_DC, 2, "dcw")};
+    ck_assert_int_eq(inject(a, 0, "W", "W", 5, 0, 2, w, 1, &out), 0);
+
+    /* B says: X at v5 (A has more), Y at v7 (B has more), Z unknown to A,
+     * W at an older generation 4 (A sends all), and A itself at v0. */
+    struct wire_gossip_digest dg[5] = {{RK_SLICE("X", 1), 1, 5},
+                                       {RK_SLICE("Y", 1), 1, 7},
+                                       {RK_SLICE("Z", 1), 3, 4},
+                                       {RK_SLICE("W", 1), 4, 9},
+                                       {RK_SLICE("A", 1), 1, 0}};
+    struct wire_gossip_msg syn = {
+        .type = WIRE_GOSSIP_SYN, .digests = dg, .n_digests = 5};
+    ck_assert_int_eq(send_msg(a, 0, "B", SECRET, CLUSTER, &syn, &out), 0);
+    ck_assert_uint_eq(out.n_pkts, 1);
+    ck_assert_str_eq(out.pkts[0].to, "B");
+
+    struct wire_key k;
+    wire_key_derive(&k, (const uint8_t *)SECRET, strlen(SECRET));
+    struct wire_gossip_msg ack;
+    ck_assert_int_eq(
+        wire_gossip_msg_decode(&ack, &k, out.pkts[0].buf, out.pkts[0].len), 0);
+    ck_assert_int_eq(ack.type, WIRE_GOSSIP_ACK);
+    ck_assert_uint_eq(ack.n_digests, 2); /* requests: Y from v3, Z all */
+    ck_assert_mem_eq(ack.digests[0].node.p, "Y", 1);
+    ck_assert_uint_eq(ack.digests[0].generation, 1);
+    ck_assert_uint_eq(ack.digests[0].version, 3);
+    ck_assert_mem_eq(ack.digests[1].node.p, "Z", 1);
+    ck_assert_uint_eq(ack.digests[1].generation, 0);
+    ck_assert_uint_eq(ack.digests[1].version, 0);
+    ck_assert_uint_eq(ack.n_deltas, 3); /* X (5,10], W all, A all */
+    ck_assert_mem_eq(ack.deltas[0].node.p, "X", 1);
+    ck_assert_uint_eq(ack.deltas[0].base, 5);
+    ck_assert_uint_eq(ack.deltas[0].top, 10);
+    ck_assert_uint_eq(ack.deltas[0].n_states, 1); /* only DC is newer */
+    ck_assert_uint_eq(ack.deltas[0].states[0].key, GOSSIP_KEY_DC);
+    ck_assert_mem_eq(ack.deltas[1].node.p, "W", 1);
+    ck_assert_uint_eq(ack.deltas[1].generation, 5);
+    ck_assert_uint_eq(ack.deltas[1].base, 0);
+    ck_assert_mem_eq(ack.deltas[2].node.p, "A", 1);
+    ck_assert_uint_eq(ack.deltas[2].base, 0);
+    /* its ADDRESS and RING_EPOCH (1, from X's STATUS) */
+    ck_assert_uint_eq(ack.deltas[2].n_states, 2);
+    wire_gossip_msg_release(&ack);
+
+    /* An ACK answering A's requests gets an ACK2 with exactly them. */
+    struct wire_gossip_digest rq[1] = {{RK_SLICE("X", 1), 1, 3}};
+    struct wire_gossip_msg ack_in = {
+        .type = WIRE_GOSSIP_ACK, .digests = rq, .n_digests = 1};
+    ck_assert_int_eq(send_msg(a, 0, "B", SECRET, CLUSTER, &ack_in, &out), 0);
+    ck_assert_uint_eq(out.n_pkts, 1);
+    ck_assert_int_eq(
+        wire_gossip_msg_decode(&ack, &k, out.pkts[0].buf, out.pkts[0].len), 0);
+    ck_assert_int_eq(ack.type, WIRE_GOSSIP_ACK2);
+    ck_assert_uint_eq(ack.n_deltas, 1);
+    ck_assert_uint_eq(ack.deltas[0].base, 3);
+    ck_assert_uint_eq(ack.deltas[0].n_states, 1);
+    wire_gossip_msg_release(&ack);
+
+    /* Nothing to say: no packet at all. */
+    struct wire_gossip_digest same[1] = {{RK_SLICE("X", 1), 1, 10}};
+    syn.digests = same;
+    syn.n_digests = 1;
+    ck_assert_int_eq(send_msg(a, 0, "B", SECRET, CLUSTER, &syn, &out), 0);
+    ck_assert_uint_eq(out.n_pkts, 0);
+    gossip_out_free(&out);
+    gossip_free(a);
+}
+END_TEST
+
+/* ---- versions and generations -------------------------------------------- */
+
+START_TEST(replay_never_rolls_back)
+{
+    gossip *a = mk("A");
+    struct gossip_out out;
+    gossip_out_init(&out);
+    struct wire_gossip_state old[1] = {S(GOSSIP_KEY_STATUS, 2, "BOOT 1")};
+    struct wire_gossip_state cur[1] = {S(GOSSIP_KEY_STATUS, 5, "NORMAL 2")};
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 0, 3, old, 1, &out), 0);
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 3, 5, cur, 1, &out), 0);
+    ck_assert(state_is(a, "X", GOSSIP_KEY_STATUS, "NORMAL 2"));
+    struct gossip_stats st0, st1;
+    gossip_stats_get(&st0, a);
+    /* the old packet again, and the current one again */
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 0, 3, old, 1, &out), 0);
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 3, 5, cur, 1, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_STATE, NULL), 0);
+    ck_assert(state_is(a, "X", GOSSIP_KEY_STATUS, "NORMAL 2"));
+    ck_assert_int_eq(peer(a, "X", 0).status, GOSSIP_STATUS_NORMAL);
+    /* a full-state delta of the same generation carrying an old value */
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 0, 9, old, 1, &out), 0);
+    ck_assert(state_is(a, "X", GOSSIP_KEY_STATUS, "NORMAL 2"));
+    ck_assert_uint_eq(peer(a, "X", 0).version, 9); /* heartbeat moved on */
+    gossip_stats_get(&st1, a);
+    ck_assert_uint_eq(st1.deltas_ignored, st0.deltas_ignored + 2);
+
+    /* a gap: (12, 14] while holding 9 is ignored, (9, 14] is applied */
+    struct wire_gossip_state t[1] = {S(GOSSIP_KEY_TOKENS, 14, "12345678")};
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 12, 14, t, 1, &out), 0);
+    ck_assert_uint_eq(peer(a, "X", 0).version, 9);
+    ck_assert_uint_eq(peer(a, "X", 0).state[GOSSIP_KEY_TOKENS].len, 0);
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 9, 14, t, 1, &out), 0);
+    ck_assert_uint_eq(peer(a, "X", 0).version, 14);
+    ck_assert_uint_eq(peer(a, "X", 0).state[GOSSIP_KEY_TOKENS].len, 8);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_MEMBERSHIP, NULL), 1);
+
+    /* unknown endpoint: a partial delta is not enough to create it */
+    ck_assert_int_eq(inject(a, 0, "Q", "Q", 1, 4, 6, NULL, 0, &out), 0);
+    ck_assert_int_eq(gossip_peer_find(&(struct gossip_peer_info){0}, a, "Q", 0),
+                     RK_ENOTFOUND);
+    /* nobody may speak for us */
+    ck_assert_int_eq(inject(a, 0, "X", "A", 9, 0, 99, cur, 1, &out), 0);
+    ck_assert_uint_eq(peer(a, "A", 0).generation, 1);
+    ck_assert_uint_eq(peer(a, "A", 0).state[GOSSIP_KEY_STATUS].len, 0);
+    gossip_out_free(&out);
+    gossip_free(a);
+}
+END_TEST
+
+START_TEST(generation_rules)
+{
+    gossip *a = mk("A");
+    struct gossip_out out;
+    gossip_out_init(&out);
+    struct wire_gossip_state g1[2] = {S(GOSSIP_KEY_STATUS, 4, "NORMAL 1"),
+                                      S(GOSSIP_KEY_LOAD, 50, "777")};
+    ck_assert_int_eq(inject(a, 0, "X", "X", 10, 0, 50, g1, 2, &out), 0);
+    /* restart: generation 11 replaces everything, even at lower versions */
+    struct wire_gossip_state g2[1] = {S(GOSSIP_KEY_STATUS, 2, "BOOT 2")};
+    ck_assert_int_eq(inject(a, 0, "X", "X", 11, 0, 2, g2, 1, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_RESTARTED, "X"), 1);
+    struct gossip_peer_info pi = peer(a, "X", 0);
+    ck_assert_uint_eq(pi.generation, 11);
+    ck_assert_uint_eq(pi.version, 2);
+    ck_assert_int_eq(pi.status, GOSSIP_STATUS_BOOT);
+    ck_assert_uint_eq(pi.state[GOSSIP_KEY_LOAD].len, 0);
+    /* the old generation is ignored, however high its versions */
+    ck_assert_int_eq(inject(a, 0, "X", "X", 10, 0, 900, g1, 2, &out), 0);
+    ck_assert_uint_eq(out.n_events, 0);
+    ck_assert_uint_eq(peer(a, "X", 0).generation, 11);
+    ck_assert_int_eq(peer(a, "X", 0).status, GOSSIP_STATUS_BOOT);
+    /* a newer generation must come whole (base 0) */
+    ck_assert_int_eq(inject(a, 0, "X", "X", 12, 1, 3, NULL, 0, &out), 0);
+    ck_assert_uint_eq(peer(a, "X", 0).generation, 11);
+    /* generation 0 is never valid */
+    ck_assert_int_eq(inject(a, 0, "X", "Y", 0, 0, 3, NULL, 0, &out), 0);
+    ck_assert_int_eq(gossip_peer_find(&pi, a, "Y", 0), RK_ENOTFOUND);
+    gossip_out_free(&out);
+    gossip_free(a);
+}
+END_TEST
+
+/* ---- failure detector --------------------------------------------------- */
+
+START_TEST(phi_known_sequences)
+{
+    ck_assert_double_eq_tol(gossip_phi(1000, 1000), M_LOG10E, 1e-12);
+    ck_assert_double_eq_tol(gossip_phi(18420.68, 1000), 8.0, 1e-4);
+    ck_assert_double_eq_tol(gossip_phi(0, 1000), 0.0, 1e-12);
+
+    gossip *a = mk("A");
+    struct gossip_out out;
+    gossip_out_init(&out);
+    /* first-hand state: UP at once (bootstrap sample: two 1000 ms ticks) */
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 0, 1, NULL, 0, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_UP, "X"), 1);
+    /* heartbeats every 1000 ms: mean (2000 + 9 * 1000) / 10 = 1100 */
+    for (uint64_t v = 2; v <= 10; v++)
+        ck_assert_int_eq(
+            inject(a, (v - 1) * 1000, "B", "X", 1, v - 1, v, NULL, 0, &out), 0);
+    ck_assert_double_eq_tol(peer(a, "X", 9000).phi, 0.0, 1e-12);
+    ck_assert_double_eq_tol(peer(a, "X", 11000).phi, 2000.0 / 1100 * M_LOG10E,
+                            1e-9);
+    ck_assert_double_eq_tol(peer(a, "X", 14000).phi, 5000.0 / 1100 * M_LOG10E,
+                            1e-9);
+    /* phi crosses 8 at 8 / log10(e) * 1100 = 20263 ms of silence */
+    ck_assert_int_eq(gossip_tick(a, 9000 + 20000, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "X"), 0);
+    ck_assert(peer(a, "X", 29000).up);
+    ck_assert_int_eq(gossip_tick(a, 9000 + 20500, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "X"), 1);
+    ck_assert(!peer(a, "X", 29500).up);
+    /* the next heartbeat brings it back; the outage is not a sample */
+    ck_assert_int_eq(inject(a, 40000, "B", "X", 1, 10, 11, NULL, 0, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_UP, "X"), 1);
+    ck_assert_double_eq_tol(peer(a, "X", 42000).phi, 2000.0 / 1100 * M_LOG10E,
+                            1e-9);
+
+    /* faster heartbeats: 2000 (bootstrap), 500, 500, 500 -> mean 875 */
+    ck_assert_int_eq(inject(a, 0, "Y", "Y", 1, 0, 1, NULL, 0, &out), 0);
+    for (uint64_t v = 2; v <= 4; v++)
+        ck_assert_int_eq(
+            inject(a, (v - 1) * 500, "B", "Y", 1, v - 1, v, NULL, 0, &out), 0);
+    ck_assert_double_eq_tol(peer(a, "Y", 1500 + 1750).phi, 2 * M_LOG10E, 1e-9);
+
+    /* hearsay of a new endpoint is not proof of life */
+    ck_assert_int_eq(inject(a, 0, "B", "Z", 1, 0, 5, NULL, 0, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_JOINED, "Z"), 1);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_UP, "Z"), 0);
+    ck_assert(!peer(a, "Z", 0).up);
+    ck_assert_int_eq(inject(a, 1000, "B", "Z", 1, 5, 6, NULL, 0, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_UP, "Z"), 1);
+
+    /* a local pause (our own stall of 60 s) convicts nobody: X (mean 1100,
+     * last heard at 40 s) would have phi 23 without the pause rule */
+    ck_assert_int_eq(gossip_tick(a, 41000, &out), 0);
+    ck_assert_int_eq(gossip_tick(a, 101000, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "X"), 0);
+    ck_assert_int_eq(gossip_tick(a, 102000, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "X"), 0);
+    ck_assert(peer(a, "X", 102000).up);
+    gossip_out_free(&out);
+    gossip_free(a);
+}
+END_TEST
+
+/* ---- authentication ----------------------------------------------------- */
+
+START_TEST(auth_rejects_are_counted)
+{
+    gossip *a = mk("A");
+    struct gossip_out out;
+    gossip_out_init(&out);
+    struct wire_gossip_state st[1] = {S(GOSSIP_KEY_STATUS, 1, "NORMAL 1")};
+    struct wire_gossip_delta d = {RK_SLICE("X", 1), 1, 0, 1, st, 1};
+    struct wire_gossip_msg m = {
+        .type = WIRE_GOSSIP_ACK2, .deltas = &d, .n_deltas = 1};
+    ck_assert_int_eq(send_msg(a, 0, "X", "wrong", CLUSTER, &m, &out), RK_EAUTH);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_AUTH_FAIL, NULL), 1);
+    ck_assert_str_eq(out.events[0].addr, "X");
+    ck_assert_int_eq(send_msg(a, 0, "X", SECRET, "other", &m, &out), RK_EAUTH);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_AUTH_FAIL, NULL), 1);
+    static const uint8_t junk[] = "RKG\x01 definitely not a gossip packet!!";
+    ck_assert_int_eq(gossip_recv(a, 0, "X", junk, sizeof(junk), &out),
+                     RK_EAUTH);
+    ck_assert_int_eq(gossip_recv(a, 0, "X", junk + 3, 10, &out), RK_EPROTO);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_BAD_PACKET, NULL), 1);
+    struct gossip_stats s;
+    gossip_stats_get(&s, a);
+    ck_assert_uint_eq(s.rx_auth_fail, 2);
+    ck_assert_uint_eq(s.rx_wrong_cluster, 1);
+    ck_assert_uint_eq(s.rx_malformed, 1);
+    ck_assert_uint_eq(s.deltas_applied, 0);
+    ck_assert_uint_eq(gossip_peer_count(a), 1); /* nothing learned */
+    ck_assert_int_eq(send_msg(a, 0, "X", SECRET, CLUSTER, &m, &out), 0);
+    ck_assert_uint_eq(gossip_peer_count(a), 2);
+    gossip_out_free(&out);
+    gossip_free(a);
+}
+END_TEST
+
+/* ---- epochs -------------------------------------------------------------- */
+
+START_TEST(epochs_and_staleness)
+{
+    gossip *a = mk("A");
+    struct gossip_out out;
+    gossip_out_init(&out);
+    uint64_t e;
+    ck_assert_int_eq(gossip_status_set(a, GOSSIP_STATUS_NORMAL, 0, &e), 0);
+    ck_assert_uint_eq(e, 1);
+    ck_assert(gossip_ring_stale(a)); /* nothing applied yet */
+    gossip_ring_applied(a, 1);
+    ck_assert(!gossip_ring_stale(a));
+    ck_assert(state_is(a, "A", GOSSIP_KEY_RING_EPOCH, "1"));
+
+    /* a peer joined at epoch 5: membership event, stale until applied */
+    struct wire_gossip_state x[1] = {S(GOSSIP_KEY_STATUS, 1, "NORMAL 5")};
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 0, 1, x, 1, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_MEMBERSHIP, NULL), 1);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_RING_STALE, NULL), 1);
+    ck_assert(gossip_ring_stale(a));
+    ck_assert_uint_eq(gossip_epoch_max(a), 5);
+    ck_assert_uint_eq(gossip_epoch_membership(a), 5);
+    ck_assert(state_is(a, "A", GOSSIP_KEY_RING_EPOCH, "5"));
+    /* hearing of epoch 7 through RING_EPOCH alone: stale, but the
+     * membership epoch (what our endpoints describe) stays 5 */
+    struct wire_gossip_state y[1] = {S(GOSSIP_KEY_RING_EPOCH, 1, "7")};
+    ck_assert_int_eq(inject(a, 0, "Y", "Y", 1, 0, 1, y, 1, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_RING_STALE, NULL), 0);
+    ck_assert_uint_eq(gossip_epoch_max(a), 7);
+    ck_assert_uint_eq(gossip_epoch_membership(a), 5);
+    gossip_ring_applied(a, 5);
+    ck_assert(gossip_ring_stale(a));
+    struct wire_gossip_state z[1] = {S(GOSSIP_KEY_STATUS, 1, "BOOT 7")};
+    ck_assert_int_eq(inject(a, 0, "Z", "Z", 1, 0, 1, z, 1, &out), 0);
+    ck_assert_uint_eq(gossip_epoch_membership(a), 7);
+    gossip_ring_applied(a, gossip_epoch_membership(a));
+    ck_assert(!gossip_ring_stale(a));
+    ck_assert_int_eq(gossip_tick(a, 1000, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_RING_CAUGHT_UP, NULL), 1);
+    /* our next transition is stamped above everything seen */
+    ck_assert_int_eq(gossip_status_set(a, GOSSIP_STATUS_LEAVING, 0, &e), 0);
+    ck_assert_uint_eq(e, 8);
+    ck_assert(state_is(a, "A", GOSSIP_KEY_STATUS, "LEAVING 8"));
+    /* a restart restores its persisted epoch */
+    ck_assert_int_eq(gossip_status_set(a, GOSSIP_STATUS_NORMAL, 3, &e), 0);
+    ck_assert_uint_eq(e, 3);
+    ck_assert_uint_eq(gossip_epoch_max(a), 8);
+    ck_assert_int_eq(gossip_status_set(a, 99, 0, &e), RK_EBADREQ);
+    ck_assert_int_eq(gossip_state_set(a, GOSSIP_KEY_STATUS, "x", 1),
+                     RK_EBADREQ);
+    ck_assert_int_eq(gossip_state_set(a, GOSSIP_KEY_RING_EPOCH, "9", 1),
+                     RK_EBADREQ);
+    gossip_out_free(&out);
+    gossip_free(a);
+}
+END_TEST
+
+/* ---- quarantine ---------------------------------------------------------- */
+
+START_TEST(quarantine_and_tombstone)
+{
+    gossip *a = mk("A"); /* quarantine 60 s */
+    struct gossip_out out;
+    gossip_out_init(&out);
+    struct wire_gossip_state n[1] = {S(GOSSIP_KEY_STATUS, 1, "NORMAL 1")};
+    ck_assert_int_eq(inject(a, 0, "X", "X", 1, 0, 1, n, 1, &out), 0);
+    ck_assert(peer(a, "X", 0).up);
+    struct wire_gossip_state l[1] = {S(GOSSIP_KEY_STATUS, 2, "LEFT 2")};
+    ck_assert_int_eq(inject(a, 1000, "X", "X", 1, 1, 2, l, 1, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_DOWN, "X"), 1);
+    struct gossip_peer_info pi = peer(a, "X", 1000);
+    ck_assert(pi.quarantined);
+    ck_assert(!pi.up);
+    /* heartbeats of a LEFT node and a new generation: no resurrection */
+    ck_assert_int_eq(inject(a, 2000, "X", "X", 1, 2, 3, NULL, 0, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_UP, "X"), 0);
+    ck_assert_int_eq(inject(a, 2000, "X", "X", 2, 0, 1, n, 1, &out), 0);
+    ck_assert_uint_eq(peer(a, "X", 2000).generation, 1);
+    ck_assert_int_eq(peer(a, "X", 2000).status, GOSSIP_STATUS_LEFT);
+    /* still gossiped while quarantined: a SYN offers its digest */
+    ck_assert_int_eq(gossip_tick(a, 30000, &out), 0);
+    ck_assert_uint_eq(gossip_peer_count(a), 2);
+    /* evicted after the period; a late packet cannot bring it back */
+    ck_assert_int_eq(gossip_tick(a, 61000, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_EVICTED, "X"), 1);
+    ck_assert_uint_eq(gossip_peer_count(a), 1);
+    ck_assert_int_eq(inject(a, 62000, "X", "X", 1, 0, 5, n, 1, &out), 0);
+    ck_assert_uint_eq(gossip_peer_count(a), 1);
+    struct wire_gossip_digest dg[1] = {{RK_SLICE("X", 1), 1, 9}};
+    struct wire_gossip_msg syn = {
+        .type = WIRE_GOSSIP_SYN, .digests = dg, .n_digests = 1};
+    ck_assert_int_eq(send_msg(a, 62000, "B", SECRET, CLUSTER, &syn, &out), 0);
+    ck_assert_uint_eq(out.n_pkts, 0); /* no request for the ghost */
+    /* a real rejoin, with a new generation after the quarantine, is fine */
+    ck_assert_int_eq(inject(a, 63000, "X", "X", 3, 0, 1, n, 1, &out), 0);
+    ck_assert_uint_eq(count_events(&out, GOSSIP_EV_JOINED, "X"), 1);
+    ck_assert_int_eq(peer(a, "X", 63000).status, GOSSIP_STATUS_NORMAL);
+    gossip_out_free(&out);
+    gossip_free(a);
+}
+END_TEST
+
+START_TEST(removenode_spreads)
+{
+    struct net net = {.n = 3, .name = {"A", "B", "C"}};
+    for (size_t i = 0; i < 3; i++) {
+        net.g[i] = mk_full(net.name[i], 1, (const char *const[]){"A"}, 1, 8192);
+        ck_assert_int_eq(
+            gossip_status_set(net.g[i], GOSSIP_STATUS_NORMAL, 1, NULL), 0);
+    }
+    struct gossip_out out;
+    gossip_out_init(&out);
+    uint64_t now = 0;
+    for (int r = 0; r < 10; r++, now += 1000)
+        net_round(&net, now, &out);
+    for (size_t i = 0; i < 3; i++)
+        ck_assert_uint_eq(gossip_peer_count(net.g[i]), 3);
+    /* C dies; A removes it; B learns even though it holds C's versions */
+    net.n = 2;
+    uint64_t epoch;
+    ck_assert_int_eq(gossip_peer_remove(net.g[0], "C", now, &epoch), 0);
+    ck_assert_uint_eq(epoch, 2);
+    ck_assert_int_eq(gossip_peer_remove(net.g[0], "C", now, &epoch),
+                     RK_EBADREQ);
+    ck_assert_int_eq(gossip_peer_remove(net.g[0], "A", now, &epoch),
+                     RK_EBADREQ);
+    ck_assert_int_eq(gossip_peer_remove(net.g[0], "nobody", now, &epoch),
+                     RK_ENOTFOUND);
+    for (int r = 0; r < 5; r++, now += 1000)
+        net_round(&net, now, &out);
+    struct gossip_peer_info pi = peer(net.g[1], "C", now);
+    ck_assert_int_eq(pi.status, GOSSIP_STATUS_REMOVED);
+    ck_assert_uint_eq(pi.status_epoch, 2);
+    ck_assert(pi.quarantined);
+    ck_assert_uint_eq(pi.state[GOSSIP_KEY_ADDRESS].len, 1); /* kept */
+    ck_assert_uint_eq(gossip_epoch_membership(net.g[1]), 2);
+    /* C comes back (same generation, higher version): ignored */
+    ck_assert_int_eq(inject(net.g[1], now, "C", "C", 1, 0, 500, NULL, 0, &out),
+                     0);
+    ck_assert_int_eq(peer(net.g[1], "C", now).status, GOSSIP_STATUS_REMOVED);
+    ck_assert(!peer(net.g[1], "C", now).up);
+    for (size_t i = 0; i < 3; i++)
+        gossip_free(net.g[i]);
+    gossip_out_free(&out);
+}
+END_TEST
+
+/* ---- splitting ------------------------------------------------------------
+ */
+
+START_TEST(large_state_is_split)
+{
+    /* A knows 40 peers with 100 tokens each (~34 KB); B starts from A as
+     * its seed with 1 KiB packets, and must learn all of it exactly. */
+    struct net net = {.n = 2, .name = {"A", "B"}};
+    net.g[0] = mk_full("A", 1, NULL, 0, 1024);
+    net.g[1] = mk_full("B", 1, (const char *const[]){"A"}, 1, 1024);
+    struct gossip_out out;
+    gossip_out_init(&out);
+    uint8_t tok[800];
+    for (int p = 0; p < 40; p++) {
+        char name[8];
+        snprintf(name, sizeof(name), "P%d", p);
+        for (size_t i = 0; i < sizeof(tok); i++)
+            tok[i] = (uint8_t)(i * 31 + (size_t)p);
+        struct wire_gossip_state st[3] = {
+            S(GOSSIP_KEY_STATUS, 1, "NORMAL 1"),
+            {GOSSIP_KEY_TOKENS, 2, RK_SLICE(tok, sizeof(tok))},
+            S(GOSSIP_KEY_RACK, 3, "r1")};
+        /* injected with a large packet budget on the sending side */
+        ck_assert_int_eq(inject(net.g[0], 0, name, name, 1, 0, 3, st, 3, &out),
+                         0);
+    }
+    uint64_t tokens[200];
+    ck_assert_int_eq(gossip_tokens_set(net.g[0], tokens, 200), RK_ETOOLARGE);
+    uint64_t now = 1000;
+    /* B's SYN introduces it to A; A's SYN then offers all 42 digests and
+     * its ACK2 carries ~34 KB of deltas in 1 KiB packets. */
+    for (int r = 0; r < 20 && gossip_peer_count(net.g[1]) < 42; r++) {
+        net_round(&net, now, &out);
+        now += 1000;
+    }
+    ck_assert_uint_eq(gossip_peer_count(net.g[1]), 42);
+    ck_assert_uint_le(net.max_seen, 1024);
+    ck_assert_uint_gt(net.packets, 40);
+    for (int p = 0; p < 40; p++) {
+        char name[8];
+        snprintf(name, sizeof(name), "P%d", p);
+        struct gossip_peer_info pa = peer(net.g[0], name, 0);
+        struct gossip_peer_info pb = peer(net.g[1], name, 0);
+        ck_assert_uint_eq(pb.version, pa.version);
+        ck_assert_uint_eq(pb.state[GOSSIP_KEY_TOKENS].len, 800);
+        ck_assert_mem_eq(pb.state[GOSSIP_KEY_TOKENS].p,
+                         pa.state[GOSSIP_KEY_TOKENS].p, 800);
+        ck_assert(state_is(net.g[1], name, GOSSIP_KEY_RACK, "r1"));
+    }
+    gossip_free(net.g[0]);
+    gossip_free(net.g[1]);
+    gossip_out_free(&out);
+}
+END_TEST
+
+/* ---- targets, helpers, config ----------------------------------------------
+ */
+
+START_TEST(tick_targets)
+{
+    /* alone: a SYN to a seed, never to itself */
+    const char *seeds[2] = {"A", "S1"};
+    gossip *a = mk_full("A", 1, seeds, 2, 8192);
+    struct gossip_out out;
+    gossip_out_init(&out);
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(gossip_tick(a, (uint64_t)i * 1000, &out), 0);
+        ck_assert_uint_eq(out.n_pkts, 1);
+        ck_assert_str_eq(out.pkts[0].to, "S1");
+    }
+    /* the heartbeat moves every tick */
+    ck_assert_uint_ge(peer(a, "A", 0).version, 20);
+    gossip_free(a);
+    /* no seeds, no peers: nothing to send */
+    a = mk("A");
+    ck_assert_int_eq(gossip_tick(a, 0, &out), 0);
+    ck_assert_uint_eq(out.n_pkts, 0);
+    gossip_free(a);
+    gossip_out_free(&out);
+}
+END_TEST
+
+START_TEST(value_helpers)
+{
+    enum gossip_status st;
+    uint64_t e;
+    ck_assert_int_eq(gossip_status_parse(&st, &e, RK_SLICE("LEAVING 12", 10)),
+                     0);
+    ck_assert_int_eq(st, GOSSIP_STATUS_LEAVING);
+    ck_assert_uint_eq(e, 12);
+    ck_assert_int_eq(gossip_status_parse(&st, &e, RK_SLICE("NORMAL", 6)),
+                     RK_EPROTO);
+    ck_assert_int_eq(gossip_status_parse(&st, &e, RK_SLICE("NORMAL x", 8)),
+                     RK_EPROTO);
+    ck_assert_int_eq(gossip_status_parse(&st, &e, RK_SLICE("FOO 1", 5)),
+                     RK_EPROTO);
+    ck_assert_int_eq(
+        gossip_status_parse(&st, &e, RK_SLICE("BOOT 99999999999999999999", 25)),
+        RK_EPROTO);
+    ck_assert_str_eq(gossip_status_name(GOSSIP_STATUS_REMOVED), "REMOVED");
+
+    gossip *a = mk("A");
+    uint64_t in[3] = {1, UINT64_MAX, UINT64_C(0x0102030405060708)}, back[3];
+    size_t n;
+    ck_assert_int_eq(gossip_tokens_set(a, in, 3), 0);
+    struct gossip_peer_info pi = peer(a, "A", 0);
+    ck_assert_uint_eq(pi.state[GOSSIP_KEY_TOKENS].len, 24);
+    ck_assert_uint_eq(pi.state[GOSSIP_KEY_TOKENS].p[16], 0x01);
+    ck_assert_int_eq(gossip_tokens_decode(back, 3, &n, pi.state[1]), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_mem_eq(back, in, sizeof(in));
+    ck_assert_int_eq(gossip_tokens_decode(back, 2, &n, pi.state[1]),
+                     RK_ETOOLARGE);
+    ck_assert_int_eq(gossip_tokens_decode(back, 3, &n, RK_SLICE("abc", 3)),
+                     RK_EPROTO);
+    ck_assert_int_eq(gossip_state_set(a, GOSSIP_KEY_ADDRESS, "a\0b", 3),
+                     RK_EBADREQ);
+    ck_assert_int_eq(gossip_state_set(a, GOSSIP_KEY_COUNT, "x", 1), RK_EBADREQ);
+    gossip_free(a);
+    gossip_free(NULL);
+    gossip_out_free(NULL);
+}
+END_TEST
+
+START_TEST(config_validation)
+{
+    struct gossip_config cfg = GOSSIP_CONFIG_INIT;
+    gossip *g = NULL;
+    ck_assert_int_eq(gossip_new(&g, &cfg), RK_ECONFIG);
+    cfg.cluster_name = "c";
+    cfg.node_name = "n";
+    ck_assert_int_eq(gossip_new(&g, &cfg), RK_ECONFIG); /* no secret */
+    cfg.secret = (const uint8_t *)"k";
+    cfg.secret_len = 1;
+    cfg.generation = 0;
+    ck_assert_int_eq(gossip_new(&g, &cfg), RK_ECONFIG);
+    cfg.generation = 1;
+    cfg.max_packet = 100;
+    ck_assert_int_eq(gossip_new(&g, &cfg), RK_ECONFIG);
+    cfg.max_packet = 8192;
+    cfg.n_seeds = 1;
+    ck_assert_int_eq(gossip_new(&g, &cfg), RK_ECONFIG); /* seeds NULL */
+    cfg.n_seeds = 0;
+    char longname[GOSSIP_NAME_MAX + 2];
+    memset(longname, 'x', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    cfg.node_name = longname;
+    ck_assert_int_eq(gossip_new(&g, &cfg), RK_ECONFIG);
+    cfg.node_name = "n";
+    ck_assert_int_eq(gossip_new(&g, &cfg), 0);
+    ck_assert_uint_eq(gossip_peer_count(g), 1);
+    ck_assert_int_eq(gossip_peer_get(&(struct gossip_peer_info){0}, g, 1, 0),
+                     RK_ENOTFOUND);
+    gossip_free(g);
+}
+END_TEST
+
+static Suite *gossip_suite(void)
+{
+    Suite *s = suite_create("gossip");
+    TCase *tc = tcase_create("digests");
+    tcase_add_test(tc, digest_comparison);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("versions");
+    tcase_add_test(tc, replay_never_rolls_back);
+    tcase_add_test(tc, generation_rules);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("failure_detector");
+    tcase_add_test(tc, phi_known_sequences);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("auth");
+    tcase_add_test(tc, auth_rejects_are_counted);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("epochs");
+    tcase_add_test(tc, epochs_and_staleness);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("quarantine");
+    tcase_add_test(tc, quarantine_and_tombstone);
+    tcase_add_test(tc, removenode_spreads);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("split");
+    tcase_add_test(tc, large_state_is_split);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("api");
+    tcase_add_test(tc, tick_targets);
+    tcase_add_test(tc, value_helpers);
+    tcase_add_test(tc, config_validation);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(gossip_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

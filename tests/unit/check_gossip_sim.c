@@ -1,0 +1,244 @@
+/*
+ * check_gossip_sim.c - 100 gossip state machines on a fake clock and a lossy
+ * fake network (10% loss, 2% duplicates, 1..200 ms delays, so reordering).
+ *
+ * Each test prints its seed; set GOSSIP_SIM_SEED to replay a failure
+ * exactly. Bounds below are liveness bounds in simulated time (the run stops
+ * by itself), not timing thresholds.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "gossip/gossip_sim.h"
+
+#define N 100
+
+static uint64_t seed_for(uint64_t dflt)
+{
+    const char *e = getenv("GOSSIP_SIM_SEED");
+    uint64_t seed = e != NULL ? strtoull(e, NULL, 10) : dflt;
+    printf("gossip sim seed=%llu (GOSSIP_SIM_SEED to replay)\n",
+           (unsigned long long)seed);
+    fflush(stdout);
+    return seed;
+}
+
+static bool all_know_all_up(gossip_sim *s)
+{
+    for (size_t i = 0; i < N; i++) {
+        gossip *g = gossip_sim_node(s, i);
+        if (gossip_peer_count(g) != N)
+            return false;
+        for (size_t k = 1; k < N; k++) {
+            struct gossip_peer_info pi;
+            if (gossip_peer_get(&pi, g, k, gossip_sim_now(s)) != 0 || !pi.up)
+                return false;
+        }
+    }
+    return true;
+}
+
+static void converge(gossip_sim *s, uint64_t seed)
+{
+    uint64_t t = gossip_sim_now(s);
+    while (!all_know_all_up(s)) {
+        ck_assert_msg(t < 300 * 1000, "seed %llu: no convergence in 300 s",
+                      (unsigned long long)seed);
+        t += 1000;
+        ck_assert_int_eq(gossip_sim_run(s, t), 0);
+    }
+}
+
+/* An order-independent digest of the ring inputs a node holds: for every
+ * endpoint, its name, STATUS (with epoch), TOKENS, DC and RACK. */
+static uint64_t ring_view(gossip *g)
+{
+    uint64_t sum = 0;
+    for (size_t i = 0; i < gossip_peer_count(g); i++) {
+        struct gossip_peer_info pi;
+        ck_assert_int_eq(gossip_peer_get(&pi, g, i, 0), 0);
+        uint64_t h = XXH3_64bits(pi.name, strlen(pi.name));
+        static const enum gossip_key keys[] = {GOSSIP_KEY_STATUS,
+                                               GOSSIP_KEY_TOKENS, GOSSIP_KEY_DC,
+                                               GOSSIP_KEY_RACK};
+        for (size_t k = 0; k < 4; k++) {
+            struct rk_slice v = pi.state[keys[k]];
+            h = XXH3_64bits_withSeed(v.p, v.len, h * 31 + keys[k]);
+        }
+        sum += h;
+    }
+    return sum;
+}
+
+START_TEST(token_change_reaches_all)
+{
+    struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
+    cfg.seed = seed_for(1000 + (uint64_t)_i);
+    gossip_sim *s;
+    ck_assert_int_eq(gossip_sim_new(&s, &cfg), 0);
+    converge(s, cfg.seed);
+
+    gossip *g0 = gossip_sim_node(s, 0);
+    uint64_t tokens[4] = {11, 22, 33, UINT64_C(0xfeedfacecafebeef)};
+    ck_assert_int_eq(gossip_tokens_set(g0, tokens, 4), 0);
+    struct gossip_peer_info me;
+    ck_assert_int_eq(gossip_peer_get(&me, g0, 0, 0), 0);
+    uint64_t version = me.state_version[GOSSIP_KEY_TOKENS];
+    uint64_t start = gossip_sim_now(s), t = start;
+    size_t have = 0;
+    while (have < N) {
+        ck_assert_msg(t - start < 120 * 1000,
+                      "seed %llu: change reached %zu of %d nodes in 120 s",
+                      (unsigned long long)cfg.seed, have, N);
+        t += 100;
+        ck_assert_int_eq(gossip_sim_run(s, t), 0);
+        have = 0;
+        for (size_t i = 0; i < N; i++) {
+            struct gossip_peer_info pi;
+            ck_assert_int_eq(
+                gossip_peer_find(&pi, gossip_sim_node(s, i), "n0", t), 0);
+            if (pi.state_version[GOSSIP_KEY_TOKENS] < version)
+                continue;
+            have++;
+            uint64_t got[4];
+            size_t n;
+            ck_assert_int_eq(
+                gossip_tokens_decode(got, 4, &n, pi.state[GOSSIP_KEY_TOKENS]),
+                0);
+            ck_assert_uint_eq(n, 4);
+            ck_assert_mem_eq(got, tokens, sizeof(tokens));
+        }
+    }
+    printf("seed=%llu: token change reached all %d nodes in %.1f rounds\n",
+           (unsigned long long)cfg.seed, N,
+           (double)(t - start) / cfg.interval_ms);
+    struct gossip_sim_counters c;
+    gossip_sim_counters_get(&c, s);
+    ck_assert_uint_gt(c.pkts_lost, 0); /* the network really was lossy */
+    ck_assert_uint_gt(c.pkts_duplicated, 0);
+    ck_assert_uint_eq(c.ev_auth_fail, 0);
+    gossip_sim_free(s);
+}
+END_TEST
+
+struct down_log {
+    size_t victim;
+    size_t false_downs; /* DOWN of a healthy node seen by a healthy node */
+};
+
+static void on_event(void *arg, size_t node, const struct gossip_event *ev)
+{
+    struct down_log *log = arg;
+    char victim[16];
+    snprintf(victim, sizeof(victim), "n%zu", log->victim);
+    if (ev->type == GOSSIP_EV_DOWN && node != log->victim &&
+        strcmp(ev->name, victim) != 0)
+        log->false_downs++;
+}
+
+/* Every healthy node sees the victim DOWN and every other node UP; the
+ * victim sees everyone DOWN. */
+static bool partition_seen(gossip_sim *s, size_t victim)
+{
+    char vname[16];
+    snprintf(vname, sizeof(vname), "n%zu", victim);
+    for (size_t i = 0; i < N; i++) {
+        gossip *g = gossip_sim_node(s, i);
+        for (size_t k = 1; k < gossip_peer_count(g); k++) {
+            struct gossip_peer_info pi;
+            ck_assert_int_eq(gossip_peer_get(&pi, g, k, gossip_sim_now(s)), 0);
+            bool cut = i == victim || strcmp(pi.name, vname) == 0;
+            if (pi.up == cut)
+                return false;
+        }
+    }
+    return true;
+}
+
+START_TEST(partition_down_then_up_ring_unchanged)
+{
+    struct down_log log = {.victim = 7};
+    struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
+    cfg.seed = seed_for(2000 + (uint64_t)_i);
+    cfg.on_event = on_event;
+    cfg.arg = &log;
+    gossip_sim *s;
+    ck_assert_int_eq(gossip_sim_new(&s, &cfg), 0);
+    converge(s, cfg.seed);
+    uint64_t view = ring_view(gossip_sim_node(s, 0));
+    for (size_t i = 0; i < N; i++)
+        ck_assert_uint_eq(ring_view(gossip_sim_node(s, i)), view);
+    struct gossip_sim_counters c0, c1;
+    gossip_sim_counters_get(&c0, s);
+
+    /* Cut n7 off: everyone convicts it, it convicts everyone. */
+    gossip_sim_isolate(s, log.victim, true);
+    uint64_t cut_at = gossip_sim_now(s), t = cut_at;
+    while (!partition_seen(s, log.victim)) {
+        ck_assert_msg(t - cut_at < 180 * 1000,
+                      "seed %llu: partition not seen by all in 180 s",
+                      (unsigned long long)cfg.seed);
+        t += 1000;
+        ck_assert_int_eq(gossip_sim_run(s, t), 0);
+        /* DOWN is routing only: the ring inputs never move */
+        for (size_t i = 0; i < N && (t - cut_at) % 5000 == 0; i++) {
+            ck_assert_uint_eq(ring_view(gossip_sim_node(s, i)), view);
+            ck_assert(!gossip_ring_stale(gossip_sim_node(s, i)));
+        }
+    }
+    printf("seed=%llu: partition seen everywhere %.0f s after the cut\n",
+           (unsigned long long)cfg.seed, (double)(t - cut_at) / 1000);
+    /* and it stays that way while the partition lasts */
+    t += 20 * 1000;
+    ck_assert_int_eq(gossip_sim_run(s, t), 0);
+    ck_assert(partition_seen(s, log.victim));
+
+    /* Heal: everyone sees everyone UP again, ring still the same. */
+    gossip_sim_isolate(s, log.victim, false);
+    uint64_t heal = t;
+    while (!all_know_all_up(s)) {
+        ck_assert_msg(t - heal < 60 * 1000,
+                      "seed %llu: not all UP 60 s after heal",
+                      (unsigned long long)cfg.seed);
+        t += 1000;
+        ck_assert_int_eq(gossip_sim_run(s, t), 0);
+    }
+    printf("seed=%llu: all UP %.0f s after the heal\n",
+           (unsigned long long)cfg.seed, (double)(t - heal) / 1000);
+    for (size_t i = 0; i < N; i++)
+        ck_assert_uint_eq(ring_view(gossip_sim_node(s, i)), view);
+    gossip_sim_counters_get(&c1, s);
+    ck_assert_uint_eq(c1.ev_membership, c0.ev_membership);
+    ck_assert_uint_ge(c1.ev_down - c0.ev_down, 2 * (N - 1));
+    ck_assert_msg(log.false_downs == 0, "seed %llu: %zu false DOWN events",
+                  (unsigned long long)cfg.seed, log.false_downs);
+    gossip_sim_free(s);
+}
+END_TEST
+
+static Suite *gossip_sim_suite(void)
+{
+    Suite *s = suite_create("gossip_sim");
+    TCase *tc = tcase_create("spread");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, token_change_reaches_all, 0, 3);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("partition");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, partition_down_then_up_ring_unchanged, 0, 1);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(gossip_sim_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,1141 @@
+/*
+ * check_storage.c - the store: record format and LWW merge, limits, reads
+ * and batches, expiry and gc, range create/split/merge/drop/adopt, chunked
+ * scans, digests, map growth, system state and hints.
+ *
+ * Every test works in its own fresh directory under $TMPDIR (or /tmp).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <check.h>
+#include <lmdb.h>
+
+#include "common/rk.h"
+#include "storage/hlc.h"
+#include "storage/store.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static char tmpdir[256];
+
+static void mk_tmp(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof(tmpdir), "%s/rk_store_XXXXXX", t ? t : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void rm_tmp(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static store *open_store(struct store_opts *o)
+{
+    struct store_opts d = STORE_OPTS_INIT;
+    if (o == NULL)
+        o = &d;
+    o->data_dir = tmpdir;
+    store *s = NULL;
+    int rc = store_open(&s, o);
+    ck_assert_msg(rc == 0, "store_open: %s", rk_strerror(rc));
+    return s;
+}
+
+/* Encode a record into a heap buffer; *len set. */
+static uint8_t *rec(size_t *len,
+                    uint64_t ts,
+                    uint8_t flags,
+                    uint64_t exp,
+                    const void *val,
+                    size_t vlen)
+{
+    struct store_record r = {ts, flags, exp, RK_SLICE(val, vlen)};
+    size_t n = store_record_size(&r);
+    uint8_t *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(store_record_encode(p, n, len, &r), 0);
+    return p;
+}
+
+static int put(store *s, const char *key, uint64_t ts, const char *val)
+{
+    size_t n;
+    uint8_t *r = rec(&n, ts, val ? 0 : STORE_REC_TOMBSTONE, 0, val,
+                     val ? strlen(val) : 0);
+    int rc = store_put(s, RK_SLICE(key, strlen(key)), RK_SLICE(r, n));
+    free(r);
+    return rc;
+}
+
+/* The value of key at now, as a malloc'd C string, or NULL. */
+static char *get(store *s, const char *key, uint64_t now)
+{
+    uint8_t *p;
+    size_t n;
+    int rc = store_get(&p, &n, s, RK_SLICE(key, strlen(key)), now);
+    if (rc == RK_ENOTFOUND)
+        return NULL;
+    ck_assert_msg(rc == 0, "get %s: %s", key, rk_strerror(rc));
+    struct store_record r;
+    ck_assert_int_eq(store_record_decode(&r, p, n), 0);
+    char *v = malloc(r.value.len + 1);
+    memcpy(v, r.value.p, r.value.len);
+    v[r.value.len] = 0;
+    free(p);
+    return v;
+}
+
+static void expect(store *s, const char *key, const char *val)
+{
+    char *v = get(s, key, 1);
+    if (val == NULL)
+        ck_assert_msg(v == NULL, "%s: expected absent, got %s", key, v);
+    else
+        ck_assert_msg(v && strcmp(v, val) == 0, "%s: expected %s got %s", key,
+                      val, v ? v : "(absent)");
+    free(v);
+}
+
+static const struct store_range WHOLE = {0, 0};
+
+/* ---- records ------------------------------------------------------------ */
+
+START_TEST(record_golden_and_roundtrip)
+{
+    size_t n;
+    uint8_t *p = rec(&n, 0x0102030405060708ull, STORE_REC_EXPIRES,
+                     0x1112131415161718ull, "hi", 2);
+    static const uint8_t want[] = {1,    2,    1,    2,    3,    4,    5,
+                                   6,    7,    8,    0x11, 0x12, 0x13, 0x14,
+                                   0x15, 0x16, 0x17, 0x18, 'h',  'i'};
+    ck_assert_uint_eq(n, sizeof(want));
+    ck_assert_mem_eq(p, want, n);
+    struct store_record r;
+    ck_assert_int_eq(store_record_decode(&r, p, n), 0);
+    ck_assert_uint_eq(r.ts, 0x0102030405060708ull);
+    ck_assert_uint_eq(r.expiry_ms, 0x1112131415161718ull);
+    ck_assert_uint_eq(r.value.len, 2);
+    free(p);
+    p = rec(&n, 5, STORE_REC_TOMBSTONE, 0, NULL, 0);
+    ck_assert_uint_eq(n, STORE_REC_HEADER);
+    ck_assert_int_eq(store_record_decode(&r, p, n), 0);
+    ck_assert(!store_record_live(&r, 0));
+    free(p);
+}
+END_TEST
+
+START_TEST(record_bad_inputs)
+{
+    struct store_record r;
+    uint8_t b[32] = {1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 'x'};
+    ck_assert_int_eq(store_record_decode(&r, b, 0), RK_ECORRUPT);
+    ck_assert_int_eq(store_record_decode(&r, b, 9), RK_ECORRUPT);
+    ck_assert_int_eq(store_record_decode(&r, b, 11), 0);
+    b[0] = 2;
+    ck_assert_int_eq(store_record_decode(&r, b, 11), RK_EVERSION);
+    b[0] = 1;
+    b[1] = 0x80; /* unknown flag */
+    ck_assert_int_eq(store_record_decode(&r, b, 11), RK_ECORRUPT);
+    b[1] = STORE_REC_TOMBSTONE; /* tombstone with a value */
+    ck_assert_int_eq(store_record_decode(&r, b, 11), RK_ECORRUPT);
+    b[1] = STORE_REC_EXPIRES; /* expiry cut short */
+    ck_assert_int_eq(store_record_decode(&r, b, 14), RK_ECORRUPT);
+    struct store_record t = {1, STORE_REC_TOMBSTONE, 0, RK_SLICE("x", 1)};
+    size_t n;
+    ck_assert_int_eq(store_record_encode(b, sizeof(b), &n, &t), RK_EBADREQ);
+    t.flags = 0;
+    ck_assert_int_eq(store_record_encode(b, 5, &n, &t), -ENOBUFS);
+}
+END_TEST
+
+START_TEST(lww_table)
+{
+    struct store_record a = {10, 0, 0, RK_SLICE("b", 1)};
+    struct store_record b = {9, 0, 0, RK_SLICE("z", 1)};
+    ck_assert_int_gt(store_record_cmp(&a, &b), 0); /* newer wins */
+    ck_assert_int_lt(store_record_cmp(&b, &a), 0);
+    b.ts = 10; /* tie: greater value wins */
+    ck_assert_int_lt(store_record_cmp(&a, &b), 0);
+    struct store_record t = {10, STORE_REC_TOMBSTONE, 0, RK_SLICE("", 0)};
+    ck_assert_int_gt(store_record_cmp(&t, &b), 0); /* tombstone wins tie */
+    ck_assert_int_gt(store_record_cmp(&t, &a), 0);
+    struct store_record older_t = {9, STORE_REC_TOMBSTONE, 0, {NULL, 0}};
+    ck_assert_int_lt(store_record_cmp(&older_t, &a), 0);
+    struct store_record ab = {10, 0, 0, RK_SLICE("bb", 2)};
+    ck_assert_int_gt(store_record_cmp(&ab, &a), 0); /* longer > prefix */
+    ck_assert_int_eq(store_record_cmp(&a, &a), 0);
+    struct store_record e = {10, STORE_REC_EXPIRES, 5, RK_SLICE("b", 1)};
+    ck_assert_int_gt(store_record_cmp(&a, &e), 0); /* no expiry > expiry */
+}
+END_TEST
+
+static struct store_record rand_rec(unsigned *seed, uint8_t *buf)
+{
+    struct store_record r = {0};
+    r.ts = (uint64_t)(rand_r(seed) % 3);
+    int k = rand_r(seed) % 5;
+    if (k == 0) {
+        r.flags = STORE_REC_TOMBSTONE;
+    } else {
+        size_t n = (size_t)(rand_r(seed) % 3);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (uint8_t)('a' + rand_r(seed) % 2);
+        r.value = RK_SLICE(buf, n);
+        if (k == 1) {
+            r.flags = STORE_REC_EXPIRES;
+            r.expiry_ms = (uint64_t)(rand_r(seed) % 2);
+        }
+    }
+    return r;
+}
+
+static const struct store_record *mx(const struct store_record *a,
+                                     const struct store_record *b)
+{
+    return store_record_cmp(a, b) >= 0 ? a : b;
+}
+
+START_TEST(lww_properties)
+{
+    unsigned seed = 12345u + (unsigned)_i;
+    for (int i = 0; i < 20000; i++) {
+        uint8_t b1[4], b2[4], b3[4];
+        struct store_record a = rand_rec(&seed, b1), b = rand_rec(&seed, b2),
+                            c = rand_rec(&seed, b3);
+        int ab = store_record_cmp(&a, &b), ba = store_record_cmp(&b, &a);
+        ck_assert_msg((ab > 0) == (ba < 0) && (ab == 0) == (ba == 0),
+                      "antisymmetry, seed %d iter %d", 12345 + _i, i);
+        /* commutative: merge(a,b) and merge(b,a) are the same record */
+        ck_assert_msg(store_record_cmp(mx(&a, &b), mx(&b, &a)) == 0,
+                      "commutative, seed %d iter %d", 12345 + _i, i);
+        /* idempotent */
+        ck_assert_int_eq(store_record_cmp(mx(&a, &a), &a), 0);
+        ck_assert_int_eq(store_record_cmp(mx(mx(&a, &b), &b), mx(&a, &b)), 0);
+        /* associative */
+        ck_assert_msg(
+            store_record_cmp(mx(mx(&a, &b), &c), mx(&a, mx(&b, &c))) == 0,
+            "associative, seed %d iter %d", 12345 + _i, i);
+        /* equal under cmp means byte-identical encodings */
+        if (ab == 0) {
+            uint8_t e1[32], e2[32];
+            size_t n1, n2;
+            ck_assert_int_eq(store_record_encode(e1, 32, &n1, &a), 0);
+            ck_assert_int_eq(store_record_encode(e2, 32, &n2, &b), 0);
+            ck_assert(n1 == n2 && memcmp(e1, e2, n1) == 0);
+        }
+    }
+}
+END_TEST
+
+/* ---- reads and writes --------------------------------------------------- */
+
+START_TEST(put_get_lww_in_store)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(put(s, "k", 5, "x"), RK_ENOTFOUND); /* no range yet */
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    ck_assert_int_eq(store_range_create(s, (struct store_range){1, 2}),
+                     RK_EEXIST);
+    ck_assert_int_eq(put(s, "k", 5, "five"), 0);
+    expect(s, "k", "five");
+    ck_assert_int_eq(put(s, "k", 4, "four"), 0); /* older: ignored */
+    expect(s, "k", "five");
+    ck_assert_int_eq(put(s, "k", 5, "zzz"), 0); /* tie: greater value */
+    expect(s, "k", "zzz");
+    ck_assert_int_eq(put(s, "k", 5, "aaa"), 0);
+    expect(s, "k", "zzz");
+    ck_assert_int_eq(put(s, "k", 5, NULL), 0); /* tombstone wins tie */
+    expect(s, "k", NULL);
+    uint8_t *p;
+    size_t n;
+    ck_assert_int_eq(store_get_raw(&p, &n, s, RK_SLICE("k", 1)), 0);
+    struct store_record r;
+    ck_assert_int_eq(store_record_decode(&r, p, n), 0);
+    ck_assert(r.flags & STORE_REC_TOMBSTONE);
+    free(p);
+    ck_assert_int_eq(put(s, "k", 6, "six"), 0);
+    expect(s, "k", "six");
+    expect(s, "nope", NULL);
+    store_free(s);
+    s = open_store(NULL); /* survives reopen */
+    expect(s, "k", "six");
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(batch_results)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    uint64_t tk = rk_token("a", 1);
+    /* a range holding "a" but not "b" (unless they share a token) */
+    ck_assert_int_eq(store_range_create(s, (struct store_range){tk - 1, tk}),
+                     0);
+    store_batch *b;
+    ck_assert_int_eq(store_batch_new(&b), 0);
+    size_t n;
+    uint8_t *r = rec(&n, 1, 0, 0, "v", 1);
+    ck_assert_int_eq(store_batch_add(b, RK_SLICE("a", 1), RK_SLICE(r, n)), 0);
+    ck_assert_int_eq(store_batch_add(b, RK_SLICE("b", 1), RK_SLICE(r, n)), 0);
+    ck_assert_int_eq(store_batch_add(b, RK_SLICE("", 0), RK_SLICE(r, n)),
+                     RK_EBADREQ);
+    uint8_t bad[3] = {9, 0, 0};
+    ck_assert_int_eq(store_batch_add(b, RK_SLICE("c", 1), RK_SLICE(bad, 3)),
+                     RK_EVERSION);
+    ck_assert_uint_eq(store_batch_count(b), 2);
+    ck_assert_int_eq(store_batch_commit(s, b), 0);
+    ck_assert_int_eq(store_batch_result(b, 0), 0);
+    ck_assert_int_eq(store_batch_result(b, 1), RK_ENOTFOUND);
+    ck_assert_int_eq(store_batch_result(b, 2), RK_EBADREQ);
+    expect(s, "a", "v");
+    store_batch_reset(b);
+    ck_assert_uint_eq(store_batch_count(b), 0);
+    store_batch_free(b);
+    store_batch_free(NULL);
+    free(r);
+    store_free(s);
+    store_free(NULL);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(limits_big_keys_and_values)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    size_t n;
+    uint8_t *r = rec(&n, 1, 0, 0, "v", 1);
+    uint8_t *key = malloc(RK_MAX_KEY + 1);
+    memset(key, 'k', RK_MAX_KEY + 1);
+    ck_assert_int_eq(store_put(s, RK_SLICE(key, 0), RK_SLICE(r, n)),
+                     RK_EBADREQ);
+    ck_assert_int_eq(
+        store_put(s, RK_SLICE(key, RK_MAX_KEY + 1), RK_SLICE(r, n)),
+        RK_ETOOLARGE);
+    ck_assert_int_eq(store_put(s, RK_SLICE(key, RK_MAX_KEY), RK_SLICE(r, n)),
+                     0);
+    /* long keys that share their first 400+ bytes stay distinct */
+    uint8_t *r2 = rec(&n, 1, 0, 0, "w", 1);
+    ck_assert_int_eq(
+        store_put(s, RK_SLICE(key, RK_MAX_KEY - 1), RK_SLICE(r2, n)), 0);
+    uint8_t *p;
+    size_t pn;
+    struct store_record got;
+    ck_assert_int_eq(store_get(&p, &pn, s, RK_SLICE(key, RK_MAX_KEY), 1), 0);
+    ck_assert_int_eq(store_record_decode(&got, p, pn), 0);
+    ck_assert_mem_eq(got.value.p, "v", 1);
+    free(p);
+    ck_assert_int_eq(store_get(&p, &pn, s, RK_SLICE(key, RK_MAX_KEY - 1), 1),
+                     0);
+    ck_assert_int_eq(store_record_decode(&got, p, pn), 0);
+    ck_assert_mem_eq(got.value.p, "w", 1);
+    free(p);
+    ck_assert_int_eq(store_get(&p, &pn, s, RK_SLICE(key, 401), 1),
+                     RK_ENOTFOUND);
+    ck_assert_int_eq(store_get(&p, &pn, s, RK_SLICE(key, RK_MAX_KEY + 1), 1),
+                     RK_ETOOLARGE);
+    free(r);
+    free(r2);
+    /* 16 MiB value: stored whole; one byte more is refused */
+    uint8_t *big = malloc(RK_MAX_VALUE + 1);
+    for (size_t i = 0; i < RK_MAX_VALUE + 1; i++)
+        big[i] = (uint8_t)(i * 31);
+    uint8_t *rb = malloc(STORE_REC_MAX + 1);
+    struct store_record br = {2, 0, 0, RK_SLICE(big, RK_MAX_VALUE)};
+    ck_assert_int_eq(store_record_encode(rb, STORE_REC_MAX, &n, &br), 0);
+    ck_assert_int_eq(store_put(s, RK_SLICE("big", 3), RK_SLICE(rb, n)), 0);
+    br.value.len = RK_MAX_VALUE + 1;
+    ck_assert_int_eq(store_record_encode(rb, STORE_REC_MAX + 1, &n, &br),
+                     RK_ETOOLARGE);
+    memcpy(rb + n - 0, "", 0);
+    /* hand-made over-long record: refused as too large */
+    rb[0] = 1;
+    rb[1] = 0;
+    ck_assert_int_eq(
+        store_put(s, RK_SLICE("big2", 4),
+                  RK_SLICE(rb, STORE_REC_HEADER + RK_MAX_VALUE + 1)),
+        RK_ECORRUPT);
+    ck_assert_int_eq(store_get(&p, &pn, s, RK_SLICE("big", 3), 1), 0);
+    ck_assert_int_eq(store_record_decode(&got, p, pn), 0);
+    ck_assert_uint_eq(got.value.len, RK_MAX_VALUE);
+    ck_assert_mem_eq(got.value.p, big, RK_MAX_VALUE);
+    free(p);
+    free(big);
+    free(rb);
+    free(key);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(corrupt_stored_record)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    ck_assert_int_eq(put(s, "bad", 1, "v"), 0);
+    ck_assert_int_eq(put(s, "worse", 1, "v"), 0);
+    store_free(s);
+    /* Damage the stored records behind the store's back. */
+    char path[400];
+    snprintf(path, sizeof(path), "%s/ranges/%016x_%016x", tmpdir, 0, 0);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    ck_assert_int_eq(mdb_env_create(&env), 0);
+    ck_assert_int_eq(mdb_env_open(env, path, 0, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(env, NULL, 0, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, NULL, 0, &dbi), 0);
+    const char *names[2] = {"bad", "worse"};
+    uint8_t vals[2][3] = {{7, 0, 0}, {1, 0, 0}};
+    for (int i = 0; i < 2; i++) {
+        uint8_t kb[16];
+        uint64_t t = rk_token(names[i], strlen(names[i]));
+        for (int j = 0; j < 8; j++)
+            kb[j] = (uint8_t)(t >> (56 - 8 * j));
+        memcpy(kb + 8, names[i], strlen(names[i]));
+        MDB_val k = {8 + strlen(names[i]), kb}, v = {3, vals[i]};
+        ck_assert_int_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+    }
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+    s = open_store(NULL);
+    uint8_t *p;
+    size_t n;
+    ck_assert_int_eq(store_get(&p, &n, s, RK_SLICE("bad", 3), 1), RK_EVERSION);
+    ck_assert_int_eq(store_get(&p, &n, s, RK_SLICE("worse", 5), 1),
+                     RK_ECORRUPT);
+    /* a new write replaces the damaged record */
+    ck_assert_int_eq(put(s, "bad", 2, "fixed"), 0);
+    expect(s, "bad", "fixed");
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(expiry_and_gc)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.gc_grace_ms = 1000;
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    size_t n;
+    uint8_t *r = rec(&n, hlc_ts_make(100, 0), STORE_REC_EXPIRES, 500, "e", 1);
+    ck_assert_int_eq(store_put(s, RK_SLICE("exp", 3), RK_SLICE(r, n)), 0);
+    free(r);
+    ck_assert_int_eq(put(s, "dead", hlc_ts_make(900, 0), NULL), 0);
+    ck_assert_int_eq(put(s, "live", hlc_ts_make(200, 0), "l"), 0);
+    uint8_t *p;
+    ck_assert_int_eq(store_get(&p, &n, s, RK_SLICE("exp", 3), 499), 0);
+    free(p);
+    ck_assert_int_eq(store_get(&p, &n, s, RK_SLICE("exp", 3), 500),
+                     RK_ENOTFOUND);
+    uint64_t purged = 99;
+    /* within gc_grace: nothing purged */
+    ck_assert_int_eq(store_gc(s, 1199, &purged), 0);
+    ck_assert_uint_eq(purged, 0);
+    ck_assert_int_eq(store_get_raw(&p, &n, s, RK_SLICE("dead", 4)), 0);
+    free(p);
+    ck_assert_int_eq(store_gc(s, 1500, &purged), 0); /* expired one only */
+    ck_assert_uint_eq(purged, 1);
+    ck_assert_int_eq(store_get_raw(&p, &n, s, RK_SLICE("exp", 3)),
+                     RK_ENOTFOUND);
+    ck_assert_int_eq(store_gc(s, 2000, &purged), 0); /* the tombstone */
+    ck_assert_uint_eq(purged, 1);
+    ck_assert_int_eq(store_get_raw(&p, &n, s, RK_SLICE("dead", 4)),
+                     RK_ENOTFOUND);
+    expect(s, "live", "l");
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* ---- ranges, scans, digests --------------------------------------------- */
+
+#define NK 600
+
+static void fill(store *s, int nk, uint64_t ts)
+{
+    store_batch *b;
+    ck_assert_int_eq(store_batch_new(&b), 0);
+    for (int i = 0; i < nk; i++) {
+        char k[32], v[32];
+        snprintf(k, sizeof(k), "key:%d", i);
+        snprintf(v, sizeof(v), "val:%d:%llu", i, (unsigned long long)ts);
+        size_t n;
+        uint8_t *r = rec(&n, ts, 0, 0, v, strlen(v));
+        ck_assert_int_eq(
+            store_batch_add(b, RK_SLICE(k, strlen(k)), RK_SLICE(r, n)), 0);
+        free(r);
+    }
+    ck_assert_int_eq(store_batch_commit(s, b), 0);
+    for (int i = 0; i < nk; i++)
+        ck_assert_int_eq(store_batch_result(b, (size_t)i), 0);
+    store_batch_free(b);
+}
+
+static void check_all(store *s, int nk, uint64_t ts)
+{
+    for (int i = 0; i < nk; i++) {
+        char k[32], v[32];
+        snprintf(k, sizeof(k), "key:%d", i);
+        snprintf(v, sizeof(v), "val:%d:%llu", i, (unsigned long long)ts);
+        expect(s, k, v);
+    }
+}
+
+/* Every stored entry is in exactly one env and inside its range. */
+static uint64_t check_placement(store *s)
+{
+    struct store_range *rs;
+    size_t n;
+    uint64_t total = 0;
+    ck_assert_int_eq(store_range_list(&rs, &n, s), 0);
+    for (size_t i = 0; i < n; i++) {
+        struct store_range_info info;
+        struct store_digest d;
+        ck_assert_int_eq(store_range_info(&info, s, rs[i]), 0);
+        ck_assert_int_eq(store_digest(&d, s, rs[i]), 0);
+        ck_assert_uint_eq(info.keys, d.keys); /* nothing outside */
+        total += d.keys;
+    }
+    free(rs);
+    return total;
+}
+
+struct collect {
+    uint64_t *tokens;
+    size_t n;
+};
+
+static int collect_cb(const struct store_item *it, void *arg)
+{
+    struct collect *c = arg;
+    ck_assert_uint_eq(it->token, rk_token(it->key.p, it->key.len));
+    c->tokens[c->n++] = it->token;
+    return 0;
+}
+
+START_TEST(split_merge_drop)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill(s, NK, 1);
+    ck_assert_uint_eq(check_placement(s), NK);
+    struct store_digest before;
+    ck_assert_int_eq(store_digest(&before, s, WHOLE), 0);
+    ck_assert_int_eq(store_range_split(s, WHOLE, 0), RK_EBADREQ);
+    ck_assert_int_eq(store_range_split(s, (struct store_range){1, 2}, 1),
+                     RK_ENOTFOUND);
+    uint64_t q = UINT64_MAX / 4;
+    ck_assert_int_eq(store_range_split(s, WHOLE, q), 0);
+    ck_assert_int_eq(store_range_split(s, (struct store_range){q, 0}, 2 * q),
+                     0);
+    ck_assert_int_eq(
+        store_range_split(s, (struct store_range){2 * q, 0}, 3 * q), 0);
+    struct store_range *rs;
+    size_t n;
+    ck_assert_int_eq(store_range_list(&rs, &n, s), 0);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_uint_eq(rs[0].end, 0); /* (3q, 0] wraps, sorted by end */
+    ck_assert_uint_eq(rs[0].start, 3 * q);
+    free(rs);
+    ck_assert_uint_eq(check_placement(s), NK);
+    check_all(s, NK, 1);
+    struct store_range found;
+    ck_assert_int_eq(store_range_find(&found, s, q), 0);
+    ck_assert_uint_eq(found.start, 0);
+    ck_assert_uint_eq(found.end, q);
+    ck_assert_int_eq(store_range_find(&found, s, q + 1), 0);
+    ck_assert_uint_eq(found.start, q);
+    /* the digest of the whole ring does not depend on the split */
+    struct store_digest after;
+    ck_assert_int_eq(store_digest(&after, s, WHOLE), 0);
+    ck_assert_uint_eq(after.hash, before.hash);
+    ck_assert_uint_eq(after.keys, NK);
+    /* survives reopen, directories carry their ranges' names */
+    store_free(s);
+    s = open_store(NULL);
+    char path[400];
+    snprintf(path, sizeof(path), "%s/ranges/%016llx_%016llx", tmpdir,
+             (unsigned long long)q, (unsigned long long)(2 * q));
+    ck_assert_int_eq(access(path, F_OK), 0);
+    check_all(s, NK, 1);
+    ck_assert_uint_eq(check_placement(s), NK);
+    /* merge back two and drop one */
+    ck_assert_int_eq(store_range_merge(s, (struct store_range){0, q},
+                                       (struct store_range){2 * q, 3 * q}),
+                     RK_EBADREQ);
+    ck_assert_int_eq(store_range_merge(s, (struct store_range){q, 2 * q},
+                                       (struct store_range){2 * q, 3 * q}),
+                     0);
+    ck_assert_uint_eq(check_placement(s), NK);
+    check_all(s, NK, 1);
+    struct store_range_info info;
+    ck_assert_int_eq(store_range_info(&info, s, (struct store_range){0, q}), 0);
+    uint64_t dropped = info.keys;
+    ck_assert_int_eq(store_range_drop(s, (struct store_range){0, q}), 0);
+    ck_assert_int_eq(store_range_drop(s, (struct store_range){0, q}),
+                     RK_ENOTFOUND);
+    ck_assert_uint_eq(check_placement(s), NK - dropped);
+    struct store_digest d;
+    ck_assert_int_eq(store_digest(&d, s, WHOLE), RK_ENOTFOUND);
+    store_free(s);
+    s = open_store(NULL);
+    ck_assert_uint_eq(check_placement(s), NK - dropped);
+    ck_assert_int_eq(store_range_list(&rs, &n, s), 0);
+    ck_assert_uint_eq(n, 2);
+    free(rs);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+static int u64cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+START_TEST(scan_chunks_in_order)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    uint64_t q = UINT64_MAX / 3;
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill(s, NK, 7);
+    ck_assert_int_eq(store_range_split(s, WHOLE, q), 0);
+    /* scan an arc that wraps and crosses both envs: (2q, 2q] = all, in
+     * arc order starting after 2q; chunk sizes 1, 7, 1000 */
+    uint64_t all[NK];
+    for (int i = 0; i < NK; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "key:%d", i);
+        all[i] = rk_token(k, strlen(k));
+    }
+    qsort(all, NK, sizeof(all[0]), u64cmp);
+    uint64_t exp[NK];
+    size_t ne = 0;
+    for (int i = 0; i < NK; i++)
+        if (all[i] > 2 * q)
+            exp[ne++] = all[i];
+    for (int i = 0; i < NK; i++)
+        if (all[i] <= 2 * q)
+            exp[ne++] = all[i];
+    size_t chunks[3] = {1, 7, 1000};
+    for (int c = 0; c < 3; c++) {
+        struct collect col = {calloc(NK + 1, sizeof(uint64_t)), 0};
+        struct store_scan sc;
+        store_scan_init(&sc, (struct store_range){2 * q, 2 * q});
+        int calls = 0;
+        while (!sc.done) {
+            size_t before = col.n;
+            ck_assert_int_eq(
+                store_scan_next(s, &sc, chunks[c], SIZE_MAX, collect_cb, &col),
+                0);
+            ck_assert_uint_le(col.n - before, chunks[c]);
+            calls++;
+            ck_assert_int_lt(calls, 10 * NK);
+        }
+        ck_assert_uint_eq(col.n, NK);
+        ck_assert_mem_eq(col.tokens, exp, NK * sizeof(uint64_t));
+        free(col.tokens);
+    }
+    /* a scan kept across a split and a merge between its chunks */
+    {
+        struct collect c2 = {calloc(NK + 1, sizeof(uint64_t)), 0};
+        struct store_scan s2;
+        store_scan_init(&s2, WHOLE);
+        ck_assert_int_eq(store_scan_next(s, &s2, 50, SIZE_MAX, collect_cb, &c2),
+                         0);
+        ck_assert_int_eq(
+            store_range_split(s, (struct store_range){q, 0}, 2 * q), 0);
+        ck_assert_int_eq(store_scan_next(s, &s2, 50, SIZE_MAX, collect_cb, &c2),
+                         0);
+        ck_assert_int_eq(store_range_merge(s, (struct store_range){q, 2 * q},
+                                           (struct store_range){2 * q, 0}),
+                         0);
+        while (!s2.done)
+            ck_assert_int_eq(
+                store_scan_next(s, &s2, 50, SIZE_MAX, collect_cb, &c2), 0);
+        ck_assert_uint_eq(c2.n, NK);
+        ck_assert_mem_eq(c2.tokens, all, NK * sizeof(uint64_t));
+        free(c2.tokens);
+    }
+    /* a sub-range, byte-bounded chunks */
+    struct collect col = {calloc(NK + 1, sizeof(uint64_t)), 0};
+    struct store_scan sc;
+    store_scan_init(&sc, (struct store_range){q / 2, q + q / 2});
+    while (!sc.done)
+        ck_assert_int_eq(store_scan_next(s, &sc, 1000, 64, collect_cb, &col),
+                         0);
+    size_t want = 0;
+    for (int i = 0; i < NK; i++)
+        if (all[i] > q / 2 && all[i] <= q + q / 2)
+            ck_assert_uint_eq(col.tokens[want++], all[i]);
+    ck_assert_uint_eq(col.n, want);
+    free(col.tokens);
+    /* an arc with a part not held locally */
+    ck_assert_int_eq(store_range_drop(s, (struct store_range){q, 0}), 0);
+    store_scan_init(&sc, WHOLE);
+    col = (struct collect){calloc(NK + 1, sizeof(uint64_t)), 0};
+    int rc = 0;
+    while (rc == 0 && !sc.done)
+        rc = store_scan_next(s, &sc, 1000, SIZE_MAX, collect_cb, &col);
+    ck_assert_int_eq(rc, RK_ENOTFOUND);
+    free(col.tokens);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(digest_independent_of_order)
+{
+    mk_tmp();
+    char d1[256];
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill(s, 100, 3);
+    fill(s, 100, 2); /* older: no change */
+    struct store_digest a, b;
+    ck_assert_int_eq(store_digest(&a, s, WHOLE), 0);
+    store_free(s);
+    memcpy(d1, tmpdir, sizeof(d1));
+    mk_tmp();
+    s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill(s, 100, 1);
+    fill(s, 100, 3);
+    ck_assert_int_eq(store_digest(&b, s, WHOLE), 0);
+    ck_assert_uint_eq(a.hash, b.hash);
+    ck_assert_uint_eq(a.keys, 100);
+    ck_assert_uint_eq(a.bytes, b.bytes);
+    ck_assert_int_eq(put(s, "key:5", 4, "changed"), 0);
+    ck_assert_int_eq(store_digest(&b, s, WHOLE), 0);
+    ck_assert_uint_ne(a.hash, b.hash);
+    store_free(s);
+    rm_tmp();
+    memcpy(tmpdir, d1, sizeof(d1));
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(copy_fd_and_adopt)
+{
+    mk_tmp();
+    char src[256];
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill(s, NK, 9);
+    uint64_t q = UINT64_MAX / 2;
+    ck_assert_int_eq(store_range_split(s, WHOLE, q), 0);
+    struct store_range hi = {q, 0};
+    struct store_digest want;
+    ck_assert_int_eq(store_digest(&want, s, hi), 0);
+    char file[300];
+    snprintf(file, sizeof(file), "%s/copy.mdb", tmpdir);
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(store_range_copy_fd(s, hi, fd), 0);
+    close(fd);
+    memcpy(src, tmpdir, sizeof(src));
+    store *s1 = s;
+    mk_tmp();
+    char moved[300];
+    snprintf(moved, sizeof(moved), "%s/in.mdb", tmpdir);
+    ck_assert_int_eq(rename(file, moved), 0);
+    s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, (struct store_range){1, 2}), 0);
+    ck_assert_int_eq(store_range_adopt(s, (struct store_range){0, 5}, moved),
+                     RK_EEXIST);
+    /* adopt a narrower range: entries outside it are dropped */
+    struct store_range part = {q + q / 2, 0};
+    ck_assert_int_eq(store_range_adopt(s, part, moved), 0);
+    struct store_digest got, src_part;
+    ck_assert_int_eq(store_digest(&got, s, part), 0);
+    ck_assert_int_eq(store_digest(&src_part, s1, part), 0);
+    ck_assert_uint_eq(got.hash, src_part.hash);
+    ck_assert_uint_gt(got.keys, 0);
+    ck_assert_uint_lt(got.keys, want.keys);
+    ck_assert_uint_eq(check_placement(s), got.keys);
+    store_free(s);
+    rm_tmp();
+    store_free(s1);
+    memcpy(tmpdir, src, sizeof(src));
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(map_full_grows_or_refuses)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.map_size = 256 << 10;
+    o.map_size_max = 2 << 20;
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    char val[4000];
+    memset(val, 'v', sizeof(val));
+    val[sizeof(val) - 1] = 0;
+    int ok = 0, full = 0;
+    for (int i = 0; i < 2000 && full == 0; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "big:%d", i);
+        int rc = put(s, k, 1, val);
+        if (rc == 0)
+            ok++;
+        else if (rc == RK_EFULL)
+            full++;
+        else
+            ck_abort_msg("put: %s", rk_strerror(rc));
+    }
+    /* it grew past 256 KiB (> 64 values of 4 KB) and then refused */
+    ck_assert_int_gt(ok, 100);
+    ck_assert_int_eq(full, 1);
+    struct store_range_info info;
+    ck_assert_int_eq(store_range_info(&info, s, WHOLE), 0);
+    ck_assert_uint_eq(info.map_size, 2 << 20);
+    expect(s, "big:0", val); /* still readable, still serving */
+    store_free(s);
+    s = open_store(&o);
+    expect(s, "big:0", val);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* ---- system state and hints --------------------------------------------- */
+
+START_TEST(system_state)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_sys_set(s, "node_name", RK_SLICE("n1", 2)), 0);
+    ck_assert_int_eq(store_sys_set_u64(s, "generation", 1234), 0);
+    ck_assert_int_eq(store_sys_set_u64(s, "ring_epoch", 7), 0);
+    uint64_t toks[3] = {1, UINT64_MAX, 42};
+    ck_assert_int_eq(store_sys_set_tokens(s, "tokens", toks, 3), 0);
+    ck_assert_int_eq(store_sys_set_u64(s, "stream/x", 99), 0);
+    ck_assert_int_eq(store_sys_set(s, "", RK_SLICE("x", 1)), RK_EBADREQ);
+    store_free(s);
+    s = open_store(NULL);
+    uint8_t *p;
+    size_t n;
+    ck_assert_int_eq(store_sys_get(&p, &n, s, "node_name"), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_mem_eq(p, "n1", 2);
+    free(p);
+    uint64_t v;
+    ck_assert_int_eq(store_sys_get_u64(&v, s, "generation"), 0);
+    ck_assert_uint_eq(v, 1234);
+    ck_assert_int_eq(store_sys_get_u64(&v, s, "node_name"), RK_ECORRUPT);
+    uint64_t *t;
+    ck_assert_int_eq(store_sys_get_tokens(&t, &n, s, "tokens"), 0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_mem_eq(t, toks, sizeof(toks));
+    free(t);
+    ck_assert_int_eq(store_sys_del(s, "stream/x"), 0);
+    ck_assert_int_eq(store_sys_get_u64(&v, s, "stream/x"), RK_ENOTFOUND);
+    ck_assert_int_eq(store_sys_del(s, "stream/x"), RK_ENOTFOUND);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+struct hints_seen {
+    uint64_t seqs[16];
+    int n;
+};
+
+static int
+hint_cb(uint64_t seq, struct rk_slice key, struct rk_slice r, void *arg)
+{
+    struct hints_seen *h = arg;
+    struct store_record rr;
+    ck_assert_int_eq(store_record_decode(&rr, r.p, r.len), 0);
+    ck_assert_uint_eq(key.len, 2);
+    h->seqs[h->n++] = seq;
+    return 0;
+}
+
+START_TEST(hints)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.max_hints = 5;
+    store *s = open_store(&o);
+    size_t n;
+    uint8_t *r = rec(&n, 1, 0, 0, "v", 1);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(
+            store_hint_add(s, "nodeA", RK_SLICE("k1", 2), RK_SLICE(r, n)), 0);
+    ck_assert_int_eq(
+        store_hint_add(s, "nodeA", RK_SLICE("k1", 2), RK_SLICE(r, n)),
+        RK_EFULL);
+    ck_assert_int_eq(
+        store_hint_add(s, "nodeB", RK_SLICE("k2", 2), RK_SLICE(r, n)), 0);
+    ck_assert_int_eq(
+        store_hint_add(s, "nodeB", RK_SLICE("", 0), RK_SLICE(r, n)),
+        RK_EBADREQ);
+    uint64_t c;
+    ck_assert_int_eq(store_hint_count(&c, s, "nodeA"), 0);
+    ck_assert_uint_eq(c, 5);
+    struct hints_seen h = {{0}, 0};
+    ck_assert_int_eq(store_hint_scan(s, "nodeA", 2, 10, hint_cb, &h), 0);
+    ck_assert_int_eq(h.n, 3);
+    ck_assert_uint_eq(h.seqs[0], 3);
+    ck_assert_uint_eq(h.seqs[2], 5);
+    ck_assert_int_eq(store_hint_delete(s, "nodeA", 3), 0);
+    ck_assert_int_eq(store_hint_count(&c, s, "nodeA"), 0);
+    ck_assert_uint_eq(c, 2);
+    store_free(s);
+    s = open_store(&o);
+    h.n = 0;
+    ck_assert_int_eq(store_hint_scan(s, "nodeA", 0, 10, hint_cb, &h), 0);
+    ck_assert_int_eq(h.n, 2);
+    ck_assert_uint_eq(h.seqs[0], 4);
+    /* new hints number after the last */
+    ck_assert_int_eq(
+        store_hint_add(s, "nodeA", RK_SLICE("k3", 2), RK_SLICE(r, n)), 0);
+    h.n = 0;
+    ck_assert_int_eq(store_hint_scan(s, "nodeA", 5, 10, hint_cb, &h), 0);
+    ck_assert_int_eq(h.n, 1);
+    ck_assert_uint_eq(h.seqs[0], 6);
+    ck_assert_int_eq(store_hint_delete(s, "nodeA", UINT64_MAX), 0);
+    ck_assert_int_eq(store_hint_count(&c, s, "nodeA"), 0);
+    ck_assert_uint_eq(c, 0);
+    h.n = 0;
+    ck_assert_int_eq(store_hint_scan(s, "nodeB", 0, 10, hint_cb, &h), 0);
+    ck_assert_int_eq(h.n, 1);
+    free(r);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* ---- threads ------------------------------------------------------------ */
+
+struct thr {
+    store *s;
+    int id, n;
+};
+
+static void *writer(void *arg)
+{
+    struct thr *t = arg;
+    for (int i = 0; i < t->n; i++) {
+        char k[32], v[32];
+        snprintf(k, sizeof(k), "t%d:%d", t->id, i);
+        snprintf(v, sizeof(v), "v%d", i);
+        if (put(t->s, k, 1, v) != 0)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+static void *reader(void *arg)
+{
+    struct thr *t = arg;
+    for (int i = 0; i < t->n; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "t%d:%d", i % 4, i / 4);
+        uint8_t *p;
+        size_t n;
+        int rc = store_get(&p, &n, t->s, RK_SLICE(k, strlen(k)), 1);
+        if (rc == 0)
+            free(p);
+        else if (rc != RK_ENOTFOUND)
+            return (void *)1;
+    }
+    return NULL;
+}
+
+static void concurrent(int durability)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.durability = durability;
+    o.periodic_ms = 20;
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 1ull << 63}),
+                     0);
+    ck_assert_int_eq(store_range_create(s, (struct store_range){1ull << 63, 0}),
+                     0);
+    pthread_t th[6];
+    struct thr a[6];
+    for (int i = 0; i < 6; i++) {
+        a[i] = (struct thr){s, i, 150};
+        ck_assert_int_eq(
+            pthread_create(&th[i], NULL, i < 4 ? writer : reader, &a[i]), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        void *ret;
+        pthread_join(th[i], &ret);
+        ck_assert_ptr_null(ret);
+    }
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 150; i++) {
+            char k[32], v[32];
+            snprintf(k, sizeof(k), "t%d:%d", t, i);
+            snprintf(v, sizeof(v), "v%d", i);
+            expect(s, k, v);
+        }
+    ck_assert_int_eq(store_sync(s), 0);
+    store_free(s);
+    rm_tmp();
+}
+
+struct splitter {
+    store *s;
+    int rounds;
+    int rc;
+};
+
+/* Split the whole ring in four and merge it back, again and again. */
+static void *splitter(void *arg)
+{
+    struct splitter *sp = arg;
+    uint64_t q = UINT64_MAX / 4;
+    for (int i = 0; i < sp->rounds && sp->rc == 0; i++) {
+        if ((sp->rc = store_range_split(sp->s, WHOLE, q)) ||
+            (sp->rc =
+                 store_range_split(sp->s, (struct store_range){q, 0}, 2 * q)) ||
+            (sp->rc = store_range_merge(sp->s, (struct store_range){0, q},
+                                        (struct store_range){q, 2 * q})) ||
+            (sp->rc = store_range_merge(sp->s, (struct store_range){0, 2 * q},
+                                        (struct store_range){2 * q, 0})))
+            break;
+    }
+    return NULL;
+}
+
+START_TEST(writes_during_split_and_merge)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill(s, NK, 1);
+    pthread_t th[4], sth;
+    struct thr a[4];
+    struct splitter sp = {s, 6, 0};
+    ck_assert_int_eq(pthread_create(&sth, NULL, splitter, &sp), 0);
+    for (int i = 0; i < 4; i++) {
+        a[i] = (struct thr){s, i, 200};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *ret;
+        pthread_join(th[i], &ret);
+        ck_assert_ptr_null(ret);
+    }
+    pthread_join(sth, NULL);
+    ck_assert_int_eq(sp.rc, 0);
+    check_all(s, NK, 1);
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < 200; i++) {
+            char k[32], v[32];
+            snprintf(k, sizeof(k), "t%d:%d", t, i);
+            snprintf(v, sizeof(v), "v%d", i);
+            expect(s, k, v);
+        }
+    ck_assert_uint_eq(check_placement(s), NK + 800);
+    store_free(s);
+    s = open_store(NULL);
+    ck_assert_uint_eq(check_placement(s), NK + 800);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(concurrent_group_commit)
+{
+    concurrent(STORE_GROUP_COMMIT);
+}
+END_TEST
+
+START_TEST(concurrent_periodic)
+{
+    concurrent(STORE_PERIODIC);
+}
+END_TEST
+
+START_TEST(bad_options)
+{
+    store *s = NULL;
+    struct store_opts o = STORE_OPTS_INIT;
+    ck_assert_int_eq(store_open(&s, &o), RK_ECONFIG); /* no data_dir */
+    o.data_dir = "/tmp";
+    o.durability = 7;
+    ck_assert_int_eq(store_open(&s, &o), RK_ECONFIG);
+    o.durability = STORE_GROUP_COMMIT;
+    o.map_size_max = 1;
+    ck_assert_int_eq(store_open(&s, &o), RK_ECONFIG);
+    ck_assert_ptr_null(s);
+}
+END_TEST
+
+static Suite *storage_suite(void)
+{
+    Suite *s = suite_create("storage");
+    TCase *tc = tcase_create("record");
+    tcase_add_test(tc, record_golden_and_roundtrip);
+    tcase_add_test(tc, record_bad_inputs);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("lww");
+    tcase_add_test(tc, lww_table);
+    tcase_add_loop_test(tc, lww_properties, 0, 3);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("readwrite");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, put_get_lww_in_store);
+    tcase_add_test(tc, batch_results);
+    tcase_add_test(tc, limits_big_keys_and_values);
+    tcase_add_test(tc, corrupt_stored_record);
+    tcase_add_test(tc, bad_options);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("expiry");
+    tcase_add_test(tc, expiry_and_gc);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("ranges");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, split_merge_drop);
+    tcase_add_test(tc, scan_chunks_in_order);
+    tcase_add_test(tc, digest_independent_of_order);
+    tcase_add_test(tc, copy_fd_and_adopt);
+    tcase_add_test(tc, map_full_grows_or_refuses);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("system");
+    tcase_add_test(tc, system_state);
+    tcase_add_test(tc, hints);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("threads");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, concurrent_group_commit);
+    tcase_add_test(tc, concurrent_periodic);
+    tcase_add_test(tc, writes_during_split_and_merge);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(storage_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

@@ -1,0 +1,397 @@
+/*
+ * bench-storage - the store's throughput beside raw LMDB, in one run.
+ *
+ * Rows: raw LMDB writes in one big transaction (the physical ceiling), group
+ * commit with 1, 16 and 64 concurrent writers (store_put, 48 range envs as a
+ * node replicating 3 nodes x 16 tokens x RF 3 holds), the same with each
+ * sync method, periodic mode, point reads against raw mdb_get, and disk
+ * overhead per record. Ratios are against the raw rows of this same run.
+ *
+ * Usage: bench-storage [seconds-per-row (2)] [dir ($TMPDIR or /tmp)]
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <lmdb.h>
+
+#include "common/rk.h"
+#include "storage/store.h"
+
+#define VAL     100
+#define NRANGES 48
+#define NREAD   200000
+
+static double secs = 2.0;
+static char base[256];
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static void rmrf(const char *p)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", p);
+    if (system(cmd) != 0)
+        fprintf(stderr, "rm failed: %s\n", p);
+}
+
+static size_t mkkey(char *k, uint64_t i)
+{
+    return (size_t)snprintf(k, 32, "bench:%012llu", (unsigned long long)i);
+}
+
+static size_t mkrec(uint8_t *out, uint64_t ts)
+{
+    uint8_t v[VAL];
+    memset(v, 'v', sizeof(v));
+    struct store_record r = {ts, 0, 0, RK_SLICE(v, VAL)};
+    size_t n = 0;
+    if (store_record_encode(out, 256, &n, &r) != 0)
+        abort();
+    return n;
+}
+
+static void be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+/* ---- raw LMDB ------------------------------------------------------------ */
+
+static MDB_env *raw_env;
+static MDB_dbi raw_dbi;
+
+static double raw_write(uint64_t n, const char *name)
+{
+    char dir[300];
+    if (raw_env != NULL)
+        mdb_env_close(raw_env);
+    snprintf(dir, sizeof(dir), "%s/%s", base, name);
+    mkdir(dir, 0755);
+    if (mdb_env_create(&raw_env) || mdb_env_set_mapsize(raw_env, 1ull << 34) ||
+        mdb_env_open(raw_env, dir, MDB_NOTLS, 0644))
+        abort();
+    MDB_txn *txn;
+    double t0 = now();
+    if (mdb_txn_begin(raw_env, NULL, 0, &txn) ||
+        mdb_dbi_open(txn, NULL, 0, &raw_dbi))
+        abort();
+    uint8_t rb[256];
+    size_t rl = mkrec(rb, 1);
+    for (uint64_t i = 0; i < n; i++) {
+        char k[32];
+        uint8_t kb[48];
+        size_t kl = mkkey(k, i);
+        be64(kb, rk_token(k, kl));
+        memcpy(kb + 8, k, kl);
+        MDB_val key = {kl + 8, kb}, val = {rl, rb};
+        if (mdb_put(txn, raw_dbi, &key, &val, 0))
+            abort();
+    }
+    if (mdb_txn_commit(txn) || mdb_env_sync(raw_env, 1))
+        abort();
+    return (double)n / (now() - t0);
+}
+
+static double raw_read(uint64_t n)
+{
+    MDB_txn *txn;
+    if (mdb_txn_begin(raw_env, NULL, MDB_RDONLY, &txn))
+        abort();
+    unsigned seed = 1;
+    volatile size_t sink = 0;
+    double t0 = now();
+    for (int i = 0; i < NREAD; i++) {
+        char k[32];
+        uint8_t kb[48];
+        size_t kl = mkkey(k, (uint64_t)rand_r(&seed) % n);
+        be64(kb, rk_token(k, kl));
+        memcpy(kb + 8, k, kl);
+        MDB_val key = {kl + 8, kb}, val;
+        if (mdb_get(txn, raw_dbi, &key, &val))
+            abort();
+        sink += val.mv_size;
+    }
+    double r = NREAD / (now() - t0);
+    mdb_txn_abort(txn);
+    (void)sink;
+    return r;
+}
+
+/* ---- the store ----------------------------------------------------------- */
+
+static store *
+open_store(const char *name, int durability, int sync_method, int nranges)
+{
+    char dir[300];
+    snprintf(dir, sizeof(dir), "%s/%s", base, name);
+    struct store_opts o = STORE_OPTS_INIT;
+    o.data_dir = dir;
+    o.durability = durability;
+    o.sync_method = sync_method;
+    o.periodic_ms = 1000;
+    store *s;
+    int rc = store_open(&s, &o);
+    if (rc) {
+        fprintf(stderr, "store_open: %s\n", rk_strerror(rc));
+        exit(1);
+    }
+    uint64_t step = UINT64_MAX / (uint64_t)nranges + 1;
+    for (int i = 0; i < nranges; i++) {
+        struct store_range r = {(uint64_t)i * step,
+                                i == nranges - 1 ? 0
+                                                 : (uint64_t)(i + 1) * step};
+        if (nranges == 1)
+            r = (struct store_range){0, 0};
+        if ((rc = store_range_create(s, r))) {
+            fprintf(stderr, "create: %s\n", rk_strerror(rc));
+            exit(1);
+        }
+    }
+    return s;
+}
+
+struct wctx {
+    store *s;
+    atomic_uint_fast64_t *next;
+    atomic_bool *stop;
+    uint64_t done;
+};
+
+static void *writer(void *arg)
+{
+    struct wctx *w = arg;
+    uint8_t rb[256];
+    size_t rl = mkrec(rb, 2);
+    while (!atomic_load(w->stop)) {
+        uint64_t i = atomic_fetch_add(w->next, 1);
+        char k[32];
+        size_t kl = mkkey(k, i);
+        int rc = store_put(w->s, RK_SLICE(k, kl), RK_SLICE(rb, rl));
+        if (rc) {
+            fprintf(stderr, "store_put: %s\n", rk_strerror(rc));
+            exit(1);
+        }
+        w->done++;
+    }
+    return NULL;
+}
+
+static double run_writers(store *s, int nw)
+{
+    atomic_uint_fast64_t next;
+    atomic_bool stop;
+    atomic_init(&next, 0);
+    atomic_init(&stop, false);
+    pthread_t th[64];
+    struct wctx w[64];
+    double t0 = now();
+    for (int i = 0; i < nw; i++) {
+        w[i] = (struct wctx){s, &next, &stop, 0};
+        pthread_create(&th[i], NULL, writer, &w[i]);
+    }
+    usleep((useconds_t)(secs * 1e6));
+    atomic_store(&stop, true);
+    uint64_t total = 0;
+    for (int i = 0; i < nw; i++) {
+        pthread_join(th[i], NULL);
+        total += w[i].done;
+    }
+    return (double)total / (now() - t0);
+}
+
+/* A node's loop turn: one thread builds batches of `per` writes and
+ * commits each with store_batch_commit (durable on return). */
+static double batch_row(const char *name, int per, int durability)
+{
+    store *s = open_store(name, durability, STORE_SYNC_AUTO, NRANGES);
+    store_batch *b;
+    if (store_batch_new(&b) != 0)
+        abort();
+    uint8_t rb[256];
+    size_t rl = mkrec(rb, 2);
+    uint64_t i = 0;
+    double t0 = now(), t;
+    do {
+        store_batch_reset(b);
+        for (int k = 0; k < per; k++, i++) {
+            char key[32];
+            size_t kl = mkkey(key, i);
+            if (store_batch_add(b, RK_SLICE(key, kl), RK_SLICE(rb, rl)))
+                abort();
+        }
+        if (store_batch_commit(s, b) != 0)
+            abort();
+        t = now();
+    } while (t - t0 < secs);
+    store_batch_free(b);
+    store_free(s);
+    return (double)i / (t - t0);
+}
+
+static double gc_row(const char *name, int nw, int method)
+{
+    store *s = open_store(name, STORE_GROUP_COMMIT, method, NRANGES);
+    double r = run_writers(s, nw);
+    store_free(s);
+    return r;
+}
+
+static double store_reads(store *s, uint64_t n)
+{
+    unsigned seed = 1;
+    double t0 = now();
+    for (int i = 0; i < NREAD; i++) {
+        char k[32];
+        size_t kl = mkkey(k, (uint64_t)rand_r(&seed) % n);
+        uint8_t *p;
+        size_t pl;
+        if (store_get(&p, &pl, s, RK_SLICE(k, kl), 1) != 0)
+            abort();
+        free(p);
+    }
+    return NREAD / (now() - t0);
+}
+
+/* Write rows are printed at the end, against the mean ceiling. */
+static struct {
+    char label[64];
+    double v;
+} rows[16];
+static int nrows;
+
+static void row(const char *label, double v)
+{
+    snprintf(rows[nrows].label, sizeof(rows[nrows].label), "%s", label);
+    rows[nrows++].v = v;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1)
+        secs = atof(argv[1]);
+    const char *t = getenv("TMPDIR");
+    snprintf(base, sizeof(base), "%s/rk_bench_XXXXXX",
+             argc > 2 ? argv[2] : (t ? t : "/tmp"));
+    if (mkdtemp(base) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    const uint64_t nraw = 500000;
+    printf("bench-storage: key 18 B, value %d B, %d range envs, %.1f s per "
+           "row, dir %s\n\n",
+           VAL, NRANGES, secs, base);
+    /* The machine is shared: the ceiling is measured before and after the
+     * store rows, and ratios use the mean. */
+    double raw = raw_write(nraw, "raw");
+
+    const int ws[3] = {1, 16, 64};
+    double g[3];
+    for (int i = 0; i < 3; i++) {
+        char name[32], label[64];
+        snprintf(name, sizeof(name), "gc%d", ws[i]);
+        g[i] = gc_row(name, ws[i], STORE_SYNC_AUTO);
+        snprintf(label, sizeof(label), "group commit, %d writer%s", ws[i],
+                 ws[i] > 1 ? "s" : "");
+        row(label, g[i]);
+    }
+    const int perb[2] = {256, 1024};
+    for (int i = 0; i < 2; i++) {
+        char name[32], label[64];
+        snprintf(name, sizeof(name), "batch%d", perb[i]);
+        double r = batch_row(name, perb[i], STORE_GROUP_COMMIT);
+        snprintf(label, sizeof(label), "group commit, batch API, %d/batch",
+                 perb[i]);
+        row(label, r);
+    }
+    double fd64 = gc_row("gcfd", 64, STORE_SYNC_FDATASYNC);
+    row("group commit, 64 writers, fdatasync each env", fd64);
+    double fs1 = gc_row("gcfs", 1, STORE_SYNC_SYNCFS);
+    row("group commit, 1 writer, syncfs", fs1);
+
+    store *s = open_store("per1", STORE_PERIODIC, STORE_SYNC_AUTO, NRANGES);
+    double p1 = run_writers(s, 1);
+    store_free(s);
+    row("periodic (1 s), 1 writer", p1);
+    s = open_store("per64", STORE_PERIODIC, STORE_SYNC_AUTO, NRANGES);
+    double p64 = run_writers(s, 64);
+    store_free(s);
+    row("periodic (1 s), 64 writers", p64);
+    row("periodic (1 s), batch API, 1024/batch",
+        batch_row("perbatch", 1024, STORE_PERIODIC));
+
+    double raw2 = raw_write(nraw, "raw2");
+    double ceiling = (raw + raw2) / 2;
+    printf("%-44s %12.0f writes/s\n", "raw LMDB, one txn (ceiling), before",
+           raw);
+    printf("%-44s %12.0f writes/s\n", "raw LMDB, one txn (ceiling), after",
+           raw2);
+    for (int i = 0; i < nrows; i++)
+        printf("%-44s %12.0f writes/s  %6.2f%% of raw\n", rows[i].label,
+               rows[i].v, 100 * rows[i].v / ceiling);
+
+    /* Reads: load the same records into a one-range store. */
+    s = open_store("read", STORE_PERIODIC, STORE_SYNC_AUTO, 1);
+    const uint64_t nload = 200000;
+    store_batch *b;
+    store_batch_new(&b);
+    uint8_t rb[256];
+    size_t rl = mkrec(rb, 1);
+    for (uint64_t i = 0; i < nload; i++) {
+        char k[32];
+        size_t kl = mkkey(k, i);
+        store_batch_add(b, RK_SLICE(k, kl), RK_SLICE(rb, rl));
+        if (store_batch_count(b) == 10000 || i + 1 == nload) {
+            if (store_batch_commit(s, b) != 0)
+                abort();
+            store_batch_reset(b);
+        }
+    }
+    store_batch_free(b);
+    (void)raw_write(nload, "rawread"); /* the same records, raw */
+    double rr = 0, sr = 0;
+    for (int i = 0; i < 3; i++) { /* alternate, against machine noise */
+        rr += raw_read(nload) / 3;
+        sr += store_reads(s, nload) / 3;
+    }
+    printf("\n%-44s %12.0f reads/s\n", "raw mdb_get (one read txn)", rr);
+    printf("%-44s %12.0f reads/s   %6.2f%% of raw\n", "store_get", sr,
+           100 * sr / rr);
+    struct store_range_info info;
+    store_range_info(&info, s, (struct store_range){0, 0});
+    char k[32];
+    double payload = (double)(mkkey(k, 0) + VAL);
+    double per = (double)info.disk_bytes / (double)info.keys;
+    printf("\n%-44s %12.1f bytes (payload %.0f, overhead %.1f)\n",
+           "disk per record (LMDB pages in use)", per, payload, per - payload);
+    /* At rest after a compact copy (what streaming sends). */
+    char cpath[300];
+    snprintf(cpath, sizeof(cpath), "%s/compact.mdb", base);
+    FILE *cf = fopen(cpath, "w");
+    if (cf == NULL ||
+        store_range_copy_fd(s, (struct store_range){0, 0}, fileno(cf)) != 0)
+        abort();
+    fclose(cf);
+    struct stat st;
+    stat(cpath, &st);
+    double cper = (double)st.st_size / (double)info.keys;
+    printf("%-44s %12.1f bytes (payload %.0f, overhead %.1f)\n",
+           "disk per record (compact copy file)", cper, payload,
+           cper - payload);
+    store_free(s);
+    mdb_env_close(raw_env);
+    rmrf(base);
+    return 0;
+}
