@@ -42,7 +42,7 @@ struct obs {
     bool stopped;
 
     metrics_family *req, *lat, *err;
-    metrics_family *stale, *repairs, *hints;
+    metrics_family *overloaded, *stale, *repairs, *hints;
     metrics_family *gossip_pkts, *gossip_rej, *gossip_msgs;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes;
     metrics_family *owned, *ranges, *keys, *bytes;
@@ -117,6 +117,9 @@ static int obs_register(struct obs *o)
     F(err, "ringkv_request_errors_total",
       "Requests that failed UNAVAILABLE, TIMEOUT or OVERLOADED, by level.",
       METRICS_COUNTER, 3, op_level);
+    F(overloaded, "ringkv_overloaded_total",
+      "Requests shed by admission control (all levels, both protocols).",
+      METRICS_COUNTER, 0, NULL);
     F(stale, "ringkv_ring_stale_refusals_total",
       "Requests refused with RING_STALE.", METRICS_COUNTER, 0, NULL);
     F(repairs, "ringkv_read_repairs_total",
@@ -234,6 +237,7 @@ static void obs_sync(struct obs *o)
                 s->timeout[op][cl], &l->timeout[op][cl]);
         }
     }
+    ctr(o->overloaded, 0, s->overloaded, &l->overloaded);
     ctr(o->stale, 0, s->stale, &l->stale);
     ctr(o->repairs, 0, s->read_repairs, &l->read_repairs);
     ctr(o->hints, 0, s->hints_stored, &l->hints_stored);
