@@ -465,6 +465,7 @@ static int coord_write(node *n,
     struct rpc_record rec = {.ts = hlc_now(&n->hlc, now)};
     if (op == C_DEL) {
         rec.flags = RPC_REC_TOMBSTONE;
+        rec.value = RK_SLICE("", 0); /* wire/ memcpy()s it: not NULL */
     } else {
         rec.value = value;
         if (ttl_ms)
