@@ -81,7 +81,7 @@ struct rconn {
     /* pending reads / writes per key bucket, and the command held back
      * because it conflicts with one (its argv stays valid: no parser call
      * is made while it is held) */
-    uint16_t rpend[RSRV_BUCKETS], wpend[RSRV_BUCKETS];
+    uint32_t rpend[RSRV_BUCKETS], wpend[RSRV_BUCKETS];
     bool held;
     struct resp_cmd hcmd;
     int refs;

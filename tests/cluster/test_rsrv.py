@@ -20,7 +20,9 @@ Proves:
  - GET /metrics (HTTP) and the native METRICS op return the families:
    requests, latency histograms, per-level errors (overloaded counted),
    hints, gossip, peers, ring epoch/fingerprint, owned ranges, keys, bytes;
- - every node exits cleanly on SIGTERM with a RESP client connected.
+ - every node exits cleanly on SIGTERM with a RESP client connected;
+ - with requirepass, commands before AUTH get -NOAUTH, a wrong password
+   -WRONGPASS, and AUTH [default] <password> unlocks the connection.
 """
 import os
 import socket
@@ -375,6 +377,52 @@ def part_metrics(c):
     print("metrics: every family served by /metrics and METRICS")
 
 
+def part_auth():
+    """A one-node cluster with requirepass: NOAUTH before AUTH, WRONGPASS
+    for a wrong password, then served; other connections stay locked."""
+    ip = "127.0.0.64"
+    c1 = h.Cluster([ip], seeds=[ip], replication="dc1:1", resp_port=PORT,
+                   requirepass="s3cret")
+    c1.start()
+    deadline = time.time() + 60
+    r = redis.Redis(host=ip, port=PORT, socket_timeout=10)
+    while True:
+        try:
+            r.get("k")
+            h.check(False, "GET answered before AUTH")
+        except (redis.exceptions.AuthenticationError,
+                redis.exceptions.ResponseError) as e:
+            # redis-py maps -NOAUTH to an AuthenticationError
+            h.check("uthentication required" in str(e), "before AUTH: %s" % e)
+            break
+        except redis.exceptions.ConnectionError:
+            h.check(time.time() < deadline, "RESP port never opened")
+            time.sleep(0.2)
+            continue
+    raw = socket.create_connection((ip, PORT), timeout=10)
+    raw.sendall(b"AUTH wrong\r\nGET k\r\n")
+    rep = read_replies(raw, 2, time.time() + 10)
+    h.check(rep[0].startswith(b"-WRONGPASS"), "wrong password: %r" % rep[0])
+    h.check(rep[1].startswith(b"-NOAUTH"), "after a wrong AUTH: %r" % rep[1])
+    raw.sendall(b"AUTH default s3cret\r\n")
+    h.check(read_replies(raw, 1, time.time() + 10) == [b"+OK"], "AUTH")
+    raw.close()
+    ra = redis.Redis(host=ip, port=PORT, socket_timeout=10, password="s3cret")
+    while True:
+        try:
+            h.check(ra.set("k", "v") is True, "SET after AUTH")
+            break
+        except redis.exceptions.ResponseError as e:
+            # the one-node ring may still be forming
+            h.check(time.time() < deadline, "SET after AUTH: %s" % e)
+            time.sleep(0.2)
+    h.check(ra.get("k") == b"v", "GET after AUTH")
+    h.check(c1.nodes[0].stop() == 0, "unclean exit")
+    ra.close()
+    r.close()
+    print("requirepass: NOAUTH, WRONGPASS, then served")
+
+
 def main():
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:3", resp_port=PORT,
                   metrics_port=MPORT)
@@ -394,6 +442,7 @@ def main():
     part_overload(c)
     part_kill9(c)
     part_metrics(c)
+    part_auth()
     # clean shutdown with RESP connections and metrics running (under ASan
     # a leak makes the exit status non-zero)
     keep = redis.Redis(host=IPS[0], port=PORT, socket_timeout=10)
