@@ -104,7 +104,7 @@ static void on_write(uv_write_t *req, int status)
             uv_strerror(status));
         conn_close(c);
     } else if (!c->closing && c->close_after_flush && c->writing == 0 &&
-               c->out.len == 0) {
+               c->out.len == 0 && c->inflight == 0) {
         conn_close(c);
     } else if (!c->closing && !c->reading && c->writing < CSRV_OUT_HIGH / 2 &&
                !c->close_after_flush) {
@@ -116,7 +116,8 @@ static void on_write(uv_write_t *req, int status)
 static void conn_flush(struct csrv_conn *c)
 {
     if (c->closing || c->out.len == 0) {
-        if (!c->closing && c->close_after_flush && c->writing == 0)
+        if (!c->closing && c->close_after_flush && c->writing == 0 &&
+            c->inflight == 0)
             conn_close(c);
         return;
     }
@@ -272,6 +273,8 @@ static void req_done(struct csrv_req *r)
     }
     free(r->values);
     free(r);
+    if (c->close_after_flush && c->inflight == 0)
+        conn_mark_dirty(c);
     conn_unref(c);
 }
 
@@ -282,6 +285,8 @@ static void req_finish(struct csrv_req *r)
     c->inflight--;
     c->n->inflight--;
     free(r);
+    if (c->close_after_flush && c->inflight == 0)
+        conn_mark_dirty(c); /* the flush closes it once written */
     conn_unref(c);
 }
 
@@ -691,13 +696,26 @@ int node__csrv_start(node *n, char *err, size_t errlen)
     return 0;
 }
 
-void node__csrv_stop(node *n)
+void node__csrv_drain(node *n)
 {
     if (n->csrv_open) {
         n->csrv_open = 0;
         n->pending_closes++;
         uv_close((uv_handle_t *)&n->csrv, node__handle_closed);
     }
+    for (struct csrv_conn *c = n->conns; c; c = c->next) {
+        if (c->reading) {
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            c->reading = false;
+        }
+        c->close_after_flush = true;
+        conn_mark_dirty(c);
+    }
+}
+
+void node__csrv_stop(node *n)
+{
+    node__csrv_drain(n);
     while (n->conns)
         conn_close(n->conns);
 }

@@ -112,8 +112,8 @@ int main(int argc, char **argv)
     if (rc < 0) {
         fprintf(stderr, "ringkvd: %s\n", err[0] ? err : rk_strerror(rc));
         LOG(ERROR, "node.fail", "error=\"%s\"", err[0] ? err : rk_strerror(rc));
+        uv_run(&a.loop, UV_RUN_DEFAULT); /* node_start began a stop */
         node_free(a.node);
-        uv_run(&a.loop, UV_RUN_DEFAULT);
         uv_loop_close(&a.loop);
         node_log_close();
         return 1;

@@ -281,6 +281,8 @@ void node__handle_closed(uv_handle_t *h)
     node__stop_progress(n);
 }
 
+static void node__stop_check(node *n);
+
 static void on_check(uv_check_t *h)
 {
     node *n = h->data;
@@ -288,6 +290,8 @@ static void on_check(uv_check_t *h)
     node__commit_flush(n);
     node__csrv_flush(n);
     node__rsrv_flush(n);
+    if (n->stopping == 1)
+        node__stop_check(n);
 }
 
 int node_start(node *n, char *err, size_t errlen)
@@ -344,11 +348,41 @@ void node__stop_progress(node *n)
     }
 }
 
-static void on_part_closed(void *arg)
+/* Second half of a shutdown: close everything once in-flight requests
+ * are answered (or the drain bound passed). */
+static void node__stop_close(node *n)
 {
-    node *n = arg;
-    n->pending_closes--;
+    if (n->stopping != 1 || n->closing_parts)
+        return;
+    n->closing_parts = 1;
+    LOG(INFO, "node.closing", "inflight=%lld", (long long)n->coord_inflight);
+    if (n->drain_open) {
+        n->drain_open = 0;
+        uv_close((uv_handle_t *)&n->drain, node__handle_closed);
+    }
+    node__csrv_stop(n);
+    node__rsrv_stop(n);
+    node__obs_stop(n);
+    node__gossip_stop(n);
+    node__internode_stop(n);
+    n->pending_closes--; /* the hold taken by node_stop */
     node__stop_progress(n);
+}
+
+static void on_drain_timeout(uv_timer_t *t)
+{
+    node *n = t->data;
+    LOG(WARN, "node.drain_timeout", "inflight=%lld",
+        (long long)n->coord_inflight);
+    node__stop_close(n);
+}
+
+/* Called from the check handle while stopping. */
+static void node__stop_check(node *n)
+{
+    if (n->stopping == 1 && !n->closing_parts && n->coord_inflight == 0 &&
+        n->inflight == 0)
+        node__stop_close(n);
 }
 
 void node_stop(node *n, void (*done)(void *arg), void *arg)
@@ -359,16 +393,20 @@ void node_stop(node *n, void (*done)(void *arg), void *arg)
     n->stop_done = done;
     n->stop_arg = arg;
     LOG(INFO, "node.stop", "generation=%lld inflight=%lld",
-        (long long)n->st.generation, (long long)n->inflight);
-    n->pending_closes++; /* held while this function runs */
-    node__csrv_stop(n);
-    node__rsrv_stop(n);
-    node__obs_stop(n);
-    node__gossip_stop(n);
-    node__internode_stop(n);
-    (void)on_part_closed;
-    n->pending_closes--;
-    node__stop_progress(n);
+        (long long)n->st.generation, (long long)n->coord_inflight);
+    /* first stop taking requests and let those in flight be answered */
+    n->pending_closes++; /* held until node__stop_close */
+    node__csrv_drain(n);
+    node__rsrv_drain(n);
+    n->pending_closes++;
+    uv_timer_init(n->loop, &n->drain);
+    n->drain.data = n;
+    n->drain_open = 1;
+    int bound = n->cfg.read_timeout_ms > n->cfg.write_timeout_ms
+                    ? n->cfg.read_timeout_ms
+                    : n->cfg.write_timeout_ms;
+    uv_timer_start(&n->drain, on_drain_timeout, (uint64_t)bound * 2 + 500, 0);
+    node__stop_check(n);
 }
 
 void node_free(node *n)

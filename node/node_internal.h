@@ -71,7 +71,7 @@ struct node_peer {
     char caddr[GOSSIP_ADDR_MAX + 16]; /* client "host:port" */
     bool up;
     bool self;
-    bool replaying; /* hint replay running */
+    bool replaying;         /* hint replay running */
     uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
 };
 
@@ -85,7 +85,8 @@ struct node {
     struct node_config cfg;
     struct node_state st;
     int fresh;
-    int stopping;
+    int stopping;       /* 1 draining/closing, 2 stopped */
+    int closing_parts;  /* node__stop_close ran */
     int pending_closes; /* handles and jobs still to finish */
     void (*stop_done)(void *arg);
     void *stop_arg;
@@ -132,6 +133,8 @@ struct node {
     struct commit_job *commit_open;    /* collecting */
     struct commit_job *commit_running; /* on the thread pool */
     uv_check_t check;                  /* end of loop turn: flush */
+    uv_timer_t drain;                  /* shutdown: bound on draining */
+    int drain_open;
 
     /* native client server */
     uv_tcp_t csrv;
@@ -226,11 +229,13 @@ char *node__metrics_text(node *n, size_t *out_len);
 /* ---- rsrv.c ---- */
 int node__rsrv_start(node *n, char *err, size_t errlen);
 void node__rsrv_stop(node *n);
+void node__rsrv_drain(node *n); /* stop reading; close once answered */
 void node__rsrv_flush(node *n);
 
 /* ---- csrv.c ---- */
 int node__csrv_start(node *n, char *err, size_t errlen);
 void node__csrv_stop(node *n);
+void node__csrv_drain(node *n); /* stop reading; close once answered */
 void node__csrv_flush(node *n);
 
 #endif

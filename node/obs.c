@@ -42,12 +42,15 @@ struct obs {
     bool stopped;
 
     metrics_family *req, *lat, *err;
-    metrics_family *overloaded, *stale, *repairs, *hints;
-    metrics_family *gossip_pkts, *gossip_rej, *gossip_msgs;
+    metrics_family *overloaded, *stale, *repairs;
+    metrics_family *hints_stored, *hints_replayed, *hints_dropped;
+    metrics_family *gossip_in, *gossip_out, *gossip_bad, *gossip_auth;
+    metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes;
     metrics_family *owned, *ranges, *keys, *bytes;
     metrics_family *inflight, *coord_inflight;
-    metrics_family *conns_total, *conns_open, *proto_err, *auth_fail;
+    metrics_family *conns_total, *conns_open, *bad_frames, *resp_perr;
+    metrics_family *auth_fail;
     metrics_family *commits, *commit_writes, *rep_writes, *rep_reads;
     metrics_family *inode_auth, *inode_bad;
 
@@ -87,16 +90,9 @@ static int obs_register(struct obs *o)
         {"level", OBS_NLEVELS, levels},
         {"error", E_N, err_names},
     };
-    static const char *const hint_ev[] = {"stored", "replayed", "dropped"};
-    static const char *const dir[] = {"in", "out"};
-    static const char *const rej[] = {"auth", "wrong_cluster", "malformed",
-                                      "other"};
     static const char *const gmsg[] = {"syn", "ack", "ack2"};
     static const char *const updown[] = {"up", "down"};
     static const char *const proto[] = {"native", "resp"};
-    struct metrics_dim d_hint = {"event", 3, hint_ev};
-    struct metrics_dim d_dir = {"direction", 2, dir};
-    struct metrics_dim d_rej = {"reason", 4, rej};
     struct metrics_dim d_gmsg = {"type", 3, gmsg};
     struct metrics_dim d_state = {"state", 2, updown};
     struct metrics_dim d_fp = {"fingerprint", 1, NULL};
@@ -124,13 +120,27 @@ static int obs_register(struct obs *o)
       "Requests refused with RING_STALE.", METRICS_COUNTER, 0, NULL);
     F(repairs, "ringkv_read_repairs_total",
       "Replica writes made by read repair.", METRICS_COUNTER, 0, NULL);
-    F(hints, "ringkv_hints_total",
-      "Hinted writes for DOWN replicas: stored, replayed, dropped.",
-      METRICS_COUNTER, 1, &d_hint);
-    F(gossip_pkts, "ringkv_gossip_packets_total",
-      "Gossip packets received and sent.", METRICS_COUNTER, 1, &d_dir);
-    F(gossip_rej, "ringkv_gossip_rejected_total",
-      "Gossip packets dropped, by reason.", METRICS_COUNTER, 1, &d_rej);
+    F(hints_stored, "ringkv_hints_stored_total",
+      "Hinted writes stored for DOWN or failed replicas.", METRICS_COUNTER, 0,
+      NULL);
+    F(hints_replayed, "ringkv_hints_replayed_total",
+      "Hints delivered to their replica.", METRICS_COUNTER, 0, NULL);
+    F(hints_dropped, "ringkv_hints_dropped_total",
+      "Hints dropped (past max_hint_window or failed).", METRICS_COUNTER, 0,
+      NULL);
+    F(gossip_in, "ringkv_gossip_packets_in_total", "Gossip packets received.",
+      METRICS_COUNTER, 0, NULL);
+    F(gossip_out, "ringkv_gossip_packets_out_total", "Gossip packets sent.",
+      METRICS_COUNTER, 0, NULL);
+    F(gossip_bad, "ringkv_gossip_packets_rejected_total",
+      "Gossip packets dropped (bad MAC, other cluster, malformed).",
+      METRICS_COUNTER, 0, NULL);
+    F(gossip_auth, "ringkv_gossip_auth_failures_total",
+      "Gossip packets with a bad MAC.", METRICS_COUNTER, 0, NULL);
+    F(gossip_wrong, "ringkv_gossip_wrong_cluster_total",
+      "Gossip packets of another cluster.", METRICS_COUNTER, 0, NULL);
+    F(gossip_malformed, "ringkv_gossip_malformed_total",
+      "Gossip packets that did not decode.", METRICS_COUNTER, 0, NULL);
     F(gossip_msgs, "ringkv_gossip_messages_received_total",
       "Gossip messages received, by type.", METRICS_COUNTER, 1, &d_gmsg);
     F(peers, "ringkv_peers", "Other ring members by failure detector state.",
@@ -164,10 +174,11 @@ static int obs_register(struct obs *o)
       &d_proto);
     F(conns_open, "ringkv_client_connections",
       "Open client connections (RESP).", METRICS_GAUGE, 1, &d_resp);
-    F(proto_err, "ringkv_client_protocol_errors_total",
-      "Malformed client input (native: bad frames; RESP: connections closed "
-      "for a protocol error).",
-      METRICS_COUNTER, 1, &d_proto);
+    F(bad_frames, "ringkv_client_bad_frames_total",
+      "Malformed native protocol frames.", METRICS_COUNTER, 0, NULL);
+    F(resp_perr, "ringkv_resp_protocol_errors_total",
+      "RESP connections closed for a protocol error.", METRICS_COUNTER, 0,
+      NULL);
     F(auth_fail, "ringkv_client_auth_failures_total", "Wrong client passwords.",
       METRICS_COUNTER, 0, NULL);
     F(commits, "ringkv_commits_total", "Group commits (one fsync each).",
@@ -240,25 +251,25 @@ static void obs_sync(struct obs *o)
     ctr(o->overloaded, 0, s->overloaded, &l->overloaded);
     ctr(o->stale, 0, s->stale, &l->stale);
     ctr(o->repairs, 0, s->read_repairs, &l->read_repairs);
-    ctr(o->hints, 0, s->hints_stored, &l->hints_stored);
-    ctr(o->hints, 1, s->hints_replayed, &l->hints_replayed);
-    ctr(o->hints, 2, s->hints_dropped, &l->hints_dropped);
-    ctr(o->gossip_pkts, 0, s->gossip_in, &l->gossip_in);
-    ctr(o->gossip_pkts, 1, s->gossip_out, &l->gossip_out);
+    ctr(o->hints_stored, 0, s->hints_stored, &l->hints_stored);
+    ctr(o->hints_replayed, 0, s->hints_replayed, &l->hints_replayed);
+    ctr(o->hints_dropped, 0, s->hints_dropped, &l->hints_dropped);
+    ctr(o->gossip_in, 0, s->gossip_in, &l->gossip_in);
+    ctr(o->gossip_out, 0, s->gossip_out, &l->gossip_out);
+    ctr(o->gossip_bad, 0, s->gossip_bad, &l->gossip_bad);
     if (n->g) {
         struct gossip_stats gs;
         gossip_stats_get(&gs, n->g);
-        ctr(o->gossip_rej, 0, gs.rx_auth_fail, &o->glast.rx_auth_fail);
-        ctr(o->gossip_rej, 1, gs.rx_wrong_cluster, &o->glast.rx_wrong_cluster);
-        ctr(o->gossip_rej, 2, gs.rx_malformed, &o->glast.rx_malformed);
+        ctr(o->gossip_auth, 0, gs.rx_auth_fail, &o->glast.rx_auth_fail);
+        ctr(o->gossip_wrong, 0, gs.rx_wrong_cluster,
+            &o->glast.rx_wrong_cluster);
+        ctr(o->gossip_malformed, 0, gs.rx_malformed, &o->glast.rx_malformed);
         ctr(o->gossip_msgs, 0, gs.rx_syn, &o->glast.rx_syn);
         ctr(o->gossip_msgs, 1, gs.rx_ack, &o->glast.rx_ack);
         ctr(o->gossip_msgs, 2, gs.rx_ack2, &o->glast.rx_ack2);
     }
-    /* packets the shell dropped that the state machine never saw */
-    ctr(o->gossip_rej, 3, s->gossip_bad, &l->gossip_bad);
     ctr(o->conns_total, 0, s->client_conns, &l->client_conns);
-    ctr(o->proto_err, 0, s->client_bad_frames, &l->client_bad_frames);
+    ctr(o->bad_frames, 0, s->client_bad_frames, &l->client_bad_frames);
     ctr(o->auth_fail, 0, s->client_auth_fail, &l->client_auth_fail);
     ctr(o->commits, 0, s->commits, &l->commits);
     ctr(o->commit_writes, 0, s->commit_writes, &l->commit_writes);
@@ -269,7 +280,7 @@ static void obs_sync(struct obs *o)
     uint64_t acc, perr;
     node__rsrv_counts(n, &acc, &perr);
     ctr(o->conns_total, 1, acc, &o->resp_acc_last);
-    ctr(o->proto_err, 1, perr, &o->resp_perr_last);
+    ctr(o->resp_perr, 0, perr, &o->resp_perr_last);
     metrics_gauge_set(o->conns_open, 0, (int64_t)node__rsrv_conns(n));
 
     int64_t up = 0, down = 0;

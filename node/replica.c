@@ -218,6 +218,8 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
         r.status = rc;
         r.found = rc == 0 && found;
         r.hlc = n->hlc.last;
+        if (!r.rec.value.p)
+            r.rec.value = RK_SLICE("", 0);
         if (r.found && rq.digest) {
             r.is_digest = true;
             rpc_record_digest(&r.dig, &r.rec);
@@ -419,7 +421,7 @@ static void hint_send_batch(node *n, struct hint_job *j)
         w.rec.ts = sr.ts;
         w.rec.flags = (sr.flags & STORE_REC_TOMBSTONE) ? RPC_REC_TOMBSTONE : 0;
         w.rec.expiry = (sr.flags & STORE_REC_EXPIRES) ? sr.expiry_ms : 0;
-        w.rec.value = sr.value;
+        w.rec.value = sr.value.p ? sr.value : RK_SLICE("", 0);
         struct rpc_buf b = RPC_BUF_INIT;
         if (rpc_write_encode(&b, &w) < 0) {
             rpc_buf_free(&b);

@@ -61,6 +61,7 @@ struct rsrv {
     uint64_t nconns;
     uint64_t accepted, proto_err;
     uint64_t started_ms;
+    bool draining; /* listener closed, connections finishing */
 };
 
 struct rslot;
@@ -1241,15 +1242,34 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
     return 0;
 }
 
+/* Shutdown, first half: stop accepting and reading; requests in flight
+ * are answered, then each connection closes once its output is written. */
+void node__rsrv_drain(node *n)
+{
+    struct rsrv *rs = n->rsrv;
+    if (!rs || rs->draining)
+        return;
+    rs->draining = true;
+    rs->tcp.data = rs;
+    uv_close((uv_handle_t *)&rs->tcp, on_rsrv_handle_closed);
+    for (struct rconn *c = rs->conns; c; c = c->next) {
+        conn_stop_reading(c);
+        c->held = false; /* a command not started is not run */
+        c->stopped = true;
+        c->close_after_flush = true;
+        conn_mark_dirty(c);
+    }
+}
+
+/* Second half: close every connection (what is written is written). */
 void node__rsrv_stop(node *n)
 {
     struct rsrv *rs = n->rsrv;
     if (!rs)
         return;
-    n->rsrv = NULL;
-    rs->tcp.data = rs;
-    uv_close((uv_handle_t *)&rs->tcp, on_rsrv_handle_closed);
+    node__rsrv_drain(n);
     rsrv_flush(rs); /* what is ready goes out before the close */
+    n->rsrv = NULL;
     while (rs->conns)
         conn_close(rs->conns);
 }
