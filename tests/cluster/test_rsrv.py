@@ -27,12 +27,17 @@ Proves:
 import os
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 
 import harness as h
 
-import redis
+try:
+    import redis
+except ImportError:  # python3-redis lives with Debian's python3
+    sys.path.append("/usr/lib/python3/dist-packages")
+    import redis
 
 IPS = ["127.0.0.61", "127.0.0.62", "127.0.0.63"]
 PORT = 6379
