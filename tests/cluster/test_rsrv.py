@@ -9,6 +9,9 @@ Proves:
  - redis-benchmark (small -n, -P 1 and -P 16) runs with zero errors, and
    every request it sent is counted by the node's metrics;
  - python3-redis works, pipelines included (replies in request order);
+ - random pipelines of SET/NX/XX/GET/DEL/EXISTS/MGET/MSET on a few keys
+   give, reply by reply, what Redis would (a dict model): order and
+   read-your-writes inside a pipeline (seed printed; RINGKV_SEED replays);
  - QUORUM/kill -9 through RESP: with one node killed QUORUM writes and reads
    succeed, ALL answers -UNAVAILABLE at once; after the restart the hints
    are replayed and ALL reads see every write;
@@ -215,6 +218,70 @@ def part_python():
     print("python3-redis: commands and a 400-command pipeline in order")
 
 
+def part_model(seed):
+    """Random pipelines of SET (NX/XX)/GET/DEL/EXISTS/MGET/MSET on a few
+    keys, one connection, checked reply by reply against a dict: replies
+    come in request order and every command sees the connection's earlier
+    writes, as on Redis."""
+    import random
+    rnd = random.Random(seed)
+    r = redis.Redis(host=IPS[2], port=PORT, socket_timeout=30)
+    keys = ["mdl:%d" % i for i in range(6)]
+    r.delete(*keys)
+    model = {}
+    for batch in range(8):
+        pipe = r.pipeline(transaction=False)
+        want = []
+        for _ in range(150):
+            op = rnd.choice(["set", "set", "get", "get", "del", "exists",
+                             "mget", "mset", "nx", "xx"])
+            k = rnd.choice(keys)
+            v = ("%d" % rnd.randrange(1000)).encode()
+            if op == "set":
+                pipe.set(k, v)
+                model[k] = v
+                want.append(True)
+            elif op == "get":
+                pipe.get(k)
+                want.append(model.get(k))
+            elif op == "del":
+                ks = rnd.sample(keys, 2)
+                pipe.delete(*ks)
+                want.append(sum(1 for x in ks if x in model))
+                for x in ks:
+                    model.pop(x, None)
+            elif op == "exists":
+                ks = rnd.sample(keys, 3)
+                pipe.exists(*ks)
+                want.append(sum(1 for x in ks if x in model))
+            elif op == "mget":
+                ks = rnd.sample(keys, 3)
+                pipe.mget(ks)
+                want.append([model.get(x) for x in ks])
+            elif op == "mset":
+                ks = rnd.sample(keys, 2)
+                pipe.mset({ks[0]: v, ks[1]: v + b"m"})
+                model[ks[0]] = v
+                model[ks[1]] = v + b"m"
+                want.append(True)
+            elif op == "nx":
+                pipe.set(k, v, nx=True)
+                want.append(None if k in model else True)
+                model.setdefault(k, v)
+            else:
+                pipe.set(k, v, xx=True)
+                want.append(True if k in model else None)
+                if k in model:
+                    model[k] = v
+        got = pipe.execute()
+        for i, (g, w) in enumerate(zip(got, want)):
+            h.check(g == w, "seed %d batch %d command %d: got %r, want %r" %
+                    (seed, batch, i, g, w))
+    r.close()
+    print("model check (seed %d): 1200 pipelined commands as on Redis" %
+          seed)
+
+
 def part_malformed():
     ip = IPS[0]
     keep = redis.Redis(host=ip, port=PORT, socket_timeout=10)
@@ -331,8 +398,19 @@ def part_overload(c):
     # bounded: later bursts do not keep growing the process
     h.check(rss[-1] - rss[1] < 64 * 1024,
             "RSS grew from %d to %d KiB over bursts" % (rss[1], rss[-1]))
-    # recovers: ordinary traffic is served without shedding
+    # recovers: once the burst's last replica acks are in (a QUORUM write
+    # is answered before the third ack), ordinary traffic is served
+    # without shedding
     r = redis.Redis(host=ip, port=PORT, socket_timeout=20)
+    deadline = time.time() + 10
+    while True:
+        try:
+            r.set("rec", "v")
+            break
+        except redis.exceptions.ResponseError as e:
+            h.check(str(e).startswith("OVERLOADED") and
+                    time.time() < deadline, "no recovery: %s" % e)
+            time.sleep(0.1)
     for i in range(50):
         h.check(r.set("rec%d" % i, "v") is True, "SET after the load")
     h.check(r.get("rec7") == b"v", "GET after the load")
@@ -378,6 +456,18 @@ def part_metrics(c):
             "hints stored not counted")
     lat = 'ringkv_request_duration_seconds_count{op="get",level="QUORUM"}'
     h.check(m.get(lat, 0) > 0, "latency histogram empty")
+    # nothing leaks: with no load, nothing is in flight anywhere
+    deadline = time.time() + 15
+    for ip in IPS:
+        while True:
+            m = fresh_metrics(ip)
+            busy = (m.get("ringkv_client_inflight_requests"),
+                    m.get("ringkv_coordinator_inflight_requests"))
+            if busy == (0, 0):
+                break
+            h.check(time.time() < deadline, "%s still has %r in flight" %
+                    (ip, busy))
+            time.sleep(0.3)
     print("metrics: every family served by /metrics and METRICS")
 
 
@@ -442,6 +532,7 @@ def main():
     part_cli(c)
     part_benchmark()
     part_python()
+    part_model(int(os.environ.get("RINGKV_SEED", time.time())) % 100000)
     part_malformed()
     part_overload(c)
     part_kill9(c)
