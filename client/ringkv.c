@@ -630,6 +630,15 @@ int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
         } else {
             c->err[0] = '\0';
         }
+        /* A node whose ring is stale refuses to coordinate; another node
+         * may not be. Nothing was done, so asking the next host is safe. */
+        if (out->err == RK_ESTALE && c->nhosts > 1 &&
+            attempt < c->opts.retries) {
+            rc = out->err;
+            wire_cresp_clear(out);
+            ringkv__drop(c);
+            continue;
+        }
         return out->err;
     }
     return rc;

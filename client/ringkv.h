@@ -120,8 +120,10 @@ int ringkv_recv(ringkv *c, struct wire_cresp *out, int timeout_ms);
 /* Send req and wait for its response (opts.timeout_ms). On a connection
  * failure before the answer, reconnects and retries up to opts.retries
  * times. A local timeout disconnects (a late answer must not be taken for
- * the next request's) and returns RK_ETIMEOUT. Returns the transport error,
- * else out->err (0 on success).
+ * the next request's) and returns RK_ETIMEOUT. A RING_STALE answer (the node
+ * refuses to coordinate until its ring catches up; nothing was done) is
+ * retried on the next host too, when there is one. Returns the transport
+ * error, else out->err (0 on success).
  * @note When a response arrived (the return value is 0 or out->err), *out
  * owns memory: wire_cresp_clear(out); on other errors *out is cleared. Must
  * not be used while pipelined requests are pending (RK_EBADREQ). */

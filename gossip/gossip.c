@@ -28,6 +28,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "wire/gossip_msg.h"
+#include "wire/wire.h"
+
+_Static_assert(GOSSIP_NAME_MAX == WIRE_GOSSIP_MAX_NAME, "name limits differ");
+_Static_assert(GOSSIP_VALUE_MAX <= WIRE_GOSSIP_MAX_VALUE, "value limit");
+
 #define FD_WINDOW         32
 #define FD_MAX_SAMPLE     65535u /* ms; longer gaps are clamped */
 #define LOCAL_PAUSE_TICKS 5      /* a tick this late means we were paused */

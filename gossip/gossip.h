@@ -36,14 +36,12 @@
 #include <stdint.h>
 
 #include "common/rk.h"
-#include "wire/gossip_msg.h"
-#include "wire/wire.h"
 
 typedef struct gossip gossip;
 
-#define GOSSIP_NAME_MAX  WIRE_GOSSIP_MAX_NAME /* node and cluster names */
-#define GOSSIP_ADDR_MAX  128                  /* "host:port" */
-#define GOSSIP_VALUE_MAX 4096                 /* one application state */
+#define GOSSIP_NAME_MAX  64   /* node and cluster names (the wire limit) */
+#define GOSSIP_ADDR_MAX  128  /* "host:port" */
+#define GOSSIP_VALUE_MAX 4096 /* one application state */
 #define GOSSIP_SEEDS_MAX 64
 
 /* Application state keys (their numbers are part of the wire format). */
@@ -241,7 +239,8 @@ uint64_t gossip_epoch_max(const gossip *g);
  * of the ring the current endpoint set describes. The daemon builds its ring
  * from the endpoints and applies it with this epoch. */
 uint64_t gossip_epoch_membership(const gossip *g);
-/* The daemon reports the epoch of the ring it swapped in. */
+/* The daemon reports the epoch of the ring it swapped in (never moves back).
+ * GOSSIP_EV_RING_CAUGHT_UP is reported by the next recv or tick. */
 void gossip_ring_applied(gossip *g, uint64_t epoch);
 /* True while an epoch newer than the applied ring is known: coordinate
  * nothing (RK_ESTALE) until caught up. */

@@ -181,7 +181,8 @@ struct net_server_opts {
     }
 
 /* Binds and listens. Returns 0, -errno (e.g. -EADDRINUSE), -EINVAL (bad
- * options) or -ENOMEM. */
+ * options) or -ENOMEM. On failure *out is untouched; libuv handles already
+ * made are closed and freed by the next loop run. */
 int net_server_new(net_server **out,
                    uv_loop_t *loop,
                    const struct net_server_opts *opts);
@@ -319,6 +320,8 @@ struct net_udp_opts {
 
 #define NET_UDP_MAX 65507 /* largest datagram payload */
 
+/* Binds a UDP socket and starts receiving. Returns 0, -EINVAL, -errno
+ * (-EADDRINUSE) or -ENOMEM; on failure as net_server_new. */
 int net_udp_new(net_udp **out,
                 uv_loop_t *loop,
                 const struct net_udp_opts *opts);

@@ -6,8 +6,11 @@
  * batch. At the end of the turn (the node's check handle), if no commit is
  * running, the open batch goes to the thread pool: store_batch_commit()
  * applies every write and makes them durable with one fsync; back on the
- * loop each write's waiter is told its result. While one batch commits the
- * next one collects, so under load batches grow and fsyncs are shared.
+ * loop each write's waiter is told its result. Up to COMMIT_JOBS batches
+ * are on the thread pool at once: the store applies one while the previous
+ * one's fsync runs (syncs never overlap, and each waits for the one that
+ * covers it), and the next batch collects meanwhile, so under load batches
+ * grow and fsyncs are shared.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,6 +18,8 @@
 
 #include "node/log.h"
 #include "node/node_internal.h"
+
+#define COMMIT_JOBS 2
 
 struct commit_waiter {
     node_commit_cb cb;
@@ -89,7 +94,7 @@ static void commit_after(uv_work_t *w, int status)
 {
     struct commit_job *j = w->data;
     node *n = j->n;
-    n->commit_running = NULL;
+    n->commit_running--;
     n->pending_closes--;
     if (status < 0 && j->status == 0)
         j->status = status; /* cancelled */
@@ -110,7 +115,8 @@ static void commit_after(uv_work_t *w, int status)
 
 static void commit_start(node *n)
 {
-    if (n->commit_running || !n->commit_open || !n->commit_open->nwaiters)
+    if (n->commit_running >= COMMIT_JOBS || !n->commit_open ||
+        !n->commit_open->nwaiters)
         return;
     struct commit_job *j = n->commit_open;
     n->commit_open = NULL;
@@ -121,7 +127,7 @@ static void commit_start(node *n)
         job_free(j);
         return;
     }
-    n->commit_running = j;
+    n->commit_running++;
     n->pending_closes++;
 }
 

@@ -38,6 +38,14 @@ struct cons {
     uint32_t got;
 };
 
+/* A replica as the ring saw it when the request was planned: the peer
+ * table may be rebuilt while the request is in flight. */
+struct crep {
+    char name[GOSSIP_NAME_MAX + 1];
+    char iaddr[GOSSIP_ADDR_MAX + 16];
+    bool self, up;
+};
+
 struct creply {
     bool asked, answered, ok, found, repairing;
     struct rpc_record rec;
@@ -61,6 +69,7 @@ struct creq {
     uint32_t nrep;
     uint32_t rep[RING_MAX_REPLICAS];
     int rep_dc[RING_MAX_REPLICAS];
+    struct crep *rp; /* nrep entries */
     struct creply r[RING_MAX_REPLICAS];
     struct cons cons[RING_MAX_REPLICAS];
     int ncons;
@@ -111,6 +120,18 @@ static int plan(node *n, struct creq *q)
     if (nr > RING_MAX_REPLICAS)
         nr = RING_MAX_REPLICAS;
     q->nrep = (uint32_t)nr;
+    q->rp = calloc(nr ? nr : 1, sizeof(*q->rp));
+    if (!q->rp)
+        return -ENOMEM;
+    for (uint32_t i = 0; i < q->nrep; i++) {
+        if (q->rep[i] >= n->npeers)
+            continue; /* unknown: neither up nor self */
+        const struct node_peer *p = &n->peer[q->rep[i]];
+        memcpy(q->rp[i].name, p->name, sizeof(q->rp[i].name));
+        memcpy(q->rp[i].iaddr, p->iaddr, sizeof(q->rp[i].iaddr));
+        q->rp[i].self = p->self;
+        q->rp[i].up = p->up;
+    }
     const char *dcname[RING_MAX_REPLICAS];
     int ndc = 1;
     dcname[0] = n->cfg.datacenter;
@@ -165,13 +186,13 @@ static int plan(node *n, struct creq *q)
         for (uint32_t i = 0; i < q->nrep; i++) {
             if (q->cons[c].dc >= 0 && q->rep_dc[i] != q->cons[c].dc)
                 continue;
-            if (q->rep[i] < n->npeers && n->peer[q->rep[i]].up)
+            if (q->rp[i].up)
                 live++;
         }
         if (live < q->cons[c].need) {
             q->acks = 0;
             for (uint32_t i = 0; i < q->nrep; i++)
-                if (q->rep[i] < n->npeers && n->peer[q->rep[i]].up)
+                if (q->rp[i].up)
                     q->acks++;
             return RK_EUNAVAILABLE;
         }
@@ -202,6 +223,7 @@ static void creq_free(struct creq *q)
     for (uint32_t i = 0; i < q->nrep; i++)
         free(q->r[i].buf);
     rpc_buf_free(&q->wmsg);
+    free(q->rp);
     free(q->srec);
     free(q->key);
     free(q);
@@ -326,9 +348,8 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
     } else {
         note_failure(q, st);
         /* the replica may not have it: keep a hint */
-        if (q->srec && q->rep[i] < n->npeers)
-            node__hint_store(n, n->peer[q->rep[i]].name,
-                             RK_SLICE(q->key, q->klen),
+        if (q->srec && q->rp[i].name[0])
+            node__hint_store(n, q->rp[i].name, RK_SLICE(q->key, q->klen),
                              RK_SLICE(q->srec, q->srec_len));
     }
     write_settle(q);
@@ -347,12 +368,13 @@ static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
     c->i = i;
     q->r[i].asked = true;
     int rc;
-    if (n->peer[q->rep[i]].self)
+    if (q->rp[i].self)
         rc = node__local_write(n, RK_SLICE(q->key, q->klen), rec,
                                on_local_write, c);
     else
-        rc = node__rpc(n, q->rep[i], &q->wmsg,
-                       (uint32_t)n->cfg.write_timeout_ms, on_remote_write, c);
+        rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
+                            (uint32_t)n->cfg.write_timeout_ms, on_remote_write,
+                            c);
     if (rc < 0) {
         free(c);
         return rc;
@@ -478,7 +500,7 @@ static int coord_write(node *n,
     if (rc < 0)
         goto fail;
     for (uint32_t i = 0; i < q->nrep; i++) {
-        struct node_peer *p = &n->peer[q->rep[i]];
+        const struct crep *p = &q->rp[i];
         if (!p->up) {
             node__hint_store(n, p->name, RK_SLICE(q->key, q->klen),
                              RK_SLICE(q->srec, q->srec_len));
@@ -544,7 +566,7 @@ static int send_read(struct creq *q, uint32_t i)
 {
     node *n = q->n;
     q->r[i].asked = true;
-    if (n->peer[q->rep[i]].self) {
+    if (q->rp[i].self) {
         bool found;
         int rc = node__local_read(n, RK_SLICE(q->key, q->klen), &found,
                                   &q->r[i].rec, &q->r[i].buf);
@@ -570,8 +592,9 @@ static int send_read(struct creq *q, uint32_t i)
     if (rc == 0) {
         c->q = q;
         c->i = i;
-        rc = node__rpc(n, q->rep[i], &b, (uint32_t)n->cfg.read_timeout_ms,
-                       on_remote_read, c);
+        rc =
+            node__rpc_addr(n, q->rp[i].iaddr, &b,
+                           (uint32_t)n->cfg.read_timeout_ms, on_remote_read, c);
         if (rc < 0)
             free(c);
         else
@@ -589,10 +612,9 @@ static int send_read(struct creq *q, uint32_t i)
  * the answers and requests outstanding. Local first. */
 static void read_fill(struct creq *q)
 {
-    node *n = q->n;
     for (int pass = 0; pass < 2; pass++) {
         for (uint32_t i = 0; i < q->nrep; i++) {
-            struct node_peer *p = &n->peer[q->rep[i]];
+            const struct crep *p = &q->rp[i];
             if (q->r[i].asked || !p->up || (pass == 0) != p->self)
                 continue;
             /* would this replica help an unmet constraint? */
@@ -706,13 +728,13 @@ static void read_decide(struct creq *q)
         c->q = q;
         c->i = i;
         int rc;
-        if (n->peer[q->rep[i]].self)
+        if (q->rp[i].self)
             rc = node__local_write(n, RK_SLICE(q->key, q->klen), best,
                                    on_repair_done, c);
         else
-            rc = node__rpc(n, q->rep[i], &q->wmsg,
-                           (uint32_t)n->cfg.write_timeout_ms, on_repair_remote,
-                           c);
+            rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
+                                (uint32_t)n->cfg.write_timeout_ms,
+                                on_repair_remote, c);
         if (rc < 0) {
             free(c);
             continue;

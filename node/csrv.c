@@ -49,6 +49,10 @@ struct csrv_conn {
     bool authed;
     bool reading;
     int inflight;
+    int writes_inflight; /* PUT/DEL not answered yet */
+    bool has_held;       /* a GET/MGET waits for them */
+    bool processing;
+    struct wire_creq held;
     char peer[64];
 };
 
@@ -61,6 +65,7 @@ struct csrv_write {
 /* One data request in flight. MGET fans out into nkeys gets. */
 struct csrv_req {
     struct csrv_conn *c;
+    bool is_write;
     uint64_t id;
     uint32_t op;
     size_t nkeys, pending;
@@ -77,6 +82,7 @@ struct csrv_sub {
 
 static void conn_unref(struct csrv_conn *c);
 static void node__csrv_resume(struct csrv_conn *c);
+static void conn_process(struct csrv_conn *c);
 
 /* ---- output ----------------------------------------------------------- */
 
@@ -107,7 +113,7 @@ static void on_write(uv_write_t *req, int status)
                c->out.len == 0 && c->inflight == 0) {
         conn_close(c);
     } else if (!c->closing && !c->reading && c->writing < CSRV_OUT_HIGH / 2 &&
-               !c->close_after_flush) {
+               !c->close_after_flush && !c->has_held) {
         node__csrv_resume(c);
     }
     conn_unref(c);
@@ -195,6 +201,8 @@ static void on_conn_closed(uv_handle_t *h)
 
 static void conn_free(struct csrv_conn *c)
 {
+    if (c->has_held)
+        wire_creq_clear(&c->held);
     free(c->rbuf);
     wire_cbuf_release(&c->out);
     free(c);
@@ -239,6 +247,16 @@ static int req_op(const struct wire_creq *q)
                                    : NODE_OP_GET;
 }
 
+/* A request leaves its connection: a GET held behind the connection's
+ * writes may go once none is in flight. */
+static void req_leave(struct csrv_req *r)
+{
+    struct csrv_conn *c = r->c;
+    if (r->is_write && --c->writes_inflight == 0 && c->has_held &&
+        !c->processing && !c->closing)
+        conn_process(c);
+}
+
 static void req_done(struct csrv_req *r)
 {
     struct csrv_conn *c = r->c;
@@ -272,6 +290,7 @@ static void req_done(struct csrv_req *r)
         free(r->copies);
     }
     free(r->values);
+    req_leave(r);
     free(r);
     if (c->close_after_flush && c->inflight == 0)
         conn_mark_dirty(c);
@@ -284,6 +303,7 @@ static void req_finish(struct csrv_req *r)
     struct csrv_conn *c = r->c;
     c->inflight--;
     c->n->inflight--;
+    req_leave(r);
     free(r);
     if (c->close_after_flush && c->inflight == 0)
         conn_mark_dirty(c); /* the flush closes it once written */
@@ -358,6 +378,8 @@ static struct csrv_req *req_new(struct csrv_conn *c, const struct wire_creq *q)
     r->c = c;
     r->id = q->id;
     r->op = q->op;
+    r->is_write = q->op == WIRE_COP_PUT || q->op == WIRE_COP_DEL;
+    c->writes_inflight += r->is_write;
     c->refs++;
     c->inflight++;
     c->n->inflight++;
@@ -370,6 +392,7 @@ static void req_abort(struct csrv_req *r, int err)
     c->inflight--;
     c->n->inflight--;
     send_err(c, r->id, r->op, err, rk_strerror(err));
+    req_leave(r);
     free(r);
     conn_unref(c);
 }
@@ -559,7 +582,6 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct csrv_conn *c = s->data;
-    node *n = c->n;
     (void)buf;
     if (nread < 0) {
         if (nread != UV_EOF)
@@ -571,9 +593,24 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         return;
     c->rlen += (size_t)nread;
+    conn_process(c);
+}
+
+/* Answer the frames in the read buffer, in order. A GET or MGET that
+ * follows a PUT or DEL still in flight on this connection waits for it (and
+ * reading stops meanwhile), so a connection reads its own writes. */
+static void conn_process(struct csrv_conn *c)
+{
+    node *n = c->n;
     size_t off = 0;
     c->refs++; /* requests may finish and unref inside */
-    while (!c->closing && !c->close_after_flush) {
+    c->processing = true;
+    if (c->has_held && c->writes_inflight == 0) {
+        c->has_held = false;
+        handle_req(c, &c->held);
+        wire_creq_clear(&c->held);
+    }
+    while (!c->closing && !c->close_after_flush && !c->has_held) {
         struct rk_slice body;
         size_t used = 0;
         int rc = wire_cframe_parse(&body, &used, c->rbuf + off, c->rlen - off);
@@ -586,26 +623,28 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
                          ? "frame longer than the protocol limit; closing"
                          : "malformed frame header; closing");
             c->close_after_flush = true;
-            if (c->reading) {
-                uv_read_stop((uv_stream_t *)&c->tcp);
-                c->reading = false;
-            }
             break;
         }
         if (used == 0)
             break;
         struct wire_creq q;
         rc = wire_creq_decode(&q, body.p, body.len);
+        off += used;
         if (rc < 0) {
             n->stats.client_bad_frames++;
             send_err(c, q.has_id ? q.id : 0, q.has_id ? q.op : 0, rc,
                      q.why ? q.why : rk_strerror(rc));
+        } else if (c->writes_inflight > 0 &&
+                   (q.op == WIRE_COP_GET || q.op == WIRE_COP_MGET)) {
+            c->held = q; /* owns its copy of the body */
+            c->has_held = true;
+            break;
         } else {
             handle_req(c, &q);
         }
         wire_creq_clear(&q);
-        off += used;
     }
+    c->processing = false;
     if (off) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
@@ -617,9 +656,13 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             c->rcap = CSRV_READ_CHUNK;
         }
     }
-    if (!c->closing && c->reading && c->writing + c->out.len > CSRV_OUT_HIGH) {
+    bool stop = c->close_after_flush || c->has_held ||
+                c->writing + c->out.len > CSRV_OUT_HIGH;
+    if (!c->closing && c->reading && stop) {
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = false;
+    } else if (!c->closing && !c->reading && !stop) {
+        node__csrv_resume(c);
     }
     conn_unref(c);
 }

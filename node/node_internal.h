@@ -130,10 +130,10 @@ struct node {
     int self_idx_ok; /* this node is placed in ring */
 
     /* group commit */
-    struct commit_job *commit_open;    /* collecting */
-    struct commit_job *commit_running; /* on the thread pool */
-    uv_check_t check;                  /* end of loop turn: flush */
-    uv_timer_t drain;                  /* shutdown: bound on draining */
+    struct commit_job *commit_open; /* collecting */
+    int commit_running;             /* jobs on the thread pool */
+    uv_check_t check;               /* end of loop turn: flush */
+    uv_timer_t drain;               /* shutdown: bound on draining */
     int drain_open;
 
     /* native client server */
@@ -180,6 +180,13 @@ int node__rpc(node *n,
               uint32_t timeout_ms,
               net_rpc_cb cb,
               void *arg);
+/* The same to an internode "host:port". */
+int node__rpc_addr(node *n,
+                   const char *iaddr,
+                   const struct rpc_buf *msg,
+                   uint32_t timeout_ms,
+                   net_rpc_cb cb,
+                   void *arg);
 /* Apply a replica write locally (advance HLC, group commit). */
 int node__local_write(node *n,
                       struct rk_slice key,

@@ -250,6 +250,19 @@ int node__rpc(node *n,
                              arg);
 }
 
+int node__rpc_addr(node *n,
+                   const char *iaddr,
+                   const struct rpc_buf *msg,
+                   uint32_t timeout_ms,
+                   net_rpc_cb cb,
+                   void *arg)
+{
+    if (!n->peers || !iaddr[0])
+        return RK_EUNAVAILABLE;
+    return net_peers_request(n->peers, iaddr, RK_SLICE(msg->data, msg->len),
+                             timeout_ms, cb, arg);
+}
+
 /* ---- hints ------------------------------------------------------------ */
 
 struct hint_job {

@@ -203,7 +203,8 @@ size_t ring_tokens_for_weight(unsigned num_tokens, uint32_t weight);
 /* Choose n tokens for `j` joining the placed nodes of `r` (r may be NULL for
  * the first node; the joiner must not be placed in r). Writes n ascending
  * tokens to out, none already placed in r.
- *  - RING_ALLOC_RANDOM: XXH3(name, counter) for counter 0, 1, ...; depends
+ *  - RING_ALLOC_RANDOM: XXH3_64bits(name || counter as 8 bytes, little-
+ *    endian) for counter 0, 1, ...; depends
  *    on the name only (and on r only to skip a taken token).
  *  - RING_ALLOC_BALANCED: one token at a time, each at the split of an
  *    existing arc of the joiner's DC that most reduces the weighted variance

@@ -1,7 +1,7 @@
 /*
  * ring_alloc.c - choosing tokens for a joining node.
  *
- * random:   token c = XXH3_64bits_withSeed(name, c) for c = 0, 1, ...,
+ * random:   token c = XXH3_64bits(name || c) for c = 0, 1, ...,
  *           skipping tokens already taken. Depends on the name only, so a
  *           node that comes back with a new address keeps its ranges.
  *
@@ -10,15 +10,21 @@
  *           DC's tokens under NTS, all tokens under SimpleStrategy), with the
  *           group's RF and racks, and place the joiner's tokens one at a
  *           time. For each existing arc, a candidate token splits it; the
- *           candidate's effect on the replicated ownership o_n of every
- *           node is computed exactly and locally (only arcs whose placement
- *           walk reaches the split can change), and the candidate that most
- *           lowers sum(o_n^2 / w_n) -- the weighted variance of replicated
- *           ownership, since sum(o_n) is fixed -- wins. Within an arc the
+ *           candidate's effect on the replicated ownership of every node and
+ *           every token is computed exactly and locally (only arcs whose
+ *           placement walk reaches the split can change, and they form a
+ *           short run behind it), and the candidate with the lowest
+ *             sum_n (o_n - T_n)^2 / w_n + 0.1 * sum_t (o_t - T_tok)^2
+ *           wins: T_n is the node's fair share by weight (of its rack's
+ *           weight when there are exactly RF racks, since each rack then
+ *           holds one copy), T_tok = RF / tokens. The joiner's own target
+ *           grows pro rata to the tokens it has placed, and its deviation
+ *           weighs ALLOC_JOINER_WEIGHT times the others'. Within an arc the
  *           effect is linear in the split point x, so the score is a
- *           quadratic in x and the best x is found in closed form (clamped
- *           to the middle of the arc). Ties (all nodes replicate everything)
- *           fall back to raw ownership.
+ *           quadratic in x and the best x is found in closed form (kept
+ *           ALLOC_EDGE away from the arc's ends). Ties (everyone replicates
+ *           everything) fall back to raw ownership. docs/ring.md shows the
+ *           measured effect of each choice.
  *
  *           Degenerate groups are balanced on raw ownership instead: when
  *           the group has no more nodes than RF (every node holds every key
@@ -26,9 +32,10 @@
  *           racks <= RF (that rack's only node then holds a replica of every
  *           range, as in Cassandra; Cassandra refuses to allocate there).
  *
- * Cost: O(n_tokens * T * w) for T group tokens and a walk of w positions,
- * about 0.1 s for 16 tokens into a 1,000-node ring of 16 tokens each.
+ * Cost: O(n_tokens * T * w) for T group tokens and a walk of w positions:
+ * 0.05-0.16 s of CPU for 16 tokens into a 1,000-node ring of 16 tokens.
  */
+#define XXH_STATIC_LINKING_ONLY /* XXH3_state_t on the stack */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -91,21 +98,35 @@ static int alloc__chosen(const uint64_t *out, size_t k, uint64_t t)
     return 0;
 }
 
+/* Token c of a node: XXH3_64bits(name || c as 8 bytes little-endian). The
+ * counter is part of the message, not the seed: XXH3 mixes a seed almost
+ * linearly into short inputs, so distinct (name, seed) pairs can collide. */
+static uint64_t alloc__name_token(const char *name, size_t len, uint64_t c)
+{
+    XXH3_state_t st;
+    uint8_t le[8];
+    for (int b = 0; b < 8; b++)
+        le[b] = (uint8_t)(c >> (8 * b));
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, name, len);
+    XXH3_64bits_update(&st, le, sizeof(le));
+    return XXH3_64bits_digest(&st);
+}
+
 static void
 alloc__random(uint64_t *out, size_t n, const ring *r, const char *name)
 {
     size_t len = strlen(name);
     uint64_t c = 0;
     for (size_t k = 0; k < n; c++) {
-        uint64_t t = XXH3_64bits_withSeed(name, len, c);
+        uint64_t t = alloc__name_token(name, len, c);
         if (alloc__taken(r, t) || alloc__chosen(out, k, t))
             continue;
         out[k++] = t;
     }
 }
 
-/* ---- balanced -------------------------------------------------------------
- */
+/* ---- balanced ---------------------------------------------------------- */
 
 /* A change to one node's or one token's replicated ownership caused by a
  * candidate split at x (the new arc's length): b + c * x. */
@@ -210,8 +231,16 @@ static void alloc__arc_delta(struct alloc *a,
                              double c0,
                              size_t k)
 {
-    unsigned tg = a->w.target;
+    unsigned tg = a->w.target, same = 0;
     uint32_t nid = (uint32_t)a->n;
+    if (oldlen == b0 && c0 == 0) {
+        /* an arc behind the split: often nothing changes */
+        while (same < tg && old[same] == nw[same] &&
+               opos[same] == alloc__tid(npos[same], k, nid))
+            same++;
+        if (same == tg)
+            return;
+    }
     for (unsigned i = 0; i < tg; i++) {
         alloc__add(a->dn, a->nslot, &a->ndn, old[i], -oldlen, 0);
         alloc__add(a->dt, a->tslot, &a->ndt, opos[i], -oldlen, 0);

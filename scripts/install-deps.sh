@@ -9,7 +9,7 @@ pkgs=(
     libsodium-dev libmicrohttpd-dev check
     clang clang-format libclang-rt-14-dev
     redis-tools redis-server python3-redis
-    procps iproute2
+    python3 procps iproute2
 )
 
 missing=()

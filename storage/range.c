@@ -124,7 +124,6 @@ int store__finish_rename(store *s,
                          const char *dir,
                          const char *prev)
 {
-    (void)r;
     struct stat st;
     if (stat(dir, &st) == 0)
         return 0; /* the rename happened */
@@ -439,10 +438,10 @@ static int store__fill_cb(const struct store_item *it, void *arg)
 }
 
 /* LWW-merge every entry of `arc` (held by some local env) into dst, in
- * chunks: each chunk is read under the shared map lock, then written with
- * no store lock held (a commit mirroring into dst may wait for this write
- * transaction while it holds the shared lock). Commits go on meanwhile;
- * those in `arc` are mirrored into dst by the source env's shadow. */
+ * chunks, each read and then written under the shared map lock (taken
+ * before dst's LMDB writer lock, in the order commits take them). Commits
+ * go on in between; those in `arc` are mirrored into dst by the source
+ * env's shadow. */
 static int
 store__fill(store *s, struct store__range *dst, struct store_range arc)
 {
@@ -457,15 +456,18 @@ store__fill(store *s, struct store__range *dst, struct store_range arc)
         rc = store_scan_next(s, &sc, 1024, (size_t)4 << 20, store__fill_cb, b);
         if (rc || store_batch_count(b) == 0)
             continue;
-        MDB_txn *txn;
-        if ((rc = store__err(mdb_txn_begin(dst->env, NULL, 0, &txn))))
-            break;
+        /* Shared lock first, then dst's writer lock, as commits take them:
+         * no cycle, and no map growth of dst under this transaction. */
+        pthread_rwlock_rdlock(&s->maplock);
+        MDB_txn *txn = NULL;
+        rc = store__err(mdb_txn_begin(dst->env, NULL, 0, &txn));
         for (size_t i = 0; rc == 0 && i < store_batch_count(b); i++)
             rc = store__err(store__batch_apply(txn, dst->dbi, b, i));
         if (rc == 0)
             rc = store__err(mdb_txn_commit(txn));
-        else
+        else if (txn != NULL)
             mdb_txn_abort(txn);
+        pthread_rwlock_unlock(&s->maplock);
     }
     store_batch_free(b);
     return rc;

@@ -68,7 +68,7 @@ int store_record_decode(struct store_record *out, const uint8_t *p, size_t len)
     if ((flags & STORE_REC_TOMBSTONE) && len != off)
         return RK_ECORRUPT;
     if (len - off > RK_MAX_VALUE)
-        return RK_ECORRUPT;
+        return RK_ETOOLARGE;
     out->value = RK_SLICE(p + off, len - off);
     return 0;
 }

@@ -41,6 +41,10 @@ int store__err(int rc)
     case MDB_VERSION_MISMATCH:
     case MDB_INVALID:
         return RK_EVERSION;
+    case MDB_TXN_FULL:
+        return RK_ETOOLARGE; /* one transaction dirtied too many pages */
+    case MDB_READERS_FULL:
+        return RK_EOVERLOADED;
     default:
         break;
     }

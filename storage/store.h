@@ -17,19 +17,21 @@
  *
  * Threads: every function may be called from any thread. Reads (store_get,
  * scans, digests) run concurrently with each other and with commits (LMDB
- * read transactions, MDB_NOTLS). Range-map changes (create, split, merge,
- * drop) wait for reads and commits in flight and block new ones while they
- * run. Work that can block on the disk (commit, sync, scans, copies, range
- * operations) belongs off the event loop thread (uv_queue_work); building a
- * store_batch touches no disk and is loop-safe.
+ * read transactions, MDB_NOTLS). Range operations run one at a time; a
+ * split or merge copies while reads and commits go on (commits to the
+ * source are mirrored into the env being filled) and blocks them only for
+ * the final switch of the range map. Work that can block on the disk
+ * (commit, sync, scans, copies, range operations) belongs off the event
+ * loop thread (uv_queue_work); building a store_batch touches no disk and is
+ * loop-safe.
  *
  * Durability (docs/storage.md): in STORE_GROUP_COMMIT mode store_batch_commit
  * returns only after every write it applied is on stable storage; each
  * touched env is committed with MDB_NOSYNC and then all of them are made
  * durable together (one fdatasync for one env, one syncfs(2) of data_dir for
- * several). In STORE_PERIODIC mode commits do not wait: a background thread
- * syncs every periodic_ms, so a machine crash loses up to that window (a
- * process crash loses nothing that was committed).
+ * several); concurrent commits share syncs. In STORE_PERIODIC mode commits do
+ * not wait: a background thread syncs every periodic_ms, so a machine crash
+ * loses up to that window (a process crash loses nothing that was committed).
  */
 #ifndef RK_STORAGE_STORE_H
 #define RK_STORAGE_STORE_H
@@ -71,7 +73,8 @@ int store_record_encode(uint8_t *out,
                         const struct store_record *r);
 
 /* Decode p[0..len). Returns 0, RK_EVERSION for an unknown version byte,
- * RK_ECORRUPT for anything else malformed.
+ * RK_ETOOLARGE for a value over RK_MAX_VALUE, RK_ECORRUPT for anything else
+ * malformed.
  * @note out->value borrows from p and lives as long as p does. */
 int store_record_decode(struct store_record *out, const uint8_t *p, size_t len);
 
@@ -131,7 +134,8 @@ int store_open(store **out, const struct store_opts *opts);
 /* Sync and close everything. No call may be in flight. NULL is a no-op. */
 void store_free(store *s);
 
-/* Make every committed write durable now (both modes). */
+/* Make every write committed before the call durable (both modes). Syncs
+ * run one at a time; callers that arrive during one share the next. */
 int store_sync(store *s);
 
 /* ---- Writes: batches ---------------------------------------------------- */

@@ -43,6 +43,36 @@ def main():
         h.check(not wrong, "%s QUORUM reads wrong: %r" % (n.name, wrong[:3]))
     print("1000 keys at QUORUM read back from all 3 nodes")
 
+    # one connection reads its own writes, even pipelined
+    cl = n2.client()
+    reqs = []
+    for i in range(200):
+        reqs.append(("PUT", {"key": "ryw%d" % (i % 20), "value": "x%d" % i,
+                             "cl": "QUORUM"}))
+        reqs.append(("GET", {"key": "ryw%d" % (i % 20), "cl": "QUORUM"}))
+    res = cl.pipeline(reqs, depth=400)
+    cl.close()
+    wrong = [(i, res[2 * i + 1].value) for i in range(200)
+             if res[2 * i + 1].value != ("x%d" % i).encode()]
+    h.check(not wrong, "pipelined PUT then GET saw: %r" % wrong[:3])
+
+    # a replica that stops answering (SIGSTOP, not yet convicted DOWN):
+    # ALL times out and says how many answered; QUORUM still succeeds
+    import signal
+    n3.proc.send_signal(signal.SIGSTOP)
+    try:
+        cl = n1.client()
+        r = cl.call("PUT", key="stopped", value="1", cl="ALL")
+        h.check(r.err == "TIMEOUT" and r.acks == 2 and r.get(6) == 3,
+                "ALL write with a frozen replica: %r" % r)
+        print("frozen replica: %s (%s)" % (r.err, r.msg))
+        r = cl.call("PUT", key="stopped", value="2", cl="QUORUM")
+        h.check(not r.err, "QUORUM write with a frozen replica: %r" % r)
+        cl.close()
+    finally:
+        n3.proc.send_signal(signal.SIGCONT)
+    c.wait_converged(timeout=30)
+
     gen_before = int(open(n3.data_dir + "/node.state").read().split(
         "generation=")[1].split()[0])
     n3.kill9()

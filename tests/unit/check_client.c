@@ -14,6 +14,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -40,6 +41,7 @@ struct fake {
     pthread_t th;
     atomic_bool stop;
     bool reverse;         /* answer in batches of ten, last first */
+    atomic_bool stale;    /* answer every op but PING with RING_STALE */
     const char *password; /* required when set */
     atomic_int accepted;
     atomic_int requests;
@@ -143,6 +145,12 @@ static int fake_answer(struct fake *f,
         r->err = RK_EAUTH;
         r->has = WIRE_CRESP_MSG;
         r->msg = RK_SLICE("HELLO with a password first", 27);
+        return 1;
+    }
+    if (atomic_load(&f->stale) && q->op != WIRE_COP_PING) {
+        r->err = RK_ESTALE;
+        r->has = WIRE_CRESP_MSG;
+        r->msg = RK_SLICE("ring epoch 4 < 5", 16);
         return 1;
     }
     if (key_is(q, "slow"))
@@ -617,6 +625,35 @@ START_TEST(failover_between_hosts)
 }
 END_TEST
 
+START_TEST(ring_stale_tries_next_host)
+{
+    struct fake *stale = fake_start(false, NULL);
+    struct fake *good = fake_start(false, NULL);
+    atomic_store(&stale->stale, true);
+    char hosts[64];
+    snprintf(hosts, sizeof(hosts), "127.0.0.1:%u,127.0.0.1:%u", stale->port,
+             good->port);
+    struct ringkv_opts o = RINGKV_OPTS_INIT;
+    o.hosts = hosts;
+    ringkv *c;
+    ck_assert_int_eq(ringkv_new(&c, &o, NULL), 0);
+    ck_assert_int_eq(ringkv_put(c, "k", 1, "v", 1, 0), 0);
+    char want[32];
+    snprintf(want, sizeof(want), "127.0.0.1:%u", good->port);
+    ck_assert_str_eq(ringkv_peer(c), want);
+    ck_assert_int_eq(atomic_load(&stale->requests), 1);
+    ringkv_free(c);
+    /* with one host there is nowhere else to go: the error comes back */
+    snprintf(hosts, sizeof(hosts), "127.0.0.1:%u", stale->port);
+    ck_assert_int_eq(ringkv_new(&c, &o, NULL), 0);
+    ck_assert_int_eq(ringkv_put(c, "k", 1, "v", 1, 0), RK_ESTALE);
+    ck_assert_str_eq(ringkv_errmsg(c), "RING_STALE: ring epoch 4 < 5");
+    ringkv_free(c);
+    fake_stop(stale);
+    fake_stop(good);
+}
+END_TEST
+
 START_TEST(error_mapping)
 {
     struct fake *f = fake_start(false, NULL);
@@ -765,6 +802,8 @@ static int run_prog(const char *prog,
         for (int i = 0; args[i] && k < 31; i++)
             argv[k++] = args[i];
         argv[k] = NULL;
+        int devnull = open("/dev/null", O_RDONLY);
+        dup2(devnull, 0);
         unsetenv("RINGKV_PASSWORD");
         unsetenv("RINGKV_HOST");
         if (env)
@@ -840,6 +879,15 @@ START_TEST(cli_data_commands)
                      0);
     ck_assert_str_eq(out,
                      "{\"key\":\"k\",\"found\":true,\"value\":\"hello\"}\n");
+    /* "-" reads the value from stdin (here /dev/null: an empty value) */
+    ck_assert_int_eq(cli(f, NULL, out, err, "put", "e", "-", NULL, NULL), 0);
+    ck_assert_int_eq(cli(f, NULL, out, err, "--json", "get", "e", NULL, NULL),
+                     0);
+    ck_assert_str_eq(out, "{\"key\":\"e\",\"found\":true,\"value\":\"\"}\n");
+    /* a key that starts with '-' after "--" */
+    ck_assert_int_eq(cli(f, NULL, out, err, "put", "--", "-k", "x", NULL), 0);
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "--", "-k", NULL, NULL), 0);
+    ck_assert_str_eq(out, "x\n");
     ck_assert_int_eq(cli(f, NULL, out, err, "del", "k", "-c", "quorum", NULL),
                      0);
     ck_assert_uint_eq(f->last_cl, WIRE_CCL_QUORUM);
@@ -996,6 +1044,7 @@ static Suite *client_suite(void)
     tcase_add_test(tc, timeouts);
     tcase_add_test(tc, reconnect_and_retry);
     tcase_add_test(tc, failover_between_hosts);
+    tcase_add_test(tc, ring_stale_tries_next_host);
     tcase_add_test(tc, error_mapping);
     tcase_add_test(tc, authentication);
     suite_add_tcase(s, tc);

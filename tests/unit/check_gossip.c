@@ -5,6 +5,7 @@
  * passed between a few instances by a lossless in-test "network" (pump), on
  * a clock the test sets. The 100-node lossy simulation is check_gossip_sim.c.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,66 @@
 
 #include "gossip/gossip.h"
 #include "wire/gossip_msg.h"
+
+/* ---- allocation failure injection ---------------------------------------
+ * As in check_ring.c: outside ASan builds malloc is replaced (glibc allows
+ * it) to fail after a countdown and to count live blocks, so every
+ * allocation of a call can be made to fail in turn (libuv's test-loop-oom.c
+ * habit). Under ASan the hook is compiled out: ASan owns malloc there. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define GOSSIP_TEST_NO_OOM 1
+#endif
+#endif
+#if !defined(__SANITIZE_ADDRESS__) && !defined(GOSSIP_TEST_NO_OOM)
+#define GOSSIP_TEST_OOM 1
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+extern void __libc_free(void *p);
+
+static long oom_countdown = -1; /* -1: never fail */
+static long oom_live;           /* blocks allocated and not freed */
+
+static int oom_fail(void)
+{
+    if (oom_countdown == 0)
+        return 1;
+    if (oom_countdown > 0)
+        oom_countdown--;
+    return 0;
+}
+
+void *malloc(size_t n)
+{
+    void *p = oom_fail() ? NULL : __libc_malloc(n);
+    oom_live += p != NULL;
+    return p;
+}
+
+void *calloc(size_t n, size_t size)
+{
+    void *p = oom_fail() ? NULL : __libc_calloc(n, size);
+    oom_live += p != NULL;
+    return p;
+}
+
+void *realloc(void *old, size_t n)
+{
+    if (oom_fail())
+        return NULL;
+    void *p = __libc_realloc(old, n);
+    if (old == NULL && p != NULL)
+        oom_live++;
+    return p;
+}
+
+void free(void *p)
+{
+    oom_live -= p != NULL;
+    __libc_free(p);
+}
+#endif
 
 #define SECRET  "s3cret"
 #define CLUSTER "test"
@@ -264,6 +325,35 @@ START_TEST(digest_comparison)
     syn.n_digests = 1;
     ck_assert_int_eq(send_msg(a, 0, "B", SECRET, CLUSTER, &syn, &out), 0);
     ck_assert_uint_eq(out.n_pkts, 0);
+    gossip_out_free(&out);
+    gossip_free(a);
+}
+END_TEST
+
+/* Regression: a delta that carries only a heartbeat (no state) used to
+ * memcpy from a NULL state array (UBSan, found by check_gossip). */
+START_TEST(regress_heartbeat_only_delta)
+{
+    gossip *a = mk("A");
+    struct gossip_out out;
+    gossip_out_init(&out);
+    uint64_t v0 = peer(a, "A", 0).version;
+    ck_assert_int_eq(gossip_tick(a, 0, &out), 0);
+    struct wire_gossip_digest dg[1] = {{RK_SLICE("A", 1), 1, v0}};
+    struct wire_gossip_msg syn = {
+        .type = WIRE_GOSSIP_SYN, .digests = dg, .n_digests = 1};
+    ck_assert_int_eq(send_msg(a, 0, "B", SECRET, CLUSTER, &syn, &out), 0);
+    ck_assert_uint_eq(out.n_pkts, 1);
+    struct wire_key k;
+    wire_key_derive(&k, (const uint8_t *)SECRET, strlen(SECRET));
+    struct wire_gossip_msg ack;
+    ck_assert_int_eq(
+        wire_gossip_msg_decode(&ack, &k, out.pkts[0].buf, out.pkts[0].len), 0);
+    ck_assert_uint_eq(ack.n_deltas, 1);
+    ck_assert_uint_eq(ack.deltas[0].base, v0);
+    ck_assert_uint_eq(ack.deltas[0].top, v0 + 1);
+    ck_assert_uint_eq(ack.deltas[0].n_states, 0);
+    wire_gossip_msg_release(&ack);
     gossip_out_free(&out);
     gossip_free(a);
 }
@@ -756,11 +846,123 @@ START_TEST(config_validation)
 }
 END_TEST
 
+#ifdef GOSSIP_TEST_OOM
+/* Every allocation of gossip_new fails in turn: -ENOMEM, nothing leaked. */
+START_TEST(new_out_of_memory_unwinds)
+{
+    struct wire_key k;
+    ck_assert_int_eq(wire_key_derive(&k, (const uint8_t *)"x", 1), 0);
+    const char *seeds[2] = {"S1", "S2"};
+    struct gossip_config cfg = GOSSIP_CONFIG_INIT;
+    cfg.cluster_name = CLUSTER;
+    cfg.node_name = "A";
+    cfg.secret = (const uint8_t *)SECRET;
+    cfg.secret_len = strlen(SECRET);
+    cfg.seeds = seeds;
+    cfg.n_seeds = 2;
+    long limit;
+    for (limit = 0; limit < 1000; limit++) {
+        gossip *g = NULL;
+        long live = oom_live;
+        oom_countdown = limit;
+        int err = gossip_new(&g, &cfg);
+        oom_countdown = -1;
+        if (err == 0) {
+            gossip_free(g);
+            ck_assert_int_eq(oom_live, live);
+            break;
+        }
+        ck_assert_msg(err == -ENOMEM, "limit %ld: %s", limit, rk_strerror(err));
+        ck_assert_ptr_null(g);
+        ck_assert_int_eq(oom_live, live);
+    }
+    ck_assert_int_gt(limit, 0);
+    ck_assert_int_lt(limit, 1000);
+}
+END_TEST
+
+/* A whole exchange (states, an ACK with deltas, a SYN, a tick, a
+ * removenode) with every allocation failing in turn: each call returns 0 or
+ * -ENOMEM (removenode may not find X if the ACK failed), and after
+ * gossip_free nothing is left allocated. */
+START_TEST(exchange_out_of_memory_leaks_nothing)
+{
+    struct wire_key k;
+    ck_assert_int_eq(
+        wire_key_derive(&k, (const uint8_t *)SECRET, strlen(SECRET)), 0);
+    struct wire_gossip_state st[3] = {S(GOSSIP_KEY_STATUS, 1, "NORMAL 4"),
+                                      S(GOSSIP_KEY_ADDRESS, 2, "X"),
+                                      S(GOSSIP_KEY_LOAD, 3, "10")};
+    struct wire_gossip_delta dl[2] = {{RK_SLICE("X", 1), 1, 0, 3, st, 3},
+                                      {RK_SLICE("Y", 1), 2, 0, 2, st, 2}};
+    struct wire_gossip_digest rq[2] = {{RK_SLICE("A", 1), 0, 0},
+                                       {RK_SLICE("Z", 1), 1, 1}};
+    struct wire_gossip_msg ack = {.type = WIRE_GOSSIP_ACK,
+                                  .cluster = RK_SLICE(CLUSTER, 4),
+                                  .from = RK_SLICE("X", 1),
+                                  .digests = rq,
+                                  .n_digests = 2,
+                                  .deltas = dl,
+                                  .n_deltas = 2};
+    uint8_t *ack_buf, *syn_buf;
+    size_t ack_len, syn_len;
+    ck_assert_int_eq(wire_gossip_msg_encode(&ack_buf, &ack_len, &ack, &k), 0);
+    struct wire_gossip_msg syn = {.type = WIRE_GOSSIP_SYN,
+                                  .cluster = RK_SLICE(CLUSTER, 4),
+                                  .from = RK_SLICE("Y", 1),
+                                  .digests = rq,
+                                  .n_digests = 2};
+    ck_assert_int_eq(wire_gossip_msg_encode(&syn_buf, &syn_len, &syn, &k), 0);
+    struct gossip_config cfg = GOSSIP_CONFIG_INIT;
+    cfg.cluster_name = CLUSTER;
+    cfg.node_name = "A";
+    cfg.secret = (const uint8_t *)SECRET;
+    cfg.secret_len = strlen(SECRET);
+    long limit;
+    for (limit = 0; limit < 5000; limit++) {
+        long live = oom_live;
+        gossip *g = NULL;
+        struct gossip_out out;
+        gossip_out_init(&out);
+        int errs[7] = {0};
+        oom_countdown = limit;
+        errs[0] = gossip_new(&g, &cfg);
+        if (errs[0] == 0) {
+            errs[1] = gossip_state_set(g, GOSSIP_KEY_ADDRESS, "A", 1);
+            errs[2] = gossip_status_set(g, GOSSIP_STATUS_NORMAL, 0, NULL);
+            errs[3] = gossip_recv(g, 1000, "X", ack_buf, ack_len, &out);
+            errs[4] = gossip_recv(g, 1500, "Y", syn_buf, syn_len, &out);
+            errs[5] = gossip_tick(g, 2000, &out);
+            errs[6] = gossip_peer_remove(g, "X", 3000, NULL);
+        }
+        bool failed = oom_countdown == 0;
+        oom_countdown = -1;
+        for (int i = 0; i < 7; i++)
+            ck_assert_msg(errs[i] == 0 || errs[i] == -ENOMEM ||
+                              (i == 6 && errs[i] == RK_ENOTFOUND),
+                          "limit %ld call %d: %s", limit, i,
+                          rk_strerror(errs[i]));
+        gossip_out_free(&out);
+        gossip_free(g);
+        ck_assert_msg(oom_live == live, "limit %ld: %ld blocks leaked", limit,
+                      oom_live - live);
+        if (!failed)
+            break; /* the whole sequence ran without hitting the limit */
+    }
+    ck_assert_int_gt(limit, 10);
+    ck_assert_int_lt(limit, 5000);
+    free(ack_buf);
+    free(syn_buf);
+}
+END_TEST
+#endif
+
 static Suite *gossip_suite(void)
 {
     Suite *s = suite_create("gossip");
     TCase *tc = tcase_create("digests");
     tcase_add_test(tc, digest_comparison);
+    tcase_add_test(tc, regress_heartbeat_only_delta);
     suite_add_tcase(s, tc);
     tc = tcase_create("versions");
     tcase_add_test(tc, replay_never_rolls_back);
@@ -787,6 +989,12 @@ static Suite *gossip_suite(void)
     tcase_add_test(tc, value_helpers);
     tcase_add_test(tc, config_validation);
     suite_add_tcase(s, tc);
+#ifdef GOSSIP_TEST_OOM
+    tc = tcase_create("out_of_memory");
+    tcase_add_test(tc, new_out_of_memory_unwinds);
+    tcase_add_test(tc, exchange_out_of_memory_leaks_nothing);
+    suite_add_tcase(s, tc);
+#endif
     return s;
 }
 

@@ -1408,6 +1408,56 @@ START_TEST(server_close_with_refs)
 }
 END_TEST
 
+static void udp_nop(void *arg, struct rk_slice pkt, const struct sockaddr *from)
+{
+    (void)arg;
+    (void)pkt;
+    (void)from;
+}
+
+/* Constructors that fail leave nothing behind: bad options allocate
+ * nothing, and a failed bind closes its handles on the next loop run (the
+ * loop drains and ASan sees no leak). */
+START_TEST(constructor_failures_unwind)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    srv_start(&e, &v, false, NULL, 0, 0);
+    net_server *s2 = NULL;
+    struct net_server_opts o = NET_SERVER_OPTS_INIT;
+    o.on_frame = srv_frame;
+    o.arg = &v;
+    o.port = (uint16_t)net_server_port(v.s);
+    ck_assert_int_eq(net_server_new(&s2, &e.loop, &o), UV_EADDRINUSE);
+    o.port = 0;
+    o.host = "not-an-ip";
+    ck_assert_int_eq(net_server_new(&s2, &e.loop, &o), -EINVAL);
+    o.host = "127.0.0.1";
+    o.on_frame = NULL;
+    ck_assert_int_eq(net_server_new(&s2, &e.loop, &o), -EINVAL);
+    ck_assert_ptr_null(s2);
+
+    net_peers *p = NULL;
+    struct net_peers_opts po = NET_PEERS_OPTS_INIT;
+    po.max_frame = 4;
+    ck_assert_int_eq(net_peers_new(&p, &e.loop, &po), -EINVAL);
+    ck_assert_ptr_null(p);
+
+    net_udp *u1 = NULL, *u2 = NULL;
+    struct net_udp_opts uo = NET_UDP_OPTS_INIT;
+    ck_assert_int_eq(net_udp_new(&u1, &e.loop, &uo), -EINVAL); /* no cb */
+    uo.on_recv = udp_nop;
+    ck_assert_int_eq(net_udp_new(&u1, &e.loop, &uo), 0);
+    uo.port = (uint16_t)net_udp_port(u1);
+    ck_assert_int_eq(net_udp_new(&u2, &e.loop, &uo), UV_EADDRINUSE);
+    ck_assert_ptr_null(u2);
+    net_udp_close(u1, NULL, NULL);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
 /* ---- UDP ---------------------------------------------------------------- */
 
 struct udp_side {
@@ -1484,6 +1534,7 @@ static Suite *net_suite(void)
     tcase_add_test(tc, regression_queue_underflow);
     tcase_add_test(tc, regression_graceful_close_linger);
     tcase_add_test(tc, server_close_with_refs);
+    tcase_add_test(tc, constructor_failures_unwind);
     suite_add_tcase(s, tc);
     tc = tcase_create("rpc");
     tcase_set_timeout(tc, 120);

@@ -8,6 +8,7 @@
  * precomputed replica lists and the allocator's incremental bookkeeping are
  * all checked against something simple.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,67 @@
 
 #include "common/rk.h"
 #include "ring/ring.h"
+
+/* ---- allocation failure injection --------------------------------------
+ * Outside ASan builds the test replaces malloc (glibc supports replacing
+ * it) to fail after a countdown and to count live blocks, so constructors
+ * can be run with every possible allocation failing in turn (libuv's
+ * test-loop-oom.c habit) and checked to return -ENOMEM without leaking.
+ * Under ASan the hook is compiled out: ASan owns malloc there. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
+#define RING_TEST_NO_OOM 1
+#endif
+#endif
+#if !defined(__SANITIZE_ADDRESS__) && !defined(RING_TEST_NO_OOM)
+#define RING_TEST_OOM 1
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+extern void __libc_free(void *p);
+
+static long oom_countdown = -1; /* -1: never fail */
+static long oom_live;           /* blocks allocated and not freed */
+
+static int oom_fail(void)
+{
+    if (oom_countdown == 0)
+        return 1;
+    if (oom_countdown > 0)
+        oom_countdown--;
+    return 0;
+}
+
+void *malloc(size_t n)
+{
+    void *p = oom_fail() ? NULL : __libc_malloc(n);
+    oom_live += p != NULL;
+    return p;
+}
+
+void *calloc(size_t n, size_t size)
+{
+    void *p = oom_fail() ? NULL : __libc_calloc(n, size);
+    oom_live += p != NULL;
+    return p;
+}
+
+void *realloc(void *old, size_t n)
+{
+    if (oom_fail())
+        return NULL;
+    void *p = __libc_realloc(old, n);
+    if (old == NULL && p != NULL)
+        oom_live++;
+    return p;
+}
+
+void free(void *p)
+{
+    oom_live -= p != NULL;
+    __libc_free(p);
+}
+#endif
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -339,6 +401,60 @@ START_TEST(build_nodes_and_refcount)
 }
 END_TEST
 
+#ifdef RING_TEST_OOM
+/* Every allocation of ring_new, ring_change, the balanced allocator and
+ * ring_plan_new fails in turn: each failure returns -ENOMEM, leaves *out
+ * NULL and frees everything it took. */
+START_TEST(build_out_of_memory_unwinds)
+{
+    uint64_t s = 99;
+    struct fixture f;
+    fix_random(&f, &s, 12, 6, 2, 3, 1);
+    fix_nts(&f, 2, 1);
+    struct ring_config cfg = {f.m, f.n, f.repl, 1};
+    ring *base = fix_ring(&f, 1);
+    for (int step = 0; step < 4; step++) {
+        long limit;
+        for (limit = 0; limit < 100000; limit++) {
+            ring *r = (ring *)&s;
+            struct ring_move *plan = NULL;
+            size_t nplan = 0;
+            uint64_t tok[8];
+            struct ring_joiner j = {"joiner", "dc0", "r1", 0};
+            long live = oom_live;
+            int err;
+            oom_countdown = limit;
+            if (step == 0)
+                err = ring_new(&r, &cfg);
+            else if (step == 1)
+                err = ring_change(&r, base, NULL, f.names[0], 2);
+            else if (step == 2)
+                err = ring_tokens_alloc(tok, 8, base, &j, RING_ALLOC_BALANCED);
+            else
+                err = ring_plan_new(&plan, &nplan, base, base);
+            oom_countdown = -1;
+            if (err == 0) {
+                if (step <= 1)
+                    ring_free(r);
+                ring_plan_free(plan);
+                break;
+            }
+            ck_assert_msg(err == -ENOMEM, "step %d limit %ld: %s", step, limit,
+                          rk_strerror(err));
+            if (step <= 1)
+                ck_assert_ptr_null(r);
+            if (step == 3)
+                ck_assert_ptr_null(plan);
+            ck_assert_msg(oom_live == live, "step %d limit %ld: %ld leaked",
+                          step, limit, oom_live - live);
+        }
+        ck_assert_msg(limit > 0, "step %d never allocated", step);
+    }
+    ring_free(base);
+}
+END_TEST
+#endif
+
 /* ---- lookup and placement ------------------------------------------- */
 
 static void check_against_reference(const struct fixture *f, uint64_t seed)
@@ -623,6 +739,31 @@ START_TEST(alloc_random_from_name)
 }
 END_TEST
 
+/* Regression: tokens were XXH3_64bits_withSeed(name, counter), and XXH3
+ * mixes the seed almost linearly into short inputs, so "n1".."n999" with 16
+ * tokens each produced duplicate tokens and ring_new said RK_EEXIST. */
+START_TEST(alloc_random_short_names_no_collision)
+{
+    enum { N = 1000, V = 16 };
+    static uint64_t tok[N][V];
+    static char names[N][8];
+    static struct ring_member m[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "n%d", i);
+        struct ring_joiner j = {names[i], NULL, NULL, 0};
+        ck_assert_int_eq(
+            ring_tokens_alloc(tok[i], V, NULL, &j, RING_ALLOC_RANDOM), 0);
+        m[i] = (struct ring_member){names[i], NULL, NULL,       tok[i],
+                                    V,        0,    RING_NORMAL};
+    }
+    struct ring_config cfg = {m, N, {RING_SIMPLE, 3, NULL, 0}, 1};
+    ring *r = NULL;
+    ck_assert_int_eq(ring_new(&r, &cfg), 0);
+    ck_assert_uint_eq(ring_token_count(r), N * V);
+    ring_free(r);
+}
+END_TEST
+
 /* Grow a ring node by node; returns it. racks == 1: SimpleStrategy. */
 static ring *grow(unsigned n,
                   unsigned tokens,
@@ -904,6 +1045,9 @@ static Suite *ring_suite(void)
     tcase_add_loop_test(tc, build_fingerprint_order_independent, 0, 20);
     tcase_add_test(tc, build_rejects_bad_input);
     tcase_add_test(tc, build_nodes_and_refcount);
+#ifdef RING_TEST_OOM
+    tcase_add_test(tc, build_out_of_memory_unwinds);
+#endif
     suite_add_tcase(s, tc);
 
     tc = tcase_create("lookup");
@@ -924,6 +1068,7 @@ static Suite *ring_suite(void)
     tc = tcase_create("alloc");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, alloc_random_from_name);
+    tcase_add_test(tc, alloc_random_short_names_no_collision);
     tcase_add_loop_test(tc, alloc_balanced_beats_random, 0, 2);
     tcase_add_test(tc, alloc_balanced_weights_and_few_racks);
     tcase_add_test(tc, alloc_balanced_first_and_other_dc);

@@ -8,7 +8,8 @@
  * operations. The parent SIGKILLs it after a random delay, reopens the
  * store (recovery) and checks that every acknowledged key is there with its
  * value and that every entry sits in exactly one env, inside its range.
- * 24 rounds on one data_dir; the seed is printed on failure.
+ * 24 rounds on one data_dir, then 8 in periodic mode (acknowledged at
+ * commit, before any sync); the seed is printed.
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,6 +30,7 @@
 #define MAXK   200000
 
 static char dir[256];
+static int durability = STORE_GROUP_COMMIT;
 
 static store *open_dir(void)
 {
@@ -55,6 +57,8 @@ static void child(int wfd, unsigned first_id, unsigned seed)
 {
     struct store_opts o = STORE_OPTS_INIT;
     o.data_dir = dir;
+    o.durability = durability;
+    o.periodic_ms = 50;
     store *s = NULL;
     if (store_open(&s, &o) != 0)
         _exit(3);
@@ -161,7 +165,25 @@ static void verify(store *s,
     free(rs);
 }
 
+static void run_rounds(int rounds);
+
 START_TEST(sigkill_loses_no_acked_write)
+{
+    durability = STORE_GROUP_COMMIT;
+    run_rounds(ROUNDS);
+}
+END_TEST
+
+/* In periodic mode a write is acknowledged at commit, before any sync: a
+ * process crash (unlike a machine crash) must still lose none of them. */
+START_TEST(sigkill_periodic_loses_no_committed_write)
+{
+    durability = STORE_PERIODIC;
+    run_rounds(8);
+}
+END_TEST
+
+static void run_rounds(int rounds)
 {
     const char *t = getenv("TMPDIR");
     snprintf(dir, sizeof(dir), "%s/rk_crash_XXXXXX", t ? t : "/tmp");
@@ -179,7 +201,7 @@ START_TEST(sigkill_loses_no_acked_write)
     unsigned char *acked = calloc(MAXK, 1);
     unsigned next = 0;
     int total_acked = 0;
-    for (int round = 0; round < ROUNDS; round++) {
+    for (int round = 0; round < rounds; round++) {
         int pfd[2];
         ck_assert_int_eq(pipe(pfd), 0);
         unsigned cseed = seed + (unsigned)round;
@@ -242,7 +264,6 @@ START_TEST(sigkill_loses_no_acked_write)
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
     ck_assert_int_eq(system(cmd), 0);
 }
-END_TEST
 
 static Suite *crash_suite(void)
 {
@@ -250,6 +271,7 @@ static Suite *crash_suite(void)
     TCase *tc = tcase_create("sigkill");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, sigkill_loses_no_acked_write);
+    tcase_add_test(tc, sigkill_periodic_loses_no_committed_write);
     suite_add_tcase(s, tc);
     return s;
 }

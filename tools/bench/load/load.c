@@ -378,7 +378,8 @@ static int preload(const struct conf *cf)
 
 static const char usage[] =
     "usage: ringkv-load [options]\n"
-    "  -h, --host HOSTS        host[:port][,...] (default 127.0.0.1:7380)\n"
+    "  -h, --host HOSTS        host[:port][,...] (default $RINGKV_HOST or\n"
+    "                          127.0.0.1:7380)\n"
     "  -c, --connections N     connections, one thread each (default 4)\n"
     "  -P, --pipeline N        requests in flight per connection (default "
     "1)\n"
@@ -457,6 +458,7 @@ int main(int argc, char **argv)
                       .duration = 10,
                       .timeout_ms = 5000,
                       .seed = 1};
+    bool host_given = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -478,6 +480,7 @@ int main(int argc, char **argv)
             if (v == NULL)
                 return bad(o, v);
             cf.hosts = v;
+            host_given = true;
         } else if (!strcmp(o, "-a") || !strcmp(o, "--password")) {
             if (v == NULL)
                 return bad(o, v);
@@ -524,6 +527,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (!host_given && getenv("RINGKV_HOST") && getenv("RINGKV_HOST")[0])
+        cf.hosts = getenv("RINGKV_HOST");
     if (cf.password && !cf.password[0])
         cf.password = NULL;
     if (cf.preload && preload(&cf) != 0)
