@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/metrics.h"
 #include "node/node_internal.h"
+#include "node/obs.h"
 #include "wire/client_msg.h"
 
 void node_admin_buf_init(struct node_admin_buf *b)
@@ -228,6 +228,8 @@ static void tb_printf(struct tb *t, const char *fmt, ...)
 
 char *node__metrics_text(node *n, size_t *out_len)
 {
+    if (n->obs) /* the registry of node/obs.c, when running */
+        return node__obs_text(n, out_len);
     struct tb t = {.p = malloc(8192), .cap = 8192};
     if (!t.p)
         return NULL;
@@ -341,14 +343,6 @@ char *node__metrics_text(node *n, size_t *out_len)
                   "# TYPE ringkv_keys gauge\nringkv_keys %llu\n"
                   "# TYPE ringkv_disk_bytes gauge\nringkv_disk_bytes %llu\n",
                   nr, (unsigned long long)keys, (unsigned long long)bytes);
-    }
-    if (n->metrics) {
-        char *h = NULL;
-        size_t hl = 0;
-        if (metrics_render(&h, &hl, n->metrics) == 0) {
-            tb_printf(&t, "%s", h);
-            free(h);
-        }
     }
     if (t.oom) {
         free(t.p);

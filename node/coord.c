@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "node/log.h"
-#include "node/metrics.h"
 #include "node/node_internal.h"
+#include "node/obs.h"
 
 enum { C_GET = 0, C_PUT, C_DEL };
 
@@ -247,10 +247,7 @@ static void finish(struct creq *q, int err, struct rk_slice value)
                             : (q->op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL);
     if (err == RK_ETIMEOUT)
         n->stats.timeout[op][q->cl]++;
-    if (n->lat)
-        metrics_observe_us(
-            n->lat, metrics_series(n->lat, (size_t)op, (size_t)q->cl - 1, 0),
-            (uv_hrtime() - q->start_ns) / 1000u);
+    node__obs_request(n, op, q->cl, err, q->start_ns);
     struct coord_result res = {
         .err = err, .acks = q->acks, .need = q->need, .value = value};
     q->cb(&res, q->arg);

@@ -26,6 +26,7 @@
 
 #include "node/log.h"
 #include "node/node_internal.h"
+#include "node/obs.h"
 #include "wire/client_msg.h"
 
 #define CSRV_READ_CHUNK (64u * 1024u)
@@ -238,6 +239,14 @@ static enum node_cl req_cl(node *n, const struct wire_creq *q)
     return (enum node_cl)q->cl; /* same numbering, checked by the decoder */
 }
 
+/* NODE_OP_* of a data request, for node/obs.h. */
+static int req_op(const struct wire_creq *q)
+{
+    return q->op == WIRE_COP_PUT   ? NODE_OP_PUT
+           : q->op == WIRE_COP_DEL ? NODE_OP_DEL
+                                   : NODE_OP_GET;
+}
+
 /* A request leaves its connection: a GET held behind the connection's
  * writes may go once none is in flight. */
 static void req_leave(struct csrv_req *r)
@@ -395,6 +404,7 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
     if (c->inflight >= n->cfg.max_pipeline ||
         n->inflight >= n->cfg.max_inflight) {
         n->stats.overloaded++;
+        node__obs_overloaded(n, req_op(q), cl);
         send_err(c, q->id, q->op, RK_EOVERLOADED,
                  "too many requests in flight, retry later");
         return;
@@ -450,8 +460,10 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
     }
     }
     if (rc < 0) {
-        if (rc == RK_EOVERLOADED)
+        if (rc == RK_EOVERLOADED) {
             n->stats.overloaded++;
+            node__obs_overloaded(n, req_op(q), cl);
+        }
         if (r->copies)
             free(r->copies);
         free(r->values);

@@ -22,10 +22,9 @@
 #include <unistd.h>
 
 #include "common/rk.h"
-#include "node/http.h"
 #include "node/log.h"
-#include "node/metrics.h"
 #include "node/node_internal.h"
+#include "node/obs.h"
 #include "node/state.h"
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
@@ -295,57 +294,6 @@ static void on_check(uv_check_t *h)
         node__stop_check(n);
 }
 
-static void metrics_publish(node *n)
-{
-    if (!n->http)
-        return;
-    size_t len = 0;
-    char *t = node__metrics_text(n, &len);
-    if (t)
-        http_server_publish(n->http, t, len);
-}
-
-static void on_mtimer(uv_timer_t *t)
-{
-    metrics_publish(t->data);
-}
-
-static int metrics_start(node *n, char *err, size_t errlen)
-{
-    static const char *const ops[] = {"get", "put", "del"};
-    static const char *const cls[] = {"ONE",        "TWO",       "QUORUM",
-                                      "ALL",        "LOCAL_ONE", "LOCAL_QUORUM",
-                                      "EACH_QUORUM"};
-    int rc = metrics_new(&n->metrics);
-    if (rc < 0)
-        return rc;
-    struct metrics_family_cfg fc = {
-        .name = "ringkv_request_duration_seconds",
-        .help = "Coordinator request latency by operation and level.",
-        .type = METRICS_HISTOGRAM,
-        .ndims = 2,
-        .dims = {{"op", 3, ops}, {"cl", 7, cls}}};
-    rc = metrics_family_add(&n->lat, n->metrics, &fc);
-    if (rc < 0)
-        return rc;
-    if (!n->cfg.metrics_port)
-        return 0;
-    struct http_server_opts ho = HTTP_SERVER_OPTS_INIT;
-    ho.address = n->listen_ip;
-    ho.port = (uint16_t)n->cfg.metrics_port;
-    rc = http_server_start(&n->http, &ho);
-    if (rc < 0) {
-        snprintf(err, errlen, "metrics_port: cannot listen on %s:%d: %s",
-                 n->listen_ip, n->cfg.metrics_port, rk_strerror(rc));
-        return rc;
-    }
-    uv_timer_init(n->loop, &n->mtimer);
-    n->mtimer.data = n;
-    n->mtimer_open = 1;
-    uv_timer_start(&n->mtimer, on_mtimer, 0, 1000);
-    return 0;
-}
-
 int node_start(node *n, char *err, size_t errlen)
 {
     LOG(INFO, "node.start",
@@ -356,7 +304,7 @@ int node_start(node *n, char *err, size_t errlen)
     uv_check_init(n->loop, &n->check);
     n->check.data = n;
     uv_check_start(&n->check, on_check);
-    int rc = metrics_start(n, err, errlen);
+    int rc = node__obs_start(n, err, errlen);
     if (rc == 0)
         rc = node__internode_start(n, err, errlen);
     if (rc == 0)
@@ -414,13 +362,7 @@ static void node__stop_close(node *n)
     }
     node__csrv_stop(n);
     node__rsrv_stop(n);
-    if (n->mtimer_open) {
-        n->mtimer_open = 0;
-        n->pending_closes++;
-        uv_close((uv_handle_t *)&n->mtimer, node__handle_closed);
-    }
-    http_server_free(n->http);
-    n->http = NULL;
+    node__obs_stop(n);
     node__gossip_stop(n);
     node__internode_stop(n);
     n->pending_closes--; /* the hold taken by node_stop */
@@ -475,8 +417,6 @@ void node_free(node *n)
         store_free(n->store);
     gossip_free(n->g);
     gossip_out_free(&n->gout);
-    http_server_free(n->http);
-    metrics_free(n->metrics);
     ring_free(n->ring);
     free(n->peer);
     free(n);

@@ -26,11 +26,9 @@
 #include "wire/rpc_msg.h"
 
 struct csrv_conn;
-struct rconn;
-struct metrics;
-struct metrics_family;
-struct http_server;
 struct commit_waiter;
+struct rsrv; /* node/rsrv.c */
+struct obs;  /* node/obs.c */
 
 /* Counters exported by METRICS (index by enum node_cl, by op). */
 enum node_op { NODE_OP_GET = 0, NODE_OP_PUT, NODE_OP_DEL, NODE_OP_N };
@@ -147,19 +145,8 @@ struct node {
     int64_t coord_inflight;  /* coordinator requests in flight */
     struct creq *deferred;   /* decisions due at the end of the turn */
 
-    /* RESP server */
-    uv_tcp_t rsrv;
-    int rsrv_open;
-    struct rconn *rconns;
-    struct rconn *rdirty;
-
-    /* metrics: counters above, latency histograms in the registry, served
-     * over HTTP from a snapshot published every second */
-    struct metrics *metrics;
-    struct metrics_family *lat;
-    struct http_server *http;
-    uv_timer_t mtimer;
-    int mtimer_open;
+    struct rsrv *rsrv; /* RESP server (node/rsrv.h), NULL when off */
+    struct obs *obs;   /* metrics registry and /metrics (node/obs.h) */
 
     struct node_stats stats;
 };

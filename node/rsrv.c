@@ -1,771 +1,1110 @@
 /*
- * rsrv.c - the Redis protocol server (RESP2) on resp_port, over the parser,
- * encoders and command table of node/resp.h and the coordinator.
+ * rsrv.c - the RESP2 server (see rsrv.h; commands in docs/resp.md).
  *
- * Redis clients expect replies in request order while coordinator requests
- * finish in any order, so every command gets a reply slot in a per-
- * connection queue; a finished slot is moved to the output only when every
- * slot before it is finished too. Output is written once per loop turn.
+ * Ordering. Every request that cannot be answered on the spot gets a slot
+ * at the tail of its connection's queue. A slot that completes while it is
+ * the head encodes its reply straight into the connection's output buffer;
+ * one that completes behind a pending head encodes into its own buffer and
+ * waits. When the head completes, every completed slot behind it is
+ * appended in order. A reply answered on the spot goes straight to the
+ * output when the queue is empty, else into a completed slot at the tail.
  *
- * What the commands mean on ringkv:
- *  - GET/SET/DEL/EXISTS/MGET/MSET go through the coordinator at the
- *    connection's level (CONSISTENCY <level>, default_consistency at first).
- *  - SET NX/XX read the key first (at the same level), then write: the
- *    check and the write are not atomic (no compare-and-set in ringkv).
- *  - DEL and EXISTS read each key to count it, DEL then deletes it.
- *  - AUTH checks requirepass; without it every command but AUTH, QUIT and
- *    PING answers -NOAUTH.
- * Errors are typed: -UNAVAILABLE, -TIMEOUT, -OVERLOADED, -RING_STALE,
- * -TOO_LARGE, ... A protocol error closes that one connection.
+ * Bytes. The coordinator copies what it keeps (key, encoded value) before
+ * coord_*() returns, so request bytes borrowed from the parser are dead
+ * after the call; only SET NX/XX (a read, then a write) and DEL (a read,
+ * then a delete) copy their keys/values into the slot.
+ *
+ * Output. Replies accumulate in `out` during a loop turn; at the end of the
+ * turn (the node's check handle calls node__rsrv_flush) each dirty
+ * connection is flushed with uv_try_write and hands only what the socket did
+ * not take to uv_write, from a second buffer, so a pipelined burst costs
+ * one write(2) and no allocation.
+ *
+ * Bounds. A connection with max_pipeline requests in flight, or a node with
+ * max_inflight client requests in flight, answers -OVERLOADED at once. A
+ * connection stops reading while its queue holds RSRV_MAX_QUEUED slots or
+ * its unsent output exceeds RSRV_OUT_HIGH, and resumes (first parsing what
+ * it already buffered) when they drain; the parser bounds one request
+ * (resp_limits). So memory per connection is bounded, and node-wide by the
+ * in-flight bound.
+ *
+ * Life. A connection is freed when its handle is closed and no slot refers
+ * to it (refs). The server struct is freed when its listener is closed and
+ * every connection is gone (refs); node_stop waits for that.
  */
+#include "node/rsrv.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "node/log.h"
 #include "node/node_internal.h"
+#include "node/obs.h"
 #include "node/resp.h"
 
-#define RSRV_OUT_HIGH  (8u * 1024u * 1024u)
-#define RSRV_READ_WANT (64u * 1024u)
+#define RSRV_READ_CHUNK (64u * 1024u)
+#define RSRV_OUT_HIGH   (4u * 1024u * 1024u)
+#define RSRV_VERSION    "0.1.0"
+#define RSRV_BUCKETS    256 /* key buckets for pipeline ordering */
 
-struct rslot {
-    struct rslot *next;
-    struct resp_out out;
-    bool done;
+struct rsrv {
+    node *n;
+    uv_tcp_t tcp;
+    int refs; /* 1 for the listener + 1 per live connection */
+    struct rconn *conns;
+    struct rconn *dirty;
+    uint64_t nconns;
+    uint64_t accepted, proto_err;
+    uint64_t started_ms;
+    bool draining; /* listener closed, connections finishing */
 };
+
+struct rslot;
 
 struct rconn {
     uv_tcp_t tcp;
+    struct rsrv *rs;
     node *n;
+    struct rconn *next, *prev;
+    struct rconn *dirty_next;
     resp_parser *p;
-    struct rconn *next, *prev, *dirty_next;
-    bool on_dirty, closing, close_after_flush, authed, reading;
+    struct resp_out out;  /* replies not yet handed to the socket */
+    struct resp_out wbuf; /* bytes uv_write is sending */
     struct rslot *head, *tail;
-    size_t nslots;
-    struct resp_out out;
-    size_t writing;
+    uint32_t nslots;
+    uint32_t inflight; /* slots waiting for the coordinator */
+    uint32_t max_queued;
+    /* pending reads / writes per key bucket, and the command held back
+     * because it conflicts with one (its argv stays valid: no parser call
+     * is made while it is held) */
+    uint32_t rpend[RSRV_BUCKETS], wpend[RSRV_BUCKETS];
+    bool held;
+    struct resp_cmd hcmd;
     int refs;
     enum node_cl cl;
-    int writes_inflight; /* SET/MSET/DEL not finished yet */
-    bool has_held;       /* a command waits for those writes */
-    bool processing;
-    struct resp_cmd held;
+    bool on_dirty, closing, close_after_flush, reading, writing, authed;
+    bool stopped;    /* no more requests: QUIT or protocol error */
+    bool processing; /* inside conn_process */
     char peer[64];
 };
 
-struct rwrite {
-    uv_write_t req;
-    struct rconn *c;
-    struct resp_out buf;
-};
-
-/* One command in flight. */
-struct rop {
-    struct rconn *c;
-    struct rslot *slot;
-    enum resp_op op;
-    size_t pending; /* coordinator calls outstanding (+1 while issuing) */
-    size_t n;
-    int err;
-    uint32_t acks, need;
-    int64_t count;
-    bool found;
-    /* MGET */
-    uint8_t **vals;
-    size_t *lens;
-    bool *have;
-    /* SET NX/XX: the write to do after the read */
-    uint8_t *key, *val;
-    size_t klen, vlen;
-    uint64_t ttl_ms;
-    enum resp_set_cond cond;
-    bool is_write; /* counted in c->writes_inflight */
-};
-
+/* One sub-request of a slot (one key). */
 struct rsub {
-    struct rop *o;
-    size_t i;
+    struct rslot *s;
+    uint32_t i;
+    uint8_t bk;  /* key bucket (RSRV_BUCKETS) */
+    bool rd, wr; /* registered as a pending read / write of bk */
+    bool found;
+    uint8_t *val; /* MGET: copy of the value */
+    size_t vlen;
 };
 
-static void rconn_unref(struct rconn *c);
-static void rconn_close(struct rconn *c);
-static void rconn_resume(struct rconn *c);
-static void rconn_process(struct rconn *c);
+enum slot_kind { K_DONE, K_GET, K_SET, K_DEL, K_EXISTS, K_MGET, K_MSET };
+
+struct rslot {
+    struct rconn *c;
+    struct rslot *next;
+    struct resp_out out; /* reply, when completed behind the head */
+    enum slot_kind kind;
+    bool done;
+    bool counted;     /* holds a unit of c->inflight and n->inflight */
+    uint32_t pending; /* sub-requests outstanding */
+    int err;          /* first error (not RK_ENOTFOUND) */
+    uint32_t acks, need;
+    enum node_cl cl;
+    /* SET */
+    struct resp_set_opts set;
+    uint64_t ttl_ms;
+    bool expired;  /* EXAT/PXAT in the past: delete */
+    uint8_t *copy; /* key (and value) bytes for the second phase */
+    size_t klen, vlen;
+    /* multi-key */
+    size_t nsub;
+    struct rsub *sub;
+    struct rsub sub1;
+    uint8_t **keys; /* DEL: key copies */
+    size_t *klens;
+};
+
+static void conn_unref(struct rconn *c);
+static void conn_close(struct rconn *c);
+static void conn_process(struct rconn *c);
+static void conn_update_reading(struct rconn *c);
+
+static int node_op_of(enum slot_kind k)
+{
+    switch (k) {
+    case K_SET:
+    case K_MSET:
+        return NODE_OP_PUT;
+    case K_DEL:
+        return NODE_OP_DEL;
+    default:
+        return NODE_OP_GET;
+    }
+}
+
+/* ---- server life ------------------------------------------------------ */
+
+static void rsrv_unref(struct rsrv *rs)
+{
+    if (--rs->refs > 0)
+        return;
+    node *n = rs->n;
+    free(rs);
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
+static void on_rsrv_handle_closed(uv_handle_t *h)
+{
+    rsrv_unref(h->data);
+}
 
 /* ---- output ----------------------------------------------------------- */
 
-static void mark_dirty(struct rconn *c)
+static void conn_mark_dirty(struct rconn *c)
 {
     if (c->on_dirty || c->closing)
         return;
     c->on_dirty = true;
     c->refs++;
-    c->dirty_next = c->n->rdirty;
-    c->n->rdirty = c;
+    c->dirty_next = c->rs->dirty;
+    c->rs->dirty = c;
 }
 
-/* Move finished slots at the head of the queue to the output. */
-static void drain_slots(struct rconn *c)
+static void conn_flush(struct rconn *c);
+
+static void on_write(uv_write_t *req, int status)
 {
-    bool moved = false;
+    struct rconn *c = req->data;
+    free(req);
+    c->writing = false;
+    c->wbuf.len = 0;
+    if (c->wbuf.cap > RSRV_OUT_HIGH)
+        resp_out_free(&c->wbuf);
+    if (status < 0 && !c->closing) {
+        LOG(DEBUG, "resp.write_fail", "peer=%s error=%s", c->peer,
+            uv_strerror(status));
+        conn_close(c);
+    } else if (!c->closing) {
+        conn_flush(c);
+        conn_update_reading(c);
+    }
+    conn_unref(c);
+}
+
+static void conn_maybe_close(struct rconn *c)
+{
+    if (!c->closing && c->close_after_flush && !c->head && c->out.len == 0 &&
+        !c->writing)
+        conn_close(c);
+}
+
+static void conn_flush(struct rconn *c)
+{
+    if (c->closing)
+        return;
+    if (c->writing || c->out.len == 0) {
+        conn_maybe_close(c);
+        return;
+    }
+    uv_buf_t b = uv_buf_init((char *)c->out.p, (unsigned)c->out.len);
+    int w = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+    if (w == UV_EAGAIN || w == UV_ENOSYS)
+        w = 0;
+    if (w < 0) {
+        conn_close(c);
+        return;
+    }
+    if ((size_t)w == c->out.len) {
+        c->out.len = 0;
+        if (c->out.cap > RSRV_OUT_HIGH)
+            resp_out_free(&c->out);
+        conn_maybe_close(c);
+        return;
+    }
+    /* hand the rest to uv_write from wbuf; out collects what comes next */
+    struct resp_out t = c->wbuf;
+    c->wbuf = c->out;
+    c->out = t;
+    c->out.len = 0;
+    uv_write_t *req = malloc(sizeof(*req));
+    if (!req) {
+        conn_close(c);
+        return;
+    }
+    req->data = c;
+    b = uv_buf_init((char *)c->wbuf.p + w, (unsigned)(c->wbuf.len - (size_t)w));
+    int rc = uv_write(req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (rc < 0) {
+        free(req);
+        conn_close(c);
+        return;
+    }
+    c->writing = true;
+    c->refs++;
+}
+
+static void rsrv_flush(struct rsrv *rs)
+{
+    struct rconn *c = rs->dirty;
+    rs->dirty = NULL;
+    while (c) {
+        struct rconn *next = c->dirty_next;
+        c->on_dirty = false;
+        conn_flush(c);
+        conn_unref(c);
+        c = next;
+    }
+}
+
+void node__rsrv_flush(node *n)
+{
+    if (n->rsrv)
+        rsrv_flush(n->rsrv);
+}
+
+/* ---- connection life -------------------------------------------------- */
+
+static void conn_free(struct rconn *c)
+{
+    struct rsrv *rs = c->rs;
+    resp_parser_free(c->p);
+    resp_out_free(&c->out);
+    resp_out_free(&c->wbuf);
+    free(c);
+    rsrv_unref(rs);
+}
+
+static void conn_unref(struct rconn *c)
+{
+    if (--c->refs == 0)
+        conn_free(c);
+}
+
+static void on_conn_closed(uv_handle_t *h)
+{
+    conn_unref(h->data);
+}
+
+static void conn_close(struct rconn *c)
+{
+    if (c->closing)
+        return;
+    c->closing = true;
+    struct rsrv *rs = c->rs;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        rs->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->next = c->prev = NULL;
+    rs->nconns--;
+    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+/* ---- slots ------------------------------------------------------------ */
+
+static struct rslot *slot_new(struct rconn *c, enum slot_kind kind)
+{
+    struct rslot *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->c = c;
+    s->kind = kind;
+    s->cl = c->cl;
+    s->sub1.s = s;
+    s->sub = &s->sub1;
+    s->nsub = 1;
+    c->refs++;
+    c->nslots++;
+    if (c->tail)
+        c->tail->next = s;
+    else
+        c->head = s;
+    c->tail = s;
+    return s;
+}
+
+static void slot_free(struct rslot *s)
+{
+    resp_out_free(&s->out);
+    if (s->sub != &s->sub1) {
+        for (size_t i = 0; i < s->nsub; i++)
+            free(s->sub[i].val);
+        free(s->sub);
+    } else {
+        free(s->sub1.val);
+    }
+    if (s->keys) {
+        for (size_t i = 0; i < s->nsub; i++)
+            free(s->keys[i]);
+        free(s->keys);
+    }
+    free(s->klens);
+    free(s->copy);
+    free(s);
+}
+
+/* Where the reply of s goes: the output when s is the head, else its own
+ * buffer. */
+static struct resp_out *slot_out(struct rslot *s)
+{
+    return s == s->c->head ? &s->c->out : &s->out;
+}
+
+/* Move completed slots at the head into the output, in order. */
+static void conn_drain(struct rconn *c)
+{
+    bool any = false;
     while (c->head && c->head->done) {
         struct rslot *s = c->head;
         c->head = s->next;
         if (!c->head)
             c->tail = NULL;
         c->nslots--;
-        if (!c->closing && resp_out_reserve(&c->out, s->out.len) == 0 &&
-            s->out.len) {
-            memcpy(c->out.p + c->out.len, s->out.p, s->out.len);
-            c->out.len += s->out.len;
+        if (s->out.len && !c->closing) {
+            if (c->out.len == 0 && c->out.cap < s->out.cap) {
+                struct resp_out t = c->out; /* take its buffer whole */
+                c->out = s->out;
+                s->out = t;
+            } else if (resp_out_reserve(&c->out, s->out.len) == 0) {
+                memcpy(c->out.p + c->out.len, s->out.p, s->out.len);
+                c->out.len += s->out.len;
+            } else {
+                conn_close(c);
+            }
         }
-        resp_out_free(&s->out);
-        free(s);
-        moved = true;
+        slot_free(s);
+        any = true;
+        conn_unref(c);
     }
-    if (moved)
-        mark_dirty(c);
+    if (any || c->out.len)
+        conn_mark_dirty(c);
 }
 
-static struct rslot *slot_new(struct rconn *c)
+/* The slot's reply is encoded: release its in-flight units and drain. */
+static void slot_complete(struct rslot *s)
 {
-    struct rslot *s = calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
-    if (c->tail)
-        c->tail->next = s;
+    struct rconn *c = s->c;
+    s->done = true;
+    if (s->counted) {
+        s->counted = false;
+        c->inflight--;
+        c->n->inflight--;
+    }
+    c->refs++; /* drain may drop the last slot reference */
+    conn_drain(c);
+    if (!c->closing) {
+        conn_maybe_close(c);
+        if (!c->closing && !c->stopped && !c->reading && !c->processing)
+            conn_process(c); /* resume: parse what is buffered first */
+    }
+    conn_unref(c);
+}
+
+static void reply_err(struct resp_out *o, int err, uint32_t acks, uint32_t need)
+{
+    char msg[160];
+    if ((err == RK_ETIMEOUT || err == RK_EUNAVAILABLE) && need > 0)
+        snprintf(msg, sizeof(msg), "%s: %u of %u replicas answered",
+                 rk_strerror(err), acks, need);
+    else if (err == RK_EOVERLOADED)
+        snprintf(msg, sizeof(msg), "too many requests in flight, retry later");
     else
-        c->head = s;
-    c->tail = s;
-    c->nslots++;
-    return s;
+        snprintf(msg, sizeof(msg), "%s", rk_strerror(err));
+    resp_out_rkerr(o, err, msg);
 }
 
-static void on_write(uv_write_t *req, int status)
+/* Record the first real error of a sub-request. */
+static void slot_note(struct rslot *s, const struct coord_result *res)
 {
-    struct rwrite *w = (struct rwrite *)req;
-    struct rconn *c = w->c;
-    c->writing -= w->buf.len;
-    resp_out_free(&w->buf);
-    free(w);
-    if (status < 0 && !c->closing)
-        rconn_close(c);
-    else if (!c->closing && c->close_after_flush && c->writing == 0 &&
-             c->out.len == 0 && !c->head)
-        rconn_close(c);
-    else if (!c->closing && !c->reading && !c->close_after_flush &&
-             !c->has_held && c->writing < RSRV_OUT_HIGH / 2)
-        rconn_resume(c);
-    rconn_unref(c);
-}
-
-static void rconn_flush(struct rconn *c)
-{
-    if (c->closing)
-        return;
-    if (c->out.len == 0) {
-        if (c->close_after_flush && c->writing == 0 && !c->head)
-            rconn_close(c);
-        return;
-    }
-    struct rwrite *w = calloc(1, sizeof(*w));
-    if (!w) {
-        rconn_close(c);
-        return;
-    }
-    w->c = c;
-    w->buf = c->out;
-    memset(&c->out, 0, sizeof(c->out));
-    uv_buf_t b = uv_buf_init((char *)w->buf.p, (unsigned)w->buf.len);
-    if (uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write) < 0) {
-        resp_out_free(&w->buf);
-        free(w);
-        rconn_close(c);
-        return;
-    }
-    c->writing += w->buf.len;
-    c->refs++;
-}
-
-void node__rsrv_flush(node *n)
-{
-    struct rconn *c = n->rdirty;
-    n->rdirty = NULL;
-    while (c) {
-        struct rconn *next = c->dirty_next;
-        c->on_dirty = false;
-        rconn_flush(c);
-        rconn_unref(c);
-        c = next;
+    if (res->err && res->err != RK_ENOTFOUND && !s->err) {
+        s->err = res->err;
+        s->acks = res->acks;
+        s->need = res->need;
     }
 }
 
-/* ---- connection life -------------------------------------------------- */
-
-static void rconn_free(struct rconn *c)
+static void slot_note_rc(struct rslot *s, int rc)
 {
-    while (c->head) {
-        struct rslot *s = c->head;
-        c->head = s->next;
-        resp_out_free(&s->out);
-        free(s);
+    if (!s->err) {
+        s->err = rc;
+        s->acks = 0;
+        s->need = 0;
     }
-    resp_parser_free(c->p);
-    resp_out_free(&c->out);
-    free(c);
+    if (rc == RK_EOVERLOADED) {
+        s->c->n->stats.overloaded++;
+        node__obs_overloaded(s->c->n, node_op_of(s->kind), s->cl);
+    }
 }
 
-static void rconn_unref(struct rconn *c)
+/* All sub-requests are in: encode the reply. */
+static void slot_finish(struct rslot *s)
 {
-    if (--c->refs == 0)
-        rconn_free(c);
+    struct rconn *c = s->c;
+    for (size_t i = 0; i < s->nsub; i++) {
+        struct rsub *u = &s->sub[i];
+        if (u->rd)
+            c->rpend[u->bk]--;
+        if (u->wr)
+            c->wpend[u->bk]--;
+        u->rd = u->wr = false;
+    }
+    struct resp_out *o = slot_out(s);
+    if (s->err) {
+        reply_err(o, s->err, s->acks, s->need);
+    } else {
+        switch (s->kind) {
+        case K_GET:
+            if (!s->sub1.found)
+                resp_out_null(o);
+            break; /* found: encoded in on_get */
+        case K_SET:
+            if (s->sub1.found) /* condition failed */
+                resp_out_null(o);
+            else
+                resp_out_ok(o);
+            break;
+        case K_MSET:
+            resp_out_ok(o);
+            break;
+        case K_DEL:
+        case K_EXISTS: {
+            int64_t cnt = 0;
+            for (size_t i = 0; i < s->nsub; i++)
+                cnt += s->sub[i].found;
+            resp_out_int(o, cnt);
+            break;
+        }
+        case K_MGET:
+            resp_out_array(o, s->nsub);
+            for (size_t i = 0; i < s->nsub; i++) {
+                if (s->sub[i].found)
+                    resp_out_bulk(o, s->sub[i].val, s->sub[i].vlen);
+                else
+                    resp_out_null(o);
+            }
+            break;
+        case K_DONE:
+            break;
+        }
+    }
+    slot_complete(s);
 }
 
-static void on_closed(uv_handle_t *h)
+/* ---- coordinator callbacks -------------------------------------------- */
+
+static void on_get(const struct coord_result *res, void *arg)
 {
-    rconn_unref(h->data);
+    struct rsub *u = arg;
+    struct rslot *s = u->s;
+    if (res->err == 0) {
+        u->found = true;
+        if (s->kind == K_GET) {
+            /* encode at once: the value is borrowed for this call only */
+            if (resp_out_bulk(slot_out(s), res->value.p, res->value.len) < 0)
+                s->err = -ENOMEM;
+        } else if (s->kind == K_MGET) {
+            u->val = malloc(res->value.len ? res->value.len : 1);
+            if (!u->val) {
+                if (!s->err)
+                    s->err = -ENOMEM;
+            } else {
+                memcpy(u->val, res->value.p, res->value.len);
+                u->vlen = res->value.len;
+            }
+        }
+    }
+    slot_note(s, res);
+    if (--s->pending == 0)
+        slot_finish(s);
 }
 
-static void rconn_close(struct rconn *c)
+static void on_write_done(const struct coord_result *res, void *arg)
 {
-    if (c->closing)
+    struct rsub *u = arg;
+    struct rslot *s = u->s;
+    slot_note(s, res);
+    if (--s->pending == 0)
+        slot_finish(s);
+}
+
+static int set_write(struct rslot *s, struct rk_slice key, struct rk_slice val)
+{
+    node *n = s->c->n;
+    if (s->expired)
+        return coord_del(n, key, s->cl, on_write_done, &s->sub1);
+    return coord_put(n, key, val, s->ttl_ms, s->cl, on_write_done, &s->sub1);
+}
+
+/* SET NX/XX: the read is in; write if the condition holds. */
+static void on_set_check(const struct coord_result *res, void *arg)
+{
+    struct rsub *u = arg;
+    struct rslot *s = u->s;
+    if (res->err && res->err != RK_ENOTFOUND) {
+        slot_note(s, res);
+        slot_finish(s);
         return;
-    c->closing = true;
+    }
+    bool exists = res->err == 0;
+    bool go = s->set.cond == RESP_SET_NX ? !exists : exists;
+    if (!go) {
+        u->found = true; /* reply nil */
+        slot_finish(s);
+        return;
+    }
+    int rc = set_write(s, RK_SLICE(s->copy, s->klen),
+                       RK_SLICE(s->copy + s->klen, s->vlen));
+    if (rc < 0) {
+        slot_note_rc(s, rc);
+        slot_finish(s);
+    }
+}
+
+/* DEL: the read of key i is in (found or not); delete it anyway, so
+ * versions the read could not see are covered too. */
+static void on_del_read(const struct coord_result *res, void *arg)
+{
+    struct rsub *u = arg;
+    struct rslot *s = u->s;
+    u->found = res->err == 0;
+    int rc = coord_del(s->c->n, RK_SLICE(s->keys[u->i], s->klens[u->i]), s->cl,
+                       on_write_done, u);
+    if (rc < 0) {
+        slot_note_rc(s, rc);
+        if (--s->pending == 0)
+            slot_finish(s);
+    }
+}
+
+/* ---- commands --------------------------------------------------------- */
+
+/* Admission: a slot of `kind` may start, or the reply is OVERLOADED. */
+static bool admit(struct rconn *c, enum slot_kind kind, struct resp_out *o)
+{
     node *n = c->n;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        n->rconns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->next = c->prev = NULL;
-    uv_close((uv_handle_t *)&c->tcp, on_closed);
+    if (c->inflight < (uint32_t)n->cfg.max_pipeline &&
+        n->inflight < n->cfg.max_inflight)
+        return true;
+    n->stats.overloaded++;
+    node__obs_overloaded(n, node_op_of(kind), c->cl);
+    resp_out_rkerr(o, RK_EOVERLOADED,
+                   "too many requests in flight, retry later");
+    return false;
 }
 
-/* ---- command execution ------------------------------------------------ */
-
-static void op_free(struct rop *o)
+static int sub_alloc(struct rslot *s, size_t nkeys)
 {
-    if (o->vals) {
-        for (size_t i = 0; i < o->n; i++)
-            free(o->vals[i]);
+    s->sub = calloc(nkeys, sizeof(*s->sub));
+    if (!s->sub) {
+        s->sub = &s->sub1;
+        return -ENOMEM;
     }
-    free(o->vals);
-    free(o->lens);
-    free(o->have);
-    free(o->key);
-    free(o->val);
-    free(o);
+    s->nsub = nkeys;
+    for (size_t i = 0; i < nkeys; i++) {
+        s->sub[i].s = s;
+        s->sub[i].i = (uint32_t)i;
+    }
+    return 0;
+}
+
+/* Pipeline ordering. Commands of one connection run concurrently, but one
+ * that reads a key with a write of the connection still pending (or writes
+ * a key with a read pending) is held back until that completes, so a
+ * pipelined SET k; GET k reads its own write. Two writes of one key need no
+ * wait: the coordinator stamps them with increasing HLC timestamps in
+ * issue order. Keys are compared by bucket (a false conflict only waits). */
+static size_t req_nkeys(const struct resp_request *q)
+{
+    return (q->op == RESP_OP_GET || q->op == RESP_OP_SET) ? 1 : q->nkeys;
+}
+
+static struct rk_slice req_key(const struct resp_request *q, size_t i)
+{
+    if (q->op == RESP_OP_GET || q->op == RESP_OP_SET)
+        return q->key;
+    return q->op == RESP_OP_MSET ? q->keys[2 * i] : q->keys[i];
+}
+
+static uint8_t key_bucket(struct rk_slice k)
+{
+    return (uint8_t)(rk_token(k.p, k.len) >> 56);
 }
 
 static void
-reply_err(struct resp_out *out, int err, uint32_t acks, uint32_t need)
+kind_rw(enum slot_kind kind, const struct resp_request *q, bool *rd, bool *wr)
 {
-    if (err == RK_ETIMEOUT || err == RK_EUNAVAILABLE) {
-        char d[96];
-        snprintf(d, sizeof(d), "%s (%u of %u replicas answered)",
-                 rk_strerror(err), acks, need);
-        resp_out_rkerr(out, err, d);
-    } else {
-        resp_out_rkerr(out, err, NULL);
+    *rd = kind == K_GET || kind == K_EXISTS || kind == K_MGET ||
+          kind == K_DEL || (kind == K_SET && q->set.cond != RESP_SET_ALWAYS);
+    *wr = kind == K_SET || kind == K_MSET || kind == K_DEL;
+}
+
+static bool conflicts(const struct rconn *c,
+                      const struct resp_request *q,
+                      enum slot_kind kind)
+{
+    bool rd, wr;
+    kind_rw(kind, q, &rd, &wr);
+    for (size_t i = 0; i < req_nkeys(q); i++) {
+        uint8_t b = key_bucket(req_key(q, i));
+        if ((rd && c->wpend[b]) || (wr && c->rpend[b]))
+            return true;
+    }
+    return false;
+}
+
+static void slot_register(struct rslot *s, const struct resp_request *q)
+{
+    struct rconn *c = s->c;
+    bool rd, wr;
+    kind_rw(s->kind, q, &rd, &wr);
+    for (size_t i = 0; i < s->nsub; i++) {
+        struct rsub *u = &s->sub[i];
+        u->bk = key_bucket(req_key(q, i));
+        u->rd = rd;
+        u->wr = wr;
+        c->rpend[u->bk] += rd;
+        c->wpend[u->bk] += wr;
     }
 }
 
-/* The op is complete: encode its reply into its slot. */
-static void op_finish(struct rop *o)
-{
-    struct rconn *c = o->c;
-    struct resp_out *out = &o->slot->out;
-    if (o->err && o->err != RK_ENOTFOUND) {
-        reply_err(out, o->err, o->acks, o->need);
-    } else {
-        switch (o->op) {
-        case RESP_OP_GET:
-            if (o->found)
-                resp_out_bulk(out, o->vals[0], o->lens[0]);
-            else
-                resp_out_null(out);
-            break;
-        case RESP_OP_SET:
-            if (o->found) /* the write happened */
-                resp_out_ok(out);
-            else
-                resp_out_null(out);
-            break;
-        case RESP_OP_MSET:
-            resp_out_ok(out);
-            break;
-        case RESP_OP_DEL:
-        case RESP_OP_EXISTS:
-            resp_out_int(out, o->count);
-            break;
-        case RESP_OP_MGET:
-            resp_out_array(out, o->n);
-            for (size_t i = 0; i < o->n; i++) {
-                if (o->have[i])
-                    resp_out_bulk(out, o->vals[i], o->lens[i]);
-                else
-                    resp_out_null(out);
-            }
-            break;
-        default:
-            resp_out_error(out, "ERR", "internal: unexpected op");
-        }
-    }
-    o->slot->done = true;
-    drain_slots(c);
-    bool was_write = o->is_write;
-    op_free(o);
-    if (was_write && --c->writes_inflight == 0 && c->has_held &&
-        !c->processing && !c->closing)
-        rconn_process(c);
-    rconn_unref(c);
-}
-
-static void op_note_err(struct rop *o, const struct coord_result *r)
-{
-    if (r->err && r->err != RK_ENOTFOUND && !o->err) {
-        o->err = r->err;
-        o->acks = r->acks;
-        o->need = r->need;
-    }
-}
-
-static void op_release(struct rop *o)
-{
-    if (--o->pending == 0)
-        op_finish(o);
-}
-
-static void on_sub_get(const struct coord_result *r, void *arg)
-{
-    struct rsub *s = arg;
-    struct rop *o = s->o;
-    size_t i = s->i;
-    free(s);
-    op_note_err(o, r);
-    if (r->err == 0) {
-        if (o->op == RESP_OP_EXISTS) {
-            o->count++;
-        } else {
-            o->vals[i] = malloc(r->value.len ? r->value.len : 1);
-            if (o->vals[i]) {
-                memcpy(o->vals[i], r->value.p, r->value.len);
-                o->lens[i] = r->value.len;
-                o->have[i] = true;
-                o->found = true;
-            } else if (!o->err) {
-                o->err = -ENOMEM;
-            }
-        }
-    }
-    op_release(o);
-}
-
-static void on_sub_write(const struct coord_result *r, void *arg)
-{
-    struct rop *o = arg;
-    op_note_err(o, r);
-    op_release(o);
-}
-
-/* DEL: the read of key i told whether it exists; then delete it. */
-static void on_del_read(const struct coord_result *r, void *arg)
-{
-    struct rsub *s = arg;
-    struct rop *o = s->o;
-    free(s);
-    op_note_err(o, r);
-    if (r->err == 0)
-        o->count++;
-    op_release(o);
-}
-
-static void on_set_written(const struct coord_result *r, void *arg)
-{
-    struct rop *o = arg;
-    op_note_err(o, r);
-    o->found = r->err == 0;
-    op_release(o);
-}
-
-static void on_set_checked(const struct coord_result *r, void *arg)
-{
-    struct rop *o = arg;
-    node *n = o->c->n;
-    if (r->err && r->err != RK_ENOTFOUND) {
-        op_note_err(o, r);
-        op_release(o);
-        return;
-    }
-    bool exists = r->err == 0;
-    bool go = o->cond == RESP_SET_NX ? !exists : exists;
-    if (!go || o->c->closing) {
-        o->found = false; /* condition not met: nil reply */
-        op_release(o);
-        return;
-    }
-    o->pending++;
-    int rc = coord_put(n, RK_SLICE(o->key, o->klen), RK_SLICE(o->val, o->vlen),
-                       o->ttl_ms, o->c->cl, on_set_written, o);
-    if (rc < 0) {
-        o->pending--;
-        o->err = rc;
-    }
-    op_release(o);
-}
-
-static struct rop *
-op_new(struct rconn *c, struct rslot *slot, enum resp_op op, size_t n)
-{
-    struct rop *o = calloc(1, sizeof(*o));
-    if (!o)
-        return NULL;
-    o->c = c;
-    o->slot = slot;
-    o->op = op;
-    o->n = n;
-    o->pending = 1;
-    if (op == RESP_OP_GET || op == RESP_OP_MGET) {
-        o->vals = calloc(n ? n : 1, sizeof(*o->vals));
-        o->lens = calloc(n ? n : 1, sizeof(*o->lens));
-        o->have = calloc(n ? n : 1, sizeof(*o->have));
-        if (!o->vals || !o->lens || !o->have) {
-            op_free(o);
-            return NULL;
-        }
-    }
-    c->refs++;
-    return o;
-}
-
-/* Issue one coordinator get for key i; errors are recorded in o. */
-static void sub_get(struct rop *o, size_t i, struct rk_slice key, coord_cb cb)
-{
-    struct rsub *s = malloc(sizeof(*s));
-    if (!s) {
-        o->err = -ENOMEM;
-        return;
-    }
-    s->o = o;
-    s->i = i;
-    o->pending++;
-    int rc = coord_get(o->c->n, key, o->c->cl, cb, s);
-    if (rc < 0) {
-        o->pending--;
-        free(s);
-        if (!o->err)
-            o->err = rc;
-    }
-}
-
-static void sub_write(struct rop *o,
-                      struct rk_slice key,
-                      bool del,
-                      struct rk_slice val,
-                      uint64_t ttl_ms)
-{
-    o->pending++;
-    int rc =
-        del ? coord_del(o->c->n, key, o->c->cl, on_sub_write, o)
-            : coord_put(o->c->n, key, val, ttl_ms, o->c->cl, on_sub_write, o);
-    if (rc < 0) {
-        o->pending--;
-        if (!o->err)
-            o->err = rc;
-    }
-}
-
-static uint64_t set_ttl(const struct resp_set_opts *so, bool *expired)
-{
-    *expired = false;
-    if (!so->has_expire)
-        return 0;
-    if (!so->expire_at)
-        return (uint64_t)so->expire_ms;
-    uint64_t now = node__now_ms();
-    if ((uint64_t)so->expire_ms <= now) {
-        *expired = true;
-        return 0;
-    }
-    return (uint64_t)so->expire_ms - now;
-}
-
-static void info_reply(struct rconn *c, struct resp_out *out)
+/* Start a data command in a new slot. Returns 0 (the slot completes
+ * later, or has completed), 1 (held back: conflicts with a pending
+ * command, nothing done) or -ENOMEM (nothing queued). */
+static int exec_data(struct rconn *c, const struct resp_request *q)
 {
     node *n = c->n;
-    char buf[2048];
-    const char *state = n->boot == NODE_BOOT_DONE ? "NORMAL" : "JOINING";
-    uint64_t keys = 0;
-    if (n->store) {
-        struct store_range *rs = NULL;
-        size_t nr = 0;
-        if (store_range_list(&rs, &nr, n->store) == 0) {
-            for (size_t i = 0; i < nr; i++) {
-                struct store_range_info ri;
-                if (store_range_info(&ri, n->store, rs[i]) == 0)
-                    keys += ri.keys;
-            }
-            free(rs);
-        }
-    }
-    int l = snprintf(
-        buf, sizeof(buf),
-        "# Server\r\nredis_version:7.0.0\r\nringkv_version:0.1.0\r\n"
-        "redis_mode:standalone\r\nprocess_id:%ld\r\ntcp_port:%d\r\n"
-        "# Ring\r\nnode_name:%s\r\ncluster_name:%s\r\ndatacenter:%s\r\n"
-        "rack:%s\r\nnode_state:%s\r\nring_epoch:%llu\r\n"
-        "ring_fingerprint:%016llx\r\nring_stale:%d\r\nring_nodes:%zu\r\n"
-        "consistency:%s\r\n# Keyspace\r\ndb0:keys=%llu,expires=0\r\n"
-        "local_keys:%llu\r\n",
-        (long)getpid(), n->cfg.resp_port, n->cfg.node_name, n->cfg.cluster_name,
-        n->cfg.datacenter, n->cfg.rack, state,
-        (unsigned long long)(n->ring ? ring_epoch(n->ring) : 0),
-        (unsigned long long)(n->ring ? ring_fingerprint(n->ring) : 0),
-        n->ring_stale, n->npeers, node_cl_name(c->cl), (unsigned long long)keys,
-        (unsigned long long)keys);
-    resp_out_bulk(out, buf, (size_t)l);
-}
-
-static void exec_cmd(struct rconn *c, const struct resp_cmd *cmd)
-{
-    node *n = c->n;
-    struct rslot *slot = slot_new(c);
-    if (!slot) {
-        rconn_close(c);
-        return;
-    }
-    struct resp_request rq;
-    int rc = resp_request_parse(&rq, cmd, &slot->out);
-    if (rc < 0) {
-        resp_out_error(&slot->out, "ERR", "out of memory");
-        slot->done = true;
-        return;
-    }
-    if (rc == RESP_REQ_ANSWERED) {
-        if (rq.close)
-            c->close_after_flush = true;
-        slot->done = true;
-        return;
-    }
-    if (n->cfg.requirepass[0] && !c->authed && rq.op != RESP_OP_AUTH) {
-        resp_out_error(&slot->out, "NOAUTH", "Authentication required.");
-        slot->done = true;
-        return;
-    }
-    if (c->nslots > (size_t)n->cfg.max_pipeline &&
-        (rq.op == RESP_OP_GET || rq.op == RESP_OP_SET || rq.op == RESP_OP_DEL ||
-         rq.op == RESP_OP_EXISTS || rq.op == RESP_OP_MGET ||
-         rq.op == RESP_OP_MSET)) {
-        n->stats.overloaded++;
-        resp_out_rkerr(&slot->out, RK_EOVERLOADED,
-                       "too many requests in flight on this connection");
-        slot->done = true;
-        return;
-    }
-    struct rop *o = NULL;
-    switch (rq.op) {
-    case RESP_OP_AUTH: {
-        size_t pl = strlen(n->cfg.requirepass);
-        if (!pl) {
-            resp_out_error(&slot->out, "ERR",
-                           "AUTH <password> called without any password "
-                           "configured for the default user. Are you sure "
-                           "your configuration is correct?");
-        } else if (rq.password.len == pl &&
-                   memcmp(rq.password.p, n->cfg.requirepass, pl) == 0) {
-            c->authed = true;
-            resp_out_ok(&slot->out);
-        } else {
-            n->stats.client_auth_fail++;
-            resp_out_error(&slot->out, "WRONGPASS",
-                           "invalid username-password pair");
-        }
-        slot->done = true;
-        return;
-    }
-    case RESP_OP_CONSISTENCY:
-        if (rq.has_level) {
-            c->cl = (enum node_cl)(rq.level + 1);
-            resp_out_ok(&slot->out);
-        } else {
-            resp_out_simple(&slot->out, node_cl_name(c->cl));
-        }
-        slot->done = true;
-        return;
-    case RESP_OP_INFO:
-        info_reply(c, &slot->out);
-        slot->done = true;
-        return;
+    enum slot_kind kind;
+    switch (q->op) {
     case RESP_OP_GET:
-        o = op_new(c, slot, rq.op, 1);
-        if (o)
-            sub_get(o, 0, rq.key, on_sub_get);
+        kind = K_GET;
         break;
-    case RESP_OP_MGET:
-        o = op_new(c, slot, rq.op, rq.nkeys);
-        for (size_t i = 0; o && i < rq.nkeys && !o->err; i++)
-            sub_get(o, i, rq.keys[i], on_sub_get);
-        break;
-    case RESP_OP_EXISTS:
-        o = op_new(c, slot, rq.op, rq.nkeys);
-        for (size_t i = 0; o && i < rq.nkeys && !o->err; i++)
-            sub_get(o, i, rq.keys[i], on_sub_get);
+    case RESP_OP_SET:
+        kind = K_SET;
         break;
     case RESP_OP_DEL:
-        o = op_new(c, slot, rq.op, rq.nkeys);
-        for (size_t i = 0; o && i < rq.nkeys && !o->err; i++) {
-            sub_get(o, i, rq.keys[i], on_del_read);
-            if (!o->err)
-                sub_write(o, rq.keys[i], true, RK_SLICE(NULL, 0), 0);
-        }
+        kind = K_DEL;
         break;
-    case RESP_OP_MSET:
-        o = op_new(c, slot, rq.op, rq.nkeys);
-        for (size_t i = 0; o && i < rq.nkeys && !o->err; i++)
-            sub_write(o, rq.keys[2 * i], false, rq.keys[2 * i + 1], 0);
+    case RESP_OP_EXISTS:
+        kind = K_EXISTS;
         break;
-    case RESP_OP_SET: {
-        bool expired;
-        uint64_t ttl = set_ttl(&rq.set, &expired);
-        o = op_new(c, slot, rq.op, 1);
-        if (!o)
-            break;
-        o->found = true;
-        if (rq.set.cond == RESP_SET_ALWAYS) {
-            sub_write(o, rq.key, expired, rq.value, ttl);
-            break;
-        }
-        /* NX / XX: read, then write (not atomic) */
-        o->cond = rq.set.cond;
-        o->ttl_ms = ttl;
-        o->key = malloc(rq.key.len);
-        o->val = malloc(rq.value.len ? rq.value.len : 1);
-        if (!o->key || !o->val) {
-            o->err = -ENOMEM;
-            break;
-        }
-        memcpy(o->key, rq.key.p, rq.key.len);
-        memcpy(o->val, rq.value.p, rq.value.len);
-        o->klen = rq.key.len;
-        o->vlen = rq.value.len;
-        if (rq.value.len > RK_MAX_VALUE) {
-            o->err = RK_ETOOLARGE;
-            break;
-        }
-        o->pending++;
-        int e = coord_get(n, rq.key, c->cl, on_set_checked, o);
-        if (e < 0) {
-            o->pending--;
-            o->err = e;
-        }
+    case RESP_OP_MGET:
+        kind = K_MGET;
         break;
-    }
     default:
-        resp_out_error(&slot->out, "ERR", "command not supported here");
-        slot->done = true;
-        return;
+        kind = K_MSET;
+        break;
     }
-    if (!o) {
-        resp_out_error(&slot->out, "ERR", "out of memory");
-        slot->done = true;
-        return;
+    if (c->head && conflicts(c, q, kind))
+        return 1;
+    struct rslot *s = slot_new(c, kind);
+    if (!s)
+        return -ENOMEM;
+    if (!admit(c, kind, slot_out(s))) {
+        slot_complete(s);
+        return 0;
     }
-    if (rq.op == RESP_OP_MSET || rq.op == RESP_OP_DEL ||
-        (rq.op == RESP_OP_SET)) {
-        o->is_write = true;
-        c->writes_inflight++;
+    s->counted = true;
+    c->inflight++;
+    n->inflight++;
+    s->pending = 1; /* held while sub-requests are issued */
+    int rc = 0;
+    switch (kind) {
+    case K_GET:
+        s->pending++;
+        rc = coord_get(n, q->key, s->cl, on_get, &s->sub1);
+        if (rc < 0)
+            s->pending--;
+        break;
+    case K_SET: {
+        s->set = q->set;
+        if (q->set.has_expire) {
+            int64_t ms = q->set.expire_ms;
+            if (q->set.expire_at)
+                ms -= (int64_t)node__now_ms();
+            if (ms <= 0)
+                s->expired = true;
+            else
+                s->ttl_ms = (uint64_t)ms;
+        }
+        s->pending++;
+        if (q->set.cond == RESP_SET_ALWAYS) {
+            rc = set_write(s, q->key, q->value);
+        } else {
+            s->copy = malloc(q->key.len + q->value.len + 1);
+            if (!s->copy) {
+                rc = -ENOMEM;
+            } else {
+                memcpy(s->copy, q->key.p, q->key.len);
+                if (q->value.len)
+                    memcpy(s->copy + q->key.len, q->value.p, q->value.len);
+                s->klen = q->key.len;
+                s->vlen = q->value.len;
+                rc = coord_get(n, q->key, s->cl, on_set_check, &s->sub1);
+            }
+        }
+        if (rc < 0)
+            s->pending--;
+        break;
     }
-    op_release(o); /* drop the issuing hold */
+    case K_EXISTS:
+    case K_MGET:
+    case K_DEL:
+        if (q->nkeys > 1 && sub_alloc(s, q->nkeys) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        if (kind == K_DEL) {
+            s->keys = calloc(q->nkeys, sizeof(*s->keys));
+            s->klens = calloc(q->nkeys, sizeof(*s->klens));
+            if (!s->keys || !s->klens) {
+                rc = -ENOMEM;
+                break;
+            }
+        }
+        for (size_t i = 0; i < q->nkeys && rc == 0; i++) {
+            if (kind == K_DEL) {
+                s->keys[i] = malloc(q->keys[i].len);
+                if (!s->keys[i]) {
+                    rc = -ENOMEM;
+                    break;
+                }
+                memcpy(s->keys[i], q->keys[i].p, q->keys[i].len);
+                s->klens[i] = q->keys[i].len;
+            }
+            s->pending++;
+            rc = coord_get(n, q->keys[i], s->cl,
+                           kind == K_DEL ? on_del_read : on_get, &s->sub[i]);
+            if (rc < 0)
+                s->pending--;
+        }
+        break;
+    case K_MSET:
+        if (q->nkeys > 1 && sub_alloc(s, q->nkeys) < 0) {
+            rc = -ENOMEM;
+            break;
+        }
+        for (size_t i = 0; i < q->nkeys && rc == 0; i++) {
+            s->pending++;
+            rc = coord_put(n, q->keys[2 * i], q->keys[2 * i + 1], 0, s->cl,
+                           on_write_done, &s->sub[i]);
+            if (rc < 0)
+                s->pending--;
+        }
+        break;
+    case K_DONE:
+        break;
+    }
+    slot_register(s, q);
+    if (rc < 0)
+        slot_note_rc(s, rc);
+    if (--s->pending == 0)
+        slot_finish(s);
+    return 0;
 }
 
-/* ---- ordering --------------------------------------------------------- */
+/* A reply known now: straight to the output when nothing is pending,
+ * else into a completed slot. The callback fills `o`. */
+static struct resp_out *sync_out(struct rconn *c, struct rslot **slot)
+{
+    *slot = NULL;
+    if (!c->head)
+        return &c->out;
+    *slot = slot_new(c, K_DONE);
+    return *slot ? &(*slot)->out : NULL;
+}
+
+static void sync_done(struct rconn *c, struct rslot *s)
+{
+    if (s)
+        slot_complete(s);
+    else
+        conn_mark_dirty(c);
+}
 
 static bool arg_is(struct rk_slice a, const char *s)
 {
     size_t l = strlen(s);
-    if (a.len != l)
-        return false;
-    for (size_t i = 0; i < l; i++)
-        if ((a.p[i] | 0x20) != s[i])
-            return false;
-    return true;
+    return a.len == l && strncasecmp((const char *)a.p, s, l) == 0;
 }
 
-/* Commands that only write (SET without NX/XX, MSET) may run while earlier
- * writes of the connection are in flight: their timestamps are taken in
- * order. Anything else waits for those writes, so a connection reads its
- * own writes, as with Redis. */
-static bool may_overtake(const struct resp_cmd *cmd)
+static int info_section_on(struct rk_slice want, const char *name)
 {
-    if (arg_is(cmd->argv[0], "mset"))
-        return true;
-    if (!arg_is(cmd->argv[0], "set"))
-        return false;
-    for (size_t i = 3; i < cmd->argc; i++)
-        if (arg_is(cmd->argv[i], "nx") || arg_is(cmd->argv[i], "xx") ||
-            arg_is(cmd->argv[i], "get"))
-            return false;
-    return true;
+    if (want.len == 0 || arg_is(want, "all") || arg_is(want, "everything") ||
+        arg_is(want, "default"))
+        return 1;
+    return arg_is(want, name);
 }
 
-/* Run the commands the parser holds, in order, until one must wait. */
-static void rconn_process(struct rconn *c)
+static const char *node_state_name(const node *n)
+{
+    if (n->stopping)
+        return "STOPPING";
+    if (n->boot != NODE_BOOT_DONE)
+        return "JOINING";
+    if (n->ring_stale)
+        return "RING_STALE";
+    return "NORMAL";
+}
+
+static void info_build(struct resp_out *o, struct rconn *c, struct rk_slice sec)
+{
+    node *n = c->n;
+    struct rsrv *rs = c->rs;
+    char *t = NULL;
+    size_t tl = 0;
+    FILE *f = open_memstream(&t, &tl);
+    if (!f) {
+        resp_out_rkerr(o, -ENOMEM, NULL);
+        return;
+    }
+    uint64_t now = node__now_ms();
+    if (info_section_on(sec, "server"))
+        fprintf(f,
+                "# Server\r\nredis_version:7.0.0\r\nringkv_version:%s\r\n"
+                "redis_mode:standalone\r\nos:Linux\r\nprocess_id:%ld\r\n"
+                "tcp_port:%d\r\nuptime_in_seconds:%llu\r\n\r\n",
+                RSRV_VERSION, (long)getpid(), n->cfg.resp_port,
+                (unsigned long long)((now - rs->started_ms) / 1000));
+    if (info_section_on(sec, "clients"))
+        fprintf(f, "# Clients\r\nconnected_clients:%llu\r\n\r\n",
+                (unsigned long long)rs->nconns);
+    uint64_t ranges = 0, keys = 0, bytes = 0;
+    node__obs_store_totals(n, &ranges, &keys, &bytes);
+    if (info_section_on(sec, "ringkv")) {
+        size_t up = 0, down = 0;
+        for (size_t i = 0; i < n->npeers; i++) {
+            if (n->peer[i].up)
+                up++;
+            else
+                down++;
+        }
+        fprintf(f,
+                "# Ringkv\r\nnode_name:%s\r\ncluster_name:%s\r\n"
+                "datacenter:%s\r\nrack:%s\r\nnode_state:%s\r\n"
+                "generation:%lld\r\nring_epoch:%llu\r\n"
+                "ring_fingerprint:%016llx\r\nring_stale:%d\r\n"
+                "ring_nodes:%zu\r\nnodes_up:%zu\r\nnodes_down:%zu\r\n"
+                "default_consistency:%s\r\nconnection_consistency:%s\r\n"
+                "inflight_requests:%lld\r\nranges:%llu\r\nkeys:%llu\r\n"
+                "disk_bytes:%llu\r\n",
+                n->cfg.node_name, n->cfg.cluster_name, n->cfg.datacenter,
+                n->cfg.rack, node_state_name(n), (long long)n->st.generation,
+                (unsigned long long)(n->ring ? ring_epoch(n->ring) : 0),
+                (unsigned long long)(n->ring ? ring_fingerprint(n->ring) : 0),
+                n->ring_stale, n->npeers, up, down,
+                node_cl_name(coord_default_cl(n)), node_cl_name(c->cl),
+                (long long)n->inflight, (unsigned long long)ranges,
+                (unsigned long long)keys, (unsigned long long)bytes);
+        for (int i = 0; i < n->cfg.ndcs; i++)
+            fprintf(f, "replication_%s:%d\r\n", n->cfg.replication[i].name,
+                    n->cfg.replication[i].rf);
+        fprintf(f, "\r\n");
+    }
+    if (info_section_on(sec, "keyspace"))
+        fprintf(f, "# Keyspace\r\ndb0:keys=%llu,expires=0,avg_ttl=0\r\n",
+                (unsigned long long)keys);
+    if (fclose(f) != 0 || !t) {
+        free(t);
+        resp_out_rkerr(o, -ENOMEM, NULL);
+        return;
+    }
+    resp_out_bulk(o, t, tl);
+    free(t);
+}
+
+static bool pass_ok(const node *n, struct rk_slice pw)
+{
+    const char *want = n->cfg.requirepass;
+    size_t wl = strlen(want);
+    unsigned diff = (unsigned)(pw.len ^ wl);
+    for (size_t i = 0; i < pw.len; i++)
+        diff |= (unsigned)(pw.p[i] ^ (uint8_t)want[i % (wl ? wl : 1)]);
+    return diff == 0;
+}
+
+/* Local commands the table leaves to us: INFO, AUTH, CONSISTENCY. */
+static void exec_local(struct rconn *c, const struct resp_request *q)
+{
+    node *n = c->n;
+    struct rslot *s;
+    struct resp_out *o = sync_out(c, &s);
+    if (!o) {
+        conn_close(c);
+        return;
+    }
+    switch (q->op) {
+    case RESP_OP_INFO:
+        info_build(o, c, q->section);
+        break;
+    case RESP_OP_AUTH:
+        if (!n->cfg.requirepass[0]) {
+            resp_out_error(o, "ERR",
+                           "AUTH <password> called without any password "
+                           "configured for the default user");
+        } else if ((q->user.len && !arg_is(q->user, "default")) ||
+                   !pass_ok(n, q->password)) {
+            n->stats.client_auth_fail++;
+            LOG(WARN, "resp.auth_fail", "peer=%s", c->peer);
+            resp_out_error(o, "WRONGPASS",
+                           "invalid username-password pair or user is "
+                           "disabled.");
+        } else {
+            c->authed = true;
+            resp_out_ok(o);
+        }
+        break;
+    case RESP_OP_CONSISTENCY:
+        if (q->has_level) {
+            c->cl = (enum node_cl)((int)q->level + NODE_CL_ONE);
+            resp_out_ok(o);
+        } else {
+            resp_out_simple(o, node_cl_name(c->cl));
+        }
+        break;
+    default:
+        resp_out_errorf(o, "ERR command '%s' is not served here",
+                        resp_op_name(q->op));
+        break;
+    }
+    sync_done(c, s);
+}
+
+/* Before AUTH only AUTH, QUIT and HELLO-less PING... are refused: Redis
+ * answers every command but AUTH and QUIT with NOAUTH. */
+static bool needs_auth(struct rconn *c, const struct resp_cmd *cmd)
+{
+    if (!c->n->cfg.requirepass[0] || c->authed)
+        return false;
+    return !(arg_is(cmd->argv[0], "auth") || arg_is(cmd->argv[0], "quit"));
+}
+
+static void conn_stop_reading(struct rconn *c)
+{
+    if (c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+}
+
+static bool conn_full(const struct rconn *c)
+{
+    return c->nslots >= c->max_queued ||
+           c->out.len + c->wbuf.len > RSRV_OUT_HIGH;
+}
+
+/* Execute the commands buffered in the parser until it needs more bytes,
+ * the connection is full, or it stops. */
+static void conn_process(struct rconn *c)
 {
     c->refs++;
     c->processing = true;
-    while (!c->closing && !c->close_after_flush) {
+    while (!c->closing && !c->stopped && !conn_full(c)) {
         struct resp_cmd cmd;
-        if (c->has_held) {
-            cmd = c->held;
+        int rc = 1;
+        if (c->held) {
+            cmd = c->hcmd;
+            c->held = false;
         } else {
-            int rc = resp_parser_next(&cmd, c->p);
-            if (rc == 0)
-                break;
-            if (rc < 0) {
-                struct rslot *sl = slot_new(c);
-                if (sl) {
-                    if (rc == RK_EPROTO)
-                        resp_out_proto_error(&sl->out, c->p);
-                    else
-                        resp_out_error(&sl->out, "ERR", "out of memory");
-                    sl->done = true;
-                }
-                c->n->stats.client_bad_frames++;
-                LOG(INFO, "resp.protocol_error", "peer=%s error=\"%s\"",
-                    c->peer, resp_parser_error(c->p));
-                c->close_after_flush = true;
-                break;
-            }
+            rc = resp_parser_next(&cmd, c->p);
         }
-        if (c->writes_inflight > 0 && !may_overtake(&cmd)) {
-            c->held = cmd;
-            c->has_held = true;
+        if (rc == 0)
+            break;
+        if (rc == -ENOMEM) { /* the argument arrays could not grow */
+            conn_close(c);
             break;
         }
-        c->has_held = false;
-        exec_cmd(c, &cmd);
+        if (rc < 0) {
+            c->rs->proto_err++;
+            LOG(INFO, "resp.proto_error", "peer=%s error=\"%s\"", c->peer,
+                resp_parser_error(c->p));
+            struct rslot *s;
+            struct resp_out *o = sync_out(c, &s);
+            if (!o) {
+                conn_close(c);
+                break;
+            }
+            resp_out_proto_error(o, c->p);
+            c->stopped = true;
+            c->close_after_flush = true;
+            sync_done(c, s);
+            break;
+        }
+        if (needs_auth(c, &cmd)) {
+            struct rslot *s;
+            struct resp_out *o = sync_out(c, &s);
+            if (!o) {
+                conn_close(c);
+                break;
+            }
+            resp_out_error(o, "NOAUTH", "Authentication required.");
+            sync_done(c, s);
+            continue;
+        }
+        struct resp_request q;
+        struct rslot *s = NULL;
+        struct resp_out scratch = RESP_OUT_INIT;
+        struct resp_out *o = c->head ? &scratch : &c->out;
+        rc = resp_request_parse(&q, &cmd, o);
+        if (rc == RESP_REQ_ANSWERED) {
+            if (c->head) { /* queue the reply behind the pending ones */
+                s = slot_new(c, K_DONE);
+                if (!s) {
+                    resp_out_free(&scratch);
+                    conn_close(c);
+                    break;
+                }
+                s->out = scratch;
+                slot_complete(s);
+            } else {
+                conn_mark_dirty(c);
+            }
+            if (q.close) {
+                c->stopped = true;
+                c->close_after_flush = true;
+                conn_maybe_close(c);
+            }
+            continue;
+        }
+        resp_out_free(&scratch);
+        if (rc < 0) {
+            conn_close(c);
+            break;
+        }
+        switch (q.op) {
+        case RESP_OP_GET:
+        case RESP_OP_SET:
+        case RESP_OP_DEL:
+        case RESP_OP_EXISTS:
+        case RESP_OP_MGET:
+        case RESP_OP_MSET:
+            rc = exec_data(c, &q);
+            if (rc < 0) {
+                conn_close(c);
+            } else if (rc == 1) { /* wait for the conflicting command */
+                c->held = true;
+                c->hcmd = cmd;
+            }
+            break;
+        default:
+            exec_local(c, &q);
+            break;
+        }
+        if (c->held)
+            break;
     }
     c->processing = false;
-    if ((c->close_after_flush || c->has_held) && c->reading) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = false;
-    }
-    drain_slots(c);
-    if (!c->closing && c->reading &&
-        (c->writing + c->out.len > RSRV_OUT_HIGH ||
-         c->nslots > (size_t)c->n->cfg.max_pipeline * 2)) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = false;
-    } else if (!c->closing && !c->reading && !c->has_held &&
-               !c->close_after_flush && c->writing < RSRV_OUT_HIGH / 2 &&
-               c->nslots <= (size_t)c->n->cfg.max_pipeline * 2) {
-        rconn_resume(c);
-    }
-    rconn_unref(c);
+    conn_update_reading(c);
+    conn_unref(c);
 }
 
 /* ---- reading ---------------------------------------------------------- */
@@ -774,116 +1113,174 @@ static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
 {
     struct rconn *c = h->data;
     (void)hint;
-    uint8_t *p = NULL;
-    size_t len = 0;
-    if (resp_parser_reserve(&p, &len, c->p, RSRV_READ_WANT) < 0) {
+    uint8_t *p;
+    size_t len;
+    if (resp_parser_reserve(&p, &len, c->p, RSRV_READ_CHUNK) < 0) {
         *buf = uv_buf_init(NULL, 0);
         return;
     }
-    *buf =
-        uv_buf_init((char *)p, (unsigned)(len > UINT32_MAX ? UINT32_MAX : len));
+    if (len > (size_t)UINT32_MAX)
+        len = UINT32_MAX;
+    *buf = uv_buf_init((char *)p, (unsigned)len);
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
-    struct rconn *c = s->data;
+    struct rconn *c = st->data;
     (void)buf;
     if (nread < 0) {
-        rconn_close(c);
+        if (nread != UV_EOF)
+            LOG(DEBUG, "resp.read_fail", "peer=%s error=%s", c->peer,
+                uv_strerror((int)nread));
+        conn_close(c);
         return;
     }
     if (nread == 0)
         return;
     resp_parser_commit(c->p, (size_t)nread);
-    rconn_process(c);
+    conn_process(c);
 }
 
-static void rconn_resume(struct rconn *c)
+static void conn_update_reading(struct rconn *c)
 {
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+    if (c->closing)
+        return;
+    if (c->stopped || conn_full(c) || c->held) {
+        conn_stop_reading(c);
+        return;
+    }
+    if (!c->reading &&
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
         c->reading = true;
 }
 
-static void on_connection(uv_stream_t *server, int status)
+static void peer_name(struct rconn *c)
 {
-    node *n = server->data;
-    if (status < 0)
-        return;
-    struct rconn *c = calloc(1, sizeof(*c));
-    if (!c)
-        return;
-    c->n = n;
-    c->refs = 1;
-    c->cl = coord_default_cl(n);
-    uv_tcp_init(n->loop, &c->tcp);
-    c->tcp.data = c;
-    struct resp_limits lim = RESP_LIMITS_INIT;
-    if (resp_parser_new(&c->p, &lim) < 0 ||
-        uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
-        c->closing = true;
-        uv_close((uv_handle_t *)&c->tcp, on_closed);
-        return;
-    }
-    uv_tcp_nodelay(&c->tcp, 1);
     struct sockaddr_storage ss;
     int len = sizeof(ss);
     snprintf(c->peer, sizeof(c->peer), "?");
     if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
         net_addr_format(c->peer, sizeof(c->peer), (struct sockaddr *)&ss);
-    c->next = n->rconns;
-    if (n->rconns)
-        n->rconns->prev = c;
-    n->rconns = c;
-    n->stats.client_conns++;
-    rconn_resume(c);
 }
+
+static void on_connection(uv_stream_t *server, int status)
+{
+    node *n = server->data;
+    struct rsrv *rs = n->rsrv;
+    if (status < 0 || !rs) {
+        LOG(WARN, "resp.accept_fail", "error=%s", uv_strerror(status));
+        return;
+    }
+    struct rconn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return;
+    struct resp_limits lim = RESP_LIMITS_INIT;
+    if (resp_parser_new(&c->p, &lim) < 0) {
+        free(c);
+        return;
+    }
+    c->rs = rs;
+    c->n = n;
+    c->refs = 1;
+    c->cl = coord_default_cl(n);
+    c->max_queued = (uint32_t)n->cfg.max_pipeline * 2;
+    if (c->max_queued < 64)
+        c->max_queued = 64;
+    rs->refs++;
+    uv_tcp_init(n->loop, &c->tcp);
+    c->tcp.data = c;
+    rs->nconns++;
+    c->next = rs->conns;
+    if (rs->conns)
+        rs->conns->prev = c;
+    rs->conns = c;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+        conn_close(c);
+        return;
+    }
+    rs->accepted++;
+    uv_tcp_nodelay(&c->tcp, 1);
+    peer_name(c);
+    conn_update_reading(c);
+}
+
+/* ---- start / stop ----------------------------------------------------- */
 
 int node__rsrv_start(node *n, char *err, size_t errlen)
 {
-    if (!n->cfg.resp_port)
+    if (n->cfg.resp_port == 0 || n->rsrv)
         return 0;
     struct sockaddr_storage sa;
     int rc = node__resolve(&sa, n->cfg.listen_address, n->cfg.resp_port);
     if (rc < 0) {
-        snprintf(err, errlen, "listen_address: cannot resolve '%s'",
-                 n->cfg.listen_address);
+        snprintf(err, errlen, "listen_address: cannot resolve '%s': %s",
+                 n->cfg.listen_address, uv_strerror(rc));
         return rc;
     }
-    uv_tcp_init(n->loop, &n->rsrv);
-    n->rsrv.data = n;
-    n->rsrv_open = 1;
-    rc = uv_tcp_bind(&n->rsrv, (struct sockaddr *)&sa, 0);
+    struct rsrv *rs = calloc(1, sizeof(*rs));
+    if (!rs) {
+        snprintf(err, errlen, "resp_port: out of memory");
+        return -ENOMEM;
+    }
+    rs->n = n;
+    rs->started_ms = node__now_ms();
+    n->rsrv = rs;
+    n->pending_closes++; /* released when rs is freed */
+    rs->refs = 1;
+    uv_tcp_init(n->loop, &rs->tcp);
+    rs->tcp.data = n;
+    rc = uv_tcp_bind(&rs->tcp, (struct sockaddr *)&sa, 0);
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&n->rsrv, 511, on_connection);
+        rc = uv_listen((uv_stream_t *)&rs->tcp, 511, on_connection);
     if (rc < 0) {
         snprintf(err, errlen, "resp_port: cannot listen on %s:%d: %s",
                  n->cfg.listen_address, n->cfg.resp_port, uv_strerror(rc));
+        node__rsrv_stop(n);
         return rc;
     }
+    LOG(INFO, "resp.listening", "addr=%s:%d", n->listen_ip, n->cfg.resp_port);
     return 0;
 }
 
+/* Shutdown, first half: stop accepting and reading; requests in flight
+ * are answered, then each connection closes once its output is written. */
 void node__rsrv_drain(node *n)
 {
-    if (n->rsrv_open) {
-        n->rsrv_open = 0;
-        n->pending_closes++;
-        uv_close((uv_handle_t *)&n->rsrv, node__handle_closed);
-    }
-    for (struct rconn *c = n->rconns; c; c = c->next) {
-        if (c->reading) {
-            uv_read_stop((uv_stream_t *)&c->tcp);
-            c->reading = false;
-        }
-        c->has_held = false; /* commands not started are not run */
+    struct rsrv *rs = n->rsrv;
+    if (!rs || rs->draining)
+        return;
+    rs->draining = true;
+    rs->tcp.data = rs;
+    uv_close((uv_handle_t *)&rs->tcp, on_rsrv_handle_closed);
+    for (struct rconn *c = rs->conns; c; c = c->next) {
+        conn_stop_reading(c);
+        c->held = false; /* a command not started is not run */
+        c->stopped = true;
         c->close_after_flush = true;
-        mark_dirty(c);
+        conn_mark_dirty(c);
     }
 }
 
+/* Second half: close every connection (what is written is written). */
 void node__rsrv_stop(node *n)
 {
+    struct rsrv *rs = n->rsrv;
+    if (!rs)
+        return;
     node__rsrv_drain(n);
-    while (n->rconns)
-        rconn_close(n->rconns);
+    rsrv_flush(rs); /* what is ready goes out before the close */
+    n->rsrv = NULL;
+    while (rs->conns)
+        conn_close(rs->conns);
+}
+
+uint64_t node__rsrv_conns(const node *n)
+{
+    return n->rsrv ? n->rsrv->nconns : 0;
+}
+
+void node__rsrv_counts(const node *n, uint64_t *accepted, uint64_t *proto_err)
+{
+    *accepted = n->rsrv ? n->rsrv->accepted : 0;
+    *proto_err = n->rsrv ? n->rsrv->proto_err : 0;
 }

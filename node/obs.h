@@ -1,0 +1,57 @@
+/*
+ * obs.h - the daemon's metrics: one node/metrics.h registry fed from the
+ * coordinator's hot path (latency histograms, per-level error counts) and
+ * from the node's counters (node_stats, gossip, peers, ring, store), served
+ * as Prometheus text on metrics_port by node/http.h and returned by the
+ * native METRICS admin op (`ringkv metrics`).
+ *
+ * Publishing: the loop renders the registry and publishes the text every
+ * second, and again right after a scrape (the HTTP thread wakes the loop
+ * with a uv_async), so a scrape sees values at most one second old and two
+ * scrapes in a row see the second one fresh.
+ *
+ * Not a public header: only node/'s files include it. Everything except
+ * the http server's thread runs on the loop thread.
+ */
+#ifndef NODE_OBS_H
+#define NODE_OBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "node/config.h"
+#include "node/node.h"
+
+/* Create the registry and, when metrics_port is not 0, start the HTTP
+ * server on listen_address:metrics_port and the publish timer. 0, or an
+ * error with a message in err (nothing left open). */
+int node__obs_start(node *n, char *err, size_t errlen);
+
+/* Stop the HTTP server and the timer; the registry is freed once the
+ * handles are closed (node_stop waits: pending_closes). Hooks called after
+ * this do nothing. Safe when not started, and twice. */
+void node__obs_stop(node *n);
+
+/* Monotonic clock in ns for request start times (uv_hrtime). */
+uint64_t node__obs_now_ns(void);
+
+/* Hot path: a coordinator request (op: NODE_OP_*) at level cl finished
+ * with err (0, RK_ENOTFOUND, RK_ETIMEOUT, ...) after starting at t0_ns. */
+void node__obs_request(
+    node *n, int op, enum node_cl cl, int err, uint64_t t0_ns);
+
+/* Admission control shed a request of op at level cl (either server). */
+void node__obs_overloaded(node *n, int op, enum node_cl cl);
+
+/* The current Prometheus text (fresh values). NULL on -ENOMEM or when not
+ * started.
+ * @note malloc'd, owned by the caller. */
+char *node__obs_text(node *n, size_t *out_len);
+
+/* Totals of the local store: ranges held, keys, bytes on disk. */
+void node__obs_store_totals(node *n,
+                            uint64_t *ranges,
+                            uint64_t *keys,
+                            uint64_t *bytes);
+
+#endif
