@@ -54,7 +54,8 @@ static int rpc__buf_write(void *data, const char *p, size_t len)
         b->data = n;
         b->cap = cap;
     }
-    memcpy(b->data + b->len, p, len);
+    if (len != 0) /* p may be NULL for an empty value */
+        memcpy(b->data + b->len, p, len);
     b->len += len;
     return 0;
 }

@@ -499,6 +499,28 @@ START_TEST(handshake_protocol)
 }
 END_TEST
 
+/* Regression: encoding an empty value given as a NULL slice passed NULL to
+ * memcpy, which UBSan aborts on (it crashed DEL under ASan). */
+START_TEST(regression_empty_value_null_pointer)
+{
+    struct rpc_buf b = RPC_BUF_INIT;
+    struct rpc_write w = {
+        .token = 7,
+        .key = RK_SLICE("k", 1),
+        .rec = {.ts = 1, .flags = RPC_REC_TOMBSTONE, .value = {NULL, 0}},
+    };
+    ck_assert_int_eq(rpc_write_encode(&b, &w), 0);
+    struct rpc_write d;
+    ck_assert_int_eq(rpc_write_decode(&d, RK_SLICE(b.data, b.len)), 0);
+    ck_assert_uint_eq(d.rec.value.len, 0);
+    ck_assert_uint_eq(d.rec.flags, RPC_REC_TOMBSTONE);
+    struct rpc_read_resp r = {.found = true, .rec = w.rec};
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_read_resp_encode(&b, &r), 0);
+    rpc_buf_free(&b);
+}
+END_TEST
+
 static Suite *wire_rpc_suite(void)
 {
     Suite *s = suite_create("wire_rpc");
@@ -512,6 +534,7 @@ static Suite *wire_rpc_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, round_trip_sizes);
     tcase_add_test(tc, size_limits);
+    tcase_add_test(tc, regression_empty_value_null_pointer);
     suite_add_tcase(s, tc);
     tc = tcase_create("untrusted");
     tcase_set_timeout(tc, 120);
