@@ -105,7 +105,7 @@ start() {
         echo
         echo "Redis protocol (port 6379 on every node):"
         for c in "SET user:1 alice" "GET user:1" "CONSISTENCY ALL" \
-            "MGET user:1 greeting nosuchkey" "INFO ring"; do
+            "MGET user:1 greeting nosuchkey" "INFO ringkv"; do
             echo "\$ redis-cli -h 127.0.0.12 $c"
             # shellcheck disable=SC2086
             redis-cli -h 127.0.0.12 $c | grep -v '^#' | grep -v '^$' || true
