@@ -15,67 +15,8 @@
 #include <check.h>
 
 #include "gossip/gossip.h"
+#include "tests/unit/oom_hook.h"
 #include "wire/gossip_msg.h"
-
-/* ---- allocation failure injection ---------------------------------------
- * As in check_ring.c: outside ASan builds malloc is replaced (glibc allows
- * it) to fail after a countdown and to count live blocks, so every
- * allocation of a call can be made to fail in turn (libuv's test-loop-oom.c
- * habit). Under ASan the hook is compiled out: ASan owns malloc there. */
-#if defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
-#define GOSSIP_TEST_NO_OOM 1
-#endif
-#endif
-#if !defined(__SANITIZE_ADDRESS__) && !defined(GOSSIP_TEST_NO_OOM)
-#define GOSSIP_TEST_OOM 1
-extern void *__libc_malloc(size_t n);
-extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_realloc(void *p, size_t n);
-extern void __libc_free(void *p);
-
-static long oom_countdown = -1; /* -1: never fail */
-static long oom_live;           /* blocks allocated and not freed */
-
-static int oom_fail(void)
-{
-    if (oom_countdown == 0)
-        return 1;
-    if (oom_countdown > 0)
-        oom_countdown--;
-    return 0;
-}
-
-void *malloc(size_t n)
-{
-    void *p = oom_fail() ? NULL : __libc_malloc(n);
-    oom_live += p != NULL;
-    return p;
-}
-
-void *calloc(size_t n, size_t size)
-{
-    void *p = oom_fail() ? NULL : __libc_calloc(n, size);
-    oom_live += p != NULL;
-    return p;
-}
-
-void *realloc(void *old, size_t n)
-{
-    if (oom_fail())
-        return NULL;
-    void *p = __libc_realloc(old, n);
-    if (old == NULL && p != NULL)
-        oom_live++;
-    return p;
-}
-
-void free(void *p)
-{
-    oom_live -= p != NULL;
-    __libc_free(p);
-}
-#endif
 
 #define SECRET  "s3cret"
 #define CLUSTER "test"
@@ -846,7 +787,7 @@ START_TEST(config_validation)
 }
 END_TEST
 
-#ifdef GOSSIP_TEST_OOM
+#ifdef RK_TEST_OOM
 /* Every allocation of gossip_new fails in turn: -ENOMEM, nothing leaked. */
 START_TEST(new_out_of_memory_unwinds)
 {
@@ -989,7 +930,7 @@ static Suite *gossip_suite(void)
     tcase_add_test(tc, value_helpers);
     tcase_add_test(tc, config_validation);
     suite_add_tcase(s, tc);
-#ifdef GOSSIP_TEST_OOM
+#ifdef RK_TEST_OOM
     tc = tcase_create("out_of_memory");
     tcase_add_test(tc, new_out_of_memory_unwinds);
     tcase_add_test(tc, exchange_out_of_memory_leaks_nothing);
