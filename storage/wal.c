@@ -151,7 +151,8 @@ int store__wal_open(store__wal **out, const char *dir, uint64_t seg_bytes)
     closedir(d);
     if (rc)
         goto free_w;
-    qsort(w->segs, w->nsegs, sizeof(*w->segs), wal_seg_cmp);
+    if (w->nsegs > 1)
+        qsort(w->segs, w->nsegs, sizeof(*w->segs), wal_seg_cmp);
     w->nfound = w->nsegs;
     *out = w;
     return 0;
