@@ -189,8 +189,8 @@ int store__range_open(struct store__range **out,
         free(rr);
         return -ENOMEM;
     }
-    int rc =
-        store__env_open(&rr->env, &rr->dbi, dir, s->o.map_size, MDB_NOSYNC);
+    int rc = store__env_open(&rr->env, &rr->dbi, dir, s->o.map_size,
+                             MDB_NOSYNC | (s->o.write_map ? MDB_WRITEMAP : 0));
     if (rc) {
         free(rr->dir);
         free(rr);
@@ -478,7 +478,6 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_mutex_init(&s->hintmu, NULL);
     pthread_mutex_init(&s->opmu, NULL);
     pthread_mutex_init(&s->gmu, NULL);
-    pthread_cond_init(&s->gcv, NULL);
     pthread_mutex_init(&s->smu, NULL);
     pthread_cond_init(&s->scv, NULL);
     pthread_mutex_init(&s->dmu, NULL);
@@ -542,7 +541,6 @@ void store_free(store *s)
     pthread_mutex_destroy(&s->hintmu);
     pthread_mutex_destroy(&s->opmu);
     pthread_mutex_destroy(&s->gmu);
-    pthread_cond_destroy(&s->gcv);
     pthread_mutex_destroy(&s->smu);
     pthread_cond_destroy(&s->scv);
     pthread_mutex_destroy(&s->dmu);
@@ -1127,21 +1125,30 @@ int store_batch_commit(store *s, store_batch *b)
 /* ---- store_put: group commit across threads ----------------------------- */
 
 /* Waiting writers queue up; one of them (the leader) takes the whole queue,
- * appends it to the log as one batch, hands leadership on (the next group
- * appends while this one's log sync runs; syncs are shared, never
- * overlapping) and applies it once durable. */
+ * appends it to the log as one batch, then hands leadership to one writer
+ * of the queue formed meanwhile (the next group appends while this one's
+ * log sync runs; syncs are shared, never overlapping) and applies its batch
+ * once the log is durable. Each writer sleeps on its own condition
+ * variable and is woken once: to lead, or when its write is done (one
+ * shared broadcast woke all 64 writers of a benchmark twice per group). */
 struct store__waiter {
     struct rk_slice key, rec;
     int result;
     bool done;
+    bool lead;
+    pthread_cond_t cv;
     struct store__waiter *next;
 };
 
 static void store__lead_next(store *s)
 {
     pthread_mutex_lock(&s->gmu);
-    s->gleader = false;
-    pthread_cond_broadcast(&s->gcv);
+    if (s->gq != NULL) { /* the next group may append meanwhile */
+        s->gq->lead = true;
+        pthread_cond_signal(&s->gq->cv);
+    } else {
+        s->gleader = false;
+    }
     pthread_mutex_unlock(&s->gmu);
 }
 
@@ -1150,16 +1157,18 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
     int rc = store__check_write(key, rec);
     if (rc)
         return rc;
-    struct store__waiter me = {key, rec, 0, false, NULL};
+    struct store__waiter me = {.key = key, .rec = rec};
+    pthread_cond_init(&me.cv, NULL);
     pthread_mutex_lock(&s->gmu);
     me.next = s->gq;
     s->gq = &me;
-    while (!me.done) {
-        if (s->gleader) {
-            pthread_cond_wait(&s->gcv, &s->gmu);
-            continue;
-        }
+    if (!s->gleader) {
         s->gleader = true;
+        me.lead = true;
+    }
+    while (!me.done && !me.lead)
+        pthread_cond_wait(&me.cv, &s->gmu);
+    if (me.lead) { /* still queued: take the queue, me included */
         struct store__waiter *list = s->gq;
         s->gq = NULL;
         pthread_mutex_unlock(&s->gmu);
@@ -1177,10 +1186,13 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
             w->result = rc ? rc : store_batch_result(b, i);
         store_batch_free(b);
         pthread_mutex_lock(&s->gmu);
-        for (struct store__waiter *w = list; w; w = w->next)
+        for (struct store__waiter *w = list; w; w = w->next) {
             w->done = true;
-        pthread_cond_broadcast(&s->gcv);
+            if (w != &me)
+                pthread_cond_signal(&w->cv);
+        }
     }
     pthread_mutex_unlock(&s->gmu);
+    pthread_cond_destroy(&me.cv);
     return me.result;
 }

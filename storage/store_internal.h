@@ -68,7 +68,6 @@ struct store {
     uint64_t hint_bytes;
     /* store_put group commit */
     pthread_mutex_t gmu;
-    pthread_cond_t gcv;
     struct store__waiter *gq;
     bool gleader;
     /* store_sync: one sync at a time, shared by all who wait */

@@ -786,6 +786,7 @@ START_TEST(map_full_grows_or_refuses)
     struct store_opts o = STORE_OPTS_INIT;
     o.map_size = 256 << 10;
     o.map_size_max = 2 << 20;
+    o.write_map = _i; /* both ways of opening range envs */
     store *s = open_store(&o);
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     char val[4000];
@@ -1088,11 +1089,12 @@ static void *reader(void *arg)
     return NULL;
 }
 
-static void concurrent(int durability)
+static void concurrent(int durability, bool write_map)
 {
     mk_tmp();
     struct store_opts o = STORE_OPTS_INIT;
     o.durability = durability;
+    o.write_map = write_map;
     o.periodic_ms = 20;
     store *s = open_store(&o);
     ck_assert_int_eq(store_range_create(s, (struct store_range){0, 1ull << 63}),
@@ -1292,7 +1294,9 @@ static void *compactor(void *arg)
 START_TEST(writes_during_compaction)
 {
     mk_tmp();
-    store *s = open_store(NULL);
+    struct store_opts o = STORE_OPTS_INIT;
+    o.write_map = _i;
+    store *s = open_store(&o);
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     fill_mixed(s, 20000, 11);
     fill(s, NK, 1);
@@ -1321,7 +1325,7 @@ START_TEST(writes_during_compaction)
         }
     uint64_t total = check_placement(s);
     store_free(s);
-    s = open_store(NULL);
+    s = open_store(&o);
     ck_assert_uint_eq(check_placement(s), total);
     check_dirs_canonical();
     store_free(s);
@@ -1331,13 +1335,19 @@ END_TEST
 
 START_TEST(concurrent_group_commit)
 {
-    concurrent(STORE_GROUP_COMMIT);
+    concurrent(STORE_GROUP_COMMIT, false);
+}
+END_TEST
+
+START_TEST(concurrent_write_map)
+{
+    concurrent(STORE_GROUP_COMMIT, true);
 }
 END_TEST
 
 START_TEST(concurrent_periodic)
 {
-    concurrent(STORE_PERIODIC);
+    concurrent(STORE_PERIODIC, false);
 }
 END_TEST
 
@@ -1384,7 +1394,7 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, scan_chunks_in_order);
     tcase_add_test(tc, digest_independent_of_order);
     tcase_add_test(tc, copy_fd_and_adopt);
-    tcase_add_test(tc, map_full_grows_or_refuses);
+    tcase_add_loop_test(tc, map_full_grows_or_refuses, 0, 2);
     tcase_add_test(tc, recovery_finishes_interrupted_ops);
     tcase_add_test(tc, compact_keeps_content);
     suite_add_tcase(s, tc);
@@ -1397,8 +1407,9 @@ static Suite *storage_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, concurrent_group_commit);
     tcase_add_test(tc, concurrent_periodic);
+    tcase_add_test(tc, concurrent_write_map);
     tcase_add_test(tc, writes_during_split_and_merge);
-    tcase_add_test(tc, writes_during_compaction);
+    tcase_add_loop_test(tc, writes_during_compaction, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -39,6 +39,7 @@
 static char dir[256];
 static int durability = STORE_GROUP_COMMIT;
 static bool lose_env_writes; /* restore the envs as of the round's start */
+static bool write_map;
 
 static store *open_dir(void)
 {
@@ -67,6 +68,7 @@ static void child(int wfd, unsigned first_id, unsigned seed)
     o.data_dir = dir;
     o.durability = durability;
     o.periodic_ms = 50;
+    o.write_map = write_map;
     store *s = NULL;
     if (store_open(&s, &o) != 0)
         _exit(3);
@@ -217,6 +219,18 @@ static void sh(const char *cmd)
     ck_assert_msg(system(cmd) == 0, "%s", cmd);
 }
 
+/* Range envs opened with MDB_WRITEMAP (store_opts.write_map): commits
+ * change pages in the shared map, which a process kill leaves in the page
+ * cache. */
+START_TEST(sigkill_write_map_loses_no_acked_write)
+{
+    durability = STORE_GROUP_COMMIT;
+    write_map = true;
+    run_rounds(8);
+    write_map = false;
+}
+END_TEST
+
 static void run_rounds(int rounds)
 {
     const char *t = getenv("TMPDIR");
@@ -318,6 +332,7 @@ static Suite *crash_suite(void)
     tcase_add_test(tc, sigkill_loses_no_acked_write);
     tcase_add_test(tc, sigkill_periodic_loses_no_committed_write);
     tcase_add_test(tc, sigkill_env_writes_lost_log_replays);
+    tcase_add_test(tc, sigkill_write_map_loses_no_acked_write);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -5,13 +5,17 @@
  * commit with 1, 16 and 64 concurrent writers (store_put, 48 range envs as a
  * node replicating 3 nodes x 16 tokens x RF 3 holds), the same with each
  * sync method, periodic mode, point reads against raw mdb_get, and disk
- * overhead per record. Ratios are against the raw rows of this same run.
+ * overhead per record after random-token inserts and after compaction. Ratios
+ * are against the raw rows of this same run.
  *
  * Usage: bench-storage [seconds-per-row (2)] [dir ($TMPDIR or /tmp)]
+ * RK_BENCH_ONLY=<text>: only the rows whose label contains <text>;
+ * RK_BENCH_NORAW=1: skip the raw rows (to profile one store row alone).
  */
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,7 +77,10 @@ static void be64(uint8_t *p, uint64_t v)
 static MDB_env *raw_env;
 static MDB_dbi raw_dbi;
 
-static double raw_write(uint64_t n, const char *name)
+/* Range envs of the next store opened use MDB_WRITEMAP (store_opts). */
+static bool use_wmap;
+
+static double raw_write(uint64_t n, const char *name, unsigned flags)
 {
     char dir[300];
     if (raw_env != NULL)
@@ -81,7 +88,7 @@ static double raw_write(uint64_t n, const char *name)
     snprintf(dir, sizeof(dir), "%s/%s", base, name);
     mkdir(dir, 0755);
     if (mdb_env_create(&raw_env) || mdb_env_set_mapsize(raw_env, 1ull << 34) ||
-        mdb_env_open(raw_env, dir, MDB_NOTLS, 0644))
+        mdb_env_open(raw_env, dir, MDB_NOTLS | flags, 0644))
         abort();
     MDB_txn *txn;
     double t0 = now();
@@ -103,6 +110,45 @@ static double raw_write(uint64_t n, const char *name)
     if (mdb_txn_commit(txn) || mdb_env_sync(raw_env, 1))
         abort();
     return (double)n / (now() - t0);
+}
+
+/* The device's bound for a closed loop of 64 writers: raw LMDB, one env,
+ * transactions of `per` writes, each committed with LMDB's own sync. */
+static double raw_synced(int per)
+{
+    char dir[300];
+    snprintf(dir, sizeof(dir), "%s/rawsync%d", base, per);
+    mkdir(dir, 0755);
+    MDB_env *env;
+    MDB_dbi dbi;
+    MDB_txn *txn;
+    if (mdb_env_create(&env) || mdb_env_set_mapsize(env, 1ull << 32) ||
+        mdb_env_open(env, dir, MDB_NOTLS, 0644))
+        abort();
+    uint8_t rb[256];
+    size_t rl = mkrec(rb, 1);
+    uint64_t i = 0;
+    double t0 = now(), t;
+    do {
+        if (mdb_txn_begin(env, NULL, 0, &txn) ||
+            mdb_dbi_open(txn, NULL, 0, &dbi))
+            abort();
+        for (int j = 0; j < per; j++, i++) {
+            char k[32];
+            uint8_t kb[48];
+            size_t kl = mkkey(k, i);
+            be64(kb, rk_token(k, kl));
+            memcpy(kb + 8, k, kl);
+            MDB_val key = {kl + 8, kb}, val = {rl, rb};
+            if (mdb_put(txn, dbi, &key, &val, 0))
+                abort();
+        }
+        if (mdb_txn_commit(txn))
+            abort();
+        t = now();
+    } while (t - t0 < secs);
+    mdb_env_close(env);
+    return (double)i / (t - t0);
 }
 
 static double raw_read(uint64_t n)
@@ -142,6 +188,7 @@ open_store(const char *name, int durability, int sync_method, int nranges)
     o.durability = durability;
     o.sync_method = sync_method;
     o.periodic_ms = 1000;
+    o.write_map = use_wmap;
     store *s;
     int rc = store_open(&s, &o);
     if (rc) {
@@ -265,16 +312,26 @@ static double store_reads(store *s, uint64_t n)
     return NREAD / (now() - t0);
 }
 
+/* RK_BENCH_ONLY=<text> runs only the rows whose label contains it (for
+ * profiling one row); the raw rows always run. */
+static bool want(const char *label)
+{
+    const char *only = getenv("RK_BENCH_ONLY");
+    return only == NULL || strstr(label, only) != NULL;
+}
+
 /* Write rows are printed at the end, against the mean ceiling. */
 static struct {
     char label[64];
     double v;
-} rows[16];
+    bool wmap; /* against the MDB_WRITEMAP ceiling */
+} rows[24];
 static int nrows;
 
 static void row(const char *label, double v)
 {
     snprintf(rows[nrows].label, sizeof(rows[nrows].label), "%s", label);
+    rows[nrows].wmap = use_wmap;
     rows[nrows++].v = v;
 }
 
@@ -295,53 +352,93 @@ int main(int argc, char **argv)
            VAL, NRANGES, secs, base);
     /* The machine is shared: the ceiling is measured before and after the
      * store rows, and ratios use the mean. */
-    double raw = raw_write(nraw, "raw");
+    bool noraw = getenv("RK_BENCH_NORAW") != NULL; /* when profiling */
+    double raw = noraw ? 0 : raw_write(nraw, "raw", 0);
+    double rawm = noraw ? 0 : raw_write(nraw, "rawm", MDB_WRITEMAP);
 
     const int ws[3] = {1, 16, 64};
-    double g[3];
     for (int i = 0; i < 3; i++) {
         char name[32], label[64];
         snprintf(name, sizeof(name), "gc%d", ws[i]);
-        g[i] = gc_row(name, ws[i], STORE_SYNC_AUTO);
         snprintf(label, sizeof(label), "group commit, %d writer%s", ws[i],
                  ws[i] > 1 ? "s" : "");
-        row(label, g[i]);
+        if (want(label))
+            row(label, gc_row(name, ws[i], STORE_SYNC_AUTO));
     }
     const int perb[2] = {256, 1024};
     for (int i = 0; i < 2; i++) {
         char name[32], label[64];
         snprintf(name, sizeof(name), "batch%d", perb[i]);
-        double r = batch_row(name, perb[i], STORE_GROUP_COMMIT);
         snprintf(label, sizeof(label), "group commit, batch API, %d/batch",
                  perb[i]);
-        row(label, r);
+        if (want(label))
+            row(label, batch_row(name, perb[i], STORE_GROUP_COMMIT));
     }
-    double fd64 = gc_row("gcfd", 64, STORE_SYNC_FDATASYNC);
-    row("group commit, 64 writers, fdatasync each env", fd64);
-    double fs1 = gc_row("gcfs", 1, STORE_SYNC_SYNCFS);
-    row("group commit, 1 writer, syncfs", fs1);
+    const char *l = "group commit, 64 writers, fdatasync each env";
+    if (want(l))
+        row(l, gc_row("gcfd", 64, STORE_SYNC_FDATASYNC));
+    l = "group commit, 1 writer, syncfs";
+    if (want(l))
+        row(l, gc_row("gcfs", 1, STORE_SYNC_SYNCFS));
+    store *s;
+    const int pw[2] = {1, 64};
+    for (int i = 0; i < 2; i++) {
+        char name[32], label[64];
+        snprintf(name, sizeof(name), "per%d", pw[i]);
+        snprintf(label, sizeof(label), "periodic (1 s), %d writer%s", pw[i],
+                 pw[i] > 1 ? "s" : "");
+        if (!want(label))
+            continue;
+        s = open_store(name, STORE_PERIODIC, STORE_SYNC_AUTO, NRANGES);
+        row(label, run_writers(s, pw[i]));
+        store_free(s);
+    }
+    l = "periodic (1 s), batch API, 1024/batch";
+    if (want(l))
+        row(l, batch_row("perbatch", 1024, STORE_PERIODIC));
+    /* The same with store_opts.write_map (MDB_WRITEMAP), against the raw
+     * WRITEMAP ceiling. */
+    use_wmap = true;
+    l = "group commit, 64 writers, write_map";
+    if (want(l))
+        row(l, gc_row("wgc64", 64, STORE_SYNC_AUTO));
+    l = "periodic (1 s), 64 writers, write_map";
+    if (want(l)) {
+        s = open_store("wper64", STORE_PERIODIC, STORE_SYNC_AUTO, NRANGES);
+        row(l, run_writers(s, 64));
+        store_free(s);
+    }
+    l = "periodic (1 s), 1024/batch, write_map";
+    if (want(l))
+        row(l, batch_row("wperbatch", 1024, STORE_PERIODIC));
+    use_wmap = false;
 
-    store *s = open_store("per1", STORE_PERIODIC, STORE_SYNC_AUTO, NRANGES);
-    double p1 = run_writers(s, 1);
-    store_free(s);
-    row("periodic (1 s), 1 writer", p1);
-    s = open_store("per64", STORE_PERIODIC, STORE_SYNC_AUTO, NRANGES);
-    double p64 = run_writers(s, 64);
-    store_free(s);
-    row("periodic (1 s), 64 writers", p64);
-    row("periodic (1 s), batch API, 1024/batch",
-        batch_row("perbatch", 1024, STORE_PERIODIC));
-
-    double raw2 = raw_write(nraw, "raw2");
-    double ceiling = (raw + raw2) / 2;
+    double rs64 = noraw ? 0 : raw_synced(64);
+    double raw2 = noraw ? 0 : raw_write(nraw, "raw2", 0);
+    double rawm2 = noraw ? 0 : raw_write(nraw, "rawm2", MDB_WRITEMAP);
+    double ceiling = (raw + raw2) / 2, ceilm = (rawm + rawm2) / 2;
     printf("%-44s %12.0f writes/s\n", "raw LMDB, one txn (ceiling), before",
            raw);
     printf("%-44s %12.0f writes/s\n", "raw LMDB, one txn (ceiling), after",
            raw2);
+    printf("%-44s %12.0f writes/s\n", "raw LMDB, WRITEMAP (ceiling W), before",
+           rawm);
+    printf("%-44s %12.0f writes/s\n", "raw LMDB, WRITEMAP (ceiling W), after",
+           rawm2);
+    printf("%-44s %12.0f writes/s  %6.2f%% of raw\n",
+           "raw LMDB, 1 env, 64 writes per synced txn", rs64,
+           noraw ? 0 : 100 * rs64 / ceiling);
     for (int i = 0; i < nrows; i++)
-        printf("%-44s %12.0f writes/s  %6.2f%% of raw\n", rows[i].label,
-               rows[i].v, 100 * rows[i].v / ceiling);
+        printf("%-44s %12.0f writes/s  %6.2f%% of raw%s\n", rows[i].label,
+               rows[i].v,
+               noraw ? 0 : 100 * rows[i].v / (rows[i].wmap ? ceilm : ceiling),
+               rows[i].wmap ? " W" : "");
 
+    if (!want("reads and disk")) {
+        mdb_env_close(raw_env);
+        rmrf(base);
+        return 0;
+    }
     /* Reads: load the same records into a one-range store. */
     s = open_store("read", STORE_PERIODIC, STORE_SYNC_AUTO, 1);
     const uint64_t nload = 200000;
@@ -360,7 +457,7 @@ int main(int argc, char **argv)
         }
     }
     store_batch_free(b);
-    (void)raw_write(nload, "rawread"); /* the same records, raw */
+    (void)raw_write(nload, "rawread", 0); /* the same records, raw */
     double rr = 0, sr = 0;
     for (int i = 0; i < 3; i++) { /* alternate, against machine noise */
         rr += raw_read(nload) / 3;
@@ -369,14 +466,17 @@ int main(int argc, char **argv)
     printf("\n%-44s %12.0f reads/s\n", "raw mdb_get (one read txn)", rr);
     printf("%-44s %12.0f reads/s   %6.2f%% of raw\n", "store_get", sr,
            100 * sr / rr);
+    /* Disk per record: as the random-token inserts above left the env, as
+     * a compact copy of it, and after store_range_compact (the layout of a
+     * range loaded in token order: compacted or streamed in). */
     struct store_range_info info;
     store_range_info(&info, s, (struct store_range){0, 0});
     char k[32];
     double payload = (double)(mkkey(k, 0) + VAL);
     double per = (double)info.disk_bytes / (double)info.keys;
     printf("\n%-44s %12.1f bytes (payload %.0f, overhead %.1f)\n",
-           "disk per record (LMDB pages in use)", per, payload, per - payload);
-    /* At rest after a compact copy (what streaming sends). */
+           "disk/record after random-token inserts", per, payload,
+           per - payload);
     char cpath[300];
     snprintf(cpath, sizeof(cpath), "%s/compact.mdb", base);
     FILE *cf = fopen(cpath, "w");
@@ -388,8 +488,19 @@ int main(int argc, char **argv)
     stat(cpath, &st);
     double cper = (double)st.st_size / (double)info.keys;
     printf("%-44s %12.1f bytes (payload %.0f, overhead %.1f)\n",
-           "disk per record (compact copy file)", cper, payload,
+           "  the same, compact copy file (copy_fd)", cper, payload,
            cper - payload);
+    double t0 = now();
+    if (store_range_compact(s, (struct store_range){0, 0}) != 0)
+        abort();
+    double tc = now() - t0;
+    store_range_info(&info, s, (struct store_range){0, 0});
+    per = (double)info.disk_bytes / (double)info.keys;
+    printf("%-44s %12.1f bytes (payload %.0f, overhead %.1f)\n",
+           "disk/record after store_range_compact", per, payload,
+           per - payload);
+    printf("%-44s %12.0f records/s (%.2f s)\n", "  compaction speed",
+           (double)info.keys / tc, tc);
     store_free(s);
     mdb_env_close(raw_env);
     rmrf(base);
