@@ -359,24 +359,29 @@ int store_checkpoint(store *s)
     return rc;
 }
 
-static void store__ckpt_due(store *s)
+/* Ask the background thread for a checkpoint and/or zero fill. */
+static void store__bg_due(store *s, int flags)
 {
     pthread_mutex_lock(&s->smu);
-    s->ckpt_due = true;
+    if (flags & STORE__WAL_SEALED)
+        s->ckpt_due = true;
+    if (flags & STORE__WAL_FILL)
+        s->fill_due = true;
     pthread_cond_signal(&s->scv);
     pthread_mutex_unlock(&s->smu);
 }
 
 /* The background thread: in periodic mode it syncs the log every
- * periodic_ms; in both modes it runs the checkpoints that filled segments
- * ask for (a failed one is retried a second later). */
+ * periodic_ms; in both modes it writes zeros ahead of the log's append
+ * position (wal.h) and runs the checkpoints that filled segments ask for
+ * (a failed one is retried a second later). */
 static void *store__syncer_main(void *arg)
 {
     store *s = arg;
     uint32_t ms = s->o.durability == STORE_PERIODIC ? s->o.periodic_ms : 1000;
     pthread_mutex_lock(&s->smu);
     while (!s->stopping) {
-        if (!s->ckpt_due) {
+        if (!s->ckpt_due && !s->fill_due) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)ms * 1000000;
@@ -386,11 +391,14 @@ static void *store__syncer_main(void *arg)
         }
         if (s->stopping)
             break;
-        bool due = s->ckpt_due;
+        bool due = s->ckpt_due, fill = s->fill_due;
         s->ckpt_due = false;
+        s->fill_due = false;
         pthread_mutex_unlock(&s->smu);
         if (s->o.durability == STORE_PERIODIC)
             (void)store_sync(s);
+        if (fill)
+            (void)store__wal_prefill(s->wal); /* appends extend the file */
         if (due && store_checkpoint(s) != 0) {
             struct timespec d = {1, 0};
             nanosleep(&d, NULL);
@@ -1020,10 +1028,10 @@ static int store__log_batch(store *s, store_batch *b, uint64_t *out_lsn)
         memcpy(p + 8 + w->key.len, w->rec.p, w->rec.len);
         p += 8 + w->key.len + w->rec.len;
     }
-    int sealed = 0;
-    int rc = store__wal_append(out_lsn, &sealed, s->wal, b->log, bytes);
-    if (sealed)
-        store__ckpt_due(s);
+    int flags = 0;
+    int rc = store__wal_append(out_lsn, &flags, s->wal, b->log, bytes);
+    if (flags)
+        store__bg_due(s, flags);
     return rc;
 }
 

@@ -87,6 +87,7 @@ struct store {
     bool syncer_on;
     bool stopping;
     bool ckpt_due;
+    bool fill_due;
     pthread_mutex_t smu;
     pthread_cond_t scv;
 };

@@ -44,6 +44,7 @@ struct store__wal {
     int fd; /* the current segment (the newest), -1 before start */
     uint64_t seq;
     uint64_t off;
+    uint64_t filled; /* bytes of the current file written (records, zeros) */
     uint64_t rno;    /* number of the last record appended */
     uint64_t synced; /* records up to this one are durable */
     bool syncing;
@@ -212,7 +213,8 @@ static int wal_replay_seg(store__wal *w,
     close(fd);
     size_t pos = 0;
     uint64_t want = 0; /* the next record number (0: any) */
-    while (rc == 0 && pos < size) {
+    bool sealed = false;
+    while (rc == 0 && !sealed) {
         const uint8_t *h = m + pos;
         bool ok = size - pos >= STORE__WAL_HDR && wal_get32(h) == WAL_MAGIC &&
                   wal_get32(h + 4) <= size - pos - STORE__WAL_HDR &&
@@ -227,7 +229,10 @@ static int wal_replay_seg(store__wal *w,
             break;                /* a torn tail: never acknowledged */
         }
         want = wal_get64(h + 16) + 1;
-        rc = cb(h + STORE__WAL_HDR, len, arg);
+        if (len == 0)
+            sealed = true; /* its seal: nothing follows */
+        else
+            rc = cb(h + STORE__WAL_HDR, len, arg);
         pos += STORE__WAL_HDR + len;
     }
     if (rc == 0 && seg_done != NULL)
@@ -270,15 +275,21 @@ static int wal_new_seg(store__wal *w, uint64_t seq)
     w->fd = fd;
     w->seq = seq;
     w->off = 0;
+    w->filled = 0;
     return 0;
 }
 
 /* Seal the current segment (durable, closed) and start the next. Under
  * mu; waits for a sync in flight on the old descriptor. */
+static int wal_write(store__wal *w, const uint8_t *p, size_t len);
+
 static int wal_rotate(store__wal *w)
 {
     while (w->syncing)
         pthread_cond_wait(&w->cv, &w->mu);
+    int rc = wal_write(w, NULL, 0); /* the seal */
+    if (rc)
+        return rc;
     if (fdatasync(w->fd) != 0) {
         w->broken = -errno;
         return w->broken;
@@ -286,7 +297,7 @@ static int wal_rotate(store__wal *w)
     w->synced = w->rno;
     pthread_cond_broadcast(&w->cv);
     int old = w->fd;
-    int rc = wal_new_seg(w, w->seq + 1);
+    rc = wal_new_seg(w, w->seq + 1);
     if (rc)
         return rc; /* the old segment stays current */
     close(old);
@@ -372,30 +383,9 @@ uint64_t store__wal_last(store__wal *w)
 
 /* ---- Appending and syncing ---------------------------------------------- */
 
-int store__wal_append(uint64_t *out_lsn,
-                      int *out_sealed,
-                      store__wal *w,
-                      const uint8_t *p,
-                      size_t len)
+/* Write one record at the append position. Under mu. */
+static int wal_write(store__wal *w, const uint8_t *p, size_t len)
 {
-    if (len > UINT32_MAX)
-        return RK_ETOOLARGE;
-    int rc = 0;
-    *out_sealed = 0;
-    pthread_mutex_lock(&w->mu);
-    if (!w->started) {
-        rc = RK_EINTERNAL;
-        goto unlock;
-    }
-    if (w->broken) {
-        rc = w->broken;
-        goto unlock;
-    }
-    if (w->off > 0 && w->off + STORE__WAL_HDR + len > w->seg_bytes) {
-        if ((rc = wal_rotate(w)))
-            goto unlock;
-        *out_sealed = 1;
-    }
     uint8_t h[STORE__WAL_HDR];
     wal_put32(h, WAL_MAGIC);
     wal_put32(h + 4, (uint32_t)len);
@@ -409,12 +399,14 @@ int store__wal_append(uint64_t *out_lsn,
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
-            rc = n < 0 ? -errno : -EIO;
+            int rc = n < 0 ? -errno : -EIO;
             /* Leave no partial record behind: later records would be
-             * read as following a torn tail. */
-            if (ftruncate(w->fd, (off_t)w->off) != 0)
+             * read as following a torn tail. Zeros are harmless. */
+            static const uint8_t zeros[STORE__WAL_HDR];
+            if (pwrite(w->fd, zeros, sizeof(zeros), (off_t)w->off) !=
+                (ssize_t)sizeof(zeros))
                 w->broken = rc;
-            goto unlock;
+            return rc;
         }
         done += (size_t)n;
         for (int i = 0; i < 2 && n > 0; i++) {
@@ -426,9 +418,104 @@ int store__wal_append(uint64_t *out_lsn,
         }
     }
     w->off += total;
-    *out_lsn = ++w->rno;
+    if (w->off > w->filled)
+        w->filled = w->off;
+    w->rno++;
+    return 0;
+}
+
+/* How far ahead of the append position zeros are kept: grows with the
+ * segment, so a store that writes little writes few zeros. */
+static uint64_t wal_ahead(const store__wal *w)
+{
+    uint64_t a = 2 * w->off;
+    if (a < ((uint64_t)256 << 10))
+        a = (uint64_t)256 << 10;
+    if (a > ((uint64_t)8 << 20))
+        a = (uint64_t)8 << 20;
+    return a;
+}
+
+int store__wal_append(uint64_t *out_lsn,
+                      int *out_flags,
+                      store__wal *w,
+                      const uint8_t *p,
+                      size_t len)
+{
+    if (len > UINT32_MAX - STORE__WAL_HDR)
+        return RK_ETOOLARGE;
+    if (len == 0)
+        return RK_EBADREQ; /* an empty payload is a seal */
+    int rc = 0;
+    *out_flags = 0;
+    pthread_mutex_lock(&w->mu);
+    if (!w->started) {
+        rc = RK_EINTERNAL;
+        goto unlock;
+    }
+    if (w->broken) {
+        rc = w->broken;
+        goto unlock;
+    }
+    if (w->off > 0 && w->off + STORE__WAL_HDR + len > w->seg_bytes) {
+        if ((rc = wal_rotate(w)))
+            goto unlock;
+        *out_flags |= STORE__WAL_SEALED;
+    }
+    if ((rc = wal_write(w, p, len)))
+        goto unlock;
+    *out_lsn = w->rno;
+    if (w->filled - w->off < wal_ahead(w) / 2 && w->filled < w->seg_bytes)
+        *out_flags |= STORE__WAL_FILL;
 unlock:
     pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int store__wal_prefill(store__wal *w)
+{
+    static const uint8_t zeros[1 << 16];
+    int rc = 0, fd = -1;
+    uint64_t seq = 0;
+    pthread_mutex_lock(&w->mu);
+    while (rc == 0 && w->started && !w->broken) {
+        if (fd >= 0 && w->seq != seq)
+            break; /* rotated meanwhile: the new segment's turn next time */
+        uint64_t target = w->off + wal_ahead(w);
+        if (target > w->seg_bytes)
+            target = w->seg_bytes;
+        if (w->filled >= target)
+            break;
+        if (fd < 0) {
+            seq = w->seq;
+            if ((fd = dup(w->fd)) < 0) {
+                rc = -errno;
+                break;
+            }
+        }
+        /* Up to a MiB per turn of the lock, beyond every record. */
+        uint64_t end = w->filled + ((uint64_t)1 << 20);
+        if (end > target)
+            end = target;
+        while (rc == 0 && w->filled < end) {
+            size_t n = end - w->filled < sizeof(zeros)
+                           ? (size_t)(end - w->filled)
+                           : sizeof(zeros);
+            ssize_t r = pwrite(fd, zeros, n, (off_t)w->filled);
+            if (r <= 0)
+                rc = r < 0 ? -errno : -EIO;
+            else
+                w->filled += (uint64_t)r;
+        }
+        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (fd >= 0) {
+        if (rc == 0 && fdatasync(fd) != 0)
+            rc = -errno;
+        close(fd);
+    }
     return rc;
 }
 

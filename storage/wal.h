@@ -9,9 +9,15 @@
  * (big-endian). Record numbers grow by one across all segments of one run,
  * so a log sequence number (LSN) is a record number. A record that is short,
  * has a bad magic, checksum, segment seq or record number ends its segment.
- * A segment is sealed (fdatasync'd) before the next one gets its first
- * record, so only the newest segment can end in a torn record; a bad
- * record anywhere else is corruption.
+ * A segment is sealed (a record with an empty payload appended, then
+ * fdatasync'd) before the next one gets its first record, so only the
+ * newest segment can end in a torn record; an older segment that does not
+ * end in its seal record is corrupt.
+ *
+ * Zero fill: a background caller (store__wal_prefill) writes zeros ahead
+ * of the append position and syncs them, so most appends overwrite blocks
+ * that are already allocated and written, and their fdatasync flushes data
+ * only (no file size or extent change to commit to the journal).
  *
  * Threads: every function may be called from any thread; appends are
  * serialised, syncs are shared (a sync that starts after an append covers
@@ -54,11 +60,14 @@ int store__wal_replay(store__wal *w,
  * crash leaves a suffix) and start a new one. */
 int store__wal_start(store__wal *w);
 
-/* Append one record. *out_lsn is its LSN (for store__wal_sync);
- * *out_sealed is set when the append sealed a full segment and started a
- * new one (a checkpoint is then due). A failed append leaves no trace. */
+#define STORE__WAL_SEALED 1 /* a full segment was sealed: checkpoint due */
+#define STORE__WAL_FILL   2 /* little zero fill left: store__wal_prefill */
+
+/* Append one record (a non-empty payload). *out_lsn is its LSN (for
+ * store__wal_sync); *out_flags gets STORE__WAL_* bits. A failed append
+ * leaves no trace. */
 int store__wal_append(uint64_t *out_lsn,
-                      int *out_sealed,
+                      int *out_flags,
                       store__wal *w,
                       const uint8_t *p,
                       size_t len);
@@ -76,6 +85,10 @@ int store__wal_cut(store__wal *w, uint64_t *out_cut);
 
 /* Delete the segments with seq < cut. */
 int store__wal_retire(store__wal *w, uint64_t cut);
+
+/* Write and sync zeros ahead of the append position in the current
+ * segment (up to its size), a MiB at a time; appends go on meanwhile. */
+int store__wal_prefill(store__wal *w);
 
 /* Segments on disk (for tests and status). */
 size_t store__wal_segments(store__wal *w);

@@ -222,12 +222,13 @@ static void append_n(uint64_t seg_bytes, int n, int *out_sealed)
         int sealed;
         ck_assert_int_eq(store__wal_append(&lsn, &sealed, w, b, 10 + (size_t)i),
                          0);
-        ck_assert_uint_eq(lsn, prev + 1);
+        ck_assert_uint_gt(lsn, prev); /* + 1, and + 1 per seal record */
         prev = lsn;
-        *out_sealed += sealed;
+        *out_sealed += (sealed & STORE__WAL_SEALED) != 0;
     }
     ck_assert_int_eq(store__wal_sync(w, lsn), 0);
-    ck_assert_uint_eq(store__wal_last(w), (uint64_t)n);
+    ck_assert_uint_eq(store__wal_last(w), lsn);
+    ck_assert_uint_eq(lsn, (uint64_t)(n + *out_sealed));
     store__wal_free(w);
 }
 
@@ -348,6 +349,41 @@ START_TEST(log_corruption_in_sealed_segment_is_error)
     st = NULL;
     ck_assert_int_eq(store_open(&st, &o), RK_ECORRUPT);
     ck_assert_ptr_null(st);
+    rm_tmp();
+}
+END_TEST
+
+/* Zeros written ahead of the append position (in the newest segment and
+ * after the seal of older ones) are skipped, records keep their order. */
+START_TEST(log_prefill_zeros_are_skipped)
+{
+    mk_tmp();
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
+    ck_assert_int_eq(store__wal_start(w), 0);
+    uint64_t lsn = 0;
+    int flags, fills = 0;
+    uint8_t b[40000];
+    for (int i = 0; i < 40; i++) {
+        memset(b, i, sizeof(b));
+        ck_assert_int_eq(store__wal_append(&lsn, &flags, w, b, sizeof(b)), 0);
+        if (flags & STORE__WAL_FILL) {
+            ck_assert_int_eq(store__wal_prefill(w), 0);
+            fills++;
+        }
+    }
+    ck_assert_int_gt(fills, 0);
+    ck_assert_int_eq(store__wal_sync(w, lsn), 0);
+    ck_assert_int_eq(store__wal_segments(w), 2); /* 1 MiB segments */
+    store__wal_free(w);
+    char p[400];
+    seg_path(p, sizeof(p), 2);
+    ck_assert_int_eq(fsize(p), 1 << 20); /* zeros up to the segment size */
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 1 << 20), 0);
+    ck_assert_int_eq(s.n, 40);
+    for (int i = 0; i < 40; i++)
+        ck_assert_uint_eq(s.first[i], (uint8_t)i);
     rm_tmp();
 }
 END_TEST
@@ -572,6 +608,7 @@ static Suite *wal_suite(void)
     tcase_add_test(tc, log_torn_tail_ends_replay);
     tcase_add_test(tc, log_corruption_in_newest_segment_stops);
     tcase_add_test(tc, log_corruption_in_sealed_segment_is_error);
+    tcase_add_test(tc, log_prefill_zeros_are_skipped);
     tcase_add_test(tc, log_stray_file_is_error);
     suite_add_tcase(s, tc);
     tc = tcase_create("store");
