@@ -373,12 +373,24 @@ static void store__bg_due(store *s, int flags)
 
 /* The background thread: in periodic mode it syncs the log every
  * periodic_ms; in both modes it writes zeros ahead of the log's append
- * position (wal.h) and runs the checkpoints that filled segments ask for
- * (a failed one is retried a second later). */
+ * position (wal.h) and runs the checkpoints that filled segments ask for,
+ * and one a minute when anything was logged (a failed one is retried a
+ * second later). */
+#define STORE__CKPT_MS 60000 /* a checkpoint at least this often, if written \
+                              */
+
+static uint64_t store__mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void *store__syncer_main(void *arg)
 {
     store *s = arg;
     uint32_t ms = s->o.durability == STORE_PERIODIC ? s->o.periodic_ms : 1000;
+    uint64_t last_ckpt = store__mono_ms(), last_lsn = 0;
     pthread_mutex_lock(&s->smu);
     while (!s->stopping) {
         if (!s->ckpt_due && !s->fill_due) {
@@ -399,6 +411,13 @@ static void *store__syncer_main(void *arg)
             (void)store_sync(s);
         if (fill)
             (void)store__wal_prefill(s->wal); /* appends extend the file */
+        uint64_t now = store__mono_ms(), lsn = store__wal_last(s->wal);
+        if (now - last_ckpt >= STORE__CKPT_MS && lsn != last_lsn)
+            due = true; /* bounds replay time and unsynced env pages */
+        if (due) {
+            last_ckpt = now;
+            last_lsn = lsn;
+        }
         if (due && store_checkpoint(s) != 0) {
             struct timespec d = {1, 0};
             nanosleep(&d, NULL);
