@@ -712,7 +712,7 @@ int store_range_compact(store *s, struct store_range r)
     const char *names[1] = {nr->dir};
     if ((rc = store__map_put(s, &r, 1, names, NULL, NULL, 0)))
         goto discard;
-    s->ranges[idx] = nr;
+    s->ranges[store__range_index(s, r)] = nr; /* opmu: r is still there */
     store__discard_env(old); /* else recovery deletes it (not in the map) */
     (void)store__fsync_ranges_dir(s);
     rc = store__canonicalize(s, nr);

@@ -20,8 +20,9 @@
  * read transactions, MDB_NOTLS). Range operations run one at a time; a
  * split or merge copies while reads and commits go on (commits to the
  * source are mirrored into the env being filled) and blocks them only for
- * the final switch of the range map. Work that can block on the disk
- * (commit, sync, scans, copies, range operations) belongs off the event
+ * the final switch of the range map; so does a compaction (writes to the
+ * env being rewritten are logged and merged in). Work that can block on the
+ * disk (commit, sync, scans, copies, range operations) belongs off the event
  * loop thread (uv_queue_work); building a store_batch touches no disk and is
  * loop-safe.
  *

@@ -1237,6 +1237,7 @@ START_TEST(compact_keeps_content)
     struct store_range lo = {3 * q, q}, hi = {q, 3 * q}; /* lo wraps */
     ck_assert_int_eq(store_range_create(s, lo), 0);
     ck_assert_int_eq(store_range_create(s, hi), 0);
+    ck_assert_int_eq(store_range_compact(s, lo), 0); /* empty */
     fill_mixed(s, 6000, 7);
     fill(s, NK, 3);
     struct store_digest d0, d1, dl0, dl1;

@@ -61,6 +61,18 @@ static void val_of(char *v, size_t n, unsigned id)
     snprintf(v, n, "value-%u-%u", id, id * 2654435761u);
 }
 
+/* Besides key ids the child sends OP_BEGIN + op before a range operation
+ * and OP_END after it, so the parent can count kills that land inside one
+ * (for the record; which ones do is random). */
+#define OP_BEGIN 0xffffff00u
+#define OP_END   0xffffffffu
+
+static void mark(int wfd, uint32_t m)
+{
+    if (write(wfd, &m, sizeof(m)) != sizeof(m))
+        _exit(10);
+}
+
 /* The child: never returns. */
 static void child(int wfd, unsigned first_id, unsigned seed)
 {
@@ -89,9 +101,12 @@ static void child(int wfd, unsigned first_id, unsigned seed)
             uint64_t at = ((uint64_t)rand_r(&seed) << 33) ^
                           ((uint64_t)rand_r(&seed) << 11) ^
                           (uint64_t)rand_r(&seed);
-            if (n < 12 && store_range_contains(x, at) && at != x.end &&
-                store_range_split(s, x, at) != 0)
-                _exit(5);
+            if (n < 12 && store_range_contains(x, at) && at != x.end) {
+                mark(wfd, OP_BEGIN + 0);
+                if (store_range_split(s, x, at) != 0)
+                    _exit(5);
+                mark(wfd, OP_END);
+            }
             free(rs);
         } else if (r == 1) { /* merge a range with its successor */
             struct store_range *rs;
@@ -101,8 +116,12 @@ static void child(int wfd, unsigned first_id, unsigned seed)
             size_t i = (size_t)rand_r(&seed) % n;
             if (n > 1) {
                 struct store_range a = rs[i], nb = rs[(i + 1) % n];
-                if (nb.start == a.end && store_range_merge(s, a, nb) != 0)
-                    _exit(6);
+                if (nb.start == a.end) {
+                    mark(wfd, OP_BEGIN + 1);
+                    if (store_range_merge(s, a, nb) != 0)
+                        _exit(6);
+                    mark(wfd, OP_END);
+                }
             }
             free(rs);
         } else if (r == 2) { /* rewrite a random range packed */
@@ -110,8 +129,10 @@ static void child(int wfd, unsigned first_id, unsigned seed)
             size_t n;
             if (store_range_list(&rs, &n, s) != 0)
                 _exit(4);
+            mark(wfd, OP_BEGIN + 2);
             if (store_range_compact(s, rs[(size_t)rand_r(&seed) % n]) != 0)
                 _exit(11);
+            mark(wfd, OP_END);
             free(rs);
         }
         int nb = 1 + rand_r(&seed) % 20;
@@ -249,6 +270,7 @@ static void run_rounds(int rounds)
     unsigned char *acked = calloc(MAXK, 1);
     unsigned next = 0;
     int total_acked = 0;
+    int inside[3] = {0, 0, 0}; /* kills inside split, merge, compact */
     for (int round = 0; round < rounds; round++) {
         char snap[300];
         snprintf(snap, sizeof(snap), "%s.snap", dir);
@@ -272,6 +294,7 @@ static void run_rounds(int rounds)
         struct timespec start, now;
         clock_gettime(CLOCK_MONOTONIC, &start);
         unsigned top = next;
+        int op = -1; /* the range operation under way, if any */
         for (;;) {
             clock_gettime(CLOCK_MONOTONIC, &now);
             long el = (now.tv_sec - start.tv_sec) * 1000 +
@@ -285,6 +308,10 @@ static void run_rounds(int rounds)
             ssize_t r = read(pfd[0], &ack, sizeof(ack));
             if (r != (ssize_t)sizeof(ack))
                 break; /* the child died on its own: checked below */
+            if (ack >= OP_BEGIN) {
+                op = ack == OP_END ? -1 : (int)(ack - OP_BEGIN);
+                continue;
+            }
             ck_assert_uint_lt(ack, MAXK);
             acked[ack] = 1;
             total_acked++;
@@ -295,12 +322,19 @@ static void run_rounds(int rounds)
         /* acks already in the pipe were acknowledged before the kill */
         uint32_t ack;
         while (read(pfd[0], &ack, sizeof(ack)) == (ssize_t)sizeof(ack)) {
+            if (ack >= OP_BEGIN) {
+                op = ack == OP_END ? -1 : (int)(ack - OP_BEGIN);
+                continue;
+            }
+            ck_assert_uint_lt(ack, MAXK);
             acked[ack] = 1;
             total_acked++;
             if (ack + 1 > top)
                 top = ack + 1;
         }
         close(pfd[0]);
+        if (op >= 0 && op < 3)
+            inside[op]++;
         int status;
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
         ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
@@ -318,6 +352,10 @@ static void run_rounds(int rounds)
         ck_assert_uint_lt(next, MAXK - 100000);
     }
     ck_assert_int_gt(total_acked, 0);
+    fprintf(stderr,
+            "check_storage_crash: %d rounds, killed inside a split %d, "
+            "a merge %d, a compaction %d times\n",
+            rounds, inside[0], inside[1], inside[2]);
     free(acked);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
