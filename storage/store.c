@@ -310,7 +310,7 @@ unlock:
  * of its own; otherwise it waits for the running sync and then runs the
  * next one, covering every caller that arrived meanwhile. An env range
  * operations replaced meanwhile was synced by that operation. */
-int store_sync(store *s)
+int store__sync_envs(store *s)
 {
     int rc = 0;
     pthread_mutex_lock(&s->dmu);
@@ -336,22 +336,95 @@ int store_sync(store *s)
     return rc;
 }
 
+int store_sync(store *s)
+{
+    return store__wal_sync(s->wal, store__wal_last(s->wal));
+}
+
+/* A checkpoint: cut the log where every record before the cut has been
+ * applied to the envs (walock held exclusively for the cut only), make the
+ * envs durable, then delete the segments before the cut. */
+int store_checkpoint(store *s)
+{
+    uint64_t cut;
+    pthread_mutex_lock(&s->ckmu);
+    pthread_rwlock_wrlock(&s->walock);
+    int rc = store__wal_cut(s->wal, &cut);
+    pthread_rwlock_unlock(&s->walock);
+    if (rc == 0)
+        rc = store__sync_envs(s);
+    if (rc == 0)
+        rc = store__wal_retire(s->wal, cut);
+    pthread_mutex_unlock(&s->ckmu);
+    return rc;
+}
+
+/* Ask the background thread for a checkpoint and/or zero fill. */
+static void store__bg_due(store *s, int flags)
+{
+    pthread_mutex_lock(&s->smu);
+    if (flags & STORE__WAL_SEALED)
+        s->ckpt_due = true;
+    if (flags & STORE__WAL_FILL)
+        s->fill_due = true;
+    pthread_cond_signal(&s->scv);
+    pthread_mutex_unlock(&s->smu);
+}
+
+/* The background thread: in periodic mode it syncs the log every
+ * periodic_ms; in both modes it writes zeros ahead of the log's append
+ * position (wal.h) and runs the checkpoints that filled segments ask for,
+ * and one a minute when anything was logged (a failed one is retried a
+ * second later). */
+#define STORE__CKPT_MS 60000 /* a checkpoint at least this often, if written \
+                              */
+
+static uint64_t store__mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void *store__syncer_main(void *arg)
 {
     store *s = arg;
+    uint32_t ms = s->o.durability == STORE_PERIODIC ? s->o.periodic_ms : 1000;
+    uint64_t last_ckpt = store__mono_ms(), last_lsn = 0;
     pthread_mutex_lock(&s->smu);
     while (!s->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns =
-            (uint64_t)ts.tv_nsec + (uint64_t)s->o.periodic_ms * 1000000;
-        ts.tv_sec += (time_t)(ns / 1000000000);
-        ts.tv_nsec = (long)(ns % 1000000000);
-        pthread_cond_timedwait(&s->scv, &s->smu, &ts);
+        if (!s->ckpt_due && !s->fill_due) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)ms * 1000000;
+            ts.tv_sec += (time_t)(ns / 1000000000);
+            ts.tv_nsec = (long)(ns % 1000000000);
+            pthread_cond_timedwait(&s->scv, &s->smu, &ts);
+        }
         if (s->stopping)
             break;
+        bool due = s->ckpt_due, fill = s->fill_due;
+        s->ckpt_due = false;
+        s->fill_due = false;
         pthread_mutex_unlock(&s->smu);
-        (void)store_sync(s); /* a failure leaves ranges dirty: retried */
+        if (s->o.durability == STORE_PERIODIC)
+            (void)store_sync(s);
+        if (fill)
+            (void)store__wal_prefill(s->wal); /* appends extend the file */
+        uint64_t now = store__mono_ms(), lsn = store__wal_last(s->wal);
+        if (now - last_ckpt >= STORE__CKPT_MS && lsn != last_lsn)
+            due = true; /* bounds replay time and unsynced env pages */
+        if (due) {
+            last_ckpt = now;
+            last_lsn = lsn;
+        }
+        if (due && store_checkpoint(s) != 0) {
+            struct timespec d = {1, 0};
+            nanosleep(&d, NULL);
+            pthread_mutex_lock(&s->smu);
+            s->ckpt_due = true;
+            continue;
+        }
         pthread_mutex_lock(&s->smu);
     }
     pthread_mutex_unlock(&s->smu);
@@ -359,6 +432,8 @@ static void *store__syncer_main(void *arg)
 }
 
 /* ---- Open and close ----------------------------------------------------- */
+
+static int store__replay(store *s);
 
 char *store__path(const char *dir, const char *name)
 {
@@ -388,6 +463,7 @@ int store_open(store **out, const struct store_opts *opts)
         (opts->durability == STORE_PERIODIC && opts->periodic_ms == 0) ||
         opts->sync_method < 0 || opts->sync_method > STORE_SYNC_SYNCFS)
         return RK_ECONFIG;
+    char *logdir = NULL;
     int rc;
     store *s = calloc(1, sizeof(*s));
     if (s == NULL)
@@ -400,6 +476,8 @@ int store_open(store **out, const struct store_opts *opts)
         goto free_store;
     }
     s->o.data_dir = s->dir;
+    if (s->o.log_segment_bytes == 0)
+        s->o.log_segment_bytes = UINT64_C(64) << 20;
     if (mkdir(s->dir, 0755) != 0 && errno != EEXIST) {
         rc = -errno;
         goto free_store;
@@ -418,7 +496,12 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_rwlockattr_setkind_np(&attr,
                                   PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&s->maplock, &attr);
+    pthread_rwlockattr_init(&attr);
+    pthread_rwlockattr_setkind_np(&attr,
+                                  PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&s->walock, &attr);
     pthread_rwlockattr_destroy(&attr);
+    pthread_mutex_init(&s->ckmu, NULL);
     pthread_mutex_init(&s->hintmu, NULL);
     pthread_mutex_init(&s->opmu, NULL);
     pthread_mutex_init(&s->gmu, NULL);
@@ -429,15 +512,25 @@ int store_open(store **out, const struct store_opts *opts)
     if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
         (rc = store__map_load(s)) || (rc = store__recover(s)))
         goto close_all;
-    if (s->o.durability == STORE_PERIODIC) {
-        rc = -pthread_create(&s->syncer, NULL, store__syncer_main, s);
-        if (rc)
-            goto close_all;
-        s->syncer_on = true;
+    if ((logdir = store__path(s->dir, "commitlog")) == NULL) {
+        rc = -ENOMEM;
+        goto close_all;
     }
+    /* Replay whatever the log still holds into the recovered envs, make
+     * them durable, and only then delete the old segments. */
+    if ((rc = store__wal_open(&s->wal, logdir, s->o.log_segment_bytes)) ||
+        (rc = store__replay(s)) || (rc = store__sync_envs(s)) ||
+        (rc = store__wal_start(s->wal)))
+        goto close_all;
+    rc = -pthread_create(&s->syncer, NULL, store__syncer_main, s);
+    if (rc)
+        goto close_all;
+    s->syncer_on = true;
+    free(logdir);
     *out = s;
     return 0;
 close_all:
+    free(logdir);
     store_free(s);
     return rc;
 free_store:
@@ -459,7 +552,9 @@ void store_free(store *s)
         pthread_mutex_unlock(&s->smu);
         pthread_join(s->syncer, NULL);
     }
-    (void)store_sync(s);
+    if (s->syncer_on)
+        (void)store_checkpoint(s); /* leaves an empty log */
+    store__wal_free(s->wal);
     for (size_t i = 0; i < s->nranges; i++)
         store__range_close(s->ranges[i]);
     free(s->ranges);
@@ -468,6 +563,8 @@ void store_free(store *s)
     if (s->hint_env)
         mdb_env_close(s->hint_env);
     pthread_rwlock_destroy(&s->maplock);
+    pthread_rwlock_destroy(&s->walock);
+    pthread_mutex_destroy(&s->ckmu);
     pthread_mutex_destroy(&s->hintmu);
     pthread_mutex_destroy(&s->opmu);
     pthread_mutex_destroy(&s->gmu);
@@ -568,6 +665,8 @@ struct store_batch {
     size_t n, cap;
     uint32_t *order;
     size_t order_cap;
+    uint8_t *log; /* the commit log record being built */
+    size_t log_cap;
 };
 
 int store_batch_new(store_batch **out)
@@ -593,6 +692,7 @@ void store_batch_free(store_batch *b)
     store_batch_reset(b);
     free(b->w);
     free(b->order);
+    free(b->log);
     free(b);
 }
 
@@ -884,25 +984,178 @@ free_all:
     return rc;
 }
 
+/* ---- The commit log ------------------------------------------------------
+ *
+ * A batch is one log record whose payload is
+ *   u32 count | count x (u32 key length | u32 record length | key | record)
+ * (big-endian). Only writes some local range holds are logged (the others
+ * get RK_ENOTFOUND at once), so the log never holds a write for a token
+ * that no range covered when it was logged; a drop cuts the log under
+ * walock, so none for a dropped range outlives it either. */
+
+static void store__put32(uint8_t *p, size_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static size_t store__get32(const uint8_t *p)
+{
+    return (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
+}
+
+/* Append b's pending writes to the log as one record (under walock held
+ * shared). *out_lsn = 0 when there was nothing to log. */
+static int store__log_batch(store *s, store_batch *b, uint64_t *out_lsn)
+{
+    size_t n = 0, bytes = 4;
+    *out_lsn = 0;
+    pthread_rwlock_rdlock(&s->maplock);
+    for (size_t i = 0; i < b->n; i++) {
+        struct store__w *w = &b->w[i];
+        if (w->result != STORE__PENDING)
+            continue;
+        if (store__lookup(s, w->token) == NULL) {
+            w->result = RK_ENOTFOUND;
+            continue;
+        }
+        n++;
+        bytes += 8 + w->key.len + w->rec.len;
+    }
+    pthread_rwlock_unlock(&s->maplock);
+    if (n == 0)
+        return 0;
+    if (bytes > b->log_cap) {
+        uint8_t *p = realloc(b->log, bytes);
+        if (p == NULL)
+            return -ENOMEM;
+        b->log = p;
+        b->log_cap = bytes;
+    }
+    uint8_t *p = b->log;
+    store__put32(p, n);
+    p += 4;
+    for (size_t i = 0; i < b->n; i++) {
+        const struct store__w *w = &b->w[i];
+        if (w->result != STORE__PENDING)
+            continue;
+        store__put32(p, w->key.len);
+        store__put32(p + 4, w->rec.len);
+        memcpy(p + 8, w->key.p, w->key.len);
+        memcpy(p + 8 + w->key.len, w->rec.p, w->rec.len);
+        p += 8 + w->key.len + w->rec.len;
+    }
+    int flags = 0;
+    int rc = store__wal_append(out_lsn, &flags, s->wal, b->log, bytes);
+    if (flags)
+        store__bg_due(s, flags);
+    return rc;
+}
+
+struct store__replay {
+    store *s;
+    store_batch *b;
+};
+
+/* Apply the writes gathered from the log. Per-write failures are those
+ * the writes met when first committed (no range holds the token any more,
+ * a full map): skipped. */
+static int store__replay_flush(void *arg)
+{
+    struct store__replay *r = arg;
+    int rc = store__commit_writes(r->s, r->b);
+    for (size_t i = 0; rc == 0 && i < r->b->n; i++) {
+        int x = r->b->w[i].result;
+        if (x != 0 && x != RK_ENOTFOUND && x != RK_EFULL && x != RK_EINTERNAL &&
+            x != RK_ETOOLARGE)
+            rc = x;
+    }
+    store_batch_reset(r->b);
+    return rc;
+}
+
+static int store__replay_rec(const uint8_t *p, size_t len, void *arg)
+{
+    struct store__replay *r = arg;
+    if (len < 4)
+        return RK_ECORRUPT;
+    size_t n = store__get32(p), off = 4;
+    for (size_t i = 0; i < n; i++) {
+        if (len - off < 8)
+            return RK_ECORRUPT;
+        size_t kl = store__get32(p + off), rl = store__get32(p + off + 4);
+        off += 8;
+        if (kl > len - off || rl > len - off - kl)
+            return RK_ECORRUPT;
+        struct rk_slice key = RK_SLICE(p + off, kl),
+                        rec = RK_SLICE(p + off + kl, rl);
+        off += kl + rl;
+        if (store__check_write(key, rec) != 0)
+            return RK_ECORRUPT; /* the checksum matched: not a torn write */
+        int rc = store__batch_push(r->b, key, rec, false);
+        if (rc == 0 && r->b->n >= 4096)
+            rc = store__replay_flush(r);
+        if (rc)
+            return rc;
+    }
+    return off == len ? 0 : RK_ECORRUPT;
+}
+
+/* At open: merge every logged write into the env that now holds its token
+ * (LWW merges are idempotent and commutative, so writes that had reached
+ * the envs already change nothing). */
+static int store__replay(store *s)
+{
+    struct store__replay r = {s, NULL};
+    int rc = store_batch_new(&r.b);
+    if (rc)
+        return rc;
+    rc = store__wal_replay(s->wal, store__replay_rec, store__replay_flush, &r);
+    store_batch_free(r.b);
+    return rc;
+}
+
+/* Log b's writes, wait for the log to be durable (group commit) and apply
+ * them to the envs. `handoff` (may be NULL) runs right after the append,
+ * so the next group can append while this one syncs. */
+static int store__commit_logged(store *s,
+                                store_batch *b,
+                                void (*handoff)(store *),
+                                bool *handed)
+{
+    uint64_t lsn;
+    pthread_rwlock_rdlock(&s->walock);
+    int rc = store__log_batch(s, b, &lsn);
+    if (handoff != NULL) {
+        handoff(s);
+        *handed = true;
+    }
+    if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
+        rc = store__wal_sync(s->wal, lsn);
+    if (rc == 0)
+        rc = store__commit_writes(s, b);
+    pthread_rwlock_unlock(&s->walock);
+    return rc;
+}
+
 int store_batch_commit(store *s, store_batch *b)
 {
     if (b->n == 0)
         return 0;
     if (b->n > UINT32_MAX)
         return RK_ETOOLARGE;
-    int rc = store__commit_writes(s, b);
-    if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
-        rc = store_sync(s);
-    return rc;
+    return store__commit_logged(s, b, NULL, NULL);
 }
 
 /* ---- store_put: group commit across threads ----------------------------- */
 
-/* Waiting writers queue up; one of them (the leader) takes the whole queue
- * and commits it as one batch, then hands leadership to one writer of the
- * queue formed meanwhile and waits for a sync (store_sync shares one sync
- * among all who wait), so the next group commits while this one's sync
- * runs, and syncs never overlap. Each writer sleeps on its own condition
+/* Waiting writers queue up; one of them (the leader) takes the whole queue,
+ * appends it to the log as one batch, then hands leadership to one writer
+ * of the queue formed meanwhile (the next group appends while this one's
+ * log sync runs; syncs are shared, never overlapping) and applies its batch
+ * once the log is durable. Each writer sleeps on its own condition
  * variable and is woken once: to lead, or when its write is done (one
  * shared broadcast woke all 64 writers of a benchmark twice per group). */
 struct store__waiter {
@@ -913,6 +1166,18 @@ struct store__waiter {
     pthread_cond_t cv;
     struct store__waiter *next;
 };
+
+static void store__lead_next(store *s)
+{
+    pthread_mutex_lock(&s->gmu);
+    if (s->gq != NULL) { /* the next group may append meanwhile */
+        s->gq->lead = true;
+        pthread_cond_signal(&s->gq->cv);
+    } else {
+        s->gleader = false;
+    }
+    pthread_mutex_unlock(&s->gmu);
+}
 
 int store_put(store *s, struct rk_slice key, struct rk_slice rec)
 {
@@ -935,21 +1200,14 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
         s->gq = NULL;
         pthread_mutex_unlock(&s->gmu);
         store_batch *b = NULL;
+        bool handed = false;
         rc = store_batch_new(&b);
         for (struct store__waiter *w = list; rc == 0 && w; w = w->next)
             rc = store__batch_push(b, w->key, w->rec, false);
         if (rc == 0)
-            rc = store__commit_writes(s, b);
-        pthread_mutex_lock(&s->gmu);
-        if (s->gq != NULL) { /* the next group may commit meanwhile */
-            s->gq->lead = true;
-            pthread_cond_signal(&s->gq->cv);
-        } else {
-            s->gleader = false;
-        }
-        pthread_mutex_unlock(&s->gmu);
-        if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
-            rc = store_sync(s);
+            rc = store__commit_logged(s, b, store__lead_next, &handed);
+        if (!handed)
+            store__lead_next(s);
         size_t i = 0;
         for (struct store__waiter *w = list; w; w = w->next, i++)
             w->result = rc ? rc : store_batch_result(b, i);

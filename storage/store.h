@@ -26,13 +26,16 @@
  * loop thread (uv_queue_work); building a store_batch touches no disk and is
  * loop-safe.
  *
- * Durability (docs/storage.md): in STORE_GROUP_COMMIT mode store_batch_commit
- * returns only after every write it applied is on stable storage; each
- * touched env is committed with MDB_NOSYNC and then all of them are made
- * durable together (one fdatasync for one env, one syncfs(2) of data_dir for
- * several); concurrent commits share syncs. In STORE_PERIODIC mode commits do
- * not wait: a background thread syncs every periodic_ms, so a machine crash
- * loses up to that window (a process crash loses nothing that was committed).
+ * Durability (docs/storage.md): a commit appends its writes as one record
+ * to a commit log (data_dir/commitlog/, sequential segment files) and then
+ * applies them to the range envs with MDB_NOSYNC. In STORE_GROUP_COMMIT mode
+ * store_batch_commit returns only after the log record is on stable storage
+ * (one fdatasync of the log, shared by concurrent commits), and the writes
+ * are applied (visible to readers) only after that. A checkpoint syncs the
+ * envs and deletes the log they cover; store_open replays what is left. In
+ * STORE_PERIODIC mode commits do not wait: a background thread syncs the log
+ * every periodic_ms, so a machine crash loses up to that window (a process
+ * crash loses nothing that was committed).
  */
 #ifndef RK_STORAGE_STORE_H
 #define RK_STORAGE_STORE_H
@@ -122,13 +125,17 @@ struct store_opts {
      * a write fault on a full disk kills the process with SIGBUS instead of
      * returning an error. Off by default. */
     bool write_map;
+    /* Commit log segment size (0: 64 MiB); a checkpoint runs whenever a
+     * segment fills. Replay at open reads at most about this much more
+     * than one segment. */
+    uint64_t log_segment_bytes;
 };
 
 #define STORE_OPTS_INIT                                                       \
     {                                                                         \
         NULL, STORE_GROUP_COMMIT, STORE_SYNC_AUTO, 1000, UINT64_C(864000000), \
             (size_t)64 << 20, (size_t)1 << 40, UINT64_C(1000000),             \
-            UINT64_C(1) << 30, false                                          \
+            UINT64_C(1) << 30, false, UINT64_C(64) << 20                      \
     }
 
 /* Open (creating if needed) the store in opts->data_dir and recover it: an
@@ -141,9 +148,15 @@ int store_open(store **out, const struct store_opts *opts);
 /* Sync and close everything. No call may be in flight. NULL is a no-op. */
 void store_free(store *s);
 
-/* Make every write committed before the call durable (both modes). Syncs
- * run one at a time; callers that arrive during one share the next. */
+/* Make every write committed before the call durable (both modes): one
+ * fdatasync of the commit log. Syncs run one at a time; callers that
+ * arrive during one share the next. */
 int store_sync(store *s);
+
+/* Make the range envs durable and delete the commit log segments they
+ * cover (runs by itself whenever a segment fills, and at store_free).
+ * Writes go on meanwhile; they wait only while the log is cut. */
+int store_checkpoint(store *s);
 
 /* ---- Writes: batches ---------------------------------------------------- */
 

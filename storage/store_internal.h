@@ -11,6 +11,7 @@
 #include <lmdb.h>
 
 #include "storage/store.h"
+#include "storage/wal.h"
 
 /* Inner (LMDB) keys: token (8, big-endian) || user key when the user key is
  * at most STORE__SHORT bytes; longer keys become token || first STORE__SHORT
@@ -74,10 +75,19 @@ struct store {
     pthread_cond_t dcv;
     uint64_t dseq, dsynced;
     bool dsyncing;
-    /* periodic syncer */
+    /* The commit log. Commits hold `walock` shared from appending their
+     * record until their writes are applied to the envs; a checkpoint (and
+     * a drop) takes it exclusively to cut the log where every record
+     * before the cut has been applied. `ckmu`: one checkpoint at a time. */
+    store__wal *wal;
+    pthread_rwlock_t walock;
+    pthread_mutex_t ckmu;
+    /* background thread: periodic log syncs and due checkpoints */
     pthread_t syncer;
     bool syncer_on;
     bool stopping;
+    bool ckpt_due;
+    bool fill_due;
     pthread_mutex_t smu;
     pthread_cond_t scv;
 };
@@ -142,6 +152,8 @@ int store__range_open(struct store__range **out,
 void store__range_close(struct store__range *rr);
 int store__grow(store *s, struct store__range *rr);
 int store__sync_ranges(store *s, struct store__range **rs, size_t n);
+/* Make every env write committed before the call durable (shared syncs). */
+int store__sync_envs(store *s);
 
 /* System env (sys.c) */
 int store__sys_open(store *s);

@@ -1,0 +1,550 @@
+/*
+ * wal.c - the commit log: sequential segment files that make a group
+ * commit durable with one fdatasync of one file (wal.h). The store appends
+ * a batch as one record, syncs the log, and only then applies the batch to
+ * the LMDB envs without syncing them; a checkpoint later syncs the envs
+ * and deletes the segments they cover, and store_open replays what is left.
+ *
+ * A record's checksum is XXH3-64 of its payload seeded with XXH3-64 of the
+ * 24 header bytes before the checksum, so a record left over from another
+ * segment or run (wrong seq or number) or a torn one never verifies.
+ */
+#include "storage/wal.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "common/rk.h"
+
+#define WAL_MAGIC UINT32_C(0x524b4c31) /* "RKL1" */
+
+struct store__wal {
+    char *dir;
+    int dir_fd;
+    uint64_t seg_bytes;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t *segs; /* seqs of the segment files, ascending */
+    size_t nsegs, cap;
+    size_t nfound; /* segs[0..nfound) were found at open */
+    bool started;
+    int fd; /* the current segment (the newest), -1 before start */
+    uint64_t seq;
+    uint64_t off;
+    uint64_t filled; /* bytes of the current file written (records, zeros) */
+    uint64_t rno;    /* number of the last record appended */
+    uint64_t synced; /* records up to this one are durable */
+    bool syncing;
+    int broken; /* sticky: the log can no longer be trusted */
+};
+
+static void wal_put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+static void wal_put64(uint8_t *p, uint64_t v)
+{
+    wal_put32(p, (uint32_t)(v >> 32));
+    wal_put32(p + 4, (uint32_t)v);
+}
+
+static uint32_t wal_get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 |
+           p[3];
+}
+
+static uint64_t wal_get64(const uint8_t *p)
+{
+    return (uint64_t)wal_get32(p) << 32 | wal_get32(p + 4);
+}
+
+static uint64_t wal_hash(const uint8_t *hdr, const uint8_t *p, size_t len)
+{
+    return XXH3_64bits_withSeed(p, len, XXH3_64bits(hdr, 24));
+}
+
+static void wal_name(char *out, size_t n, uint64_t seq)
+{
+    snprintf(out, n, "%016" PRIx64 ".log", seq);
+}
+
+static int wal_seg_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int wal_push(store__wal *w, uint64_t seq)
+{
+    if (w->nsegs == w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 8;
+        uint64_t *n = realloc(w->segs, cap * sizeof(*n));
+        if (n == NULL)
+            return -ENOMEM;
+        w->segs = n;
+        w->cap = cap;
+    }
+    w->segs[w->nsegs++] = seq;
+    return 0;
+}
+
+int store__wal_open(store__wal **out, const char *dir, uint64_t seg_bytes)
+{
+    int rc;
+    store__wal *w = calloc(1, sizeof(*w));
+    if (w == NULL)
+        return -ENOMEM;
+    w->fd = -1;
+    w->dir_fd = -1;
+    w->seg_bytes = seg_bytes ? seg_bytes : 1;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    if ((w->dir = strdup(dir)) == NULL) {
+        rc = -ENOMEM;
+        goto free_w;
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        rc = -errno;
+        goto free_w;
+    }
+    w->dir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (w->dir_fd < 0) {
+        rc = -errno;
+        goto free_w;
+    }
+    DIR *d = opendir(dir);
+    if (d == NULL) {
+        rc = -errno;
+        goto free_w;
+    }
+    struct dirent *e;
+    rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char *end;
+        uint64_t seq = strtoull(e->d_name, &end, 16);
+        if (strlen(e->d_name) != 20 || end != e->d_name + 16 ||
+            strcmp(end, ".log") != 0 || seq == 0) {
+            rc = RK_ECORRUPT;
+            break;
+        }
+        rc = wal_push(w, seq);
+    }
+    closedir(d);
+    if (rc)
+        goto free_w;
+    if (w->nsegs > 1)
+        qsort(w->segs, w->nsegs, sizeof(*w->segs), wal_seg_cmp);
+    w->nfound = w->nsegs;
+    *out = w;
+    return 0;
+free_w:
+    store__wal_free(w);
+    return rc;
+}
+
+void store__wal_free(store__wal *w)
+{
+    if (w == NULL)
+        return;
+    if (w->fd >= 0)
+        close(w->fd);
+    if (w->dir_fd >= 0)
+        close(w->dir_fd);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w->segs);
+    free(w->dir);
+    free(w);
+}
+
+/* ---- Replay ------------------------------------------------------------- */
+
+/* Replay segment `seq`; `newest` says whether a bad record may be a torn
+ * tail. */
+static int wal_replay_seg(store__wal *w,
+                          uint64_t seq,
+                          bool newest,
+                          store__wal_cb cb,
+                          store__wal_seg_cb seg_done,
+                          void *arg)
+{
+    char name[32];
+    wal_name(name, sizeof(name), seq);
+    int fd = openat(w->dir_fd, name, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) != 0) {
+        rc = -errno;
+        close(fd);
+        return rc;
+    }
+    size_t size = (size_t)st.st_size;
+    const uint8_t *m = NULL;
+    if (size > 0) {
+        m = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            rc = -errno;
+            close(fd);
+            return rc;
+        }
+    }
+    close(fd);
+    size_t pos = 0;
+    uint64_t want = 0; /* the next record number (0: any) */
+    bool sealed = false;
+    while (rc == 0 && !sealed) {
+        const uint8_t *h = m + pos;
+        bool ok = size - pos >= STORE__WAL_HDR && wal_get32(h) == WAL_MAGIC &&
+                  wal_get32(h + 4) <= size - pos - STORE__WAL_HDR &&
+                  wal_get64(h + 8) == seq &&
+                  (want == 0 || wal_get64(h + 16) == want);
+        size_t len = ok ? wal_get32(h + 4) : 0;
+        if (ok && wal_hash(h, h + STORE__WAL_HDR, len) != wal_get64(h + 24))
+            ok = false;
+        if (!ok) {
+            if (!newest)
+                rc = RK_ECORRUPT; /* a sealed segment was fully synced */
+            break;                /* a torn tail: never acknowledged */
+        }
+        want = wal_get64(h + 16) + 1;
+        if (len == 0)
+            sealed = true; /* its seal: nothing follows */
+        else
+            rc = cb(h + STORE__WAL_HDR, len, arg);
+        pos += STORE__WAL_HDR + len;
+    }
+    if (rc == 0 && seg_done != NULL)
+        rc = seg_done(arg);
+    if (m != NULL)
+        munmap((void *)m, size);
+    return rc;
+}
+
+int store__wal_replay(store__wal *w,
+                      store__wal_cb cb,
+                      store__wal_seg_cb seg_done,
+                      void *arg)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < w->nfound; i++)
+        rc = wal_replay_seg(w, w->segs[i], i + 1 == w->nfound, cb, seg_done,
+                            arg);
+    return rc;
+}
+
+/* ---- Segments ----------------------------------------------------------- */
+
+/* Create segment `seq` as the current one. Under mu (or before start). */
+static int wal_new_seg(store__wal *w, uint64_t seq)
+{
+    char name[32];
+    wal_name(name, sizeof(name), seq);
+    int fd =
+        openat(w->dir_fd, name, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int rc = wal_push(w, seq);
+    if (rc == 0 && fsync(w->dir_fd) != 0)
+        rc = -errno;
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    w->fd = fd;
+    w->seq = seq;
+    w->off = 0;
+    w->filled = 0;
+    return 0;
+}
+
+/* Seal the current segment (durable, closed) and start the next. Under
+ * mu; waits for a sync in flight on the old descriptor. */
+static int wal_write(store__wal *w, const uint8_t *p, size_t len);
+
+static int wal_rotate(store__wal *w)
+{
+    while (w->syncing)
+        pthread_cond_wait(&w->cv, &w->mu);
+    int rc = wal_write(w, NULL, 0); /* the seal */
+    if (rc)
+        return rc;
+    if (fdatasync(w->fd) != 0) {
+        w->broken = -errno;
+        return w->broken;
+    }
+    w->synced = w->rno;
+    pthread_cond_broadcast(&w->cv);
+    int old = w->fd;
+    rc = wal_new_seg(w, w->seq + 1);
+    if (rc)
+        return rc; /* the old segment stays current */
+    close(old);
+    return 0;
+}
+
+static int wal_unlink(store__wal *w, uint64_t seq)
+{
+    char name[32];
+    wal_name(name, sizeof(name), seq);
+    if (unlinkat(w->dir_fd, name, 0) != 0 && errno != ENOENT)
+        return -errno;
+    return 0;
+}
+
+int store__wal_retire(store__wal *w, uint64_t cut)
+{
+    int rc = 0;
+    pthread_mutex_lock(&w->mu);
+    size_t i = 0;
+    for (; i < w->nsegs && w->segs[i] < cut; i++) {
+        if (w->started && w->segs[i] == w->seq)
+            break; /* never the current one */
+        if ((rc = wal_unlink(w, w->segs[i])))
+            break;
+    }
+    if (i > 0) {
+        memmove(w->segs, w->segs + i, (w->nsegs - i) * sizeof(*w->segs));
+        w->nsegs -= i;
+        w->nfound = w->nfound > i ? w->nfound - i : 0;
+        if (fsync(w->dir_fd) != 0 && rc == 0)
+            rc = -errno;
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int store__wal_start(store__wal *w)
+{
+    uint64_t next = w->nsegs ? w->segs[w->nsegs - 1] + 1 : 1;
+    int rc = store__wal_retire(w, next);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&w->mu);
+    rc = wal_new_seg(w, next);
+    if (rc == 0)
+        w->started = true;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int store__wal_cut(store__wal *w, uint64_t *out_cut)
+{
+    int rc = 0;
+    pthread_mutex_lock(&w->mu);
+    if (!w->started)
+        rc = RK_EINTERNAL;
+    else if (w->broken)
+        rc = w->broken;
+    else if (w->off > 0)
+        rc = wal_rotate(w);
+    if (rc == 0)
+        *out_cut = w->seq;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+size_t store__wal_segments(store__wal *w)
+{
+    pthread_mutex_lock(&w->mu);
+    size_t n = w->nsegs;
+    pthread_mutex_unlock(&w->mu);
+    return n;
+}
+
+uint64_t store__wal_last(store__wal *w)
+{
+    pthread_mutex_lock(&w->mu);
+    uint64_t r = w->rno;
+    pthread_mutex_unlock(&w->mu);
+    return r;
+}
+
+/* ---- Appending and syncing ---------------------------------------------- */
+
+/* Write one record at the append position. Under mu. */
+static int wal_write(store__wal *w, const uint8_t *p, size_t len)
+{
+    uint8_t h[STORE__WAL_HDR];
+    wal_put32(h, WAL_MAGIC);
+    wal_put32(h + 4, (uint32_t)len);
+    wal_put64(h + 8, w->seq);
+    wal_put64(h + 16, w->rno + 1);
+    wal_put64(h + 24, wal_hash(h, p, len));
+    struct iovec iov[2] = {{h, sizeof(h)}, {(void *)p, len}};
+    size_t total = sizeof(h) + len, done = 0;
+    while (done < total) {
+        ssize_t n = pwritev(w->fd, iov, 2, (off_t)(w->off + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            int rc = n < 0 ? -errno : -EIO;
+            /* Leave no partial record behind: later records would be
+             * read as following a torn tail. Zeros are harmless. */
+            static const uint8_t zeros[STORE__WAL_HDR];
+            if (pwrite(w->fd, zeros, sizeof(zeros), (off_t)w->off) !=
+                (ssize_t)sizeof(zeros))
+                w->broken = rc;
+            return rc;
+        }
+        done += (size_t)n;
+        for (int i = 0; i < 2 && n > 0; i++) {
+            size_t step =
+                (size_t)n < iov[i].iov_len ? (size_t)n : iov[i].iov_len;
+            iov[i].iov_base = (uint8_t *)iov[i].iov_base + step;
+            iov[i].iov_len -= step;
+            n -= (ssize_t)step;
+        }
+    }
+    w->off += total;
+    if (w->off > w->filled)
+        w->filled = w->off;
+    w->rno++;
+    return 0;
+}
+
+/* How far ahead of the append position zeros are kept: grows with the
+ * segment, so a store that writes little writes few zeros. */
+static uint64_t wal_ahead(const store__wal *w)
+{
+    uint64_t a = 2 * w->off;
+    if (a < ((uint64_t)256 << 10))
+        a = (uint64_t)256 << 10;
+    if (a > ((uint64_t)8 << 20))
+        a = (uint64_t)8 << 20;
+    return a;
+}
+
+int store__wal_append(uint64_t *out_lsn,
+                      int *out_flags,
+                      store__wal *w,
+                      const uint8_t *p,
+                      size_t len)
+{
+    if (len > UINT32_MAX - STORE__WAL_HDR)
+        return RK_ETOOLARGE;
+    if (len == 0)
+        return RK_EBADREQ; /* an empty payload is a seal */
+    int rc = 0;
+    *out_flags = 0;
+    pthread_mutex_lock(&w->mu);
+    if (!w->started) {
+        rc = RK_EINTERNAL;
+        goto unlock;
+    }
+    if (w->broken) {
+        rc = w->broken;
+        goto unlock;
+    }
+    if (w->off > 0 && w->off + STORE__WAL_HDR + len > w->seg_bytes) {
+        if ((rc = wal_rotate(w)))
+            goto unlock;
+        *out_flags |= STORE__WAL_SEALED;
+    }
+    if ((rc = wal_write(w, p, len)))
+        goto unlock;
+    *out_lsn = w->rno;
+    if (w->filled - w->off < wal_ahead(w) / 2 && w->filled < w->seg_bytes)
+        *out_flags |= STORE__WAL_FILL;
+unlock:
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+int store__wal_prefill(store__wal *w)
+{
+    static const uint8_t zeros[1 << 16];
+    int rc = 0, fd = -1;
+    uint64_t seq = 0;
+    pthread_mutex_lock(&w->mu);
+    while (rc == 0 && w->started && !w->broken) {
+        if (fd >= 0 && w->seq != seq)
+            break; /* rotated meanwhile: the new segment's turn next time */
+        uint64_t target = w->off + wal_ahead(w);
+        if (target > w->seg_bytes)
+            target = w->seg_bytes;
+        if (w->filled >= target)
+            break;
+        if (fd < 0) {
+            seq = w->seq;
+            if ((fd = dup(w->fd)) < 0) {
+                rc = -errno;
+                break;
+            }
+        }
+        /* Up to a MiB per turn of the lock, beyond every record. */
+        uint64_t end = w->filled + ((uint64_t)1 << 20);
+        if (end > target)
+            end = target;
+        while (rc == 0 && w->filled < end) {
+            size_t n = end - w->filled < sizeof(zeros)
+                           ? (size_t)(end - w->filled)
+                           : sizeof(zeros);
+            ssize_t r = pwrite(fd, zeros, n, (off_t)w->filled);
+            if (r <= 0)
+                rc = r < 0 ? -errno : -EIO;
+            else
+                w->filled += (uint64_t)r;
+        }
+        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_lock(&w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (fd >= 0) {
+        if (rc == 0 && fdatasync(fd) != 0)
+            rc = -errno;
+        close(fd);
+    }
+    return rc;
+}
+
+int store__wal_sync(store__wal *w, uint64_t lsn)
+{
+    int rc = 0;
+    pthread_mutex_lock(&w->mu);
+    while (w->synced < lsn) {
+        if (w->broken) {
+            rc = w->broken;
+            break;
+        }
+        if (w->syncing) {
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
+        w->syncing = true;
+        uint64_t upto = w->rno;
+        int fd = w->fd;
+        pthread_mutex_unlock(&w->mu);
+        int r = fdatasync(fd) == 0 ? 0 : -errno;
+        pthread_mutex_lock(&w->mu);
+        w->syncing = false;
+        if (r == 0 && upto > w->synced)
+            w->synced = upto;
+        if (r != 0)
+            w->broken = r; /* after a failed fsync the pages may be lost */
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}

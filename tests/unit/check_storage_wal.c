@@ -1,0 +1,696 @@
+/*
+ * check_storage_wal.c - the commit log (storage/wal.c) and its use by the
+ * store: append/replay round trip, torn tails, corruption, checkpoints
+ * retiring segments, replay into a split ring, and drops not resurrected
+ * by replay.
+ *
+ * Some tests write log records directly (store__wal_*), with the payload
+ * format spelled out here (a golden check of it), so a write lives only in
+ * the log when the store opens: what a power loss leaves when the env
+ * pages had not reached the disk.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "common/rk.h"
+#include "storage/store.h"
+#include "storage/wal.h"
+
+static char tmpdir[256];
+static char logdir[300];
+
+static void mk_tmp(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof(tmpdir), "%s/rk_wal_XXXXXX", t ? t : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    snprintf(logdir, sizeof(logdir), "%s/commitlog", tmpdir);
+}
+
+static void rm_tmp(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static store *open_opts(struct store_opts *o)
+{
+    o->data_dir = tmpdir;
+    store *s = NULL;
+    int rc = store_open(&s, o);
+    ck_assert_msg(rc == 0, "store_open: %s", rk_strerror(rc));
+    return s;
+}
+
+static store *open_store(void)
+{
+    struct store_opts o = STORE_OPTS_INIT;
+    return open_opts(&o);
+}
+
+/* Segment files in the log directory. */
+static int nsegs(void)
+{
+    DIR *d = opendir(logdir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}
+
+static void seg_path(char *out, size_t n, uint64_t seq)
+{
+    snprintf(out, n, "%s/%016llx.log", logdir, (unsigned long long)seq);
+}
+
+static off_t fsize(const char *p)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(p, &st), 0);
+    return st.st_size;
+}
+
+static void key_of(char *k, size_t n, int i)
+{
+    snprintf(k, n, "wal:%d", i);
+}
+
+static size_t rec_of(uint8_t *out, size_t cap, int i)
+{
+    char v[32];
+    snprintf(v, sizeof(v), "v%d", i);
+    struct store_record r = {100 + (uint64_t)i, 0, 0, RK_SLICE(v, strlen(v))};
+    size_t n;
+    ck_assert_int_eq(store_record_encode(out, cap, &n, &r), 0);
+    return n;
+}
+
+static void put32(uint8_t *p, size_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* A log payload with the writes of keys first..first+n-1:
+ * u32 count | (u32 klen | u32 rlen | key | rec)... */
+static size_t payload(uint8_t *out, int first, int n)
+{
+    size_t off = 4;
+    put32(out, (size_t)n);
+    for (int i = first; i < first + n; i++) {
+        char k[32];
+        uint8_t r[64];
+        key_of(k, sizeof(k), i);
+        size_t rl = rec_of(r, sizeof(r), i);
+        put32(out + off, strlen(k));
+        put32(out + off + 4, rl);
+        memcpy(out + off + 8, k, strlen(k));
+        memcpy(out + off + 8 + strlen(k), r, rl);
+        off += 8 + strlen(k) + rl;
+    }
+    return off;
+}
+
+/* Write `nrec` records of `per` keys each straight into the log (as a
+ * store that crashed before applying them would leave it). */
+static void log_keys(int nrec, int per, uint64_t seg_bytes)
+{
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, seg_bytes), 0);
+    ck_assert_int_eq(store__wal_start(w), 0);
+    static uint8_t buf[1 << 16];
+    uint64_t lsn = 0;
+    for (int r = 0; r < nrec; r++) {
+        size_t n = payload(buf, r * per, per);
+        int sealed;
+        ck_assert_int_eq(store__wal_append(&lsn, &sealed, w, buf, n), 0);
+    }
+    ck_assert_int_eq(store__wal_sync(w, lsn), 0);
+    store__wal_free(w);
+}
+
+/* Whether key i reads with its value. */
+static bool has_key(store *s, int i)
+{
+    char k[32];
+    uint8_t want[64];
+    key_of(k, sizeof(k), i);
+    size_t wl = rec_of(want, sizeof(want), i);
+    uint8_t *p;
+    size_t n;
+    int rc = store_get(&p, &n, s, RK_SLICE(k, strlen(k)), 1);
+    if (rc == RK_ENOTFOUND)
+        return false;
+    ck_assert_msg(rc == 0, "get %d: %s", i, rk_strerror(rc));
+    bool same = n == wl && memcmp(p, want, n) == 0;
+    free(p);
+    ck_assert_msg(same, "key %d has a wrong record", i);
+    return true;
+}
+
+/* Every entry of every env inside its range (nothing misplaced). */
+static void check_placement(store *s)
+{
+    struct store_range *rs;
+    size_t n;
+    ck_assert_int_eq(store_range_list(&rs, &n, s), 0);
+    for (size_t i = 0; i < n; i++) {
+        struct store_range_info info;
+        struct store_digest d;
+        ck_assert_int_eq(store_range_info(&info, s, rs[i]), 0);
+        ck_assert_int_eq(store_digest(&d, s, rs[i]), 0);
+        ck_assert_uint_eq(info.keys, d.keys);
+    }
+    free(rs);
+}
+
+/* ---- the log itself ----------------------------------------------------- */
+
+struct seen {
+    int n;
+    size_t len[64];
+    uint8_t first[64];
+};
+
+static int seen_cb(const uint8_t *p, size_t len, void *arg)
+{
+    struct seen *s = arg;
+    ck_assert_int_lt(s->n, 64);
+    s->len[s->n] = len;
+    s->first[s->n] = len ? p[0] : 0;
+    s->n++;
+    return 0;
+}
+
+static int replay_seen(struct seen *s, uint64_t seg_bytes)
+{
+    store__wal *w;
+    memset(s, 0, sizeof(*s));
+    ck_assert_int_eq(store__wal_open(&w, logdir, seg_bytes), 0);
+    int rc = store__wal_replay(w, seen_cb, NULL, s);
+    store__wal_free(w);
+    return rc;
+}
+
+/* Records i = 0..n-1 of length 10 + i, filled with byte i. */
+static void append_n(uint64_t seg_bytes, int n, int *out_sealed)
+{
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, seg_bytes), 0);
+    ck_assert_int_eq(store__wal_start(w), 0);
+    uint64_t lsn = 0, prev = 0;
+    *out_sealed = 0;
+    for (int i = 0; i < n; i++) {
+        uint8_t b[64];
+        memset(b, i, sizeof(b));
+        int sealed;
+        ck_assert_int_eq(store__wal_append(&lsn, &sealed, w, b, 10 + (size_t)i),
+                         0);
+        ck_assert_uint_gt(lsn, prev); /* + 1, and + 1 per seal record */
+        prev = lsn;
+        *out_sealed += (sealed & STORE__WAL_SEALED) != 0;
+    }
+    ck_assert_int_eq(store__wal_sync(w, lsn), 0);
+    ck_assert_uint_eq(store__wal_last(w), lsn);
+    ck_assert_uint_eq(lsn, (uint64_t)(n + *out_sealed));
+    store__wal_free(w);
+}
+
+START_TEST(log_append_replay_round_trip)
+{
+    mk_tmp();
+    int sealed;
+    append_n(1 << 20, 20, &sealed);
+    ck_assert_int_eq(sealed, 0);
+    ck_assert_int_eq(nsegs(), 1);
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 1 << 20), 0);
+    ck_assert_int_eq(s.n, 20);
+    for (int i = 0; i < 20; i++) {
+        ck_assert_uint_eq(s.len[i], 10 + (size_t)i);
+        ck_assert_uint_eq(s.first[i], (uint8_t)i);
+    }
+    /* Across segments: 200-byte segments hold about 3 records each. */
+    rm_tmp();
+    mk_tmp();
+    append_n(200, 20, &sealed);
+    ck_assert_int_gt(sealed, 3);
+    ck_assert_int_eq(nsegs(), sealed + 1);
+    ck_assert_int_eq(replay_seen(&s, 200), 0);
+    ck_assert_int_eq(s.n, 20);
+    for (int i = 0; i < 20; i++)
+        ck_assert_uint_eq(s.first[i], (uint8_t)i);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(log_torn_tail_ends_replay)
+{
+    mk_tmp();
+    int sealed;
+    append_n(1 << 20, 5, &sealed);
+    char p[400];
+    seg_path(p, sizeof(p), 1);
+    off_t full = fsize(p);
+    /* Every cut inside the last record (header or payload) drops only it. */
+    off_t last = STORE__WAL_HDR + 14; /* record 4: 32-byte header + 14 */
+    for (off_t cut = full - last + 1; cut < full; cut += 7) {
+        ck_assert_int_eq(truncate(p, cut), 0);
+        struct seen s;
+        ck_assert_int_eq(replay_seen(&s, 1 << 20), 0);
+        ck_assert_int_eq(s.n, 4);
+    }
+    /* Zeros after the last record (a preallocated or torn block). */
+    ck_assert_int_eq(truncate(p, full + 4096), 0);
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 1 << 20), 0);
+    ck_assert_int_eq(s.n, 4);
+    rm_tmp();
+}
+END_TEST
+
+static void flip(const char *p, off_t at)
+{
+    int fd = open(p, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint8_t c;
+    ck_assert_int_eq(pread(fd, &c, 1, at), 1);
+    c ^= 0x40;
+    ck_assert_int_eq(pwrite(fd, &c, 1, at), 1);
+    close(fd);
+}
+
+START_TEST(log_corruption_in_newest_segment_stops)
+{
+    mk_tmp();
+    int sealed;
+    append_n(1 << 20, 5, &sealed);
+    char p[400];
+    seg_path(p, sizeof(p), 1);
+    /* A payload byte of record 2 (records 0 and 1: 32+10 and 32+11). */
+    flip(p, 32 + 10 + 32 + 11 + 32 + 3);
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 1 << 20), 0);
+    ck_assert_int_eq(s.n, 2); /* a torn tail cannot be told from it */
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(log_corruption_in_sealed_segment_is_error)
+{
+    mk_tmp();
+    int sealed;
+    append_n(200, 20, &sealed);
+    ck_assert_int_gt(sealed, 1);
+    char p[400];
+    seg_path(p, sizeof(p), 1);
+    flip(p, STORE__WAL_HDR + 2);
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 200), RK_ECORRUPT);
+    /* A sealed segment cut short is corrupt too. */
+    rm_tmp();
+    mk_tmp();
+    append_n(200, 20, &sealed);
+    seg_path(p, sizeof(p), 2);
+    ck_assert_int_eq(truncate(p, fsize(p) - 1), 0);
+    ck_assert_int_eq(replay_seen(&s, 200), RK_ECORRUPT);
+    /* ... and the store refuses to open rather than lose what follows
+     * (it opens the same log uncorrupted). */
+    struct store_opts o = STORE_OPTS_INIT;
+    store *st = NULL;
+    rm_tmp();
+    mk_tmp();
+    log_keys(20, 1, 200);
+    ck_assert_int_gt(nsegs(), 2);
+    st = open_opts(&o);
+    store_free(st);
+    rm_tmp();
+    mk_tmp();
+    log_keys(20, 1, 200);
+    seg_path(p, sizeof(p), 1);
+    ck_assert_int_eq(truncate(p, fsize(p) - 1), 0);
+    o.data_dir = tmpdir;
+    st = NULL;
+    ck_assert_int_eq(store_open(&st, &o), RK_ECORRUPT);
+    ck_assert_ptr_null(st);
+    rm_tmp();
+}
+END_TEST
+
+/* Zeros written ahead of the append position (in the newest segment and
+ * after the seal of older ones) are skipped, records keep their order. */
+START_TEST(log_prefill_zeros_are_skipped)
+{
+    mk_tmp();
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
+    ck_assert_int_eq(store__wal_start(w), 0);
+    uint64_t lsn = 0;
+    int flags, fills = 0;
+    uint8_t b[40000];
+    for (int i = 0; i < 40; i++) {
+        memset(b, i, sizeof(b));
+        ck_assert_int_eq(store__wal_append(&lsn, &flags, w, b, sizeof(b)), 0);
+        if (flags & STORE__WAL_FILL) {
+            ck_assert_int_eq(store__wal_prefill(w), 0);
+            fills++;
+        }
+    }
+    ck_assert_int_gt(fills, 0);
+    ck_assert_int_eq(store__wal_sync(w, lsn), 0);
+    ck_assert_int_eq(store__wal_segments(w), 2); /* 1 MiB segments */
+    store__wal_free(w);
+    char p[400];
+    seg_path(p, sizeof(p), 2);
+    ck_assert_int_eq(fsize(p), 1 << 20); /* zeros up to the segment size */
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 1 << 20), 0);
+    ck_assert_int_eq(s.n, 40);
+    for (int i = 0; i < 40; i++)
+        ck_assert_uint_eq(s.first[i], (uint8_t)i);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(log_stray_file_is_error)
+{
+    mk_tmp();
+    ck_assert_int_eq(mkdir(logdir, 0755), 0);
+    char p[400];
+    snprintf(p, sizeof(p), "%s/junk", logdir);
+    FILE *f = fopen(p, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    store__wal *w = NULL;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), RK_ECORRUPT);
+    ck_assert_ptr_null(w);
+    rm_tmp();
+}
+END_TEST
+
+/* ---- the store and its log ---------------------------------------------- */
+
+START_TEST(store_replays_log_only_writes)
+{
+    mk_tmp();
+    store *s = open_store();
+    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
+    store_free(s);
+    char p[400];
+    seg_path(p, sizeof(p), 1); /* a clean close leaves an empty log */
+    ck_assert_int_eq(nsegs(), 1);
+    ck_assert_int_eq(fsize(p), 0);
+    log_keys(10, 30, 1 << 20);
+    s = open_store();
+    for (int i = 0; i < 300; i++)
+        ck_assert_msg(has_key(s, i), "key %d not replayed", i);
+    ck_assert_int_eq(nsegs(), 1); /* replayed, synced, retired; a new one */
+    store_free(s);
+    /* Replaying again (the log of a run that crashed while replaying) is
+     * harmless: the same records, merged again. */
+    log_keys(10, 30, 1 << 20);
+    s = open_store();
+    struct store_digest d;
+    ck_assert_int_eq(store_digest(&d, s, (struct store_range){0, 0}), 0);
+    ck_assert_uint_eq(d.keys, 300);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(store_replay_lands_in_split_ranges)
+{
+    mk_tmp();
+    store *s = open_store();
+    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
+    ck_assert_int_eq(
+        store_range_split(s, (struct store_range){0, 0}, 1ull << 62), 0);
+    ck_assert_int_eq(
+        store_range_split(s, (struct store_range){1ull << 62, 0}, 3ull << 62),
+        0);
+    store_free(s);
+    log_keys(8, 50, 1 << 20);
+    s = open_store();
+    for (int i = 0; i < 400; i++)
+        ck_assert(has_key(s, i));
+    check_placement(s);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(store_replay_skips_tokens_not_held)
+{
+    mk_tmp();
+    struct store_range half = {0, 1ull << 63};
+    store *s = open_store();
+    ck_assert_int_eq(store_range_create(s, half), 0);
+    store_free(s);
+    log_keys(4, 50, 1 << 20);
+    s = open_store();
+    int held = 0;
+    for (int i = 0; i < 200; i++) {
+        char k[32];
+        key_of(k, sizeof(k), i);
+        bool in = store_range_contains(half, rk_token(k, strlen(k)));
+        ck_assert_int_eq(has_key(s, i), in);
+        held += in;
+    }
+    ck_assert_int_gt(held, 0);
+    ck_assert_int_lt(held, 200);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+START_TEST(store_checkpoint_retires_segments)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.log_segment_bytes = 4096;
+    store *s = open_opts(&o);
+    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
+    store_batch *b;
+    ck_assert_int_eq(store_batch_new(&b), 0);
+    for (int r = 0; r < 40; r++) {
+        store_batch_reset(b);
+        for (int i = r * 25; i < r * 25 + 25; i++) {
+            char k[32];
+            uint8_t rb[64];
+            key_of(k, sizeof(k), i);
+            size_t rl = rec_of(rb, sizeof(rb), i);
+            ck_assert_int_eq(
+                store_batch_add(b, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl)),
+                0);
+        }
+        ck_assert_int_eq(store_batch_commit(s, b), 0);
+        ck_assert_int_eq(store_batch_result(b, 0), 0);
+    }
+    store_batch_free(b);
+    ck_assert_int_eq(store_checkpoint(s), 0);
+    ck_assert_int_eq(nsegs(), 1);
+    ck_assert_int_eq(store_checkpoint(s), 0); /* an empty log: nothing */
+    ck_assert_int_eq(nsegs(), 1);
+    store_free(s);
+    s = open_store();
+    for (int i = 0; i < 1000; i++)
+        ck_assert(has_key(s, i));
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* A dropped range's logged writes must not come back at replay into a
+ * range created again over the same tokens. The child writes, drops,
+ * re-creates and exits without closing (no checkpoint but the drop's). */
+START_TEST(store_drop_is_not_resurrected_by_replay)
+{
+    mk_tmp();
+    struct store_range a = {0, 1ull << 63}, bb = {1ull << 63, 0};
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        store *s = NULL;
+        struct store_opts o = STORE_OPTS_INIT;
+        o.data_dir = tmpdir;
+        if (store_open(&s, &o) || store_range_create(s, a) ||
+            store_range_create(s, bb))
+            _exit(2);
+        store_batch *b;
+        if (store_batch_new(&b))
+            _exit(2);
+        for (int i = 0; i < 200; i++) {
+            char k[32];
+            uint8_t rb[64];
+            key_of(k, sizeof(k), i);
+            size_t rl = rec_of(rb, sizeof(rb), i);
+            if (store_batch_add(b, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl)))
+                _exit(3);
+        }
+        if (store_batch_commit(s, b) || store_range_drop(s, a) ||
+            store_range_create(s, a))
+            _exit(4);
+        _exit(0);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    store *s = open_store();
+    int inb = 0;
+    for (int i = 0; i < 200; i++) {
+        char k[32];
+        key_of(k, sizeof(k), i);
+        bool in_a = store_range_contains(a, rk_token(k, strlen(k)));
+        ck_assert_msg(has_key(s, i) == !in_a,
+                      "key %d: %s after drop + create + replay", i,
+                      in_a ? "resurrected" : "lost");
+        inb += !in_a;
+    }
+    ck_assert_int_gt(inb, 0);
+    check_placement(s);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+struct writer {
+    store *s;
+    int first, n, rc;
+};
+
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+    for (int i = w->first; w->rc == 0 && i < w->first + w->n; i++) {
+        char k[32];
+        uint8_t rb[64];
+        key_of(k, sizeof(k), i);
+        size_t rl = rec_of(rb, sizeof(rb), i);
+        w->rc = store_put(w->s, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl));
+    }
+    return NULL;
+}
+
+/* Writers run while segments fill every few commits (checkpoints by the
+ * background thread), another thread checkpoints, splits and merges: no
+ * deadlock, every write present and placed, also after reopen. */
+START_TEST(store_checkpoints_during_writes_and_splits)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.log_segment_bytes = 8192;
+    store *s = open_opts(&o);
+    struct store_range all = {0, 0};
+    ck_assert_int_eq(store_range_create(s, all), 0);
+    pthread_t th[4];
+    struct writer w[4];
+    for (int i = 0; i < 4; i++) {
+        w[i] = (struct writer){s, i * 400, 400, 0};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
+    }
+    uint64_t at = 1ull << 63;
+    for (int r = 0; r < 6; r++) {
+        ck_assert_int_eq(store_checkpoint(s), 0);
+        ck_assert_int_eq(store_range_split(s, all, at), 0);
+        ck_assert_int_eq(store_checkpoint(s), 0);
+        ck_assert_int_eq(store_range_merge(s, (struct store_range){0, at},
+                                           (struct store_range){at, 0}),
+                         0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        ck_assert_int_eq(w[i].rc, 0);
+    }
+    for (int i = 0; i < 1600; i++)
+        ck_assert(has_key(s, i));
+    check_placement(s);
+    store_free(s);
+    s = open_store();
+    for (int i = 0; i < 1600; i++)
+        ck_assert(has_key(s, i));
+    check_placement(s);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* In periodic mode writes are logged too and replayed. */
+START_TEST(store_periodic_logs_writes)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.durability = STORE_PERIODIC;
+    o.periodic_ms = 10;
+    store *s = open_opts(&o);
+    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
+    for (int i = 0; i < 50; i++) {
+        char k[32];
+        uint8_t rb[64];
+        key_of(k, sizeof(k), i);
+        size_t rl = rec_of(rb, sizeof(rb), i);
+        ck_assert_int_eq(store_put(s, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl)),
+                         0);
+    }
+    ck_assert_int_eq(store_sync(s), 0);
+    struct seen sn;
+    memset(&sn, 0, sizeof(sn));
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
+    ck_assert_int_eq(store__wal_replay(w, seen_cb, NULL, &sn), 0);
+    store__wal_free(w);
+    ck_assert_int_ge(sn.n, 1); /* store_put groups: 1..50 records */
+    ck_assert_int_le(sn.n, 50);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+static Suite *wal_suite(void)
+{
+    Suite *s = suite_create("storage_wal");
+    TCase *tc = tcase_create("log");
+    tcase_add_test(tc, log_append_replay_round_trip);
+    tcase_add_test(tc, log_torn_tail_ends_replay);
+    tcase_add_test(tc, log_corruption_in_newest_segment_stops);
+    tcase_add_test(tc, log_corruption_in_sealed_segment_is_error);
+    tcase_add_test(tc, log_prefill_zeros_are_skipped);
+    tcase_add_test(tc, log_stray_file_is_error);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("store");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, store_replays_log_only_writes);
+    tcase_add_test(tc, store_replay_lands_in_split_ranges);
+    tcase_add_test(tc, store_replay_skips_tokens_not_held);
+    tcase_add_test(tc, store_checkpoint_retires_segments);
+    tcase_add_test(tc, store_drop_is_not_resurrected_by_replay);
+    tcase_add_test(tc, store_periodic_logs_writes);
+    tcase_add_test(tc, store_checkpoints_during_writes_and_splits);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(wal_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
