@@ -215,11 +215,13 @@ static int wal_replay_seg(store__wal *w,
     uint64_t want = 0; /* the next record number (0: any) */
     bool sealed = false;
     while (rc == 0 && !sealed) {
-        const uint8_t *h = m + pos;
-        bool ok = size - pos >= STORE__WAL_HDR && wal_get32(h) == WAL_MAGIC &&
-                  wal_get32(h + 4) <= size - pos - STORE__WAL_HDR &&
-                  wal_get64(h + 8) == seq &&
-                  (want == 0 || wal_get64(h + 16) == want);
+        /* m is NULL for an empty file: no pointer into it before this. */
+        bool ok = size - pos >= STORE__WAL_HDR;
+        const uint8_t *h = ok ? m + pos : NULL;
+        ok = ok && wal_get32(h) == WAL_MAGIC &&
+             wal_get32(h + 4) <= size - pos - STORE__WAL_HDR &&
+             wal_get64(h + 8) == seq &&
+             (want == 0 || wal_get64(h + 16) == want);
         size_t len = ok ? wal_get32(h + 4) : 0;
         if (ok && wal_hash(h, h + STORE__WAL_HDR, len) != wal_get64(h + 24))
             ok = false;
