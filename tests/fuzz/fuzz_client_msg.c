@@ -28,6 +28,8 @@ static void check_req(const uint8_t *body, size_t len)
             abort();
         if (q.key.len && memcmp(d.key.p, q.key.p, q.key.len) != 0)
             abort();
+        if (q.value.len && memcmp(d.value.p, q.value.p, q.value.len) != 0)
+            abort();
         wire_creq_clear(&d);
     }
     wire_creq_clear(&q);
