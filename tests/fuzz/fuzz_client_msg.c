@@ -50,6 +50,9 @@ static void check_resp(const uint8_t *body, size_t len)
             d.nvalues != r.nvalues || d.nnodes != r.nnodes ||
             d.ntokens != r.ntokens || d.nendpoints != r.nendpoints)
             abort();
+        if (d.value.len != r.value.len ||
+            (r.value.len && memcmp(d.value.p, r.value.p, r.value.len) != 0))
+            abort();
         /* an unknown error name re-encodes as INTERNAL */
         if ((d.err == 0) != (r.err == 0))
             abort();
