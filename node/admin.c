@@ -325,24 +325,14 @@ char *node__metrics_text(node *n, size_t *out_len)
               (unsigned long long)(n->ring ? ring_fingerprint(n->ring) : 0),
               n->ring_stale, (long long)n->coord_inflight);
     if (n->store) {
-        struct store_range *rs = NULL;
-        size_t nr = 0;
-        uint64_t keys = 0, bytes = 0;
-        if (store_range_list(&rs, &nr, n->store) == 0) {
-            for (size_t i = 0; i < nr; i++) {
-                struct store_range_info ri;
-                if (store_range_info(&ri, n->store, rs[i]) == 0) {
-                    keys += ri.keys;
-                    bytes += ri.disk_bytes;
-                }
-            }
-            free(rs);
-        }
+        uint64_t nr, keys, bytes;
+        node__obs_store_totals(n, &nr, &keys, &bytes);
         tb_printf(&t,
-                  "# TYPE ringkv_ranges gauge\nringkv_ranges %zu\n"
+                  "# TYPE ringkv_ranges gauge\nringkv_ranges %llu\n"
                   "# TYPE ringkv_keys gauge\nringkv_keys %llu\n"
                   "# TYPE ringkv_disk_bytes gauge\nringkv_disk_bytes %llu\n",
-                  nr, (unsigned long long)keys, (unsigned long long)bytes);
+                  (unsigned long long)nr, (unsigned long long)keys,
+                  (unsigned long long)bytes);
     }
     if (t.oom) {
         free(t.p);

@@ -389,8 +389,6 @@ static int encode_records(struct creq *q, const struct rpc_record *rec)
                           .epoch = ring_epoch(q->n->ring),
                           .key = RK_SLICE(q->key, q->klen),
                           .rec = *rec};
-    if (!w.rec.value.p) /* encoders memcpy from it even when empty */
-        w.rec.value = RK_SLICE("", 0);
     rpc_buf_reset(&q->wmsg);
     int rc = rpc_write_encode(&q->wmsg, &w);
     if (rc < 0)
@@ -487,7 +485,6 @@ static int coord_write(node *n,
     }
     uint64_t now = node__now_ms();
     struct rpc_record rec = {.ts = hlc_now(&n->hlc, now)};
-    rec.value = RK_SLICE("", 0);
     if (op == C_DEL) {
         rec.flags = RPC_REC_TOMBSTONE;
     } else {

@@ -27,6 +27,7 @@
 
 #include "node/log.h"
 #include "node/node_internal.h"
+#include "node/obs.h"
 
 #define RING_DELAY_TICKS 5    /* rounds a fresh node listens before joining */
 #define RING_DELAY_MS    2000 /* ... and at least this long */
@@ -588,17 +589,8 @@ static void on_tick(uv_timer_t *t)
     n->ticks++;
     if (n->ticks % 10 == 1 && n->store) {
         /* LOAD: bytes on disk of the local ranges */
-        struct store_range *rs = NULL;
-        size_t nr = 0;
-        uint64_t bytes = 0;
-        if (store_range_list(&rs, &nr, n->store) == 0) {
-            for (size_t i = 0; i < nr; i++) {
-                struct store_range_info ri;
-                if (store_range_info(&ri, n->store, rs[i]) == 0)
-                    bytes += ri.disk_bytes;
-            }
-            free(rs);
-        }
+        uint64_t ranges, keys, bytes;
+        node__obs_store_totals(n, &ranges, &keys, &bytes);
         char load[32];
         int l = snprintf(load, sizeof(load), "%llu", (unsigned long long)bytes);
         gossip_state_set(n->g, GOSSIP_KEY_LOAD, load, (size_t)l);

@@ -28,6 +28,8 @@ static void check_req(const uint8_t *body, size_t len)
             abort();
         if (q.key.len && memcmp(d.key.p, q.key.p, q.key.len) != 0)
             abort();
+        if (q.value.len && memcmp(d.value.p, q.value.p, q.value.len) != 0)
+            abort();
         wire_creq_clear(&d);
     }
     wire_creq_clear(&q);
@@ -47,6 +49,9 @@ static void check_resp(const uint8_t *body, size_t len)
         if (d.id != r.id || d.op != r.op || d.has != r.has ||
             d.nvalues != r.nvalues || d.nnodes != r.nnodes ||
             d.ntokens != r.ntokens || d.nendpoints != r.nendpoints)
+            abort();
+        if (d.value.len != r.value.len ||
+            (r.value.len && memcmp(d.value.p, r.value.p, r.value.len) != 0))
             abort();
         /* an unknown error name re-encodes as INTERNAL */
         if ((d.err == 0) != (r.err == 0))
