@@ -218,7 +218,8 @@ static int report(struct cli *a, ringkv *c, int rc)
     return exit_code(rc);
 }
 
-/* Run one request synchronously; on error report it. */
+/* Run one request synchronously; on error report it. Returns EXIT_OK or
+ * the (nonzero) exit code already reported. */
 static int
 call(struct cli *a, ringkv *c, struct wire_cresp *r, struct wire_creq *q)
 {
@@ -226,9 +227,9 @@ call(struct cli *a, ringkv *c, struct wire_cresp *r, struct wire_creq *q)
     if (rc != 0) {
         int code = report(a, c, rc);
         wire_cresp_clear(r);
-        return -code;
+        return code;
     }
-    return 0;
+    return EXIT_OK;
 }
 
 /* ---- data commands ------------------------------------------------------ */
@@ -287,7 +288,7 @@ static int cmd_mget(struct cli *a, ringkv *c)
     struct wire_cresp r;
     int rc = call(a, c, &r, &q);
     if (rc != 0)
-        return -rc;
+        return rc;
     if (r.nvalues != (size_t)a->npos) {
         fprintf(stderr, "ringkv mget: %zu values for %d keys\n", r.nvalues,
                 a->npos);
@@ -383,7 +384,7 @@ static int cmd_put(struct cli *a, ringkv *c)
     int rc = call(a, c, &r, &q);
     free(stdin_buf);
     if (rc != 0)
-        return -rc;
+        return rc;
     print_ok(a, &r);
     wire_cresp_clear(&r);
     return EXIT_OK;
@@ -396,7 +397,7 @@ static int cmd_del(struct cli *a, ringkv *c)
     struct wire_cresp r;
     int rc = call(a, c, &r, &q);
     if (rc != 0)
-        return -rc;
+        return rc;
     print_ok(a, &r);
     wire_cresp_clear(&r);
     return EXIT_OK;
@@ -408,7 +409,7 @@ static int cmd_ping(struct cli *a, ringkv *c)
     struct wire_cresp r;
     int rc = call(a, c, &r, &q);
     if (rc != 0)
-        return -rc;
+        return rc;
     if (a->json) {
         printf("{\"ok\":true,\"peer\":");
         json_cstr(stdout, ringkv_peer(c));
@@ -523,7 +524,7 @@ static int cmd_status(struct cli *a, ringkv *c)
     struct wire_cresp r;
     int rc = call(a, c, &r, &q);
     if (rc != 0)
-        return -rc;
+        return rc;
     if (a->json) {
         json_ring_head(&r);
         printf(",\"nodes\":[");
@@ -565,7 +566,7 @@ static int cmd_ring(struct cli *a, ringkv *c)
     struct wire_cresp r;
     int rc = call(a, c, &r, &q);
     if (rc != 0)
-        return -rc;
+        return rc;
     if (a->json) {
         json_ring_head(&r);
         printf(",\"tokens\":[");
@@ -600,7 +601,7 @@ static int cmd_endpoints(struct cli *a, ringkv *c)
     struct wire_cresp r;
     int rc = call(a, c, &r, &q);
     if (rc != 0)
-        return -rc;
+        return rc;
     /* the partitioner is shared: a different token means the client and the
      * server disagree on where keys live */
     uint64_t mine = rk_token(a->pos[0], strlen(a->pos[0]));
@@ -647,7 +648,7 @@ static int cmd_text(struct cli *a, ringkv *c, uint32_t op)
     struct wire_cresp r;
     int rc = call(a, c, &r, &q);
     if (rc != 0)
-        return -rc;
+        return rc;
     if (a->json) {
         printf("{\"ok\":true,\"text\":");
         json_slice(stdout, r.text);

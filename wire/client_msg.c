@@ -893,6 +893,22 @@ static int rd_once(struct rd *r, uint64_t *seen, uint32_t f)
     return 0;
 }
 
+/* Closes a request or response body: no trailing bytes, and the id and op
+ * fields (numbered alike in both, see client_msg.h) were present. */
+static int rd_end(struct rd *r, uint64_t seen)
+{
+    _Static_assert((int)WIRE_CF_ID == (int)WIRE_CR_ID &&
+                       (int)WIRE_CF_OP == (int)WIRE_CR_OP,
+                   "request and response share the id and op field numbers");
+    if (r->p != r->end)
+        return rd_fail(r, RD_BAD, "trailing bytes after the body");
+    if (!(seen & (UINT64_C(1) << WIRE_CF_ID)))
+        return rd_fail(r, RD_BAD, "missing request id");
+    if (!(seen & (UINT64_C(1) << WIRE_CF_OP)))
+        return rd_fail(r, RD_BAD, "missing op");
+    return 0;
+}
+
 /* Allocate an array of n elements of size sz; n was bounded by the bytes
  * left, so the product cannot overflow for the sizes used here. */
 static void *rd_alloc(size_t n, size_t sz)
@@ -1003,13 +1019,7 @@ static int wire__creq_read(struct rd *r, struct wire_creq *q)
         if (rc != 0)
             return rc;
     }
-    if (r->p != r->end)
-        return rd_fail(r, RD_BAD, "trailing bytes after the body");
-    if (!(seen & (UINT64_C(1) << WIRE_CF_ID)))
-        return rd_fail(r, RD_BAD, "missing request id");
-    if (!(seen & (UINT64_C(1) << WIRE_CF_OP)))
-        return rd_fail(r, RD_BAD, "missing op");
-    return 0;
+    return rd_end(r, seen);
 }
 
 static int wire__rd_code(int rc, int bad)
@@ -1283,13 +1293,7 @@ static int wire__cresp_read(struct rd *r, struct wire_cresp *s)
         if (rc != 0)
             return rc;
     }
-    if (r->p != r->end)
-        return rd_fail(r, RD_BAD, "trailing bytes after the body");
-    if (!(seen & (UINT64_C(1) << WIRE_CR_ID)))
-        return rd_fail(r, RD_BAD, "missing request id");
-    if (!(seen & (UINT64_C(1) << WIRE_CR_OP)))
-        return rd_fail(r, RD_BAD, "missing op");
-    return 0;
+    return rd_end(r, seen);
 }
 
 int wire_cresp_decode(struct wire_cresp *out, const uint8_t *body, size_t len)

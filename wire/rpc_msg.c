@@ -713,6 +713,20 @@ int rpc_write_encode(struct rpc_buf *out, const struct rpc_write *msg)
     return rpc__enc_end(&e);
 }
 
+/* The token, epoch and non-empty key that open a replica write or read. */
+static int
+rd_addr(struct rd *r, uint64_t *token, uint64_t *epoch, struct rk_slice *key)
+{
+    int rc = rd_u64(r, token);
+    if (rc == 0)
+        rc = rd_u64(r, epoch);
+    if (rc == 0)
+        rc = rd_bytes(r, false, RK_MAX_KEY, key);
+    if (rc == 0 && key->len == 0)
+        rc = RK_EPROTO;
+    return rc;
+}
+
 int rpc_write_decode(struct rpc_write *out, struct rk_slice buf)
 {
     struct rd r;
@@ -721,13 +735,7 @@ int rpc_write_decode(struct rpc_write *out, struct rk_slice buf)
     memset(&m, 0, sizeof(m));
     int rc = rd_open(&r, buf, RPC_MSG_WRITE, 8, &extra);
     if (rc == 0)
-        rc = rd_u64(&r, &m.token);
-    if (rc == 0)
-        rc = rd_u64(&r, &m.epoch);
-    if (rc == 0)
-        rc = rd_bytes(&r, false, RK_MAX_KEY, &m.key);
-    if (rc == 0 && m.key.len == 0)
-        rc = RK_EPROTO;
+        rc = rd_addr(&r, &m.token, &m.epoch, &m.key);
     if (rc == 0)
         rc = rd_u64(&r, &m.rec.ts);
     if (rc == 0)
@@ -801,13 +809,7 @@ int rpc_read_decode(struct rpc_read *out, struct rk_slice buf)
     memset(&m, 0, sizeof(m));
     int rc = rd_open(&r, buf, RPC_MSG_READ, 5, &extra);
     if (rc == 0)
-        rc = rd_u64(&r, &m.token);
-    if (rc == 0)
-        rc = rd_u64(&r, &m.epoch);
-    if (rc == 0)
-        rc = rd_bytes(&r, false, RK_MAX_KEY, &m.key);
-    if (rc == 0 && m.key.len == 0)
-        rc = RK_EPROTO;
+        rc = rd_addr(&r, &m.token, &m.epoch, &m.key);
     if (rc == 0)
         rc = rd_bool(&r, &m.digest);
     if (rc == 0)
