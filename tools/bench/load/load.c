@@ -309,21 +309,25 @@ static void *worker_main(void *arg)
         }
         slots[s].used = false;
         inflight--;
-        hist_add(slots[s].read ? &w->lat_r : &w->lat_w, t1 - slots[s].t0);
-        if (slots[s].read)
-            w->reads++;
-        else
-            w->writes++;
-        if (r.err == RK_ENOTFOUND && slots[s].read)
-            w->misses++;
-        else if (r.err != 0) {
+        /* Only answered operations count as throughput and latency: an
+         * error reply (OVERLOADED, UNAVAILABLE, ...) is counted apart. A
+         * miss is a successful read. */
+        if (r.err != 0 && !(r.err == RK_ENOTFOUND && slots[s].read)) {
             w->errors++;
             w->err_by[err_slot(r.err)]++;
             if (w->first_err[0] == '\0')
                 snprintf(w->first_err, sizeof(w->first_err), "%.*s: %.*s",
                          (int)r.errname.len, (const char *)r.errname.p,
                          (int)r.msg.len, (const char *)r.msg.p);
+            wire_cresp_clear(&r);
+            continue;
         }
+        hist_add(slots[s].read ? &w->lat_r : &w->lat_w, t1 - slots[s].t0);
+        if (slots[s].read)
+            w->reads++;
+        else
+            w->writes++;
+        w->misses += r.err == RK_ENOTFOUND;
         wire_cresp_clear(&r);
     }
 out:
