@@ -923,8 +923,9 @@ int store_gc(store *s, uint64_t now_ms, uint64_t *out_purged)
             atomic_store(&rr->dirty, true);
     }
     pthread_rwlock_unlock(&s->maplock);
-    if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
-        rc = store__sync_envs(s);
+    /* Not synced: the envs are marked dirty and the next checkpoint syncs
+     * them. A crash before it only brings back records a later gc purges
+     * again; replay merges the log over them by LWW. */
     if (out_purged)
         *out_purged = g.n;
     return rc;
