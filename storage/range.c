@@ -473,6 +473,28 @@ store__fill(store *s, struct store__range *dst, struct store_range arc)
     return rc;
 }
 
+/* Copy src's entries in `arc` into dst while commits go on (src mirrors its
+ * writes in `arc` into dst meanwhile), then sync dst. Called and returns with
+ * maplock held for writing; drops it during the copy. */
+static int store__fill_shadowed(store *s,
+                                struct store__range *src,
+                                struct store__range *dst,
+                                struct store_range arc)
+{
+    src->shadow = dst;
+    src->shadow_arc = arc;
+    atomic_store(&src->shadow_failed, false);
+    pthread_rwlock_unlock(&s->maplock);
+    int rc = store__fill(s, dst, arc);
+    pthread_rwlock_wrlock(&s->maplock);
+    src->shadow = NULL;
+    if (rc == 0 && atomic_load(&src->shadow_failed))
+        rc = RK_EFULL;
+    if (rc == 0)
+        rc = store__err(mdb_env_sync(dst->env, 1));
+    return rc;
+}
+
 int store_range_split(store *s, struct store_range r, uint64_t at)
 {
     int rc;
@@ -494,16 +516,7 @@ int store_range_split(store *s, struct store_range r, uint64_t at)
         (rc = store__map_atleast(s, nr, 2 * old->map_size)))
         goto discard;
     /* Fill the new env while commits go on, mirroring into it. */
-    old->shadow = nr;
-    old->shadow_arc = hi;
-    atomic_store(&old->shadow_failed, false);
-    pthread_rwlock_unlock(&s->maplock);
-    int frc = store__fill(s, nr, hi);
-    pthread_rwlock_wrlock(&s->maplock);
-    old->shadow = NULL;
-    if ((rc = frc) != 0 ||
-        (atomic_load(&old->shadow_failed) && (rc = RK_EFULL) != 0) ||
-        (rc = store__err(mdb_env_sync(nr->env, 1))) ||
+    if ((rc = store__fill_shadowed(s, old, nr, hi)) ||
         (rc = store__err(mdb_env_sync(old->env, 1))))
         goto discard;
     struct store_range add[2] = {lo, hi};
@@ -547,16 +560,7 @@ int store_range_merge(store *s, struct store_range a, struct store_range b)
     if ((rc = store__map_atleast(s, A, A->map_size + B->map_size)))
         goto unlock;
     /* Copy B into A while commits go on, mirroring B's writes into A. */
-    B->shadow = A;
-    B->shadow_arc = b;
-    atomic_store(&B->shadow_failed, false);
-    pthread_rwlock_unlock(&s->maplock);
-    int frc = store__fill(s, A, b);
-    pthread_rwlock_wrlock(&s->maplock);
-    B->shadow = NULL;
-    if ((rc = frc) != 0 ||
-        (atomic_load(&B->shadow_failed) && (rc = RK_EFULL) != 0) ||
-        (rc = store__err(mdb_env_sync(A->env, 1)))) {
+    if ((rc = store__fill_shadowed(s, B, A, b))) {
         (void)store__delete_arc(A, b, NULL); /* else recovery does it */
         goto unlock;
     }
@@ -919,8 +923,9 @@ int store_gc(store *s, uint64_t now_ms, uint64_t *out_purged)
             atomic_store(&rr->dirty, true);
     }
     pthread_rwlock_unlock(&s->maplock);
-    if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
-        rc = store__sync_envs(s);
+    /* Not synced: the envs are marked dirty and the next checkpoint syncs
+     * them. A crash before it only brings back records a later gc purges
+     * again; replay merges the log over them by LWW. */
     if (out_purged)
         *out_purged = g.n;
     return rc;

@@ -283,8 +283,10 @@ int store__sync_ranges(store *s, struct store__range **rs, size_t n)
     return 0;
 }
 
-/* Sync every env committed to since its last sync. */
-static int store__sync_dirty(store *s)
+/* Sync every env committed to since its last sync. Callers are serialised
+ * by ckmu (checkpoint, drop) or run before the background thread starts
+ * (store_open), so no two syncs overlap. */
+int store__sync_envs(store *s)
 {
     pthread_rwlock_rdlock(&s->maplock);
     struct store__range **rs = malloc((s->nranges + 1) * sizeof(*rs));
@@ -302,37 +304,6 @@ static int store__sync_dirty(store *s)
     free(rs);
 unlock:
     pthread_rwlock_unlock(&s->maplock);
-    return rc;
-}
-
-/* Syncs are serialised and shared: a caller takes a ticket; if a sync that
- * started after its ticket completes, the caller is durable without a sync
- * of its own; otherwise it waits for the running sync and then runs the
- * next one, covering every caller that arrived meanwhile. An env range
- * operations replaced meanwhile was synced by that operation. */
-int store__sync_envs(store *s)
-{
-    int rc = 0;
-    pthread_mutex_lock(&s->dmu);
-    uint64_t mine = ++s->dseq;
-    while (s->dsynced < mine) {
-        if (s->dsyncing) {
-            pthread_cond_wait(&s->dcv, &s->dmu);
-            continue;
-        }
-        s->dsyncing = true;
-        uint64_t upto = s->dseq;
-        pthread_mutex_unlock(&s->dmu);
-        rc = store__sync_dirty(s);
-        pthread_mutex_lock(&s->dmu);
-        s->dsyncing = false;
-        if (rc == 0 && upto > s->dsynced)
-            s->dsynced = upto;
-        pthread_cond_broadcast(&s->dcv);
-        if (rc)
-            break;
-    }
-    pthread_mutex_unlock(&s->dmu);
     return rc;
 }
 
@@ -376,8 +347,9 @@ static void store__bg_due(store *s, int flags)
  * position (wal.h) and runs the checkpoints that filled segments ask for,
  * and one a minute when anything was logged (a failed one is retried a
  * second later). */
-#define STORE__CKPT_MS 60000 /* a checkpoint at least this often, if written \
-                              */
+#define STORE__CKPT_MS                                    \
+    60000 /* a checkpoint at least this often, if written \
+           */
 
 static uint64_t store__mono_ms(void)
 {
@@ -507,8 +479,6 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_mutex_init(&s->gmu, NULL);
     pthread_mutex_init(&s->smu, NULL);
     pthread_cond_init(&s->scv, NULL);
-    pthread_mutex_init(&s->dmu, NULL);
-    pthread_cond_init(&s->dcv, NULL);
     if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
         (rc = store__map_load(s)) || (rc = store__recover(s)))
         goto close_all;
@@ -570,8 +540,6 @@ void store_free(store *s)
     pthread_mutex_destroy(&s->gmu);
     pthread_mutex_destroy(&s->smu);
     pthread_cond_destroy(&s->scv);
-    pthread_mutex_destroy(&s->dmu);
-    pthread_cond_destroy(&s->dcv);
     close(s->dir_fd);
     free(s->dir);
     free(s);

@@ -103,6 +103,8 @@ enum store_durability {
     STORE_PERIODIC = 1,     /* synced every periodic_ms in the background */
 };
 
+/* How a checkpoint (and store_open, store_range_drop) syncs the range envs;
+ * commits sync only the commit log and never read this. */
 enum store_sync_method {
     STORE_SYNC_AUTO = 0,      /* fdatasync for 1 env, syncfs for more */
     STORE_SYNC_FDATASYNC = 1, /* fdatasync every touched env, in turn */

@@ -70,11 +70,6 @@ struct store {
     pthread_mutex_t gmu;
     struct store__waiter *gq;
     bool gleader;
-    /* store_sync: one sync at a time, shared by all who wait */
-    pthread_mutex_t dmu;
-    pthread_cond_t dcv;
-    uint64_t dseq, dsynced;
-    bool dsyncing;
     /* The commit log. Commits hold `walock` shared from appending their
      * record until their writes are applied to the envs; a checkpoint (and
      * a drop) takes it exclusively to cut the log where every record
@@ -152,7 +147,7 @@ int store__range_open(struct store__range **out,
 void store__range_close(struct store__range *rr);
 int store__grow(store *s, struct store__range *rr);
 int store__sync_ranges(store *s, struct store__range **rs, size_t n);
-/* Make every env write committed before the call durable (shared syncs). */
+/* Make every env write committed before the call durable; hold ckmu. */
 int store__sync_envs(store *s);
 
 /* System env (sys.c) */

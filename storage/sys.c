@@ -23,23 +23,28 @@
 #define STORE__NAME_MAX   200u
 #define STORE__SYSVAL_MAX (1u << 20)
 
-int store__sys_open(store *s)
+/* Open the synced env named `name` under the store's directory. */
+static int store__aux_open(
+    store *s, const char *name, MDB_env **env, MDB_dbi *dbi, size_t map)
 {
-    char *p = store__path(s->dir, "system");
+    char *p = store__path(s->dir, name);
     if (p == NULL)
         return -ENOMEM;
-    int rc = store__env_open(&s->sys_env, &s->sys_dbi, p, STORE__SYS_MAP, 0);
+    int rc = store__env_open(env, dbi, p, map, 0);
     free(p);
     return rc;
 }
 
+int store__sys_open(store *s)
+{
+    return store__aux_open(s, "system", &s->sys_env, &s->sys_dbi,
+                           STORE__SYS_MAP);
+}
+
 int store__hint_open(store *s)
 {
-    char *p = store__path(s->dir, "hints");
-    if (p == NULL)
-        return -ENOMEM;
-    int rc = store__env_open(&s->hint_env, &s->hint_dbi, p, STORE__HINT_MAP, 0);
-    free(p);
+    int rc = store__aux_open(s, "hints", &s->hint_env, &s->hint_dbi,
+                             STORE__HINT_MAP);
     if (rc)
         return rc;
     MDB_txn *txn;
