@@ -789,10 +789,34 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
 
 /* ---- dump ------------------------------------------------------------- */
 
+/* s as a YAML double-quoted scalar in dst (cap >= 4 * strlen(s) + 3):
+ * quote and backslash escaped, control bytes as \xNN, so the dump parses
+ * back to the same string whatever it holds. */
+static const char *dump_quote(char *dst, size_t cap, const char *s)
+{
+    size_t o = 0;
+    dst[o++] = '"';
+    for (; *s != '\0' && o + 5 < cap; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') {
+            dst[o++] = '\\';
+            dst[o++] = (char)ch;
+        } else if (ch < 0x20 || ch == 0x7f) {
+            o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", ch);
+        } else {
+            dst[o++] = (char)ch;
+        }
+    }
+    dst[o++] = '"';
+    dst[o] = '\0';
+    return dst;
+}
+
 int node_config_dump(const struct node_config *c, char *buf, size_t len)
 {
     size_t used = 0;
     int total = 0;
+    char q[4 * NODE_CONFIG_STR + 3], q2[4 * NODE_CONFIG_STR + 3];
 #define OUT(...)                                                      \
     do {                                                              \
         int w_ = snprintf(buf ? buf + used : NULL,                    \
@@ -802,28 +826,34 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
             used = used + (size_t)w_ < len ? used + (size_t)w_ : len; \
         }                                                             \
     } while (0)
-    OUT("cluster_name: \"%s\"\n", c->cluster_name);
-    OUT("cluster_secret_file: \"%s\"\n", c->cluster_secret_file);
-    OUT("node_name: \"%s\"\n", c->node_name);
-    OUT("datacenter: %s\nrack: %s\n", c->datacenter, c->rack);
-    OUT("listen_address: %s\nadvertise_address: %s\n", c->listen_address,
-        c->advertise_address[0] ? c->advertise_address : c->listen_address);
+    OUT("cluster_name: %s\n", dump_quote(q, sizeof(q), c->cluster_name));
+    OUT("cluster_secret_file: %s\n",
+        dump_quote(q, sizeof(q), c->cluster_secret_file));
+    OUT("node_name: %s\n", dump_quote(q, sizeof(q), c->node_name));
+    OUT("datacenter: %s\nrack: %s\n", dump_quote(q, sizeof(q), c->datacenter),
+        dump_quote(q2, sizeof(q2), c->rack));
+    OUT("listen_address: %s\nadvertise_address: %s\n",
+        dump_quote(q, sizeof(q), c->listen_address),
+        dump_quote(q2, sizeof(q2),
+                   c->advertise_address[0] ? c->advertise_address
+                                           : c->listen_address));
     OUT("seeds: [");
     for (int i = 0; i < c->nseeds; i++)
-        OUT("%s%s", i ? ", " : "", c->seeds[i]);
+        OUT("%s%s", i ? ", " : "", dump_quote(q, sizeof(q), c->seeds[i]));
     OUT("]\n");
     OUT("gossip_port: %d\ninternode_port: %d\nclient_port: %d\n"
         "resp_port: %d\nmetrics_port: %d\n",
         c->gossip_port, c->internode_port, c->client_port, c->resp_port,
         c->metrics_port);
-    OUT("data_dir: \"%s\"\nnum_tokens: %d\ntoken_allocation: %s\n"
+    OUT("data_dir: %s\nnum_tokens: %d\ntoken_allocation: %s\n"
         "weight: %g\n",
-        c->data_dir, c->num_tokens,
+        dump_quote(q, sizeof(q), c->data_dir), c->num_tokens,
         c->token_allocation == NODE_ALLOC_BALANCED ? "balanced" : "random",
         c->weight);
     OUT("replication: {");
     for (int i = 0; i < c->ndcs; i++)
-        OUT("%s%s: %d", i ? ", " : "", c->replication[i].name,
+        OUT("%s%s: %d", i ? ", " : "",
+            dump_quote(q, sizeof(q), c->replication[i].name),
             c->replication[i].rf);
     OUT("}\n");
     OUT("default_consistency: %s\nauto_bootstrap: %s\ndurability: %s\n",
@@ -841,8 +871,8 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         (long long)c->gc_grace_seconds);
     OUT("max_inflight: %d\nmax_pipeline: %d\nrequirepass: %s\n",
         c->max_inflight, c->max_pipeline, c->requirepass[0] ? "<set>" : "\"\"");
-    OUT("log_level: %s\nlog_file: \"%s\"\n", loglevel_names[c->log_level],
-        c->log_file);
+    OUT("log_level: %s\nlog_file: %s\n", loglevel_names[c->log_level],
+        dump_quote(q, sizeof(q), c->log_file));
 #undef OUT
     return total;
 }

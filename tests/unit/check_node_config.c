@@ -230,13 +230,40 @@ START_TEST(dump_hides_password)
     ck_assert_int_gt(n, 0);
     ck_assert_int_lt(n, (int)sizeof(buf));
     ck_assert_ptr_null(strstr(buf, "hunter2"));
-    ck_assert_ptr_nonnull(strstr(buf, "seeds: [a, b]"));
+    ck_assert_ptr_nonnull(strstr(buf, "seeds: [\"a\", \"b\"]"));
     /* a dump parses back to the same settings */
     struct node_config d = NODE_CONFIG_INIT;
     ck_assert_int_eq(parse(&d, buf), 0);
     ck_assert_int_eq(d.nseeds, 2);
     char small[16];
     ck_assert_int_eq(node_config_dump(&c, small, sizeof(small)), n);
+}
+END_TEST
+
+/* Regression: the dump wrote names unquoted or inside "%s" without
+ * escaping, so a rack, data centre or path holding a quote, colon or
+ * backslash did not parse back (found by fuzz_node_config's review). */
+START_TEST(dump_quotes_strings)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    ck_assert_int_eq(parse(&c, "cluster_name: 'a \"b\" c'\n"
+                               "rack: 'r: 1 # x'\n"
+                               "data_dir: '/tmp/back\\slash'\n"
+                               "replication: {'dc \"1\" #': 3}\n"
+                               "datacenter: 'dc \"1\" #'\n"),
+                     0);
+    char buf[8192];
+    int n = node_config_dump(&c, buf, sizeof(buf));
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_lt(n, (int)sizeof(buf));
+    struct node_config d = NODE_CONFIG_INIT;
+    ck_assert_int_eq(parse(&d, buf), 0);
+    ck_assert_str_eq(d.cluster_name, "a \"b\" c");
+    ck_assert_str_eq(d.rack, "r: 1 # x");
+    ck_assert_str_eq(d.data_dir, "/tmp/back\\slash");
+    ck_assert_str_eq(d.datacenter, "dc \"1\" #");
+    ck_assert_int_eq(d.ndcs, 1);
+    ck_assert_str_eq(d.replication[0].name, "dc \"1\" #");
 }
 END_TEST
 
@@ -307,6 +334,7 @@ static Suite *node_config_suite(void)
     tcase_add_test(tc, yaml_errors_name_the_key);
     tcase_add_test(tc, empty_yaml_is_defaults);
     tcase_add_test(tc, dump_hides_password);
+    tcase_add_test(tc, dump_quotes_strings);
     suite_add_tcase(s, tc);
     tc = tcase_create("overrides");
     tcase_add_test(tc, precedence_file_env_flags);
