@@ -226,6 +226,11 @@ void node__obs_store_totals(node *n,
             *bytes += ri.disk_bytes;
         }
     }
+    /* Writes not yet applied to the envs count too (within about a
+     * second they are; a key written again meanwhile counts twice). */
+    struct store_mem_info mi;
+    store_mem_info(&mi, n->store);
+    *keys += mi.writes;
     *ranges = nr;
     free(rs);
 }

@@ -736,38 +736,36 @@ free_log:
     return rc;
 }
 
-/* The log may hold writes for r. They must not outlive the drop (a range
- * created over the same tokens later would get them back at replay), so the
- * log is cut with no commit between its append and its apply (walock held
- * exclusively, which also keeps new writes for r out until the map no
- * longer holds r), and the segments before the cut are retired once the
- * other envs are synced. A crash before that replays them into a map
- * without r: they are skipped. */
+/* The log and the memtable may hold writes for r. They must not outlive
+ * the drop (a range created over the same tokens later would get them back
+ * at replay), so the drop is a checkpoint whose cut also takes r out of the
+ * map: no commit sits between its log append and the memtable (walock held
+ * exclusively), the memtable's writes for r find no range when applied, and
+ * the segments before the cut are retired once the other envs are synced.
+ * A crash before that replays them into a map without r: they are
+ * skipped. */
+static int store__drop_at_cut(store *s, void *arg)
+{
+    struct store_range r = *(const struct store_range *)arg;
+    pthread_rwlock_wrlock(&s->maplock);
+    int idx = store__range_index(s, r), rc = idx;
+    if (idx >= 0 && (rc = store__map_put(s, NULL, 0, NULL, NULL, &r, 1)) == 0) {
+        struct store__range *rr = s->ranges[idx];
+        store__remove(s, (size_t)idx);
+        store__discard_env(rr);
+    }
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
 int store_range_drop(store *s, struct store_range r)
 {
-    int rc;
-    uint64_t cut = 0;
     pthread_mutex_lock(&s->opmu);
+    pthread_mutex_lock(&s->flmu);
     pthread_mutex_lock(&s->ckmu);
-    pthread_rwlock_wrlock(&s->walock);
-    pthread_rwlock_wrlock(&s->maplock);
-    int idx = store__range_index(s, r);
-    if (idx < 0) {
-        rc = idx;
-        goto unlock;
-    }
-    if ((rc = store__wal_cut(s->wal, &cut)) ||
-        (rc = store__map_put(s, NULL, 0, NULL, NULL, &r, 1)))
-        goto unlock;
-    struct store__range *rr = s->ranges[idx];
-    store__remove(s, (size_t)idx);
-    store__discard_env(rr);
-unlock:
-    pthread_rwlock_unlock(&s->maplock);
-    pthread_rwlock_unlock(&s->walock);
-    if (rc == 0 && (rc = store__sync_envs(s)) == 0)
-        rc = store__wal_retire(s->wal, cut);
+    int rc = store__checkpoint_locked(s, store__drop_at_cut, &r);
     pthread_mutex_unlock(&s->ckmu);
+    pthread_mutex_unlock(&s->flmu);
     pthread_mutex_unlock(&s->opmu);
     return rc;
 }
@@ -865,6 +863,7 @@ int store_range_info(struct store_range_info *out,
 
 int store_range_copy_fd(store *s, struct store_range r, int fd)
 {
+    (void)store_flush(s); /* the copy holds every committed write */
     pthread_rwlock_rdlock(&s->maplock);
     int rc = store__range_index(s, r);
     if (rc >= 0)
@@ -906,6 +905,7 @@ int store_gc(store *s, uint64_t now_ms, uint64_t *out_purged)
 {
     struct store__gc g = {now_ms, s->o.gc_grace_ms, 0};
     int rc = 0;
+    (void)store_flush(s); /* the memtable's tombstones too */
     pthread_rwlock_rdlock(&s->maplock);
     for (size_t i = 0; rc == 0 && i < s->nranges; i++) {
         struct store__range *rr = s->ranges[i];
@@ -981,6 +981,8 @@ int store_scan_next(store *s,
 {
     if (sc->done)
         return 0;
+    if (!sc->started)
+        (void)store_flush(s); /* the scan sees every committed write */
     struct store__scanst st = {
         sc, max_items ? max_items : 1, max_bytes, 0, 0, cb, arg};
     int rc = 0;

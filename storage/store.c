@@ -201,6 +201,7 @@ int store__range_open(struct store__range **out,
     rr->map_size = info.me_mapsize;
     pthread_mutex_init(&rr->txmu, NULL);
     atomic_init(&rr->dirty, false);
+    atomic_init(&rr->stuck, 0);
     *out = rr;
     return 0;
 }
@@ -312,25 +313,24 @@ int store_sync(store *s)
     return store__wal_sync(s->wal, store__wal_last(s->wal));
 }
 
-/* A checkpoint: cut the log where every record before the cut has been
- * applied to the envs (walock held exclusively for the cut only), make the
- * envs durable, then delete the segments before the cut. */
+/* A checkpoint: cut the log where every record before the cut is in the
+ * memtable (walock held exclusively for the cut only), apply that memtable,
+ * make the envs durable, then delete the segments before the cut
+ * (store__checkpoint_locked). */
 int store_checkpoint(store *s)
 {
-    uint64_t cut;
+    pthread_mutex_lock(&s->flmu);
     pthread_mutex_lock(&s->ckmu);
-    pthread_rwlock_wrlock(&s->walock);
-    int rc = store__wal_cut(s->wal, &cut);
-    pthread_rwlock_unlock(&s->walock);
-    if (rc == 0)
-        rc = store__sync_envs(s);
-    if (rc == 0)
-        rc = store__wal_retire(s->wal, cut);
+    int rc = store__checkpoint_locked(s, NULL, NULL);
     pthread_mutex_unlock(&s->ckmu);
+    pthread_mutex_unlock(&s->flmu);
     return rc;
 }
 
-/* Ask the background thread for a checkpoint and/or zero fill. */
+#define STORE__FLUSH_DUE 0x100 /* beside the STORE__WAL_* flags */
+
+/* Ask the background thread for a checkpoint, zero fill and/or a memtable
+ * flush. */
 static void store__bg_due(store *s, int flags)
 {
     pthread_mutex_lock(&s->smu);
@@ -338,15 +338,18 @@ static void store__bg_due(store *s, int flags)
         s->ckpt_due = true;
     if (flags & STORE__WAL_FILL)
         s->fill_due = true;
+    if (flags & STORE__FLUSH_DUE)
+        s->flush_due = true;
     pthread_cond_signal(&s->scv);
     pthread_mutex_unlock(&s->smu);
 }
 
 /* The background thread: in periodic mode it syncs the log every
  * periodic_ms; in both modes it writes zeros ahead of the log's append
- * position (wal.h) and runs the checkpoints that filled segments ask for,
- * and one a minute when anything was logged (a failed one is retried a
- * second later). */
+ * position (wal.h), applies the memtable when it fills or is a second old,
+ * and runs the checkpoints that filled segments ask for, and one a minute
+ * when anything was logged (a failed one is retried a second later). */
+#define STORE__FLUSH_MS 1000
 #define STORE__CKPT_MS                                    \
     60000 /* a checkpoint at least this often, if written \
            */
@@ -362,10 +365,13 @@ static void *store__syncer_main(void *arg)
 {
     store *s = arg;
     uint32_t ms = s->o.durability == STORE_PERIODIC ? s->o.periodic_ms : 1000;
+    if (ms > STORE__FLUSH_MS)
+        ms = STORE__FLUSH_MS;
     uint64_t last_ckpt = store__mono_ms(), last_lsn = 0;
+    uint64_t last_flush = last_ckpt;
     pthread_mutex_lock(&s->smu);
     while (!s->stopping) {
-        if (!s->ckpt_due && !s->fill_due) {
+        if (!s->ckpt_due && !s->fill_due && !s->flush_due) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)ms * 1000000;
@@ -375,15 +381,20 @@ static void *store__syncer_main(void *arg)
         }
         if (s->stopping)
             break;
-        bool due = s->ckpt_due, fill = s->fill_due;
+        bool due = s->ckpt_due, fill = s->fill_due, flush = s->flush_due;
         s->ckpt_due = false;
         s->fill_due = false;
+        s->flush_due = false;
         pthread_mutex_unlock(&s->smu);
         if (s->o.durability == STORE_PERIODIC)
             (void)store_sync(s);
         if (fill)
             (void)store__wal_prefill(s->wal); /* appends extend the file */
         uint64_t now = store__mono_ms(), lsn = store__wal_last(s->wal);
+        if (!due && (flush || now - last_flush >= STORE__FLUSH_MS)) {
+            (void)store_flush(s); /* what fails stays in mem (stuck) */
+            last_flush = now;
+        }
         if (now - last_ckpt >= STORE__CKPT_MS && lsn != last_lsn)
             due = true; /* bounds replay time and unsynced env pages */
         if (due) {
@@ -406,6 +417,7 @@ static void *store__syncer_main(void *arg)
 /* ---- Open and close ----------------------------------------------------- */
 
 static int store__replay(store *s);
+static int store__relog(store *s);
 
 char *store__path(const char *dir, const char *name)
 {
@@ -479,6 +491,11 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_mutex_init(&s->gmu, NULL);
     pthread_mutex_init(&s->smu, NULL);
     pthread_cond_init(&s->scv, NULL);
+    pthread_mutex_init(&s->memmu, NULL);
+    pthread_mutex_init(&s->flmu, NULL);
+    s->mem_limit = s->o.memtable_bytes ? s->o.memtable_bytes : (size_t)16 << 20;
+    if ((rc = store__mem_new(&s->mem)))
+        goto close_all;
     if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
         (rc = store__map_load(s)) || (rc = store__recover(s)))
         goto close_all;
@@ -487,10 +504,21 @@ int store_open(store **out, const struct store_opts *opts)
         goto close_all;
     }
     /* Replay whatever the log still holds into the recovered envs, make
-     * them durable, and only then delete the old segments. */
+     * them durable, and only then delete the old segments (after logging
+     * again what could not be applied). */
     if ((rc = store__wal_open(&s->wal, logdir, s->o.log_segment_bytes)) ||
-        (rc = store__replay(s)) || (rc = store__sync_envs(s)) ||
-        (rc = store__wal_start(s->wal)))
+        (rc = store__replay(s)) || (rc = store__sync_envs(s)))
+        goto close_all;
+    if (store__mem_count(s->mem) == 0) {
+        rc = store__wal_start(s->wal, true);
+    } else {
+        uint64_t cut;
+        if ((rc = store__wal_start(s->wal, false)) == 0 &&
+            (rc = store__wal_cut(s->wal, &cut)) == 0 &&
+            (rc = store__relog(s)) == 0)
+            rc = store__wal_retire(s->wal, cut);
+    }
+    if (rc)
         goto close_all;
     rc = -pthread_create(&s->syncer, NULL, store__syncer_main, s);
     if (rc)
@@ -525,6 +553,8 @@ void store_free(store *s)
     if (s->syncer_on)
         (void)store_checkpoint(s); /* leaves an empty log */
     store__wal_free(s->wal);
+    store__mem_free(s->mem);
+    store__mem_free(s->imm);
     for (size_t i = 0; i < s->nranges; i++)
         store__range_close(s->ranges[i]);
     free(s->ranges);
@@ -540,12 +570,45 @@ void store_free(store *s)
     pthread_mutex_destroy(&s->gmu);
     pthread_mutex_destroy(&s->smu);
     pthread_cond_destroy(&s->scv);
+    pthread_mutex_destroy(&s->memmu);
+    pthread_mutex_destroy(&s->flmu);
     close(s->dir_fd);
     free(s->dir);
     free(s);
 }
 
 /* ---- Reads -------------------------------------------------------------- */
+
+/* The memtable's record of key (mem and imm, the LWW winner if both hold
+ * one): 0 and a malloc'd copy, RK_ENOTFOUND or -ENOMEM. */
+static int store__mem_find(
+    uint8_t **out, size_t *out_len, store *s, uint64_t t, struct rk_slice key)
+{
+    struct rk_slice a, b;
+    pthread_mutex_lock(&s->memmu);
+    int ra = store__mem_get(&a, s->mem, t, key);
+    int rb = s->imm ? store__mem_get(&b, s->imm, t, key) : RK_ENOTFOUND;
+    if (ra != 0 && rb != 0) {
+        pthread_mutex_unlock(&s->memmu);
+        return RK_ENOTFOUND;
+    }
+    if (ra != 0) {
+        a = b;
+    } else if (rb == 0) {
+        struct store_record x, y;
+        if (store_record_decode(&x, a.p, a.len) == 0 &&
+            store_record_decode(&y, b.p, b.len) == 0 &&
+            store_record_cmp(&y, &x) > 0)
+            a = b;
+    }
+    *out = malloc(a.len ? a.len : 1);
+    if (*out != NULL) {
+        memcpy(*out, a.p, a.len);
+        *out_len = a.len;
+    }
+    pthread_mutex_unlock(&s->memmu);
+    return *out ? 0 : -ENOMEM;
+}
 
 static int store__get(uint8_t **out,
                       size_t *out_len,
@@ -561,20 +624,28 @@ static int store__get(uint8_t **out,
     uint8_t kb[STORE__IKEY_MAX];
     MDB_val k = {store__ikey(kb, t, key), kb}, v;
     MDB_txn *txn;
+    uint8_t *mrec = NULL;
+    size_t mlen = 0;
+    struct store_record r, m;
     pthread_rwlock_rdlock(&s->maplock);
     struct store__range *rr = store__lookup(s, t);
     if (rr == NULL) {
         rc = RK_ENOTFOUND;
         goto unlock;
     }
-    rc = store__rtxn(&txn, rr);
-    if (rc)
+    /* The memtable first: a write that moves from it to the env meanwhile
+     * is then found in the env. */
+    rc = store__mem_find(&mrec, &mlen, s, t, key);
+    if (rc != 0 && rc != RK_ENOTFOUND)
+        goto unlock;
+    if (mrec != NULL && (rc = store_record_decode(&m, mrec, mlen)))
+        goto unlock;
+    if ((rc = store__rtxn(&txn, rr)))
         goto unlock;
     rc = store__err(mdb_get(txn, rr->dbi, &k, &v));
     if (rc)
         goto done_txn;
     struct rk_slice uk, rec;
-    struct store_record r;
     if ((rc = store__stored_split(&uk, &rec, &k, &v)))
         goto done_txn;
     if (uk.len != key.len || memcmp(uk.p, key.p, key.len) != 0) {
@@ -583,6 +654,10 @@ static int store__get(uint8_t **out,
     }
     if ((rc = store_record_decode(&r, rec.p, rec.len)))
         goto done_txn;
+    if (mrec != NULL && store_record_cmp(&m, &r) >= 0)
+        goto done_txn; /* the memtable's wins */
+    free(mrec);
+    mrec = NULL;
     if (live_only && !store_record_live(&r, now_ms)) {
         rc = RK_ENOTFOUND;
         goto done_txn;
@@ -596,8 +671,19 @@ static int store__get(uint8_t **out,
     *out_len = rec.len;
 done_txn:
     store__rtxn_done(rr, txn);
+    if (mrec != NULL && (rc == 0 || rc == RK_ENOTFOUND || rc == RK_ECORRUPT ||
+                         rc == RK_EVERSION)) {
+        /* the memtable's record wins (an undecodable stored one loses) */
+        rc = live_only && !store_record_live(&m, now_ms) ? RK_ENOTFOUND : 0;
+        if (rc == 0) {
+            *out = mrec;
+            *out_len = mlen;
+            mrec = NULL;
+        }
+    }
 unlock:
     pthread_rwlock_unlock(&s->maplock);
+    free(mrec);
     return rc;
 }
 
@@ -846,6 +932,9 @@ static int store__sort(store_batch *b, uint32_t *ord, size_t n)
     return 0;
 }
 
+#define STORE__TXN_WRITES 8192
+#define STORE__TXN_BYTES  ((size_t)128 << 20)
+
 /* One pass over the writes still pending: one write txn per env, committed
  * with MDB_NOSYNC. Writes whose env was full are left as STORE__REGROW and
  * their range put in *grow. */
@@ -866,9 +955,14 @@ static void store__commit_pass(store *s,
             i++;
             continue;
         }
-        size_t j = i + 1;
-        while (j < n && store_range_contains(rr->r, b->w[ord[j]].token))
+        /* One txn per env, bounded so it never dirties more pages than
+         * LMDB allows (MDB_TXN_FULL). */
+        size_t j = i + 1, bytes = w->key.len + w->rec.len;
+        while (j < n && j - i < STORE__TXN_WRITES && bytes < STORE__TXN_BYTES &&
+               store_range_contains(rr->r, b->w[ord[j]].token)) {
+            bytes += b->w[ord[j]].key.len + b->w[ord[j]].rec.len;
             j++;
+        }
         MDB_txn *txn = NULL;
         int mrc = mdb_txn_begin(rr->env, NULL, 0, &txn);
         for (size_t x = i; mrc == 0 && x < j; x++) {
@@ -975,8 +1069,10 @@ static size_t store__get32(const uint8_t *p)
 }
 
 /* Append b's pending writes to the log as one record (under walock held
- * shared). *out_lsn = 0 when there was nothing to log. */
-static int store__log_batch(store *s, store_batch *b, uint64_t *out_lsn)
+ * shared). *out_lsn = 0 when there was nothing to log. Writes to a stuck
+ * range get its error unless `stuck_too`. */
+static int
+store__log_batch(store *s, store_batch *b, uint64_t *out_lsn, bool stuck_too)
 {
     size_t n = 0, bytes = 4;
     *out_lsn = 0;
@@ -985,8 +1081,14 @@ static int store__log_batch(store *s, store_batch *b, uint64_t *out_lsn)
         struct store__w *w = &b->w[i];
         if (w->result != STORE__PENDING)
             continue;
-        if (store__lookup(s, w->token) == NULL) {
+        struct store__range *rr = store__lookup(s, w->token);
+        if (rr == NULL) {
             w->result = RK_ENOTFOUND;
+            continue;
+        }
+        int stuck = atomic_load(&rr->stuck);
+        if (stuck != 0 && !stuck_too) {
+            w->result = stuck;
             continue;
         }
         n++;
@@ -1022,31 +1124,12 @@ static int store__log_batch(store *s, store_batch *b, uint64_t *out_lsn)
     return rc;
 }
 
-struct store__replay {
-    store *s;
-    store_batch *b;
-};
-
-/* Apply the writes gathered from the log. Per-write failures are those
- * the writes met when first committed (no range holds the token any more,
- * a full map): skipped. */
-static int store__replay_flush(void *arg)
-{
-    struct store__replay *r = arg;
-    int rc = store__commit_writes(r->s, r->b);
-    for (size_t i = 0; rc == 0 && i < r->b->n; i++) {
-        int x = r->b->w[i].result;
-        if (x != 0 && x != RK_ENOTFOUND && x != RK_EFULL && x != RK_EINTERNAL &&
-            x != RK_ETOOLARGE)
-            rc = x;
-    }
-    store_batch_reset(r->b);
-    return rc;
-}
-
+/* Replay: every logged write goes into the memtable, applied whenever it
+ * fills and at the end. Per-write failures are those the writes met when
+ * first committed (no range holds the token any more): dropped then. */
 static int store__replay_rec(const uint8_t *p, size_t len, void *arg)
 {
-    struct store__replay *r = arg;
+    store *s = arg;
     if (len < 4)
         return RK_ECORRUPT;
     size_t n = store__get32(p), off = 4;
@@ -1062,9 +1145,9 @@ static int store__replay_rec(const uint8_t *p, size_t len, void *arg)
         off += kl + rl;
         if (store__check_write(key, rec) != 0)
             return RK_ECORRUPT; /* the checksum matched: not a torn write */
-        int rc = store__batch_push(r->b, key, rec, false);
-        if (rc == 0 && r->b->n >= 4096)
-            rc = store__replay_flush(r);
+        int rc = store__mem_put(s->mem, rk_token(key.p, key.len), key, rec);
+        if (rc == 0 && store__mem_bytes(s->mem) >= s->mem_limit)
+            (void)store__flush_locked(s); /* what fails stays in mem */
         if (rc)
             return rc;
     }
@@ -1073,20 +1156,201 @@ static int store__replay_rec(const uint8_t *p, size_t len, void *arg)
 
 /* At open: merge every logged write into the env that now holds its token
  * (LWW merges are idempotent and commutative, so writes that had reached
- * the envs already change nothing). */
+ * the envs already change nothing). What cannot be applied (a full env)
+ * stays in the memtable, to be logged again once the log restarts. */
 static int store__replay(store *s)
 {
-    struct store__replay r = {s, NULL};
-    int rc = store_batch_new(&r.b);
-    if (rc)
-        return rc;
-    rc = store__wal_replay(s->wal, store__replay_rec, store__replay_flush, &r);
-    store_batch_free(r.b);
+    int rc = store__wal_replay(s->wal, store__replay_rec, NULL, s);
+    if (rc == 0)
+        (void)store__flush_locked(s);
     return rc;
 }
 
-/* Log b's writes, wait for the log to be durable (group commit) and apply
- * them to the envs. `handoff` (may be NULL) runs right after the append,
+/* ---- The memtable ------------------------------------------------------- */
+
+/* Put b's logged writes into the memtable; returns the memtable's size. */
+static size_t store__mem_take(store *s, store_batch *b)
+{
+    pthread_mutex_lock(&s->memmu);
+    for (size_t i = 0; i < b->n; i++) {
+        struct store__w *w = &b->w[i];
+        if (w->result == STORE__PENDING)
+            w->result = store__mem_put(s->mem, w->token, w->key, w->rec);
+    }
+    size_t bytes = store__mem_bytes(s->mem);
+    pthread_mutex_unlock(&s->memmu);
+    return bytes;
+}
+
+/* Write result classes after applying the memtable. */
+static bool store__keep(int x)
+{
+    /* applied; no range any more (dropped); an XXH3-128 collision */
+    return x != 0 && x != RK_ENOTFOUND && x != RK_EINTERNAL;
+}
+
+/* Apply imm (set by the caller, flmu held) to the envs and drop it. The
+ * writes that could not be applied go back into mem and mark their ranges
+ * stuck; a range some write reached is unstuck. Returns 0 or the first
+ * such failure. */
+static int store__apply_imm(store *s)
+{
+    store_batch *b = NULL;
+    int rc = store_batch_new(&b);
+    if (rc == 0)
+        rc = store__mem_to_batch(s->imm, b, false);
+    if (rc == 0)
+        rc = store__commit_writes(s, b);
+    bool any_keep = rc != 0, any_stuck = false;
+    for (size_t i = 0; !any_keep && i < b->n; i++)
+        any_keep = store__keep(b->w[i].result);
+    pthread_rwlock_rdlock(&s->maplock);
+    for (size_t i = 0; !any_stuck && i < s->nranges; i++)
+        any_stuck = atomic_load(&s->ranges[i]->stuck) != 0;
+    int first = rc;
+    if (any_keep || any_stuck) {
+        pthread_mutex_lock(&s->memmu);
+        for (size_t i = 0; b != NULL && i < b->n; i++) {
+            struct store__w *w = &b->w[i];
+            int x = rc ? rc : w->result;
+            struct store__range *rr = store__lookup(s, w->token);
+            if (!store__keep(x)) {
+                if (rr != NULL && x == 0)
+                    atomic_store(&rr->stuck, 0);
+                store__mem_del(s->imm, w->token, w->key);
+                continue;
+            }
+            if (rr != NULL)
+                atomic_store(&rr->stuck, x);
+            if (first == 0)
+                first = x;
+        }
+        /* What is left of imm is kept: back into mem (LWW). */
+        store__mem_merge(s->mem, s->imm);
+        pthread_mutex_unlock(&s->memmu);
+    }
+    pthread_rwlock_unlock(&s->maplock);
+    store_batch_free(b);
+    pthread_mutex_lock(&s->memmu);
+    store__mem *old = s->imm;
+    s->imm = NULL;
+    pthread_mutex_unlock(&s->memmu);
+    store__mem_free(old);
+    return first;
+}
+
+int store__flush_locked(store *s)
+{
+    store__mem *fresh;
+    if (store__mem_new(&fresh) != 0)
+        return -ENOMEM;
+    pthread_mutex_lock(&s->memmu);
+    if (store__mem_count(s->mem) == 0) {
+        pthread_mutex_unlock(&s->memmu);
+        store__mem_free(fresh);
+        return 0;
+    }
+    s->imm = s->mem;
+    s->mem = fresh;
+    pthread_mutex_unlock(&s->memmu);
+    return store__apply_imm(s);
+}
+
+void store_mem_info(struct store_mem_info *out, store *s)
+{
+    pthread_mutex_lock(&s->memmu);
+    out->writes = store__mem_count(s->mem);
+    out->bytes = store__mem_bytes(s->mem);
+    if (s->imm != NULL) {
+        out->writes += store__mem_count(s->imm);
+        out->bytes += store__mem_bytes(s->imm);
+    }
+    pthread_mutex_unlock(&s->memmu);
+}
+
+int store_flush(store *s)
+{
+    pthread_mutex_lock(&s->flmu);
+    int rc = store__flush_locked(s);
+    pthread_mutex_unlock(&s->flmu);
+    return rc;
+}
+
+/* After a commit put `bytes` in the memtable: past the limit the background
+ * thread applies it; past twice the limit the committer does (or waits for
+ * the apply in progress), which holds writers back. */
+static void store__mem_check(store *s, size_t bytes)
+{
+    if (bytes < s->mem_limit)
+        return;
+    if (bytes < 2 * s->mem_limit) {
+        store__bg_due(s, STORE__FLUSH_DUE);
+        return;
+    }
+    pthread_mutex_lock(&s->flmu);
+    pthread_mutex_lock(&s->memmu);
+    bytes = store__mem_bytes(s->mem);
+    pthread_mutex_unlock(&s->memmu);
+    if (bytes >= s->mem_limit)
+        (void)store__flush_locked(s);
+    pthread_mutex_unlock(&s->flmu);
+}
+
+/* Log what the memtable holds again (after the cut of a checkpoint that
+ * could not apply it all, so retiring the old segments loses nothing) and
+ * wait until that is durable. */
+static int store__relog(store *s)
+{
+    store_batch *b = NULL;
+    uint64_t lsn = 0;
+    int rc = store_batch_new(&b);
+    if (rc == 0) {
+        pthread_mutex_lock(&s->memmu);
+        rc = store__mem_to_batch(s->mem, b, true);
+        pthread_mutex_unlock(&s->memmu);
+    }
+    if (rc == 0 && b->n > 0)
+        rc = store__log_batch(s, b, &lsn, true);
+    if (rc == 0 && lsn != 0)
+        rc = store__wal_sync(s->wal, lsn);
+    store_batch_free(b);
+    return rc;
+}
+
+int store__checkpoint_locked(store *s,
+                             int (*at_cut)(store *, void *),
+                             void *arg)
+{
+    uint64_t cut;
+    store__mem *fresh;
+    if (store__mem_new(&fresh) != 0)
+        return -ENOMEM;
+    pthread_rwlock_wrlock(&s->walock);
+    int rc = store__wal_cut(s->wal, &cut);
+    if (rc == 0 && at_cut != NULL)
+        rc = at_cut(s, arg);
+    if (rc == 0) {
+        /* No commit sits between its log append and the memtable: all
+         * that was logged before the cut is in mem (or already applied). */
+        pthread_mutex_lock(&s->memmu);
+        s->imm = s->mem;
+        s->mem = fresh;
+        fresh = NULL;
+        pthread_mutex_unlock(&s->memmu);
+    }
+    pthread_rwlock_unlock(&s->walock);
+    store__mem_free(fresh);
+    if (rc == 0 && store__apply_imm(s) != 0)
+        rc = store__relog(s);
+    if (rc == 0)
+        rc = store__sync_envs(s);
+    if (rc == 0)
+        rc = store__wal_retire(s->wal, cut);
+    return rc;
+}
+
+/* Log b's writes, wait for the log to be durable (group commit) and put
+ * them in the memtable. `handoff` (may be NULL) runs right after the append,
  * so the next group can append while this one syncs. */
 static int store__commit_logged(store *s,
                                 store_batch *b,
@@ -1094,8 +1358,9 @@ static int store__commit_logged(store *s,
                                 bool *handed)
 {
     uint64_t lsn;
+    size_t bytes = 0;
     pthread_rwlock_rdlock(&s->walock);
-    int rc = store__log_batch(s, b, &lsn);
+    int rc = store__log_batch(s, b, &lsn, false);
     if (handoff != NULL) {
         handoff(s);
         *handed = true;
@@ -1103,8 +1368,10 @@ static int store__commit_logged(store *s,
     if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
         rc = store__wal_sync(s->wal, lsn);
     if (rc == 0)
-        rc = store__commit_writes(s, b);
+        bytes = store__mem_take(s, b);
     pthread_rwlock_unlock(&s->walock);
+    if (rc == 0)
+        store__mem_check(s, bytes);
     return rc;
 }
 

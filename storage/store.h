@@ -28,11 +28,13 @@
  *
  * Durability (docs/storage.md): a commit appends its writes as one record
  * to a commit log (data_dir/commitlog/, sequential segment files) and then
- * applies them to the range envs with MDB_NOSYNC. In STORE_GROUP_COMMIT mode
- * store_batch_commit returns only after the log record is on stable storage
- * (one fdatasync of the log, shared by concurrent commits), and the writes
- * are applied (visible to readers) only after that. A checkpoint syncs the
- * envs and deletes the log they cover; store_open replays what is left. In
+ * merges them into the memtable, which is applied to the range envs (one
+ * MDB_NOSYNC transaction per env) in the background. In STORE_GROUP_COMMIT
+ * mode store_batch_commit returns only after the log record is on stable
+ * storage (one fdatasync of the log, shared by concurrent commits), and the
+ * writes become visible to readers only after that. A checkpoint applies
+ * the memtable, syncs the envs and deletes the log they cover; store_open
+ * replays what is left. In
  * STORE_PERIODIC mode commits do not wait: a background thread syncs the log
  * every periodic_ms, so a machine crash loses up to that window (a process
  * crash loses nothing that was committed).
@@ -131,13 +133,19 @@ struct store_opts {
      * segment fills. Replay at open reads at most about this much more
      * than one segment. */
     uint64_t log_segment_bytes;
+    /* Memtable size (0: 16 MiB): committed writes are kept in memory and
+     * applied to the range envs in one transaction per env when this many
+     * bytes gathered, or a second after the first of them, or before a
+     * range operation, scan, digest, copy or checkpoint needs them there.
+     * Commits wait (apply it themselves) past twice this. */
+    size_t memtable_bytes;
 };
 
 #define STORE_OPTS_INIT                                                       \
     {                                                                         \
         NULL, STORE_GROUP_COMMIT, STORE_SYNC_AUTO, 1000, UINT64_C(864000000), \
             (size_t)64 << 20, (size_t)1 << 40, UINT64_C(1000000),             \
-            UINT64_C(1) << 30, false, UINT64_C(64) << 20                      \
+            UINT64_C(1) << 30, false, UINT64_C(64) << 20, 0                   \
     }
 
 /* Open (creating if needed) the store in opts->data_dir and recover it: an
@@ -159,6 +167,13 @@ int store_sync(store *s);
  * cover (runs by itself whenever a segment fills, and at store_free).
  * Writes go on meanwhile; they wait only while the log is cut. */
 int store_checkpoint(store *s);
+
+/* Apply the memtable to the range envs now, so that store_range_info
+ * counts every write committed before the call (scans, digests, copies and
+ * range operations do this themselves). Not needed for durability or for
+ * reads. Returns 0, or the error that kept some writes in the memtable
+ * (they stay readable and logged; e.g. RK_EFULL). */
+int store_flush(store *s);
 
 /* ---- Writes: batches ---------------------------------------------------- */
 
@@ -185,7 +200,10 @@ size_t store_batch_count(const store_batch *b);
 /* Result of write i after store_batch_commit: 0 when the key's stored
  * record is the LWW merge of the old one and this one (and durable in group
  * commit mode), RK_ENOTFOUND if no local range holds the token, RK_EFULL if
- * the range's map could not grow, or another error. */
+ * the range's env is full (an earlier apply of the memtable to it failed:
+ * its map cannot grow, or the disk is full; such writes stay in the
+ * memtable and the log, readable, and new ones are refused until an apply
+ * succeeds), or another error. */
 int store_batch_result(const store_batch *b, size_t i);
 
 /* Apply every write (LWW merge), commit each touched range env once and make
@@ -274,6 +292,16 @@ struct store_range_info {
 int store_range_info(struct store_range_info *out,
                      store *s,
                      struct store_range r);
+
+struct store_mem_info {
+    uint64_t writes; /* keys with a write in the memtable */
+    uint64_t bytes;  /* memory they hold */
+};
+
+/* The memtable: writes committed but not yet applied to the range envs
+ * (they are within about a second). A key may be counted both here and in
+ * store_range_info's keys until then. */
+void store_mem_info(struct store_mem_info *out, store *s);
 
 /* One stored entry, as seen by a scan.
  * @note key and rec borrow from LMDB and live only during the callback. */

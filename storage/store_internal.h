@@ -48,7 +48,37 @@ struct store__range {
     atomic_bool shadow_failed;
     /* While a compaction rewrites this env (set and cleared the same way). */
     struct store__wlog *shadow_log;
+    /* Nonzero (an RK_ code, e.g. RK_EFULL) while the memtable holds writes
+     * for this range that could not be applied: new writes are refused
+     * with it until an apply succeeds. */
+    atomic_int stuck;
 };
+
+/* The memtable (mem.c): writes committed (logged) but not yet applied to
+ * the range envs, the LWW winner per key. Not thread-safe: the store holds
+ * memmu around every call. */
+typedef struct store__mem store__mem;
+int store__mem_new(store__mem **out);
+void store__mem_free(store__mem *m); /* NULL is a no-op */
+size_t store__mem_count(const store__mem *m);
+size_t store__mem_bytes(const store__mem *m); /* memory held, about */
+/* LWW-merge a copy of the (validated) write in. 0, -ENOMEM. */
+int store__mem_put(store__mem *m,
+                   uint64_t token,
+                   struct rk_slice key,
+                   struct rk_slice rec);
+/* The kept record of key (borrowed: valid until m changes), or
+ * RK_ENOTFOUND. */
+int store__mem_get(struct rk_slice *out_rec,
+                   const store__mem *m,
+                   uint64_t token,
+                   struct rk_slice key);
+/* Forget key's write. */
+void store__mem_del(store__mem *m, uint64_t token, struct rk_slice key);
+/* Move every write of src into dst (LWW), leaving src empty. */
+void store__mem_merge(store__mem *dst, store__mem *src);
+/* Push every kept write into b (copied, or borrowed from m). */
+int store__mem_to_batch(const store__mem *m, store_batch *b, bool copy);
 
 struct store {
     struct store_opts o;
@@ -71,18 +101,31 @@ struct store {
     struct store__waiter *gq;
     bool gleader;
     /* The commit log. Commits hold `walock` shared from appending their
-     * record until their writes are applied to the envs; a checkpoint (and
-     * a drop) takes it exclusively to cut the log where every record
-     * before the cut has been applied. `ckmu`: one checkpoint at a time. */
+     * record until their writes are in the memtable; a checkpoint (and a
+     * drop) takes it exclusively to cut the log where every record before
+     * the cut is in the memtable it then applies. `ckmu`: one checkpoint
+     * at a time. */
     store__wal *wal;
     pthread_rwlock_t walock;
     pthread_mutex_t ckmu;
+    /* The memtable (docs/storage.md): `mem` takes commits; a flush moves
+     * it to `imm` and applies that to the envs, then drops it. Reads look
+     * in mem, imm, then the env (in that order, so a write moving from imm
+     * to its env is never missed). memmu guards both pointers and mem's
+     * content (imm is read-only while set); flmu: one flush at a time.
+     * Lock order: opmu, flmu, ckmu, walock, maplock, memmu. */
+    pthread_mutex_t memmu;
+    pthread_mutex_t flmu;
+    store__mem *mem;
+    store__mem *imm;
+    size_t mem_limit; /* flush past this many bytes */
     /* background thread: periodic log syncs and due checkpoints */
     pthread_t syncer;
     bool syncer_on;
     bool stopping;
     bool ckpt_due;
     bool fill_due;
+    bool flush_due;
     pthread_mutex_t smu;
     pthread_cond_t scv;
 };
@@ -149,6 +192,14 @@ int store__grow(store *s, struct store__range *rr);
 int store__sync_ranges(store *s, struct store__range **rs, size_t n);
 /* Make every env write committed before the call durable; hold ckmu. */
 int store__sync_envs(store *s);
+/* Apply the memtable to the envs (flmu held by the caller). */
+int store__flush_locked(store *s);
+/* A checkpoint (flmu and ckmu held by the caller): cut the log, run at_cut
+ * (may be NULL; nonzero fails it) under walock held exclusively, apply the
+ * memtable, sync the envs, retire the log before the cut. */
+int store__checkpoint_locked(store *s,
+                             int (*at_cut)(store *, void *),
+                             void *arg);
 
 /* System env (sys.c) */
 int store__sys_open(store *s);

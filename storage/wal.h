@@ -21,11 +21,13 @@
  *
  * Threads: every function may be called from any thread; appends are
  * serialised, syncs are shared (a sync that starts after an append covers
- * it, and callers that arrive during a sync share the next one).
+ * it, and callers that arrive during a sync share the next one) and up to
+ * two overlap (the second starts while the first is on the device).
  */
 #ifndef RK_STORAGE_WAL_H
 #define RK_STORAGE_WAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,9 +58,11 @@ int store__wal_replay(store__wal *w,
                       store__wal_seg_cb seg_done,
                       void *arg);
 
-/* After replay: delete every segment found at open (oldest first, so a
- * crash leaves a suffix) and start a new one. */
-int store__wal_start(store__wal *w);
+/* After replay: start a new segment, and with `retire` first delete every
+ * segment found at open (oldest first, so a crash leaves a suffix). Without
+ * it the caller retires them later (store__wal_cut, store__wal_retire),
+ * e.g. after logging again what replay could not apply. */
+int store__wal_start(store__wal *w, bool retire);
 
 #define STORE__WAL_SEALED 1 /* a full segment was sealed: checkpoint due */
 #define STORE__WAL_FILL   2 /* little zero fill left: store__wal_prefill */

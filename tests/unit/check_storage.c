@@ -503,6 +503,7 @@ static uint64_t check_placement(store *s)
     struct store_range *rs;
     size_t n;
     uint64_t total = 0;
+    ck_assert_int_eq(store_flush(s), 0); /* info counts applied writes */
     ck_assert_int_eq(store_range_list(&rs, &n, s), 0);
     for (size_t i = 0; i < n; i++) {
         struct store_range_info info;
@@ -786,10 +787,11 @@ START_TEST(map_full_grows_or_refuses)
     struct store_opts o = STORE_OPTS_INIT;
     o.map_size = 256 << 10;
     o.map_size_max = 2 << 20;
-    o.write_map = _i; /* both ways of opening range envs */
+    o.write_map = _i;            /* both ways of opening range envs */
+    o.memtable_bytes = 64 << 10; /* applied every few puts */
     store *s = open_store(&o);
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
-    char val[4000];
+    char val[4000], last[32] = "";
     memset(val, 'v', sizeof(val));
     val[sizeof(val) - 1] = 0;
     int ok = 0, full = 0;
@@ -797,9 +799,10 @@ START_TEST(map_full_grows_or_refuses)
         char k[32];
         snprintf(k, sizeof(k), "big:%d", i);
         int rc = put(s, k, 1, val);
-        if (rc == 0)
+        if (rc == 0) {
             ok++;
-        else if (rc == RK_EFULL)
+            memcpy(last, k, sizeof(k));
+        } else if (rc == RK_EFULL)
             full++;
         else
             ck_abort_msg("put: %s", rk_strerror(rc));
@@ -811,9 +814,19 @@ START_TEST(map_full_grows_or_refuses)
     ck_assert_int_eq(store_range_info(&info, s, WHOLE), 0);
     ck_assert_uint_eq(info.map_size, 2 << 20);
     expect(s, "big:0", val); /* still readable, still serving */
+    /* The last acknowledged write may not fit in the env: it stays in the
+     * memtable and the log, readable, across checkpoints and a reopen. */
+    expect(s, last, val);
+    ck_assert_int_eq(store_checkpoint(s), 0);
+    expect(s, last, val);
     store_free(s);
     s = open_store(&o);
     expect(s, "big:0", val);
+    expect(s, last, val);
+    ck_assert_int_eq(put(s, "big:x", 1, val), RK_EFULL); /* still full */
+    store_free(s);
+    s = open_store(&o);
+    expect(s, last, val);
     store_free(s);
     rm_tmp();
 }
@@ -1232,7 +1245,11 @@ static void check_dirs_canonical(void)
 START_TEST(compact_keeps_content)
 {
     mk_tmp();
-    store *s = open_store(NULL);
+    /* A memtable applied after every commit: random-order inserts, pages
+     * half full, as a long-lived range gets them. */
+    struct store_opts o = STORE_OPTS_INIT;
+    o.memtable_bytes = 1;
+    store *s = open_store(&o);
     uint64_t q = UINT64_MAX / 4;
     struct store_range lo = {3 * q, q}, hi = {q, 3 * q}; /* lo wraps */
     ck_assert_int_eq(store_range_create(s, lo), 0);
@@ -1367,6 +1384,107 @@ START_TEST(bad_options)
 }
 END_TEST
 
+/* ---- the memtable ------------------------------------------------------- */
+
+/* Reads merge the memtable with the env (LWW both ways), before and after
+ * it is applied; tombstones in it hide what the env holds. */
+START_TEST(memtable_reads_merge_with_env)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    ck_assert_int_eq(put(s, "a", 20, "new"), 0);
+    ck_assert_int_eq(put(s, "b", 20, "env"), 0);
+    ck_assert_int_eq(put(s, "c", 20, "gone"), 0);
+    struct store_mem_info mi;
+    store_mem_info(&mi, s);
+    ck_assert_uint_eq(mi.writes, 3);
+    ck_assert_uint_gt(mi.bytes, 0);
+    ck_assert_int_eq(store_flush(s), 0);
+    store_mem_info(&mi, s);
+    ck_assert_uint_eq(mi.writes, 0);
+    struct store_range_info info;
+    ck_assert_int_eq(store_range_info(&info, s, WHOLE), 0);
+    ck_assert_uint_eq(info.keys, 3);
+    /* older than the env's: the env's wins while in the memtable... */
+    ck_assert_int_eq(put(s, "a", 10, "old"), 0);
+    /* ...newer: the memtable's wins, a tombstone too */
+    ck_assert_int_eq(put(s, "b", 30, "mem"), 0);
+    ck_assert_int_eq(put(s, "c", 30, NULL), 0);
+    ck_assert_int_eq(put(s, "d", 5, "only mem"), 0);
+    ck_assert_int_eq(put(s, "d", 4, "older in mem"), 0);
+    store_mem_info(&mi, s);
+    ck_assert_uint_eq(mi.writes, 4); /* d once: the LWW winner */
+    for (int round = 0; round < 3; round++) {
+        expect(s, "a", "new");
+        expect(s, "b", "mem");
+        expect(s, "c", NULL);
+        expect(s, "d", "only mem");
+        uint8_t *p;
+        size_t n;
+        struct store_record r;
+        ck_assert_int_eq(store_get_raw(&p, &n, s, RK_SLICE("c", 1)), 0);
+        ck_assert_int_eq(store_record_decode(&r, p, n), 0);
+        ck_assert(r.flags & STORE_REC_TOMBSTONE);
+        free(p);
+        if (round == 0)
+            ck_assert_int_eq(store_flush(s), 0); /* the same once applied */
+        else if (round == 1) {
+            store_free(s); /* and after a reopen */
+            s = open_store(NULL);
+        }
+    }
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* A write still in the memtable for a dropped range must not come back
+ * when a range over the same tokens is created again, nor after reopen. */
+START_TEST(drop_forgets_memtable_writes)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    ck_assert_int_eq(put(s, "kept?", 1, "no"), 0);
+    struct store_mem_info mi;
+    store_mem_info(&mi, s);
+    ck_assert_uint_eq(mi.writes, 1); /* not applied yet */
+    ck_assert_int_eq(store_range_drop(s, WHOLE), 0);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    expect(s, "kept?", NULL);
+    ck_assert_int_eq(store_flush(s), 0);
+    expect(s, "kept?", NULL);
+    store_free(s);
+    s = open_store(NULL);
+    expect(s, "kept?", NULL);
+    struct store_range_info info;
+    ck_assert_int_eq(store_range_info(&info, s, WHOLE), 0);
+    ck_assert_uint_eq(info.keys, 0);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* Scans and digests see the writes the memtable holds. */
+START_TEST(scan_sees_memtable_writes)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    ck_assert_int_eq(put(s, "x", 1, "1"), 0);
+    ck_assert_int_eq(put(s, "y", 1, "2"), 0);
+    struct store_digest d;
+    ck_assert_int_eq(store_digest(&d, s, WHOLE), 0);
+    ck_assert_uint_eq(d.keys, 2);
+    ck_assert_int_eq(put(s, "z", 1, "3"), 0);
+    ck_assert_int_eq(store_digest(&d, s, WHOLE), 0);
+    ck_assert_uint_eq(d.keys, 3);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 static Suite *storage_suite(void)
 {
     Suite *s = suite_create("storage");
@@ -1398,6 +1516,11 @@ static Suite *storage_suite(void)
     tcase_add_loop_test(tc, map_full_grows_or_refuses, 0, 2);
     tcase_add_test(tc, recovery_finishes_interrupted_ops);
     tcase_add_test(tc, compact_keeps_content);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("memtable");
+    tcase_add_test(tc, memtable_reads_merge_with_env);
+    tcase_add_test(tc, drop_forgets_memtable_writes);
+    tcase_add_test(tc, scan_sees_memtable_writes);
     suite_add_tcase(s, tc);
     tc = tcase_create("system");
     tcase_add_test(tc, system_state);

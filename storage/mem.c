@@ -1,0 +1,220 @@
+/*
+ * mem.c - the memtable: committed writes not yet applied to the range envs
+ * (store_internal.h, docs/storage.md "The memtable").
+ *
+ * A chained hash table keyed by (token, user key); the token (XXH3 of the
+ * key) is the hash. Each key keeps only the LWW winner of the writes it got
+ * since the table was started, so a hot key costs one entry. Pure memory:
+ * no LMDB, no locks (the store guards it with memmu).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "storage/store.h"
+#include "storage/store_internal.h"
+
+struct store__ment {
+    struct store__ment *next;
+    uint64_t token;
+    uint32_t klen;
+    uint32_t rlen;
+    uint8_t data[]; /* key || record */
+};
+
+struct store__mem {
+    struct store__ment **tab;
+    size_t mask; /* buckets - 1 (a power of two) */
+    size_t n;
+    size_t bytes;
+};
+
+#define MEM_BUCKETS0 1024u
+
+static size_t mem_ent_bytes(const struct store__ment *e)
+{
+    return sizeof(*e) + e->klen + e->rlen;
+}
+
+int store__mem_new(store__mem **out)
+{
+    store__mem *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return -ENOMEM;
+    m->tab = calloc(MEM_BUCKETS0, sizeof(*m->tab));
+    if (m->tab == NULL) {
+        free(m);
+        return -ENOMEM;
+    }
+    m->mask = MEM_BUCKETS0 - 1;
+    *out = m;
+    return 0;
+}
+
+void store__mem_free(store__mem *m)
+{
+    if (m == NULL)
+        return;
+    for (size_t i = 0; i <= m->mask; i++)
+        for (struct store__ment *e = m->tab[i], *nx; e != NULL; e = nx) {
+            nx = e->next;
+            free(e);
+        }
+    free(m->tab);
+    free(m);
+}
+
+size_t store__mem_count(const store__mem *m)
+{
+    return m->n;
+}
+
+size_t store__mem_bytes(const store__mem *m)
+{
+    return m->bytes;
+}
+
+/* The link that points at key's entry (or at the NULL ending its chain). */
+static struct store__ment **
+mem_slot(const store__mem *m, uint64_t token, struct rk_slice key)
+{
+    struct store__ment **pp = &m->tab[token & m->mask];
+    for (; *pp != NULL; pp = &(*pp)->next) {
+        const struct store__ment *e = *pp;
+        if (e->token == token && e->klen == key.len &&
+            memcmp(e->data, key.p, key.len) == 0)
+            break;
+    }
+    return pp;
+}
+
+/* Whether the kept entry `old` wins over (or is the same as) `rec`. Both
+ * were validated before they got here; an undecodable one loses, as an
+ * undecodable stored value does in the envs. */
+static bool mem_old_wins(const struct store__ment *old, struct rk_slice rec)
+{
+    struct store_record a, b;
+    return store_record_decode(&b, old->data + old->klen, old->rlen) == 0 &&
+           (store_record_decode(&a, rec.p, rec.len) != 0 ||
+            store_record_cmp(&a, &b) <= 0);
+}
+
+/* Double the buckets (a failed allocation just leaves chains longer). */
+static void mem_grow(store__mem *m)
+{
+    size_t nb = (m->mask + 1) * 2;
+    struct store__ment **tab = calloc(nb, sizeof(*tab));
+    if (tab == NULL)
+        return;
+    for (size_t i = 0; i <= m->mask; i++)
+        for (struct store__ment *e = m->tab[i], *nx; e != NULL; e = nx) {
+            nx = e->next;
+            size_t b = e->token & (nb - 1);
+            e->next = tab[b];
+            tab[b] = e;
+        }
+    free(m->tab);
+    m->tab = tab;
+    m->mask = nb - 1;
+}
+
+/* Put e at *pp (key's slot from mem_slot), replacing the entry there. */
+static void
+mem_link(store__mem *m, struct store__ment **pp, struct store__ment *e)
+{
+    struct store__ment *old = *pp;
+    if (old != NULL) {
+        e->next = old->next;
+        m->bytes -= mem_ent_bytes(old);
+        free(old);
+    } else {
+        e->next = NULL;
+        m->n++;
+    }
+    *pp = e;
+    m->bytes += mem_ent_bytes(e);
+    if (m->n > m->mask + 1)
+        mem_grow(m);
+}
+
+int store__mem_put(store__mem *m,
+                   uint64_t token,
+                   struct rk_slice key,
+                   struct rk_slice rec)
+{
+    if (key.len > UINT32_MAX || rec.len > UINT32_MAX)
+        return RK_ETOOLARGE;
+    struct store__ment **pp = mem_slot(m, token, key), *old = *pp;
+    if (old != NULL) {
+        if (mem_old_wins(old, rec))
+            return 0;
+        if (old->rlen == rec.len) {
+            memcpy(old->data + old->klen, rec.p, rec.len);
+            return 0;
+        }
+    }
+    struct store__ment *e = malloc(sizeof(*e) + key.len + rec.len);
+    if (e == NULL)
+        return -ENOMEM;
+    e->token = token;
+    e->klen = (uint32_t)key.len;
+    e->rlen = (uint32_t)rec.len;
+    memcpy(e->data, key.p, key.len);
+    memcpy(e->data + key.len, rec.p, rec.len);
+    mem_link(m, pp, e);
+    return 0;
+}
+
+int store__mem_get(struct rk_slice *out_rec,
+                   const store__mem *m,
+                   uint64_t token,
+                   struct rk_slice key)
+{
+    const struct store__ment *e = *mem_slot(m, token, key);
+    if (e == NULL)
+        return RK_ENOTFOUND;
+    *out_rec = RK_SLICE(e->data + e->klen, e->rlen);
+    return 0;
+}
+
+void store__mem_del(store__mem *m, uint64_t token, struct rk_slice key)
+{
+    struct store__ment **pp = mem_slot(m, token, key), *e = *pp;
+    if (e == NULL)
+        return;
+    *pp = e->next;
+    m->bytes -= mem_ent_bytes(e);
+    m->n--;
+    free(e);
+}
+
+void store__mem_merge(store__mem *dst, store__mem *src)
+{
+    for (size_t i = 0; i <= src->mask; i++)
+        for (struct store__ment *e = src->tab[i], *nx; e != NULL; e = nx) {
+            nx = e->next;
+            struct rk_slice key = RK_SLICE(e->data, e->klen);
+            struct store__ment **pp = mem_slot(dst, e->token, key), *old = *pp;
+            if (old != NULL &&
+                mem_old_wins(old, RK_SLICE(e->data + e->klen, e->rlen)))
+                free(e);
+            else
+                mem_link(dst, pp, e);
+        }
+    memset(src->tab, 0, (src->mask + 1) * sizeof(*src->tab));
+    src->n = 0;
+    src->bytes = 0;
+}
+
+int store__mem_to_batch(const store__mem *m, store_batch *b, bool copy)
+{
+    for (size_t i = 0; i <= m->mask; i++)
+        for (const struct store__ment *e = m->tab[i]; e != NULL; e = e->next) {
+            int rc =
+                store__batch_push(b, RK_SLICE(e->data, e->klen),
+                                  RK_SLICE(e->data + e->klen, e->rlen), copy);
+            if (rc)
+                return rc;
+        }
+    return 0;
+}
