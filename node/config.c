@@ -266,6 +266,54 @@ set_seeds(struct node_config *c, const char *v, char *err, size_t errlen)
     return 0;
 }
 
+/* Check one data centre's replication entry (name as given, rf as text) and
+ * append it to dcs[*n]. The string form and the YAML mapping both end here,
+ * so they accept the same names and factors. */
+static int repl_add(struct node_config_dc *dcs,
+                    int *n,
+                    const char *name_in,
+                    const char *rf_s,
+                    char *err,
+                    size_t errlen)
+{
+    char name[sizeof(dcs[0].name)];
+    long long rf;
+    if (trim_copy(name, sizeof(name), name_in, strlen(name_in)) < 0 || !name[0])
+        return fail(err, errlen,
+                    "replication: bad data centre name '%s' (1..%zu bytes)",
+                    name_in, sizeof(name) - 1);
+    if (parse_ll(&rf, rf_s) < 0 || rf < 1 || rf > 15)
+        return fail(err, errlen, "replication: RF for '%s' must be in 1..15",
+                    name);
+    if (*n == NODE_CONFIG_MAX_DCS)
+        return fail(err, errlen, "replication: more than %d data centres",
+                    NODE_CONFIG_MAX_DCS);
+    for (int i = 0; i < *n; i++)
+        if (strcmp(dcs[i].name, name) == 0)
+            return fail(err, errlen,
+                        "replication: data centre '%s' given twice", name);
+    memcpy(dcs[*n].name, name, sizeof(name));
+    dcs[*n].rf = (int)rf;
+    (*n)++;
+    return 0;
+}
+
+static int repl_commit(struct node_config *c,
+                       const struct node_config_dc *dcs,
+                       int n,
+                       char *err,
+                       size_t errlen)
+{
+    if (n == 0)
+        return fail(err, errlen, "replication: empty (want dc1:3 or 3)");
+    c->ndcs = n;
+    memcpy(c->replication, dcs, sizeof(dcs[0]) * (size_t)n);
+    return 0;
+}
+
+/* "3" (that RF everywhere) or "dc1:3,dc2:2". Each item splits at its last
+ * ':' (an RF never holds one), so "us:east:3" names the data centre
+ * "us:east". */
 static int
 set_repl(struct node_config *c, const char *v, char *err, size_t errlen)
 {
@@ -293,42 +341,21 @@ set_repl(struct node_config *c, const char *v, char *err, size_t errlen)
         if (trim_copy(item, sizeof(item), p, len) < 0)
             return fail(err, errlen, "replication: entry too long");
         if (item[0]) {
-            char *colon = strchr(item, ':');
+            char *colon = strrchr(item, ':');
             if (!colon)
                 return fail(err, errlen,
                             "replication: '%s' is not dc:rf (e.g. dc1:3)",
                             item);
             *colon = '\0';
-            char name[64];
-            if (trim_copy(name, sizeof(name), item, strlen(item)) < 0 ||
-                !name[0])
-                return fail(err, errlen,
-                            "replication: bad data centre name in '%s'", item);
-            if (parse_ll(&rf, colon + 1) < 0 || rf < 1 || rf > 15)
-                return fail(err, errlen,
-                            "replication: RF for '%s' must be in 1..15", name);
-            if (n == NODE_CONFIG_MAX_DCS)
-                return fail(err, errlen,
-                            "replication: more than %d data centres",
-                            NODE_CONFIG_MAX_DCS);
-            for (int i = 0; i < n; i++)
-                if (strcmp(dcs[i].name, name) == 0)
-                    return fail(err, errlen,
-                                "replication: data centre '%s' given twice",
-                                name);
-            memcpy(dcs[n].name, name, sizeof(name));
-            dcs[n].rf = (int)rf;
-            n++;
+            int rc = repl_add(dcs, &n, item, colon + 1, err, errlen);
+            if (rc < 0)
+                return rc;
         }
         if (!comma)
             break;
         p = comma + 1;
     }
-    if (n == 0)
-        return fail(err, errlen, "replication: empty (want dc1:3 or 3)");
-    c->ndcs = n;
-    memcpy(c->replication, dcs, sizeof(dcs[0]) * (size_t)n);
-    return 0;
+    return repl_commit(c, dcs, n, err, errlen);
 }
 
 /* ---- public: one key -------------------------------------------------- */
@@ -484,6 +511,31 @@ static int yaml_flatten(yaml_document_t *doc,
     return fail(err, errlen, "%s: unexpected value type", key);
 }
 
+/* replication as a YAML mapping: each key a data centre, each value its RF. */
+static int yaml_repl(struct node_config *c,
+                     yaml_document_t *doc,
+                     yaml_node_t *map,
+                     char *err,
+                     size_t errlen)
+{
+    struct node_config_dc dcs[NODE_CONFIG_MAX_DCS];
+    int n = 0;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start;
+         pr < map->data.mapping.pairs.top; pr++) {
+        yaml_node_t *k = yaml_document_get_node(doc, pr->key);
+        yaml_node_t *v = yaml_document_get_node(doc, pr->value);
+        if (!k || !v || k->type != YAML_SCALAR_NODE ||
+            v->type != YAML_SCALAR_NODE)
+            return fail(err, errlen,
+                        "replication: map entries must be plain dc: rf");
+        int rc = repl_add(dcs, &n, (const char *)k->data.scalar.value,
+                          (const char *)v->data.scalar.value, err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    return repl_commit(c, dcs, n, err, errlen);
+}
+
 int node_config_parse_yaml(struct node_config *c,
                            const char *text,
                            size_t len,
@@ -531,6 +583,20 @@ int node_config_parse_yaml(struct node_config *c,
         }
         const char *key = (const char *)k->data.scalar.value;
         const char *val;
+        char norm[64];
+        if (v->type == YAML_MAPPING_NODE &&
+            key_norm(norm, sizeof(norm), key, strlen(key)) == 0 &&
+            strcmp(norm, "replication") == 0) {
+            /* entries one by one, keys verbatim: a quoted data centre name
+             * may hold ':' or ',' that the "dc:rf,..." string form splits */
+            rc = yaml_repl(c, &doc, v, sub, sizeof(sub));
+            if (rc < 0) {
+                fail(err, errlen, "%s:%zu: %s", origin, k->start_mark.line + 1,
+                     sub);
+                goto out_flat;
+            }
+            continue;
+        }
         if (v->type == YAML_SCALAR_NODE) {
             val = (const char *)v->data.scalar.value;
         } else {
