@@ -855,23 +855,71 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
 
 /* ---- dump ------------------------------------------------------------- */
 
-/* s as a YAML double-quoted scalar in dst (cap >= 4 * strlen(s) + 3):
- * quote and backslash escaped, control bytes as \xNN, so the dump parses
- * back to the same string whatever it holds. */
-static const char *dump_quote(char *dst, size_t cap, const char *s)
+/* One UTF-8 sequence at s: its code point in *cp and its length, or 0 when
+ * the bytes are not a sequence (lenient: no overlong or surrogate checks,
+ * whatever decodes is escaped by its value). */
+static size_t dump_utf8(uint32_t *cp, const unsigned char *s)
 {
+    size_t n = s[0] >= 0xf0 && s[0] < 0xf8   ? 4
+               : s[0] >= 0xe0 && s[0] < 0xf0 ? 3
+               : s[0] >= 0xc0 && s[0] < 0xe0 ? 2
+                                             : 0;
+    if (n == 0)
+        return 0;
+    uint32_t v = s[0] & (0x7fu >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = v << 6 | (s[i] & 0x3fu);
+    }
+    *cp = v;
+    return n;
+}
+
+/* Whether YAML's reader takes code point cp as it is inside a quoted
+ * scalar: printable, and not a line break it would fold (NEL, LS, PS) or a
+ * byte order mark. */
+static int dump_plain_cp(uint32_t cp)
+{
+    if (cp == 0x85 || cp == 0x2028 || cp == 0x2029 || cp == 0xfeff)
+        return 0;
+    return (cp >= 0xa0 && cp <= 0xd7ff) || (cp >= 0xe000 && cp <= 0xfffd) ||
+           (cp >= 0x10000 && cp <= 0x10ffff);
+}
+
+/* s as a YAML double-quoted scalar in dst (cap >= 4 * strlen(s) + 14):
+ * quote and backslash escaped, every code point YAML would refuse or fold
+ * (control characters, C1, NEL, LS, PS, BOM, U+FFFE/U+FFFF) as \xNN,
+ * \uNNNN or \UNNNNNNNN, so the dump parses back to the same string
+ * whatever it holds. A byte that is not UTF-8 (only possible from the
+ * environment or a flag) is written as \xNN, which reads back as U+00NN. */
+static const char *dump_quote(char *dst, size_t cap, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
     size_t o = 0;
     dst[o++] = '"';
-    for (; *s != '\0' && o + 5 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
+    while (*s != '\0' && o + 12 < cap) {
+        uint32_t cp = *s;
+        size_t n = 1;
+        if (cp >= 0x80 && (n = dump_utf8(&cp, s)) == 0) {
+            n = 1; /* not UTF-8: the byte alone */
+        } else if (cp == '"' || cp == '\\') {
             dst[o++] = '\\';
-            dst[o++] = (char)ch;
-        } else if (ch < 0x20 || ch == 0x7f) {
-            o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", ch);
-        } else {
-            dst[o++] = (char)ch;
+            dst[o++] = (char)cp;
+            s++;
+            continue;
+        } else if ((cp >= 0x20 && cp < 0x7f) || dump_plain_cp(cp)) {
+            memcpy(dst + o, s, n);
+            o += n;
+            s += n;
+            continue;
         }
+        o += (size_t)snprintf(dst + o, cap - o,
+                              cp < 0x100     ? "\\x%02x"
+                              : cp < 0x10000 ? "\\u%04x"
+                                             : "\\U%08x",
+                              (unsigned)cp);
+        s += n;
     }
     dst[o++] = '"';
     dst[o] = '\0';
@@ -882,7 +930,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
 {
     size_t used = 0;
     int total = 0;
-    char q[4 * NODE_CONFIG_STR + 3], q2[4 * NODE_CONFIG_STR + 3];
+    char q[4 * NODE_CONFIG_STR + 14], q2[4 * NODE_CONFIG_STR + 14];
 #define OUT(...)                                                      \
     do {                                                              \
         int w_ = snprintf(buf ? buf + used : NULL,                    \
@@ -912,7 +960,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         c->gossip_port, c->internode_port, c->client_port, c->resp_port,
         c->metrics_port);
     OUT("data_dir: %s\nnum_tokens: %d\ntoken_allocation: %s\n"
-        "weight: %g\n",
+        "weight: %.17g\n",
         dump_quote(q, sizeof(q), c->data_dir), c->num_tokens,
         c->token_allocation == NODE_ALLOC_BALANCED ? "balanced" : "random",
         c->weight);
@@ -928,7 +976,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         c->durability == NODE_DURABILITY_GROUP ? "group" : "periodic");
     OUT("periodic_sync_ms: %d\nread_timeout_ms: %d\nwrite_timeout_ms: %d\n"
         "connect_timeout_ms: %d\ngossip_interval_ms: %d\n"
-        "phi_convict_threshold: %g\n",
+        "phi_convict_threshold: %.17g\n",
         c->periodic_sync_ms, c->read_timeout_ms, c->write_timeout_ms,
         c->connect_timeout_ms, c->gossip_interval_ms, c->phi_convict_threshold);
     OUT("hinted_handoff: %s\nmax_hint_window_ms: %lld\n"
