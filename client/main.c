@@ -161,44 +161,35 @@ static void human_bytes(char *buf, size_t n, uint64_t v)
 
 static int exit_code(int rc)
 {
-    switch (rc) {
-    case 0:
+    switch (ringkv_errkind(rc)) {
+    case RINGKV_KIND_OK:
         return EXIT_OK;
-    case RK_ENOTFOUND:
+    case RINGKV_KIND_NOTFOUND:
         return EXIT_NOTFOUND;
-    case RK_EAUTH:
-        return EXIT_AUTH;
-    case RK_EUNAVAILABLE:
-    case RK_ETIMEOUT:
-    case RK_EOVERLOADED:
-    case RK_ESTALE:
-        return EXIT_CLUSTER;
-    case RK_EBADREQ:
-    case RK_ETOOLARGE:
-        return EXIT_REJECTED;
-    case -ENOSYS:
-        return EXIT_NOTIMPL;
-    case RK_ECLOSED:
-    case -ECONNREFUSED:
-    case -ECONNRESET:
-    case -EPIPE:
-    case -ETIMEDOUT:
-    case -EHOSTUNREACH:
-    case -ENETUNREACH:
-    case -ECONNABORTED:
+    case RINGKV_KIND_CONNECTION:
         return EXIT_CONNECT;
-    default:
-        return EXIT_OTHER;
+    case RINGKV_KIND_AUTH:
+        return EXIT_AUTH;
+    case RINGKV_KIND_CLUSTER:
+        return EXIT_CLUSTER;
+    case RINGKV_KIND_REJECTED:
+        return EXIT_REJECTED;
+    case RINGKV_KIND_NOTSUP:
+        return EXIT_NOTIMPL;
+    case RINGKV_KIND_OTHER:
+        break;
     }
+    return EXIT_OTHER;
 }
 
 /* The error's name in --json output: the protocol name of a server error,
  * CONNECTION for a transport failure, ERROR otherwise. */
 static const char *error_name(int rc)
 {
-    if (rc == -ENOSYS || (rc <= RK_ERR_BASE && rc >= RK_ERR_LAST))
+    enum ringkv_errkind k = ringkv_errkind(rc);
+    if (k == RINGKV_KIND_NOTSUP || (rc <= RK_ERR_BASE && rc >= RK_ERR_LAST))
         return wire_cerr_name(rc);
-    return exit_code(rc) == EXIT_CONNECT ? "CONNECTION" : "ERROR";
+    return k == RINGKV_KIND_CONNECTION ? "CONNECTION" : "ERROR";
 }
 
 static int report(struct cli *a, ringkv *c, int rc)

@@ -579,11 +579,57 @@ int ringkv_send(ringkv *c, uint64_t *out_id, const struct wire_creq *req)
     return 0;
 }
 
-static bool ringkv__retryable(int rc)
+/* ---- error kinds ------------------------------------------------------- */
+
+enum ringkv_errkind ringkv_errkind(int err)
 {
-    return rc == RK_ECLOSED || rc == -ECONNRESET || rc == -EPIPE ||
-           rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -ENOTCONN ||
-           rc == -ECONNABORTED || rc == -EHOSTUNREACH;
+    switch (err) {
+    case 0:
+        return RINGKV_KIND_OK;
+    case RK_ENOTFOUND:
+        return RINGKV_KIND_NOTFOUND;
+    case RK_ECLOSED:
+    case -ECONNREFUSED:
+    case -ECONNRESET:
+    case -ECONNABORTED:
+    case -EPIPE:
+    case -ENOTCONN:
+    case -ETIMEDOUT:
+    case -EHOSTUNREACH:
+    case -EHOSTDOWN:
+    case -ENETUNREACH:
+    case -ENETDOWN:
+    case -EADDRNOTAVAIL:
+        return RINGKV_KIND_CONNECTION;
+    case RK_EAUTH:
+        return RINGKV_KIND_AUTH;
+    case RK_EUNAVAILABLE:
+    case RK_ETIMEOUT:
+    case RK_EOVERLOADED:
+    case RK_ESTALE:
+        return RINGKV_KIND_CLUSTER;
+    case RK_EBADREQ:
+    case RK_ETOOLARGE:
+        return RINGKV_KIND_REJECTED;
+    case -ENOSYS:
+        return RINGKV_KIND_NOTSUP;
+    default:
+        return RINGKV_KIND_OTHER;
+    }
+}
+
+bool ringkv_retryable(int err, bool idempotent)
+{
+    switch (err) {
+    case RK_ESTALE:
+    case RK_EOVERLOADED:
+    case RK_EUNAVAILABLE:
+        return true;
+    case RK_ETIMEOUT:
+        return idempotent;
+    default:
+        return idempotent && ringkv_errkind(err) == RINGKV_KIND_CONNECTION;
+    }
 }
 
 int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
@@ -600,7 +646,7 @@ int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
     for (int attempt = 0; attempt <= c->opts.retries; attempt++) {
         uint64_t id;
         if ((rc = ringkv_send(c, &id, req)) != 0) {
-            if (ringkv__retryable(rc))
+            if (ringkv_retryable(rc, true))
                 continue;
             return rc;
         }
@@ -611,7 +657,7 @@ int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
             return rc;
         }
         if (rc != 0) {
-            if (ringkv__retryable(rc))
+            if (ringkv_retryable(rc, true))
                 continue;
             return rc;
         }

@@ -24,6 +24,7 @@
 #ifndef RINGKV_H
 #define RINGKV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -82,6 +83,40 @@ void ringkv_close(ringkv *c);
 /* The last error's description, or "" . @note Valid until the next call on
  * c. */
 const char *ringkv_errmsg(const ringkv *c);
+
+/* ---- error kinds -------------------------------------------------------- */
+
+/* What kind of failure a code is: the one classification that the CLI's exit
+ * codes (docs/cli.md), ringkv-load's error counts and this library's own
+ * reconnects use. */
+enum ringkv_errkind {
+    RINGKV_KIND_OK = 0,   /* 0 */
+    RINGKV_KIND_NOTFOUND, /* RK_ENOTFOUND */
+    /* No connection could be made, or it broke: RK_ECLOSED, -ECONNREFUSED,
+     * -ECONNRESET, -ECONNABORTED, -EPIPE, -ENOTCONN, -ETIMEDOUT,
+     * -EHOSTUNREACH (also a host name that does not resolve),
+     * -EHOSTDOWN, -ENETUNREACH, -ENETDOWN, -EADDRNOTAVAIL. */
+    RINGKV_KIND_CONNECTION,
+    RINGKV_KIND_AUTH, /* RK_EAUTH */
+    /* The cluster could not serve the request now: RK_EUNAVAILABLE,
+     * RK_ETIMEOUT (the server's, or no answer in time), RK_EOVERLOADED,
+     * RK_ESTALE. */
+    RINGKV_KIND_CLUSTER,
+    RINGKV_KIND_REJECTED, /* the request itself: RK_EBADREQ, RK_ETOOLARGE */
+    RINGKV_KIND_NOTSUP,   /* NOT_IMPLEMENTED by this server (-ENOSYS) */
+    RINGKV_KIND_OTHER     /* RK_EPROTO, RK_EINTERNAL, -ENOMEM, ... */
+};
+
+/* The kind of any code this library returns (0, -errno or RK_E*). */
+enum ringkv_errkind ringkv_errkind(int err);
+
+/* Whether sending the same request again may succeed: a connection error
+ * (on a new connection), RK_ESTALE (at another node), RK_EOVERLOADED and
+ * RK_EUNAVAILABLE (after a pause); none of those did anything. A connection
+ * error and RK_ETIMEOUT leave the request's outcome unknown (it may have
+ * been applied), so they count only when `idempotent` says that applying it
+ * twice is harmless. Everything else: retrying cannot help. */
+bool ringkv_retryable(int err, bool idempotent);
 
 /* "host:port" of the current (or last) connection, or "" . @note Valid until
  * the next call on c. */

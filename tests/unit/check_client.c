@@ -765,6 +765,49 @@ START_TEST(host_lists)
 }
 END_TEST
 
+/* Regression: the CLI's exit codes, ringkv-load's error counts and the
+ * library's reconnects each had their own list of connection errors, and
+ * they disagreed (ringkv-load counted an unresolvable host, -EHOSTUNREACH,
+ * as OTHER; the library did not reconnect after -ENETUNREACH; the CLI
+ * exited 8 on -ENOTCONN). Now there is one, ringkv_errkind. */
+START_TEST(errkind_one_list)
+{
+    static const int conn[] = {RK_ECLOSED,    -ECONNREFUSED, -ECONNRESET,
+                               -ECONNABORTED, -EPIPE,        -ENOTCONN,
+                               -ETIMEDOUT,    -EHOSTUNREACH, -EHOSTDOWN,
+                               -ENETUNREACH,  -ENETDOWN,     -EADDRNOTAVAIL};
+    for (size_t i = 0; i < sizeof(conn) / sizeof(conn[0]); i++) {
+        ck_assert_msg(ringkv_errkind(conn[i]) == RINGKV_KIND_CONNECTION, "%s",
+                      rk_strerror(conn[i]));
+        ck_assert(ringkv_retryable(conn[i], true));
+        ck_assert(!ringkv_retryable(conn[i], false));
+    }
+    ck_assert_int_eq(ringkv_errkind(0), RINGKV_KIND_OK);
+    ck_assert_int_eq(ringkv_errkind(RK_ENOTFOUND), RINGKV_KIND_NOTFOUND);
+    ck_assert_int_eq(ringkv_errkind(RK_EAUTH), RINGKV_KIND_AUTH);
+    static const int cluster[] = {RK_EUNAVAILABLE, RK_ETIMEOUT, RK_EOVERLOADED,
+                                  RK_ESTALE};
+    for (size_t i = 0; i < sizeof(cluster) / sizeof(cluster[0]); i++)
+        ck_assert_int_eq(ringkv_errkind(cluster[i]), RINGKV_KIND_CLUSTER);
+    ck_assert_int_eq(ringkv_errkind(RK_EBADREQ), RINGKV_KIND_REJECTED);
+    ck_assert_int_eq(ringkv_errkind(RK_ETOOLARGE), RINGKV_KIND_REJECTED);
+    ck_assert_int_eq(ringkv_errkind(RK_EPROTO), RINGKV_KIND_OTHER);
+    ck_assert_int_eq(ringkv_errkind(-ENOMEM), RINGKV_KIND_OTHER);
+    /* nothing was done: worth another try whatever the request */
+    ck_assert(ringkv_retryable(RK_ESTALE, false));
+    ck_assert(ringkv_retryable(RK_EOVERLOADED, false));
+    ck_assert(ringkv_retryable(RK_EUNAVAILABLE, false));
+    /* may have been applied: only when applying twice is harmless */
+    ck_assert(ringkv_retryable(RK_ETIMEOUT, true));
+    ck_assert(!ringkv_retryable(RK_ETIMEOUT, false));
+    /* retrying cannot help */
+    ck_assert(!ringkv_retryable(RK_EBADREQ, true));
+    ck_assert(!ringkv_retryable(RK_EAUTH, true));
+    ck_assert(!ringkv_retryable(RK_EPROTO, true));
+    ck_assert(!ringkv_retryable(RK_ENOTFOUND, true));
+}
+END_TEST
+
 /* ---- the ringkv CLI and ringkv-load, run as processes ----------------------
  */
 
@@ -1025,6 +1068,23 @@ START_TEST(load_generator_runs)
 }
 END_TEST
 
+/* Regression: ringkv-load counted a host it cannot resolve ("a..b" fails
+ * in the resolver without asking DNS; libringkv returns -EHOSTUNREACH) as
+ * OTHER instead of CONNECTION, unlike the CLI (exit 3). */
+START_TEST(load_counts_unresolvable_host_as_connection)
+{
+    char out[8192];
+    const char *args[] = {"-h", "a..b", "-c", "1", "-n", "3", "--json", NULL};
+    ck_assert_int_eq(
+        run_prog("ringkv-load", args, out, sizeof(out), NULL, 0, NULL), 3);
+    ck_assert_ptr_nonnull(strstr(out, "\"errors_by_type\":{\"CONNECTION\":3}"));
+    const char *cargs[] = {"-h", "a..b", "--json", "get", "k", NULL};
+    ck_assert_int_eq(run_prog("ringkv", cargs, out, sizeof(out), NULL, 0, NULL),
+                     3);
+    ck_assert_ptr_nonnull(strstr(out, "\"error\":\"CONNECTION\""));
+}
+END_TEST
+
 static Suite *client_suite(void)
 {
     Suite *s = suite_create("client");
@@ -1056,9 +1116,11 @@ static Suite *client_suite(void)
     tcase_add_test(tc, cli_usage_and_connection);
     tcase_add_test(tc, cli_password);
     tcase_add_test(tc, load_generator_runs);
+    tcase_add_test(tc, load_counts_unresolvable_host_as_connection);
     suite_add_tcase(s, tc);
     tc = tcase_create("config");
     tcase_add_test(tc, host_lists);
+    tcase_add_test(tc, errkind_one_list);
     suite_add_tcase(s, tc);
     return s;
 }
