@@ -11,7 +11,8 @@
  * Two ways to talk:
  *  - synchronous: ringkv_get / ringkv_put / ringkv_del, or ringkv_call for
  *    any request (one request on the wire at a time; retried once on another
- *    connection if the connection drops);
+ *    connection if the connection drops, unless it is a write that may
+ *    already have been applied: see ringkv_call);
  *  - pipelined: ringkv_send queues any number of requests, ringkv_flush
  *    writes them, ringkv_recv returns responses as they come, in any order;
  *    match them by id. Do not mix the two while requests are outstanding.
@@ -152,11 +153,30 @@ int ringkv_recv(ringkv *c, struct wire_cresp *out, int timeout_ms);
 
 /* ---- synchronous API -------------------------------------------------- */
 
+/* Whether applying req twice is harmless, so it may be resent when its
+ * outcome is unknown: HELLO, PING, GET, MGET, STATUS, RING, ENDPOINTS,
+ * METRICS, NETSTATS. Not PUT or DEL (see ringkv_call) nor the admin ops
+ * that change the cluster (JOIN, DECOMMISSION, REMOVENODE, REPAIR,
+ * CLEANUP). */
+bool ringkv_idempotent(const struct wire_creq *req);
+
 /* Send req and wait for its response (opts.timeout_ms). On a connection
- * failure before the answer, reconnects and retries up to opts.retries
- * times. A local timeout disconnects (a late answer must not be taken for
- * the next request's) and returns RK_ETIMEOUT. A RING_STALE answer (the node
- * refuses to coordinate until its ring catches up; nothing was done) is
+ * failure before the answer, reconnects (to the next host) and resends, up
+ * to opts.retries times, when that is safe:
+ *  - always when req's frame was not written whole (the server cannot have
+ *    decoded it), e.g. a connection refused or closed while idle (checked
+ *    before sending);
+ *  - after it was written, only when req is idempotent (ringkv_idempotent:
+ *    reads and queries). PUT and DEL carry no timestamp of their own: the
+ *    coordinator stamps each copy anew, so a resent write is a second, newer
+ *    write that can overwrite a write made in between by someone else (a
+ *    lost update) and restarts a ttl. They are not resent; the connection
+ *    error is returned and ringkv_errmsg says the write may have been
+ *    applied. Write again yourself if last-writer-wins on your own clock is
+ *    what you want.
+ * A local timeout disconnects (a late answer must not be taken for the next
+ * request's) and returns RK_ETIMEOUT, never resent. A RING_STALE answer (the
+ * node refuses to coordinate until its ring catches up; nothing was done) is
  * retried on the next host too, when there is one. Returns the transport
  * error, else out->err (0 on success).
  * @note When a response arrived (the return value is 0 or out->err), *out
