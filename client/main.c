@@ -7,7 +7,7 @@
  *   0 ok, 1 key not found, 2 usage, 3 cannot connect / connection lost,
  *   4 authentication, 5 cluster could not serve (UNAVAILABLE, TIMEOUT,
  *   OVERLOADED, RING_STALE), 6 request rejected (BAD_REQUEST, TOO_LARGE),
- *   7 not implemented by the server, 8 any other error.
+ *   7 not implemented in this version (NOT_IMPLEMENTED), 8 any other error.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -195,8 +195,16 @@ static const char *error_name(int rc)
 static int report(struct cli *a, ringkv *c, int rc)
 {
     const char *msg = c ? ringkv_errmsg(c) : "";
+    char notsup[1024];
     if (msg[0] == '\0')
         msg = rk_strerror(rc);
+    if (c != NULL && ringkv_errkind(rc) == RINGKV_KIND_NOTSUP) {
+        /* the node knows the command; this version of it does not do it */
+        snprintf(notsup, sizeof(notsup),
+                 "not implemented in this version (the node %s answered %s)",
+                 ringkv_peer(c), msg);
+        msg = notsup;
+    }
     if (a->json) {
         printf("{\"error\":");
         json_cstr(stdout, error_name(rc));
