@@ -186,10 +186,10 @@ static int exit_code(int rc)
  * CONNECTION for a transport failure, ERROR otherwise. */
 static const char *error_name(int rc)
 {
-    enum ringkv_errkind k = ringkv_errkind(rc);
-    if (k == RINGKV_KIND_NOTSUP || (rc <= RK_ERR_BASE && rc >= RK_ERR_LAST))
+    if (rc <= RK_ERR_BASE && rc >= RK_ERR_LAST)
         return wire_cerr_name(rc);
-    return k == RINGKV_KIND_CONNECTION ? "CONNECTION" : "ERROR";
+    return ringkv_errkind(rc) == RINGKV_KIND_CONNECTION ? "CONNECTION"
+                                                        : "ERROR";
 }
 
 static int report(struct cli *a, ringkv *c, int rc)

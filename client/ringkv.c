@@ -613,7 +613,7 @@ enum ringkv_errkind ringkv_errkind(int err)
     case RK_EBADREQ:
     case RK_ETOOLARGE:
         return RINGKV_KIND_REJECTED;
-    case -ENOSYS:
+    case RK_ENOTSUP:
         return RINGKV_KIND_NOTSUP;
     default:
         return RINGKV_KIND_OTHER;

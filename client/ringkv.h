@@ -18,9 +18,10 @@
  *    match them by id. Do not mix the two while requests are outstanding.
  *
  * Errors: 0, -errno (system: -ECONNREFUSED, ...), or an RK_E* code from
- * common/rk.h (the server's typed errors, RK_ETIMEOUT for a local timeout,
- * RK_ECLOSED for a lost connection, RK_EPROTO for a broken peer), or -ENOSYS
- * for NOT_IMPLEMENTED. ringkv_errmsg() says what happened in words.
+ * common/rk.h (the server's typed errors, RK_ENOTSUP for NOT_IMPLEMENTED,
+ * RK_ETIMEOUT for a local timeout, RK_ECLOSED for a lost connection,
+ * RK_EPROTO for a broken peer). ringkv_errmsg() says what happened in
+ * words; ringkv_errkind() sorts any code into the kinds below.
  */
 #ifndef RINGKV_H
 #define RINGKV_H
@@ -104,7 +105,7 @@ enum ringkv_errkind {
      * RK_ESTALE. */
     RINGKV_KIND_CLUSTER,
     RINGKV_KIND_REJECTED, /* the request itself: RK_EBADREQ, RK_ETOOLARGE */
-    RINGKV_KIND_NOTSUP,   /* NOT_IMPLEMENTED by this server (-ENOSYS) */
+    RINGKV_KIND_NOTSUP,   /* RK_ENOTSUP: NOT_IMPLEMENTED by this server */
     RINGKV_KIND_OTHER     /* RK_EPROTO, RK_EINTERNAL, -ENOMEM, ... */
 };
 

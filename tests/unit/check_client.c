@@ -268,7 +268,7 @@ static int fake_answer(struct fake *f,
         r->nnodes = 2;
         return 1;
     default:
-        r->err = -ENOSYS;
+        r->err = RK_ENOTSUP;
         r->has = WIRE_CRESP_MSG;
         r->msg = RK_SLICE("not implemented yet", 19);
         return 1;
@@ -790,7 +790,7 @@ START_TEST(error_mapping)
     ck_assert_uint_eq(r.need, 2);
     wire_cresp_clear(&r);
     struct wire_creq j = {.op = WIRE_COP_JOIN};
-    ck_assert_int_eq(ringkv_call(c, &r, &j), -ENOSYS);
+    ck_assert_int_eq(ringkv_call(c, &r, &j), RK_ENOTSUP);
     ck_assert_ptr_nonnull(strstr(ringkv_errmsg(c), "NOT_IMPLEMENTED"));
     wire_cresp_clear(&r);
     struct wire_creq s = {.op = WIRE_COP_STATUS};
@@ -910,6 +910,8 @@ START_TEST(errkind_one_list)
     ck_assert_int_eq(ringkv_errkind(RK_ETOOLARGE), RINGKV_KIND_REJECTED);
     ck_assert_int_eq(ringkv_errkind(RK_EPROTO), RINGKV_KIND_OTHER);
     ck_assert_int_eq(ringkv_errkind(-ENOMEM), RINGKV_KIND_OTHER);
+    ck_assert_int_eq(ringkv_errkind(RK_ENOTSUP), RINGKV_KIND_NOTSUP);
+    ck_assert_int_eq(ringkv_errkind(-ENOSYS), RINGKV_KIND_OTHER);
     /* nothing was done: worth another try whatever the request */
     ck_assert(ringkv_retryable(RK_ESTALE, false));
     ck_assert(ringkv_retryable(RK_EOVERLOADED, false));
