@@ -7,7 +7,7 @@
  *   0 ok, 1 key not found, 2 usage, 3 cannot connect / connection lost,
  *   4 authentication, 5 cluster could not serve (UNAVAILABLE, TIMEOUT,
  *   OVERLOADED, RING_STALE), 6 request rejected (BAD_REQUEST, TOO_LARGE),
- *   7 not implemented by the server, 8 any other error.
+ *   7 not implemented in this version (NOT_IMPLEMENTED), 8 any other error.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -161,51 +161,50 @@ static void human_bytes(char *buf, size_t n, uint64_t v)
 
 static int exit_code(int rc)
 {
-    switch (rc) {
-    case 0:
+    switch (ringkv_errkind(rc)) {
+    case RINGKV_KIND_OK:
         return EXIT_OK;
-    case RK_ENOTFOUND:
+    case RINGKV_KIND_NOTFOUND:
         return EXIT_NOTFOUND;
-    case RK_EAUTH:
-        return EXIT_AUTH;
-    case RK_EUNAVAILABLE:
-    case RK_ETIMEOUT:
-    case RK_EOVERLOADED:
-    case RK_ESTALE:
-        return EXIT_CLUSTER;
-    case RK_EBADREQ:
-    case RK_ETOOLARGE:
-        return EXIT_REJECTED;
-    case -ENOSYS:
-        return EXIT_NOTIMPL;
-    case RK_ECLOSED:
-    case -ECONNREFUSED:
-    case -ECONNRESET:
-    case -EPIPE:
-    case -ETIMEDOUT:
-    case -EHOSTUNREACH:
-    case -ENETUNREACH:
-    case -ECONNABORTED:
+    case RINGKV_KIND_CONNECTION:
         return EXIT_CONNECT;
-    default:
-        return EXIT_OTHER;
+    case RINGKV_KIND_AUTH:
+        return EXIT_AUTH;
+    case RINGKV_KIND_CLUSTER:
+        return EXIT_CLUSTER;
+    case RINGKV_KIND_REJECTED:
+        return EXIT_REJECTED;
+    case RINGKV_KIND_NOTSUP:
+        return EXIT_NOTIMPL;
+    case RINGKV_KIND_OTHER:
+        break;
     }
+    return EXIT_OTHER;
 }
 
 /* The error's name in --json output: the protocol name of a server error,
  * CONNECTION for a transport failure, ERROR otherwise. */
 static const char *error_name(int rc)
 {
-    if (rc == -ENOSYS || (rc <= RK_ERR_BASE && rc >= RK_ERR_LAST))
+    if (rc <= RK_ERR_BASE && rc >= RK_ERR_LAST)
         return wire_cerr_name(rc);
-    return exit_code(rc) == EXIT_CONNECT ? "CONNECTION" : "ERROR";
+    return ringkv_errkind(rc) == RINGKV_KIND_CONNECTION ? "CONNECTION"
+                                                        : "ERROR";
 }
 
 static int report(struct cli *a, ringkv *c, int rc)
 {
     const char *msg = c ? ringkv_errmsg(c) : "";
+    char notsup[1024];
     if (msg[0] == '\0')
         msg = rk_strerror(rc);
+    if (c != NULL && ringkv_errkind(rc) == RINGKV_KIND_NOTSUP) {
+        /* the node knows the command; this version of it does not do it */
+        snprintf(notsup, sizeof(notsup),
+                 "not implemented in this version (the node %s answered %s)",
+                 ringkv_peer(c), msg);
+        msg = notsup;
+    }
     if (a->json) {
         printf("{\"error\":");
         json_cstr(stdout, error_name(rc));

@@ -44,7 +44,8 @@ struct ringkv {
     size_t pending;
     struct wire_cbuf out; /* queued bytes, sent from out_off */
     size_t out_off;
-    uint8_t *in; /* received bytes in [in_off, in_len) */
+    uint64_t written; /* bytes ever handed to the kernel (never reset) */
+    uint8_t *in;      /* received bytes in [in_off, in_len) */
     size_t in_len, in_cap, in_off;
     char err[512];
     char peer[320];
@@ -317,6 +318,7 @@ static int ringkv__flush_until(ringkv *c, int64_t deadline)
                          MSG_NOSIGNAL);
         if (n > 0) {
             c->out_off += (size_t)n;
+            c->written += (uint64_t)n;
             continue;
         }
         if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
@@ -579,11 +581,98 @@ int ringkv_send(ringkv *c, uint64_t *out_id, const struct wire_creq *req)
     return 0;
 }
 
-static bool ringkv__retryable(int rc)
+/* ---- error kinds ------------------------------------------------------- */
+
+enum ringkv_errkind ringkv_errkind(int err)
 {
-    return rc == RK_ECLOSED || rc == -ECONNRESET || rc == -EPIPE ||
-           rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -ENOTCONN ||
-           rc == -ECONNABORTED || rc == -EHOSTUNREACH;
+    switch (err) {
+    case 0:
+        return RINGKV_KIND_OK;
+    case RK_ENOTFOUND:
+        return RINGKV_KIND_NOTFOUND;
+    case RK_ECLOSED:
+    case -ECONNREFUSED:
+    case -ECONNRESET:
+    case -ECONNABORTED:
+    case -EPIPE:
+    case -ENOTCONN:
+    case -ETIMEDOUT:
+    case -EHOSTUNREACH:
+    case -EHOSTDOWN:
+    case -ENETUNREACH:
+    case -ENETDOWN:
+    case -EADDRNOTAVAIL:
+        return RINGKV_KIND_CONNECTION;
+    case RK_EAUTH:
+        return RINGKV_KIND_AUTH;
+    case RK_EUNAVAILABLE:
+    case RK_ETIMEOUT:
+    case RK_EOVERLOADED:
+    case RK_ESTALE:
+        return RINGKV_KIND_CLUSTER;
+    case RK_EBADREQ:
+    case RK_ETOOLARGE:
+        return RINGKV_KIND_REJECTED;
+    case RK_ENOTSUP:
+        return RINGKV_KIND_NOTSUP;
+    default:
+        return RINGKV_KIND_OTHER;
+    }
+}
+
+bool ringkv_retryable(int err, bool idempotent)
+{
+    switch (err) {
+    case RK_ESTALE:
+    case RK_EOVERLOADED:
+    case RK_EUNAVAILABLE:
+        return true;
+    case RK_ETIMEOUT:
+        return idempotent;
+    default:
+        return idempotent && ringkv_errkind(err) == RINGKV_KIND_CONNECTION;
+    }
+}
+
+bool ringkv_idempotent(const struct wire_creq *req)
+{
+    switch (req->op) {
+    case WIRE_COP_HELLO:
+    case WIRE_COP_PING:
+    case WIRE_COP_GET:
+    case WIRE_COP_MGET:
+    case WIRE_COP_STATUS:
+    case WIRE_COP_RING:
+    case WIRE_COP_ENDPOINTS:
+    case WIRE_COP_METRICS:
+    case WIRE_COP_NETSTATS:
+        return true;
+    default:
+        /* PUT and DEL are stamped by the coordinator, so a second copy is
+         * a newer write (it can undo someone else's write in between, and
+         * a PUT's ttl starts again); the other admin ops change the
+         * cluster. */
+        return false;
+    }
+}
+
+/* Before a synchronous request on an idle connection: a connection the
+ * server closed while idle (restart, idle timeout) reads as EOF now. Drop
+ * it, so the request goes out on a fresh connection instead of being
+ * written into a dead one, where a write could not be resent safely.
+ * Bytes waiting with nothing outstanding are no answer of ours either. */
+static void ringkv__drop_if_dead(ringkv *c)
+{
+    if (c->fd < 0 || c->pending != 0)
+        return;
+    struct pollfd pfd = {c->fd, POLLIN, 0};
+    if (poll(&pfd, 1, 0) <= 0)
+        return;
+    char b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    ringkv__drop(c);
 }
 
 int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
@@ -597,13 +686,18 @@ int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
                        c->pending);
         return RK_EBADREQ;
     }
+    bool idempotent = ringkv_idempotent(req);
     for (int attempt = 0; attempt <= c->opts.retries; attempt++) {
         uint64_t id;
+        ringkv__drop_if_dead(c);
         if ((rc = ringkv_send(c, &id, req)) != 0) {
-            if (ringkv__retryable(rc))
+            /* not a byte of req was written: any request may go again */
+            if (ringkv_retryable(rc, true))
                 continue;
             return rc;
         }
+        uint64_t from = c->written;
+        size_t len = c->out.len - c->out_off; /* req's frame, queued */
         int64_t deadline = ringkv__now_ms() + c->opts.timeout_ms;
         rc = ringkv__recv_until(c, out, deadline);
         if (rc == RK_ETIMEOUT) {
@@ -611,8 +705,20 @@ int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
             return rc;
         }
         if (rc != 0) {
-            if (ringkv__retryable(rc))
+            /* A frame not written whole cannot have been decoded, let
+             * alone applied; one written whole may have been. */
+            bool whole = c->written - from >= len;
+            if (ringkv_retryable(rc, idempotent || !whole))
                 continue;
+            if (whole && !idempotent &&
+                ringkv_errkind(rc) == RINGKV_KIND_CONNECTION) {
+                size_t l = strlen(c->err);
+                snprintf(c->err + l, sizeof(c->err) - l,
+                         " after the %s was sent: it may have been applied, "
+                         "so it was not resent",
+                         wire_cop_name(req->op) ? wire_cop_name(req->op)
+                                                : "request");
+            }
             return rc;
         }
         if (out->id != id) {

@@ -11,19 +11,22 @@
  * Two ways to talk:
  *  - synchronous: ringkv_get / ringkv_put / ringkv_del, or ringkv_call for
  *    any request (one request on the wire at a time; retried once on another
- *    connection if the connection drops);
+ *    connection if the connection drops, unless it is a write that may
+ *    already have been applied: see ringkv_call);
  *  - pipelined: ringkv_send queues any number of requests, ringkv_flush
  *    writes them, ringkv_recv returns responses as they come, in any order;
  *    match them by id. Do not mix the two while requests are outstanding.
  *
  * Errors: 0, -errno (system: -ECONNREFUSED, ...), or an RK_E* code from
- * common/rk.h (the server's typed errors, RK_ETIMEOUT for a local timeout,
- * RK_ECLOSED for a lost connection, RK_EPROTO for a broken peer), or -ENOSYS
- * for NOT_IMPLEMENTED. ringkv_errmsg() says what happened in words.
+ * common/rk.h (the server's typed errors, RK_ENOTSUP for NOT_IMPLEMENTED,
+ * RK_ETIMEOUT for a local timeout, RK_ECLOSED for a lost connection,
+ * RK_EPROTO for a broken peer). ringkv_errmsg() says what happened in
+ * words; ringkv_errkind() sorts any code into the kinds below.
  */
 #ifndef RINGKV_H
 #define RINGKV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -83,6 +86,40 @@ void ringkv_close(ringkv *c);
  * c. */
 const char *ringkv_errmsg(const ringkv *c);
 
+/* ---- error kinds -------------------------------------------------------- */
+
+/* What kind of failure a code is: the one classification that the CLI's exit
+ * codes (docs/cli.md), ringkv-load's error counts and this library's own
+ * reconnects use. */
+enum ringkv_errkind {
+    RINGKV_KIND_OK = 0,   /* 0 */
+    RINGKV_KIND_NOTFOUND, /* RK_ENOTFOUND */
+    /* No connection could be made, or it broke: RK_ECLOSED, -ECONNREFUSED,
+     * -ECONNRESET, -ECONNABORTED, -EPIPE, -ENOTCONN, -ETIMEDOUT,
+     * -EHOSTUNREACH (also a host name that does not resolve),
+     * -EHOSTDOWN, -ENETUNREACH, -ENETDOWN, -EADDRNOTAVAIL. */
+    RINGKV_KIND_CONNECTION,
+    RINGKV_KIND_AUTH, /* RK_EAUTH */
+    /* The cluster could not serve the request now: RK_EUNAVAILABLE,
+     * RK_ETIMEOUT (the server's, or no answer in time), RK_EOVERLOADED,
+     * RK_ESTALE. */
+    RINGKV_KIND_CLUSTER,
+    RINGKV_KIND_REJECTED, /* the request itself: RK_EBADREQ, RK_ETOOLARGE */
+    RINGKV_KIND_NOTSUP,   /* RK_ENOTSUP: NOT_IMPLEMENTED by this server */
+    RINGKV_KIND_OTHER     /* RK_EPROTO, RK_EINTERNAL, -ENOMEM, ... */
+};
+
+/* The kind of any code this library returns (0, -errno or RK_E*). */
+enum ringkv_errkind ringkv_errkind(int err);
+
+/* Whether sending the same request again may succeed: a connection error
+ * (on a new connection), RK_ESTALE (at another node), RK_EOVERLOADED and
+ * RK_EUNAVAILABLE (after a pause); none of those did anything. A connection
+ * error and RK_ETIMEOUT leave the request's outcome unknown (it may have
+ * been applied), so they count only when `idempotent` says that applying it
+ * twice is harmless. Everything else: retrying cannot help. */
+bool ringkv_retryable(int err, bool idempotent);
+
 /* "host:port" of the current (or last) connection, or "" . @note Valid until
  * the next call on c. */
 const char *ringkv_peer(const ringkv *c);
@@ -117,11 +154,30 @@ int ringkv_recv(ringkv *c, struct wire_cresp *out, int timeout_ms);
 
 /* ---- synchronous API -------------------------------------------------- */
 
+/* Whether applying req twice is harmless, so it may be resent when its
+ * outcome is unknown: HELLO, PING, GET, MGET, STATUS, RING, ENDPOINTS,
+ * METRICS, NETSTATS. Not PUT or DEL (see ringkv_call) nor the admin ops
+ * that change the cluster (JOIN, DECOMMISSION, REMOVENODE, REPAIR,
+ * CLEANUP). */
+bool ringkv_idempotent(const struct wire_creq *req);
+
 /* Send req and wait for its response (opts.timeout_ms). On a connection
- * failure before the answer, reconnects and retries up to opts.retries
- * times. A local timeout disconnects (a late answer must not be taken for
- * the next request's) and returns RK_ETIMEOUT. A RING_STALE answer (the node
- * refuses to coordinate until its ring catches up; nothing was done) is
+ * failure before the answer, reconnects (to the next host) and resends, up
+ * to opts.retries times, when that is safe:
+ *  - always when req's frame was not written whole (the server cannot have
+ *    decoded it), e.g. a connection refused or closed while idle (checked
+ *    before sending);
+ *  - after it was written, only when req is idempotent (ringkv_idempotent:
+ *    reads and queries). PUT and DEL carry no timestamp of their own: the
+ *    coordinator stamps each copy anew, so a resent write is a second, newer
+ *    write that can overwrite a write made in between by someone else (a
+ *    lost update) and restarts a ttl. They are not resent; the connection
+ *    error is returned and ringkv_errmsg says the write may have been
+ *    applied. Write again yourself if last-writer-wins on your own clock is
+ *    what you want.
+ * A local timeout disconnects (a late answer must not be taken for the next
+ * request's) and returns RK_ETIMEOUT, never resent. A RING_STALE answer (the
+ * node refuses to coordinate until its ring catches up; nothing was done) is
  * retried on the next host too, when there is one. Returns the transport
  * error, else out->err (0 on success).
  * @note When a response arrived (the return value is 0 or out->err), *out

@@ -26,6 +26,7 @@ static const struct {
     {RK_ECONFIG, "CONFIG", "invalid configuration"},
     {RK_ECLOSED, "CLOSED", "closed"},
     {RK_EINTERNAL, "INTERNAL", "internal error"},
+    {RK_ENOTSUP, "NOT_IMPLEMENTED", "not implemented in this version"},
 };
 
 #define RK__NERRS (sizeof(rk__errs) / sizeof(rk__errs[0]))

@@ -22,27 +22,29 @@ struct rk_slice {
 
 #define RK_SLICE(ptr, n) ((struct rk_slice){(const uint8_t *)(ptr), (n)})
 
-/* ringkv's own error codes. The first eight are the typed errors that cross
- * the client protocols; their names (rk_errname) are part of the protocol. */
+/* ringkv's own error codes. The first eight and RK_ENOTSUP are the typed
+ * errors that cross the client protocols; their names (rk_errname) are part
+ * of the protocol. New codes go at the end, below the last one. */
 #define RK_ERR_BASE -31000
 enum rk_err {
-    RK_EUNAVAILABLE = RK_ERR_BASE,  /* too few live replicas for the level */
-    RK_ETIMEOUT = RK_ERR_BASE - 1,  /* replicas did not answer in time */
+    RK_EUNAVAILABLE = RK_ERR_BASE,    /* too few live replicas for the level */
+    RK_ETIMEOUT = RK_ERR_BASE - 1,    /* replicas did not answer in time */
     RK_EOVERLOADED = RK_ERR_BASE - 2, /* admission control shed the request */
-    RK_ESTALE = RK_ERR_BASE - 3,    /* RING_STALE: this node's ring is old */
-    RK_EBADREQ = RK_ERR_BASE - 4,   /* malformed or invalid request */
-    RK_ETOOLARGE = RK_ERR_BASE - 5, /* key or value over the limit */
-    RK_EAUTH = RK_ERR_BASE - 6,     /* missing or wrong password / MAC */
-    RK_ENOTFOUND = RK_ERR_BASE - 7, /* no such key / entry */
-    RK_ECORRUPT = RK_ERR_BASE - 8,  /* bytes on disk or wire are damaged */
-    RK_EVERSION = RK_ERR_BASE - 9,  /* unknown format version */
-    RK_EPROTO = RK_ERR_BASE - 10,   /* protocol violation from a peer */
-    RK_EFULL = RK_ERR_BASE - 11,    /* storage full (map or disk) */
-    RK_EEXIST = RK_ERR_BASE - 12,   /* already exists */
-    RK_ECONFIG = RK_ERR_BASE - 13,  /* invalid configuration */
-    RK_ECLOSED = RK_ERR_BASE - 14,  /* connection or object closed */
-    RK_EINTERNAL = RK_ERR_BASE - 15, /* a bug: an invariant failed */
-    RK_ERR_LAST = RK_ERR_BASE - 15
+    RK_ESTALE = RK_ERR_BASE - 3,      /* RING_STALE: this node's ring is old */
+    RK_EBADREQ = RK_ERR_BASE - 4,     /* malformed or invalid request */
+    RK_ETOOLARGE = RK_ERR_BASE - 5,   /* key or value over the limit */
+    RK_EAUTH = RK_ERR_BASE - 6,       /* missing or wrong password / MAC */
+    RK_ENOTFOUND = RK_ERR_BASE - 7,   /* no such key / entry */
+    RK_ECORRUPT = RK_ERR_BASE - 8,    /* bytes on disk or wire are damaged */
+    RK_EVERSION = RK_ERR_BASE - 9,    /* unknown format version */
+    RK_EPROTO = RK_ERR_BASE - 10,     /* protocol violation from a peer */
+    RK_EFULL = RK_ERR_BASE - 11,      /* storage full (map or disk) */
+    RK_EEXIST = RK_ERR_BASE - 12,     /* already exists */
+    RK_ECONFIG = RK_ERR_BASE - 13,    /* invalid configuration */
+    RK_ECLOSED = RK_ERR_BASE - 14,    /* connection or object closed */
+    RK_EINTERNAL = RK_ERR_BASE - 15,  /* a bug: an invariant failed */
+    RK_ENOTSUP = RK_ERR_BASE - 16,    /* NOT_IMPLEMENTED in this version */
+    RK_ERR_LAST = RK_ERR_BASE - 16
 };
 
 /* Human-readable description of any code: 0, -errno or RK_E*. Never NULL;
@@ -57,7 +59,7 @@ const char *rk_errname(int err);
 int rk_errcode(const char *name);
 
 /* Hard limits, enforced by storage and every protocol decoder. */
-#define RK_MAX_KEY (64u * 1024u)           /* bytes, keys may not be empty */
+#define RK_MAX_KEY   (64u * 1024u)         /* bytes, keys may not be empty */
 #define RK_MAX_VALUE (16u * 1024u * 1024u) /* bytes */
 
 /* The partitioner: a key's token on the ring [0, 2^64). XXH3_64bits with no

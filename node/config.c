@@ -266,6 +266,54 @@ set_seeds(struct node_config *c, const char *v, char *err, size_t errlen)
     return 0;
 }
 
+/* Check one data centre's replication entry (name as given, rf as text) and
+ * append it to dcs[*n]. The string form and the YAML mapping both end here,
+ * so they accept the same names and factors. */
+static int repl_add(struct node_config_dc *dcs,
+                    int *n,
+                    const char *name_in,
+                    const char *rf_s,
+                    char *err,
+                    size_t errlen)
+{
+    char name[sizeof(dcs[0].name)];
+    long long rf;
+    if (trim_copy(name, sizeof(name), name_in, strlen(name_in)) < 0 || !name[0])
+        return fail(err, errlen,
+                    "replication: bad data centre name '%s' (1..%zu bytes)",
+                    name_in, sizeof(name) - 1);
+    if (parse_ll(&rf, rf_s) < 0 || rf < 1 || rf > 15)
+        return fail(err, errlen, "replication: RF for '%s' must be in 1..15",
+                    name);
+    if (*n == NODE_CONFIG_MAX_DCS)
+        return fail(err, errlen, "replication: more than %d data centres",
+                    NODE_CONFIG_MAX_DCS);
+    for (int i = 0; i < *n; i++)
+        if (strcmp(dcs[i].name, name) == 0)
+            return fail(err, errlen,
+                        "replication: data centre '%s' given twice", name);
+    memcpy(dcs[*n].name, name, sizeof(name));
+    dcs[*n].rf = (int)rf;
+    (*n)++;
+    return 0;
+}
+
+static int repl_commit(struct node_config *c,
+                       const struct node_config_dc *dcs,
+                       int n,
+                       char *err,
+                       size_t errlen)
+{
+    if (n == 0)
+        return fail(err, errlen, "replication: empty (want dc1:3 or 3)");
+    c->ndcs = n;
+    memcpy(c->replication, dcs, sizeof(dcs[0]) * (size_t)n);
+    return 0;
+}
+
+/* "3" (that RF everywhere) or "dc1:3,dc2:2". Each item splits at its last
+ * ':' (an RF never holds one), so "us:east:3" names the data centre
+ * "us:east". */
 static int
 set_repl(struct node_config *c, const char *v, char *err, size_t errlen)
 {
@@ -293,42 +341,21 @@ set_repl(struct node_config *c, const char *v, char *err, size_t errlen)
         if (trim_copy(item, sizeof(item), p, len) < 0)
             return fail(err, errlen, "replication: entry too long");
         if (item[0]) {
-            char *colon = strchr(item, ':');
+            char *colon = strrchr(item, ':');
             if (!colon)
                 return fail(err, errlen,
                             "replication: '%s' is not dc:rf (e.g. dc1:3)",
                             item);
             *colon = '\0';
-            char name[64];
-            if (trim_copy(name, sizeof(name), item, strlen(item)) < 0 ||
-                !name[0])
-                return fail(err, errlen,
-                            "replication: bad data centre name in '%s'", item);
-            if (parse_ll(&rf, colon + 1) < 0 || rf < 1 || rf > 15)
-                return fail(err, errlen,
-                            "replication: RF for '%s' must be in 1..15", name);
-            if (n == NODE_CONFIG_MAX_DCS)
-                return fail(err, errlen,
-                            "replication: more than %d data centres",
-                            NODE_CONFIG_MAX_DCS);
-            for (int i = 0; i < n; i++)
-                if (strcmp(dcs[i].name, name) == 0)
-                    return fail(err, errlen,
-                                "replication: data centre '%s' given twice",
-                                name);
-            memcpy(dcs[n].name, name, sizeof(name));
-            dcs[n].rf = (int)rf;
-            n++;
+            int rc = repl_add(dcs, &n, item, colon + 1, err, errlen);
+            if (rc < 0)
+                return rc;
         }
         if (!comma)
             break;
         p = comma + 1;
     }
-    if (n == 0)
-        return fail(err, errlen, "replication: empty (want dc1:3 or 3)");
-    c->ndcs = n;
-    memcpy(c->replication, dcs, sizeof(dcs[0]) * (size_t)n);
-    return 0;
+    return repl_commit(c, dcs, n, err, errlen);
 }
 
 /* ---- public: one key -------------------------------------------------- */
@@ -484,6 +511,31 @@ static int yaml_flatten(yaml_document_t *doc,
     return fail(err, errlen, "%s: unexpected value type", key);
 }
 
+/* replication as a YAML mapping: each key a data centre, each value its RF. */
+static int yaml_repl(struct node_config *c,
+                     yaml_document_t *doc,
+                     yaml_node_t *map,
+                     char *err,
+                     size_t errlen)
+{
+    struct node_config_dc dcs[NODE_CONFIG_MAX_DCS];
+    int n = 0;
+    for (yaml_node_pair_t *pr = map->data.mapping.pairs.start;
+         pr < map->data.mapping.pairs.top; pr++) {
+        yaml_node_t *k = yaml_document_get_node(doc, pr->key);
+        yaml_node_t *v = yaml_document_get_node(doc, pr->value);
+        if (!k || !v || k->type != YAML_SCALAR_NODE ||
+            v->type != YAML_SCALAR_NODE)
+            return fail(err, errlen,
+                        "replication: map entries must be plain dc: rf");
+        int rc = repl_add(dcs, &n, (const char *)k->data.scalar.value,
+                          (const char *)v->data.scalar.value, err, errlen);
+        if (rc < 0)
+            return rc;
+    }
+    return repl_commit(c, dcs, n, err, errlen);
+}
+
 int node_config_parse_yaml(struct node_config *c,
                            const char *text,
                            size_t len,
@@ -531,6 +583,20 @@ int node_config_parse_yaml(struct node_config *c,
         }
         const char *key = (const char *)k->data.scalar.value;
         const char *val;
+        char norm[64];
+        if (v->type == YAML_MAPPING_NODE &&
+            key_norm(norm, sizeof(norm), key, strlen(key)) == 0 &&
+            strcmp(norm, "replication") == 0) {
+            /* entries one by one, keys verbatim: a quoted data centre name
+             * may hold ':' or ',' that the "dc:rf,..." string form splits */
+            rc = yaml_repl(c, &doc, v, sub, sizeof(sub));
+            if (rc < 0) {
+                fail(err, errlen, "%s:%zu: %s", origin, k->start_mark.line + 1,
+                     sub);
+                goto out_flat;
+            }
+            continue;
+        }
         if (v->type == YAML_SCALAR_NODE) {
             val = (const char *)v->data.scalar.value;
         } else {
@@ -789,23 +855,71 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
 
 /* ---- dump ------------------------------------------------------------- */
 
-/* s as a YAML double-quoted scalar in dst (cap >= 4 * strlen(s) + 3):
- * quote and backslash escaped, control bytes as \xNN, so the dump parses
- * back to the same string whatever it holds. */
-static const char *dump_quote(char *dst, size_t cap, const char *s)
+/* One UTF-8 sequence at s: its code point in *cp and its length, or 0 when
+ * the bytes are not a sequence (lenient: no overlong or surrogate checks,
+ * whatever decodes is escaped by its value). */
+static size_t dump_utf8(uint32_t *cp, const unsigned char *s)
 {
+    size_t n = s[0] >= 0xf0 && s[0] < 0xf8   ? 4
+               : s[0] >= 0xe0 && s[0] < 0xf0 ? 3
+               : s[0] >= 0xc0 && s[0] < 0xe0 ? 2
+                                             : 0;
+    if (n == 0)
+        return 0;
+    uint32_t v = s[0] & (0x7fu >> n);
+    for (size_t i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        v = v << 6 | (s[i] & 0x3fu);
+    }
+    *cp = v;
+    return n;
+}
+
+/* Whether YAML's reader takes code point cp as it is inside a quoted
+ * scalar: printable, and not a line break it would fold (NEL, LS, PS) or a
+ * byte order mark. */
+static int dump_plain_cp(uint32_t cp)
+{
+    if (cp == 0x85 || cp == 0x2028 || cp == 0x2029 || cp == 0xfeff)
+        return 0;
+    return (cp >= 0xa0 && cp <= 0xd7ff) || (cp >= 0xe000 && cp <= 0xfffd) ||
+           (cp >= 0x10000 && cp <= 0x10ffff);
+}
+
+/* s as a YAML double-quoted scalar in dst (cap >= 4 * strlen(s) + 14):
+ * quote and backslash escaped, every code point YAML would refuse or fold
+ * (control characters, C1, NEL, LS, PS, BOM, U+FFFE/U+FFFF) as \xNN,
+ * \uNNNN or \UNNNNNNNN, so the dump parses back to the same string
+ * whatever it holds. A byte that is not UTF-8 (only possible from the
+ * environment or a flag) is written as \xNN, which reads back as U+00NN. */
+static const char *dump_quote(char *dst, size_t cap, const char *str)
+{
+    const unsigned char *s = (const unsigned char *)str;
     size_t o = 0;
     dst[o++] = '"';
-    for (; *s != '\0' && o + 5 < cap; s++) {
-        unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') {
+    while (*s != '\0' && o + 12 < cap) {
+        uint32_t cp = *s;
+        size_t n = 1;
+        if (cp >= 0x80 && (n = dump_utf8(&cp, s)) == 0) {
+            n = 1; /* not UTF-8: the byte alone */
+        } else if (cp == '"' || cp == '\\') {
             dst[o++] = '\\';
-            dst[o++] = (char)ch;
-        } else if (ch < 0x20 || ch == 0x7f) {
-            o += (size_t)snprintf(dst + o, cap - o, "\\x%02x", ch);
-        } else {
-            dst[o++] = (char)ch;
+            dst[o++] = (char)cp;
+            s++;
+            continue;
+        } else if ((cp >= 0x20 && cp < 0x7f) || dump_plain_cp(cp)) {
+            memcpy(dst + o, s, n);
+            o += n;
+            s += n;
+            continue;
         }
+        o += (size_t)snprintf(dst + o, cap - o,
+                              cp < 0x100     ? "\\x%02x"
+                              : cp < 0x10000 ? "\\u%04x"
+                                             : "\\U%08x",
+                              (unsigned)cp);
+        s += n;
     }
     dst[o++] = '"';
     dst[o] = '\0';
@@ -816,7 +930,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
 {
     size_t used = 0;
     int total = 0;
-    char q[4 * NODE_CONFIG_STR + 3], q2[4 * NODE_CONFIG_STR + 3];
+    char q[4 * NODE_CONFIG_STR + 14], q2[4 * NODE_CONFIG_STR + 14];
 #define OUT(...)                                                      \
     do {                                                              \
         int w_ = snprintf(buf ? buf + used : NULL,                    \
@@ -846,7 +960,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         c->gossip_port, c->internode_port, c->client_port, c->resp_port,
         c->metrics_port);
     OUT("data_dir: %s\nnum_tokens: %d\ntoken_allocation: %s\n"
-        "weight: %g\n",
+        "weight: %.17g\n",
         dump_quote(q, sizeof(q), c->data_dir), c->num_tokens,
         c->token_allocation == NODE_ALLOC_BALANCED ? "balanced" : "random",
         c->weight);
@@ -862,7 +976,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         c->durability == NODE_DURABILITY_GROUP ? "group" : "periodic");
     OUT("periodic_sync_ms: %d\nread_timeout_ms: %d\nwrite_timeout_ms: %d\n"
         "connect_timeout_ms: %d\ngossip_interval_ms: %d\n"
-        "phi_convict_threshold: %g\n",
+        "phi_convict_threshold: %.17g\n",
         c->periodic_sync_ms, c->read_timeout_ms, c->write_timeout_ms,
         c->connect_timeout_ms, c->gossip_interval_ms, c->phi_convict_threshold);
     OUT("hinted_handoff: %s\nmax_hint_window_ms: %lld\n"

@@ -6,8 +6,11 @@
  * Every key is a scalar string at heart: the YAML reader, the environment and
  * the flags all end in node_config_set(), so a key behaves the same wherever
  * it comes from. Lists (seeds) are comma separated, maps (replication) are
- * "dc:rf,dc:rf" (a bare number means that RF in every data centre). The
- * struct holds fixed-size strings, so it is plain data: copy it, no _free.
+ * "dc:rf,dc:rf", each item split at its last ':' (a bare number means that
+ * RF in every data centre). The one exception: replication written as a
+ * YAML mapping is read entry by entry (through the same checks), so quoted
+ * data centre names may hold ':' and ','. The struct holds fixed-size
+ * strings, so it is plain data: copy it, no _free.
  *
  * Errors name the key: every function that can fail writes a one-line
  * message into `err` ("num_tokens: expected an integer in 1..1024, got

@@ -99,8 +99,6 @@ int wire_cerr_code(const char *name, size_t len)
         return 0;
     memcpy(buf, name, len);
     buf[len] = '\0';
-    if (strcmp(buf, "NOT_IMPLEMENTED") == 0)
-        return -ENOSYS;
     return rk_errcode(buf);
 }
 

@@ -44,7 +44,7 @@
 
 /* Operation codes. Values are part of the protocol. The "reserved" admin ops
  * are defined so clients can send them; a server that does not implement one
- * answers it with the NOT_IMPLEMENTED error (-ENOSYS). */
+ * answers it with the NOT_IMPLEMENTED error (RK_ENOTSUP). */
 enum wire_cop {
     WIRE_COP_HELLO = 1,   /* version, optional password (AUTH), client name */
     WIRE_COP_PING = 2,    /* empty result */
@@ -220,9 +220,9 @@ struct wire_cresp {
     uint64_t id;
     uint32_t op;
     uint32_t has; /* WIRE_CRESP_* bits */
-    /* 0 on success, else the error code: an RK_E* from common/rk.h, or
-     * -ENOSYS for NOT_IMPLEMENTED. A decoded error name this library does
-     * not know becomes RK_EINTERNAL and stays readable in errname. */
+    /* 0 on success, else the error code: an RK_E* from common/rk.h
+     * (RK_ENOTSUP for NOT_IMPLEMENTED). A decoded error name this library
+     * does not know becomes RK_EINTERNAL and stays readable in errname. */
     int err;
     struct rk_slice errname; /* decoded only */
     struct rk_slice msg;
@@ -292,9 +292,9 @@ uint32_t wire_cop_parse(const char *name); /* case-insensitive */
 const char *wire_ccl_name(uint32_t cl);    /* "QUORUM", ...; "DEFAULT" */
 int wire_ccl_parse(uint32_t *out, const char *name); /* 0 or RK_EBADREQ */
 
-/* Error names on the wire: rk_errname for RK_E*, "NOT_IMPLEMENTED" for
- * -ENOSYS, "INTERNAL" for anything else. wire_cerr_code is the inverse (0 if
- * unknown). */
+/* Error names on the wire: rk_errname for RK_E* ("NOT_IMPLEMENTED" is
+ * RK_ENOTSUP; -ENOSYS is still accepted for it when encoding), "INTERNAL" for
+ * anything else. wire_cerr_code is the inverse (0 if unknown). */
 const char *wire_cerr_name(int err);
 int wire_cerr_code(const char *name, size_t len);
 

@@ -5,6 +5,7 @@
  * vectors change, servers and clients built from different trees would place
  * the same key on different nodes.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +58,21 @@ START_TEST(errors_named_both_ways)
 }
 END_TEST
 
+/* Regression: NOT_IMPLEMENTED had no code of its own; it travelled as
+ * -ENOSYS, which rk_errname called "ERR", rk_strerror "Function not
+ * implemented" and rk_errcode did not know, so every user special-cased it
+ * and a local ENOSYS looked like the server's answer. */
+START_TEST(not_implemented_has_a_code)
+{
+    ck_assert_str_eq(rk_errname(RK_ENOTSUP), "NOT_IMPLEMENTED");
+    ck_assert_int_eq(rk_errcode("NOT_IMPLEMENTED"), RK_ENOTSUP);
+    ck_assert_str_eq(rk_strerror(RK_ENOTSUP),
+                     "not implemented in this version");
+    ck_assert(RK_ENOTSUP <= RK_ERR_BASE && RK_ENOTSUP >= RK_ERR_LAST);
+    ck_assert_str_eq(rk_errname(-ENOSYS), "ERR");
+}
+END_TEST
+
 static Suite *common_suite(void)
 {
     Suite *s = suite_create("common");
@@ -66,6 +82,7 @@ static Suite *common_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, errors_named_both_ways);
+    tcase_add_test(tc, not_implemented_has_a_code);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -267,6 +267,62 @@ START_TEST(dump_quotes_strings)
 }
 END_TEST
 
+/* Regression: replication in the YAML mapping form was flattened to
+ * "dc:rf,dc:rf" and split at the first ':', so a data centre named
+ * "us:east" (a legal datacenter value) was refused even when quoted, and a
+ * dump holding it did not parse back. */
+START_TEST(repl_dc_name_with_colon)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    ck_assert_int_eq(parse(&c, "datacenter: \"us:east\"\n"
+                               "replication:\n"
+                               "  \"us:east\": 3\n"
+                               "  'eu,west:1': 2\n"),
+                     0);
+    ck_assert_int_eq(c.ndcs, 2);
+    ck_assert_int_eq(node_config_rf(&c, "us:east"), 3);
+    ck_assert_int_eq(node_config_rf(&c, "eu,west:1"), 2);
+    ck_assert_int_eq(node_config_validate(&c, err, sizeof(err)), 0);
+    /* the flow form and the dump */
+    struct node_config f = NODE_CONFIG_INIT;
+    ck_assert_int_eq(parse(&f, "datacenter: 'us:east'\n"
+                               "replication: {'us:east': 3}\n"),
+                     0);
+    ck_assert_int_eq(node_config_rf(&f, "us:east"), 3);
+    char buf[8192];
+    int n = node_config_dump(&c, buf, sizeof(buf));
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_lt(n, (int)sizeof(buf));
+    struct node_config d = NODE_CONFIG_INIT;
+    ck_assert_msg(parse(&d, buf) == 0, "%s", err);
+    ck_assert_int_eq(d.ndcs, 2);
+    ck_assert_str_eq(d.replication[0].name, "us:east");
+    ck_assert_str_eq(d.replication[1].name, "eu,west:1");
+    ck_assert_int_eq(d.replication[1].rf, 2);
+    /* the string form (environment, flags) splits at the last ':' */
+    struct node_config e = NODE_CONFIG_INIT;
+    ck_assert_int_eq(node_config_set(&e, "replication", "us:east:3, dc2:2", err,
+                                     sizeof(err)),
+                     0);
+    ck_assert_int_eq(e.ndcs, 2);
+    ck_assert_int_eq(node_config_rf(&e, "us:east"), 3);
+    ck_assert_int_eq(node_config_rf(&e, "dc2"), 2);
+    /* still refused: a non-scalar RF, an empty name, an RF out of range */
+    static const char *bad[] = {
+        "replication: {'us:east': [3]}\n",
+        "replication: {'': 3}\n",
+        "replication: {'us:east': 16}\n",
+        "replication: {'a': 1, 'a': 2}\n",
+        "replication: {}\n",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct node_config b = NODE_CONFIG_INIT;
+        ck_assert_msg(parse(&b, bad[i]) == RK_ECONFIG, "%s", bad[i]);
+        ck_assert_msg(strstr(err, "t.yaml:1: replication") != NULL, "%s", err);
+    }
+}
+END_TEST
+
 START_TEST(state_roundtrip)
 {
     char dir[] = "/tmp/check_node_config.XXXXXX";
@@ -335,6 +391,7 @@ static Suite *node_config_suite(void)
     tcase_add_test(tc, empty_yaml_is_defaults);
     tcase_add_test(tc, dump_hides_password);
     tcase_add_test(tc, dump_quotes_strings);
+    tcase_add_test(tc, repl_dc_name_with_colon);
     suite_add_tcase(s, tc);
     tc = tcase_create("overrides");
     tcase_add_test(tc, precedence_file_env_flags);

@@ -149,14 +149,9 @@ static int err_slot(int rc)
         return 6;
     case RK_EPROTO:
         return 8;
-    case RK_ECLOSED:
-    case -ECONNREFUSED:
-    case -ECONNRESET:
-    case -EPIPE:
-    case -ETIMEDOUT:
-        return 7;
     default:
-        return 9;
+        /* libringkv's one list of connection errors */
+        return ringkv_errkind(rc) == RINGKV_KIND_CONNECTION ? 7 : 9;
     }
 }
 
