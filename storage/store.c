@@ -1168,8 +1168,9 @@ static int store__replay(store *s)
 
 /* ---- The memtable ------------------------------------------------------- */
 
-/* Put b's logged writes into the memtable; returns the memtable's size. */
-static size_t store__mem_take(store *s, store_batch *b)
+/* Put b's logged writes into the memtable; returns the memtable's size
+ * and *floor, the part of it kept back by stuck ranges. */
+static size_t store__mem_take(store *s, store_batch *b, size_t *floor)
 {
     pthread_mutex_lock(&s->memmu);
     for (size_t i = 0; i < b->n; i++) {
@@ -1178,6 +1179,7 @@ static size_t store__mem_take(store *s, store_batch *b)
             w->result = store__mem_put(s->mem, w->token, w->key, w->rec);
     }
     size_t bytes = store__mem_bytes(s->mem);
+    *floor = s->mem_floor;
     pthread_mutex_unlock(&s->memmu);
     return bytes;
 }
@@ -1208,6 +1210,7 @@ static int store__apply_imm(store *s)
     for (size_t i = 0; !any_stuck && i < s->nranges; i++)
         any_stuck = atomic_load(&s->ranges[i]->stuck) != 0;
     int first = rc;
+    size_t kept = 0;
     if (any_keep || any_stuck) {
         pthread_mutex_lock(&s->memmu);
         for (size_t i = 0; b != NULL && i < b->n; i++) {
@@ -1226,6 +1229,7 @@ static int store__apply_imm(store *s)
                 first = x;
         }
         /* What is left of imm is kept: back into mem (LWW). */
+        kept = store__mem_bytes(s->imm);
         store__mem_merge(s->mem, s->imm);
         pthread_mutex_unlock(&s->memmu);
     }
@@ -1234,6 +1238,7 @@ static int store__apply_imm(store *s)
     pthread_mutex_lock(&s->memmu);
     store__mem *old = s->imm;
     s->imm = NULL;
+    s->mem_floor = kept;
     pthread_mutex_unlock(&s->memmu);
     store__mem_free(old);
     return first;
@@ -1279,19 +1284,22 @@ int store_flush(store *s)
 /* After a commit put `bytes` in the memtable: past the limit the background
  * thread applies it; past twice the limit the committer does (or waits for
  * the apply in progress), which holds writers back. */
-static void store__mem_check(store *s, size_t bytes)
+static void store__mem_check(store *s, size_t bytes, size_t floor)
 {
-    if (bytes < s->mem_limit)
+    /* Writes kept back by a stuck range (the floor) are retried by the
+     * background thread every second, not by every commit. */
+    if (bytes < floor + s->mem_limit)
         return;
-    if (bytes < 2 * s->mem_limit) {
+    if (bytes < floor + 2 * s->mem_limit) {
         store__bg_due(s, STORE__FLUSH_DUE);
         return;
     }
     pthread_mutex_lock(&s->flmu);
     pthread_mutex_lock(&s->memmu);
     bytes = store__mem_bytes(s->mem);
+    floor = s->mem_floor;
     pthread_mutex_unlock(&s->memmu);
-    if (bytes >= s->mem_limit)
+    if (bytes >= floor + s->mem_limit)
         (void)store__flush_locked(s);
     pthread_mutex_unlock(&s->flmu);
 }
@@ -1358,7 +1366,7 @@ static int store__commit_logged(store *s,
                                 bool *handed)
 {
     uint64_t lsn;
-    size_t bytes = 0;
+    size_t bytes = 0, floor = 0;
     pthread_rwlock_rdlock(&s->walock);
     int rc = store__log_batch(s, b, &lsn, false);
     if (handoff != NULL) {
@@ -1368,10 +1376,10 @@ static int store__commit_logged(store *s,
     if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
         rc = store__wal_sync(s->wal, lsn);
     if (rc == 0)
-        bytes = store__mem_take(s, b);
+        bytes = store__mem_take(s, b, &floor);
     pthread_rwlock_unlock(&s->walock);
     if (rc == 0)
-        store__mem_check(s, bytes);
+        store__mem_check(s, bytes, floor);
     return rc;
 }
 

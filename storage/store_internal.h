@@ -119,6 +119,7 @@ struct store {
     store__mem *mem;
     store__mem *imm;
     size_t mem_limit; /* flush past this many bytes */
+    size_t mem_floor; /* bytes kept in mem by stuck ranges (under memmu) */
     /* background thread: periodic log syncs and due checkpoints */
     pthread_t syncer;
     bool syncer_on;
