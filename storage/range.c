@@ -873,6 +873,28 @@ int store_range_copy_fd(store *s, struct store_range r, int fd)
     return rc;
 }
 
+bool store__compact_due(store *s, struct store_range *out)
+{
+    int pct = s->o.auto_compact_pct ? s->o.auto_compact_pct : 25;
+    uint64_t best = 0;
+    pthread_rwlock_rdlock(&s->maplock);
+    for (size_t i = 0; i < s->nranges; i++) {
+        struct store__range *rr = s->ranges[i];
+        uint64_t ins = atomic_load(&rr->inserts);
+        MDB_stat st;
+        if (ins <= best || ins < 1024 || mdb_env_stat(rr->env, &st) != 0 ||
+            (uint64_t)st.ms_psize * (st.ms_branch_pages + st.ms_leaf_pages +
+                                     st.ms_overflow_pages) <
+                ((uint64_t)1 << 20) ||
+            ins * 100 < st.ms_entries * (uint64_t)pct)
+            continue;
+        best = ins;
+        *out = rr->r;
+    }
+    pthread_rwlock_unlock(&s->maplock);
+    return best > 0;
+}
+
 /* ---- gc ----------------------------------------------------------------- */
 
 struct store__gc {

@@ -202,6 +202,7 @@ int store__range_open(struct store__range **out,
     pthread_mutex_init(&rr->txmu, NULL);
     atomic_init(&rr->dirty, false);
     atomic_init(&rr->stuck, 0);
+    atomic_init(&rr->inserts, 0);
     *out = rr;
     return 0;
 }
@@ -414,6 +415,30 @@ static void *store__syncer_main(void *arg)
     return NULL;
 }
 
+/* The compactor thread: once a second, rewrites the range env that most
+ * needs it (store__compact_due, range.c), one at a time, off the syncer's
+ * way (a big env takes seconds). */
+static void *store__compactor_main(void *arg)
+{
+    store *s = arg;
+    pthread_mutex_lock(&s->smu);
+    while (!s->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&s->ccv, &s->smu, &ts);
+        if (s->stopping)
+            break;
+        pthread_mutex_unlock(&s->smu);
+        struct store_range r;
+        if (store__compact_due(s, &r))
+            (void)store_range_compact(s, r); /* a failure leaves it be */
+        pthread_mutex_lock(&s->smu);
+    }
+    pthread_mutex_unlock(&s->smu);
+    return NULL;
+}
+
 /* ---- Open and close ----------------------------------------------------- */
 
 static int store__replay(store *s);
@@ -491,6 +516,7 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_mutex_init(&s->gmu, NULL);
     pthread_mutex_init(&s->smu, NULL);
     pthread_cond_init(&s->scv, NULL);
+    pthread_cond_init(&s->ccv, NULL);
     pthread_mutex_init(&s->memmu, NULL);
     pthread_mutex_init(&s->flmu, NULL);
     s->mem_limit = s->o.memtable_bytes ? s->o.memtable_bytes : (size_t)16 << 20;
@@ -524,6 +550,12 @@ int store_open(store **out, const struct store_opts *opts)
     if (rc)
         goto close_all;
     s->syncer_on = true;
+    if (s->o.auto_compact_pct >= 0) {
+        rc = -pthread_create(&s->compactor, NULL, store__compactor_main, s);
+        if (rc)
+            goto close_all;
+        s->compactor_on = true;
+    }
     free(logdir);
     *out = s;
     return 0;
@@ -547,8 +579,11 @@ void store_free(store *s)
         pthread_mutex_lock(&s->smu);
         s->stopping = true;
         pthread_cond_signal(&s->scv);
+        pthread_cond_signal(&s->ccv);
         pthread_mutex_unlock(&s->smu);
         pthread_join(s->syncer, NULL);
+        if (s->compactor_on)
+            pthread_join(s->compactor, NULL);
     }
     if (s->syncer_on)
         (void)store_checkpoint(s); /* leaves an empty log */
@@ -570,6 +605,7 @@ void store_free(store *s)
     pthread_mutex_destroy(&s->gmu);
     pthread_mutex_destroy(&s->smu);
     pthread_cond_destroy(&s->scv);
+    pthread_cond_destroy(&s->ccv);
     pthread_mutex_destroy(&s->memmu);
     pthread_mutex_destroy(&s->flmu);
     close(s->dir_fd);
@@ -813,8 +849,10 @@ int store_batch_add(store_batch *b, struct rk_slice key, struct rk_slice rec)
     return store__batch_push(b, key, rec, true);
 }
 
-/* Merge one write into the env under `txn`. */
-static int store__apply(MDB_txn *txn, MDB_dbi dbi, const struct store__w *w)
+/* Merge one write into the env under `txn`; *fresh (may be NULL) is set
+ * when the key was new to the env. */
+static int
+store__apply(MDB_txn *txn, MDB_dbi dbi, const struct store__w *w, bool *fresh)
 {
     uint8_t kb[STORE__IKEY_MAX];
     MDB_val k = {store__ikey(kb, w->token, w->key), kb}, v;
@@ -833,6 +871,8 @@ static int store__apply(MDB_txn *txn, MDB_dbi dbi, const struct store__w *w)
         /* an undecodable stored value is replaced */
     } else if (rc != MDB_NOTFOUND) {
         return rc;
+    } else if (fresh != NULL) {
+        *fresh = true;
     }
     bool lng = k.mv_size == STORE__LONG_IKEY;
     v.mv_size = w->rec.len + (lng ? 4 + w->key.len : 0);
@@ -857,7 +897,7 @@ int store__batch_apply(MDB_txn *txn,
                        const store_batch *b,
                        size_t i)
 {
-    return store__apply(txn, dbi, &b->w[i]);
+    return store__apply(txn, dbi, &b->w[i], NULL);
 }
 
 /* Merge the writes ord[i..j) that fall in rr's shadow arc into the shadow
@@ -875,7 +915,7 @@ static void store__mirror(struct store__range *rr,
         const struct store__w *w = &b->w[ord[x]];
         if (w->result == STORE__PENDING &&
             store_range_contains(rr->shadow_arc, w->token))
-            rc = store__apply(txn, sh->dbi, w);
+            rc = store__apply(txn, sh->dbi, w, NULL);
     }
     if (rc == 0)
         rc = mdb_txn_commit(txn);
@@ -964,9 +1004,12 @@ static void store__commit_pass(store *s,
             j++;
         }
         MDB_txn *txn = NULL;
+        uint64_t fresh = 0;
         int mrc = mdb_txn_begin(rr->env, NULL, 0, &txn);
         for (size_t x = i; mrc == 0 && x < j; x++) {
-            mrc = store__apply(txn, rr->dbi, &b->w[ord[x]]);
+            bool f = false;
+            mrc = store__apply(txn, rr->dbi, &b->w[ord[x]], &f);
+            fresh += f;
             if (mrc == RK_EINTERNAL) { /* that write alone fails */
                 b->w[ord[x]].result = RK_EINTERNAL;
                 mrc = 0;
@@ -984,6 +1027,7 @@ static void store__commit_pass(store *s,
             res = store__err(mrc);
         } else {
             atomic_store(&rr->dirty, true);
+            atomic_fetch_add(&rr->inserts, fresh);
             if (rr->shadow != NULL)
                 store__mirror(rr, b, ord, i, j);
             else if (rr->shadow_log != NULL)

@@ -139,13 +139,21 @@ struct store_opts {
      * range operation, scan, digest, copy or checkpoint needs them there.
      * Commits wait (apply it themselves) past twice this. */
     size_t memtable_bytes;
+    /* Automatic compaction (store_range_compact in a background thread):
+     * a range env whose keys new since it was last written whole (created,
+     * compacted, streamed in) reach this percentage of its keys, and which
+     * holds at least 1 MiB, is rewritten packed; 0: 25; negative: never.
+     * Random-order inserts split pages at their middle and leave them about
+     * two-thirds full; rewriting costs a copy of the env per quarter of
+     * growth. */
+    int auto_compact_pct;
 };
 
 #define STORE_OPTS_INIT                                                       \
     {                                                                         \
         NULL, STORE_GROUP_COMMIT, STORE_SYNC_AUTO, 1000, UINT64_C(864000000), \
             (size_t)64 << 20, (size_t)1 << 40, UINT64_C(1000000),             \
-            UINT64_C(1) << 30, false, UINT64_C(64) << 20, 0                   \
+            UINT64_C(1) << 30, false, UINT64_C(64) << 20, 0, 0                \
     }
 
 /* Open (creating if needed) the store in opts->data_dir and recover it: an

@@ -52,6 +52,9 @@ struct store__range {
      * for this range that could not be applied: new writes are refused
      * with it until an apply succeeds. */
     atomic_int stuck;
+    /* Keys new to this env since it was written whole (created, compacted,
+     * adopted): splits they caused left pages half full. */
+    atomic_uint_fast64_t inserts;
 };
 
 /* The memtable (mem.c): writes committed (logged) but not yet applied to
@@ -129,6 +132,10 @@ struct store {
     bool flush_due;
     pthread_mutex_t smu;
     pthread_cond_t scv;
+    /* background thread: compactions (store__compact_due) */
+    pthread_t compactor;
+    bool compactor_on;
+    pthread_cond_t ccv;
 };
 
 /* LMDB and system codes to ringkv codes. */
@@ -228,6 +235,10 @@ int store__hint_open(store *s);
 char *store__range_dirname(store *s, struct store_range r, const char *name);
 int store__rmtree(const char *path);
 int store__purge_outside(struct store__range *rr);
+/* Whether a range env is due for compaction (auto_compact_pct): the one
+ * with the most new keys since it was last written whole, if those are at
+ * least auto_compact_pct of its keys and it holds at least a MiB. */
+bool store__compact_due(store *s, struct store_range *out);
 int store__recover(store *s);
 
 #endif

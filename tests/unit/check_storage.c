@@ -1485,6 +1485,58 @@ START_TEST(scan_sees_memtable_writes)
 }
 END_TEST
 
+/* Random-order inserts applied in many small transactions leave pages half
+ * full; the compactor thread rewrites such an env packed by itself. */
+START_TEST(auto_compaction_packs_pages)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.memtable_bytes = 64 << 10; /* applied every few hundred writes */
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    store_batch *b;
+    ck_assert_int_eq(store_batch_new(&b), 0);
+    char val[101];
+    memset(val, 'v', 100);
+    val[100] = 0;
+    size_t n;
+    uint8_t *r = rec(&n, 1, 0, 0, val, 100);
+    for (int i = 0; i < 20000; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "ac:%d", i);
+        ck_assert_int_eq(
+            store_batch_add(b, RK_SLICE(k, strlen(k)), RK_SLICE(r, n)), 0);
+        if (store_batch_count(b) == 200) {
+            ck_assert_int_eq(store_batch_commit(s, b), 0);
+            ck_assert_int_eq(store_flush(s), 0);
+            store_batch_reset(b);
+        }
+    }
+    free(r);
+    store_batch_free(b);
+    struct store_range_info before, now;
+    ck_assert_int_eq(store_range_info(&before, s, WHOLE), 0);
+    ck_assert_uint_eq(before.keys, 20000);
+    ck_assert_uint_ge(before.disk_bytes, 1 << 20);
+    /* The compactor looks once a second; give it a minute (sanitizers). */
+    for (int i = 0; i < 600; i++) {
+        ck_assert_int_eq(store_range_info(&now, s, WHOLE), 0);
+        if (now.disk_bytes * 10 < before.disk_bytes * 8)
+            break;
+        usleep(100 * 1000);
+    }
+    ck_assert_msg(now.disk_bytes * 10 < before.disk_bytes * 8,
+                  "not compacted: %llu -> %llu bytes",
+                  (unsigned long long)before.disk_bytes,
+                  (unsigned long long)now.disk_bytes);
+    ck_assert_uint_eq(now.keys, 20000);
+    expect(s, "ac:0", val);
+    expect(s, "ac:19999", val);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 static Suite *storage_suite(void)
 {
     Suite *s = suite_create("storage");
@@ -1521,6 +1573,7 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, memtable_reads_merge_with_env);
     tcase_add_test(tc, drop_forgets_memtable_writes);
     tcase_add_test(tc, scan_sees_memtable_writes);
+    tcase_add_test(tc, auto_compaction_packs_pages);
     suite_add_tcase(s, tc);
     tc = tcase_create("system");
     tcase_add_test(tc, system_state);
