@@ -83,6 +83,8 @@ static const struct key keys[] = {
     {"max_hint_window_ms", K_I64, OFF(max_hint_window_ms), 0, 0,
      30.0 * 86400 * 1000, 0},
     {"gc_grace_seconds", K_I64, OFF(gc_grace_seconds), 0, 0, 365.0 * 86400, 0},
+    {"memtable_mb", K_INT, OFF(memtable_mb), 0, 1, 65536, 0},
+    {"auto_compact_pct", K_INT, OFF(auto_compact_pct), 0, -1, 1000000, 0},
     {"max_inflight", K_INT, OFF(max_inflight), 0, 1, 10000000, 0},
     {"max_pipeline", K_INT, OFF(max_pipeline), 0, 1, 1000000, 0},
     {"requirepass", K_STR, OFF(requirepass), SZ(requirepass), 0, 0, 1},
@@ -980,9 +982,9 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         c->periodic_sync_ms, c->read_timeout_ms, c->write_timeout_ms,
         c->connect_timeout_ms, c->gossip_interval_ms, c->phi_convict_threshold);
     OUT("hinted_handoff: %s\nmax_hint_window_ms: %lld\n"
-        "gc_grace_seconds: %lld\n",
+        "gc_grace_seconds: %lld\nmemtable_mb: %d\nauto_compact_pct: %d\n",
         c->hinted_handoff ? "true" : "false", (long long)c->max_hint_window_ms,
-        (long long)c->gc_grace_seconds);
+        (long long)c->gc_grace_seconds, c->memtable_mb, c->auto_compact_pct);
     OUT("max_inflight: %d\nmax_pipeline: %d\nrequirepass: %s\n",
         c->max_inflight, c->max_pipeline, c->requirepass[0] ? "<set>" : "\"\"");
     OUT("log_level: %s\nlog_file: %s\n", loglevel_names[c->log_level],

@@ -91,29 +91,32 @@ struct node_config {
     int hinted_handoff; /* store hints for DOWN replicas */
     int64_t max_hint_window_ms;
     int64_t gc_grace_seconds;
-    int max_inflight; /* admission control: requests in flight */
-    int max_pipeline; /* per client connection */
+    int memtable_mb;      /* committed writes kept in memory before applied */
+    int auto_compact_pct; /* compact a range at this % new keys; -1: never */
+    int max_inflight;     /* admission control: requests in flight */
+    int max_pipeline;     /* per client connection */
     char requirepass[NODE_CONFIG_STR]; /* "" = no password */
     enum node_log_level log_level;
     char log_file[NODE_CONFIG_STR]; /* "" = stderr */
 };
 
 /* The defaults, as documented in docs/config.md. */
-#define NODE_CONFIG_INIT                                                    \
-    {                                                                       \
-        .cluster_name = "ringkv", .datacenter = "dc1", .rack = "rack1",     \
-        .listen_address = "127.0.0.1", .gossip_port = 7000,                 \
-        .internode_port = 7001, .client_port = 7380, .resp_port = 6379,     \
-        .metrics_port = 9180, .data_dir = "./data", .num_tokens = 16,       \
-        .token_allocation = NODE_ALLOC_BALANCED, .weight = 1.0, .ndcs = 1,  \
-        .replication = {{"dc1", 3}}, .default_consistency = NODE_CL_QUORUM, \
-        .auto_bootstrap = 1, .durability = NODE_DURABILITY_GROUP,           \
-        .periodic_sync_ms = 1000, .read_timeout_ms = 2000,                  \
-        .write_timeout_ms = 2000, .connect_timeout_ms = 1000,               \
-        .gossip_interval_ms = 1000, .phi_convict_threshold = 8.0,           \
-        .hinted_handoff = 1, .max_hint_window_ms = 3 * 3600 * 1000LL,       \
-        .gc_grace_seconds = 10 * 86400LL, .max_inflight = 10000,            \
-        .max_pipeline = 1024, .log_level = NODE_LOG_INFO,                   \
+#define NODE_CONFIG_INIT                                                     \
+    {                                                                        \
+        .cluster_name = "ringkv", .datacenter = "dc1", .rack = "rack1",      \
+        .listen_address = "127.0.0.1", .gossip_port = 7000,                  \
+        .internode_port = 7001, .client_port = 7380, .resp_port = 6379,      \
+        .metrics_port = 9180, .data_dir = "./data", .num_tokens = 16,        \
+        .token_allocation = NODE_ALLOC_BALANCED, .weight = 1.0, .ndcs = 1,   \
+        .replication = {{"dc1", 3}}, .default_consistency = NODE_CL_QUORUM,  \
+        .auto_bootstrap = 1, .durability = NODE_DURABILITY_GROUP,            \
+        .periodic_sync_ms = 1000, .read_timeout_ms = 2000,                   \
+        .write_timeout_ms = 2000, .connect_timeout_ms = 1000,                \
+        .gossip_interval_ms = 1000, .phi_convict_threshold = 8.0,            \
+        .hinted_handoff = 1, .max_hint_window_ms = 3 * 3600 * 1000LL,        \
+        .gc_grace_seconds = 10 * 86400LL, .memtable_mb = 16,                 \
+        .auto_compact_pct = 25, .max_inflight = 10000, .max_pipeline = 1024, \
+        .log_level = NODE_LOG_INFO,                                          \
     }
 
 /* Set one key from its string form. Unknown keys and bad values are errors

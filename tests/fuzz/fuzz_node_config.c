@@ -79,6 +79,8 @@ static void same_config(const struct node_config *a,
     SAME_NUM(hinted_handoff);
     SAME_NUM(max_hint_window_ms);
     SAME_NUM(gc_grace_seconds);
+    SAME_NUM(memtable_mb);
+    SAME_NUM(auto_compact_pct);
     SAME_NUM(max_inflight);
     SAME_NUM(max_pipeline);
     if (!a->requirepass[0] != !b->requirepass[0])

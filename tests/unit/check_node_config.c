@@ -208,6 +208,26 @@ START_TEST(validate_whole_struct)
 }
 END_TEST
 
+START_TEST(storage_knobs)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    ck_assert_int_eq(c.memtable_mb, 16);
+    ck_assert_int_eq(c.auto_compact_pct, 25);
+    ck_assert_int_eq(node_config_set(&c, "memtable_mb", "0", err, sizeof(err)),
+                     RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "memtable_mb"));
+    ck_assert_int_eq(
+        node_config_set(&c, "auto_compact_pct", "-2", err, sizeof(err)),
+        RK_ECONFIG);
+    ck_assert_int_eq(
+        node_config_set(&c, "auto-compact-pct", "-1", err, sizeof(err)), 0);
+    ck_assert_int_eq(node_config_set(&c, "memtable_mb", "64", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(c.auto_compact_pct, -1);
+    ck_assert_int_eq(c.memtable_mb, 64);
+}
+END_TEST
+
 START_TEST(consistency_names)
 {
     enum node_cl cl;
@@ -399,6 +419,7 @@ static Suite *node_config_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("validate");
     tcase_add_test(tc, validate_whole_struct);
+    tcase_add_test(tc, storage_knobs);
     tcase_add_test(tc, consistency_names);
     suite_add_tcase(s, tc);
     tc = tcase_create("state");
