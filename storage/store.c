@@ -985,12 +985,17 @@ static void store__commit_pass(store *s,
                                struct store_range *grow,
                                size_t *ngrow)
 {
-    pthread_rwlock_rdlock(&s->maplock);
     size_t i = 0;
     while (i < n) {
+        /* The map lock is taken per env transaction, not for the pass: an
+         * apply of a whole memtable takes a while, and a map switch or
+         * growth waiting for it would hold up every reader meanwhile (the
+         * lock prefers writers). */
+        pthread_rwlock_rdlock(&s->maplock);
         struct store__w *w = &b->w[ord[i]];
         struct store__range *rr = store__lookup(s, w->token);
         if (rr == NULL) {
+            pthread_rwlock_unlock(&s->maplock);
             w->result = RK_ENOTFOUND;
             i++;
             continue;
@@ -1022,7 +1027,9 @@ static void store__commit_pass(store *s,
         int res = 0;
         if (mrc == MDB_MAP_FULL) {
             res = STORE__REGROW;
-            grow[(*ngrow)++] = rr->r;
+            if (*ngrow == 0 || grow[*ngrow - 1].end != rr->r.end ||
+                grow[*ngrow - 1].start != rr->r.start)
+                grow[(*ngrow)++] = rr->r; /* once per env */
         } else if (mrc != 0) {
             res = store__err(mrc);
         } else {
@@ -1033,12 +1040,12 @@ static void store__commit_pass(store *s,
             else if (rr->shadow_log != NULL)
                 store__log(rr, b, ord, i, j);
         }
+        pthread_rwlock_unlock(&s->maplock);
         for (size_t x = i; x < j; x++)
             if (b->w[ord[x]].result == STORE__PENDING)
                 b->w[ord[x]].result = res;
         i = j;
     }
-    pthread_rwlock_unlock(&s->maplock);
 }
 
 /* Apply and commit every pending write (growing full maps and retrying),
