@@ -355,7 +355,8 @@ static void node__stop_close(node *n)
     if (n->stopping != 1 || n->closing_parts)
         return;
     n->closing_parts = 1;
-    LOG(INFO, "node.closing", "inflight=%lld", (long long)n->coord_inflight);
+    LOG(INFO, "node.closing", "inflight=%lld background=%lld",
+        (long long)n->coord_inflight, (long long)n->coord_background);
     if (n->drain_open) {
         n->drain_open = 0;
         uv_close((uv_handle_t *)&n->drain, node__handle_closed);
@@ -372,8 +373,8 @@ static void node__stop_close(node *n)
 static void on_drain_timeout(uv_timer_t *t)
 {
     node *n = t->data;
-    LOG(WARN, "node.drain_timeout", "inflight=%lld",
-        (long long)n->coord_inflight);
+    LOG(WARN, "node.drain_timeout", "inflight=%lld background=%lld",
+        (long long)n->coord_inflight, (long long)n->coord_background);
     node__stop_close(n);
 }
 
@@ -381,7 +382,7 @@ static void on_drain_timeout(uv_timer_t *t)
 static void node__stop_check(node *n)
 {
     if (n->stopping == 1 && !n->closing_parts && n->coord_inflight == 0 &&
-        n->inflight == 0)
+        n->coord_background == 0 && n->inflight == 0)
         node__stop_close(n);
 }
 
@@ -417,6 +418,7 @@ void node_free(node *n)
         store_free(n->store);
     gossip_free(n->g);
     gossip_out_free(&n->gout);
+    node__coord_free(n);
     ring_free(n->ring);
     free(n->peer);
     free(n);

@@ -139,11 +139,14 @@ struct node {
     /* native client server */
     uv_tcp_t csrv;
     int csrv_open;
-    struct csrv_conn *conns; /* all connections */
-    struct csrv_conn *dirty; /* connections with output to flush */
-    int64_t inflight;        /* client requests in flight */
-    int64_t coord_inflight;  /* coordinator requests in flight */
-    struct creq *deferred;   /* decisions due at the end of the turn */
+    struct csrv_conn *conns;  /* all connections */
+    struct csrv_conn *dirty;  /* connections with output to flush */
+    int64_t inflight;         /* client requests in flight */
+    int64_t coord_inflight;   /* coordinator requests not yet answered */
+    int64_t coord_background; /* answered, replica requests outstanding */
+    struct creq *deferred;    /* decisions due at the end of the turn */
+    struct creq *coord_pool;  /* free list of request structs */
+    size_t coord_pool_len;
 
     struct rsrv *rsrv; /* RESP server (node/rsrv.h), NULL when off */
     struct obs *obs;   /* metrics registry and /metrics (node/obs.h) */
@@ -215,6 +218,7 @@ void node__commit_free(node *n);
 
 /* ---- coord.c ---- */
 void node__coord_run_deferred(node *n);
+void node__coord_free(node *n); /* the request free list */
 
 /* ---- admin.c ---- */
 struct node_admin_buf {

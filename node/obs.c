@@ -48,7 +48,7 @@ struct obs {
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes;
     metrics_family *owned, *ranges, *keys, *bytes;
-    metrics_family *inflight, *coord_inflight;
+    metrics_family *inflight, *coord_inflight, *coord_background;
     metrics_family *conns_total, *conns_open, *bad_frames, *resp_perr;
     metrics_family *auth_fail;
     metrics_family *commits, *commit_writes, *rep_writes, *rep_reads;
@@ -168,7 +168,12 @@ static int obs_register(struct obs *o)
       "Client requests in flight (admission control bound: max_inflight).",
       METRICS_GAUGE, 0, NULL);
     F(coord_inflight, "ringkv_coordinator_inflight_requests",
-      "Coordinator requests in flight.", METRICS_GAUGE, 0, NULL);
+      "Coordinator requests not yet answered (bound: max_inflight).",
+      METRICS_GAUGE, 0, NULL);
+    F(coord_background, "ringkv_coordinator_background_requests",
+      "Answered coordinator requests still waiting for slower replicas or "
+      "read repairs (bound: 4 x max_inflight).",
+      METRICS_GAUGE, 0, NULL);
     F(conns_total, "ringkv_client_connections_total",
       "Client connections accepted, by protocol.", METRICS_COUNTER, 1,
       &d_proto);
@@ -315,6 +320,7 @@ static void obs_sync(struct obs *o)
     metrics_gauge_set(o->bytes, 0, (int64_t)bytes);
     metrics_gauge_set(o->inflight, 0, n->inflight);
     metrics_gauge_set(o->coord_inflight, 0, n->coord_inflight);
+    metrics_gauge_set(o->coord_background, 0, n->coord_background);
 }
 
 /* ---- hot path --------------------------------------------------------- */
