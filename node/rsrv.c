@@ -28,6 +28,9 @@
  * (resp_limits). So memory per connection is bounded, and node-wide by the
  * in-flight bound.
  *
+ * Slots are taken from and returned to a free list on the server (up to
+ * RSRV_SLOTS_KEEP), so a request in the steady state allocates nothing here.
+ *
  * Life. A connection is freed when its handle is closed and no slot refers
  * to it (refs). The server struct is freed when its listener is closed and
  * every connection is gone (refs); node_stop waits for that.
@@ -50,7 +53,8 @@
 #define RSRV_READ_CHUNK (64u * 1024u)
 #define RSRV_OUT_HIGH   (4u * 1024u * 1024u)
 #define RSRV_VERSION    "0.1.0"
-#define RSRV_BUCKETS    256 /* key buckets for pipeline ordering */
+#define RSRV_BUCKETS    256  /* key buckets for pipeline ordering */
+#define RSRV_SLOTS_KEEP 4096 /* finished slots kept for reuse */
 
 struct rsrv {
     node *n;
@@ -61,7 +65,9 @@ struct rsrv {
     uint64_t nconns;
     uint64_t accepted, proto_err;
     uint64_t started_ms;
-    bool draining; /* listener closed, connections finishing */
+    bool draining;           /* listener closed, connections finishing */
+    struct rslot *slot_pool; /* free list (next) */
+    size_t slot_pool_len;
 };
 
 struct rslot;
@@ -156,6 +162,11 @@ static void rsrv_unref(struct rsrv *rs)
     if (--rs->refs > 0)
         return;
     node *n = rs->n;
+    while (rs->slot_pool) {
+        struct rslot *s = rs->slot_pool;
+        rs->slot_pool = s->next;
+        free(s);
+    }
     free(rs);
     n->pending_closes--;
     node__stop_progress(n);
@@ -314,9 +325,17 @@ static void conn_close(struct rconn *c)
 
 static struct rslot *slot_new(struct rconn *c, enum slot_kind kind)
 {
-    struct rslot *s = calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
+    struct rsrv *rs = c->rs;
+    struct rslot *s = rs->slot_pool;
+    if (s) {
+        rs->slot_pool = s->next;
+        rs->slot_pool_len--;
+        memset(s, 0, sizeof(*s));
+    } else {
+        s = calloc(1, sizeof(*s));
+        if (!s)
+            return NULL;
+    }
     s->c = c;
     s->kind = kind;
     s->cl = c->cl;
@@ -335,6 +354,7 @@ static struct rslot *slot_new(struct rconn *c, enum slot_kind kind)
 
 static void slot_free(struct rslot *s)
 {
+    struct rsrv *rs = s->c->rs;
     resp_out_free(&s->out);
     if (s->sub != &s->sub1) {
         for (size_t i = 0; i < s->nsub; i++)
@@ -350,7 +370,13 @@ static void slot_free(struct rslot *s)
     }
     free(s->klens);
     free(s->copy);
-    free(s);
+    if (rs->slot_pool_len >= RSRV_SLOTS_KEEP) {
+        free(s);
+        return;
+    }
+    s->next = rs->slot_pool;
+    rs->slot_pool = s;
+    rs->slot_pool_len++;
 }
 
 /* Where the reply of s goes: the output when s is the head, else its own
