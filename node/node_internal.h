@@ -152,6 +152,13 @@ struct node {
     struct obs *obs;   /* metrics registry and /metrics (node/obs.h) */
 
     struct node_stats stats;
+
+    /* node__obs_store_totals' cache */
+    struct {
+        uint64_t ranges, keys, bytes;
+        uint64_t at_ms; /* loop clock when computed */
+        bool valid;
+    } totals;
 };
 
 /* ---- node.c ---- */

@@ -220,6 +220,13 @@ void node__obs_store_totals(node *n,
     *ranges = *keys = *bytes = 0;
     if (!n->store)
         return;
+    uint64_t now = uv_now(n->loop);
+    if (n->totals.valid && now - n->totals.at_ms < NODE_TOTALS_MAX_AGE_MS) {
+        *ranges = n->totals.ranges;
+        *keys = n->totals.keys;
+        *bytes = n->totals.bytes;
+        return;
+    }
     struct store_range *rs = NULL;
     size_t nr = 0;
     if (store_range_list(&rs, &nr, n->store) < 0)
@@ -233,6 +240,11 @@ void node__obs_store_totals(node *n,
     }
     *ranges = nr;
     free(rs);
+    n->totals.ranges = *ranges;
+    n->totals.keys = *keys;
+    n->totals.bytes = *bytes;
+    n->totals.at_ms = now;
+    n->totals.valid = true;
 }
 
 static void obs_sync(struct obs *o)
