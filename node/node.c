@@ -419,6 +419,7 @@ void node_free(node *n)
     gossip_free(n->g);
     gossip_out_free(&n->gout);
     node__coord_free(n);
+    node__replica_free(n);
     ring_free(n->ring);
     free(n->peer);
     free(n);

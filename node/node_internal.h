@@ -26,6 +26,7 @@
 #include "wire/rpc_msg.h"
 
 struct csrv_conn;
+struct iwrite; /* node/replica.c */
 struct commit_waiter;
 struct rsrv; /* node/rsrv.c */
 struct obs;  /* node/obs.c */
@@ -147,6 +148,9 @@ struct node {
     struct creq *deferred;    /* decisions due at the end of the turn */
     struct creq *coord_pool;  /* free list of request structs */
     size_t coord_pool_len;
+    struct iwrite *iwrite_pool; /* replica.c: free list of replica writes */
+    size_t iwrite_pool_len;
+    struct rpc_buf reply_buf; /* replica.c: replies are encoded here */
 
     struct rsrv *rsrv; /* RESP server (node/rsrv.h), NULL when off */
     struct obs *obs;   /* metrics registry and /metrics (node/obs.h) */
@@ -178,6 +182,7 @@ void node__ring_rebuild(node *n);
 int node__internode_start(node *n, char *err, size_t errlen);
 void node__internode_stop(node *n);
 void node__hints_kick(node *n, uint32_t idx); /* replay hints to peer idx */
+void node__replica_free(node *n);             /* free lists and buffers */
 /* Store a hint for peer `name` (key, encoded record), off the loop. */
 void node__hint_store(node *n,
                       const char *name,
