@@ -172,6 +172,18 @@ void node__stop_progress(node *n);
 int node__resolve(struct sockaddr_storage *out, const char *host, int port);
 int node__resolve_str(char *out, size_t len, const char *host_port);
 void node__handle_closed(uv_handle_t *h); /* close cb counting down */
+/* A client listener (csrv, rsrv): initialises tcp (data = n; the caller
+ * closes it, also on failure), binds it to listen_address:port and listens with
+ * cb. On failure err says why, naming the config key of the port. */
+int node__listen(node *n,
+                 uv_tcp_t *tcp,
+                 const char *key,
+                 int port,
+                 uv_connection_cb cb,
+                 char *err,
+                 size_t errlen);
+/* "ip:port" of an accepted connection's peer, "?" if unknown. */
+void node__peer_name(char *out, size_t cap, uv_tcp_t *tcp);
 
 /* ---- gshell.c: gossip, ring, ranges ---- */
 int node__gossip_start(node *n, char *err, size_t errlen);

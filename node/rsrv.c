@@ -1180,15 +1180,6 @@ static void conn_update_reading(struct rconn *c)
         c->reading = true;
 }
 
-static void peer_name(struct rconn *c)
-{
-    struct sockaddr_storage ss;
-    int len = sizeof(ss);
-    snprintf(c->peer, sizeof(c->peer), "?");
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
-        net_addr_format(c->peer, sizeof(c->peer), (struct sockaddr *)&ss);
-}
-
 static void on_connection(uv_stream_t *server, int status)
 {
     node *n = server->data;
@@ -1226,7 +1217,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     rs->accepted++;
     uv_tcp_nodelay(&c->tcp, 1);
-    peer_name(c);
+    node__peer_name(c->peer, sizeof(c->peer), &c->tcp);
     conn_update_reading(c);
 }
 
@@ -1236,13 +1227,6 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
 {
     if (n->cfg.resp_port == 0 || n->rsrv)
         return 0;
-    struct sockaddr_storage sa;
-    int rc = node__resolve(&sa, n->cfg.listen_address, n->cfg.resp_port);
-    if (rc < 0) {
-        snprintf(err, errlen, "listen_address: cannot resolve '%s': %s",
-                 n->cfg.listen_address, uv_strerror(rc));
-        return rc;
-    }
     struct rsrv *rs = calloc(1, sizeof(*rs));
     if (!rs) {
         snprintf(err, errlen, "resp_port: out of memory");
@@ -1253,14 +1237,9 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
     n->rsrv = rs;
     n->pending_closes++; /* released when rs is freed */
     rs->refs = 1;
-    uv_tcp_init(n->loop, &rs->tcp);
-    rs->tcp.data = n;
-    rc = uv_tcp_bind(&rs->tcp, (struct sockaddr *)&sa, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&rs->tcp, 511, on_connection);
+    int rc = node__listen(n, &rs->tcp, "resp_port", n->cfg.resp_port,
+                          on_connection, err, errlen);
     if (rc < 0) {
-        snprintf(err, errlen, "resp_port: cannot listen on %s:%d: %s",
-                 n->cfg.listen_address, n->cfg.resp_port, uv_strerror(rc));
         node__rsrv_stop(n);
         return rc;
     }
