@@ -50,8 +50,8 @@ char *node__obs_text(node *n, size_t *out_len);
 
 /* Totals of the local store: ranges held, keys, bytes on disk. Walking
  * every range costs a read of each one's stats, so the result is cached
- * and recomputed at most every NODE_TOTALS_MAX_AGE_MS (gossip's LOAD,
- * /metrics, METRICS and INFO share it). */
+ * (gossip's LOAD, /metrics, METRICS and INFO share it) until a group
+ * commit lands or NODE_TOTALS_MAX_AGE_MS pass. */
 #define NODE_TOTALS_MAX_AGE_MS 1000
 void node__obs_store_totals(node *n,
                             uint64_t *ranges,
