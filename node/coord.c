@@ -29,7 +29,8 @@
  * replica does not make the node shed requests it could answer.
  *
  * Allocation. Request state lives in one struct (replica table, callback
- * contexts, a short key and the replicas' names and addresses inline) and
+ * contexts, a short key inline; replica names point into the peer table
+ * the request holds a reference to) and
  * finished requests go to a free list of up to COORD_POOL_MAX, keeping
  * their encode buffers: a request in the steady state costs no malloc.
  */
@@ -48,7 +49,6 @@ enum { C_GET = 0, C_PUT, C_DEL };
 #define COORD_BACKGROUND_FACTOR 4
 #define COORD_POOL_MAX          4096
 #define COORD_KEY_INLINE        64
-#define COORD_STR_INLINE        512  /* replica names and addresses */
 #define COORD_BUF_KEEP          4096 /* encode buffers kept across reuse */
 
 struct cons {
@@ -57,9 +57,9 @@ struct cons {
     uint32_t got;
 };
 
-/* A replica as the ring saw it when the request was planned: the peer
- * table may be rebuilt while the request is in flight, so name and iaddr
- * are copies (in the request's string area). */
+/* A replica as the ring saw it when the request was planned: name and
+ * iaddr point into the peer table of that moment, which the request holds
+ * (the node may replace its table while the request is in flight). */
 struct crep {
     const char *name;
     const char *iaddr;
@@ -106,8 +106,8 @@ struct creq {
     /* read repair */
     int phase;
     uint32_t repair_pending;
-    int newest;    /* index into r[], -1 */
-    char *strheap; /* replica strings that did not fit strs */
+    int newest;                /* index into r[], -1 */
+    struct node_peer_tab *tab; /* held: rp[] points into it */
     /* ---- set by plan() for the nrep replicas ---- */
     uint32_t rep[RING_MAX_REPLICAS];
     int rep_dc[RING_MAX_REPLICAS];
@@ -120,7 +120,6 @@ struct creq {
     uint8_t *srec;       /* encoded store record (hints) */
     size_t srec_len, srec_cap;
     uint8_t kbuf[COORD_KEY_INLINE];
-    char strs[COORD_STR_INLINE];
 };
 
 #define CREQ_ZEROED offsetof(struct creq, rep)
@@ -143,42 +142,26 @@ static void cons_add(struct creq *q, int dc, uint32_t need)
     q->need += need;
 }
 
-/* Copies the names and addresses of q's replicas into its string area. */
-static int plan_strings(node *n, struct creq *q)
+/* Points q's replicas at the names and addresses of the current peer
+ * table, which q holds until it is released. */
+static void plan_peers(node *n, struct creq *q)
 {
-    size_t need = 0;
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        if (q->rep[i] < n->npeers) {
-            const struct node_peer *p = &n->peer[q->rep[i]];
-            need += strlen(p->name) + strlen(p->iaddr) + 2;
-        }
-    }
-    char *s = q->strs;
-    if (need > sizeof(q->strs)) {
-        q->strheap = malloc(need);
-        if (!q->strheap)
-            return -ENOMEM;
-        s = q->strheap;
-    }
+    q->tab = n->peer_tab;
+    if (q->tab)
+        q->tab->refs++;
     for (uint32_t i = 0; i < q->nrep; i++) {
         struct crep *c = &q->rp[i];
-        c->name = c->iaddr = "";
-        c->self = c->up = false;
-        if (q->rep[i] >= n->npeers)
-            continue; /* unknown: neither up nor self */
+        if (q->rep[i] >= n->npeers) { /* unknown: neither up nor self */
+            c->name = c->iaddr = "";
+            c->self = c->up = false;
+            continue;
+        }
         const struct node_peer *p = &n->peer[q->rep[i]];
-        size_t l = strlen(p->name) + 1;
-        memcpy(s, p->name, l);
-        c->name = s;
-        s += l;
-        l = strlen(p->iaddr) + 1;
-        memcpy(s, p->iaddr, l);
-        c->iaddr = s;
-        s += l;
+        c->name = p->name;
+        c->iaddr = p->iaddr;
         c->self = p->self;
         c->up = p->up;
     }
-    return 0;
 }
 
 /* Fill q->rep / rep_dc from the ring and the constraints from the level.
@@ -197,9 +180,7 @@ static int plan(node *n, struct creq *q)
         q->ctx[i].q = q;
         q->ctx[i].i = i;
     }
-    int rc = plan_strings(n, q);
-    if (rc < 0)
-        return rc;
+    plan_peers(n, q);
     const char *dcname[RING_MAX_REPLICAS];
     int ndc = 1;
     dcname[0] = n->cfg.datacenter;
@@ -293,7 +274,7 @@ static void creq_release(struct creq *q)
     node *n = q->n;
     for (uint32_t i = 0; i < q->nrep; i++)
         free(q->r[i].buf);
-    free(q->strheap);
+    node__peer_tab_unref(q->tab);
     if (q->key != q->kbuf)
         free(q->key);
     if (q->wmsg.cap > COORD_BUF_KEEP)

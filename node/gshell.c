@@ -370,9 +370,13 @@ void node__ring_rebuild(node *n)
 
     /* peer table, indexed like the ring */
     size_t rn = ring_node_count(r);
-    struct node_peer *pt = calloc(rn ? rn : 1, sizeof(*pt));
-    if (!pt)
+    struct node_peer_tab *tab =
+        calloc(1, sizeof(*tab) + (rn ? rn : 1) * sizeof(tab->p[0]));
+    if (!tab)
         goto out;
+    tab->refs = 1;
+    tab->n = rn;
+    struct node_peer *pt = tab->p;
     n->self_idx = RING_NONE;
     for (uint32_t i = 0; i < rn; i++) {
         struct ring_node_info ni;
@@ -404,7 +408,8 @@ void node__ring_rebuild(node *n)
             }
         }
     }
-    free(n->peer);
+    node__peer_tab_unref(n->peer_tab);
+    n->peer_tab = tab;
     n->peer = pt;
     n->npeers = rn;
     if (old_fp != ring_fingerprint(r) || old_epoch != ring_epoch(r))
@@ -420,6 +425,12 @@ out:
     free(toks);
     free(dcs);
     free(names);
+}
+
+void node__peer_tab_unref(struct node_peer_tab *t)
+{
+    if (t && --t->refs == 0)
+        free(t);
 }
 
 static void peer_set_up(node *n, const char *name, bool up)

@@ -459,7 +459,7 @@ void node_free(node *n)
     node__coord_free(n);
     node__replica_free(n);
     ring_free(n->ring);
-    free(n->peer);
+    node__peer_tab_unref(n->peer_tab);
     free(n);
 }
 

@@ -76,6 +76,15 @@ struct node_peer {
     uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
 };
 
+/* The peer table, shared with coordinator requests in flight, which point
+ * at its names and addresses: a table is freed once the node has replaced
+ * it (ring rebuild) and no request holds it. */
+struct node_peer_tab {
+    int refs;
+    size_t n;
+    struct node_peer p[];
+};
+
 enum node_boot {
     NODE_BOOT_WAIT = 0, /* fresh: announced BOOT, learning the cluster */
     NODE_BOOT_DONE      /* NORMAL with tokens */
@@ -117,8 +126,9 @@ struct node {
     net_peers *peers;
 
     /* ring members as the node sees them */
-    struct node_peer *peer;
+    struct node_peer *peer; /* peer_tab->p */
     size_t npeers;
+    struct node_peer_tab *peer_tab;
     uint32_t self_idx; /* RING_NONE if not placed */
 
     uv_timer_t htimer; /* hint replay */
@@ -189,6 +199,7 @@ void node__peer_name(char *out, size_t cap, uv_tcp_t *tcp);
 int node__gossip_start(node *n, char *err, size_t errlen);
 void node__gossip_stop(node *n);
 void node__ring_rebuild(node *n);
+void node__peer_tab_unref(struct node_peer_tab *t); /* NULL: nothing */
 
 /* ---- replica.c: internode server, peers, hints ---- */
 int node__internode_start(node *n, char *err, size_t errlen);
