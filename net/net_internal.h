@@ -91,6 +91,7 @@ struct net_conn {
     struct net__rbuf rbuf;
     struct net__chunk *chunks; /* waiting to be written */
     size_t nchunks, chunks_cap;
+    struct net__chunk spare;        /* a written block kept for reuse */
     size_t waiting;                 /* bytes in chunks */
     size_t inflight;                /* bytes in uv_write requests */
     struct net_conn *dprev, *dnext; /* base's dirty list */

@@ -14,6 +14,9 @@
  * (backoff_min doubling to backoff_max); requests in that window fail fast
  * with RK_EUNAVAILABLE instead of queueing behind a dead address. A
  * connection that was ready and then closed is reopened by the next request.
+ *
+ * Finished request structs go to a free list (up to PEERS_REQ_KEEP), so a
+ * request in the steady state costs no malloc.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,6 +24,8 @@
 #include <string.h>
 
 #include "net/net_internal.h"
+
+#define PEERS_REQ_KEEP 4096
 
 struct req {
     uint64_t id;
@@ -51,6 +56,8 @@ struct net_peers {
     struct req **rb; /* request hash buckets */
     size_t nrb, nreqs;
     struct req *thead, *ttail; /* by deadline */
+    struct req *rfree;         /* free list (hnext) */
+    size_t nrfree;
     uint64_t next_id;
     uint32_t connect_timeout_ms, backoff_min_ms, backoff_max_ms;
     void (*done)(void *arg);
@@ -60,6 +67,27 @@ struct net_peers {
 #define CONN_OF(h, field) ((net_conn *)((char *)(h)-offsetof(net_conn, field)))
 
 /* ---- tables ------------------------------------------------------------- */
+
+static struct req *req_get(net_peers *p)
+{
+    struct req *r = p->rfree;
+    if (r == NULL)
+        return malloc(sizeof(*r));
+    p->rfree = r->hnext;
+    p->nrfree--;
+    return r;
+}
+
+static void req_put(net_peers *p, struct req *r)
+{
+    if (p->nrfree >= PEERS_REQ_KEEP) {
+        free(r);
+        return;
+    }
+    r->hnext = p->rfree;
+    p->rfree = r;
+    p->nrfree++;
+}
 
 static struct peer *peer_find(net_peers *p, const char *name)
 {
@@ -221,7 +249,7 @@ static void peer_fail_all(net_peers *p, struct peer *e, int status)
         req_unlink_global(p, r);
         p->base.stats.rpc_failed++;
         r->cb(r->arg, status, (struct rk_slice){NULL, 0});
-        free(r);
+        req_put(p, r);
     }
     timer_arm(p);
 }
@@ -238,7 +266,7 @@ static void timer_cb(uv_timer_t *t)
         req_unlink(p, r);
         p->base.stats.rpc_timeout++;
         r->cb(r->arg, RK_ETIMEOUT, (struct rk_slice){NULL, 0});
-        free(r);
+        req_put(p, r);
     }
     timer_arm(p);
 }
@@ -357,7 +385,7 @@ static int peers_frame(struct net__base *b, net_conn *c, struct rk_slice frame)
     timer_arm(p);
     b->stats.rpc_ok++;
     r->cb(r->arg, 0, payload);
-    free(r);
+    req_put(p, r);
     return 0;
 }
 
@@ -412,6 +440,11 @@ static void peers_released(struct net__base *b)
     }
     free(p->pb);
     free(p->rb);
+    while (p->rfree) {
+        struct req *r = p->rfree;
+        p->rfree = r->hnext;
+        free(r);
+    }
     free(p);
     if (done)
         done(arg);
@@ -489,7 +522,7 @@ void net_peers_close(net_peers *p, void (*done)(void *arg), void *arg)
         req_unlink(p, r);
         p->base.stats.rpc_failed++;
         r->cb(r->arg, RK_ECLOSED, (struct rk_slice){NULL, 0});
-        free(r);
+        req_put(p, r);
     }
     for (net_conn *c = p->base.conns; c != NULL; c = c->next)
         net__conn_close(c, RK_ECLOSED);
@@ -525,7 +558,7 @@ int net_peers_request(net_peers *p,
     }
     if (p->nreqs >= p->nrb && reqs_grow(p) != 0)
         return -ENOMEM;
-    struct req *r = malloc(sizeof(*r));
+    struct req *r = req_get(p);
     if (r == NULL)
         return -ENOMEM;
     r->id = ++p->next_id;
@@ -537,7 +570,7 @@ int net_peers_request(net_peers *p,
     net__be64_put(hdr + 1, r->id);
     rc = net__conn_queue(e->conn, hdr, sizeof(hdr), payload);
     if (rc) {
-        free(r);
+        req_put(p, r);
         return rc;
     }
     req_link(p, r);

@@ -103,6 +103,7 @@ static void commit_after(uv_work_t *w, int status)
             rk_strerror(j->status));
     n->stats.commits++;
     n->stats.commit_writes += j->nwaiters;
+    n->totals.valid = false; /* keys and bytes changed */
     for (size_t i = 0; i < j->nwaiters; i++) {
         int rc = j->status < 0 ? j->status : store_batch_result(j->batch, i);
         j->waiters[i].cb(rc, j->waiters[i].arg);

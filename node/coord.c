@@ -20,8 +20,22 @@
  * storage/) wins; replicas that answered older or nothing get the newest
  * written to them, and the reply waits for those writes (blocking read
  * repair), so a QUORUM read followed by a QUORUM read never goes back.
+ *
+ * Admission. max_inflight bounds the requests not yet answered
+ * (n->coord_inflight). A request answered at its level may still wait for
+ * slower replicas (the third write of a QUORUM write, a read repair): it
+ * then counts in n->coord_background until the last answer or deadline,
+ * bounded separately at COORD_BACKGROUND_FACTOR * max_inflight, so one slow
+ * replica does not make the node shed requests it could answer.
+ *
+ * Allocation. Request state lives in one struct (replica table, callback
+ * contexts, a short key inline; replica names point into the peer table
+ * the request holds a reference to) and
+ * finished requests go to a free list of up to COORD_POOL_MAX, keeping
+ * their encode buffers: a request in the steady state costs no malloc.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,17 +46,23 @@
 
 enum { C_GET = 0, C_PUT, C_DEL };
 
+#define COORD_BACKGROUND_FACTOR 4
+#define COORD_POOL_MAX          4096
+#define COORD_KEY_INLINE        64
+#define COORD_BUF_KEEP          4096 /* encode buffers kept across reuse */
+
 struct cons {
     int dc; /* -1: any DC */
     uint32_t need;
     uint32_t got;
 };
 
-/* A replica as the ring saw it when the request was planned: the peer
- * table may be rebuilt while the request is in flight. */
+/* A replica as the ring saw it when the request was planned: name and
+ * iaddr point into the peer table of that moment, which the request holds
+ * (the node may replace its table while the request is in flight). */
 struct crep {
-    char name[GOSSIP_NAME_MAX + 1];
-    char iaddr[GOSSIP_ADDR_MAX + 16];
+    const char *name;
+    const char *iaddr;
     bool self, up;
 };
 
@@ -52,7 +72,17 @@ struct creply {
     uint8_t *buf; /* owns rec.value */
 };
 
+struct creq;
+
+/* The callback argument of one replica's request: one outstanding
+ * request per replica at a time (a write, a read, then maybe its repair). */
+struct cctx {
+    struct creq *q;
+    uint32_t i;
+};
+
 struct creq {
+    /* ---- zeroed for every request (creq_new) ---- */
     node *n;
     int op;
     enum node_cl cl;
@@ -62,34 +92,37 @@ struct creq {
     struct creq *next_deferred;
     bool done;
     bool deferred;
+    bool background; /* answered, counted in n->coord_background */
     int refs;
-    uint8_t *key;
+    uint8_t *key; /* kbuf or malloc'd */
     size_t klen;
     uint64_t token;
     uint32_t nrep;
-    uint32_t rep[RING_MAX_REPLICAS];
-    int rep_dc[RING_MAX_REPLICAS];
-    struct crep *rp; /* nrep entries */
-    struct creply r[RING_MAX_REPLICAS];
     struct cons cons[RING_MAX_REPLICAS];
     int ncons;
     uint32_t acks, need;
     int fail_err; /* first failure */
     bool timed_out;
-    /* write */
-    struct rpc_buf wmsg; /* encoded rpc_write */
-    uint8_t *srec;       /* encoded store record (hints) */
-    size_t srec_len;
     /* read repair */
     int phase;
     uint32_t repair_pending;
-    int newest; /* index into r[], -1 */
+    int newest;                /* index into r[], -1 */
+    struct node_peer_tab *tab; /* held: rp[] points into it */
+    /* ---- set by plan() for the nrep replicas ---- */
+    uint32_t rep[RING_MAX_REPLICAS];
+    int rep_dc[RING_MAX_REPLICAS];
+    struct creply r[RING_MAX_REPLICAS];
+    struct crep rp[RING_MAX_REPLICAS];
+    struct cctx ctx[RING_MAX_REPLICAS];
+    /* ---- kept across reuse ---- */
+    struct creq *next_free;
+    struct rpc_buf wmsg; /* encoded rpc_write (or rpc_read) */
+    uint8_t *srec;       /* encoded store record (hints) */
+    size_t srec_len, srec_cap;
+    uint8_t kbuf[COORD_KEY_INLINE];
 };
 
-struct cctx {
-    struct creq *q;
-    uint32_t i;
-};
+#define CREQ_ZEROED offsetof(struct creq, rep)
 
 static void creq_unref(struct creq *q);
 
@@ -109,6 +142,28 @@ static void cons_add(struct creq *q, int dc, uint32_t need)
     q->need += need;
 }
 
+/* Points q's replicas at the names and addresses of the current peer
+ * table, which q holds until it is released. */
+static void plan_peers(node *n, struct creq *q)
+{
+    q->tab = n->peer_tab;
+    if (q->tab)
+        q->tab->refs++;
+    for (uint32_t i = 0; i < q->nrep; i++) {
+        struct crep *c = &q->rp[i];
+        if (q->rep[i] >= n->npeers) { /* unknown: neither up nor self */
+            c->name = c->iaddr = "";
+            c->self = c->up = false;
+            continue;
+        }
+        const struct node_peer *p = &n->peer[q->rep[i]];
+        c->name = p->name;
+        c->iaddr = p->iaddr;
+        c->self = p->self;
+        c->up = p->up;
+    }
+}
+
 /* Fill q->rep / rep_dc from the ring and the constraints from the level.
  * dc ids: 0 is this node's DC; others numbered as met. */
 static int plan(node *n, struct creq *q)
@@ -120,18 +175,12 @@ static int plan(node *n, struct creq *q)
     if (nr > RING_MAX_REPLICAS)
         nr = RING_MAX_REPLICAS;
     q->nrep = (uint32_t)nr;
-    q->rp = calloc(nr ? nr : 1, sizeof(*q->rp));
-    if (!q->rp)
-        return -ENOMEM;
+    memset(q->r, 0, nr * sizeof(q->r[0]));
     for (uint32_t i = 0; i < q->nrep; i++) {
-        if (q->rep[i] >= n->npeers)
-            continue; /* unknown: neither up nor self */
-        const struct node_peer *p = &n->peer[q->rep[i]];
-        memcpy(q->rp[i].name, p->name, sizeof(q->rp[i].name));
-        memcpy(q->rp[i].iaddr, p->iaddr, sizeof(q->rp[i].iaddr));
-        q->rp[i].self = p->self;
-        q->rp[i].up = p->up;
+        q->ctx[i].q = q;
+        q->ctx[i].i = i;
     }
+    plan_peers(n, q);
     const char *dcname[RING_MAX_REPLICAS];
     int ndc = 1;
     dcname[0] = n->cfg.datacenter;
@@ -218,22 +267,54 @@ static void count_answer(struct creq *q, uint32_t i)
 
 /* ---- completion ------------------------------------------------------- */
 
-static void creq_free(struct creq *q)
+/* Releases q's per-request memory and puts it on the free list (or
+ * frees it when the list is full). */
+static void creq_release(struct creq *q)
 {
+    node *n = q->n;
     for (uint32_t i = 0; i < q->nrep; i++)
         free(q->r[i].buf);
-    rpc_buf_free(&q->wmsg);
-    free(q->rp);
-    free(q->srec);
-    free(q->key);
-    free(q);
+    node__peer_tab_unref(q->tab);
+    if (q->key != q->kbuf)
+        free(q->key);
+    if (q->wmsg.cap > COORD_BUF_KEEP)
+        rpc_buf_free(&q->wmsg);
+    if (q->srec_cap > COORD_BUF_KEEP) {
+        free(q->srec);
+        q->srec = NULL;
+        q->srec_cap = 0;
+    }
+    if (n->coord_pool_len >= COORD_POOL_MAX) {
+        rpc_buf_free(&q->wmsg);
+        free(q->srec);
+        free(q);
+        return;
+    }
+    q->next_free = n->coord_pool;
+    n->coord_pool = q;
+    n->coord_pool_len++;
+}
+
+void node__coord_free(node *n)
+{
+    while (n->coord_pool) {
+        struct creq *q = n->coord_pool;
+        n->coord_pool = q->next_free;
+        rpc_buf_free(&q->wmsg);
+        free(q->srec);
+        free(q);
+    }
+    n->coord_pool_len = 0;
 }
 
 static void creq_unref(struct creq *q)
 {
     if (--q->refs == 0) {
-        q->n->coord_inflight--;
-        creq_free(q);
+        if (q->background)
+            q->n->coord_background--;
+        else
+            q->n->coord_inflight--;
+        creq_release(q);
     }
 }
 
@@ -243,6 +324,10 @@ static void finish(struct creq *q, int err, struct rk_slice value)
         return;
     q->done = true;
     node *n = q->n;
+    /* answered: what still runs (slow replicas, repairs) is background */
+    n->coord_inflight--;
+    n->coord_background++;
+    q->background = true;
     int op = q->op == C_GET ? NODE_OP_GET
                             : (q->op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL);
     if (err == RK_ETIMEOUT)
@@ -310,7 +395,6 @@ static void on_local_write(int status, void *arg)
     struct cctx *c = arg;
     struct creq *q = c->q;
     uint32_t i = c->i;
-    free(c);
     q->r[i].answered = true;
     if (status == 0) {
         q->r[i].ok = true;
@@ -329,7 +413,6 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
     struct cctx *c = arg;
     struct creq *q = c->q;
     uint32_t i = c->i;
-    free(c);
     node *n = q->n;
     int st = status;
     if (st == 0) {
@@ -361,11 +444,7 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
 static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
 {
     node *n = q->n;
-    struct cctx *c = malloc(sizeof(*c));
-    if (!c)
-        return -ENOMEM;
-    c->q = q;
-    c->i = i;
+    struct cctx *c = &q->ctx[i];
     q->r[i].asked = true;
     int rc;
     if (q->rp[i].self)
@@ -375,10 +454,8 @@ static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
         rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
                             (uint32_t)n->cfg.write_timeout_ms, on_remote_write,
                             c);
-    if (rc < 0) {
-        free(c);
+    if (rc < 0)
         return rc;
-    }
     q->refs++;
     return 0;
 }
@@ -402,10 +479,14 @@ static int encode_records(struct creq *q, const struct rpc_record *rec)
     sr.value =
         (rec->flags & RPC_REC_TOMBSTONE) ? RK_SLICE(NULL, 0) : rec->value;
     size_t need = store_record_size(&sr);
-    free(q->srec);
-    q->srec = malloc(need);
-    if (!q->srec)
-        return -ENOMEM;
+    if (need > q->srec_cap) {
+        uint8_t *p = malloc(need);
+        if (!p)
+            return -ENOMEM;
+        free(q->srec);
+        q->srec = p;
+        q->srec_cap = need;
+    }
     return store_record_encode(q->srec, need, &q->srec_len, &sr);
 }
 
@@ -421,7 +502,9 @@ static int check_common(node *n, struct rk_slice key)
         n->stats.stale++;
         return RK_ESTALE;
     }
-    if (n->coord_inflight >= n->cfg.max_inflight) {
+    if (n->coord_inflight >= n->cfg.max_inflight ||
+        n->coord_background >=
+            (int64_t)n->cfg.max_inflight * COORD_BACKGROUND_FACTOR) {
         n->stats.overloaded++;
         return RK_EOVERLOADED;
     }
@@ -435,17 +518,33 @@ static struct creq *creq_new(node *n,
                              coord_cb cb,
                              void *arg)
 {
-    struct creq *q = calloc(1, sizeof(*q));
-    if (!q)
-        return NULL;
-    q->key = malloc(key.len);
-    if (!q->key) {
-        free(q);
-        return NULL;
+    struct creq *q = n->coord_pool;
+    if (q) {
+        n->coord_pool = q->next_free;
+        n->coord_pool_len--;
+    } else {
+        q = malloc(sizeof(*q));
+        if (!q)
+            return NULL;
+        q->wmsg = (struct rpc_buf)RPC_BUF_INIT;
+        q->srec = NULL;
+        q->srec_cap = 0;
+    }
+    memset(q, 0, CREQ_ZEROED);
+    rpc_buf_reset(&q->wmsg);
+    q->n = n;
+    if (key.len <= sizeof(q->kbuf)) {
+        q->key = q->kbuf;
+    } else {
+        q->key = malloc(key.len);
+        if (!q->key) {
+            q->key = q->kbuf;
+            creq_release(q);
+            return NULL;
+        }
     }
     memcpy(q->key, key.p, key.len);
     q->klen = key.len;
-    q->n = n;
     q->op = op;
     q->cl = cl;
     q->cb = cb;
@@ -577,27 +676,21 @@ static int send_read(struct creq *q, uint32_t i)
         count_answer(q, i);
         return 0;
     }
-    struct rpc_read rd = {.token = q->token,
-                          .epoch = ring_epoch(n->ring),
-                          .key = RK_SLICE(q->key, q->klen),
-                          .digest = false};
-    struct rpc_buf b = RPC_BUF_INIT;
-    int rc = rpc_read_encode(&b, &rd);
-    struct cctx *c = rc == 0 ? malloc(sizeof(*c)) : NULL;
-    if (rc == 0 && !c)
-        rc = -ENOMEM;
+    int rc = 0;
+    if (q->wmsg.len == 0) { /* the same request for every replica */
+        struct rpc_read rd = {.token = q->token,
+                              .epoch = ring_epoch(n->ring),
+                              .key = RK_SLICE(q->key, q->klen),
+                              .digest = false};
+        rc = rpc_read_encode(&q->wmsg, &rd);
+    }
     if (rc == 0) {
-        c->q = q;
-        c->i = i;
-        rc =
-            node__rpc_addr(n, q->rp[i].iaddr, &b,
-                           (uint32_t)n->cfg.read_timeout_ms, on_remote_read, c);
-        if (rc < 0)
-            free(c);
-        else
+        rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
+                            (uint32_t)n->cfg.read_timeout_ms, on_remote_read,
+                            &q->ctx[i]);
+        if (rc == 0)
             q->refs++;
     }
-    rpc_buf_free(&b);
     if (rc < 0) {
         q->r[i].answered = true;
         note_failure(q, rc);
@@ -666,7 +759,6 @@ static void on_repair_done(int status, void *arg)
 {
     struct cctx *c = arg;
     struct creq *q = c->q;
-    free(c);
     if (status < 0)
         LOG(DEBUG, "coord.repair_fail", "error=\"%s\"", rk_strerror(status));
     if (--q->repair_pending == 0)
@@ -719,11 +811,7 @@ static void read_decide(struct creq *q)
                 break;
             encoded = true;
         }
-        struct cctx *c = malloc(sizeof(*c));
-        if (!c)
-            break;
-        c->q = q;
-        c->i = i;
+        struct cctx *c = &q->ctx[i]; /* its read has answered */
         int rc;
         if (q->rp[i].self)
             rc = node__local_write(n, RK_SLICE(q->key, q->klen), best,
@@ -732,10 +820,8 @@ static void read_decide(struct creq *q)
             rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
                                 (uint32_t)n->cfg.write_timeout_ms,
                                 on_repair_remote, c);
-        if (rc < 0) {
-            free(c);
+        if (rc < 0)
             continue;
-        }
         n->stats.read_repairs++;
         q->repair_pending++;
         q->refs++;
@@ -750,7 +836,6 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
     struct cctx *c = arg;
     struct creq *q = c->q;
     uint32_t i = c->i;
-    free(c);
     node *n = q->n;
     int st = status;
     struct rpc_read_resp rr;

@@ -693,21 +693,7 @@ static void on_connection(uv_stream_t *server, int status)
         return;
     }
     uv_tcp_nodelay(&c->tcp, 1);
-    struct sockaddr_storage ss;
-    int len = sizeof(ss);
-    snprintf(c->peer, sizeof(c->peer), "?");
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0) {
-        char ip[48] = "";
-        if (ss.ss_family == AF_INET) {
-            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
-            snprintf(c->peer, sizeof(c->peer), "%s:%d", ip,
-                     ntohs(((struct sockaddr_in *)&ss)->sin_port));
-        } else if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
-            snprintf(c->peer, sizeof(c->peer), "[%s]:%d", ip,
-                     ntohs(((struct sockaddr_in6 *)&ss)->sin6_port));
-        }
-    }
+    node__peer_name(c->peer, sizeof(c->peer), &c->tcp);
     c->next = n->conns;
     if (n->conns)
         n->conns->prev = c;
@@ -718,25 +704,9 @@ static void on_connection(uv_stream_t *server, int status)
 
 int node__csrv_start(node *n, char *err, size_t errlen)
 {
-    struct sockaddr_storage sa;
-    int rc = node__resolve(&sa, n->cfg.listen_address, n->cfg.client_port);
-    if (rc < 0) {
-        snprintf(err, errlen, "listen_address: cannot resolve '%s': %s",
-                 n->cfg.listen_address, uv_strerror(rc));
-        return rc;
-    }
-    uv_tcp_init(n->loop, &n->csrv);
-    n->csrv.data = n;
-    n->csrv_open = 1;
-    rc = uv_tcp_bind(&n->csrv, (struct sockaddr *)&sa, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&n->csrv, 511, on_connection);
-    if (rc < 0) {
-        snprintf(err, errlen, "client_port: cannot listen on %s:%d: %s",
-                 n->cfg.listen_address, n->cfg.client_port, uv_strerror(rc));
-        return rc;
-    }
-    return 0;
+    n->csrv_open = 1; /* node_stop closes it, also after a failure here */
+    return node__listen(n, &n->csrv, "client_port", n->cfg.client_port,
+                        on_connection, err, errlen);
 }
 
 void node__csrv_drain(node *n)

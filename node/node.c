@@ -71,6 +71,44 @@ int node__resolve(struct sockaddr_storage *out, const char *host, int port)
     return 0;
 }
 
+int node__listen(node *n,
+                 uv_tcp_t *tcp,
+                 const char *key,
+                 int port,
+                 uv_connection_cb cb,
+                 char *err,
+                 size_t errlen)
+{
+    uv_tcp_init(n->loop, tcp);
+    tcp->data = n; /* on_connection's argument */
+    struct sockaddr_storage sa;
+    int rc = node__resolve(&sa, n->cfg.listen_address, port);
+    if (rc < 0) {
+        snprintf(err, errlen, "listen_address: cannot resolve '%s': %s",
+                 n->cfg.listen_address, uv_strerror(rc));
+        return rc;
+    }
+    rc = uv_tcp_bind(tcp, (struct sockaddr *)&sa, 0);
+    if (rc == 0)
+        rc = uv_listen((uv_stream_t *)tcp, 511, cb);
+    if (rc < 0) {
+        snprintf(err, errlen, "%s: cannot listen on %s:%d: %s", key,
+                 n->cfg.listen_address, port, uv_strerror(rc));
+        return rc;
+    }
+    return 0;
+}
+
+void node__peer_name(char *out, size_t cap, uv_tcp_t *tcp)
+{
+    struct sockaddr_storage ss;
+    int len = sizeof(ss);
+    snprintf(out, cap, "?");
+    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) == 0 &&
+        net_addr_format(out, cap, (struct sockaddr *)&ss) < 0)
+        snprintf(out, cap, "?");
+}
+
 /* "host:port" or "[v6]:port" -> numeric "ip:port". */
 int node__resolve_str(char *out, size_t len, const char *host_port)
 {
@@ -359,7 +397,8 @@ static void node__stop_close(node *n)
     if (n->stopping != 1 || n->closing_parts)
         return;
     n->closing_parts = 1;
-    LOG(INFO, "node.closing", "inflight=%lld", (long long)n->coord_inflight);
+    LOG(INFO, "node.closing", "inflight=%lld background=%lld",
+        (long long)n->coord_inflight, (long long)n->coord_background);
     if (n->drain_open) {
         n->drain_open = 0;
         uv_close((uv_handle_t *)&n->drain, node__handle_closed);
@@ -376,8 +415,8 @@ static void node__stop_close(node *n)
 static void on_drain_timeout(uv_timer_t *t)
 {
     node *n = t->data;
-    LOG(WARN, "node.drain_timeout", "inflight=%lld",
-        (long long)n->coord_inflight);
+    LOG(WARN, "node.drain_timeout", "inflight=%lld background=%lld",
+        (long long)n->coord_inflight, (long long)n->coord_background);
     node__stop_close(n);
 }
 
@@ -385,7 +424,7 @@ static void on_drain_timeout(uv_timer_t *t)
 static void node__stop_check(node *n)
 {
     if (n->stopping == 1 && !n->closing_parts && n->coord_inflight == 0 &&
-        n->inflight == 0)
+        n->coord_background == 0 && n->inflight == 0)
         node__stop_close(n);
 }
 
@@ -421,8 +460,10 @@ void node_free(node *n)
         store_free(n->store);
     gossip_free(n->g);
     gossip_out_free(&n->gout);
+    node__coord_free(n);
+    node__replica_free(n);
     ring_free(n->ring);
-    free(n->peer);
+    node__peer_tab_unref(n->peer_tab);
     free(n);
 }
 

@@ -26,6 +26,7 @@
 #include "wire/rpc_msg.h"
 
 struct csrv_conn;
+struct iwrite; /* node/replica.c */
 struct commit_waiter;
 struct rsrv; /* node/rsrv.c */
 struct obs;  /* node/obs.c */
@@ -75,6 +76,15 @@ struct node_peer {
     uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
 };
 
+/* The peer table, shared with coordinator requests in flight, which point
+ * at its names and addresses: a table is freed once the node has replaced
+ * it (ring rebuild) and no request holds it. */
+struct node_peer_tab {
+    int refs;
+    size_t n;
+    struct node_peer p[];
+};
+
 enum node_boot {
     NODE_BOOT_WAIT = 0, /* fresh: announced BOOT, learning the cluster */
     NODE_BOOT_DONE      /* NORMAL with tokens */
@@ -110,14 +120,17 @@ struct node {
     uint64_t boot_stable_ticks;
     bool retokening;
     uint64_t ticks;
+    bool state_saving; /* a node.state save runs on the thread pool */
+    bool state_dirty;  /* and n->st changed since it copied it */
 
     /* internode */
     net_server *isrv;
     net_peers *peers;
 
     /* ring members as the node sees them */
-    struct node_peer *peer;
+    struct node_peer *peer; /* peer_tab->p */
     size_t npeers;
+    struct node_peer_tab *peer_tab;
     uint32_t self_idx; /* RING_NONE if not placed */
 
     uv_timer_t htimer; /* hint replay */
@@ -139,16 +152,29 @@ struct node {
     /* native client server */
     uv_tcp_t csrv;
     int csrv_open;
-    struct csrv_conn *conns; /* all connections */
-    struct csrv_conn *dirty; /* connections with output to flush */
-    int64_t inflight;        /* client requests in flight */
-    int64_t coord_inflight;  /* coordinator requests in flight */
-    struct creq *deferred;   /* decisions due at the end of the turn */
+    struct csrv_conn *conns;  /* all connections */
+    struct csrv_conn *dirty;  /* connections with output to flush */
+    int64_t inflight;         /* client requests in flight */
+    int64_t coord_inflight;   /* coordinator requests not yet answered */
+    int64_t coord_background; /* answered, replica requests outstanding */
+    struct creq *deferred;    /* decisions due at the end of the turn */
+    struct creq *coord_pool;  /* free list of request structs */
+    size_t coord_pool_len;
+    struct iwrite *iwrite_pool; /* replica.c: free list of replica writes */
+    size_t iwrite_pool_len;
+    struct rpc_buf reply_buf; /* replica.c: replies are encoded here */
 
     struct rsrv *rsrv; /* RESP server (node/rsrv.h), NULL when off */
     struct obs *obs;   /* metrics registry and /metrics (node/obs.h) */
 
     struct node_stats stats;
+
+    /* node__obs_store_totals' cache */
+    struct {
+        uint64_t ranges, keys, bytes;
+        uint64_t at_ms; /* loop clock when computed */
+        bool valid;
+    } totals;
 };
 
 /* ---- node.c ---- */
@@ -158,16 +184,30 @@ void node__stop_progress(node *n);
 int node__resolve(struct sockaddr_storage *out, const char *host, int port);
 int node__resolve_str(char *out, size_t len, const char *host_port);
 void node__handle_closed(uv_handle_t *h); /* close cb counting down */
+/* A client listener (csrv, rsrv): initialises tcp (data = n; the caller
+ * closes it, also on failure), binds it to listen_address:port and listens with
+ * cb. On failure err says why, naming the config key of the port. */
+int node__listen(node *n,
+                 uv_tcp_t *tcp,
+                 const char *key,
+                 int port,
+                 uv_connection_cb cb,
+                 char *err,
+                 size_t errlen);
+/* "ip:port" of an accepted connection's peer, "?" if unknown. */
+void node__peer_name(char *out, size_t cap, uv_tcp_t *tcp);
 
 /* ---- gshell.c: gossip, ring, ranges ---- */
 int node__gossip_start(node *n, char *err, size_t errlen);
 void node__gossip_stop(node *n);
 void node__ring_rebuild(node *n);
+void node__peer_tab_unref(struct node_peer_tab *t); /* NULL: nothing */
 
 /* ---- replica.c: internode server, peers, hints ---- */
 int node__internode_start(node *n, char *err, size_t errlen);
 void node__internode_stop(node *n);
 void node__hints_kick(node *n, uint32_t idx); /* replay hints to peer idx */
+void node__replica_free(node *n);             /* free lists and buffers */
 /* Store a hint for peer `name` (key, encoded record), off the loop. */
 void node__hint_store(node *n,
                       const char *name,
@@ -215,6 +255,7 @@ void node__commit_free(node *n);
 
 /* ---- coord.c ---- */
 void node__coord_run_deferred(node *n);
+void node__coord_free(node *n); /* the request free list */
 
 /* ---- admin.c ---- */
 struct node_admin_buf {

@@ -48,7 +48,7 @@ struct obs {
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes;
     metrics_family *owned, *ranges, *keys, *bytes;
-    metrics_family *inflight, *coord_inflight;
+    metrics_family *inflight, *coord_inflight, *coord_background;
     metrics_family *conns_total, *conns_open, *bad_frames, *resp_perr;
     metrics_family *auth_fail;
     metrics_family *commits, *commit_writes, *rep_writes, *rep_reads;
@@ -168,7 +168,12 @@ static int obs_register(struct obs *o)
       "Client requests in flight (admission control bound: max_inflight).",
       METRICS_GAUGE, 0, NULL);
     F(coord_inflight, "ringkv_coordinator_inflight_requests",
-      "Coordinator requests in flight.", METRICS_GAUGE, 0, NULL);
+      "Coordinator requests not yet answered (bound: max_inflight).",
+      METRICS_GAUGE, 0, NULL);
+    F(coord_background, "ringkv_coordinator_background_requests",
+      "Answered coordinator requests still waiting for slower replicas or "
+      "read repairs (bound: 4 x max_inflight).",
+      METRICS_GAUGE, 0, NULL);
     F(conns_total, "ringkv_client_connections_total",
       "Client connections accepted, by protocol.", METRICS_COUNTER, 1,
       &d_proto);
@@ -215,6 +220,13 @@ void node__obs_store_totals(node *n,
     *ranges = *keys = *bytes = 0;
     if (!n->store)
         return;
+    uint64_t now = uv_now(n->loop);
+    if (n->totals.valid && now - n->totals.at_ms < NODE_TOTALS_MAX_AGE_MS) {
+        *ranges = n->totals.ranges;
+        *keys = n->totals.keys;
+        *bytes = n->totals.bytes;
+        return;
+    }
     struct store_range *rs = NULL;
     size_t nr = 0;
     if (store_range_list(&rs, &nr, n->store) < 0)
@@ -233,6 +245,11 @@ void node__obs_store_totals(node *n,
     *keys += mi.writes;
     *ranges = nr;
     free(rs);
+    n->totals.ranges = *ranges;
+    n->totals.keys = *keys;
+    n->totals.bytes = *bytes;
+    n->totals.at_ms = now;
+    n->totals.valid = true;
 }
 
 static void obs_sync(struct obs *o)
@@ -320,6 +337,7 @@ static void obs_sync(struct obs *o)
     metrics_gauge_set(o->bytes, 0, (int64_t)bytes);
     metrics_gauge_set(o->inflight, 0, n->inflight);
     metrics_gauge_set(o->coord_inflight, 0, n->coord_inflight);
+    metrics_gauge_set(o->coord_background, 0, n->coord_background);
 }
 
 /* ---- hot path --------------------------------------------------------- */

@@ -134,35 +134,75 @@ int node__local_read(node *n,
 
 /* ---- the internode server --------------------------------------------- */
 
+/* A replica write waiting for its group commit. Kept on a free list in
+ * the node (n->iwrite_pool), as replies are encoded into one reused buffer
+ * (n->reply_buf; net copies what it queues): answering a replica request
+ * costs no malloc in the steady state. */
 struct iwrite {
     net_conn *c;
     uint64_t id;
     node *n;
+    struct iwrite *next; /* free list */
 };
+
+#define IWRITE_KEEP 4096
+
+static struct iwrite *iwrite_get(node *n)
+{
+    struct iwrite *w = n->iwrite_pool;
+    if (!w)
+        return malloc(sizeof(*w));
+    n->iwrite_pool = w->next;
+    n->iwrite_pool_len--;
+    return w;
+}
+
+static void iwrite_put(node *n, struct iwrite *w)
+{
+    if (n->iwrite_pool_len >= IWRITE_KEEP) {
+        free(w);
+        return;
+    }
+    w->next = n->iwrite_pool;
+    n->iwrite_pool = w;
+    n->iwrite_pool_len++;
+}
+
+void node__replica_free(node *n)
+{
+    while (n->iwrite_pool) {
+        struct iwrite *w = n->iwrite_pool;
+        n->iwrite_pool = w->next;
+        free(w);
+    }
+    n->iwrite_pool_len = 0;
+    rpc_buf_free(&n->reply_buf);
+}
 
 static void
 reply_status(node *n, net_conn *c, uint64_t id, int type, int status)
 {
-    struct rpc_buf b = RPC_BUF_INIT;
+    struct rpc_buf *b = &n->reply_buf;
     int rc;
+    rpc_buf_reset(b);
     if (type == RPC_MSG_READ) {
         struct rpc_read_resp r = {.status = status, .hlc = n->hlc.last};
-        rc = rpc_read_resp_encode(&b, &r);
+        rc = rpc_read_resp_encode(b, &r);
     } else {
         struct rpc_write_ack a = {.status = status, .hlc = n->hlc.last};
-        rc = rpc_write_ack_encode(&b, &a);
+        rc = rpc_write_ack_encode(b, &a);
     }
     if (rc == 0)
-        net_conn_reply(c, id, RK_SLICE(b.data, b.len));
-    rpc_buf_free(&b);
+        net_conn_reply(c, id, RK_SLICE(b->data, b->len));
 }
 
 static void on_iwrite_done(int status, void *arg)
 {
     struct iwrite *w = arg;
-    reply_status(w->n, w->c, w->id, RPC_MSG_WRITE, status);
+    node *n = w->n;
+    reply_status(n, w->c, w->id, RPC_MSG_WRITE, status);
     net_conn_unref(w->c);
-    free(w);
+    iwrite_put(n, w);
 }
 
 static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
@@ -185,7 +225,7 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
             return 0;
         }
         n->stats.replica_writes++;
-        struct iwrite *iw = malloc(sizeof(*iw));
+        struct iwrite *iw = iwrite_get(n);
         if (!iw) {
             reply_status(n, c, id, RPC_MSG_WRITE, -ENOMEM);
             return 0;
@@ -197,7 +237,7 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
         rc = node__local_write(n, w.key, &w.rec, on_iwrite_done, iw);
         if (rc < 0) {
             net_conn_unref(c);
-            free(iw);
+            iwrite_put(n, iw);
             reply_status(n, c, id, RPC_MSG_WRITE, rc);
         }
         return 0;
@@ -224,10 +264,12 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
             r.is_digest = true;
             rpc_record_digest(&r.dig, &r.rec);
         }
-        struct rpc_buf b = RPC_BUF_INIT;
-        if (rpc_read_resp_encode(&b, &r) == 0)
-            net_conn_reply(c, id, RK_SLICE(b.data, b.len));
-        rpc_buf_free(&b);
+        struct rpc_buf *b = &n->reply_buf;
+        rpc_buf_reset(b);
+        if (rpc_read_resp_encode(b, &r) == 0)
+            net_conn_reply(c, id, RK_SLICE(b->data, b->len));
+        if (b->cap > 64 * 1024)
+            rpc_buf_free(b); /* a large value: do not keep its buffer */
         free(buf);
         return 0;
     }

@@ -28,6 +28,9 @@
  * (resp_limits). So memory per connection is bounded, and node-wide by the
  * in-flight bound.
  *
+ * Slots are taken from and returned to a free list on the server (up to
+ * RSRV_SLOTS_KEEP), so a request in the steady state allocates nothing here.
+ *
  * Life. A connection is freed when its handle is closed and no slot refers
  * to it (refs). The server struct is freed when its listener is closed and
  * every connection is gone (refs); node_stop waits for that.
@@ -50,7 +53,8 @@
 #define RSRV_READ_CHUNK (64u * 1024u)
 #define RSRV_OUT_HIGH   (4u * 1024u * 1024u)
 #define RSRV_VERSION    "0.1.0"
-#define RSRV_BUCKETS    256 /* key buckets for pipeline ordering */
+#define RSRV_BUCKETS    256  /* key buckets for pipeline ordering */
+#define RSRV_SLOTS_KEEP 4096 /* finished slots kept for reuse */
 
 struct rsrv {
     node *n;
@@ -61,7 +65,9 @@ struct rsrv {
     uint64_t nconns;
     uint64_t accepted, proto_err;
     uint64_t started_ms;
-    bool draining; /* listener closed, connections finishing */
+    bool draining;           /* listener closed, connections finishing */
+    struct rslot *slot_pool; /* free list (next) */
+    size_t slot_pool_len;
 };
 
 struct rslot;
@@ -156,6 +162,11 @@ static void rsrv_unref(struct rsrv *rs)
     if (--rs->refs > 0)
         return;
     node *n = rs->n;
+    while (rs->slot_pool) {
+        struct rslot *s = rs->slot_pool;
+        rs->slot_pool = s->next;
+        free(s);
+    }
     free(rs);
     n->pending_closes--;
     node__stop_progress(n);
@@ -314,9 +325,17 @@ static void conn_close(struct rconn *c)
 
 static struct rslot *slot_new(struct rconn *c, enum slot_kind kind)
 {
-    struct rslot *s = calloc(1, sizeof(*s));
-    if (!s)
-        return NULL;
+    struct rsrv *rs = c->rs;
+    struct rslot *s = rs->slot_pool;
+    if (s) {
+        rs->slot_pool = s->next;
+        rs->slot_pool_len--;
+        memset(s, 0, sizeof(*s));
+    } else {
+        s = calloc(1, sizeof(*s));
+        if (!s)
+            return NULL;
+    }
     s->c = c;
     s->kind = kind;
     s->cl = c->cl;
@@ -335,6 +354,7 @@ static struct rslot *slot_new(struct rconn *c, enum slot_kind kind)
 
 static void slot_free(struct rslot *s)
 {
+    struct rsrv *rs = s->c->rs;
     resp_out_free(&s->out);
     if (s->sub != &s->sub1) {
         for (size_t i = 0; i < s->nsub; i++)
@@ -350,7 +370,13 @@ static void slot_free(struct rslot *s)
     }
     free(s->klens);
     free(s->copy);
-    free(s);
+    if (rs->slot_pool_len >= RSRV_SLOTS_KEEP) {
+        free(s);
+        return;
+    }
+    s->next = rs->slot_pool;
+    rs->slot_pool = s;
+    rs->slot_pool_len++;
 }
 
 /* Where the reply of s goes: the output when s is the head, else its own
@@ -1154,15 +1180,6 @@ static void conn_update_reading(struct rconn *c)
         c->reading = true;
 }
 
-static void peer_name(struct rconn *c)
-{
-    struct sockaddr_storage ss;
-    int len = sizeof(ss);
-    snprintf(c->peer, sizeof(c->peer), "?");
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &len) == 0)
-        net_addr_format(c->peer, sizeof(c->peer), (struct sockaddr *)&ss);
-}
-
 static void on_connection(uv_stream_t *server, int status)
 {
     node *n = server->data;
@@ -1200,7 +1217,7 @@ static void on_connection(uv_stream_t *server, int status)
     }
     rs->accepted++;
     uv_tcp_nodelay(&c->tcp, 1);
-    peer_name(c);
+    node__peer_name(c->peer, sizeof(c->peer), &c->tcp);
     conn_update_reading(c);
 }
 
@@ -1210,13 +1227,6 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
 {
     if (n->cfg.resp_port == 0 || n->rsrv)
         return 0;
-    struct sockaddr_storage sa;
-    int rc = node__resolve(&sa, n->cfg.listen_address, n->cfg.resp_port);
-    if (rc < 0) {
-        snprintf(err, errlen, "listen_address: cannot resolve '%s': %s",
-                 n->cfg.listen_address, uv_strerror(rc));
-        return rc;
-    }
     struct rsrv *rs = calloc(1, sizeof(*rs));
     if (!rs) {
         snprintf(err, errlen, "resp_port: out of memory");
@@ -1227,14 +1237,9 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
     n->rsrv = rs;
     n->pending_closes++; /* released when rs is freed */
     rs->refs = 1;
-    uv_tcp_init(n->loop, &rs->tcp);
-    rs->tcp.data = n;
-    rc = uv_tcp_bind(&rs->tcp, (struct sockaddr *)&sa, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&rs->tcp, 511, on_connection);
+    int rc = node__listen(n, &rs->tcp, "resp_port", n->cfg.resp_port,
+                          on_connection, err, errlen);
     if (rc < 0) {
-        snprintf(err, errlen, "resp_port: cannot listen on %s:%d: %s",
-                 n->cfg.listen_address, n->cfg.resp_port, uv_strerror(rc));
         node__rsrv_stop(n);
         return rc;
     }

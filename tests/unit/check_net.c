@@ -21,6 +21,7 @@
 #include "common/rk.h"
 #include "net/net.h"
 #include "net/net_internal.h"
+#include "tests/unit/oom_hook.h"
 #include "wire/rpc_msg.h"
 
 /* ---- loop harness ------------------------------------------------------- */
@@ -764,6 +765,89 @@ START_TEST(rpc_batching_figure)
     ck_assert_uint_eq(sw_u, FIG_N);
     ck_assert_uint_lt(cw_b, cw_u);
     ck_assert_uint_lt(sw_b, sw_u);
+}
+END_TEST
+
+/* Steady state: once a connection, its buffers and the request table are
+ * warm, RPC round trips in both directions (client request, server echo)
+ * allocate nothing: with every allocation made to fail, a window of
+ * requests keeps flowing. Without the malloc hook (ASan) only the traffic
+ * is checked. */
+#define STEADY_WINDOW 64
+#define STEADY_N      4000
+
+struct steady {
+    net_peers *p;
+    const char *addr;
+    int sent, done, bad;
+    int limit; /* stop sending after this many */
+};
+
+static void steady_cb(void *arg, int status, struct rk_slice resp)
+{
+    struct steady *s = arg;
+    s->done++;
+    if (status != 0 || resp.len != 100)
+        s->bad++;
+    if (s->sent < s->limit) {
+        uint8_t pl[100] = {0};
+        s->sent++;
+        if (net_peers_request(s->p, s->addr, RK_SLICE(pl, sizeof(pl)), 60000,
+                              steady_cb, s) != 0)
+            s->bad++;
+    }
+}
+
+/* The echo server of this test: no ck_assert on the way (check allocates
+ * even for an assertion that holds). */
+static int steady_frame(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
+{
+    struct steady *s = arg;
+    if (net_conn_reply(c, id, f) != 0)
+        s->bad++;
+    return 0;
+}
+
+START_TEST(rpc_steady_state_allocates_nothing)
+{
+    struct env e;
+    struct srv v = {0};
+    struct steady s = {0};
+    env_init(&e);
+    struct net_server_opts so = NET_SERVER_OPTS_INIT;
+    so.rpc = true;
+    so.on_frame = steady_frame;
+    so.arg = &s;
+    ck_assert_int_eq(net_server_new(&v.s, &e.loop, &so), 0);
+    s.p = peers_start(&e, NULL, 0);
+    char a[64];
+    s.addr = addr_of(a, sizeof(a), net_server_port(v.s));
+    s.limit = STEADY_N;
+    for (int i = 0; i < STEADY_WINDOW; i++) {
+        uint8_t pl[100] = {0};
+        s.sent++;
+        ck_assert_int_eq(net_peers_request(s.p, s.addr, RK_SLICE(pl, 100),
+                                           60000, steady_cb, &s),
+                         0);
+    }
+    RUN_UNTIL(&e, s.done >= STEADY_N - STEADY_WINDOW || s.bad);
+    ck_assert_int_eq(s.bad, 0);
+    /* warm: the rest must need no allocation */
+    s.limit = 2 * STEADY_N;
+#ifdef RK_TEST_OOM
+    oom_countdown = 0;
+#endif
+    while (s.done < 2 * STEADY_N - STEADY_WINDOW && s.bad == 0)
+        uv_run(&e.loop, UV_RUN_ONCE);
+#ifdef RK_TEST_OOM
+    oom_countdown = -1;
+#endif
+    ck_assert_int_eq(s.bad, 0);
+    RUN_UNTIL(&e, s.done == 2 * STEADY_N);
+    ck_assert_int_eq(s.bad, 0);
+    peers_stop(&e, s.p);
+    srv_stop(&e, &v);
+    env_finish(&e);
 }
 END_TEST
 
@@ -1539,6 +1623,7 @@ static Suite *net_suite(void)
     tc = tcase_create("rpc");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, rpc_pipelined_and_batched);
+    tcase_add_test(tc, rpc_steady_state_allocates_nothing);
     tcase_add_test(tc, rpc_out_of_order_and_large);
     tcase_add_test(tc, rpc_batching_figure);
     tcase_add_test(tc, rpc_timeouts_fire_once);
