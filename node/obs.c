@@ -47,7 +47,7 @@ struct obs {
     metrics_family *gossip_in, *gossip_out, *gossip_bad, *gossip_auth;
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes;
-    metrics_family *owned, *ranges, *keys, *bytes;
+    metrics_family *owned, *ranges, *keys, *bytes, *mem_writes, *mem_bytes;
     metrics_family *inflight, *coord_inflight, *coord_background;
     metrics_family *conns_total, *conns_open, *bad_frames, *resp_perr;
     metrics_family *auth_fail;
@@ -164,6 +164,13 @@ static int obs_register(struct obs *o)
       METRICS_GAUGE, 0, NULL);
     F(bytes, "ringkv_disk_bytes", "Bytes in use by the local store.",
       METRICS_GAUGE, 0, NULL);
+    F(mem_writes, "ringkv_memtable_writes",
+      "Keys with a committed write not yet applied to the range "
+      "environments (applied within about a second).",
+      METRICS_GAUGE, 0, NULL);
+    F(mem_bytes, "ringkv_memtable_bytes",
+      "Memory held by the memtable (bound: 2 x memtable_mb).", METRICS_GAUGE, 0,
+      NULL);
     F(inflight, "ringkv_client_inflight_requests",
       "Client requests in flight (admission control bound: max_inflight).",
       METRICS_GAUGE, 0, NULL);
@@ -335,6 +342,12 @@ static void obs_sync(struct obs *o)
     metrics_gauge_set(o->ranges, 0, (int64_t)ranges);
     metrics_gauge_set(o->keys, 0, (int64_t)keys);
     metrics_gauge_set(o->bytes, 0, (int64_t)bytes);
+    if (n->store) {
+        struct store_mem_info mi;
+        store_mem_info(&mi, n->store);
+        metrics_gauge_set(o->mem_writes, 0, (int64_t)mi.writes);
+        metrics_gauge_set(o->mem_bytes, 0, (int64_t)mi.bytes);
+    }
     metrics_gauge_set(o->inflight, 0, n->inflight);
     metrics_gauge_set(o->coord_inflight, 0, n->coord_inflight);
     metrics_gauge_set(o->coord_background, 0, n->coord_background);

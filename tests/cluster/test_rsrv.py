@@ -443,7 +443,9 @@ def part_metrics(c):
                 "ringkv_ring_fingerprint_info{fingerprint=",
                 "ringkv_owned_ranges ",
                 "ringkv_keys ",
-                "ringkv_disk_bytes "):
+                "ringkv_disk_bytes ",
+                "ringkv_memtable_writes ",
+                "ringkv_memtable_bytes "):
         h.check(fam in text, "family %s missing from /metrics" % fam)
         h.check(any(k.startswith(fam.rstrip(" ")) for k in native),
                 "family %s missing from METRICS" % fam)
