@@ -48,6 +48,12 @@ static int rd_byte(struct wire__rd *r, uint8_t *out)
 
 /* ---- scalars ------------------------------------------------------------ */
 
+/* The size of the big-endian body of an int type byte 0xcc..0xd3. */
+static unsigned rd_int_size(uint8_t t)
+{
+    return 1u << ((t - 0xcc) & 3);
+}
+
 int wire__rd_int(struct wire__rd *r, uint64_t *out, bool *neg)
 {
     uint8_t t;
@@ -60,41 +66,35 @@ int wire__rd_int(struct wire__rd *r, uint64_t *out, bool *neg)
         *neg = t >= 0xe0;
         return 0;
     }
-    if (t >= 0xcc && t <= 0xcf) {
-        if ((rc = rd_be(r, 1u << (t - 0xcc), &v)) != 0)
-            return rc;
-        *out = v;
-        *neg = false;
-        return 0;
-    }
-    if (t >= 0xd0 && t <= 0xd3) {
-        unsigned bits = 8u << (t - 0xd0);
-        if ((rc = rd_be(r, bits / 8, &v)) != 0)
-            return rc;
-        *neg = v >> (bits - 1) & 1;
-        if (*neg && bits < 64)
-            v |= ~UINT64_C(0) << bits; /* sign-extend */
-        *out = v;
-        return 0;
-    }
-    return wire__rd_fail(r, WIRE__RD_BAD, "expected an integer");
-}
-
-static bool rd_is_uint(uint8_t t)
-{
-    return t <= 0x7f || (t >= 0xcc && t <= 0xd3);
+    if (t < 0xcc || t > 0xd3)
+        return wire__rd_fail(r, WIRE__RD_BAD, "expected an integer");
+    unsigned bits = 8 * rd_int_size(t);
+    if ((rc = rd_be(r, bits / 8, &v)) != 0)
+        return rc;
+    *neg = t >= 0xd0 && v >> (bits - 1) & 1;
+    if (*neg && bits < 64)
+        v |= ~UINT64_C(0) << bits; /* sign-extend */
+    *out = v;
+    return 0;
 }
 
 int wire__rd_uint(struct wire__rd *r, uint64_t *out)
 {
+    uint8_t t;
     uint64_t v;
-    bool neg;
     int rc;
-    if (r->p < r->end && !rd_is_uint(*r->p))
-        return wire__rd_fail(r, WIRE__RD_BAD, "expected an unsigned integer");
-    if ((rc = wire__rd_int(r, &v, &neg)) != 0)
+    if ((rc = rd_byte(r, &t)) != 0)
         return rc;
-    if (neg)
+    if (t <= 0x7f) {
+        *out = t;
+        return 0;
+    }
+    if (t < 0xcc || t > 0xd3)
+        return wire__rd_fail(r, WIRE__RD_BAD, "expected an unsigned integer");
+    unsigned n = rd_int_size(t);
+    if ((rc = rd_be(r, n, &v)) != 0)
+        return rc;
+    if (t >= 0xd0 && v >> (n * 8 - 1) & 1)
         return wire__rd_fail(r, WIRE__RD_BAD, "negative integer");
     *out = v;
     return 0;
@@ -124,6 +124,11 @@ int wire__rd_int32(struct wire__rd *r, int32_t *out)
         return wire__rd_fail(r, WIRE__RD_BAD, "integer out of range");
     *out = (int32_t)v;
     return 0;
+}
+
+static bool rd_is_uint(uint8_t t)
+{
+    return t <= 0x7f || (t >= 0xcc && t <= 0xd3);
 }
 
 int wire__rd_double(struct wire__rd *r, double *out)
@@ -180,7 +185,8 @@ bool wire__rd_nil(struct wire__rd *r)
 
 /* ---- str and bin -------------------------------------------------------- */
 
-int wire__rd_raw_len(struct wire__rd *r, unsigned kinds, uint64_t *out)
+/* The header of a str or bin of the given kinds: its declared length. */
+static int rd_raw_len(struct wire__rd *r, unsigned kinds, uint64_t *out)
 {
     uint8_t t;
     int rc;
@@ -200,16 +206,6 @@ int wire__rd_raw_len(struct wire__rd *r, unsigned kinds, uint64_t *out)
     return rd_be(r, 1u << (is_str ? t - 0xd9 : t - 0xc4), out);
 }
 
-int wire__rd_raw_body(struct wire__rd *r, uint64_t n, struct rk_slice *out)
-{
-    if (n > wire__rd_left(r))
-        return wire__rd_fail(r, WIRE__RD_BAD, "truncated string");
-    out->p = r->p;
-    out->len = (size_t)n;
-    r->p += n;
-    return 0;
-}
-
 int wire__rd_raw(struct wire__rd *r,
                  unsigned kinds,
                  size_t max,
@@ -217,13 +213,18 @@ int wire__rd_raw(struct wire__rd *r,
 {
     uint64_t n;
     int rc;
-    if ((rc = wire__rd_raw_len(r, kinds, &n)) != 0)
+    if ((rc = rd_raw_len(r, kinds, &n)) != 0)
         return rc;
+    if ((kinds & WIRE__RD_LIMIT_FIRST) && n > max)
+        return wire__rd_fail(r, WIRE__RD_BIG, "string or bytes over the limit");
     if (n > wire__rd_left(r))
         return wire__rd_fail(r, WIRE__RD_BAD, "truncated string");
     if (n > max)
         return wire__rd_fail(r, WIRE__RD_BIG, "string or bytes over the limit");
-    return wire__rd_raw_body(r, n, out);
+    out->p = r->p;
+    out->len = (size_t)n;
+    r->p += n;
+    return 0;
 }
 
 int wire__rd_str(struct wire__rd *r, struct rk_slice *out, size_t max)
@@ -238,7 +239,8 @@ int wire__rd_bytes(struct wire__rd *r, struct rk_slice *out, size_t max)
 
 /* ---- arrays, maps, skipping --------------------------------------------- */
 
-int wire__rd_head(struct wire__rd *r, bool map, uint64_t *out)
+/* wire__rd_head(), inlined in this file. */
+static inline int rd_head(struct wire__rd *r, bool map, uint64_t *out)
 {
     uint8_t t;
     int rc;
@@ -256,11 +258,16 @@ int wire__rd_head(struct wire__rd *r, bool map, uint64_t *out)
                          map ? "expected a map" : "expected an array");
 }
 
+int wire__rd_head(struct wire__rd *r, bool map, uint64_t *out)
+{
+    return rd_head(r, map, out);
+}
+
 int wire__rd_container(struct wire__rd *r, bool map, uint32_t *out, size_t max)
 {
     uint64_t n;
     int rc;
-    if ((rc = wire__rd_head(r, map, &n)) != 0)
+    if ((rc = rd_head(r, map, &n)) != 0)
         return rc;
     if (n > wire__rd_left(r) / (map ? 2 : 1))
         return wire__rd_fail(r, WIRE__RD_BAD, "count exceeds the bytes left");

@@ -136,29 +136,21 @@ static int rd_code(int rc)
     }
 }
 
-/* A str or bin (kind) of at most max bytes. Unlike wire__rd_raw(), a
- * declared length over max is over the limit even if the bytes are missing
- * (docs/internode.md). */
+/* A str or bin (kind) of at most max bytes; a declared length over max is
+ * RK_ETOOLARGE even if the bytes are missing. */
 static int
 rd_bytes(struct wire__rd *r, unsigned kind, size_t max, struct rk_slice *out)
 {
-    uint64_t n;
-    int rc = wire__rd_raw_len(r, kind, &n);
-    if (rc == 0 && n > max)
-        rc = wire__rd_fail(r, WIRE__RD_BIG, "string or bytes over the limit");
-    return rc != 0 ? rc : wire__rd_raw_body(r, n, out);
+    return wire__rd_raw(r, kind | WIRE__RD_LIMIT_FIRST, max, out);
 }
 
 /* A bin of exactly n bytes, copied into out. */
 static int rd_fixed(struct wire__rd *r, uint8_t *out, size_t n)
 {
-    uint64_t len;
     struct rk_slice s;
-    int rc = wire__rd_raw_len(r, WIRE__RD_BIN, &len);
-    if (rc == 0 && len != n)
+    int rc = wire__rd_raw(r, WIRE__RD_BIN, SIZE_MAX, &s);
+    if (rc == 0 && s.len != n)
         rc = wire__rd_fail(r, WIRE__RD_BAD, "bytes of the wrong length");
-    if (rc == 0)
-        rc = wire__rd_raw_body(r, len, &s);
     if (rc == 0)
         memcpy(out, s.p, n);
     return rc;

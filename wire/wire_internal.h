@@ -30,9 +30,10 @@ enum { WIRE__RD_BAD = -1, WIRE__RD_BIG = -2, WIRE__RD_NOMEM = -3 };
 /* How deep wire__rd_skip() follows nested arrays and maps. */
 #define WIRE__RD_DEPTH_MAX 16
 
-/* Kinds of raw value accepted by wire__rd_raw*(). */
-#define WIRE__RD_STR 1u
-#define WIRE__RD_BIN 2u
+/* Kinds of raw value accepted by wire__rd_raw(), and how it checks. */
+#define WIRE__RD_STR         1u
+#define WIRE__RD_BIN         2u
+#define WIRE__RD_LIMIT_FIRST 4u /* see wire__rd_raw() */
 
 struct wire__rd {
     const uint8_t *p, *end;
@@ -70,15 +71,10 @@ int wire__rd_bool(struct wire__rd *r, bool *out);
 /* Consumes a nil and returns true if one is next; else reads nothing. */
 bool wire__rd_nil(struct wire__rd *r);
 
-/* The header of a str or bin of the given kinds: *out gets the declared
- * length, unchecked. */
-int wire__rd_raw_len(struct wire__rd *r, unsigned kinds, uint64_t *out);
-
-/* The n bytes of a body whose header wire__rd_raw_len() read. */
-int wire__rd_raw_body(struct wire__rd *r, uint64_t n, struct rk_slice *out);
-
-/* A whole str or bin of the given kinds: a length past the end is
- * WIRE__RD_BAD, then one over max is WIRE__RD_BIG. */
+/* A whole str or bin of the given kinds (WIRE__RD_STR, WIRE__RD_BIN). A
+ * length past the end is WIRE__RD_BAD, then one over max is WIRE__RD_BIG;
+ * with WIRE__RD_LIMIT_FIRST a length over max is WIRE__RD_BIG even when the
+ * bytes are missing (the internode decoders' rule, docs/internode.md). */
 int wire__rd_raw(struct wire__rd *r,
                  unsigned kinds,
                  size_t max,
