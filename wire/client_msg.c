@@ -6,9 +6,10 @@
  * Decoding does not use msgpack-c's unpacker: it allocates every array a
  * header announces before reading a single element (a 5-byte "array of 2^32"
  * asks for ~100 GB), which an untrusted peer must not be able to trigger.
- * Instead a small bounds-checked cursor reads exactly the msgpack subset the
- * protocol uses, checks every count against the bytes left and the field's
- * limit before allocating, and skips unknown fields with a depth bound.
+ * Instead wire/'s bounds-checked cursor (wire_internal.h, shared with
+ * rpc_msg.c) reads exactly the msgpack subset the protocol uses, checks every
+ * count against the bytes left and the field's limit before allocating, and
+ * skips unknown fields with a depth bound.
  * Decoded structs copy the body once and point their slices into the copy.
  */
 #include "wire/client_msg.h"
@@ -20,6 +21,8 @@
 #include <strings.h>
 
 #include <msgpack.h>
+
+#include "wire/wire_internal.h"
 
 /* ---- names ---------------------------------------------------------- */
 
@@ -576,334 +579,45 @@ int wire_cresp_encode(struct wire_cbuf *out, const struct wire_cresp *resp)
     return wire__frame_end(out, start);
 }
 
-/* ---- bounded msgpack reader ----------------------------------------- */
-
-/* Reader errors: RD_BAD (malformed), RD_BIG (over a limit), RD_NOMEM. The
- * public decoders map them to their own codes. */
-enum { RD_BAD = -1, RD_BIG = -2, RD_NOMEM = -3 };
-
-#define RD_DEPTH_MAX 16
-
-struct rd {
-    const uint8_t *p, *end;
-    const char *why;
-};
-
-static int rd_fail(struct rd *r, int code, const char *why)
-{
-    if (r->why == NULL)
-        r->why = why;
-    return code;
-}
-
-static size_t rd_left(const struct rd *r)
-{
-    return (size_t)(r->end - r->p);
-}
-
-static int rd_be(struct rd *r, unsigned n, uint64_t *out)
-{
-    if (rd_left(r) < n)
-        return rd_fail(r, RD_BAD, "truncated");
-    uint64_t v = 0;
-    for (unsigned i = 0; i < n; i++)
-        v = v << 8 | r->p[i];
-    r->p += n;
-    *out = v;
-    return 0;
-}
-
-static int rd_byte(struct rd *r, uint8_t *out)
-{
-    if (r->p >= r->end)
-        return rd_fail(r, RD_BAD, "truncated");
-    *out = *r->p++;
-    return 0;
-}
-
-/* A non-negative integer of any msgpack int encoding. */
-static int rd_uint(struct rd *r, uint64_t *out)
-{
-    uint8_t t;
-    uint64_t v;
-    int rc;
-    if ((rc = rd_byte(r, &t)) != 0)
-        return rc;
-    if (t <= 0x7f) {
-        *out = t;
-        return 0;
-    }
-    switch (t) {
-    case 0xcc:
-    case 0xcd:
-    case 0xce:
-    case 0xcf:
-        rc = rd_be(r, 1u << (t - 0xcc), &v);
-        if (rc == 0)
-            *out = v;
-        return rc;
-    case 0xd0:
-    case 0xd1:
-    case 0xd2:
-    case 0xd3: {
-        unsigned n = 1u << (t - 0xd0);
-        if ((rc = rd_be(r, n, &v)) != 0)
-            return rc;
-        if (v >> (n * 8 - 1) & 1)
-            return rd_fail(r, RD_BAD, "negative integer");
-        *out = v;
-        return 0;
-    }
-    default:
-        return rd_fail(r, RD_BAD, "expected an unsigned integer");
-    }
-}
-
-static int rd_uint32(struct rd *r, uint32_t *out)
-{
-    uint64_t v;
-    int rc = rd_uint(r, &v);
-    if (rc != 0)
-        return rc;
-    if (v > UINT32_MAX)
-        return rd_fail(r, RD_BAD, "integer out of range");
-    *out = (uint32_t)v;
-    return 0;
-}
-
-static int rd_double(struct rd *r, double *out)
-{
-    uint8_t t;
-    uint64_t v;
-    int rc;
-    if (r->p < r->end && (*r->p <= 0x7f || (*r->p >= 0xcc && *r->p <= 0xd3))) {
-        if ((rc = rd_uint(r, &v)) != 0)
-            return rc;
-        *out = (double)v;
-        return 0;
-    }
-    if ((rc = rd_byte(r, &t)) != 0)
-        return rc;
-    if (t == 0xca) {
-        if ((rc = rd_be(r, 4, &v)) != 0)
-            return rc;
-        uint32_t u = (uint32_t)v;
-        float f;
-        memcpy(&f, &u, sizeof(f));
-        *out = f;
-        return 0;
-    }
-    if (t == 0xcb) {
-        if ((rc = rd_be(r, 8, &v)) != 0)
-            return rc;
-        memcpy(out, &v, sizeof(*out));
-        return 0;
-    }
-    return rd_fail(r, RD_BAD, "expected a number");
-}
-
-/* str or bin (accept_str / accept_bin), length <= max. */
-static int rd_raw(struct rd *r,
-                  struct rk_slice *out,
-                  bool accept_str,
-                  bool accept_bin,
-                  size_t max)
-{
-    uint8_t t;
-    uint64_t n;
-    int rc;
-    if ((rc = rd_byte(r, &t)) != 0)
-        return rc;
-    bool is_str = (t >= 0xa0 && t <= 0xbf) || (t >= 0xd9 && t <= 0xdb);
-    bool is_bin = t >= 0xc4 && t <= 0xc6;
-    if (!((is_str && accept_str) || (is_bin && accept_bin)))
-        return rd_fail(r, RD_BAD,
-                       accept_bin ? "expected bytes" : "expected a string");
-    if (t >= 0xa0 && t <= 0xbf)
-        n = t & 0x1f;
-    else if ((rc = rd_be(r, 1u << (is_str ? t - 0xd9 : t - 0xc4), &n)) != 0)
-        return rc;
-    if (n > rd_left(r))
-        return rd_fail(r, RD_BAD, "truncated string");
-    if (n > max)
-        return rd_fail(r, RD_BIG, "string or bytes over the limit");
-    out->p = r->p;
-    out->len = (size_t)n;
-    r->p += n;
-    return 0;
-}
-
-static int rd_str(struct rd *r, struct rk_slice *out, size_t max)
-{
-    return rd_raw(r, out, true, false, max);
-}
-
-static int rd_bytes(struct rd *r, struct rk_slice *out, size_t max)
-{
-    return rd_raw(r, out, true, true, max);
-}
-
-/* Array or map header; the count is checked against the bytes left (every
- * element takes at least one byte, a map entry two) and against max. */
-static int rd_container(struct rd *r, bool map, uint32_t *out, size_t max)
-{
-    uint8_t t;
-    uint64_t n;
-    int rc;
-    if ((rc = rd_byte(r, &t)) != 0)
-        return rc;
-    if (!map && t >= 0x90 && t <= 0x9f)
-        n = t & 0x0f;
-    else if (map && t >= 0x80 && t <= 0x8f)
-        n = t & 0x0f;
-    else if (t == (map ? 0xde : 0xdc))
-        rc = rd_be(r, 2, &n);
-    else if (t == (map ? 0xdf : 0xdd))
-        rc = rd_be(r, 4, &n);
-    else
-        return rd_fail(r, RD_BAD, map ? "expected a map" : "expected an array");
-    if (rc != 0)
-        return rc;
-    if (n > rd_left(r) / (map ? 2 : 1))
-        return rd_fail(r, RD_BAD, "count exceeds the bytes left");
-    if (n > max)
-        return rd_fail(r, RD_BIG, "too many elements");
-    *out = (uint32_t)n;
-    return 0;
-}
-
-static bool rd_peek_nil(struct rd *r)
-{
-    if (r->p < r->end && *r->p == 0xc0) {
-        r->p++;
-        return true;
-    }
-    return false;
-}
-
-/* Skip one value of any type (unknown fields), nesting at most
- * RD_DEPTH_MAX deep. */
-static int rd_skip(struct rd *r, int depth)
-{
-    uint8_t t;
-    uint64_t n = 0;
-    int rc;
-    if (depth > RD_DEPTH_MAX)
-        return rd_fail(r, RD_BAD, "nesting too deep");
-    if (r->p >= r->end)
-        return rd_fail(r, RD_BAD, "truncated");
-    t = *r->p;
-    if (t <= 0x7f || t >= 0xe0 || t == 0xc0 || t == 0xc2 || t == 0xc3) {
-        r->p++;
-        return 0;
-    }
-    if ((t >= 0xa0 && t <= 0xbf) || (t >= 0xd9 && t <= 0xdb) ||
-        (t >= 0xc4 && t <= 0xc6)) {
-        struct rk_slice s;
-        return rd_bytes(r, &s, SIZE_MAX);
-    }
-    if ((t >= 0x80 && t <= 0x8f) || t == 0xde || t == 0xdf ||
-        (t >= 0x90 && t <= 0x9f) || t == 0xdc || t == 0xdd) {
-        bool map = (t >= 0x80 && t <= 0x8f) || t == 0xde || t == 0xdf;
-        uint32_t cnt;
-        if ((rc = rd_container(r, map, &cnt, UINT32_MAX)) != 0)
-            return rc;
-        uint64_t items = (uint64_t)cnt * (map ? 2 : 1);
-        for (uint64_t i = 0; i < items; i++)
-            if ((rc = rd_skip(r, depth + 1)) != 0)
-                return rc;
-        return 0;
-    }
-    r->p++;
-    switch (t) {
-    case 0xcc:
-    case 0xd0:
-        n = 1;
-        break;
-    case 0xcd:
-    case 0xd1:
-        n = 2;
-        break;
-    case 0xca:
-    case 0xce:
-    case 0xd2:
-        n = 4;
-        break;
-    case 0xcb:
-    case 0xcf:
-    case 0xd3:
-        n = 8;
-        break;
-    case 0xd4: /* fixext 1..16: type byte + data */
-        n = 2;
-        break;
-    case 0xd5:
-        n = 3;
-        break;
-    case 0xd6:
-        n = 5;
-        break;
-    case 0xd7:
-        n = 9;
-        break;
-    case 0xd8:
-        n = 17;
-        break;
-    case 0xc7:
-    case 0xc8:
-    case 0xc9: {
-        uint64_t len;
-        if ((rc = rd_be(r, 1u << (t - 0xc7), &len)) != 0)
-            return rc;
-        n = len + 1;
-        break;
-    }
-    default: /* 0xc1 is never used */
-        return rd_fail(r, RD_BAD, "invalid msgpack type byte");
-    }
-    if (n > rd_left(r))
-        return rd_fail(r, RD_BAD, "truncated");
-    r->p += n;
-    return 0;
-}
+/* ---- reading (the shared reader of wire_internal.h) ----------------- */
 
 /* Field numbers must be small unsigned ints; anything else is skipped as an
  * unknown field after being read as a value. Returns the key or UINT32_MAX
  * for a non-integer key (already skipped). */
-static int rd_field(struct rd *r, uint32_t *out)
+static int rd_field(struct wire__rd *r, uint32_t *out)
 {
     if (r->p < r->end && *r->p <= 0x7f) {
         *out = *r->p++;
         return 0;
     }
     *out = UINT32_MAX;
-    return rd_skip(r, 1);
+    return wire__rd_skip(r, 1);
 }
 
 /* Marks a field seen; a repeated field is malformed. */
-static int rd_once(struct rd *r, uint64_t *seen, uint32_t f)
+static int rd_once(struct wire__rd *r, uint64_t *seen, uint32_t f)
 {
     if (f >= 64)
         return 0;
     if (*seen & (UINT64_C(1) << f))
-        return rd_fail(r, RD_BAD, "duplicate field");
+        return wire__rd_fail(r, WIRE__RD_BAD, "duplicate field");
     *seen |= UINT64_C(1) << f;
     return 0;
 }
 
 /* Closes a request or response body: no trailing bytes, and the id and op
  * fields (numbered alike in both, see client_msg.h) were present. */
-static int rd_end(struct rd *r, uint64_t seen)
+static int rd_end(struct wire__rd *r, uint64_t seen)
 {
     _Static_assert((int)WIRE_CF_ID == (int)WIRE_CR_ID &&
                        (int)WIRE_CF_OP == (int)WIRE_CR_OP,
                    "request and response share the id and op field numbers");
     if (r->p != r->end)
-        return rd_fail(r, RD_BAD, "trailing bytes after the body");
+        return wire__rd_fail(r, WIRE__RD_BAD, "trailing bytes after the body");
     if (!(seen & (UINT64_C(1) << WIRE_CF_ID)))
-        return rd_fail(r, RD_BAD, "missing request id");
+        return wire__rd_fail(r, WIRE__RD_BAD, "missing request id");
     if (!(seen & (UINT64_C(1) << WIRE_CF_OP)))
-        return rd_fail(r, RD_BAD, "missing op");
+        return wire__rd_fail(r, WIRE__RD_BAD, "missing op");
     return 0;
 }
 
@@ -914,7 +628,7 @@ static void *rd_alloc(size_t n, size_t sz)
     return calloc(n ? n : 1, sz);
 }
 
-static int rd_bytes_array(struct rd *r,
+static int rd_bytes_array(struct wire__rd *r,
                           struct rk_slice **out,
                           size_t *out_n,
                           size_t max,
@@ -924,17 +638,17 @@ static int rd_bytes_array(struct rd *r,
     uint32_t n;
     int rc;
     if (*out != NULL)
-        return rd_fail(r, RD_BAD, "duplicate field");
-    if ((rc = rd_container(r, false, &n, max)) != 0)
+        return wire__rd_fail(r, WIRE__RD_BAD, "duplicate field");
+    if ((rc = wire__rd_container(r, false, &n, max)) != 0)
         return rc;
     struct rk_slice *a = rd_alloc(n, sizeof(*a));
     if (a == NULL)
-        return rd_fail(r, RD_NOMEM, "out of memory");
+        return wire__rd_fail(r, WIRE__RD_NOMEM, "out of memory");
     *out = a;
     *out_n = n;
     for (uint32_t i = 0; i < n; i++) {
-        rc = str_only ? rd_str(r, &a[i], elem_max)
-                      : rd_bytes(r, &a[i], elem_max);
+        rc = str_only ? wire__rd_str(r, &a[i], elem_max)
+                      : wire__rd_bytes(r, &a[i], elem_max);
         if (rc != 0)
             return rc;
     }
@@ -943,12 +657,12 @@ static int rd_bytes_array(struct rd *r,
 
 /* ---- request decoding ----------------------------------------------- */
 
-static int wire__creq_read(struct rd *r, struct wire_creq *q)
+static int wire__creq_read(struct wire__rd *r, struct wire_creq *q)
 {
     uint32_t n, f;
     uint64_t seen = 0, v;
     int rc;
-    if ((rc = rd_container(r, true, &n, UINT32_MAX)) != 0)
+    if ((rc = wire__rd_container(r, true, &n, UINT32_MAX)) != 0)
         return rc;
     /* The id and op come first from our encoder; read them wherever they
      * are, and remember them even if a later field is bad. */
@@ -956,7 +670,7 @@ static int wire__creq_read(struct rd *r, struct wire_creq *q)
         if ((rc = rd_field(r, &f)) != 0)
             return rc;
         if (f == UINT32_MAX) {
-            if ((rc = rd_skip(r, 1)) != 0)
+            if ((rc = wire__rd_skip(r, 1)) != 0)
                 return rc;
             continue;
         }
@@ -964,28 +678,28 @@ static int wire__creq_read(struct rd *r, struct wire_creq *q)
             return rc;
         switch (f) {
         case WIRE_CF_ID:
-            if ((rc = rd_uint(r, &v)) != 0)
+            if ((rc = wire__rd_uint(r, &v)) != 0)
                 return rc;
             q->id = v;
             q->has_id = true;
             break;
         case WIRE_CF_OP:
-            rc = rd_uint32(r, &q->op);
+            rc = wire__rd_uint32(r, &q->op);
             break;
         case WIRE_CF_CL:
-            rc = rd_uint32(r, &q->cl);
+            rc = wire__rd_uint32(r, &q->cl);
             q->has |= WIRE_CREQ_CL;
             break;
         case WIRE_CF_KEY:
-            rc = rd_bytes(r, &q->key, RK_MAX_KEY);
+            rc = wire__rd_bytes(r, &q->key, RK_MAX_KEY);
             q->has |= WIRE_CREQ_KEY;
             break;
         case WIRE_CF_VALUE:
-            rc = rd_bytes(r, &q->value, RK_MAX_VALUE);
+            rc = wire__rd_bytes(r, &q->value, RK_MAX_VALUE);
             q->has |= WIRE_CREQ_VALUE;
             break;
         case WIRE_CF_TTL:
-            rc = rd_uint32(r, &q->ttl);
+            rc = wire__rd_uint32(r, &q->ttl);
             q->has |= WIRE_CREQ_TTL;
             break;
         case WIRE_CF_KEYS:
@@ -994,7 +708,7 @@ static int wire__creq_read(struct rd *r, struct wire_creq *q)
             q->has |= WIRE_CREQ_KEYS;
             break;
         case WIRE_CF_PASSWORD:
-            rc = rd_bytes(r, &q->password, WIRE_CSTR_MAX);
+            rc = wire__rd_bytes(r, &q->password, WIRE_CSTR_MAX);
             q->has |= WIRE_CREQ_PASSWORD;
             break;
         case WIRE_CF_ARGS:
@@ -1003,15 +717,15 @@ static int wire__creq_read(struct rd *r, struct wire_creq *q)
             q->has |= WIRE_CREQ_ARGS;
             break;
         case WIRE_CF_VERSION:
-            rc = rd_uint32(r, &q->version);
+            rc = wire__rd_uint32(r, &q->version);
             q->has |= WIRE_CREQ_VERSION;
             break;
         case WIRE_CF_CLIENT:
-            rc = rd_str(r, &q->client, WIRE_CSTR_MAX);
+            rc = wire__rd_str(r, &q->client, WIRE_CSTR_MAX);
             q->has |= WIRE_CREQ_CLIENT;
             break;
         default:
-            rc = rd_skip(r, 1);
+            rc = wire__rd_skip(r, 1);
             break;
         }
         if (rc != 0)
@@ -1025,9 +739,9 @@ static int wire__rd_code(int rc, int bad)
     switch (rc) {
     case 0:
         return 0;
-    case RD_BIG:
+    case WIRE__RD_BIG:
         return RK_ETOOLARGE;
-    case RD_NOMEM:
+    case WIRE__RD_NOMEM:
         return -ENOMEM;
     default:
         return bad;
@@ -1048,7 +762,8 @@ int wire_creq_decode(struct wire_creq *out, const uint8_t *body, size_t len)
         return -ENOMEM;
     }
     memcpy(out->owned_, body, len);
-    struct rd r = {out->owned_, out->owned_ + len, NULL};
+    struct wire__rd r;
+    wire__rd_init(&r, out->owned_, len);
     int rc = wire__creq_read(&r, out);
     if (rc != 0) {
         out->why = r.why;
@@ -1074,19 +789,19 @@ void wire_creq_clear(struct wire_creq *req)
 
 /* ---- response decoding ---------------------------------------------- */
 
-static int wire__cnode_read(struct rd *r, struct wire_cnode *nd)
+static int wire__cnode_read(struct wire__rd *r, struct wire_cnode *nd)
 {
     uint32_t n, f;
     uint64_t seen = 0;
     int rc;
     nd->owns = -1;
-    if ((rc = rd_container(r, true, &n, UINT32_MAX)) != 0)
+    if ((rc = wire__rd_container(r, true, &n, UINT32_MAX)) != 0)
         return rc;
     for (uint32_t i = 0; i < n; i++) {
         if ((rc = rd_field(r, &f)) != 0)
             return rc;
         if (f == UINT32_MAX) {
-            if ((rc = rd_skip(r, 2)) != 0)
+            if ((rc = wire__rd_skip(r, 2)) != 0)
                 return rc;
             continue;
         }
@@ -1094,55 +809,55 @@ static int wire__cnode_read(struct rd *r, struct wire_cnode *nd)
             return rc;
         switch (f) {
         case WIRE_CN_NAME:
-            rc = rd_str(r, &nd->name, WIRE_CSTR_MAX);
+            rc = wire__rd_str(r, &nd->name, WIRE_CSTR_MAX);
             break;
         case WIRE_CN_ADDR:
-            rc = rd_str(r, &nd->addr, WIRE_CSTR_MAX);
+            rc = wire__rd_str(r, &nd->addr, WIRE_CSTR_MAX);
             break;
         case WIRE_CN_DC:
-            rc = rd_str(r, &nd->dc, WIRE_CSTR_MAX);
+            rc = wire__rd_str(r, &nd->dc, WIRE_CSTR_MAX);
             break;
         case WIRE_CN_RACK:
-            rc = rd_str(r, &nd->rack, WIRE_CSTR_MAX);
+            rc = wire__rd_str(r, &nd->rack, WIRE_CSTR_MAX);
             break;
         case WIRE_CN_STATE:
-            rc = rd_str(r, &nd->state, 16);
+            rc = wire__rd_str(r, &nd->state, 16);
             break;
         case WIRE_CN_LOAD:
-            rc = rd_uint(r, &nd->load);
+            rc = wire__rd_uint(r, &nd->load);
             break;
         case WIRE_CN_TOKENS:
-            rc = rd_uint32(r, &nd->tokens);
+            rc = wire__rd_uint32(r, &nd->tokens);
             break;
         case WIRE_CN_OWNS:
-            if ((rc = rd_double(r, &nd->owns)) == 0 &&
+            if ((rc = wire__rd_double(r, &nd->owns)) == 0 &&
                 !(nd->owns >= 0 && nd->owns <= 1.000001))
-                rc = rd_fail(r, RD_BAD, "ownership out of [0, 1]");
+                rc = wire__rd_fail(r, WIRE__RD_BAD, "ownership out of [0, 1]");
             break;
         default:
-            rc = rd_skip(r, 2);
+            rc = wire__rd_skip(r, 2);
             break;
         }
         if (rc != 0)
             return rc;
     }
     if (!(seen & (UINT64_C(1) << WIRE_CN_NAME)))
-        return rd_fail(r, RD_BAD, "node without a name");
+        return wire__rd_fail(r, WIRE__RD_BAD, "node without a name");
     return 0;
 }
 
-static int wire__cresp_read(struct rd *r, struct wire_cresp *s)
+static int wire__cresp_read(struct wire__rd *r, struct wire_cresp *s)
 {
     uint32_t n, f, cnt;
     uint64_t seen = 0;
     int rc;
-    if ((rc = rd_container(r, true, &n, UINT32_MAX)) != 0)
+    if ((rc = wire__rd_container(r, true, &n, UINT32_MAX)) != 0)
         return rc;
     for (uint32_t i = 0; i < n; i++) {
         if ((rc = rd_field(r, &f)) != 0)
             return rc;
         if (f == UINT32_MAX) {
-            if ((rc = rd_skip(r, 1)) != 0)
+            if ((rc = wire__rd_skip(r, 1)) != 0)
                 return rc;
             continue;
         }
@@ -1150,16 +865,16 @@ static int wire__cresp_read(struct rd *r, struct wire_cresp *s)
             return rc;
         switch (f) {
         case WIRE_CR_ID:
-            rc = rd_uint(r, &s->id);
+            rc = wire__rd_uint(r, &s->id);
             break;
         case WIRE_CR_OP:
-            rc = rd_uint32(r, &s->op);
+            rc = wire__rd_uint32(r, &s->op);
             break;
         case WIRE_CR_ERR:
-            if ((rc = rd_str(r, &s->errname, WIRE_CMSG_MAX)) != 0)
+            if ((rc = wire__rd_str(r, &s->errname, WIRE_CMSG_MAX)) != 0)
                 break;
             if (s->errname.len == 0) {
-                rc = rd_fail(r, RD_BAD, "empty error name");
+                rc = wire__rd_fail(r, WIRE__RD_BAD, "empty error name");
                 break;
             }
             s->err = wire_cerr_code((const char *)s->errname.p, s->errname.len);
@@ -1167,50 +882,50 @@ static int wire__cresp_read(struct rd *r, struct wire_cresp *s)
                 s->err = RK_EINTERNAL;
             break;
         case WIRE_CR_MSG:
-            rc = rd_str(r, &s->msg, WIRE_CMSG_MAX);
+            rc = wire__rd_str(r, &s->msg, WIRE_CMSG_MAX);
             s->has |= WIRE_CRESP_MSG;
             break;
         case WIRE_CR_ACKS:
-            rc = rd_uint32(r, &s->acks);
+            rc = wire__rd_uint32(r, &s->acks);
             s->has |= WIRE_CRESP_ACKS;
             break;
         case WIRE_CR_NEED:
-            rc = rd_uint32(r, &s->need);
+            rc = wire__rd_uint32(r, &s->need);
             s->has |= WIRE_CRESP_NEED;
             break;
         case WIRE_CR_VALUE:
-            rc = rd_bytes(r, &s->value, RK_MAX_VALUE);
+            rc = wire__rd_bytes(r, &s->value, RK_MAX_VALUE);
             s->has |= WIRE_CRESP_VALUE;
             break;
         case WIRE_CR_VALUES:
-            if ((rc = rd_container(r, false, &cnt, WIRE_CMGET_MAX)) != 0)
+            if ((rc = wire__rd_container(r, false, &cnt, WIRE_CMGET_MAX)) != 0)
                 break;
             if ((s->values = rd_alloc(cnt, sizeof(*s->values))) == NULL) {
-                rc = rd_fail(r, RD_NOMEM, "out of memory");
+                rc = wire__rd_fail(r, WIRE__RD_NOMEM, "out of memory");
                 break;
             }
             s->nvalues = cnt;
             s->has |= WIRE_CRESP_VALUES;
             for (uint32_t j = 0; j < cnt && rc == 0; j++) {
-                if (rd_peek_nil(r))
+                if (wire__rd_nil(r))
                     continue;
                 s->values[j].found = true;
-                rc = rd_bytes(r, &s->values[j].value, RK_MAX_VALUE);
+                rc = wire__rd_bytes(r, &s->values[j].value, RK_MAX_VALUE);
             }
             break;
         case WIRE_CR_EPOCH:
-            rc = rd_uint(r, &s->epoch);
+            rc = wire__rd_uint(r, &s->epoch);
             s->has |= WIRE_CRESP_EPOCH;
             break;
         case WIRE_CR_FPRINT:
-            rc = rd_uint(r, &s->fprint);
+            rc = wire__rd_uint(r, &s->fprint);
             s->has |= WIRE_CRESP_FPRINT;
             break;
         case WIRE_CR_NODES:
-            if ((rc = rd_container(r, false, &cnt, WIRE_CNODES_MAX)) != 0)
+            if ((rc = wire__rd_container(r, false, &cnt, WIRE_CNODES_MAX)) != 0)
                 break;
             if ((s->nodes = rd_alloc(cnt, sizeof(*s->nodes))) == NULL) {
-                rc = rd_fail(r, RD_NOMEM, "out of memory");
+                rc = wire__rd_fail(r, WIRE__RD_NOMEM, "out of memory");
                 break;
             }
             s->nnodes = cnt;
@@ -1219,73 +934,78 @@ static int wire__cresp_read(struct rd *r, struct wire_cresp *s)
                 rc = wire__cnode_read(r, &s->nodes[j]);
             break;
         case WIRE_CR_TOKENS:
-            if ((rc = rd_container(r, false, &cnt, WIRE_CTOKENS_MAX)) != 0)
+            if ((rc = wire__rd_container(r, false, &cnt, WIRE_CTOKENS_MAX)) !=
+                0)
                 break;
             if ((s->tokens = rd_alloc(cnt, sizeof(*s->tokens))) == NULL) {
-                rc = rd_fail(r, RD_NOMEM, "out of memory");
+                rc = wire__rd_fail(r, WIRE__RD_NOMEM, "out of memory");
                 break;
             }
             s->ntokens = cnt;
             s->has |= WIRE_CRESP_TOKENS;
             for (uint32_t j = 0; j < cnt && rc == 0; j++) {
                 uint32_t two;
-                if ((rc = rd_container(r, false, &two, 2)) != 0)
+                if ((rc = wire__rd_container(r, false, &two, 2)) != 0)
                     break;
                 if (two != 2) {
-                    rc = rd_fail(r, RD_BAD, "ring entry is not a pair");
+                    rc = wire__rd_fail(r, WIRE__RD_BAD,
+                                       "ring entry is not a pair");
                     break;
                 }
-                if ((rc = rd_uint(r, &s->tokens[j].token)) == 0)
-                    rc = rd_str(r, &s->tokens[j].node, WIRE_CSTR_MAX);
+                if ((rc = wire__rd_uint(r, &s->tokens[j].token)) == 0)
+                    rc = wire__rd_str(r, &s->tokens[j].node, WIRE_CSTR_MAX);
             }
             break;
         case WIRE_CR_ENDPOINTS:
-            if ((rc = rd_container(r, false, &cnt, WIRE_CENDPOINTS_MAX)) != 0)
+            if ((rc = wire__rd_container(r, false, &cnt,
+                                         WIRE_CENDPOINTS_MAX)) != 0)
                 break;
             if ((s->endpoints = rd_alloc(cnt, sizeof(*s->endpoints))) == NULL) {
-                rc = rd_fail(r, RD_NOMEM, "out of memory");
+                rc = wire__rd_fail(r, WIRE__RD_NOMEM, "out of memory");
                 break;
             }
             s->nendpoints = cnt;
             s->has |= WIRE_CRESP_ENDPOINTS;
             for (uint32_t j = 0; j < cnt && rc == 0; j++) {
                 uint32_t two;
-                if ((rc = rd_container(r, false, &two, 2)) != 0)
+                if ((rc = wire__rd_container(r, false, &two, 2)) != 0)
                     break;
                 if (two != 2) {
-                    rc = rd_fail(r, RD_BAD, "endpoint is not a pair");
+                    rc = wire__rd_fail(r, WIRE__RD_BAD,
+                                       "endpoint is not a pair");
                     break;
                 }
-                if ((rc = rd_str(r, &s->endpoints[j].name, WIRE_CSTR_MAX)) == 0)
-                    rc = rd_str(r, &s->endpoints[j].addr, WIRE_CSTR_MAX);
+                if ((rc = wire__rd_str(r, &s->endpoints[j].name,
+                                       WIRE_CSTR_MAX)) == 0)
+                    rc = wire__rd_str(r, &s->endpoints[j].addr, WIRE_CSTR_MAX);
             }
             break;
         case WIRE_CR_TOKEN:
-            rc = rd_uint(r, &s->token);
+            rc = wire__rd_uint(r, &s->token);
             s->has |= WIRE_CRESP_TOKEN;
             break;
         case WIRE_CR_TEXT:
-            rc = rd_str(r, &s->text, WIRE_CFRAME_MAX);
+            rc = wire__rd_str(r, &s->text, WIRE_CFRAME_MAX);
             s->has |= WIRE_CRESP_TEXT;
             break;
         case WIRE_CR_NODE:
-            rc = rd_str(r, &s->node, WIRE_CSTR_MAX);
+            rc = wire__rd_str(r, &s->node, WIRE_CSTR_MAX);
             s->has |= WIRE_CRESP_NODE;
             break;
         case WIRE_CR_CLUSTER:
-            rc = rd_str(r, &s->cluster, WIRE_CSTR_MAX);
+            rc = wire__rd_str(r, &s->cluster, WIRE_CSTR_MAX);
             s->has |= WIRE_CRESP_CLUSTER;
             break;
         case WIRE_CR_VERSION:
-            rc = rd_uint32(r, &s->version);
+            rc = wire__rd_uint32(r, &s->version);
             s->has |= WIRE_CRESP_VERSION;
             break;
         case WIRE_CR_SERVER:
-            rc = rd_str(r, &s->server, WIRE_CSTR_MAX);
+            rc = wire__rd_str(r, &s->server, WIRE_CSTR_MAX);
             s->has |= WIRE_CRESP_SERVER;
             break;
         default:
-            rc = rd_skip(r, 1);
+            rc = wire__rd_skip(r, 1);
             break;
         }
         if (rc != 0)
@@ -1308,7 +1028,8 @@ int wire_cresp_decode(struct wire_cresp *out, const uint8_t *body, size_t len)
         return -ENOMEM;
     }
     memcpy(out->owned_, body, len);
-    struct rd r = {out->owned_, out->owned_ + len, NULL};
+    struct wire__rd r;
+    wire__rd_init(&r, out->owned_, len);
     int rc = wire__cresp_read(&r, out);
     if (rc != 0) {
         out->why = r.why;

@@ -1,6 +1,7 @@
 /*
- * rpc_msg.c - internode RPC messages: msgpack-c packer out, a bounds-checked
- * reader in, libsodium for the handshake MAC.
+ * rpc_msg.c - internode RPC messages: msgpack-c packer out, wire/'s
+ * bounds-checked reader (wire_internal.h) in, libsodium for the handshake
+ * MAC.
  *
  * Wire layout (each a msgpack array; names are str, keys/values/nonces bin):
  *   HANDSHAKE  [1, version, role, cluster, node, nonce, peer_nonce, time, mac]
@@ -21,6 +22,8 @@
 
 #include <msgpack.h>
 #include <sodium.h>
+
+#include "wire/wire_internal.h"
 
 /* ---- output buffer ------------------------------------------------------ */
 
@@ -117,338 +120,86 @@ static void enc_str(struct rpc__enc *e, struct rk_slice s)
     e->fail |= msgpack_pack_str_body(&e->pk, s.p, s.len);
 }
 
-/* ---- bounds-checked reader ---------------------------------------------- */
+/* ---- reading (the shared reader of wire_internal.h) -------------------- */
 
-struct rd {
-    const uint8_t *p;
-    const uint8_t *end;
-};
-
-#define RD_MAX_DEPTH 16
-
-static size_t rd_left(const struct rd *r)
+/* The reader's codes as this file's errors; others pass unchanged. */
+static int rd_code(int rc)
 {
-    return (size_t)(r->end - r->p);
-}
-
-static int rd_be(struct rd *r, size_t n, uint64_t *out)
-{
-    if (rd_left(r) < n)
+    switch (rc) {
+    case WIRE__RD_BAD:
+    case WIRE__RD_NOMEM:
         return RK_EPROTO;
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++)
-        v = (v << 8) | r->p[i];
-    r->p += n;
-    *out = v;
-    return 0;
-}
-
-static int rd_byte(struct rd *r, uint8_t *out)
-{
-    if (rd_left(r) < 1)
-        return RK_EPROTO;
-    *out = *r->p++;
-    return 0;
-}
-
-static int rd_array(struct rd *r, uint64_t *n)
-{
-    uint8_t b;
-    if (rd_byte(r, &b))
-        return RK_EPROTO;
-    if ((b & 0xf0) == 0x90) {
-        *n = b & 0x0f;
-        return 0;
-    }
-    if (b == 0xdc)
-        return rd_be(r, 2, n);
-    if (b == 0xdd)
-        return rd_be(r, 4, n);
-    return RK_EPROTO;
-}
-
-/* Any msgpack integer; sets *neg for negative values (then *u is the
- * two's-complement bits of the int64). */
-static int rd_integer(struct rd *r, uint64_t *u, bool *neg)
-{
-    uint8_t b;
-    uint64_t v;
-    *neg = false;
-    if (rd_byte(r, &b))
-        return RK_EPROTO;
-    if (b <= 0x7f) {
-        *u = b;
-        return 0;
-    }
-    if (b >= 0xe0) {
-        *u = (uint64_t)(int64_t)(int8_t)b;
-        *neg = true;
-        return 0;
-    }
-    switch (b) {
-    case 0xcc:
-        return rd_be(r, 1, u);
-    case 0xcd:
-        return rd_be(r, 2, u);
-    case 0xce:
-        return rd_be(r, 4, u);
-    case 0xcf:
-        return rd_be(r, 8, u);
-    case 0xd0:
-        if (rd_be(r, 1, &v))
-            return RK_EPROTO;
-        *u = (uint64_t)(int64_t)(int8_t)v;
-        break;
-    case 0xd1:
-        if (rd_be(r, 2, &v))
-            return RK_EPROTO;
-        *u = (uint64_t)(int64_t)(int16_t)v;
-        break;
-    case 0xd2:
-        if (rd_be(r, 4, &v))
-            return RK_EPROTO;
-        *u = (uint64_t)(int64_t)(int32_t)v;
-        break;
-    case 0xd3:
-        if (rd_be(r, 8, &v))
-            return RK_EPROTO;
-        *u = v;
-        break;
-    default:
-        return RK_EPROTO;
-    }
-    *neg = (int64_t)*u < 0;
-    return 0;
-}
-
-static int rd_u64(struct rd *r, uint64_t *out)
-{
-    bool neg;
-    if (rd_integer(r, out, &neg) || neg)
-        return RK_EPROTO;
-    return 0;
-}
-
-static int rd_u32(struct rd *r, uint32_t *out)
-{
-    uint64_t v;
-    if (rd_u64(r, &v) || v > UINT32_MAX)
-        return RK_EPROTO;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-static int rd_i32(struct rd *r, int32_t *out)
-{
-    uint64_t u;
-    bool neg;
-    if (rd_integer(r, &u, &neg))
-        return RK_EPROTO;
-    int64_t v = (int64_t)u;
-    if (neg ? v < INT32_MIN : u > INT32_MAX)
-        return RK_EPROTO;
-    *out = (int32_t)v;
-    return 0;
-}
-
-static int rd_bool(struct rd *r, bool *out)
-{
-    uint8_t b;
-    if (rd_byte(r, &b) || (b != 0xc2 && b != 0xc3))
-        return RK_EPROTO;
-    *out = b == 0xc3;
-    return 0;
-}
-
-/* A bin (want_str false) or str (true) of at most max bytes. A declared
- * length over max is RK_ETOOLARGE even if the bytes are missing. */
-static int
-rd_bytes(struct rd *r, bool want_str, size_t max, struct rk_slice *out)
-{
-    uint8_t b;
-    uint64_t n;
-    if (rd_byte(r, &b))
-        return RK_EPROTO;
-    if (want_str && (b & 0xe0) == 0xa0) {
-        n = b & 0x1f;
-    } else if (want_str && b >= 0xd9 && b <= 0xdb) {
-        if (rd_be(r, (size_t)1 << (b - 0xd9), &n))
-            return RK_EPROTO;
-    } else if (!want_str && b >= 0xc4 && b <= 0xc6) {
-        if (rd_be(r, (size_t)1 << (b - 0xc4), &n))
-            return RK_EPROTO;
-    } else {
-        return RK_EPROTO;
-    }
-    if (n > max)
+    case WIRE__RD_BIG:
         return RK_ETOOLARGE;
-    if (n > rd_left(r))
-        return RK_EPROTO;
-    out->p = r->p;
-    out->len = (size_t)n;
-    r->p += n;
-    return 0;
+    default:
+        return rc;
+    }
 }
 
-static int rd_fixed(struct rd *r, uint8_t *out, size_t n)
+/* A str or bin (kind) of at most max bytes; a declared length over max is
+ * RK_ETOOLARGE even if the bytes are missing. */
+static int
+rd_bytes(struct wire__rd *r, unsigned kind, size_t max, struct rk_slice *out)
+{
+    return wire__rd_raw(r, kind | WIRE__RD_LIMIT_FIRST, max, out);
+}
+
+/* A bin of exactly n bytes, copied into out. */
+static int rd_fixed(struct wire__rd *r, uint8_t *out, size_t n)
 {
     struct rk_slice s;
-    int rc = rd_bytes(r, false, n, &s);
-    if (rc)
-        return rc == RK_ETOOLARGE ? RK_EPROTO : rc;
-    if (s.len != n)
-        return RK_EPROTO;
-    memcpy(out, s.p, n);
-    return 0;
-}
-
-/* Skips one object of any type. Every length is checked against the bytes
- * left before it is used, and nesting is bounded. */
-static int rd_skip(struct rd *r, int depth)
-{
-    uint8_t b;
-    uint64_t n = 0, v;
-    size_t body = 0;
-    if (depth > RD_MAX_DEPTH || rd_byte(r, &b))
-        return RK_EPROTO;
-    if (b <= 0x7f || b >= 0xe0 || b == 0xc0 || b == 0xc2 || b == 0xc3)
-        return 0;
-    if ((b & 0xe0) == 0xa0) {
-        body = b & 0x1f;
-    } else if ((b & 0xf0) == 0x90 || (b & 0xf0) == 0x80) {
-        n = (uint64_t)(b & 0x0f) * ((b & 0xf0) == 0x80 ? 2 : 1);
-        goto elems;
-    } else {
-        switch (b) {
-        case 0xc4:
-        case 0xc5:
-        case 0xc6:
-            if (rd_be(r, (size_t)1 << (b - 0xc4), &v))
-                return RK_EPROTO;
-            if (v > rd_left(r))
-                return RK_EPROTO;
-            body = (size_t)v;
-            break;
-        case 0xd9:
-        case 0xda:
-        case 0xdb:
-            if (rd_be(r, (size_t)1 << (b - 0xd9), &v))
-                return RK_EPROTO;
-            if (v > rd_left(r))
-                return RK_EPROTO;
-            body = (size_t)v;
-            break;
-        case 0xc7:
-        case 0xc8:
-        case 0xc9: /* ext 8/16/32 */
-            if (rd_be(r, (size_t)1 << (b - 0xc7), &v))
-                return RK_EPROTO;
-            if (v > rd_left(r) || rd_left(r) - v < 1)
-                return RK_EPROTO;
-            body = (size_t)v + 1;
-            break;
-        case 0xca:
-            body = 4;
-            break;
-        case 0xcb:
-            body = 8;
-            break;
-        case 0xcc:
-        case 0xd0:
-            body = 1;
-            break;
-        case 0xcd:
-        case 0xd1:
-            body = 2;
-            break;
-        case 0xce:
-        case 0xd2:
-            body = 4;
-            break;
-        case 0xcf:
-        case 0xd3:
-            body = 8;
-            break;
-        case 0xd4:
-            body = 2;
-            break;
-        case 0xd5:
-            body = 3;
-            break;
-        case 0xd6:
-            body = 5;
-            break;
-        case 0xd7:
-            body = 9;
-            break;
-        case 0xd8:
-            body = 17;
-            break;
-        case 0xdc:
-        case 0xdd:
-            if (rd_be(r, b == 0xdc ? 2 : 4, &n))
-                return RK_EPROTO;
-            goto elems;
-        case 0xde:
-        case 0xdf:
-            if (rd_be(r, b == 0xde ? 2 : 4, &n))
-                return RK_EPROTO;
-            n *= 2;
-            goto elems;
-        default:
-            return RK_EPROTO; /* 0xc1, never used */
-        }
-    }
-    if (body > rd_left(r))
-        return RK_EPROTO;
-    r->p += body;
-    return 0;
-elems:
-    /* Each element takes at least one byte: a count over the bytes left
-     * is a lie, refused before looping. */
-    if (n > rd_left(r))
-        return RK_EPROTO;
-    for (uint64_t i = 0; i < n; i++)
-        if (rd_skip(r, depth + 1))
-            return RK_EPROTO;
-    return 0;
+    int rc = wire__rd_raw(r, WIRE__RD_BIN, SIZE_MAX, &s);
+    if (rc == 0 && s.len != n)
+        rc = wire__rd_fail(r, WIRE__RD_BAD, "bytes of the wrong length");
+    if (rc == 0)
+        memcpy(out, s.p, n);
+    return rc;
 }
 
 /* Opens a message: an array of at least min elements whose first is type.
  * *extra receives the number of elements past min, skipped by rd_close. */
-static int rd_open(struct rd *r,
+static int rd_open(struct wire__rd *r,
                    struct rk_slice buf,
                    enum rpc_msg_type type,
                    uint64_t min,
                    uint64_t *extra)
 {
-    uint64_t n, t;
-    r->p = buf.p;
-    r->end = buf.p + buf.len;
+    uint32_t n;
+    uint64_t t;
     if (buf.p == NULL && buf.len != 0)
         return RK_EPROTO;
-    if (rd_array(r, &n) || n < min || n > rd_left(r))
-        return RK_EPROTO;
-    if (rd_u64(r, &t) || t != (uint64_t)type)
-        return RK_EPROTO;
-    *extra = n - min;
-    return 0;
+    wire__rd_init(r, buf.p, buf.len);
+    int rc = wire__rd_container(r, false, &n, UINT32_MAX);
+    if (rc == 0 && n < min)
+        rc = RK_EPROTO;
+    if (rc == 0)
+        rc = wire__rd_uint(r, &t);
+    if (rc == 0 && t != (uint64_t)type)
+        rc = RK_EPROTO;
+    if (rc == 0)
+        *extra = n - min;
+    return rc;
 }
 
-static int rd_close(struct rd *r, uint64_t extra)
+static int rd_close(struct wire__rd *r, uint64_t extra)
 {
-    for (uint64_t i = 0; i < extra; i++)
-        if (rd_skip(r, 1))
-            return RK_EPROTO;
-    return r->p == r->end ? 0 : RK_EPROTO;
+    int rc = 0;
+    for (uint64_t i = 0; i < extra && rc == 0; i++)
+        rc = wire__rd_skip(r, 1);
+    if (rc == 0 && r->p != r->end)
+        rc = RK_EPROTO;
+    return rc;
 }
 
 int rpc_msg_type_peek(enum rpc_msg_type *out, struct rk_slice buf)
 {
-    struct rd r = {buf.p, buf.p + buf.len};
+    struct wire__rd r;
     uint64_t n, t;
-    if ((buf.p == NULL && buf.len) || rd_array(&r, &n) || n < 1 ||
-        rd_u64(&r, &t) || t > INT32_MAX)
+    if (buf.p == NULL && buf.len != 0)
+        return RK_EPROTO;
+    wire__rd_init(&r, buf.p, buf.len);
+    if (wire__rd_head(&r, false, &n) || n < 1 || wire__rd_uint(&r, &t) ||
+        t > INT32_MAX)
         return RK_EPROTO;
     *out = (enum rpc_msg_type)t;
     return 0;
@@ -573,23 +324,23 @@ int rpc_handshake_encode(struct rpc_buf *out, const struct rpc_handshake *hs)
 
 int rpc_handshake_decode(struct rpc_handshake *out, struct rk_slice buf)
 {
-    struct rd r;
+    struct wire__rd r;
     uint64_t extra;
     struct rpc_handshake hs;
     memset(&hs, 0, sizeof(hs));
     int rc = rd_open(&r, buf, RPC_MSG_HANDSHAKE, 9, &extra);
     if (rc == 0)
-        rc = rd_u32(&r, &hs.version);
+        rc = wire__rd_uint32(&r, &hs.version);
     if (rc == 0 && hs.version != RPC_HS_VERSION)
         rc = RK_EVERSION;
     if (rc == 0)
-        rc = rd_u32(&r, &hs.role);
+        rc = wire__rd_uint32(&r, &hs.role);
     if (rc == 0 && hs.role != RPC_HS_CHALLENGE && hs.role != RPC_HS_RESPONSE)
         rc = RK_EPROTO;
     if (rc == 0)
-        rc = rd_bytes(&r, true, RPC_NAME_MAX, &hs.cluster);
+        rc = rd_bytes(&r, WIRE__RD_STR, RPC_NAME_MAX, &hs.cluster);
     if (rc == 0)
-        rc = rd_bytes(&r, true, RPC_NAME_MAX, &hs.node);
+        rc = rd_bytes(&r, WIRE__RD_STR, RPC_NAME_MAX, &hs.node);
     if (rc == 0 && (hs.cluster.len == 0 || hs.node.len == 0))
         rc = RK_EPROTO;
     if (rc == 0)
@@ -597,13 +348,13 @@ int rpc_handshake_decode(struct rpc_handshake *out, struct rk_slice buf)
     if (rc == 0)
         rc = rd_fixed(&r, hs.peer_nonce, RPC_NONCE_BYTES);
     if (rc == 0)
-        rc = rd_u64(&r, &hs.time_ms);
+        rc = wire__rd_uint(&r, &hs.time_ms);
     if (rc == 0)
         rc = rd_fixed(&r, hs.mac, RPC_MAC_BYTES);
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
-        return rc;
+        return rd_code(rc);
     *out = hs;
     return 0;
 }
@@ -714,14 +465,16 @@ int rpc_write_encode(struct rpc_buf *out, const struct rpc_write *msg)
 }
 
 /* The token, epoch and non-empty key that open a replica write or read. */
-static int
-rd_addr(struct rd *r, uint64_t *token, uint64_t *epoch, struct rk_slice *key)
+static int rd_addr(struct wire__rd *r,
+                   uint64_t *token,
+                   uint64_t *epoch,
+                   struct rk_slice *key)
 {
-    int rc = rd_u64(r, token);
+    int rc = wire__rd_uint(r, token);
     if (rc == 0)
-        rc = rd_u64(r, epoch);
+        rc = wire__rd_uint(r, epoch);
     if (rc == 0)
-        rc = rd_bytes(r, false, RK_MAX_KEY, key);
+        rc = rd_bytes(r, WIRE__RD_BIN, RK_MAX_KEY, key);
     if (rc == 0 && key->len == 0)
         rc = RK_EPROTO;
     return rc;
@@ -729,7 +482,7 @@ rd_addr(struct rd *r, uint64_t *token, uint64_t *epoch, struct rk_slice *key)
 
 int rpc_write_decode(struct rpc_write *out, struct rk_slice buf)
 {
-    struct rd r;
+    struct wire__rd r;
     uint64_t extra;
     struct rpc_write m;
     memset(&m, 0, sizeof(m));
@@ -737,17 +490,17 @@ int rpc_write_decode(struct rpc_write *out, struct rk_slice buf)
     if (rc == 0)
         rc = rd_addr(&r, &m.token, &m.epoch, &m.key);
     if (rc == 0)
-        rc = rd_u64(&r, &m.rec.ts);
+        rc = wire__rd_uint(&r, &m.rec.ts);
     if (rc == 0)
-        rc = rd_u32(&r, &m.rec.flags);
+        rc = wire__rd_uint32(&r, &m.rec.flags);
     if (rc == 0)
-        rc = rd_u64(&r, &m.rec.expiry);
+        rc = wire__rd_uint(&r, &m.rec.expiry);
     if (rc == 0)
-        rc = rd_bytes(&r, false, RK_MAX_VALUE, &m.rec.value);
+        rc = rd_bytes(&r, WIRE__RD_BIN, RK_MAX_VALUE, &m.rec.value);
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
-        return rc;
+        return rd_code(rc);
     *out = m;
     return 0;
 }
@@ -765,20 +518,20 @@ int rpc_write_ack_encode(struct rpc_buf *out, const struct rpc_write_ack *msg)
 
 int rpc_write_ack_decode(struct rpc_write_ack *out, struct rk_slice buf)
 {
-    struct rd r;
+    struct wire__rd r;
     uint64_t extra;
     struct rpc_write_ack m = {0, 0};
     int rc = rd_open(&r, buf, RPC_MSG_WRITE_ACK, 3, &extra);
     if (rc == 0)
-        rc = rd_i32(&r, &m.status);
+        rc = wire__rd_int32(&r, &m.status);
     if (rc == 0 && m.status > 0)
         rc = RK_EPROTO;
     if (rc == 0)
-        rc = rd_u64(&r, &m.hlc);
+        rc = wire__rd_uint(&r, &m.hlc);
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
-        return rc;
+        return rd_code(rc);
     *out = m;
     return 0;
 }
@@ -803,7 +556,7 @@ int rpc_read_encode(struct rpc_buf *out, const struct rpc_read *msg)
 
 int rpc_read_decode(struct rpc_read *out, struct rk_slice buf)
 {
-    struct rd r;
+    struct wire__rd r;
     uint64_t extra;
     struct rpc_read m;
     memset(&m, 0, sizeof(m));
@@ -811,11 +564,11 @@ int rpc_read_decode(struct rpc_read *out, struct rk_slice buf)
     if (rc == 0)
         rc = rd_addr(&r, &m.token, &m.epoch, &m.key);
     if (rc == 0)
-        rc = rd_bool(&r, &m.digest);
+        rc = wire__rd_bool(&r, &m.digest);
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
-        return rc;
+        return rd_code(rc);
     *out = m;
     return 0;
 }
@@ -850,48 +603,48 @@ int rpc_read_resp_encode(struct rpc_buf *out, const struct rpc_read_resp *msg)
 
 int rpc_read_resp_decode(struct rpc_read_resp *out, struct rk_slice buf)
 {
-    struct rd r;
+    struct wire__rd r;
     uint64_t extra;
     struct rpc_read_resp m;
     memset(&m, 0, sizeof(m));
     int rc = rd_open(&r, buf, RPC_MSG_READ_RESP, 4, &extra);
     if (rc == 0)
-        rc = rd_i32(&r, &m.status);
+        rc = wire__rd_int32(&r, &m.status);
     if (rc == 0 && m.status > 0)
         rc = RK_EPROTO;
     if (rc == 0)
-        rc = rd_u64(&r, &m.hlc);
+        rc = wire__rd_uint(&r, &m.hlc);
     if (rc == 0)
-        rc = rd_bool(&r, &m.found);
+        rc = wire__rd_bool(&r, &m.found);
     if (rc == 0 && m.found) {
         if (extra < 5)
             rc = RK_EPROTO;
         else
             extra -= 5;
         if (rc == 0)
-            rc = rd_bool(&r, &m.is_digest);
+            rc = wire__rd_bool(&r, &m.is_digest);
         if (rc == 0 && m.is_digest) {
-            rc = rd_u64(&r, &m.dig.ts);
+            rc = wire__rd_uint(&r, &m.dig.ts);
             if (rc == 0)
-                rc = rd_u32(&r, &m.dig.flags);
+                rc = wire__rd_uint32(&r, &m.dig.flags);
             if (rc == 0)
-                rc = rd_u64(&r, &m.dig.expiry);
+                rc = wire__rd_uint(&r, &m.dig.expiry);
             if (rc == 0)
-                rc = rd_u64(&r, &m.dig.value_hash);
+                rc = wire__rd_uint(&r, &m.dig.value_hash);
         } else if (rc == 0) {
-            rc = rd_u64(&r, &m.rec.ts);
+            rc = wire__rd_uint(&r, &m.rec.ts);
             if (rc == 0)
-                rc = rd_u32(&r, &m.rec.flags);
+                rc = wire__rd_uint32(&r, &m.rec.flags);
             if (rc == 0)
-                rc = rd_u64(&r, &m.rec.expiry);
+                rc = wire__rd_uint(&r, &m.rec.expiry);
             if (rc == 0)
-                rc = rd_bytes(&r, false, RK_MAX_VALUE, &m.rec.value);
+                rc = rd_bytes(&r, WIRE__RD_BIN, RK_MAX_VALUE, &m.rec.value);
         }
     }
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
-        return rc;
+        return rd_code(rc);
     *out = m;
     return 0;
 }

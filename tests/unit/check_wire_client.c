@@ -592,6 +592,12 @@ START_TEST(oversized_fields)
     ck_assert_int_eq(wire_creq_decode(&d, b, n), RK_ETOOLARGE);
     ck_assert(d.has_id);
     wire_creq_clear(&d);
+    /* The same length with the bytes missing: unlike the internode decoders
+     * (check_wire_rpc), the client's checks the bytes before the limit. */
+    ck_assert_int_eq(wire_creq_decode(&d, b, 11), RK_EBADREQ);
+    ck_assert_str_eq(d.why, "truncated string");
+    ck_assert(d.has_id);
+    wire_creq_clear(&d);
     free(b);
     struct wire_creq q = {.id = 1,
                           .op = WIRE_COP_GET,
