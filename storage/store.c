@@ -417,22 +417,26 @@ static void *store__syncer_main(void *arg)
 
 /* The compactor thread: once a second, rewrites the range env that most
  * needs it (store__compact_due, range.c), one at a time, off the syncer's
- * way (a big env takes seconds). */
+ * way (a big env takes seconds); after a failed compaction (a full disk:
+ * the copy needs room) it waits twice as long each time, up to 5 min. */
 static void *store__compactor_main(void *arg)
 {
     store *s = arg;
+    int wait_s = 1; /* doubles after a failure (a full disk), up to 5 min */
     pthread_mutex_lock(&s->smu);
     while (!s->stopping) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
+        ts.tv_sec += wait_s;
         pthread_cond_timedwait(&s->ccv, &s->smu, &ts);
         if (s->stopping)
             break;
         pthread_mutex_unlock(&s->smu);
         struct store_range r;
-        if (store__compact_due(s, &r))
-            (void)store_range_compact(s, r); /* a failure leaves it be */
+        if (store__compact_due(s, &r) && store_range_compact(s, r) != 0)
+            wait_s = wait_s < 150 ? wait_s * 2 : 300;
+        else
+            wait_s = 1;
         pthread_mutex_lock(&s->smu);
     }
     pthread_mutex_unlock(&s->smu);
