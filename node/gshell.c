@@ -568,72 +568,6 @@ static void boot_try(node *n, uint64_t now)
     announce_tokens(n, nt, others);
 }
 
-/* Saving node.state fsyncs a file and its folder: on the thread pool, with
- * a copy of the state (worker threads touch nothing of the loop's), one
- * save at a time (they share the temporary file); a save asked for while
- * one runs follows it with the state of that moment. node_stop waits for
- * it (pending_closes). */
-struct state_job {
-    uv_work_t work;
-    node *n;
-    struct node_state st;
-    char dir[sizeof(((struct node_config *)0)->data_dir)];
-    int rc;
-};
-
-static void state_save_work(uv_work_t *w)
-{
-    struct state_job *j = w->data;
-    j->rc = node_state_save(&j->st, j->dir);
-}
-
-static void state_save_async(node *n);
-
-static void state_save_after(uv_work_t *w, int status)
-{
-    struct state_job *j = w->data;
-    node *n = j->n;
-    int rc = status < 0 ? status : j->rc;
-    if (rc < 0)
-        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
-    free(j);
-    n->state_saving = false;
-    if (n->state_dirty) {
-        n->state_dirty = false;
-        state_save_async(n);
-    }
-    n->pending_closes--;
-    node__stop_progress(n);
-}
-
-static void state_save_async(node *n)
-{
-    if (n->state_saving) {
-        n->state_dirty = true;
-        return;
-    }
-    struct state_job *j = malloc(sizeof(*j));
-    int rc = -ENOMEM;
-    if (j) {
-        j->n = n;
-        j->st = n->st;
-        snprintf(j->dir, sizeof(j->dir), "%s", n->cfg.data_dir);
-        j->work.data = j;
-        rc =
-            uv_queue_work(n->loop, &j->work, state_save_work, state_save_after);
-        if (rc == 0) {
-            n->state_saving = true;
-            n->pending_closes++;
-            return;
-        }
-        free(j);
-    }
-    /* no job: save here, on the loop */
-    rc = node_state_save(&n->st, n->cfg.data_dir);
-    if (rc < 0)
-        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
-}
-
 /* Announce this node's tokens and NORMAL (a new epoch), persist them. */
 static void announce_tokens(node *n, size_t nt, size_t others)
 {
@@ -646,7 +580,9 @@ static void announce_tokens(node *n, size_t nt, size_t others)
         return;
     }
     n->st.ring_epoch = epoch;
-    state_save_async(n);
+    rc = node_state_save(&n->st, n->cfg.data_dir);
+    if (rc < 0)
+        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
     n->boot = NODE_BOOT_DONE;
     LOG(INFO, "boot.joined", "tokens=%zu epoch=%llu allocation=%s peers=%zu",
         nt, (unsigned long long)epoch,

@@ -120,8 +120,6 @@ struct node {
     uint64_t boot_stable_ticks;
     bool retokening;
     uint64_t ticks;
-    bool state_saving; /* a node.state save runs on the thread pool */
-    bool state_dirty;  /* and n->st changed since it copied it */
 
     /* internode */
     net_server *isrv;
