@@ -23,7 +23,7 @@
  *
  * Admission. max_inflight bounds the requests not yet answered
  * (n->coord_inflight). A request answered at its level may still wait for
- * slower replicas (the third write of a QUORUM write, a read repair): it
+ * slower replicas (the third write of a QUORUM write): it
  * then counts in n->coord_background until the last answer or deadline,
  * bounded separately at COORD_BACKGROUND_FACTOR * max_inflight, so one slow
  * replica does not make the node shed requests it could answer.

@@ -178,8 +178,8 @@ static int obs_register(struct obs *o)
       "Coordinator requests not yet answered (bound: max_inflight).",
       METRICS_GAUGE, 0, NULL);
     F(coord_background, "ringkv_coordinator_background_requests",
-      "Answered coordinator requests still waiting for slower replicas or "
-      "read repairs (bound: 4 x max_inflight).",
+      "Answered coordinator requests still waiting for slower replicas "
+      "(bound: 4 x max_inflight).",
       METRICS_GAUGE, 0, NULL);
     F(conns_total, "ringkv_client_connections_total",
       "Client connections accepted, by protocol.", METRICS_COUNTER, 1,
