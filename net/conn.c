@@ -53,6 +53,43 @@ static void base_check_cb(uv_check_t *h)
     base_flush(h->data);
 }
 
+static void maybe_bp_resume(net_conn *c);
+
+/* Resumes lifted by a flush that wrote everything (conn_flush). Such a
+ * flush may run in the prepare phase, after the owner's end-of-turn work
+ * (a node starts its commits in its check handle); frames parsed there
+ * would wait for the loop's next wakeup. An active idle handle keeps the
+ * next poll from blocking and resumes the conns first thing in the next
+ * turn, which then ends in the check phase as usual. */
+static void base_idle_cb(uv_idle_t *h)
+{
+    struct net__base *b = h->data;
+    uv_idle_stop(h);
+    b->idle_active = false;
+    for (;;) {
+        net_conn *c = b->conns;
+        while (c != NULL && !c->resume_due)
+            c = c->next;
+        if (c == NULL)
+            break;
+        c->resume_due = false; /* resuming may close or free other conns */
+        if (c->state == NET__READY)
+            maybe_bp_resume(c);
+    }
+}
+
+static void bp_resume_later(net_conn *c)
+{
+    struct net__base *b = c->base;
+    if (!c->bp_paused || b->closing)
+        return;
+    c->resume_due = true;
+    if (!b->idle_active) {
+        uv_idle_start(&b->idle, base_idle_cb);
+        b->idle_active = true;
+    }
+}
+
 static void base_flusher_closed(uv_handle_t *h)
 {
     net__base_handle_closed(h->data);
@@ -64,11 +101,14 @@ int net__base_init(struct net__base *b, uv_loop_t *loop)
     b->loop = loop;
     uv_prepare_init(loop, &b->prepare);
     uv_check_init(loop, &b->check);
+    uv_idle_init(loop, &b->idle);
     b->prepare.data = b;
     b->check.data = b;
+    b->idle.data = b;
     uv_unref((uv_handle_t *)&b->prepare);
     uv_unref((uv_handle_t *)&b->check);
-    b->handles_open += 2;
+    uv_unref((uv_handle_t *)&b->idle);
+    b->handles_open += 3;
     return 0;
 }
 
@@ -77,6 +117,7 @@ void net__base_close(struct net__base *b)
     b->closing = true;
     uv_close((uv_handle_t *)&b->prepare, base_flusher_closed);
     uv_close((uv_handle_t *)&b->check, base_flusher_closed);
+    uv_close((uv_handle_t *)&b->idle, base_flusher_closed);
 }
 
 static void dirty_link(net_conn *c)
@@ -242,8 +283,9 @@ static int conn_flush(net_conn *c)
         if (first == n) {
             c->base->stats.writes++; /* else write_chunks counts it */
             /* no write_cb will come to lift a back-pressure pause */
-            if (c->state == NET__READY)
-                maybe_bp_resume(c);
+            if (c->state == NET__READY && c->bp_paused &&
+                c->waiting + c->inflight <= c->base->max_queued / 4)
+                bp_resume_later(c);
             return 0;
         }
     }

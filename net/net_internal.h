@@ -80,6 +80,7 @@ struct net_conn {
     bool reading;     /* uv_read_start active */
     bool user_paused; /* net_conn_read_pause */
     bool bp_paused;   /* back-pressure pause */
+    bool resume_due;  /* lift bp_paused from the base's idle handle */
     bool in_parse;
     bool dirty;
     bool gai_busy;
@@ -108,9 +109,11 @@ struct net__base {
     uv_loop_t *loop;
     uv_prepare_t prepare;
     uv_check_t check;
+    uv_idle_t idle; /* active: a back-pressure resume is due (see conn.c) */
     bool flusher_active;
+    bool idle_active;
     bool closing;
-    int handles_open; /* prepare, check, and the owner's own handles */
+    int handles_open; /* prepare, check, idle and the owner's handles */
     size_t max_frame;
     size_t max_queued;
     uint64_t linger_ms; /* bound on a graceful close's drain */
