@@ -53,38 +53,22 @@ static void base_check_cb(uv_check_t *h)
     base_flush(h->data);
 }
 
-static void maybe_bp_resume(net_conn *c);
-
-/* Resumes lifted by a flush that wrote everything (conn_flush). Such a
- * flush may run in the prepare phase, after the owner's end-of-turn work
- * (a node starts its commits in its check handle); frames parsed there
- * would wait for the loop's next wakeup. An active idle handle keeps the
- * next poll from blocking and resumes the conns first thing in the next
- * turn, which then ends in the check phase as usual. */
+/* A flush that wrote everything lifts a back-pressure pause itself
+ * (conn_flush), and may do so in the prepare phase, after the owner's
+ * end-of-turn work (a node starts its commits in its check handle): the
+ * frames it parses would then wait for the loop's next wakeup. An idle
+ * handle, active for one turn, keeps that poll from blocking, so the check
+ * phase comes at once. */
 static void base_idle_cb(uv_idle_t *h)
 {
     struct net__base *b = h->data;
     uv_idle_stop(h);
     b->idle_active = false;
-    for (;;) {
-        net_conn *c = b->conns;
-        while (c != NULL && !c->resume_due)
-            c = c->next;
-        if (c == NULL)
-            break;
-        c->resume_due = false; /* resuming may close or free other conns */
-        if (c->state == NET__READY)
-            maybe_bp_resume(c);
-    }
 }
 
-static void bp_resume_later(net_conn *c)
+static void base_kick(struct net__base *b)
 {
-    struct net__base *b = c->base;
-    if (!c->bp_paused || b->closing)
-        return;
-    c->resume_due = true;
-    if (!b->idle_active) {
+    if (!b->idle_active && !b->closing) {
         uv_idle_start(&b->idle, base_idle_cb);
         b->idle_active = true;
     }
@@ -283,9 +267,11 @@ static int conn_flush(net_conn *c)
         if (first == n) {
             c->base->stats.writes++; /* else write_chunks counts it */
             /* no write_cb will come to lift a back-pressure pause */
-            if (c->state == NET__READY && c->bp_paused &&
-                c->waiting + c->inflight <= c->base->max_queued / 4)
-                bp_resume_later(c);
+            if (c->state == NET__READY && c->bp_paused) {
+                struct net__base *b = c->base;
+                maybe_bp_resume(c);
+                base_kick(b);
+            }
             return 0;
         }
     }

@@ -80,7 +80,6 @@ struct net_conn {
     bool reading;     /* uv_read_start active */
     bool user_paused; /* net_conn_read_pause */
     bool bp_paused;   /* back-pressure pause */
-    bool resume_due;  /* lift bp_paused from the base's idle handle */
     bool in_parse;
     bool dirty;
     bool gai_busy;
@@ -109,7 +108,7 @@ struct net__base {
     uv_loop_t *loop;
     uv_prepare_t prepare;
     uv_check_t check;
-    uv_idle_t idle; /* active: a back-pressure resume is due (see conn.c) */
+    uv_idle_t idle; /* active for a turn: the next poll must not block */
     bool flusher_active;
     bool idle_active;
     bool closing;
