@@ -7,7 +7,6 @@
  * caller frees once the response is encoded.
  */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,9 +170,9 @@ int node__admin(node *n,
         return do_endpoints(n, r, b, q);
     case WIRE_COP_METRICS: {
         size_t len = 0;
-        char *t = node__metrics_text(n, &len);
+        char *t = node__obs_text(n, &len); /* the registry /metrics serves */
         if (!t)
-            return -ENOMEM;
+            return n->obs ? -ENOMEM : RK_ECLOSED;
         if (b->n == (int)(sizeof(b->allocs) / sizeof(b->allocs[0]))) {
             free(t);
             return -ENOMEM;
@@ -185,159 +184,4 @@ int node__admin(node *n,
     }
     }
     return RK_EBADREQ;
-}
-
-/* ---- Prometheus text -------------------------------------------------- */
-
-struct tb {
-    char *p;
-    size_t len, cap;
-    bool oom;
-};
-
-static void tb_printf(struct tb *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void tb_printf(struct tb *t, const char *fmt, ...)
-{
-    if (t->oom)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int w = vsnprintf(t->p + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (w < 0) {
-            t->oom = true;
-            return;
-        }
-        if ((size_t)w < t->cap - t->len) {
-            t->len += (size_t)w;
-            return;
-        }
-        size_t ncap = t->cap * 2 + (size_t)w;
-        char *np = realloc(t->p, ncap);
-        if (!np) {
-            t->oom = true;
-            return;
-        }
-        t->p = np;
-        t->cap = ncap;
-    }
-}
-
-char *node__metrics_text(node *n, size_t *out_len)
-{
-    if (n->obs) /* the registry of node/obs.c, when running */
-        return node__obs_text(n, out_len);
-    struct tb t = {.p = malloc(8192), .cap = 8192};
-    if (!t.p)
-        return NULL;
-    t.p[0] = '\0';
-    static const char *ops[] = {"get", "put", "del"};
-    const struct node_stats *s = &n->stats;
-    tb_printf(&t, "# HELP ringkv_requests_total Coordinator requests by "
-                  "operation and consistency level.\n"
-                  "# TYPE ringkv_requests_total counter\n");
-    for (int o = 0; o < NODE_OP_N; o++)
-        for (int c = NODE_CL_ONE; c <= NODE_CL_EACH_QUORUM; c++)
-            if (s->req[o][c])
-                tb_printf(&t,
-                          "ringkv_requests_total{op=\"%s\",cl=\"%s\"} "
-                          "%llu\n",
-                          ops[o], node_cl_name((enum node_cl)c),
-                          (unsigned long long)s->req[o][c]);
-    const struct {
-        const char *name;
-        const uint64_t (*v)[8];
-    } errs[] = {{"unavailable", s->unavailable}, {"timeout", s->timeout}};
-    for (size_t e = 0; e < 2; e++) {
-        tb_printf(&t, "# TYPE ringkv_%s_total counter\n", errs[e].name);
-        for (int o = 0; o < NODE_OP_N; o++)
-            for (int c = NODE_CL_ONE; c <= NODE_CL_EACH_QUORUM; c++)
-                if (errs[e].v[o][c])
-                    tb_printf(&t, "ringkv_%s_total{op=\"%s\",cl=\"%s\"} %llu\n",
-                              errs[e].name, ops[o],
-                              node_cl_name((enum node_cl)c),
-                              (unsigned long long)errs[e].v[o][c]);
-    }
-    const struct {
-        const char *name;
-        uint64_t v;
-    } ctr[] = {
-        {"overloaded", s->overloaded},
-        {"ring_stale_refusals", s->stale},
-        {"read_repairs", s->read_repairs},
-        {"hints_stored", s->hints_stored},
-        {"hints_replayed", s->hints_replayed},
-        {"hints_dropped", s->hints_dropped},
-        {"gossip_packets_in", s->gossip_in},
-        {"gossip_packets_out", s->gossip_out},
-        {"gossip_packets_rejected", s->gossip_bad},
-        {"client_connections", s->client_conns},
-        {"client_bad_frames", s->client_bad_frames},
-        {"client_auth_failures", s->client_auth_fail},
-        {"internode_auth_failures", s->internode_auth_fail},
-        {"internode_bad_requests", s->internode_bad},
-        {"commits", s->commits},
-        {"commit_writes", s->commit_writes},
-        {"replica_writes", s->replica_writes},
-        {"replica_reads", s->replica_reads},
-    };
-    for (size_t i = 0; i < sizeof(ctr) / sizeof(ctr[0]); i++)
-        tb_printf(&t, "# TYPE ringkv_%s_total counter\nringkv_%s_total %llu\n",
-                  ctr[i].name, ctr[i].name, (unsigned long long)ctr[i].v);
-    if (n->g) {
-        struct gossip_stats gs;
-        gossip_stats_get(&gs, n->g);
-        tb_printf(&t,
-                  "# TYPE ringkv_gossip_auth_failures_total counter\n"
-                  "ringkv_gossip_auth_failures_total %llu\n"
-                  "# TYPE ringkv_gossip_wrong_cluster_total counter\n"
-                  "ringkv_gossip_wrong_cluster_total %llu\n"
-                  "# TYPE ringkv_gossip_malformed_total counter\n"
-                  "ringkv_gossip_malformed_total %llu\n"
-                  "# TYPE ringkv_gossip_rounds_total counter\n"
-                  "ringkv_gossip_rounds_total %llu\n",
-                  (unsigned long long)gs.rx_auth_fail,
-                  (unsigned long long)gs.rx_wrong_cluster,
-                  (unsigned long long)gs.rx_malformed,
-                  (unsigned long long)gs.rounds);
-    }
-    size_t up = 0, down = 0;
-    for (size_t i = 0; i < n->npeers; i++) {
-        if (n->peer[i].self)
-            continue;
-        if (n->peer[i].up)
-            up++;
-        else
-            down++;
-    }
-    tb_printf(&t,
-              "# TYPE ringkv_peers_up gauge\nringkv_peers_up %zu\n"
-              "# TYPE ringkv_peers_down gauge\nringkv_peers_down %zu\n"
-              "# TYPE ringkv_ring_epoch gauge\nringkv_ring_epoch %llu\n"
-              "# TYPE ringkv_ring_fingerprint gauge\n"
-              "ringkv_ring_fingerprint{hex=\"%016llx\"} 1\n"
-              "# TYPE ringkv_ring_stale gauge\nringkv_ring_stale %d\n"
-              "# TYPE ringkv_inflight gauge\nringkv_inflight %lld\n",
-              up, down, (unsigned long long)(n->ring ? ring_epoch(n->ring) : 0),
-              (unsigned long long)(n->ring ? ring_fingerprint(n->ring) : 0),
-              n->ring_stale, (long long)n->coord_inflight);
-    if (n->store) {
-        uint64_t nr, keys, bytes;
-        node__obs_store_totals(n, &nr, &keys, &bytes);
-        tb_printf(&t,
-                  "# TYPE ringkv_ranges gauge\nringkv_ranges %llu\n"
-                  "# TYPE ringkv_keys gauge\nringkv_keys %llu\n"
-                  "# TYPE ringkv_disk_bytes gauge\nringkv_disk_bytes %llu\n",
-                  (unsigned long long)nr, (unsigned long long)keys,
-                  (unsigned long long)bytes);
-    }
-    if (t.oom) {
-        free(t.p);
-        return NULL;
-    }
-    *out_len = t.len;
-    return t.p;
 }

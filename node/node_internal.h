@@ -269,8 +269,6 @@ int node__admin(node *n,
                 struct wire_cresp *r,
                 struct node_admin_buf *b,
                 const struct wire_creq *q);
-/* Prometheus text of the node's counters; malloc'd, caller frees. */
-char *node__metrics_text(node *n, size_t *out_len);
 
 /* ---- rsrv.c ---- */
 int node__rsrv_start(node *n, char *err, size_t errlen);
