@@ -73,6 +73,16 @@ static void be64(uint8_t *p, uint64_t v)
         p[i] = (uint8_t)v;
 }
 
+/* The inner key the store uses for record i (token || key) in kb[48]. */
+static MDB_val rawkey(uint8_t *kb, uint64_t i)
+{
+    char k[32];
+    size_t kl = mkkey(k, i);
+    be64(kb, rk_token(k, kl));
+    memcpy(kb + 8, k, kl);
+    return (MDB_val){kl + 8, kb};
+}
+
 /* Write back what earlier rows left dirty in the page cache, so that the
  * kernel's writeback of one row does not slow the syncs of the next. */
 static void settle(void)
@@ -107,12 +117,8 @@ static double raw_write(uint64_t n, const char *name, unsigned flags)
     uint8_t rb[256];
     size_t rl = mkrec(rb, 1);
     for (uint64_t i = 0; i < n; i++) {
-        char k[32];
         uint8_t kb[48];
-        size_t kl = mkkey(k, i);
-        be64(kb, rk_token(k, kl));
-        memcpy(kb + 8, k, kl);
-        MDB_val key = {kl + 8, kb}, val = {rl, rb};
+        MDB_val key = rawkey(kb, i), val = {rl, rb};
         if (mdb_put(txn, raw_dbi, &key, &val, 0))
             abort();
     }
@@ -144,12 +150,8 @@ static double raw_synced(int per)
             mdb_dbi_open(txn, NULL, 0, &dbi))
             abort();
         for (int j = 0; j < per; j++, i++) {
-            char k[32];
             uint8_t kb[48];
-            size_t kl = mkkey(k, i);
-            be64(kb, rk_token(k, kl));
-            memcpy(kb + 8, k, kl);
-            MDB_val key = {kl + 8, kb}, val = {rl, rb};
+            MDB_val key = rawkey(kb, i), val = {rl, rb};
             if (mdb_put(txn, dbi, &key, &val, 0))
                 abort();
         }
@@ -170,12 +172,8 @@ static double raw_read(uint64_t n)
     volatile size_t sink = 0;
     double t0 = now();
     for (int i = 0; i < NREAD; i++) {
-        char k[32];
         uint8_t kb[48];
-        size_t kl = mkkey(k, (uint64_t)rand_r(&seed) % n);
-        be64(kb, rk_token(k, kl));
-        memcpy(kb + 8, k, kl);
-        MDB_val key = {kl + 8, kb}, val;
+        MDB_val key = rawkey(kb, (uint64_t)rand_r(&seed) % n), val;
         if (mdb_get(txn, raw_dbi, &key, &val))
             abort();
         sink += val.mv_size;
