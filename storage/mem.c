@@ -211,7 +211,7 @@ int store__mem_to_batch(const store__mem *m, store_batch *b, bool copy)
     for (size_t i = 0; i <= m->mask; i++)
         for (const struct store__ment *e = m->tab[i]; e != NULL; e = e->next) {
             int rc =
-                store__batch_push(b, RK_SLICE(e->data, e->klen),
+                store__batch_push(b, e->token, RK_SLICE(e->data, e->klen),
                                   RK_SLICE(e->data + e->klen, e->rlen), copy);
             if (rc)
                 return rc;

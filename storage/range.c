@@ -434,7 +434,7 @@ unlock:
 
 static int store__fill_cb(const struct store_item *it, void *arg)
 {
-    return store__batch_push(arg, it->key, it->rec, true);
+    return store__batch_push(arg, it->token, it->key, it->rec, true);
 }
 
 /* LWW-merge every entry of `arc` (held by some local env) into dst, in

@@ -814,6 +814,7 @@ int store__check_write(struct rk_slice key, struct rk_slice rec)
 }
 
 int store__batch_push(store_batch *b,
+                      uint64_t token,
                       struct rk_slice key,
                       struct rk_slice rec,
                       bool copy)
@@ -837,7 +838,7 @@ int store__batch_push(store_batch *b,
         key.p = w->own;
         rec.p = w->own + key.len;
     }
-    w->token = rk_token(key.p, key.len);
+    w->token = token;
     w->key = key;
     w->rec = rec;
     w->result = STORE__PENDING;
@@ -850,7 +851,7 @@ int store_batch_add(store_batch *b, struct rk_slice key, struct rk_slice rec)
     int rc = store__check_write(key, rec);
     if (rc)
         return rc;
-    return store__batch_push(b, key, rec, true);
+    return store__batch_push(b, rk_token(key.p, key.len), key, rec, true);
 }
 
 /* Merge one write into the env under `txn`; *fresh (may be NULL) is set
@@ -941,7 +942,7 @@ static void store__log(struct store__range *rr,
     for (size_t x = i; !log->failed && x < j; x++) {
         const struct store__w *w = &b->w[ord[x]];
         if (w->result == STORE__PENDING &&
-            store__batch_push(log->b, w->key, w->rec, true) != 0)
+            store__batch_push(log->b, w->token, w->key, w->rec, true) != 0)
             log->failed = true;
     }
     pthread_mutex_unlock(&log->mu);
@@ -1501,7 +1502,8 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
         bool handed = false;
         rc = store_batch_new(&b);
         for (struct store__waiter *w = list; rc == 0 && w; w = w->next)
-            rc = store__batch_push(b, w->key, w->rec, false);
+            rc = store__batch_push(b, rk_token(w->key.p, w->key.len), w->key,
+                                   w->rec, false);
         if (rc == 0)
             rc = store__commit_logged(s, b, store__lead_next, &handed);
         if (!handed)

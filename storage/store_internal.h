@@ -172,9 +172,11 @@ int store__check_write(struct rk_slice key, struct rk_slice rec);
 /* "dir/name", malloc'd, or NULL. */
 char *store__path(const char *dir, const char *name);
 
-/* Batches (store.c): append without validation (copy or borrow), and
+/* Batches (store.c): append without validation (copy or borrow) a write
+ * whose token (rk_token of key) the caller already has, and
  * merge write i of b into an env under a write txn (LMDB or RK_ code). */
 int store__batch_push(store_batch *b,
+                      uint64_t token,
                       struct rk_slice key,
                       struct rk_slice rec,
                       bool copy);
