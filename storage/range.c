@@ -460,9 +460,14 @@ store__fill(store *s, struct store__range *dst, struct store_range arc)
          * no cycle, and no map growth of dst under this transaction. */
         pthread_rwlock_rdlock(&s->maplock);
         MDB_txn *txn = NULL;
+        MDB_cursor *cur = NULL;
         rc = store__err(mdb_txn_begin(dst->env, NULL, 0, &txn));
+        if (rc == 0)
+            rc = store__err(mdb_cursor_open(txn, dst->dbi, &cur));
         for (size_t i = 0; rc == 0 && i < store_batch_count(b); i++)
-            rc = store__err(store__batch_apply(txn, dst->dbi, b, i));
+            rc = store__err(store__batch_apply(cur, b, i));
+        if (cur != NULL)
+            mdb_cursor_close(cur);
         if (rc == 0)
             rc = store__err(mdb_txn_commit(txn));
         else if (txn != NULL)
@@ -659,9 +664,14 @@ static int store__drain(struct store__wlog *log,
     if (*out_n == 0)
         return 0;
     MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
     int rc = mdb_txn_begin(dst->env, NULL, 0, &txn);
+    if (rc == 0)
+        rc = mdb_cursor_open(txn, dst->dbi, &cur);
     for (size_t i = 0; rc == 0 && i < *out_n; i++)
-        rc = store__batch_apply(txn, dst->dbi, b, i);
+        rc = store__batch_apply(cur, b, i);
+    if (cur != NULL)
+        mdb_cursor_close(cur);
     if (rc == 0)
         rc = mdb_txn_commit(txn);
     else if (txn != NULL)

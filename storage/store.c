@@ -365,6 +365,7 @@ static uint64_t store__mono_ms(void)
 static void *store__syncer_main(void *arg)
 {
     store *s = arg;
+    pthread_setname_np(pthread_self(), "rk-syncer"); /* shown by top -H */
     uint32_t ms = s->o.durability == STORE_PERIODIC ? s->o.periodic_ms : 1000;
     if (ms > STORE__FLUSH_MS)
         ms = STORE__FLUSH_MS;
@@ -422,6 +423,7 @@ static void *store__syncer_main(void *arg)
 static void *store__compactor_main(void *arg)
 {
     store *s = arg;
+    pthread_setname_np(pthread_self(), "rk-compactor");
     int wait_s = 1; /* doubles after a failure (a full disk), up to 5 min */
     pthread_mutex_lock(&s->smu);
     while (!s->stopping) {
@@ -854,14 +856,19 @@ int store_batch_add(store_batch *b, struct rk_slice key, struct rk_slice rec)
     return store__batch_push(b, rk_token(key.p, key.len), key, rec, true);
 }
 
-/* Merge one write into the env under `txn`; *fresh (may be NULL) is set
- * when the key was new to the env. */
-static int
-store__apply(MDB_txn *txn, MDB_dbi dbi, const struct store__w *w, bool *fresh)
+/* Merge one write into the env through `cur`, a cursor of the env's write
+ * transaction; *fresh (may be NULL) is set when the key was new to the env.
+ * One cursor serves a whole (sorted) pass: LMDB's cursor search first looks
+ * at the leaf page the cursor is on, so a key near the previous one skips
+ * the descent from the root, and an overwrite reuses the lookup's position
+ * (MDB_CURRENT) instead of searching again. */
+static int store__apply(MDB_cursor *cur, const struct store__w *w, bool *fresh)
 {
     uint8_t kb[STORE__IKEY_MAX];
     MDB_val k = {store__ikey(kb, w->token, w->key), kb}, v;
-    int rc = mdb_get(txn, dbi, &k, &v);
+    MDB_val found = k; /* MDB_SET_KEY points it into the page */
+    unsigned flags = MDB_RESERVE;
+    int rc = mdb_cursor_get(cur, &found, &v, MDB_SET_KEY);
     if (rc == 0) {
         struct rk_slice uk, rec;
         struct store_record old, nw;
@@ -874,6 +881,7 @@ store__apply(MDB_txn *txn, MDB_dbi dbi, const struct store__w *w, bool *fresh)
                 return 0; /* the stored record wins or is the same */
         }
         /* an undecodable stored value is replaced */
+        flags |= MDB_CURRENT;
     } else if (rc != MDB_NOTFOUND) {
         return rc;
     } else if (fresh != NULL) {
@@ -881,7 +889,7 @@ store__apply(MDB_txn *txn, MDB_dbi dbi, const struct store__w *w, bool *fresh)
     }
     bool lng = k.mv_size == STORE__LONG_IKEY;
     v.mv_size = w->rec.len + (lng ? 4 + w->key.len : 0);
-    rc = mdb_put(txn, dbi, &k, &v, MDB_RESERVE);
+    rc = mdb_cursor_put(cur, &k, &v, flags);
     if (rc)
         return rc;
     uint8_t *p = v.mv_data;
@@ -897,12 +905,9 @@ store__apply(MDB_txn *txn, MDB_dbi dbi, const struct store__w *w, bool *fresh)
     return 0;
 }
 
-int store__batch_apply(MDB_txn *txn,
-                       MDB_dbi dbi,
-                       const store_batch *b,
-                       size_t i)
+int store__batch_apply(MDB_cursor *cur, const store_batch *b, size_t i)
 {
-    return store__apply(txn, dbi, &b->w[i], NULL);
+    return store__apply(cur, &b->w[i], NULL);
 }
 
 /* Merge the writes ord[i..j) that fall in rr's shadow arc into the shadow
@@ -915,13 +920,18 @@ static void store__mirror(struct store__range *rr,
 {
     struct store__range *sh = rr->shadow;
     MDB_txn *txn = NULL;
+    MDB_cursor *cur = NULL;
     int rc = mdb_txn_begin(sh->env, NULL, 0, &txn);
+    if (rc == 0)
+        rc = mdb_cursor_open(txn, sh->dbi, &cur);
     for (size_t x = i; rc == 0 && x < j; x++) {
         const struct store__w *w = &b->w[ord[x]];
         if (w->result == STORE__PENDING &&
             store_range_contains(rr->shadow_arc, w->token))
-            rc = store__apply(txn, sh->dbi, w, NULL);
+            rc = store__apply(cur, w, NULL);
     }
+    if (cur != NULL)
+        mdb_cursor_close(cur);
     if (rc == 0)
         rc = mdb_txn_commit(txn);
     else if (txn != NULL)
@@ -1015,16 +1025,21 @@ static void store__commit_pass(store *s,
         }
         MDB_txn *txn = NULL;
         uint64_t fresh = 0;
+        MDB_cursor *cur = NULL;
         int mrc = mdb_txn_begin(rr->env, NULL, 0, &txn);
+        if (mrc == 0)
+            mrc = mdb_cursor_open(txn, rr->dbi, &cur);
         for (size_t x = i; mrc == 0 && x < j; x++) {
             bool f = false;
-            mrc = store__apply(txn, rr->dbi, &b->w[ord[x]], &f);
+            mrc = store__apply(cur, &b->w[ord[x]], &f);
             fresh += f;
             if (mrc == RK_EINTERNAL) { /* that write alone fails */
                 b->w[ord[x]].result = RK_EINTERNAL;
                 mrc = 0;
             }
         }
+        if (cur != NULL)
+            mdb_cursor_close(cur);
         if (mrc == 0)
             mrc = mdb_txn_commit(txn);
         else if (txn != NULL)

@@ -173,17 +173,16 @@ int store__check_write(struct rk_slice key, struct rk_slice rec);
 char *store__path(const char *dir, const char *name);
 
 /* Batches (store.c): append without validation (copy or borrow) a write
- * whose token (rk_token of key) the caller already has, and
- * merge write i of b into an env under a write txn (LMDB or RK_ code). */
+ * whose token (rk_token of key) the caller already has. */
 int store__batch_push(store_batch *b,
                       uint64_t token,
                       struct rk_slice key,
                       struct rk_slice rec,
                       bool copy);
-int store__batch_apply(MDB_txn *txn,
-                       MDB_dbi dbi,
-                       const store_batch *b,
-                       size_t i);
+/* LWW-merge write i of b into an env through `cur`, a cursor of the env's
+ * write transaction (LMDB or RK_ code); one cursor for a whole pass, so
+ * sorted writes find their page without a search from the root. */
+int store__batch_apply(MDB_cursor *cur, const store_batch *b, size_t i);
 
 /* Range map (store.c). */
 struct store__range *store__lookup(store *s, uint64_t t);

@@ -1439,6 +1439,51 @@ START_TEST(memtable_reads_merge_with_env)
 }
 END_TEST
 
+/* The memtable apply overwrites through one cursor per env transaction
+ * (MDB_CURRENT after the lookup): a value that keeps its size is changed in
+ * place, one that grows or shrinks (across LMDB's overflow pages too) is
+ * replaced, an older write loses, a tombstone replaces, and every key of a
+ * many-page env keeps its own value. */
+START_TEST(apply_overwrites_resized_values)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    enum { NKEYS = 400, ROUNDS = 6 };
+    static const size_t sizes[] = {1, 100, 100, 5000, 7, 0};
+    char key[32], *val = malloc(5001);
+    ck_assert_ptr_nonnull(val);
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < NKEYS; i++) {
+            snprintf(key, sizeof(key), "k%05d", i);
+            size_t n = sizes[(size_t)(i + r) % 6];
+            memset(val, 'a' + (i + r) % 26, n);
+            val[n] = 0;
+            /* size 0 stands for a tombstone; every third key also gets an
+             * older write that must lose */
+            ck_assert_int_eq(
+                put(s, key, 100 + (uint64_t)r * 10, n ? val : NULL), 0);
+            if (i % 3 == 0)
+                ck_assert_int_eq(put(s, key, 95 + (uint64_t)r * 10, "old"), 0);
+        }
+        ck_assert_int_eq(store_flush(s), 0);
+        for (int i = 0; i < NKEYS; i++) {
+            snprintf(key, sizeof(key), "k%05d", i);
+            size_t n = sizes[(size_t)(i + r) % 6];
+            memset(val, 'a' + (i + r) % 26, n);
+            val[n] = 0;
+            expect(s, key, n ? val : NULL);
+        }
+    }
+    struct store_range_info info;
+    ck_assert_int_eq(store_range_info(&info, s, WHOLE), 0);
+    ck_assert_uint_eq(info.keys, NKEYS); /* tombstones are kept */
+    free(val);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 /* A write still in the memtable for a dropped range must not come back
  * when a range over the same tokens is created again, nor after reopen. */
 START_TEST(drop_forgets_memtable_writes)
@@ -1574,6 +1619,7 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, drop_forgets_memtable_writes);
     tcase_add_test(tc, scan_sees_memtable_writes);
     tcase_add_test(tc, auto_compaction_packs_pages);
+    tcase_add_test(tc, apply_overwrites_resized_values);
     suite_add_tcase(s, tc);
     tc = tcase_create("system");
     tcase_add_test(tc, system_state);
