@@ -15,8 +15,9 @@
  * with RK_EUNAVAILABLE instead of queueing behind a dead address. A
  * connection that was ready and then closed is reopened by the next request.
  *
- * Finished request structs go to a free list (up to PEERS_REQ_KEEP), so a
- * request in the steady state costs no malloc.
+ * Finished request structs go to a free list (up to PEERS_REQ_KEEP; none in
+ * a sanitizer build, common/rk.h), so a request in the steady state costs
+ * no malloc.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -80,7 +81,7 @@ static struct req *req_get(net_peers *p)
 
 static void req_put(net_peers *p, struct req *r)
 {
-    if (p->nrfree >= PEERS_REQ_KEEP) {
+    if (!rk_pool_keeps(p->nrfree, PEERS_REQ_KEEP)) {
         free(r);
         return;
     }

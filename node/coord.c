@@ -284,7 +284,7 @@ static void creq_release(struct creq *q)
         q->srec = NULL;
         q->srec_cap = 0;
     }
-    if (n->coord_pool_len >= COORD_POOL_MAX) {
+    if (!rk_pool_keeps(n->coord_pool_len, COORD_POOL_MAX)) {
         rpc_buf_free(&q->wmsg);
         free(q->srec);
         free(q);

@@ -159,7 +159,7 @@ static struct iwrite *iwrite_get(node *n)
 
 static void iwrite_put(node *n, struct iwrite *w)
 {
-    if (n->iwrite_pool_len >= IWRITE_KEEP) {
+    if (!rk_pool_keeps(n->iwrite_pool_len, IWRITE_KEEP)) {
         free(w);
         return;
     }

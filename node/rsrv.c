@@ -370,7 +370,7 @@ static void slot_free(struct rslot *s)
     }
     free(s->klens);
     free(s->copy);
-    if (rs->slot_pool_len >= RSRV_SLOTS_KEEP) {
+    if (!rk_pool_keeps(rs->slot_pool_len, RSRV_SLOTS_KEEP)) {
         free(s);
         return;
     }
