@@ -30,23 +30,29 @@ struct store__mem {
 };
 
 #define MEM_BUCKETS0 1024u
+/* A new table sized for the keys the last one held starts with at most this
+ * many buckets (8 MiB); past it, it grows by doubling as any table does. */
+#define MEM_BUCKETS_HINT_MAX ((size_t)1 << 20)
 
 static size_t mem_ent_bytes(const struct store__ment *e)
 {
     return sizeof(*e) + e->klen + e->rlen;
 }
 
-int store__mem_new(store__mem **out)
+int store__mem_new(store__mem **out, size_t keys)
 {
+    size_t nb = MEM_BUCKETS0;
+    while (nb < keys && nb < MEM_BUCKETS_HINT_MAX)
+        nb *= 2;
     store__mem *m = calloc(1, sizeof(*m));
     if (m == NULL)
         return -ENOMEM;
-    m->tab = calloc(MEM_BUCKETS0, sizeof(*m->tab));
+    m->tab = calloc(nb, sizeof(*m->tab));
     if (m->tab == NULL) {
         free(m);
         return -ENOMEM;
     }
-    m->mask = MEM_BUCKETS0 - 1;
+    m->mask = nb - 1;
     *out = m;
     return 0;
 }

@@ -526,7 +526,7 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_mutex_init(&s->memmu, NULL);
     pthread_mutex_init(&s->flmu, NULL);
     s->mem_limit = s->o.memtable_bytes ? s->o.memtable_bytes : (size_t)16 << 20;
-    if ((rc = store__mem_new(&s->mem)))
+    if ((rc = store__mem_new(&s->mem, 0)))
         goto close_all;
     if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
         (rc = store__map_load(s)) || (rc = store__recover(s)))
@@ -1315,10 +1315,19 @@ static int store__apply_imm(store *s)
     return first;
 }
 
+/* How many keys the memtable holds now (the size for its successor). */
+static size_t store__mem_keys(store *s)
+{
+    pthread_mutex_lock(&s->memmu);
+    size_t n = store__mem_count(s->mem);
+    pthread_mutex_unlock(&s->memmu);
+    return n;
+}
+
 int store__flush_locked(store *s)
 {
     store__mem *fresh;
-    if (store__mem_new(&fresh) != 0)
+    if (store__mem_new(&fresh, store__mem_keys(s)) != 0)
         return -ENOMEM;
     pthread_mutex_lock(&s->memmu);
     if (store__mem_count(s->mem) == 0) {
@@ -1402,7 +1411,7 @@ int store__checkpoint_locked(store *s,
 {
     uint64_t cut;
     store__mem *fresh;
-    if (store__mem_new(&fresh) != 0)
+    if (store__mem_new(&fresh, store__mem_keys(s)) != 0)
         return -ENOMEM;
     pthread_rwlock_wrlock(&s->walock);
     int rc = store__wal_cut(s->wal, &cut);

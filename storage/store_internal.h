@@ -61,7 +61,10 @@ struct store__range {
  * the range envs, the LWW winner per key. Not thread-safe: the store holds
  * memmu around every call. */
 typedef struct store__mem store__mem;
-int store__mem_new(store__mem **out);
+/* A new table with buckets for about `keys` keys (0: the minimum): a
+ * memtable replacing one that held n keys is made for n, so it does not
+ * rehash its way up again every second. */
+int store__mem_new(store__mem **out, size_t keys);
 void store__mem_free(store__mem *m); /* NULL is a no-op */
 size_t store__mem_count(const store__mem *m);
 size_t store__mem_bytes(const store__mem *m); /* memory held, about */
