@@ -1463,6 +1463,39 @@ static int store__commit_logged(store *s,
     return rc;
 }
 
+void store_batch_commit_many(store *s,
+                             store_batch *const *bs,
+                             size_t n,
+                             int *status)
+{
+    uint64_t last = 0;
+    size_t bytes = 0, floor = 0;
+    bool taken = false;
+    pthread_rwlock_rdlock(&s->walock);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t lsn = 0;
+        status[i] = bs[i]->n > UINT32_MAX
+                        ? RK_ETOOLARGE
+                        : store__log_batch(s, bs[i], &lsn, false);
+        if (lsn > last)
+            last = lsn;
+    }
+    int rc = 0;
+    if (last != 0 && s->o.durability == STORE_GROUP_COMMIT)
+        rc = store__wal_sync(s->wal, last);
+    for (size_t i = 0; i < n; i++) {
+        if (status[i] == 0)
+            status[i] = rc;
+        if (status[i] == 0 && bs[i]->n != 0) {
+            bytes = store__mem_take(s, bs[i], &floor);
+            taken = true;
+        }
+    }
+    pthread_rwlock_unlock(&s->walock);
+    if (taken)
+        store__mem_check(s, bytes, floor);
+}
+
 int store_batch_commit(store *s, store_batch *b)
 {
     if (b->n == 0)

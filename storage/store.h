@@ -220,6 +220,16 @@ int store_batch_result(const store_batch *b, size_t i);
  * (then no result is durable). Blocks: call it off the loop thread. */
 int store_batch_commit(store *s, store_batch *b);
 
+/* Commit n batches with one log sync: each is appended to the log as its
+ * own record, one sync covers them all, then each goes to the memtable.
+ * status[i] is what store_batch_commit would have returned for bs[i]. A
+ * committer that finds several batches waiting commits them together
+ * instead of one fsync each. Blocks: call it off the loop thread. */
+void store_batch_commit_many(store *s,
+                             store_batch *const *bs,
+                             size_t n,
+                             int *status);
+
 /* One write with group commit across threads: concurrent callers are
  * gathered into one batch by whichever of them commits first. Same results
  * as store_batch_result. */

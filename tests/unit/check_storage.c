@@ -311,6 +311,73 @@ START_TEST(batch_results)
 }
 END_TEST
 
+/* store_batch_commit_many: each batch gets the results store_batch_commit
+ * would give it (an empty batch, one whose key no range holds, LWW between
+ * batches of one call in either order), all durable across a reopen. */
+START_TEST(commit_many_results_and_durability)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    uint64_t tk = rk_token("x", 1);
+    ck_assert_int_eq(store_range_create(s, (struct store_range){tk, tk - 1}),
+                     0); /* every token but tk: "x" has no range */
+    enum { NB = 5 };
+    store_batch *bs[NB];
+    for (int i = 0; i < NB; i++)
+        ck_assert_int_eq(store_batch_new(&bs[i]), 0);
+    size_t n;
+    uint8_t *r;
+    char key[16], val[16];
+    for (int i = 1; i < NB; i++) /* bs[0] stays empty */
+        for (int k = 0; k < 20; k++) {
+            snprintf(key, sizeof(key), "b%d-%d", i, k);
+            snprintf(val, sizeof(val), "v%d", k);
+            r = rec(&n, 10, 0, 0, val, strlen(val));
+            ck_assert_int_eq(store_batch_add(bs[i], RK_SLICE(key, strlen(key)),
+                                             RK_SLICE(r, n)),
+                             0);
+            free(r);
+        }
+    r = rec(&n, 10, 0, 0, "lost", 4);
+    ck_assert_int_eq(store_batch_add(bs[2], RK_SLICE("x", 1), RK_SLICE(r, n)),
+                     0);
+    free(r);
+    /* one key in two batches: the later timestamp wins whichever is first */
+    r = rec(&n, 30, 0, 0, "newer", 5);
+    ck_assert_int_eq(
+        store_batch_add(bs[3], RK_SLICE("both", 4), RK_SLICE(r, n)), 0);
+    free(r);
+    r = rec(&n, 20, 0, 0, "older", 5);
+    ck_assert_int_eq(
+        store_batch_add(bs[4], RK_SLICE("both", 4), RK_SLICE(r, n)), 0);
+    free(r);
+    int st[NB];
+    memset(st, 0x55, sizeof(st));
+    store_batch_commit_many(s, bs, NB, st);
+    for (int i = 0; i < NB; i++)
+        ck_assert_int_eq(st[i], 0);
+    ck_assert_int_eq(store_batch_result(bs[2], 20), RK_ENOTFOUND);
+    ck_assert_int_eq(store_batch_result(bs[3], 20), 0);
+    ck_assert_int_eq(store_batch_result(bs[4], 20), 0);
+    for (int round = 0; round < 2; round++) {
+        for (int i = 1; i < NB; i++)
+            for (int k = 0; k < 20; k++) {
+                snprintf(key, sizeof(key), "b%d-%d", i, k);
+                snprintf(val, sizeof(val), "v%d", k);
+                expect(s, key, val);
+            }
+        expect(s, "both", "newer");
+        expect(s, "x", NULL);
+        store_free(s); /* the log alone must bring them back */
+        s = open_store(NULL);
+    }
+    for (int i = 0; i < NB; i++)
+        store_batch_free(bs[i]);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(limits_big_keys_and_values)
 {
     mk_tmp();
@@ -1620,6 +1687,7 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, scan_sees_memtable_writes);
     tcase_add_test(tc, auto_compaction_packs_pages);
     tcase_add_test(tc, apply_overwrites_resized_values);
+    tcase_add_test(tc, commit_many_results_and_durability);
     suite_add_tcase(s, tc);
     tc = tcase_create("system");
     tcase_add_test(tc, system_state);
