@@ -346,7 +346,12 @@ int node_start(node *n, char *err, size_t errlen)
     uv_check_init(n->loop, &n->check);
     n->check.data = n;
     uv_check_start(&n->check, on_check);
-    int rc = node__obs_start(n, err, errlen);
+    int rc = node__commit_start(n);
+    if (rc < 0)
+        snprintf(err, errlen, "cannot start the committer threads: %s",
+                 rk_strerror(rc));
+    if (rc == 0)
+        rc = node__obs_start(n, err, errlen);
     if (rc == 0)
         rc = node__internode_start(n, err, errlen);
     if (rc == 0)

@@ -8,6 +8,7 @@
 #ifndef NODE_NODE_INTERNAL_H
 #define NODE_NODE_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -52,17 +53,32 @@ struct node_stats {
 };
 struct creq;
 
-/* Group commit: writes gathered during a loop turn, committed together on
- * the thread pool, each acknowledged after the batch's fsync. */
+/* Group commit: writes gathered during a loop turn, committed together by
+ * the node's committer thread (commit.c), each acknowledged after the log
+ * sync that covers it. */
 typedef void (*node_commit_cb)(int status, void *arg);
 
 struct commit_job {
-    uv_work_t work;
-    node *n;
     store_batch *batch;
     struct commit_waiter *waiters; /* one per write, in batch order */
     size_t nwaiters, cap;
     int status;
+    struct commit_job *next; /* in the queue or the done list */
+};
+
+#define NODE_COMMITTERS 1 /* threads; commit.c says why one */
+
+struct commit_queue {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct commit_job *head, *tail;      /* waiting for a committer */
+    struct commit_job *done, *done_tail; /* committed, for the loop */
+    bool inited, stop;
+    int idle; /* committers waiting on cv */
+    pthread_t th[NODE_COMMITTERS];
+    int nth;
+    uv_async_t async; /* wakes the loop for done */
+    bool async_open;
 };
 
 /* What the node knows of ring member i (same index as the ring's). */
@@ -142,9 +158,10 @@ struct node {
 
     /* group commit */
     struct commit_job *commit_open; /* collecting */
-    int commit_running;             /* jobs on the thread pool */
-    uv_check_t check;               /* end of loop turn: flush */
-    uv_timer_t drain;               /* shutdown: bound on draining */
+    int commit_running;             /* jobs queued or being committed */
+    struct commit_queue cq;
+    uv_check_t check; /* end of loop turn: flush */
+    uv_timer_t drain; /* shutdown: bound on draining */
     int drain_open;
 
     /* native client server */
@@ -249,6 +266,9 @@ int node__commit_add(node *n,
                      node_commit_cb cb,
                      void *arg);
 void node__commit_flush(node *n);
+/* Start the committer threads and their loop handle (node_start). */
+int node__commit_start(node *n);
+/* Stop them; fails a batch still open (only once nothing is committing). */
 void node__commit_free(node *n);
 
 /* ---- coord.c ---- */
