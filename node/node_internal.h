@@ -3,7 +3,9 @@
  * public header: only the files of node/ include it.
  *
  * Everything runs on the loop thread, except the bodies of uv_queue_work
- * jobs, which touch only the store and their own job struct.
+ * jobs and the committer thread (commit.c), which touch only the store,
+ * their own job structs and, for the committer, the commit queue under its
+ * mutex.
  */
 #ifndef NODE_NODE_INTERNAL_H
 #define NODE_NODE_INTERNAL_H
