@@ -126,6 +126,7 @@ static void *committer_main(void *arg)
         pthread_mutex_lock(&q->mu);
         for (size_t i = 0; i < k; i++) {
             js[i]->status = st[i];
+            js[i]->lead = i == 0;
             js[i]->next = NULL;
             if (q->done_tail)
                 q->done_tail->next = js[i];
@@ -154,7 +155,7 @@ static void on_commit_done(uv_async_t *a)
         if (j->status < 0)
             LOG(ERROR, "store.commit_fail", "writes=%zu error=\"%s\"",
                 j->nwaiters, rk_strerror(j->status));
-        n->stats.commits++;
+        n->stats.commits += j->lead; /* one per log sync */
         n->stats.commit_writes += j->nwaiters;
         for (size_t i = 0; i < j->nwaiters; i++) {
             int rc =

@@ -65,6 +65,7 @@ struct commit_job {
     struct commit_waiter *waiters; /* one per write, in batch order */
     size_t nwaiters, cap;
     int status;
+    bool lead; /* the first of the batches one log sync committed */
     struct commit_job *next; /* in the queue or the done list */
 };
 
