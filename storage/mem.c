@@ -171,6 +171,15 @@ int store__mem_put(store__mem *m,
     return 0;
 }
 
+void store__mem_prefetch(const store__mem *m, uint64_t token, int stage)
+{
+    struct store__ment *const *pp = &m->tab[token & m->mask];
+    if (stage == 0)
+        __builtin_prefetch(pp);
+    else if (*pp != NULL) /* the bucket is cached by now: its first entry */
+        __builtin_prefetch(*pp);
+}
+
 int store__mem_get(struct rk_slice *out_rec,
                    const store__mem *m,
                    uint64_t token,

@@ -1245,6 +1245,10 @@ static size_t store__mem_take(store *s, store_batch *b, size_t *floor)
 {
     pthread_mutex_lock(&s->memmu);
     for (size_t i = 0; i < b->n; i++) {
+        if (i + 8 < b->n)
+            store__mem_prefetch(s->mem, b->w[i + 8].token, 0);
+        if (i + 4 < b->n)
+            store__mem_prefetch(s->mem, b->w[i + 4].token, 1);
         struct store__w *w = &b->w[i];
         if (w->result == STORE__PENDING)
             w->result = store__mem_put(s->mem, w->token, w->key, w->rec);

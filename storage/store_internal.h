@@ -69,6 +69,10 @@ void store__mem_free(store__mem *m); /* NULL is a no-op */
 size_t store__mem_count(const store__mem *m);
 size_t store__mem_bytes(const store__mem *m); /* memory held, about */
 /* LWW-merge a copy of the (validated) write in. 0, -ENOMEM. */
+/* Warm the cache for a put or get of `token` a few calls ahead: stage 0
+ * fetches its bucket, stage 1 (later) the bucket's first entry. A hint
+ * only; a lookup of a million-key table is two cache misses without it. */
+void store__mem_prefetch(const store__mem *m, uint64_t token, int stage);
 int store__mem_put(store__mem *m,
                    uint64_t token,
                    struct rk_slice key,
