@@ -522,6 +522,8 @@ static struct creq *creq_new(node *n,
     if (q) {
         n->coord_pool = q->next_free;
         n->coord_pool_len--;
+        if (n->coord_pool) /* the line the next pop reads */
+            __builtin_prefetch(&n->coord_pool->next_free);
     } else {
         q = malloc(sizeof(*q));
         if (!q)
