@@ -9,7 +9,6 @@
 #ifndef RK_H
 #define RK_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,22 +61,6 @@ int rk_errcode(const char *name);
 /* Hard limits, enforced by storage and every protocol decoder. */
 #define RK_MAX_KEY   (64u * 1024u)         /* bytes, keys may not be empty */
 #define RK_MAX_VALUE (16u * 1024u * 1024u) /* bytes */
-
-/* Whether a per-request free list holding `len` objects keeps one more
- * (net/peers.c, node/coord.c, node/replica.c, node/rsrv.c keep up to `cap`).
- * A sanitizer build (RK_SANITIZE defines RK_NO_POOLS) keeps none: every
- * release is a free(), so AddressSanitizer reports a use of a released
- * request as a use after free instead of it reading a recycled one. */
-static inline bool rk_pool_keeps(size_t len, size_t cap)
-{
-#ifdef RK_NO_POOLS
-    (void)len;
-    (void)cap;
-    return false;
-#else
-    return len < cap;
-#endif
-}
 
 /* The partitioner: a key's token on the ring [0, 2^64). XXH3_64bits with no
  * seed; servers and clients share this one definition and its test vectors

@@ -15,18 +15,16 @@
  * with RK_EUNAVAILABLE instead of queueing behind a dead address. A
  * connection that was ready and then closed is reopened by the next request.
  *
- * Finished request structs go to a free list (up to PEERS_REQ_KEEP; none in
- * a sanitizer build, common/rk.h), so a request in the steady state costs
- * no malloc.
+ * Finished request structs go to a pool (common/pool.h), so a request in
+ * the steady state costs no malloc.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/pool.h"
 #include "net/net_internal.h"
-
-#define PEERS_REQ_KEEP 4096
 
 struct req {
     uint64_t id;
@@ -57,8 +55,7 @@ struct net_peers {
     struct req **rb; /* request hash buckets */
     size_t nrb, nreqs;
     struct req *thead, *ttail; /* by deadline */
-    struct req *rfree;         /* free list (hnext) */
-    size_t nrfree;
+    struct rk_pool rfree;      /* finished requests (linked by hnext) */
     uint64_t next_id;
     uint32_t connect_timeout_ms, backoff_min_ms, backoff_max_ms;
     void (*done)(void *arg);
@@ -69,27 +66,18 @@ struct net_peers {
 
 /* ---- tables ------------------------------------------------------------- */
 
+#define REQ_LINK offsetof(struct req, hnext)
+
 static struct req *req_get(net_peers *p)
 {
-    struct req *r = p->rfree;
-    if (r == NULL)
-        return malloc(sizeof(*r));
-    p->rfree = r->hnext;
-    p->nrfree--;
-    if (p->rfree) /* the next pop reads this line; it is cold by then */
-        __builtin_prefetch(&p->rfree->hnext);
-    return r;
+    struct req *r = rk_pool_get(&p->rfree, REQ_LINK);
+    return r ? r : malloc(sizeof(*r));
 }
 
 static void req_put(net_peers *p, struct req *r)
 {
-    if (!rk_pool_keeps(p->nrfree, PEERS_REQ_KEEP)) {
+    if (!rk_pool_put(&p->rfree, r, REQ_LINK))
         free(r);
-        return;
-    }
-    r->hnext = p->rfree;
-    p->rfree = r;
-    p->nrfree++;
 }
 
 static struct peer *peer_find(net_peers *p, const char *name)
@@ -443,11 +431,8 @@ static void peers_released(struct net__base *b)
     }
     free(p->pb);
     free(p->rb);
-    while (p->rfree) {
-        struct req *r = p->rfree;
-        p->rfree = r->hnext;
+    for (struct req *r; (r = rk_pool_get(&p->rfree, REQ_LINK)) != NULL;)
         free(r);
-    }
     free(p);
     if (done)
         done(arg);

@@ -31,7 +31,7 @@
  * Allocation. Request state lives in one struct (replica table, callback
  * contexts, a short key inline; replica names point into the peer table
  * the request holds a reference to) and
- * finished requests go to a free list of up to COORD_POOL_MAX, keeping
+ * finished requests go to a pool (common/pool.h), keeping
  * their encode buffers: a request in the steady state costs no malloc.
  */
 #include <errno.h>
@@ -47,7 +47,7 @@
 enum { C_GET = 0, C_PUT, C_DEL };
 
 #define COORD_BACKGROUND_FACTOR 4
-#define COORD_POOL_MAX          4096
+#define CREQ_LINK               offsetof(struct creq, next_free)
 #define COORD_KEY_INLINE        64
 #define COORD_BUF_KEEP          4096 /* encode buffers kept across reuse */
 
@@ -267,8 +267,16 @@ static void count_answer(struct creq *q, uint32_t i)
 
 /* ---- completion ------------------------------------------------------- */
 
-/* Releases q's per-request memory and puts it on the free list (or
- * frees it when the list is full). */
+/* Frees a released request and the encode buffers it kept. */
+static void creq_free(struct creq *q)
+{
+    rpc_buf_free(&q->wmsg);
+    free(q->srec);
+    free(q);
+}
+
+/* Releases q's per-request memory and puts it in the pool (or frees it
+ * when the pool is full). */
 static void creq_release(struct creq *q)
 {
     node *n = q->n;
@@ -284,27 +292,14 @@ static void creq_release(struct creq *q)
         q->srec = NULL;
         q->srec_cap = 0;
     }
-    if (!rk_pool_keeps(n->coord_pool_len, COORD_POOL_MAX)) {
-        rpc_buf_free(&q->wmsg);
-        free(q->srec);
-        free(q);
-        return;
-    }
-    q->next_free = n->coord_pool;
-    n->coord_pool = q;
-    n->coord_pool_len++;
+    if (!rk_pool_put(&n->coord_pool, q, CREQ_LINK))
+        creq_free(q);
 }
 
 void node__coord_free(node *n)
 {
-    while (n->coord_pool) {
-        struct creq *q = n->coord_pool;
-        n->coord_pool = q->next_free;
-        rpc_buf_free(&q->wmsg);
-        free(q->srec);
-        free(q);
-    }
-    n->coord_pool_len = 0;
+    for (struct creq *q; (q = rk_pool_get(&n->coord_pool, CREQ_LINK));)
+        creq_free(q);
 }
 
 static void creq_unref(struct creq *q)
@@ -518,13 +513,8 @@ static struct creq *creq_new(node *n,
                              coord_cb cb,
                              void *arg)
 {
-    struct creq *q = n->coord_pool;
-    if (q) {
-        n->coord_pool = q->next_free;
-        n->coord_pool_len--;
-        if (n->coord_pool) /* the line the next pop reads */
-            __builtin_prefetch(&n->coord_pool->next_free);
-    } else {
+    struct creq *q = rk_pool_get(&n->coord_pool, CREQ_LINK);
+    if (!q) {
         q = malloc(sizeof(*q));
         if (!q)
             return NULL;

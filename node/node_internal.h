@@ -16,6 +16,7 @@
 
 #include <uv.h>
 
+#include "common/pool.h"
 #include "common/rk.h"
 #include "gossip/gossip.h"
 #include "net/net.h"
@@ -170,17 +171,15 @@ struct node {
     /* native client server */
     uv_tcp_t csrv;
     int csrv_open;
-    struct csrv_conn *conns;  /* all connections */
-    struct csrv_conn *dirty;  /* connections with output to flush */
-    int64_t inflight;         /* client requests in flight */
-    int64_t coord_inflight;   /* coordinator requests not yet answered */
-    int64_t coord_background; /* answered, replica requests outstanding */
-    struct creq *deferred;    /* decisions due at the end of the turn */
-    struct creq *coord_pool;  /* free list of request structs */
-    size_t coord_pool_len;
-    struct iwrite *iwrite_pool; /* replica.c: free list of replica writes */
-    size_t iwrite_pool_len;
-    struct rpc_buf reply_buf; /* replica.c: replies are encoded here */
+    struct csrv_conn *conns;    /* all connections */
+    struct csrv_conn *dirty;    /* connections with output to flush */
+    int64_t inflight;           /* client requests in flight */
+    int64_t coord_inflight;     /* coordinator requests not yet answered */
+    int64_t coord_background;   /* answered, replica requests outstanding */
+    struct creq *deferred;      /* decisions due at the end of the turn */
+    struct rk_pool coord_pool;  /* coord.c: finished request structs */
+    struct rk_pool iwrite_pool; /* replica.c: finished replica writes */
+    struct rpc_buf reply_buf;   /* replica.c: replies are encoded here */
 
     struct rsrv *rsrv; /* RESP server (node/rsrv.h), NULL when off */
     struct obs *obs;   /* metrics registry and /metrics (node/obs.h) */

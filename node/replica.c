@@ -134,50 +134,35 @@ int node__local_read(node *n,
 
 /* ---- the internode server --------------------------------------------- */
 
-/* A replica write waiting for its group commit. Kept on a free list in
- * the node (n->iwrite_pool), as replies are encoded into one reused buffer
- * (n->reply_buf; net copies what it queues): answering a replica request
+/* A replica write waiting for its group commit. Kept in a pool of the node
+ * (n->iwrite_pool, common/pool.h), as replies are encoded into one reused
+ * buffer (n->reply_buf; net copies what it queues): answering a replica request
  * costs no malloc in the steady state. */
 struct iwrite {
     net_conn *c;
     uint64_t id;
     node *n;
-    struct iwrite *next; /* free list */
+    struct iwrite *next; /* the pool's link */
 };
 
-#define IWRITE_KEEP 4096
+#define IWRITE_LINK offsetof(struct iwrite, next)
 
 static struct iwrite *iwrite_get(node *n)
 {
-    struct iwrite *w = n->iwrite_pool;
-    if (!w)
-        return malloc(sizeof(*w));
-    n->iwrite_pool = w->next;
-    n->iwrite_pool_len--;
-    if (n->iwrite_pool) /* the line the next pop reads */
-        __builtin_prefetch(&n->iwrite_pool->next);
-    return w;
+    struct iwrite *w = rk_pool_get(&n->iwrite_pool, IWRITE_LINK);
+    return w ? w : malloc(sizeof(*w));
 }
 
 static void iwrite_put(node *n, struct iwrite *w)
 {
-    if (!rk_pool_keeps(n->iwrite_pool_len, IWRITE_KEEP)) {
+    if (!rk_pool_put(&n->iwrite_pool, w, IWRITE_LINK))
         free(w);
-        return;
-    }
-    w->next = n->iwrite_pool;
-    n->iwrite_pool = w;
-    n->iwrite_pool_len++;
 }
 
 void node__replica_free(node *n)
 {
-    while (n->iwrite_pool) {
-        struct iwrite *w = n->iwrite_pool;
-        n->iwrite_pool = w->next;
+    for (struct iwrite *w; (w = rk_pool_get(&n->iwrite_pool, IWRITE_LINK));)
         free(w);
-    }
-    n->iwrite_pool_len = 0;
     rpc_buf_free(&n->reply_buf);
 }
 

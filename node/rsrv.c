@@ -28,8 +28,8 @@
  * (resp_limits). So memory per connection is bounded, and node-wide by the
  * in-flight bound.
  *
- * Slots are taken from and returned to a free list on the server (up to
- * RSRV_SLOTS_KEEP), so a request in the steady state allocates nothing here.
+ * Slots are taken from and returned to a pool on the server (common/pool.h),
+ * so a request in the steady state allocates nothing here.
  *
  * Life. A connection is freed when its handle is closed and no slot refers
  * to it (refs). The server struct is freed when its listener is closed and
@@ -53,8 +53,8 @@
 #define RSRV_READ_CHUNK (64u * 1024u)
 #define RSRV_OUT_HIGH   (4u * 1024u * 1024u)
 #define RSRV_VERSION    "0.1.0"
-#define RSRV_BUCKETS    256  /* key buckets for pipeline ordering */
-#define RSRV_SLOTS_KEEP 4096 /* finished slots kept for reuse */
+#define RSRV_BUCKETS    256 /* key buckets for pipeline ordering */
+#define SLOT_LINK       offsetof(struct rslot, next)
 
 struct rsrv {
     node *n;
@@ -65,9 +65,8 @@ struct rsrv {
     uint64_t nconns;
     uint64_t accepted, proto_err;
     uint64_t started_ms;
-    bool draining;           /* listener closed, connections finishing */
-    struct rslot *slot_pool; /* free list (next) */
-    size_t slot_pool_len;
+    bool draining;            /* listener closed, connections finishing */
+    struct rk_pool slot_pool; /* finished slots (linked by next) */
 };
 
 struct rslot;
@@ -162,11 +161,8 @@ static void rsrv_unref(struct rsrv *rs)
     if (--rs->refs > 0)
         return;
     node *n = rs->n;
-    while (rs->slot_pool) {
-        struct rslot *s = rs->slot_pool;
-        rs->slot_pool = s->next;
+    for (struct rslot *s; (s = rk_pool_get(&rs->slot_pool, SLOT_LINK));)
         free(s);
-    }
     free(rs);
     n->pending_closes--;
     node__stop_progress(n);
@@ -326,12 +322,8 @@ static void conn_close(struct rconn *c)
 static struct rslot *slot_new(struct rconn *c, enum slot_kind kind)
 {
     struct rsrv *rs = c->rs;
-    struct rslot *s = rs->slot_pool;
+    struct rslot *s = rk_pool_get(&rs->slot_pool, SLOT_LINK);
     if (s) {
-        rs->slot_pool = s->next;
-        rs->slot_pool_len--;
-        if (rs->slot_pool) /* the line the next pop reads */
-            __builtin_prefetch(&rs->slot_pool->next);
         memset(s, 0, sizeof(*s));
     } else {
         s = calloc(1, sizeof(*s));
@@ -372,13 +364,8 @@ static void slot_free(struct rslot *s)
     }
     free(s->klens);
     free(s->copy);
-    if (!rk_pool_keeps(rs->slot_pool_len, RSRV_SLOTS_KEEP)) {
+    if (!rk_pool_put(&rs->slot_pool, s, SLOT_LINK))
         free(s);
-        return;
-    }
-    s->next = rs->slot_pool;
-    rs->slot_pool = s;
-    rs->slot_pool_len++;
 }
 
 /* Where the reply of s goes: the output when s is the head, else its own

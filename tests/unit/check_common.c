@@ -6,12 +6,14 @@
  * the same key on different nodes.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <check.h>
 
+#include "common/pool.h"
 #include "common/rk.h"
 
 static const struct {
@@ -73,6 +75,46 @@ START_TEST(not_implemented_has_a_code)
 }
 END_TEST
 
+/* common/pool.h: LIFO reuse through the object's own link field (not at
+ * offset 0), at most RK_POOL_KEEP kept; a sanitizer build keeps none. */
+struct pooled {
+    uint64_t payload;
+    struct pooled *link;
+};
+
+START_TEST(pool_reuses_last_released_and_bounds)
+{
+    struct rk_pool p = {0};
+    const size_t off = offsetof(struct pooled, link);
+    ck_assert_ptr_null(rk_pool_get(&p, off));
+    enum { N = RK_POOL_KEEP + 3 };
+    struct pooled *o = calloc(N, sizeof(*o));
+    ck_assert_ptr_nonnull(o);
+    size_t kept = 0;
+    for (size_t i = 0; i < N; i++) {
+        o[i].payload = i;
+        kept += rk_pool_put(&p, &o[i], off);
+    }
+#ifdef RK_NO_POOLS
+    ck_assert_uint_eq(kept, 0);
+    ck_assert_ptr_null(rk_pool_get(&p, off));
+#else
+    ck_assert_uint_eq(kept, RK_POOL_KEEP);
+    ck_assert_uint_eq(p.len, RK_POOL_KEEP);
+    for (size_t i = RK_POOL_KEEP; i-- > 0;) { /* last kept comes first */
+        struct pooled *g = rk_pool_get(&p, off);
+        ck_assert_ptr_eq(g, &o[i]);
+        ck_assert_uint_eq(g->payload, i); /* only the link is the pool's */
+    }
+    ck_assert_uint_eq(p.len, 0);
+    ck_assert_ptr_null(rk_pool_get(&p, off));
+    ck_assert(rk_pool_put(&p, &o[5], off)); /* room again */
+    ck_assert_ptr_eq(rk_pool_get(&p, off), &o[5]);
+#endif
+    free(o);
+}
+END_TEST
+
 static Suite *common_suite(void)
 {
     Suite *s = suite_create("common");
@@ -83,6 +125,9 @@ static Suite *common_suite(void)
     tc = tcase_create("errors");
     tcase_add_test(tc, errors_named_both_ways);
     tcase_add_test(tc, not_implemented_has_a_code);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("pool");
+    tcase_add_test(tc, pool_reuses_last_released_and_bounds);
     suite_add_tcase(s, tc);
     return s;
 }
