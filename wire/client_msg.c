@@ -734,20 +734,6 @@ static int wire__creq_read(struct wire__rd *r, struct wire_creq *q)
     return rd_end(r, seen);
 }
 
-static int wire__rd_code(int rc, int bad)
-{
-    switch (rc) {
-    case 0:
-        return 0;
-    case WIRE__RD_BIG:
-        return RK_ETOOLARGE;
-    case WIRE__RD_NOMEM:
-        return -ENOMEM;
-    default:
-        return bad;
-    }
-}
-
 int wire_creq_decode(struct wire_creq *out, const uint8_t *body, size_t len)
 {
     memset(out, 0, sizeof(*out));

@@ -122,20 +122,6 @@ static void enc_str(struct rpc__enc *e, struct rk_slice s)
 
 /* ---- reading (the shared reader of wire_internal.h) -------------------- */
 
-/* The reader's codes as this file's errors; others pass unchanged. */
-static int rd_code(int rc)
-{
-    switch (rc) {
-    case WIRE__RD_BAD:
-    case WIRE__RD_NOMEM:
-        return RK_EPROTO;
-    case WIRE__RD_BIG:
-        return RK_ETOOLARGE;
-    default:
-        return rc;
-    }
-}
-
 /* A str or bin (kind) of at most max bytes; a declared length over max is
  * RK_ETOOLARGE even if the bytes are missing. */
 static int
@@ -354,7 +340,7 @@ int rpc_handshake_decode(struct rpc_handshake *out, struct rk_slice buf)
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
-        return rd_code(rc);
+        return wire__rd_code(rc, RK_EPROTO);
     *out = hs;
     return 0;
 }
@@ -500,7 +486,7 @@ int rpc_write_decode(struct rpc_write *out, struct rk_slice buf)
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
-        return rd_code(rc);
+        return wire__rd_code(rc, RK_EPROTO);
     *out = m;
     return 0;
 }
@@ -531,7 +517,7 @@ int rpc_write_ack_decode(struct rpc_write_ack *out, struct rk_slice buf)
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
-        return rd_code(rc);
+        return wire__rd_code(rc, RK_EPROTO);
     *out = m;
     return 0;
 }
@@ -568,7 +554,7 @@ int rpc_read_decode(struct rpc_read *out, struct rk_slice buf)
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
-        return rd_code(rc);
+        return wire__rd_code(rc, RK_EPROTO);
     *out = m;
     return 0;
 }
@@ -644,7 +630,7 @@ int rpc_read_resp_decode(struct rpc_read_resp *out, struct rk_slice buf)
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
-        return rd_code(rc);
+        return wire__rd_code(rc, RK_EPROTO);
     *out = m;
     return 0;
 }

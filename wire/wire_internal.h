@@ -17,6 +17,7 @@
 #ifndef RK_WIRE_INTERNAL_H
 #define RK_WIRE_INTERNAL_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -26,6 +27,23 @@
 /* Malformed, over a caller's limit, out of memory (the last only from the
  * callers' own allocations; the reader allocates nothing). */
 enum { WIRE__RD_BAD = -1, WIRE__RD_BIG = -2, WIRE__RD_NOMEM = -3 };
+
+/* A reader code as a decoder's error: malformed is `bad` (the decoder's own
+ * code: RK_EBADREQ for requests, RK_EPROTO otherwise), over a limit
+ * RK_ETOOLARGE, out of memory -ENOMEM; 0 and RK_ codes pass unchanged. */
+static inline int wire__rd_code(int rc, int bad)
+{
+    switch (rc) {
+    case WIRE__RD_BAD:
+        return bad;
+    case WIRE__RD_BIG:
+        return RK_ETOOLARGE;
+    case WIRE__RD_NOMEM:
+        return -ENOMEM;
+    default:
+        return rc;
+    }
+}
 
 /* How deep wire__rd_skip() follows nested arrays and maps. */
 #define WIRE__RD_DEPTH_MAX 16
