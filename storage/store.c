@@ -763,6 +763,7 @@ struct store_batch {
     size_t order_cap;
     uint8_t *log; /* the commit log record being built */
     size_t log_cap;
+    uint64_t lsn; /* its log record in the commit under way, 0: none */
 };
 
 int store_batch_new(store_batch **out)
@@ -866,9 +867,8 @@ static int store__apply(MDB_cursor *cur, const struct store__w *w, bool *fresh)
 {
     uint8_t kb[STORE__IKEY_MAX];
     MDB_val k = {store__ikey(kb, w->token, w->key), kb}, v;
-    MDB_val found = k; /* MDB_SET_KEY points it into the page */
     unsigned flags = MDB_RESERVE;
-    int rc = mdb_cursor_get(cur, &found, &v, MDB_SET_KEY);
+    int rc = mdb_cursor_get(cur, &k, &v, MDB_SET); /* k stays ours */
     if (rc == 0) {
         struct rk_slice uk, rec;
         struct store_record old, nw;
@@ -1241,17 +1241,26 @@ static int store__replay(store *s)
 
 /* Put b's logged writes into the memtable; returns the memtable's size
  * and *floor, the part of it kept back by stuck ranges. */
-static size_t store__mem_take(store *s, store_batch *b, size_t *floor)
+/* Put the pending writes of every batch whose status is 0 into the
+ * memtable (one memmu hold); returns its bytes and sets *floor. */
+static size_t store__mem_take(store *s,
+                              store_batch *const *bs,
+                              const int *status,
+                              size_t n,
+                              size_t *floor)
 {
     pthread_mutex_lock(&s->memmu);
-    for (size_t i = 0; i < b->n; i++) {
-        if (i + 8 < b->n)
-            store__mem_prefetch(s->mem, b->w[i + 8].token, 0);
-        if (i + 4 < b->n)
-            store__mem_prefetch(s->mem, b->w[i + 4].token, 1);
-        struct store__w *w = &b->w[i];
-        if (w->result == STORE__PENDING)
-            w->result = store__mem_put(s->mem, w->token, w->key, w->rec);
+    for (size_t j = 0; j < n; j++) {
+        store_batch *b = bs[j];
+        for (size_t i = 0; status[j] == 0 && i < b->n; i++) {
+            if (i + 8 < b->n)
+                store__mem_prefetch(s->mem, b->w[i + 8].token, 0);
+            if (i + 4 < b->n)
+                store__mem_prefetch(s->mem, b->w[i + 4].token, 1);
+            struct store__w *w = &b->w[i];
+            if (w->result == STORE__PENDING)
+                w->result = store__mem_put(s->mem, w->token, w->key, w->rec);
+        }
     }
     size_t bytes = store__mem_bytes(s->mem);
     *floor = s->mem_floor;
@@ -1441,30 +1450,42 @@ int store__checkpoint_locked(store *s,
     return rc;
 }
 
-/* Log b's writes, wait for the log to be durable (group commit) and put
- * them in the memtable. `handoff` (may be NULL) runs right after the append,
- * so the next group can append while this one syncs. */
-static int store__commit_logged(store *s,
-                                store_batch *b,
-                                void (*handoff)(store *),
-                                bool *handed)
+/* Log each batch as its own record, wait for one log sync covering them
+ * all (group commit) and put them in the memtable; status[i] is batch i's
+ * result. `handoff` (may be NULL) runs right after the appends, so the next
+ * group can append while this one syncs. */
+static void store__commit_logged(store *s,
+                                 store_batch *const *bs,
+                                 size_t n,
+                                 int *status,
+                                 void (*handoff)(store *),
+                                 bool *handed)
 {
-    uint64_t lsn;
-    size_t bytes = 0, floor = 0;
+    uint64_t last = 0;
+    size_t floor = 0;
     pthread_rwlock_rdlock(&s->walock);
-    int rc = store__log_batch(s, b, &lsn, false);
+    for (size_t i = 0; i < n; i++) {
+        bs[i]->lsn = 0;
+        status[i] = bs[i]->n > UINT32_MAX
+                        ? RK_ETOOLARGE
+                        : store__log_batch(s, bs[i], &bs[i]->lsn, false);
+        if (bs[i]->lsn > last)
+            last = bs[i]->lsn;
+    }
     if (handoff != NULL) {
         handoff(s);
         *handed = true;
     }
-    if (rc == 0 && s->o.durability == STORE_GROUP_COMMIT)
-        rc = store__wal_sync(s->wal, lsn);
-    if (rc == 0)
-        bytes = store__mem_take(s, b, &floor);
+    int rc = 0;
+    if (last != 0 && s->o.durability == STORE_GROUP_COMMIT)
+        rc = store__wal_sync(s->wal, last);
+    /* a batch that logged nothing waited for no sync: its status stays */
+    for (size_t i = 0; i < n; i++)
+        if (status[i] == 0 && bs[i]->lsn != 0)
+            status[i] = rc;
+    size_t bytes = store__mem_take(s, bs, status, n, &floor);
     pthread_rwlock_unlock(&s->walock);
-    if (rc == 0)
-        store__mem_check(s, bytes, floor);
-    return rc;
+    store__mem_check(s, bytes, floor);
 }
 
 void store_batch_commit_many(store *s,
@@ -1472,41 +1493,14 @@ void store_batch_commit_many(store *s,
                              size_t n,
                              int *status)
 {
-    uint64_t last = 0;
-    size_t bytes = 0, floor = 0;
-    bool taken = false;
-    pthread_rwlock_rdlock(&s->walock);
-    for (size_t i = 0; i < n; i++) {
-        uint64_t lsn = 0;
-        status[i] = bs[i]->n > UINT32_MAX
-                        ? RK_ETOOLARGE
-                        : store__log_batch(s, bs[i], &lsn, false);
-        if (lsn > last)
-            last = lsn;
-    }
-    int rc = 0;
-    if (last != 0 && s->o.durability == STORE_GROUP_COMMIT)
-        rc = store__wal_sync(s->wal, last);
-    for (size_t i = 0; i < n; i++) {
-        if (status[i] == 0)
-            status[i] = rc;
-        if (status[i] == 0 && bs[i]->n != 0) {
-            bytes = store__mem_take(s, bs[i], &floor);
-            taken = true;
-        }
-    }
-    pthread_rwlock_unlock(&s->walock);
-    if (taken)
-        store__mem_check(s, bytes, floor);
+    store__commit_logged(s, bs, n, status, NULL, NULL);
 }
 
 int store_batch_commit(store *s, store_batch *b)
 {
-    if (b->n == 0)
-        return 0;
-    if (b->n > UINT32_MAX)
-        return RK_ETOOLARGE;
-    return store__commit_logged(s, b, NULL, NULL);
+    int rc;
+    store__commit_logged(s, &b, 1, &rc, NULL, NULL);
+    return rc;
 }
 
 /* ---- store_put: group commit across threads ----------------------------- */
@@ -1566,7 +1560,7 @@ int store_put(store *s, struct rk_slice key, struct rk_slice rec)
             rc = store__batch_push(b, rk_token(w->key.p, w->key.len), w->key,
                                    w->rec, false);
         if (rc == 0)
-            rc = store__commit_logged(s, b, store__lead_next, &handed);
+            store__commit_logged(s, &b, 1, &rc, store__lead_next, &handed);
         if (!handed)
             store__lead_next(s);
         size_t i = 0;
