@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -313,66 +314,75 @@ END_TEST
 
 /* store_batch_commit_many: each batch gets the results store_batch_commit
  * would give it (an empty batch, one whose key no range holds, LWW between
- * batches of one call in either order), all durable across a reopen. */
+ * batches of one call in both orders), and what it acknowledged is in the
+ * log: a child process commits and exits without store_free (so without
+ * the checkpoint that would put it in the envs), and the parent's reopen
+ * finds it all by replaying the log. */
+static void add_rec(store_batch *b, const char *key, uint64_t ts, const char *v)
+{
+    size_t n;
+    uint8_t *r = rec(&n, ts, 0, 0, v, strlen(v));
+    ck_assert_int_eq(
+        store_batch_add(b, RK_SLICE(key, strlen(key)), RK_SLICE(r, n)), 0);
+    free(r);
+}
+
 START_TEST(commit_many_results_and_durability)
 {
     mk_tmp();
-    store *s = open_store(NULL);
     uint64_t tk = rk_token("x", 1);
-    ck_assert_int_eq(store_range_create(s, (struct store_range){tk, tk - 1}),
-                     0); /* every token but tk: "x" has no range */
     enum { NB = 5 };
-    store_batch *bs[NB];
-    for (int i = 0; i < NB; i++)
-        ck_assert_int_eq(store_batch_new(&bs[i]), 0);
-    size_t n;
-    uint8_t *r;
     char key[16], val[16];
-    for (int i = 1; i < NB; i++) /* bs[0] stays empty */
-        for (int k = 0; k < 20; k++) {
-            snprintf(key, sizeof(key), "b%d-%d", i, k);
-            snprintf(val, sizeof(val), "v%d", k);
-            r = rec(&n, 10, 0, 0, val, strlen(val));
-            ck_assert_int_eq(store_batch_add(bs[i], RK_SLICE(key, strlen(key)),
-                                             RK_SLICE(r, n)),
-                             0);
-            free(r);
-        }
-    r = rec(&n, 10, 0, 0, "lost", 4);
-    ck_assert_int_eq(store_batch_add(bs[2], RK_SLICE("x", 1), RK_SLICE(r, n)),
-                     0);
-    free(r);
-    /* one key in two batches: the later timestamp wins whichever is first */
-    r = rec(&n, 30, 0, 0, "newer", 5);
-    ck_assert_int_eq(
-        store_batch_add(bs[3], RK_SLICE("both", 4), RK_SLICE(r, n)), 0);
-    free(r);
-    r = rec(&n, 20, 0, 0, "older", 5);
-    ck_assert_int_eq(
-        store_batch_add(bs[4], RK_SLICE("both", 4), RK_SLICE(r, n)), 0);
-    free(r);
-    int st[NB];
-    memset(st, 0x55, sizeof(st));
-    store_batch_commit_many(s, bs, NB, st);
-    for (int i = 0; i < NB; i++)
-        ck_assert_int_eq(st[i], 0);
-    ck_assert_int_eq(store_batch_result(bs[2], 20), RK_ENOTFOUND);
-    ck_assert_int_eq(store_batch_result(bs[3], 20), 0);
-    ck_assert_int_eq(store_batch_result(bs[4], 20), 0);
-    for (int round = 0; round < 2; round++) {
-        for (int i = 1; i < NB; i++)
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) { /* no ck_assert here: the parent judges by exit code */
+        store *s = NULL;
+        struct store_opts o = STORE_OPTS_INIT;
+        o.data_dir = tmpdir;
+        if (store_open(&s, &o) != 0 ||
+            store_range_create(s, (struct store_range){tk, tk - 1}) != 0)
+            _exit(2); /* every token but tk: "x" has no range */
+        store_batch *bs[NB];
+        for (int i = 0; i < NB; i++)
+            if (store_batch_new(&bs[i]) != 0)
+                _exit(2);
+        for (int i = 1; i < NB; i++) /* bs[0] stays empty */
             for (int k = 0; k < 20; k++) {
                 snprintf(key, sizeof(key), "b%d-%d", i, k);
                 snprintf(val, sizeof(val), "v%d", k);
-                expect(s, key, val);
+                add_rec(bs[i], key, 10, val);
             }
-        expect(s, "both", "newer");
-        expect(s, "x", NULL);
-        store_free(s); /* the log alone must bring them back */
-        s = open_store(NULL);
+        add_rec(bs[2], "x", 10, "lost");
+        add_rec(bs[3], "ab", 30, "newer"); /* the newer one first... */
+        add_rec(bs[4], "ab", 20, "older");
+        add_rec(bs[3], "ba", 20, "older"); /* ...and second */
+        add_rec(bs[4], "ba", 30, "newer");
+        int st[NB];
+        memset(st, 0x55, sizeof(st));
+        store_batch_commit_many(s, bs, NB, st);
+        for (int i = 0; i < NB; i++)
+            if (st[i] != 0)
+                _exit(3);
+        if (store_batch_result(bs[2], 20) != RK_ENOTFOUND ||
+            store_batch_result(bs[3], 21) != 0 ||
+            store_batch_result(bs[4], 21) != 0)
+            _exit(4);
+        _exit(0); /* no store_free: no checkpoint */
     }
-    for (int i = 0; i < NB; i++)
-        store_batch_free(bs[i]);
+    int wst;
+    ck_assert_int_eq(waitpid(pid, &wst, 0), pid);
+    ck_assert(WIFEXITED(wst));
+    ck_assert_int_eq(WEXITSTATUS(wst), 0);
+    store *s = open_store(NULL);
+    for (int i = 1; i < NB; i++)
+        for (int k = 0; k < 20; k++) {
+            snprintf(key, sizeof(key), "b%d-%d", i, k);
+            snprintf(val, sizeof(val), "v%d", k);
+            expect(s, key, val);
+        }
+    expect(s, "ab", "newer");
+    expect(s, "ba", "newer");
+    expect(s, "x", NULL);
     store_free(s);
     rm_tmp();
 }
@@ -1509,8 +1519,9 @@ END_TEST
 /* The memtable apply overwrites through one cursor per env transaction
  * (MDB_CURRENT after the lookup): a value that keeps its size is changed in
  * place, one that grows or shrinks (across LMDB's overflow pages too) is
- * replaced, an older write loses, a tombstone replaces, and every key of a
- * many-page env keeps its own value. */
+ * replaced, a tombstone replaces, an older write applied later loses to
+ * the stored record, and every key of a many-page env keeps its own
+ * value. */
 START_TEST(apply_overwrites_resized_values)
 {
     mk_tmp();
@@ -1541,6 +1552,20 @@ START_TEST(apply_overwrites_resized_values)
             val[n] = 0;
             expect(s, key, n ? val : NULL);
         }
+    }
+    /* an older write applied on its own loses to the stored record (the
+     * apply's lookup decides, not the memtable) */
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof(key), "k%05d", i);
+        ck_assert_int_eq(put(s, key, 50, "stale"), 0);
+    }
+    ck_assert_int_eq(store_flush(s), 0);
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof(key), "k%05d", i);
+        size_t n = sizes[(size_t)(i + ROUNDS - 1) % 6];
+        memset(val, 'a' + (i + ROUNDS - 1) % 26, n);
+        val[n] = 0;
+        expect(s, key, n ? val : NULL);
     }
     struct store_range_info info;
     ck_assert_int_eq(store_range_info(&info, s, WHOLE), 0);
