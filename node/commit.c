@@ -165,7 +165,6 @@ static void on_commit_done(uv_async_t *a)
         job_free(j);
         j = next;
     }
-    n->totals.valid = false; /* keys and bytes changed */
     node__stop_progress(n);
 }
 

@@ -188,8 +188,9 @@ struct node {
 
     /* node__obs_store_totals' cache */
     struct {
-        uint64_t ranges, keys, bytes;
-        uint64_t at_ms; /* loop clock when computed */
+        uint64_t ranges, keys, bytes; /* of the envs, memtable not counted */
+        uint64_t at_ms;               /* loop clock when computed */
+        uint64_t applies;             /* store_mem_info's applies then */
         bool valid;
     } totals;
 };

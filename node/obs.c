@@ -227,36 +227,34 @@ void node__obs_store_totals(node *n,
     *ranges = *keys = *bytes = 0;
     if (!n->store)
         return;
-    uint64_t now = uv_now(n->loop);
-    if (n->totals.valid && now - n->totals.at_ms < NODE_TOTALS_MAX_AGE_MS) {
-        *ranges = n->totals.ranges;
-        *keys = n->totals.keys;
-        *bytes = n->totals.bytes;
-        return;
-    }
-    struct store_range *rs = NULL;
-    size_t nr = 0;
-    if (store_range_list(&rs, &nr, n->store) < 0)
-        return;
-    for (size_t i = 0; i < nr; i++) {
-        struct store_range_info ri;
-        if (store_range_info(&ri, n->store, rs[i]) == 0) {
-            *keys += ri.keys;
-            *bytes += ri.disk_bytes;
-        }
-    }
     /* Writes not yet applied to the envs count too (within about a
      * second they are; a key written again meanwhile counts twice). */
     struct store_mem_info mi;
     store_mem_info(&mi, n->store);
-    *keys += mi.writes;
-    *ranges = nr;
-    free(rs);
-    n->totals.ranges = *ranges;
-    n->totals.keys = *keys;
-    n->totals.bytes = *bytes;
-    n->totals.at_ms = now;
-    n->totals.valid = true;
+    uint64_t now = uv_now(n->loop);
+    if (!n->totals.valid || n->totals.applies != mi.applies ||
+        now - n->totals.at_ms >= NODE_TOTALS_MAX_AGE_MS) {
+        struct store_range *rs = NULL;
+        size_t nr = 0;
+        if (store_range_list(&rs, &nr, n->store) < 0)
+            return;
+        n->totals.keys = n->totals.bytes = 0;
+        for (size_t i = 0; i < nr; i++) {
+            struct store_range_info ri;
+            if (store_range_info(&ri, n->store, rs[i]) == 0) {
+                n->totals.keys += ri.keys;
+                n->totals.bytes += ri.disk_bytes;
+            }
+        }
+        free(rs);
+        n->totals.ranges = nr;
+        n->totals.at_ms = now;
+        n->totals.applies = mi.applies;
+        n->totals.valid = true;
+    }
+    *ranges = n->totals.ranges;
+    *keys = n->totals.keys + mi.writes;
+    *bytes = n->totals.bytes;
 }
 
 static void obs_sync(struct obs *o)

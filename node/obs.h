@@ -48,10 +48,11 @@ void node__obs_overloaded(node *n, int op, enum node_cl cl);
  * @note malloc'd, owned by the caller. */
 char *node__obs_text(node *n, size_t *out_len);
 
-/* Totals of the local store: ranges held, keys, bytes on disk. Walking
- * every range costs a read of each one's stats, so the result is cached
- * (gossip's LOAD, /metrics, METRICS and INFO share it) until a group
- * commit lands or NODE_TOTALS_MAX_AGE_MS pass. */
+/* Totals of the local store: ranges held, keys (the memtable's included,
+ * read live), bytes on disk. Walking every range costs a read of each one's
+ * stats, so the envs' part is cached (gossip's LOAD, /metrics, METRICS and
+ * INFO share it) until the memtable is next applied to them or
+ * NODE_TOTALS_MAX_AGE_MS pass. */
 #define NODE_TOTALS_MAX_AGE_MS 1000
 void node__obs_store_totals(node *n,
                             uint64_t *ranges,

@@ -1322,6 +1322,7 @@ static int store__apply_imm(store *s)
     pthread_mutex_lock(&s->memmu);
     store__mem *old = s->imm;
     s->imm = NULL;
+    s->mem_applies++;
     s->mem_floor = kept;
     pthread_mutex_unlock(&s->memmu);
     store__mem_free(old);
@@ -1359,6 +1360,7 @@ void store_mem_info(struct store_mem_info *out, store *s)
     pthread_mutex_lock(&s->memmu);
     out->writes = store__mem_count(s->mem);
     out->bytes = store__mem_bytes(s->mem);
+    out->applies = s->mem_applies;
     if (s->imm != NULL) {
         out->writes += store__mem_count(s->imm);
         out->bytes += store__mem_bytes(s->imm);

@@ -312,8 +312,10 @@ int store_range_info(struct store_range_info *out,
                      struct store_range r);
 
 struct store_mem_info {
-    uint64_t writes; /* keys with a write in the memtable */
-    uint64_t bytes;  /* memory they hold */
+    uint64_t writes;  /* keys with a write in the memtable */
+    uint64_t bytes;   /* memory they hold */
+    uint64_t applies; /* applies to the envs so far: when it moves, the
+                         envs' keys and bytes (store_range_info) changed */
 };
 
 /* The memtable: writes committed but not yet applied to the range envs

@@ -128,8 +128,9 @@ struct store {
     pthread_mutex_t flmu;
     store__mem *mem;
     store__mem *imm;
-    size_t mem_limit; /* flush past this many bytes */
-    size_t mem_floor; /* bytes kept in mem by stuck ranges (under memmu) */
+    size_t mem_limit;     /* flush past this many bytes */
+    size_t mem_floor;     /* bytes kept in mem by stuck ranges (under memmu) */
+    uint64_t mem_applies; /* memtable applies finished (under memmu) */
     /* background thread: periodic log syncs and due checkpoints */
     pthread_t syncer;
     bool syncer_on;

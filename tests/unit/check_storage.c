@@ -1477,9 +1477,15 @@ START_TEST(memtable_reads_merge_with_env)
     store_mem_info(&mi, s);
     ck_assert_uint_eq(mi.writes, 3);
     ck_assert_uint_gt(mi.bytes, 0);
+    uint64_t applies = mi.applies;
     ck_assert_int_eq(store_flush(s), 0);
     store_mem_info(&mi, s);
     ck_assert_uint_eq(mi.writes, 0);
+    ck_assert_uint_gt(mi.applies, applies); /* the envs changed */
+    applies = mi.applies;
+    ck_assert_int_eq(store_flush(s), 0); /* nothing to apply */
+    store_mem_info(&mi, s);
+    ck_assert_uint_eq(mi.applies, applies);
     struct store_range_info info;
     ck_assert_int_eq(store_range_info(&info, s, WHOLE), 0);
     ck_assert_uint_eq(info.keys, 3);
