@@ -106,11 +106,8 @@ static void *committer_main(void *arg)
     pthread_setname_np(pthread_self(), "rk-commit");
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        while (!q->head && !q->stop) {
-            q->idle++;
+        while (!q->head && !q->stop)
             pthread_cond_wait(&q->cv, &q->mu);
-            q->idle--;
-        }
         if (!q->head)
             break; /* stopping, and nothing is left */
         size_t k = 0;
@@ -123,18 +120,20 @@ static void *committer_main(void *arg)
             q->tail = NULL;
         pthread_mutex_unlock(&q->mu);
         store_batch_commit_many(n->store, bs, k, st);
-        pthread_mutex_lock(&q->mu);
         for (size_t i = 0; i < k; i++) {
             js[i]->status = st[i];
             js[i]->lead = i == 0;
-            js[i]->next = NULL;
-            if (q->done_tail)
-                q->done_tail->next = js[i];
-            else
-                q->done = js[i];
-            q->done_tail = js[i];
+            js[i]->next = i + 1 < k ? js[i + 1] : NULL;
         }
-        uv_async_send(&q->async);
+        pthread_mutex_lock(&q->mu);
+        if (q->done_tail)
+            q->done_tail->next = js[0];
+        else
+            q->done = js[0];
+        q->done_tail = js[k - 1];
+        pthread_mutex_unlock(&q->mu);
+        uv_async_send(&q->async); /* closed only after this thread's join */
+        pthread_mutex_lock(&q->mu);
     }
     pthread_mutex_unlock(&q->mu);
     return NULL;
@@ -206,8 +205,7 @@ void node__commit_flush(node *n)
     else
         q->head = j;
     q->tail = j;
-    if (q->idle) /* else a busy committer takes it when its sync ends */
-        pthread_cond_signal(&q->cv);
+    pthread_cond_signal(&q->cv); /* no syscall when it is not waiting */
     pthread_mutex_unlock(&q->mu);
     n->commit_running++;
 }

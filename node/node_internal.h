@@ -78,7 +78,6 @@ struct commit_queue {
     struct commit_job *head, *tail;      /* waiting for a committer */
     struct commit_job *done, *done_tail; /* committed, for the loop */
     bool inited, stop;
-    int idle; /* committers waiting on cv */
     pthread_t th[NODE_COMMITTERS];
     int nth;
     uv_async_t async; /* wakes the loop for done */
