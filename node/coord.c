@@ -113,8 +113,8 @@ struct creq {
     int rep_dc[RING_MAX_REPLICAS];
     struct creply r[RING_MAX_REPLICAS];
     struct crep rp[RING_MAX_REPLICAS];
-    struct cctx ctx[RING_MAX_REPLICAS];
     /* ---- kept across reuse ---- */
+    struct cctx ctx[RING_MAX_REPLICAS]; /* {q, i}: set once at malloc */
     struct creq *next_free;
     struct rpc_buf wmsg; /* encoded rpc_write (or rpc_read) */
     uint8_t *srec;       /* encoded store record (hints) */
@@ -176,10 +176,6 @@ static int plan(node *n, struct creq *q)
         nr = RING_MAX_REPLICAS;
     q->nrep = (uint32_t)nr;
     memset(q->r, 0, nr * sizeof(q->r[0]));
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        q->ctx[i].q = q;
-        q->ctx[i].i = i;
-    }
     plan_peers(n, q);
     const char *dcname[RING_MAX_REPLICAS];
     int ndc = 1;
@@ -521,6 +517,8 @@ static struct creq *creq_new(node *n,
         q->wmsg = (struct rpc_buf)RPC_BUF_INIT;
         q->srec = NULL;
         q->srec_cap = 0;
+        for (uint32_t i = 0; i < RING_MAX_REPLICAS; i++)
+            q->ctx[i] = (struct cctx){.q = q, .i = i};
     }
     memset(q, 0, CREQ_ZEROED);
     rpc_buf_reset(&q->wmsg);
