@@ -46,10 +46,9 @@
 
 enum { C_GET = 0, C_PUT, C_DEL };
 
-#define COORD_BACKGROUND_FACTOR 4
-#define CREQ_LINK               offsetof(struct creq, next_free)
-#define COORD_KEY_INLINE        64
-#define COORD_BUF_KEEP          4096 /* encode buffers kept across reuse */
+#define CREQ_LINK        offsetof(struct creq, next_free)
+#define COORD_KEY_INLINE 64
+#define COORD_BUF_KEEP   4096 /* encode buffers kept across reuse */
 
 struct cons {
     int dc; /* -1: any DC */

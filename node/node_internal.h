@@ -258,6 +258,12 @@ int node__local_read(node *n,
                      struct rpc_record *rec,
                      uint8_t **buf);
 
+/* Answered coordinator requests still waiting for replicas are bounded at
+ * this many times max_inflight (coord.c; the metric's help says it). */
+#define COORD_BACKGROUND_FACTOR 4
+#define NODE_STR_(x)            #x
+#define NODE_STR(x)             NODE_STR_(x)
+
 /* ---- commit.c ---- */
 /* Queue a write of (key, encoded record) for the next group commit; cb
  * gets the write's result after its fsync. Errors returned at once (cb not

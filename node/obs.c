@@ -179,7 +179,7 @@ static int obs_register(struct obs *o)
       METRICS_GAUGE, 0, NULL);
     F(coord_background, "ringkv_coordinator_background_requests",
       "Answered coordinator requests still waiting for slower replicas "
-      "(bound: 4 x max_inflight).",
+      "(bound: " NODE_STR(COORD_BACKGROUND_FACTOR) " x max_inflight).",
       METRICS_GAUGE, 0, NULL);
     F(conns_total, "ringkv_client_connections_total",
       "Client connections accepted, by protocol.", METRICS_COUNTER, 1,
