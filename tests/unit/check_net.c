@@ -686,6 +686,7 @@ struct fig {
     net_peers *p;
     const char *addr;
     int sent, done, bad;
+    int limit; /* stop sending after this many */
 };
 
 static void fig_cb(void *arg, int status, struct rk_slice resp)
@@ -694,7 +695,7 @@ static void fig_cb(void *arg, int status, struct rk_slice resp)
     f->done++;
     if (status != 0 || resp.len != 100)
         f->bad++;
-    if (f->sent < FIG_N) {
+    if (f->sent < f->limit) {
         uint8_t pl[100] = {0};
         f->sent++;
         if (net_peers_request(f->p, f->addr, RK_SLICE(pl, sizeof(pl)), 60000,
@@ -720,7 +721,7 @@ fig_run(bool batched, uint64_t *client_writes, uint64_t *server_writes)
     ck_assert_int_eq(net_server_new(&v.s, &e.loop, &so), 0);
     struct net_peers_opts po = NET_PEERS_OPTS_INIT;
     po.no_batching = !batched;
-    struct fig f = {0};
+    struct fig f = {.limit = FIG_N};
     ck_assert_int_eq(net_peers_new(&f.p, &e.loop, &po), 0);
     char a[64];
     f.addr = addr_of(a, sizeof(a), net_server_port(v.s));
@@ -776,33 +777,11 @@ END_TEST
 #define STEADY_WINDOW 64
 #define STEADY_N      4000
 
-struct steady {
-    net_peers *p;
-    const char *addr;
-    int sent, done, bad;
-    int limit; /* stop sending after this many */
-};
-
-static void steady_cb(void *arg, int status, struct rk_slice resp)
-{
-    struct steady *s = arg;
-    s->done++;
-    if (status != 0 || resp.len != 100)
-        s->bad++;
-    if (s->sent < s->limit) {
-        uint8_t pl[100] = {0};
-        s->sent++;
-        if (net_peers_request(s->p, s->addr, RK_SLICE(pl, sizeof(pl)), 60000,
-                              steady_cb, s) != 0)
-            s->bad++;
-    }
-}
-
 /* The echo server of this test: no ck_assert on the way (check allocates
  * even for an assertion that holds). */
 static int steady_frame(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
 {
-    struct steady *s = arg;
+    struct fig *s = arg;
     if (net_conn_reply(c, id, f) != 0)
         s->bad++;
     return 0;
@@ -812,7 +791,7 @@ START_TEST(rpc_steady_state_allocates_nothing)
 {
     struct env e;
     struct srv v = {0};
-    struct steady s = {0};
+    struct fig s = {0};
     env_init(&e);
     struct net_server_opts so = NET_SERVER_OPTS_INIT;
     so.rpc = true;
@@ -827,7 +806,7 @@ START_TEST(rpc_steady_state_allocates_nothing)
         uint8_t pl[100] = {0};
         s.sent++;
         ck_assert_int_eq(net_peers_request(s.p, s.addr, RK_SLICE(pl, 100),
-                                           60000, steady_cb, &s),
+                                           60000, fig_cb, &s),
                          0);
     }
     RUN_UNTIL(&e, s.done >= STEADY_N - STEADY_WINDOW || s.bad);
