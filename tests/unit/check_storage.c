@@ -317,7 +317,8 @@ END_TEST
  * batches of one call in both orders), and what it acknowledged is in the
  * log: a child process commits and exits without store_free (so without
  * the checkpoint that would put it in the envs), and the parent's reopen
- * finds it all by replaying the log. */
+ * finds it all by replaying the log. (A missing fsync cannot show here, nor
+ * in any test that only ends a process: the page cache outlives it.) */
 static void add_rec(store_batch *b, const char *key, uint64_t ts, const char *v)
 {
     size_t n;
