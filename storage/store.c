@@ -1139,14 +1139,14 @@ static size_t store__get32(const uint8_t *p)
     return (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
 }
 
-/* Append b's pending writes to the log as one record (under walock held
- * shared). *out_lsn = 0 when there was nothing to log. Writes to a stuck
- * range get its error unless `stuck_too`. */
+/* Encode b's pending writes as one log record in b->log; *out_bytes = 0
+ * when there is nothing to log. Writes to a stuck range get its error
+ * unless `stuck_too`. */
 static int
-store__log_batch(store *s, store_batch *b, uint64_t *out_lsn, bool stuck_too)
+store__log_encode(store *s, store_batch *b, size_t *out_bytes, bool stuck_too)
 {
     size_t n = 0, bytes = 4;
-    *out_lsn = 0;
+    *out_bytes = 0;
     pthread_rwlock_rdlock(&s->maplock);
     for (size_t i = 0; i < b->n; i++) {
         struct store__w *w = &b->w[i];
@@ -1188,8 +1188,22 @@ store__log_batch(store *s, store_batch *b, uint64_t *out_lsn, bool stuck_too)
         memcpy(p + 8 + w->key.len, w->rec.p, w->rec.len);
         p += 8 + w->key.len + w->rec.len;
     }
+    *out_bytes = bytes;
+    return 0;
+}
+
+/* Append b's pending writes to the log as one record (under walock held
+ * shared). *out_lsn = 0 when there was nothing to log. */
+static int
+store__log_batch(store *s, store_batch *b, uint64_t *out_lsn, bool stuck_too)
+{
+    size_t bytes;
+    *out_lsn = 0;
+    int rc = store__log_encode(s, b, &bytes, stuck_too);
+    if (rc || bytes == 0)
+        return rc;
     int flags = 0;
-    int rc = store__wal_append(out_lsn, &flags, s->wal, b->log, bytes);
+    rc = store__wal_append(out_lsn, &flags, s->wal, b->log, bytes);
     if (flags)
         store__bg_due(s, flags);
     return rc;
@@ -1466,13 +1480,34 @@ static void store__commit_logged(store *s,
     uint64_t last = 0;
     size_t floor = 0;
     pthread_rwlock_rdlock(&s->walock);
-    for (size_t i = 0; i < n; i++) {
-        bs[i]->lsn = 0;
-        status[i] = bs[i]->n > UINT32_MAX
-                        ? RK_ETOOLARGE
-                        : store__log_batch(s, bs[i], &bs[i]->lsn, false);
-        if (bs[i]->lsn > last)
-            last = bs[i]->lsn;
+    /* The records of up to 64 batches go to the log in one write (wal.h). */
+    for (size_t base = 0; base < n; base += 64) {
+        struct store__wal_rec rs[64];
+        size_t ri[64], nr = 0, end = n - base > 64 ? base + 64 : n;
+        for (size_t i = base; i < end; i++) {
+            size_t bytes = 0;
+            bs[i]->lsn = 0;
+            status[i] = bs[i]->n > UINT32_MAX
+                            ? RK_ETOOLARGE
+                            : store__log_encode(s, bs[i], &bytes, false);
+            if (status[i] == 0 && bytes > 0) {
+                rs[nr] = (struct store__wal_rec){bs[i]->log, bytes, 0};
+                ri[nr++] = i;
+            }
+        }
+        if (nr == 0)
+            continue;
+        int flags = 0;
+        int rc = store__wal_append_many(&flags, s->wal, rs, nr);
+        if (flags)
+            store__bg_due(s, flags);
+        for (size_t j = 0; j < nr; j++) {
+            bs[ri[j]]->lsn = rs[j].lsn;
+            if (rs[j].lsn == 0)
+                status[ri[j]] = rc;
+            else if (rs[j].lsn > last)
+                last = rs[j].lsn;
+        }
     }
     if (handoff != NULL) {
         handoff(s);

@@ -44,7 +44,9 @@ struct store__wal {
     int fd; /* the current segment (the newest), -1 before start */
     uint64_t seq;
     uint64_t off;
-    uint64_t filled;  /* bytes of the current file written (records, zeros) */
+    uint64_t filled; /* bytes of the current file written (records, zeros) */
+    uint8_t *buf;    /* records being written, headers and payloads */
+    size_t bufcap;
     uint64_t rno;     /* number of the last record appended */
     uint64_t synced;  /* records up to this one are durable */
     int nsyncing;     /* fdatasyncs in flight (at most WAL_SYNCS) */
@@ -174,6 +176,7 @@ void store__wal_free(store__wal *w)
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
     free(w->segs);
+    free(w->buf);
     free(w->dir);
     free(w);
 }
@@ -285,6 +288,7 @@ static int wal_new_seg(store__wal *w, uint64_t seq)
 /* Seal the current segment (durable, closed) and start the next. Under
  * mu; waits for a sync in flight on the old descriptor. */
 static int wal_write(store__wal *w, const uint8_t *p, size_t len);
+static int wal_write_recs(store__wal *w, struct store__wal_rec *r, size_t n);
 
 static int wal_rotate(store__wal *w)
 {
@@ -392,45 +396,86 @@ uint64_t store__wal_last(store__wal *w)
  * sync need not wait for it to end before its own starts. */
 #define WAL_SYNCS 2
 
-/* Write one record at the append position. Under mu. */
-static int wal_write(store__wal *w, const uint8_t *p, size_t len)
+/* Room for `n` bytes in buf. */
+static int wal_reserve(store__wal *w, size_t n)
 {
-    uint8_t h[STORE__WAL_HDR];
-    wal_put32(h, WAL_MAGIC);
-    wal_put32(h + 4, (uint32_t)len);
-    wal_put64(h + 8, w->seq);
-    wal_put64(h + 16, w->rno + 1);
-    wal_put64(h + 24, wal_hash(h, p, len));
-    struct iovec iov[2] = {{h, sizeof(h)}, {(void *)p, len}};
-    size_t total = sizeof(h) + len, done = 0;
-    while (done < total) {
-        ssize_t n = pwritev(w->fd, iov, 2, (off_t)(w->off + done));
-        if (n < 0 && errno == EINTR)
+    if (n <= w->bufcap)
+        return 0;
+    size_t cap = w->bufcap ? w->bufcap : 16384;
+    while (cap < n)
+        cap *= 2;
+    uint8_t *b = malloc(cap); /* nothing in buf is kept */
+    if (b == NULL)
+        return -ENOMEM;
+    free(w->buf);
+    w->buf = b;
+    w->bufcap = cap;
+    return 0;
+}
+
+static int wal_pwrite(int fd, const uint8_t *p, size_t n, uint64_t at)
+{
+    while (n > 0) {
+        ssize_t r = pwrite(fd, p, n, (off_t)at);
+        if (r < 0 && errno == EINTR)
             continue;
-        if (n <= 0) {
-            int rc = n < 0 ? -errno : -EIO;
-            /* Leave no partial record behind: later records would be
-             * read as following a torn tail. Zeros are harmless. */
-            static const uint8_t zeros[STORE__WAL_HDR];
-            if (pwrite(w->fd, zeros, sizeof(zeros), (off_t)w->off) !=
-                (ssize_t)sizeof(zeros))
-                w->broken = rc;
-            return rc;
-        }
-        done += (size_t)n;
-        for (int i = 0; i < 2 && n > 0; i++) {
-            size_t step =
-                (size_t)n < iov[i].iov_len ? (size_t)n : iov[i].iov_len;
-            iov[i].iov_base = (uint8_t *)iov[i].iov_base + step;
-            iov[i].iov_len -= step;
-            n -= (ssize_t)step;
-        }
+        if (r <= 0)
+            return r < 0 ? -errno : -EIO;
+        p += r;
+        n -= (size_t)r;
+        at += (uint64_t)r;
+    }
+    return 0;
+}
+
+/* Write records r[0..n) at the append position with one write (each with
+ * its header; lsn = its record number). Under mu. */
+static int wal_write_recs(store__wal *w, struct store__wal_rec *r, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += STORE__WAL_HDR + r[i].len;
+    int rc = wal_reserve(w, total);
+    if (rc)
+        return rc;
+    uint8_t *q = w->buf;
+    for (size_t i = 0; i < n; i++) {
+        wal_put32(q, WAL_MAGIC);
+        wal_put32(q + 4, (uint32_t)r[i].len);
+        wal_put64(q + 8, w->seq);
+        wal_put64(q + 16, w->rno + 1 + i);
+        if (r[i].len)
+            memcpy(q + STORE__WAL_HDR, r[i].p, r[i].len);
+        wal_put64(q + 24, wal_hash(q, q + STORE__WAL_HDR, r[i].len));
+        q += STORE__WAL_HDR + r[i].len;
+    }
+    if ((rc = wal_pwrite(w->fd, w->buf, total, w->off))) {
+        /* Leave no partial record behind: later records would be read as
+         * following a torn tail. Zeros are harmless. */
+        static const uint8_t zeros[STORE__WAL_HDR];
+        if (wal_pwrite(w->fd, zeros, sizeof(zeros), w->off) != 0)
+            w->broken = rc;
+        return rc;
+    }
+    if (w->bufcap > ((size_t)1 << 20)) { /* a big relog: not kept */
+        free(w->buf);
+        w->buf = NULL;
+        w->bufcap = 0;
     }
     w->off += total;
     if (w->off > w->filled)
         w->filled = w->off;
-    w->rno++;
+    w->rno += n;
+    for (size_t i = 0; i < n; i++)
+        r[i].lsn = w->rno - n + 1 + i;
     return 0;
+}
+
+/* Write one record at the append position. Under mu. */
+static int wal_write(store__wal *w, const uint8_t *p, size_t len)
+{
+    struct store__wal_rec r = {p, len, 0};
+    return wal_write_recs(w, &r, 1);
 }
 
 /* How far ahead of the append position zeros are kept: grows with the
@@ -445,39 +490,65 @@ static uint64_t wal_ahead(const store__wal *w)
     return a;
 }
 
+int store__wal_append_many(int *out_flags,
+                           store__wal *w,
+                           struct store__wal_rec *r,
+                           size_t n)
+{
+    *out_flags = 0;
+    for (size_t i = 0; i < n; i++)
+        r[i].lsn = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].len > UINT32_MAX - STORE__WAL_HDR)
+            return RK_ETOOLARGE;
+        if (r[i].len == 0)
+            return RK_EBADREQ; /* an empty payload is a seal */
+    }
+    int rc = 0;
+    pthread_mutex_lock(&w->mu);
+    if (!w->started) {
+        rc = RK_EINTERNAL;
+        goto unlock;
+    }
+    /* As many records as fit the current segment per write; a segment is
+     * sealed and the next started between writes. */
+    for (size_t i = 0; i < n && rc == 0;) {
+        if (w->broken) {
+            rc = w->broken;
+            break;
+        }
+        if (w->off > 0 && w->off + STORE__WAL_HDR + r[i].len > w->seg_bytes) {
+            if ((rc = wal_rotate(w)))
+                break;
+            *out_flags |= STORE__WAL_SEALED;
+        }
+        size_t k = 1;
+        uint64_t end = w->off + STORE__WAL_HDR + r[i].len;
+        while (i + k < n &&
+               end + STORE__WAL_HDR + r[i + k].len <= w->seg_bytes) {
+            end += STORE__WAL_HDR + r[i + k].len;
+            k++;
+        }
+        rc = wal_write_recs(w, r + i, k);
+        i += k;
+    }
+    if (w->filled - w->off < wal_ahead(w) / 2 && w->filled < w->seg_bytes)
+        *out_flags |= STORE__WAL_FILL;
+unlock:
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
 int store__wal_append(uint64_t *out_lsn,
                       int *out_flags,
                       store__wal *w,
                       const uint8_t *p,
                       size_t len)
 {
-    if (len > UINT32_MAX - STORE__WAL_HDR)
-        return RK_ETOOLARGE;
-    if (len == 0)
-        return RK_EBADREQ; /* an empty payload is a seal */
-    int rc = 0;
-    *out_flags = 0;
-    pthread_mutex_lock(&w->mu);
-    if (!w->started) {
-        rc = RK_EINTERNAL;
-        goto unlock;
-    }
-    if (w->broken) {
-        rc = w->broken;
-        goto unlock;
-    }
-    if (w->off > 0 && w->off + STORE__WAL_HDR + len > w->seg_bytes) {
-        if ((rc = wal_rotate(w)))
-            goto unlock;
-        *out_flags |= STORE__WAL_SEALED;
-    }
-    if ((rc = wal_write(w, p, len)))
-        goto unlock;
-    *out_lsn = w->rno;
-    if (w->filled - w->off < wal_ahead(w) / 2 && w->filled < w->seg_bytes)
-        *out_flags |= STORE__WAL_FILL;
-unlock:
-    pthread_mutex_unlock(&w->mu);
+    struct store__wal_rec r = {p, len, 0};
+    int rc = store__wal_append_many(out_flags, w, &r, 1);
+    if (rc == 0)
+        *out_lsn = r.lsn;
     return rc;
 }
 

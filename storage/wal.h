@@ -76,6 +76,23 @@ int store__wal_append(uint64_t *out_lsn,
                       const uint8_t *p,
                       size_t len);
 
+/* A record to append: payload p[0..len) (len > 0); lsn is set once it is
+ * written. */
+struct store__wal_rec {
+    const uint8_t *p;
+    size_t len;
+    uint64_t lsn;
+};
+
+/* Append r[0..n) in order, with one write per segment they go to (one
+ * for all, unless the segment fills). On error the records written before
+ * it keep their lsn (nonzero), the others have lsn 0; what failed leaves
+ * no trace. *out_flags as for store__wal_append. */
+int store__wal_append_many(int *out_flags,
+                           store__wal *w,
+                           struct store__wal_rec *r,
+                           size_t n);
+
 /* Return once every record up to `lsn` is on stable storage. */
 int store__wal_sync(store__wal *w, uint64_t lsn);
 

@@ -390,6 +390,68 @@ START_TEST(log_prefill_zeros_are_skipped)
 }
 END_TEST
 
+/* Several records in one append, across segments: numbered in order, all
+ * replayed; what goes to one segment is one write. */
+START_TEST(log_append_many_in_order)
+{
+    mk_tmp();
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 300), 0);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    uint8_t b[20][64];
+    struct store__wal_rec r[20];
+    for (int i = 0; i < 20; i++) {
+        memset(b[i], i, sizeof(b[i]));
+        r[i] = (struct store__wal_rec){b[i], 10 + (size_t)i, 0};
+    }
+    int flags;
+    ck_assert_int_eq(store__wal_append_many(&flags, w, r, 6), 0);
+    ck_assert_int_eq(flags & STORE__WAL_SEALED, 0); /* 267 B: one segment */
+    for (int i = 0; i < 6; i++)
+        ck_assert_uint_eq(r[i].lsn, (uint64_t)i + 1);
+    ck_assert_int_eq(store__wal_append_many(&flags, w, r + 6, 14), 0);
+    ck_assert_int_ne(flags & STORE__WAL_SEALED, 0);
+    for (int i = 7; i < 20; i++) /* a seal record between segments */
+        ck_assert_uint_gt(r[i].lsn, r[i - 1].lsn);
+    ck_assert_int_eq(store__wal_sync(w, r[19].lsn), 0);
+    ck_assert_uint_eq(store__wal_last(w), r[19].lsn);
+    /* An empty payload is refused, and nothing of that call is written. */
+    r[0].len = 0;
+    ck_assert_int_eq(store__wal_append_many(&flags, w, r, 2), RK_EBADREQ);
+    ck_assert_uint_eq(r[1].lsn, 0);
+    ck_assert_uint_eq(store__wal_last(w), r[19].lsn);
+    store__wal_free(w);
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 300), 0);
+    ck_assert_int_eq(s.n, 20);
+    for (int i = 0; i < 20; i++) {
+        ck_assert_uint_eq(s.len[i], 10 + (size_t)i);
+        ck_assert_uint_eq(s.first[i], (uint8_t)i);
+    }
+    rm_tmp();
+    /* A record bigger than the write buffer (which is not kept past
+     * 1 MiB) between small ones, then another append. */
+    static uint8_t big[3 << 20];
+    memset(big, 0xab, sizeof(big));
+    mk_tmp();
+    ck_assert_int_eq(store__wal_open(&w, logdir, 8 << 20), 0);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    struct store__wal_rec r2[3] = {
+        {b[1], 11, 0}, {big, sizeof(big), 0}, {b[2], 12, 0}};
+    ck_assert_int_eq(store__wal_append_many(&flags, w, r2, 3), 0);
+    ck_assert_int_eq(store__wal_append_many(&flags, w, r2, 1), 0);
+    ck_assert_int_eq(store__wal_sync(w, r2[0].lsn), 0);
+    store__wal_free(w);
+    ck_assert_int_eq(replay_seen(&s, 8 << 20), 0);
+    ck_assert_int_eq(s.n, 4);
+    ck_assert_uint_eq(s.len[1], sizeof(big));
+    ck_assert_uint_eq(s.first[1], 0xab);
+    ck_assert_uint_eq(s.first[2], 2);
+    ck_assert_uint_eq(s.first[3], 1);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(log_stray_file_is_error)
 {
     mk_tmp();
@@ -673,6 +735,7 @@ static Suite *wal_suite(void)
     tcase_add_test(tc, log_corruption_in_sealed_segment_is_error);
     tcase_add_test(tc, log_prefill_zeros_are_skipped);
     tcase_add_test(tc, log_stray_file_is_error);
+    tcase_add_test(tc, log_append_many_in_order);
     suite_add_tcase(s, tc);
     tc = tcase_create("store");
     tcase_set_timeout(tc, 60);
