@@ -25,6 +25,7 @@
 
 #include "node/log.h"
 #include "node/node_internal.h"
+#include "node/obs.h"
 
 #define COMMIT_GROUP 64 /* batches one committer takes at once, at most */
 
@@ -119,7 +120,9 @@ static void *committer_main(void *arg)
         if (!q->head)
             q->tail = NULL;
         pthread_mutex_unlock(&q->mu);
+        uint64_t t0 = uv_hrtime();
         store_batch_commit_many(n->store, bs, k, st);
+        js[0]->us = (uv_hrtime() - t0) / 1000u;
         for (size_t i = 0; i < k; i++) {
             js[i]->status = st[i];
             js[i]->lead = i == 0;
@@ -155,6 +158,8 @@ static void on_commit_done(uv_async_t *a)
             LOG(ERROR, "store.commit_fail", "writes=%zu error=\"%s\"",
                 j->nwaiters, rk_strerror(j->status));
         n->stats.commits += j->lead; /* one per log sync */
+        if (j->lead)
+            node__obs_commit(n, j->us);
         n->stats.commit_writes += j->nwaiters;
         for (size_t i = 0; i < j->nwaiters; i++) {
             int rc =

@@ -66,7 +66,8 @@ struct commit_job {
     struct commit_waiter *waiters; /* one per write, in batch order */
     size_t nwaiters, cap;
     int status;
-    bool lead; /* the first of the batches one log sync committed */
+    bool lead;   /* the first of the batches one log sync committed */
+    uint64_t us; /* lead: how long that commit took on the committer */
     struct commit_job *next; /* in the queue or the done list */
 };
 

@@ -51,7 +51,8 @@ struct obs {
     metrics_family *inflight, *coord_inflight, *coord_background;
     metrics_family *conns_total, *conns_open, *bad_frames, *resp_perr;
     metrics_family *auth_fail;
-    metrics_family *commits, *commit_writes, *rep_writes, *rep_reads;
+    metrics_family *commits, *commit_writes, *commit_lat;
+    metrics_family *rep_writes, *rep_reads;
     metrics_family *inode_auth, *inode_bad;
 
     /* what was copied at the last sync */
@@ -197,6 +198,10 @@ static int obs_register(struct obs *o)
       METRICS_COUNTER, 0, NULL);
     F(commit_writes, "ringkv_commit_writes_total", "Writes in group commits.",
       METRICS_COUNTER, 0, NULL);
+    F(commit_lat, "ringkv_commit_duration_seconds",
+      "Group commit time on the committer thread: log write, fsync, "
+      "memtable (one per ringkv_commits_total).",
+      METRICS_HISTOGRAM, 0, NULL);
     F(rep_writes, "ringkv_replica_writes_total",
       "Replica writes served for coordinators.", METRICS_COUNTER, 0, NULL);
     F(rep_reads, "ringkv_replica_reads_total",
@@ -376,6 +381,12 @@ void node__obs_request(
     metrics_observe_us(
         o->lat,
         metrics_series(o->lat, (size_t)op, (size_t)(cl - NODE_CL_ONE), 0), us);
+}
+
+void node__obs_commit(node *n, uint64_t us)
+{
+    if (n->obs)
+        metrics_observe_us(n->obs->commit_lat, 0, us);
 }
 
 void node__obs_overloaded(node *n, int op, enum node_cl cl)

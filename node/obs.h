@@ -40,6 +40,9 @@ uint64_t node__obs_now_ns(void);
 void node__obs_request(
     node *n, int op, enum node_cl cl, int err, uint64_t t0_ns);
 
+/* A group commit (log write, sync, memtable) took `us` on the committer. */
+void node__obs_commit(node *n, uint64_t us);
+
 /* Admission control shed a request of op at level cl (either server). */
 void node__obs_overloaded(node *n, int op, enum node_cl cl);
 

@@ -445,7 +445,8 @@ def part_metrics(c):
                 "ringkv_keys ",
                 "ringkv_disk_bytes ",
                 "ringkv_memtable_writes ",
-                "ringkv_memtable_bytes "):
+                "ringkv_memtable_bytes ",
+                "ringkv_commit_duration_seconds_bucket{"):
         h.check(fam in text, "family %s missing from /metrics" % fam)
         h.check(any(k.startswith(fam.rstrip(" ")) for k in native),
                 "family %s missing from METRICS" % fam)
@@ -458,6 +459,12 @@ def part_metrics(c):
             "hints stored not counted")
     lat = 'ringkv_request_duration_seconds_count{op="get",level="QUORUM"}'
     h.check(m.get(lat, 0) > 0, "latency histogram empty")
+    # one commit duration per log sync, from the same scrape
+    h.check(m.get("ringkv_commit_duration_seconds_count", 0) ==
+            m.get("ringkv_commits_total", -1) > 0,
+            "commit durations %r for %r commits" %
+            (m.get("ringkv_commit_duration_seconds_count"),
+             m.get("ringkv_commits_total")))
     # nothing leaks: with no load, nothing is in flight anywhere
     deadline = time.time() + 15
     for ip in IPS:
