@@ -714,24 +714,48 @@ static const struct resp__cmddef {
     enum resp_op op;
     int min_argc; /* including the name */
     int max_argc; /* 0: unbounded */
+    char form;    /* SET's older forms: 'e' SETEX, 'p' PSETEX, 'n' SETNX */
 } resp__cmds[] = {
     /* the hot ones first: the lookup is a linear scan */
-    {"get", RESP_OP_GET, 2, 2},
-    {"set", RESP_OP_SET, 3, 0},
-    {"mget", RESP_OP_MGET, 2, 0},
-    {"mset", RESP_OP_MSET, 3, 0},
-    {"del", RESP_OP_DEL, 2, 0},
-    {"exists", RESP_OP_EXISTS, 2, 0},
-    {"ping", RESP_OP_PING, 1, 2},
-    {"echo", RESP_OP_ECHO, 2, 2},
-    {"info", RESP_OP_INFO, 1, 0},
-    {"auth", RESP_OP_AUTH, 2, 3},
-    {"select", RESP_OP_SELECT, 2, 2},
-    {"quit", RESP_OP_QUIT, 1, 0},
-    {"command", RESP_OP_COMMAND, 1, 0},
-    {"config", RESP_OP_CONFIG, 2, 0},
-    {"client", RESP_OP_CLIENT, 2, 0},
-    {"consistency", RESP_OP_CONSISTENCY, 1, 2},
+    {"get", RESP_OP_GET, 2, 2, 0},
+    {"set", RESP_OP_SET, 3, 0, 0},
+    {"mget", RESP_OP_MGET, 2, 0, 0},
+    {"mset", RESP_OP_MSET, 3, 0, 0},
+    {"del", RESP_OP_DEL, 2, 0, 0},
+    {"exists", RESP_OP_EXISTS, 2, 0, 0},
+    {"ping", RESP_OP_PING, 1, 2, 0},
+    {"echo", RESP_OP_ECHO, 2, 2, 0},
+    {"info", RESP_OP_INFO, 1, 0, 0},
+    {"auth", RESP_OP_AUTH, 2, 3, 0},
+    {"select", RESP_OP_SELECT, 2, 2, 0},
+    {"quit", RESP_OP_QUIT, 1, 0, 0},
+    {"command", RESP_OP_COMMAND, 1, 0, 0},
+    {"config", RESP_OP_CONFIG, 2, 0, 0},
+    {"client", RESP_OP_CLIENT, 2, 0, 0},
+    {"consistency", RESP_OP_CONSISTENCY, 1, 2, 0},
+    /* older spellings of SET and DEL that client libraries still send
+     * (redis-py's setex/psetex/setnx, cache backends) */
+    {"setex", RESP_OP_SET, 4, 4, 'e'},
+    {"psetex", RESP_OP_SET, 4, 4, 'p'},
+    {"setnx", RESP_OP_SET, 3, 3, 'n'},
+    {"unlink", RESP_OP_DEL, 2, 0, 0},
+};
+
+/* Commands ringkv will not have, and why, after "unknown command". */
+static const struct {
+    const char *name;
+    const char *why;
+} resp__refused[] = {
+    {"exec", "no transactions"},
+    {"discard", "no transactions"},
+    {"watch", "no transactions"},
+    {"unwatch", "no transactions"},
+    {"incr", "no atomic read-modify-write under last-write-wins"},
+    {"incrby", "no atomic read-modify-write under last-write-wins"},
+    {"decr", "no atomic read-modify-write under last-write-wins"},
+    {"decrby", "no atomic read-modify-write under last-write-wins"},
+    {"append", "no atomic read-modify-write under last-write-wins"},
+    {"getset", "no atomic read-modify-write under last-write-wins"},
 };
 
 #define RESP__NCMDS (sizeof(resp__cmds) / sizeof(resp__cmds[0]))
@@ -875,6 +899,35 @@ static int resp__parse_set(struct resp_request *out,
     return resp__check_value(reply, &out->value);
 }
 
+/* SETEX key seconds value, PSETEX key ms value, SETNX key value. */
+static int resp__parse_set_form(struct resp_request *out,
+                                const struct resp_cmd *cmd,
+                                struct resp_out *reply,
+                                const struct resp__cmddef *def)
+{
+    out->key = cmd->argv[1];
+    if (def->form == 'n') {
+        out->value = cmd->argv[2];
+        out->set.cond = RESP_SET_NX;
+        out->set.reply_int = true;
+    } else {
+        int64_t v;
+        out->value = cmd->argv[3];
+        if (resp__strict_i64(&v, &cmd->argv[2]) != 0)
+            return resp__answer_err(reply, "ERR",
+                                    "value is not an integer or out of range");
+        if (v <= 0 || (def->form == 'e' && v > INT64_MAX / 1000))
+            return resp__answered(resp_out_errorf(
+                reply, "ERR invalid expire time in '%s' command", def->name));
+        out->set.has_expire = true;
+        out->set.expire_ms = def->form == 'e' ? v * 1000 : v;
+    }
+    int rc = resp__check_key(reply, &out->key);
+    if (rc != RESP_REQ_EXEC)
+        return rc;
+    return resp__check_value(reply, &out->value);
+}
+
 static int resp__answer_command(const struct resp_cmd *cmd,
                                 struct resp_out *reply)
 {
@@ -956,6 +1009,49 @@ static int resp__answer_client(const struct resp_cmd *cmd,
         reply, "ERR unsupported CLIENT subcommand or arity '%s'", name));
 }
 
+int resp_multi_filter(bool *in_multi,
+                      const struct resp_cmd *cmd,
+                      struct resp_out *reply)
+{
+    const struct rk_slice *name = &cmd->argv[0];
+    if (!*in_multi) {
+        if (!resp__is(name, "multi"))
+            return RESP_REQ_EXEC;
+        char shown[16];
+        resp__show(shown, sizeof(shown), name);
+        int rc = resp_out_errorf(
+            reply,
+            "ERR unknown command '%s' (no transactions: each key is "
+            "written on its own; what follows up to EXEC or DISCARD is not "
+            "executed; a pipeline without MULTI runs the same commands)",
+            shown);
+        if (rc == 0)
+            *in_multi = true;
+        return resp__answered(rc);
+    }
+    if (resp__is(name, "quit"))
+        return RESP_REQ_EXEC;
+    if (resp__is(name, "discard")) {
+        int rc = resp_out_ok(reply);
+        if (rc == 0)
+            *in_multi = false;
+        return resp__answered(rc);
+    }
+    if (resp__is(name, "exec")) {
+        int rc = resp_out_error(reply, "EXECABORT",
+                                "Transaction discarded: ringkv has no "
+                                "transactions, nothing in it was executed");
+        if (rc == 0)
+            *in_multi = false;
+        return resp__answered(rc);
+    }
+    if (resp__is(name, "multi"))
+        return resp__answer_err(reply, "ERR", "MULTI calls can not be nested");
+    return resp__answer_err(reply, "ERR",
+                            "not executed: inside a MULTI that ringkv "
+                            "refused (send EXEC or DISCARD)");
+}
+
 int resp_request_parse(struct resp_request *out,
                        const struct resp_cmd *cmd,
                        struct resp_out *reply)
@@ -973,6 +1069,12 @@ int resp_request_parse(struct resp_request *out,
     if (def == NULL) {
         char name[129];
         resp__show(name, sizeof(name), &cmd->argv[0]);
+        for (size_t i = 0; i < sizeof(resp__refused) / sizeof(*resp__refused);
+             i++)
+            if (resp__is(&cmd->argv[0], resp__refused[i].name))
+                return resp__answered(
+                    resp_out_errorf(reply, "ERR unknown command '%s' (%s)",
+                                    name, resp__refused[i].why));
         return resp__answered(
             resp_out_errorf(reply, "ERR unknown command '%s'", name));
     }
@@ -991,7 +1093,9 @@ int resp_request_parse(struct resp_request *out,
         out->key = cmd->argv[1];
         return resp__check_key(reply, &out->key);
     case RESP_OP_SET:
-        return resp__parse_set(out, cmd, reply);
+        if (def->form == 0)
+            return resp__parse_set(out, cmd, reply);
+        return resp__parse_set_form(out, cmd, reply, def);
     case RESP_OP_DEL:
     case RESP_OP_EXISTS:
     case RESP_OP_MGET:

@@ -222,6 +222,7 @@ struct resp_set_opts {
     bool expire_at;    /* expire_ms is a Unix time in ms (EXAT/PXAT), else a
                           relative duration (EX/PX) */
     int64_t expire_ms; /* > 0 when has_expire */
+    bool reply_int;    /* SETNX: answer 1 (written) or 0, not OK / null */
 };
 
 /* A request checked against the command table.
@@ -260,5 +261,17 @@ struct resp_request {
 int resp_request_parse(struct resp_request *out,
                        const struct resp_cmd *cmd,
                        struct resp_out *reply);
+
+/* Transactions are refused, and so is what a client queues in one, so that
+ * a MULTI ... EXEC (redis-py's default pipeline) writes nothing instead of
+ * running its commands one by one: MULTI is answered "unknown command"
+ * with the reason and sets *in_multi, the connection's state; then every
+ * command up to EXEC (-EXECABORT) or DISCARD (+OK) is answered with an
+ * error and not executed, except QUIT. Call before resp_request_parse.
+ * Returns RESP_REQ_EXEC (not filtered: parse and run it),
+ * RESP_REQ_ANSWERED, or -ENOMEM (reply unchanged). */
+int resp_multi_filter(bool *in_multi,
+                      const struct resp_cmd *cmd,
+                      struct resp_out *reply);
 
 #endif

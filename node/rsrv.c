@@ -94,6 +94,7 @@ struct rconn {
     enum node_cl cl;
     bool on_dirty, closing, close_after_flush, reading, writing, authed;
     bool stopped;    /* no more requests: QUIT or protocol error */
+    bool in_multi;   /* after a refused MULTI (resp_multi_filter) */
     bool processing; /* inside conn_process */
     char peer[64];
 };
@@ -483,7 +484,9 @@ static void slot_finish(struct rslot *s)
                 resp_out_null(o);
             break; /* found: encoded in on_get */
         case K_SET:
-            if (s->sub1.found) /* condition failed */
+            if (s->set.reply_int) /* SETNX */
+                resp_out_int(o, s->sub1.found ? 0 : 1);
+            else if (s->sub1.found) /* condition failed */
                 resp_out_null(o);
             else
                 resp_out_ok(o);
@@ -1069,7 +1072,10 @@ static void conn_process(struct rconn *c)
         struct rslot *s = NULL;
         struct resp_out scratch = RESP_OUT_INIT;
         struct resp_out *o = c->head ? &scratch : &c->out;
-        rc = resp_request_parse(&q, &cmd, o);
+        q.close = false;
+        rc = resp_multi_filter(&c->in_multi, &cmd, o);
+        if (rc == RESP_REQ_EXEC)
+            rc = resp_request_parse(&q, &cmd, o);
         if (rc == RESP_REQ_ANSWERED) {
             if (c->head) { /* queue the reply behind the pending ones */
                 s = slot_new(c, K_DONE);

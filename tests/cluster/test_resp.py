@@ -50,6 +50,26 @@ def main():
     h.check(r2.get("ttl") == b"v", "GET before expiry")
     time.sleep(1.5)
     h.check(r2.get("ttl") is None, "GET after expiry")
+    # the older spellings client libraries send
+    h.check(r1.setex("sx", 1, "v") is True, "SETEX")
+    h.check(r1.psetex("psx", 60000, "w") is True, "PSETEX")
+    h.check(r1.setnx("snx", "1") is True, "SETNX on a missing key")
+    h.check(r1.setnx("snx", "2") is False, "SETNX on an existing key")
+    h.check(r2.mget(["sx", "psx", "snx"]) == [b"v", b"w", b"1"],
+            "values of SETEX / PSETEX / SETNX")
+    h.check(r1.unlink("snx", "nope") == 1, "UNLINK count")
+    time.sleep(1.5)
+    h.check(r2.get("sx") is None and r2.get("psx") == b"w",
+            "SETEX expired, PSETEX not yet")
+    # a transaction is refused with the reason, and nothing of it applies
+    try:
+        t = r1.pipeline()  # redis-py's default: MULTI ... EXEC
+        t.set("tx", "1")
+        t.execute()
+        h.check(False, "MULTI/EXEC accepted")
+    except redis.ResponseError as e:
+        h.check("no transactions" in str(e), "MULTI refusal: %s" % e)
+    h.check(r2.get("tx") is None, "a refused transaction wrote nothing")
     p = r1.pipeline(transaction=False)
     for i in range(25):
         p.set("p%d" % i, "v%d" % i)

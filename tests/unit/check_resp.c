@@ -538,24 +538,32 @@ static struct resp_cmd *mk(struct argv_buf *b, const char *first, ...)
     return &b->c;
 }
 
+/* rc and reply of a resp_request_parse or resp_multi_filter: the answer
+ * byte-exact (want_reply == NULL: RESP_REQ_EXEC, nothing written). Frees
+ * the reply. */
+static void reply_expect(int rc, struct resp_out *o, const char *want_reply)
+{
+    if (want_reply == NULL) {
+        ck_assert_msg(rc == RESP_REQ_EXEC, "rc %d reply [%.*s]", rc,
+                      (int)o->len, o->p ? (const char *)o->p : "");
+        ck_assert_uint_eq(o->len, 0);
+    } else {
+        ck_assert_int_eq(rc, RESP_REQ_ANSWERED);
+        ck_assert_msg(o->len == strlen(want_reply) &&
+                          memcmp(o->p, want_reply, o->len) == 0,
+                      "got [%.*s] want [%s]", (int)o->len, (const char *)o->p,
+                      want_reply);
+    }
+    resp_out_free(o);
+}
+
 /* Parse and expect an answer byte-exact (want_reply == NULL: EXEC, empty). */
 static void req_expect(struct resp_request *r,
                        const struct resp_cmd *c,
                        const char *want_reply)
 {
     struct resp_out o = RESP_OUT_INIT;
-    int rc = resp_request_parse(r, c, &o);
-    if (want_reply == NULL) {
-        ck_assert_msg(rc == RESP_REQ_EXEC, "rc %d reply [%.*s]", rc, (int)o.len,
-                      o.p ? (const char *)o.p : "");
-        ck_assert_uint_eq(o.len, 0);
-    } else {
-        ck_assert_int_eq(rc, RESP_REQ_ANSWERED);
-        ck_assert_msg(
-            o.len == strlen(want_reply) && memcmp(o.p, want_reply, o.len) == 0,
-            "got [%.*s] want [%s]", (int)o.len, (const char *)o.p, want_reply);
-    }
-    resp_out_free(&o);
+    reply_expect(resp_request_parse(r, c, &o), &o, want_reply);
 }
 
 #define R(...) mk(&ab, __VA_ARGS__, NULL)
@@ -628,6 +636,105 @@ START_TEST(cmd_set_options)
                "-ERR SET option 'keepttl' is not supported by ringkv\r\n");
     req_expect(&r, R("set", "k", "v", "GET"),
                "-ERR SET option 'GET' is not supported by ringkv\r\n");
+}
+END_TEST
+
+/* SETEX, PSETEX and SETNX are SETs with an expiry or NX; UNLINK is DEL.
+ * Transactions and read-modify-write commands are refused with a reason. */
+START_TEST(cmd_set_older_forms)
+{
+    struct argv_buf ab;
+    struct resp_request r;
+    req_expect(&r, R("SETEX", "k", "10", "v"), NULL);
+    ck_assert_int_eq(r.op, RESP_OP_SET);
+    ck_assert(r.key.len == 1 && r.key.p[0] == 'k');
+    ck_assert(r.value.len == 1 && r.value.p[0] == 'v');
+    ck_assert(r.set.has_expire && !r.set.expire_at && !r.set.reply_int);
+    ck_assert_int_eq(r.set.expire_ms, 10000);
+    ck_assert_int_eq(r.set.cond, RESP_SET_ALWAYS);
+    req_expect(&r, R("psetex", "k", "1500", "v"), NULL);
+    ck_assert_int_eq(r.set.expire_ms, 1500);
+    req_expect(&r, R("setnx", "k", "v"), NULL);
+    ck_assert_int_eq(r.op, RESP_OP_SET);
+    ck_assert_int_eq(r.set.cond, RESP_SET_NX);
+    ck_assert(r.set.reply_int && !r.set.has_expire);
+    ck_assert(r.value.len == 1 && r.value.p[0] == 'v');
+    req_expect(&r, R("UNLINK", "a", "b"), NULL);
+    ck_assert_int_eq(r.op, RESP_OP_DEL);
+    ck_assert_uint_eq(r.nkeys, 2);
+    ck_assert_str_eq(resp_op_name(RESP_OP_SET), "set");
+    ck_assert_str_eq(resp_op_name(RESP_OP_DEL), "del");
+
+    req_expect(&r, R("setex", "k", "0", "v"),
+               "-ERR invalid expire time in 'setex' command\r\n");
+    req_expect(&r, R("psetex", "k", "-1", "v"),
+               "-ERR invalid expire time in 'psetex' command\r\n");
+    req_expect(&r, R("setex", "k", "9223372036854776", "v"),
+               "-ERR invalid expire time in 'setex' command\r\n");
+    req_expect(&r, R("setex", "k", "ten", "v"),
+               "-ERR value is not an integer or out of range\r\n");
+    req_expect(&r, R("setex", "k", "10"),
+               "-ERR wrong number of arguments for 'setex' command\r\n");
+    req_expect(&r, R("setnx", "k", "v", "x"),
+               "-ERR wrong number of arguments for 'setnx' command\r\n");
+    req_expect(&r, R("setex", "", "10", "v"),
+               "-BAD_REQUEST keys may not be empty\r\n");
+
+    req_expect(&r, R("exec"),
+               "-ERR unknown command 'exec' (no "
+               "transactions)\r\n");
+    req_expect(&r, R("incr", "k"),
+               "-ERR unknown command 'incr' (no atomic read-modify-write "
+               "under last-write-wins)\r\n");
+}
+END_TEST
+
+/* Filter one command; want NULL: not filtered (RESP_REQ_EXEC). */
+static void
+multi_expect(bool *in_multi, const struct resp_cmd *c, const char *want_reply)
+{
+    struct resp_out o = RESP_OUT_INIT;
+    reply_expect(resp_multi_filter(in_multi, c, &o), &o, want_reply);
+}
+
+/* Regression (multi_ran_queued_writes): MULTI was an unknown command, so a
+ * client's MULTI / SET / EXEC ran the SET although the client was told the
+ * transaction failed. What follows a refused MULTI is not executed. */
+START_TEST(regression_multi_ran_queued_writes)
+{
+    struct argv_buf ab;
+    bool in = false;
+    static const char not_run[] =
+        "-ERR not executed: inside a MULTI that ringkv refused (send EXEC "
+        "or DISCARD)\r\n";
+    multi_expect(&in, R("SET", "k", "v"), NULL);
+    ck_assert(!in);
+    multi_expect(&in, R("exec"), NULL); /* outside MULTI: the parser's */
+    multi_expect(&in, R("Multi"),
+                 "-ERR unknown command 'Multi' (no transactions: each key "
+                 "is written on its own; what follows up to EXEC or DISCARD "
+                 "is not executed; a pipeline without MULTI runs the same "
+                 "commands)\r\n");
+    ck_assert(in);
+    multi_expect(&in, R("SET", "k", "v"), not_run);
+    multi_expect(&in, R("get", "k"), not_run);
+    multi_expect(&in, R("multi"), "-ERR MULTI calls can not be nested\r\n");
+    multi_expect(&in, R("QUIT"), NULL);
+    ck_assert(in);
+    multi_expect(&in, R("EXEC"),
+                 "-EXECABORT Transaction discarded: ringkv has no "
+                 "transactions, nothing in it was executed\r\n");
+    ck_assert(!in);
+    multi_expect(&in, R("SET", "k", "v"), NULL);
+    multi_expect(&in, R("MULTI"),
+                 "-ERR unknown command 'MULTI' (no transactions: each key "
+                 "is written on its own; what follows up to EXEC or DISCARD "
+                 "is not executed; a pipeline without MULTI runs the same "
+                 "commands)\r\n");
+    ck_assert(in);
+    multi_expect(&in, R("discard"), "+OK\r\n");
+    ck_assert(!in);
+    multi_expect(&in, R("DEL", "k"), NULL);
 }
 END_TEST
 
@@ -724,7 +831,7 @@ START_TEST(cmd_local_answers)
     ck_assert(r.close);
     req_expect(&r, R("COMMAND"), "*0\r\n");
     req_expect(&r, R("COMMAND", "DOCS"), "*0\r\n");
-    req_expect(&r, R("command", "count"), ":16\r\n");
+    req_expect(&r, R("command", "count"), ":20\r\n");
     req_expect(&r, R("COMMAND", "INFO", "get", "set"), "*2\r\n$-1\r\n$-1\r\n");
     req_expect(&r, R("COMMAND", "X"),
                "-ERR unknown subcommand 'X' of 'command'\r\n");
@@ -824,6 +931,8 @@ static Suite *resp_suite(void)
     tc = tcase_create("commands");
     tcase_add_test(tc, cmd_lookup_and_arity);
     tcase_add_test(tc, cmd_set_options);
+    tcase_add_test(tc, cmd_set_older_forms);
+    tcase_add_test(tc, regression_multi_ran_queued_writes);
     tcase_add_test(tc, cmd_key_limits);
     tcase_add_test(tc, cmd_multi_key);
     tcase_add_test(tc, cmd_consistency);
