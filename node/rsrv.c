@@ -20,8 +20,11 @@
  * not take to uv_write, from a second buffer, so a pipelined burst costs
  * one write(2) and no allocation.
  *
- * Bounds. A connection with max_pipeline requests in flight, or a node with
- * max_inflight client requests in flight, answers -OVERLOADED at once. A
+ * Bounds. A node with max_inflight client requests in flight answers
+ * -OVERLOADED at once. A connection with max_pipeline requests in flight
+ * holds its next command back (and stops reading) until one completes, as
+ * a Redis server keeps a pipelining client waiting: redis-cli --pipe and a
+ * client library's long pipeline are served, not half refused. A
  * connection stops reading while its queue holds RSRV_MAX_QUEUED slots or
  * its unsent output exceeds RSRV_OUT_HIGH, and resumes (first parsing what
  * it already buffered) when they drain; the parser bounds one request
@@ -606,12 +609,12 @@ static void on_del_read(const struct coord_result *res, void *arg)
 
 /* ---- commands --------------------------------------------------------- */
 
-/* Admission: a slot of `kind` may start, or the reply is OVERLOADED. */
+/* Admission: a slot of `kind` may start, or the reply is OVERLOADED (the
+ * node is full; a full connection waits instead: exec_data). */
 static bool admit(struct rconn *c, enum slot_kind kind, struct resp_out *o)
 {
     node *n = c->n;
-    if (c->inflight < (uint32_t)n->cfg.max_pipeline &&
-        n->inflight < n->cfg.max_inflight)
+    if (n->inflight < n->cfg.max_inflight)
         return true;
     n->stats.overloaded++;
     node__obs_overloaded(n, node_op_of(kind), c->cl);
@@ -697,7 +700,8 @@ static void slot_register(struct rslot *s, const struct resp_request *q)
 
 /* Start a data command in a new slot. Returns 0 (the slot completes
  * later, or has completed), 1 (held back: conflicts with a pending
- * command, nothing done) or -ENOMEM (nothing queued). */
+ * command, or the connection has max_pipeline in flight; nothing done) or
+ * -ENOMEM (nothing queued). */
 static int exec_data(struct rconn *c, const struct resp_request *q)
 {
     node *n = c->n;
@@ -722,7 +726,8 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
         kind = K_MSET;
         break;
     }
-    if (c->head && conflicts(c, q, kind))
+    if (c->head &&
+        (c->inflight >= (uint32_t)n->cfg.max_pipeline || conflicts(c, q, kind)))
         return 1;
     struct rslot *s = slot_new(c, kind);
     if (!s)

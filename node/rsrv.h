@@ -6,8 +6,9 @@
  * connection's consistency level (CONSISTENCY <level>; default from the
  * config). Replies go out in request order even when the coordinator
  * completes them out of order. Admission control answers -OVERLOADED at
- * once past max_pipeline requests in flight on the connection or
- * max_inflight client requests on the node (shared with the native server).
+ * once past max_inflight client requests on the node (shared with the
+ * native server); a connection with max_pipeline requests in flight waits
+ * for one to finish before it starts the next.
  * A protocol error closes that one connection after an error reply.
  * docs/resp.md lists the commands and their semantics.
  *

@@ -5,10 +5,12 @@ Proves: an ordinary Redis client library (python3-redis) works unmodified
 against any node (SET/GET/MSET/MGET/EXISTS/DEL, EX expiry, NX/XX,
 pipelines, CONSISTENCY); typed errors arrive as RESP errors (-UNAVAILABLE
 at ALL with a node down, while QUORUM keeps working); a protocol error
-closes only that connection; redis-cli and redis-benchmark run with zero
-errors; /metrics serves Prometheus text with latency histograms; a
-connection past max_pipeline gets OVERLOADED at once for the excess and the
-node serves normally afterwards.
+closes only that connection; redis-cli (also --pipe, past max_pipeline)
+and redis-benchmark run with zero errors; SETEX/PSETEX/SETNX/UNLINK work
+and a MULTI transaction writes nothing; /metrics serves Prometheus text
+with latency histograms; a native connection past max_pipeline gets
+OVERLOADED at once for the excess and the node serves normally
+afterwards.
 """
 import shutil
 import socket
@@ -108,6 +110,19 @@ def main():
         out = subprocess.run(["redis-cli", "-h", ips[0], "GET", "cli"],
                              capture_output=True, text=True, timeout=20)
         h.check(out.stdout.strip() == "ok", "redis-cli GET: %r" % out)
+        # Regression (pipe_half_overloaded): redis-cli --pipe sends its whole
+        # input at once; past max_pipeline (64 here) requests were answered
+        # OVERLOADED. A full connection now waits instead.
+        n = 5000
+        mass = "".join("*3\r\n$3\r\nSET\r\n$%d\r\nmass%d\r\n$1\r\nv\r\n" %
+                       (len("mass%d" % i), i) for i in range(n))
+        out = subprocess.run(["redis-cli", "-h", ips[0], "--pipe"],
+                             input=mass, capture_output=True, text=True,
+                             timeout=120)
+        h.check("errors: 0, replies: %d" % n in out.stdout,
+                "redis-cli --pipe: %r" % out.stdout[-300:])
+        h.check(r2.mget(["mass0", "mass%d" % (n - 1)]) == [b"v", b"v"],
+                "mass insertion read back")
     if shutil.which("redis-benchmark"):
         out = subprocess.run(["redis-benchmark", "-h", ips[1], "-t",
                               "set,get", "-n", "2000", "-c", "10", "-q"],
