@@ -67,6 +67,7 @@ struct rsrv {
     struct rconn *dirty;
     uint64_t nconns;
     uint64_t accepted, proto_err;
+    uint64_t commands; /* commands parsed (INFO total_commands_processed) */
     uint64_t started_ms;
     bool draining;            /* listener closed, connections finishing */
     struct rk_pool slot_pool; /* finished slots (linked by next) */
@@ -899,8 +900,31 @@ static void info_build(struct resp_out *o, struct rconn *c, struct rk_slice sec)
                 RSRV_VERSION, (long)getpid(), n->cfg.resp_port,
                 (unsigned long long)((now - rs->started_ms) / 1000));
     if (info_section_on(sec, "clients"))
-        fprintf(f, "# Clients\r\nconnected_clients:%llu\r\n\r\n",
+        fprintf(f,
+                "# Clients\r\nconnected_clients:%llu\r\n"
+                "blocked_clients:0\r\n\r\n",
                 (unsigned long long)rs->nconns);
+    if (info_section_on(sec, "memory")) {
+        /* The process's resident memory: ringkv has no allocator
+         * accounting of its own (LMDB's maps are in the page cache). */
+        unsigned long long pages = 0, rss = 0;
+        FILE *m = fopen("/proc/self/statm", "r");
+        if (m) {
+            if (fscanf(m, "%*s %llu", &pages) == 1)
+                rss = pages * (unsigned long long)sysconf(_SC_PAGESIZE);
+            fclose(m);
+        }
+        fprintf(f,
+                "# Memory\r\nused_memory:%llu\r\nused_memory_human:%.2fM\r\n"
+                "used_memory_rss:%llu\r\nmaxmemory:0\r\n\r\n",
+                rss, (double)rss / (1024.0 * 1024.0), rss);
+    }
+    if (info_section_on(sec, "stats"))
+        fprintf(f,
+                "# Stats\r\ntotal_connections_received:%llu\r\n"
+                "total_commands_processed:%llu\r\n\r\n",
+                (unsigned long long)rs->accepted,
+                (unsigned long long)rs->commands);
     uint64_t ranges = 0, keys = 0, bytes = 0;
     node__obs_store_totals(n, &ranges, &keys, &bytes);
     if (info_section_on(sec, "ringkv")) {
@@ -1039,6 +1063,7 @@ static void conn_process(struct rconn *c)
             c->held = false;
         } else {
             rc = resp_parser_next(&cmd, c->p);
+            c->rs->commands += rc == 1;
         }
         if (rc == 0)
             break;

@@ -85,6 +85,15 @@ def main():
     h.check("ring_epoch" in info and info.get("ring_nodes") == 3,
             "INFO ring section: %r" % {k: info.get(k) for k in
                                        ("ring_epoch", "ring_nodes")})
+    # what redis-cli --stat reads (it printed -9223372036854775808 without)
+    h.check(info.get("used_memory", 0) > 1 << 20 and
+            info.get("blocked_clients") == 0 and
+            info.get("total_connections_received", 0) >= 1 and
+            info.get("total_commands_processed", 0) > 50,
+            "INFO memory/stats: %r" % {k: info.get(k) for k in
+                                       ("used_memory", "blocked_clients",
+                                        "total_connections_received",
+                                        "total_commands_processed")})
     h.check(r1.execute_command("CONSISTENCY") == b"QUORUM", "CONSISTENCY?")
     # unknown command: an error, never a hang
     try:
