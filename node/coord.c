@@ -88,6 +88,7 @@ struct creq {
     coord_cb cb;
     void *arg;
     uint64_t start_ns;
+    uint64_t expiry; /* get: the answered value's expiry (ms), 0: none */
     struct creq *next_deferred;
     bool done;
     bool deferred;
@@ -323,8 +324,11 @@ static void finish(struct creq *q, int err, struct rk_slice value)
     if (err == RK_ETIMEOUT)
         n->stats.timeout[op][q->cl]++;
     node__obs_request(n, op, q->cl, err, q->start_ns);
-    struct coord_result res = {
-        .err = err, .acks = q->acks, .need = q->need, .value = value};
+    struct coord_result res = {.err = err,
+                               .acks = q->acks,
+                               .need = q->need,
+                               .value = value,
+                               .expiry_ms = err == 0 ? q->expiry : 0};
     q->cb(&res, q->arg);
 }
 
@@ -741,6 +745,7 @@ static void read_reply(struct creq *q)
         finish(q, RK_ENOTFOUND, RK_SLICE(NULL, 0));
         return;
     }
+    q->expiry = rec->expiry;
     finish(q, 0, rec->value);
 }
 

@@ -33,6 +33,7 @@ struct coord_result {
     uint32_t acks;         /* replicas that answered in time */
     uint32_t need;         /* replicas the level needed */
     struct rk_slice value; /* get: the value when err == 0 */
+    uint64_t expiry_ms; /* get: its expiry (Unix ms) when err == 0; 0: none */
 };
 
 typedef void (*coord_cb)(const struct coord_result *res, void *arg);

@@ -739,6 +739,8 @@ static const struct resp__cmddef {
     {"psetex", RESP_OP_SET, 4, 4, 'p'},
     {"setnx", RESP_OP_SET, 3, 3, 'n'},
     {"unlink", RESP_OP_DEL, 2, 0, 0},
+    {"ttl", RESP_OP_TTL, 2, 2, 0},
+    {"pttl", RESP_OP_TTL, 2, 2, 'm'},
 };
 
 /* Commands ringkv will not have, and why, after "unknown command". */
@@ -1090,7 +1092,9 @@ int resp_request_parse(struct resp_request *out,
     int64_t v;
     switch (def->op) {
     case RESP_OP_GET:
+    case RESP_OP_TTL:
         out->key = cmd->argv[1];
+        out->pttl = def->form == 'm';
         return resp__check_key(reply, &out->key);
     case RESP_OP_SET:
         if (def->form == 0)

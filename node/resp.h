@@ -185,6 +185,7 @@ enum resp_op {
     RESP_OP_CONFIG,
     RESP_OP_CLIENT,
     RESP_OP_CONSISTENCY,
+    RESP_OP_TTL, /* TTL and PTTL */
     RESP_OP_COUNT_
 };
 
@@ -242,6 +243,7 @@ struct resp_request {
     bool has_level;           /* CONSISTENCY <level>; without: query */
     enum resp_level level;
     bool close; /* QUIT: close after the reply is flushed */
+    bool pttl;  /* TTL: answer in milliseconds (PTTL) */
 };
 
 /* Outcome of resp_request_parse(). */

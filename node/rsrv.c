@@ -114,7 +114,7 @@ struct rsub {
     size_t vlen;
 };
 
-enum slot_kind { K_DONE, K_GET, K_SET, K_DEL, K_EXISTS, K_MGET, K_MSET };
+enum slot_kind { K_DONE, K_GET, K_SET, K_DEL, K_EXISTS, K_MGET, K_MSET, K_TTL };
 
 struct rslot {
     struct rconn *c;
@@ -127,6 +127,9 @@ struct rslot {
     int err;          /* first error (not RK_ENOTFOUND) */
     uint32_t acks, need;
     enum node_cl cl;
+    /* TTL / PTTL */
+    bool pttl;
+    uint64_t expiry; /* the value's, Unix ms; 0: none */
     /* SET */
     struct resp_set_opts set;
     uint64_t ttl_ms;
@@ -486,7 +489,19 @@ static void slot_finish(struct rslot *s)
         case K_GET:
             if (!s->sub1.found)
                 resp_out_null(o);
-            break; /* found: encoded in on_get */
+            break;    /* found: encoded in on_get */
+        case K_TTL: { /* Redis's answers: -2 no key, -1 no expiry */
+            int64_t left = 0, now = (int64_t)node__now_ms();
+            if (s->sub1.found && s->expiry)
+                left = (int64_t)s->expiry > now ? (int64_t)s->expiry - now : 0;
+            if (!s->sub1.found)
+                resp_out_int(o, -2);
+            else if (!s->expiry)
+                resp_out_int(o, -1);
+            else
+                resp_out_int(o, s->pttl ? left : (left + 500) / 1000);
+            break;
+        }
         case K_SET:
             if (s->set.reply_int) /* SETNX */
                 resp_out_int(o, s->sub1.found ? 0 : 1);
@@ -534,6 +549,8 @@ static void on_get(const struct coord_result *res, void *arg)
             /* encode at once: the value is borrowed for this call only */
             if (resp_out_bulk(slot_out(s), res->value.p, res->value.len) < 0)
                 s->err = -ENOMEM;
+        } else if (s->kind == K_TTL) {
+            s->expiry = res->expiry_ms;
         } else if (s->kind == K_MGET) {
             u->val = malloc(res->value.len ? res->value.len : 1);
             if (!u->val) {
@@ -647,12 +664,15 @@ static int sub_alloc(struct rslot *s, size_t nkeys)
  * issue order. Keys are compared by bucket (a false conflict only waits). */
 static size_t req_nkeys(const struct resp_request *q)
 {
-    return (q->op == RESP_OP_GET || q->op == RESP_OP_SET) ? 1 : q->nkeys;
+    return (q->op == RESP_OP_GET || q->op == RESP_OP_SET ||
+            q->op == RESP_OP_TTL)
+               ? 1
+               : q->nkeys;
 }
 
 static struct rk_slice req_key(const struct resp_request *q, size_t i)
 {
-    if (q->op == RESP_OP_GET || q->op == RESP_OP_SET)
+    if (q->op == RESP_OP_GET || q->op == RESP_OP_SET || q->op == RESP_OP_TTL)
         return q->key;
     return q->op == RESP_OP_MSET ? q->keys[2 * i] : q->keys[i];
 }
@@ -665,8 +685,9 @@ static uint8_t key_bucket(struct rk_slice k)
 static void
 kind_rw(enum slot_kind kind, const struct resp_request *q, bool *rd, bool *wr)
 {
-    *rd = kind == K_GET || kind == K_EXISTS || kind == K_MGET ||
-          kind == K_DEL || (kind == K_SET && q->set.cond != RESP_SET_ALWAYS);
+    *rd = kind == K_GET || kind == K_TTL || kind == K_EXISTS ||
+          kind == K_MGET || kind == K_DEL ||
+          (kind == K_SET && q->set.cond != RESP_SET_ALWAYS);
     *wr = kind == K_SET || kind == K_MSET || kind == K_DEL;
 }
 
@@ -711,6 +732,9 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
     case RESP_OP_GET:
         kind = K_GET;
         break;
+    case RESP_OP_TTL:
+        kind = K_TTL;
+        break;
     case RESP_OP_SET:
         kind = K_SET;
         break;
@@ -743,7 +767,9 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
     s->pending = 1; /* held while sub-requests are issued */
     int rc = 0;
     switch (kind) {
+    case K_TTL: /* a GET whose reply is the expiry */
     case K_GET:
+        s->pttl = q->pttl;
         s->pending++;
         rc = coord_get(n, q->key, s->cl, on_get, &s->sub1);
         if (rc < 0)
@@ -1133,6 +1159,7 @@ static void conn_process(struct rconn *c)
         }
         switch (q.op) {
         case RESP_OP_GET:
+        case RESP_OP_TTL:
         case RESP_OP_SET:
         case RESP_OP_DEL:
         case RESP_OP_EXISTS:

@@ -63,6 +63,12 @@ def main():
     time.sleep(1.5)
     h.check(r2.get("sx") is None and r2.get("psx") == b"w",
             "SETEX expired, PSETEX not yet")
+    ttl, pttl = r2.ttl("psx"), r2.pttl("psx")
+    h.check(55 <= ttl <= 60 and 55000 <= pttl <= 60000,
+            "TTL / PTTL of a 60 s value: %r / %r" % (ttl, pttl))
+    h.check(r1.ttl("a") == -1 and r1.ttl("sx") == -2 and r1.pttl("no") == -2,
+            "TTL without expiry / of a missing key: %r %r %r" %
+            (r1.ttl("a"), r1.ttl("sx"), r1.pttl("no")))
     # a transaction is refused with the reason, and nothing of it applies
     try:
         t = r1.pipeline()  # redis-py's default: MULTI ... EXEC

@@ -659,6 +659,13 @@ START_TEST(cmd_set_older_forms)
     ck_assert_int_eq(r.set.cond, RESP_SET_NX);
     ck_assert(r.set.reply_int && !r.set.has_expire);
     ck_assert(r.value.len == 1 && r.value.p[0] == 'v');
+    req_expect(&r, R("TTL", "k"), NULL);
+    ck_assert_int_eq(r.op, RESP_OP_TTL);
+    ck_assert(!r.pttl && r.key.len == 1);
+    req_expect(&r, R("pttl", "k"), NULL);
+    ck_assert(r.pttl);
+    req_expect(&r, R("ttl", "k", "x"),
+               "-ERR wrong number of arguments for 'ttl' command\r\n");
     req_expect(&r, R("UNLINK", "a", "b"), NULL);
     ck_assert_int_eq(r.op, RESP_OP_DEL);
     ck_assert_uint_eq(r.nkeys, 2);
@@ -831,7 +838,7 @@ START_TEST(cmd_local_answers)
     ck_assert(r.close);
     req_expect(&r, R("COMMAND"), "*0\r\n");
     req_expect(&r, R("COMMAND", "DOCS"), "*0\r\n");
-    req_expect(&r, R("command", "count"), ":20\r\n");
+    req_expect(&r, R("command", "count"), ":22\r\n");
     req_expect(&r, R("COMMAND", "INFO", "get", "set"), "*2\r\n$-1\r\n$-1\r\n");
     req_expect(&r, R("COMMAND", "X"),
                "-ERR unknown subcommand 'X' of 'command'\r\n");
