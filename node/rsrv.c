@@ -194,6 +194,7 @@ static void conn_mark_dirty(struct rconn *c)
 }
 
 static void conn_flush(struct rconn *c);
+static void conn_resume(struct rconn *c);
 
 static void on_write(uv_write_t *req, int status)
 {
@@ -209,7 +210,7 @@ static void on_write(uv_write_t *req, int status)
         conn_close(c);
     } else if (!c->closing) {
         conn_flush(c);
-        conn_update_reading(c);
+        conn_resume(c);
     }
     conn_unref(c);
 }
@@ -268,14 +269,18 @@ static void conn_flush(struct rconn *c)
 
 static void rsrv_flush(struct rsrv *rs)
 {
-    struct rconn *c = rs->dirty;
-    rs->dirty = NULL;
-    while (c) {
-        struct rconn *next = c->dirty_next;
-        c->on_dirty = false;
-        conn_flush(c);
-        conn_unref(c);
-        c = next;
+    /* A connection resumed here may answer at once: flush that too. */
+    while (rs->dirty) {
+        struct rconn *c = rs->dirty;
+        rs->dirty = NULL;
+        while (c) {
+            struct rconn *next = c->dirty_next;
+            c->on_dirty = false;
+            conn_flush(c);
+            conn_resume(c);
+            conn_unref(c);
+            c = next;
+        }
     }
 }
 
@@ -1217,6 +1222,22 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         return;
     resp_parser_commit(c->p, (size_t)nread);
     conn_process(c);
+}
+
+/* Output was written: a connection that stopped because it was full runs
+ * what it had buffered or held back (conn_process restarts reading at its
+ * end); one that is still reading only updates that. Before this, a command
+ * held back (pipeline full) while the output was over its bound was never
+ * run once the output drained (regression: held_after_full_output). */
+static void conn_resume(struct rconn *c)
+{
+    if (c->closing)
+        return;
+    if (!c->processing && !c->stopped && !conn_full(c) &&
+        (c->held || !c->reading))
+        conn_process(c);
+    else
+        conn_update_reading(c);
 }
 
 static void conn_update_reading(struct rconn *c)

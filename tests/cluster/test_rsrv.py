@@ -526,6 +526,30 @@ def part_auth():
     print("requirepass: NOAUTH, WRONGPASS, then served")
 
 
+def part_full_output_resumes(c):
+    """Regression (held_after_full_output): n2 (max_pipeline 16) gets 40
+    pipelined GETs of a 300 KiB value from a client that reads nothing for a
+    while. The 16 in flight finish while the unsent output is over its 4 MiB
+    bound, the 17th waits (pipeline full); once the client reads, the output
+    drains and the waiting GET must run -- it used to wait for ever, as
+    nothing ran the connection's commands again after its output drained."""
+    ip = c.nodes[1].ip
+    big = b"v" * (300 * 1024)
+    r = redis.Redis(host=ip, port=PORT, socket_timeout=20)
+    h.check(r.set("bigv", big) is True, "SET of a 300 KiB value")
+    r.close()
+    n = 40
+    s = socket.create_connection((ip, PORT), timeout=30)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    s.sendall(b"*2\r\n$3\r\nGET\r\n$4\r\nbigv\r\n" * n)
+    time.sleep(1.5)  # let the 16 in flight finish into the output buffer
+    rep = read_replies(s, n, time.time() + 60)
+    s.close()
+    h.check(all(x == big for x in rep), "wrong GET replies")
+    print("full output: %d pipelined GETs of 300 KiB through max_pipeline 16"
+          % n)
+
+
 def main():
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:3", resp_port=PORT,
                   metrics_port=MPORT)
@@ -544,6 +568,7 @@ def main():
     part_model(int(os.environ.get("RINGKV_SEED", time.time())) % 100000)
     part_malformed()
     part_overload(c)
+    part_full_output_resumes(c)
     part_kill9(c)
     part_metrics(c)
     part_auth()
