@@ -46,6 +46,7 @@ struct store__wal {
     uint64_t off;
     uint64_t filled; /* bytes of the current file written (records, zeros) */
     uint8_t *buf;    /* records being written, headers and payloads */
+    bool sealed;     /* the current segment ends in its seal: rotate first */
     size_t bufcap;
     uint64_t rno;     /* number of the last record appended */
     uint64_t synced;  /* records up to this one are durable */
@@ -294,20 +295,25 @@ static int wal_rotate(store__wal *w)
 {
     while (w->nsyncing > 0)
         pthread_cond_wait(&w->cv, &w->mu);
-    int rc = wal_write(w, NULL, 0); /* the seal */
-    if (rc)
-        return rc;
-    if (fdatasync(w->fd) != 0) {
-        w->broken = -errno;
-        return w->broken;
+    if (!w->sealed) {
+        int rc = wal_write(w, NULL, 0); /* the seal */
+        if (rc)
+            return rc;
+        if (fdatasync(w->fd) != 0) {
+            w->broken = -errno;
+            return w->broken;
+        }
+        w->synced = w->rno;
+        pthread_cond_broadcast(&w->cv);
+        w->sealed = true;
     }
-    w->synced = w->rno;
-    pthread_cond_broadcast(&w->cv);
     int old = w->fd;
-    rc = wal_new_seg(w, w->seq + 1);
-    if (rc)
-        return rc; /* the old segment stays current */
+    int rc = wal_new_seg(w, w->seq + 1);
+    if (rc) /* the sealed segment stays current: nothing may follow its
+               seal (replay stops there), so the next append retries */
+        return rc;
     close(old);
+    w->sealed = false;
     return 0;
 }
 
@@ -413,8 +419,14 @@ static int wal_reserve(store__wal *w, size_t n)
     return 0;
 }
 
-static int wal_pwrite(int fd, const uint8_t *p, size_t n, uint64_t at)
+/* Write p[0..n) at `at`; *done (may be NULL) = bytes written, also on
+ * error. */
+static int
+wal_pwrite(int fd, const uint8_t *p, size_t n, uint64_t at, size_t *done)
 {
+    size_t d0 = n;
+    if (done)
+        *done = 0;
     while (n > 0) {
         ssize_t r = pwrite(fd, p, n, (off_t)at);
         if (r < 0 && errno == EINTR)
@@ -424,6 +436,8 @@ static int wal_pwrite(int fd, const uint8_t *p, size_t n, uint64_t at)
         p += r;
         n -= (size_t)r;
         at += (uint64_t)r;
+        if (done)
+            *done = d0 - n;
     }
     return 0;
 }
@@ -449,18 +463,33 @@ static int wal_write_recs(store__wal *w, struct store__wal_rec *r, size_t n)
         wal_put64(q + 24, wal_hash(q, q + STORE__WAL_HDR, r[i].len));
         q += STORE__WAL_HDR + r[i].len;
     }
-    if ((rc = wal_pwrite(w->fd, w->buf, total, w->off))) {
-        /* Leave no partial record behind: later records would be read as
-         * following a torn tail. Zeros are harmless. */
-        static const uint8_t zeros[STORE__WAL_HDR];
-        if (wal_pwrite(w->fd, zeros, sizeof(zeros), w->off) != 0)
-            w->broken = rc;
-        return rc;
-    }
+    size_t done;
+    rc = wal_pwrite(w->fd, w->buf, total, w->off, &done);
     if (w->bufcap > ((size_t)1 << 20)) { /* a big relog: not kept */
         free(w->buf);
         w->buf = NULL;
         w->bufcap = 0;
+    }
+    if (rc) {
+        /* Leave no record of the failed write behind: a short write may
+         * have put whole records on disk after the first, and the next
+         * append reuses their numbers, so a later replay would take them
+         * for its successors (regression: failed_append_replayed). Zeros
+         * are harmless. */
+        static const uint8_t zeros[STORE__WAL_HDR];
+        size_t at = 0; /* record i's offset from the append position */
+        for (size_t i = 0; i < n; at += STORE__WAL_HDR + r[i].len, i++) {
+            size_t z = sizeof(zeros); /* the first header always */
+            if (i > 0 && at >= done)
+                break; /* the write did not reach it */
+            if (i > 0 && done - at < z)
+                z = done - at;
+            if (wal_pwrite(w->fd, zeros, z, w->off + at, NULL) != 0) {
+                w->broken = rc;
+                break;
+            }
+        }
+        return rc;
     }
     w->off += total;
     if (w->off > w->filled)
@@ -517,7 +546,8 @@ int store__wal_append_many(int *out_flags,
             rc = w->broken;
             break;
         }
-        if (w->off > 0 && w->off + STORE__WAL_HDR + r[i].len > w->seg_bytes) {
+        if (w->sealed ||
+            (w->off > 0 && w->off + STORE__WAL_HDR + r[i].len > w->seg_bytes)) {
             if ((rc = wal_rotate(w)))
                 break;
             *out_flags |= STORE__WAL_SEALED;

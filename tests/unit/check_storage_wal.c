@@ -13,9 +13,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -452,6 +454,87 @@ START_TEST(log_append_many_in_order)
 }
 END_TEST
 
+/* Regression (failed_append_replayed): a write of several records that
+ * lands in part (here cut by RLIMIT_FSIZE) must leave none of them: all are
+ * reported failed, and the next append reuses their record numbers, so a
+ * whole second record left on disk was replayed after it. */
+START_TEST(regression_failed_append_replayed)
+{
+    mk_tmp();
+    signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal */
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    static uint8_t a[1000], b[1000], c[3000], d[1000];
+    memset(a, 'a', sizeof(a));
+    memset(b, 'b', sizeof(b));
+    memset(c, 'c', sizeof(c));
+    memset(d, 'd', sizeof(d));
+    struct store__wal_rec r[3] = {
+        {a, sizeof(a), 0}, {b, sizeof(b), 0}, {c, sizeof(c), 0}};
+    struct rlimit old, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 4096; /* a and b fit, c does not */
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    int flags;
+    ck_assert_int_eq(store__wal_append_many(&flags, w, r, 3), -EFBIG);
+    ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, SIG_DFL);
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(r[i].lsn, 0);
+    uint64_t lsn;
+    ck_assert_int_eq(store__wal_append(&lsn, &flags, w, d, sizeof(d)), 0);
+    ck_assert_uint_eq(lsn, 1);
+    ck_assert_int_eq(store__wal_sync(w, lsn), 0);
+    store__wal_free(w);
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 1 << 20), 0);
+    ck_assert_int_eq(s.n, 1); /* d only: not d, b */
+    ck_assert_uint_eq(s.first[0], 'd');
+    rm_tmp();
+}
+END_TEST
+
+/* Regression (write_after_seal_lost): when the next segment could not be
+ * created after the current one was sealed, a record small enough to fit
+ * went after the seal, was acknowledged, and replay (which stops at a seal)
+ * lost it. Now the append fails until the next segment exists. */
+START_TEST(regression_write_after_seal_lost)
+{
+    mk_tmp();
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 200), 0);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    uint8_t big[100], small[4];
+    memset(big, 1, sizeof(big));
+    memset(small, 2, sizeof(small));
+    uint64_t lsn;
+    int flags;
+    ck_assert_int_eq(store__wal_append(&lsn, &flags, w, big, sizeof(big)), 0);
+    char p[400];
+    seg_path(p, sizeof(p), 2);
+    ck_assert_int_eq(mkdir(p, 0755), 0); /* segment 2 cannot be created */
+    ck_assert_int_eq(store__wal_append(&lsn, &flags, w, big, sizeof(big)),
+                     -EISDIR);
+    /* big 132 + seal 32 + small 36 = 200 fits the segment: small must
+     * not go after the seal */
+    ck_assert_int_eq(store__wal_append(&lsn, &flags, w, small, sizeof(small)),
+                     -EISDIR);
+    ck_assert_int_eq(rmdir(p), 0);
+    ck_assert_int_eq(store__wal_append(&lsn, &flags, w, small, sizeof(small)),
+                     0);
+    ck_assert_int_eq(store__wal_sync(w, lsn), 0);
+    store__wal_free(w);
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 200), 0);
+    ck_assert_int_eq(s.n, 2); /* big (segment 1), small (segment 2) */
+    ck_assert_uint_eq(s.first[0], 1);
+    ck_assert_uint_eq(s.first[1], 2);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(log_stray_file_is_error)
 {
     mk_tmp();
@@ -736,6 +819,8 @@ static Suite *wal_suite(void)
     tcase_add_test(tc, log_prefill_zeros_are_skipped);
     tcase_add_test(tc, log_stray_file_is_error);
     tcase_add_test(tc, log_append_many_in_order);
+    tcase_add_test(tc, regression_failed_append_replayed);
+    tcase_add_test(tc, regression_write_after_seal_lost);
     suite_add_tcase(s, tc);
     tc = tcase_create("store");
     tcase_set_timeout(tc, 60);
