@@ -328,10 +328,16 @@ static void node__stop_check(node *n);
 static void on_check(uv_check_t *h)
 {
     node *n = h->data;
-    node__coord_run_deferred(n);
-    node__commit_flush(n);
-    node__csrv_flush(n);
-    node__rsrv_flush(n);
+    /* A RESP connection whose output drained in the flush may start
+     * requests: run their end-of-turn work now (a few rounds at most; what
+     * is left goes at the next turn). */
+    for (int round = 0; round < 4; round++) {
+        node__coord_run_deferred(n);
+        node__commit_flush(n);
+        node__csrv_flush(n);
+        if (!node__rsrv_flush(n))
+            break;
+    }
     if (n->stopping == 1)
         node__stop_check(n);
 }

@@ -303,7 +303,7 @@ int node__admin(node *n,
 int node__rsrv_start(node *n, char *err, size_t errlen);
 void node__rsrv_stop(node *n);
 void node__rsrv_drain(node *n); /* stop reading; close once answered */
-void node__rsrv_flush(node *n);
+bool node__rsrv_flush(node *n); /* true: it started requests (run again) */
 
 /* ---- csrv.c ---- */
 int node__csrv_start(node *n, char *err, size_t errlen);

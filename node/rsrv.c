@@ -55,9 +55,13 @@
 
 #define RSRV_READ_CHUNK (64u * 1024u)
 #define RSRV_OUT_HIGH   (4u * 1024u * 1024u)
-#define RSRV_VERSION    "0.1.0"
-#define RSRV_BUCKETS    256 /* key buckets for pipeline ordering */
-#define SLOT_LINK       offsetof(struct rslot, next)
+/* Values one MGET may return in all: past it the MGET is answered
+ * -TOO_LARGE (300 keys of one 16 MiB value would have asked for 4.8 GiB of
+ * copies and as much reply from a 2.7 KB request). */
+#define RSRV_MGET_MAX ((size_t)4 * RK_MAX_VALUE)
+#define RSRV_VERSION  "0.1.0"
+#define RSRV_BUCKETS  256 /* key buckets for pipeline ordering */
+#define SLOT_LINK     offsetof(struct rslot, next)
 
 struct rsrv {
     node *n;
@@ -140,7 +144,8 @@ struct rslot {
     size_t nsub;
     struct rsub *sub;
     struct rsub sub1;
-    uint8_t **keys; /* DEL: key copies */
+    size_t mget_bytes; /* MGET: value bytes copied so far */
+    uint8_t **keys;    /* DEL: key copies */
     size_t *klens;
 };
 
@@ -194,7 +199,7 @@ static void conn_mark_dirty(struct rconn *c)
 }
 
 static void conn_flush(struct rconn *c);
-static void conn_resume(struct rconn *c);
+static bool conn_resume(struct rconn *c);
 
 static void on_write(uv_write_t *req, int status)
 {
@@ -230,7 +235,9 @@ static void conn_flush(struct rconn *c)
         conn_maybe_close(c);
         return;
     }
-    uv_buf_t b = uv_buf_init((char *)c->out.p, (unsigned)c->out.len);
+    /* uv_buf_t's len is a size_t here: uv_buf_init's unsigned would cut
+     * an output over 4 GiB (a huge MGET reply) and lose the rest. */
+    uv_buf_t b = {.base = (char *)c->out.p, .len = c->out.len};
     int w = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
     if (w == UV_EAGAIN || w == UV_ENOSYS)
         w = 0;
@@ -256,7 +263,8 @@ static void conn_flush(struct rconn *c)
         return;
     }
     req->data = c;
-    b = uv_buf_init((char *)c->wbuf.p + w, (unsigned)(c->wbuf.len - (size_t)w));
+    b.base = (char *)c->wbuf.p + w;
+    b.len = c->wbuf.len - (size_t)w;
     int rc = uv_write(req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
     if (rc < 0) {
         free(req);
@@ -267,8 +275,9 @@ static void conn_flush(struct rconn *c)
     c->refs++;
 }
 
-static void rsrv_flush(struct rsrv *rs)
+static bool rsrv_flush(struct rsrv *rs)
 {
+    bool started = false;
     /* A connection resumed here may answer at once: flush that too. */
     while (rs->dirty) {
         struct rconn *c = rs->dirty;
@@ -277,17 +286,17 @@ static void rsrv_flush(struct rsrv *rs)
             struct rconn *next = c->dirty_next;
             c->on_dirty = false;
             conn_flush(c);
-            conn_resume(c);
+            started |= conn_resume(c);
             conn_unref(c);
             c = next;
         }
     }
+    return started;
 }
 
-void node__rsrv_flush(node *n)
+bool node__rsrv_flush(node *n)
 {
-    if (n->rsrv)
-        rsrv_flush(n->rsrv);
+    return n->rsrv ? rsrv_flush(n->rsrv) : false;
 }
 
 /* ---- connection life -------------------------------------------------- */
@@ -446,6 +455,7 @@ static void reply_err(struct resp_out *o, int err, uint32_t acks, uint32_t need)
                  rk_strerror(err), acks, need);
     else if (err == RK_EOVERLOADED)
         snprintf(msg, sizeof(msg), "too many requests in flight, retry later");
+
     else
         snprintf(msg, sizeof(msg), "%s", rk_strerror(err));
     resp_out_rkerr(o, err, msg);
@@ -487,7 +497,13 @@ static void slot_finish(struct rslot *s)
         u->rd = u->wr = false;
     }
     struct resp_out *o = slot_out(s);
-    if (s->err) {
+    if (s->err == RK_ETOOLARGE && s->kind == K_MGET) {
+        char msg[96];
+        snprintf(msg, sizeof(msg),
+                 "MGET reply over %zu MiB: ask for fewer keys at once",
+                 RSRV_MGET_MAX >> 20);
+        resp_out_rkerr(o, s->err, msg);
+    } else if (s->err) {
         reply_err(o, s->err, s->acks, s->need);
     } else {
         switch (s->kind) {
@@ -556,7 +572,12 @@ static void on_get(const struct coord_result *res, void *arg)
                 s->err = -ENOMEM;
         } else if (s->kind == K_TTL) {
             s->expiry = res->expiry_ms;
+        } else if (s->kind == K_MGET &&
+                   s->mget_bytes + res->value.len > RSRV_MGET_MAX) {
+            if (!s->err)
+                s->err = RK_ETOOLARGE; /* copy nothing more */
         } else if (s->kind == K_MGET) {
+            s->mget_bytes += res->value.len;
             u->val = malloc(res->value.len ? res->value.len : 1);
             if (!u->val) {
                 if (!s->err)
@@ -1229,15 +1250,19 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
  * end); one that is still reading only updates that. Before this, a command
  * held back (pipeline full) while the output was over its bound was never
  * run once the output drained (regression: held_after_full_output). */
-static void conn_resume(struct rconn *c)
+static bool conn_resume(struct rconn *c)
 {
     if (c->closing)
-        return;
+        return false;
     if (!c->processing && !c->stopped && !conn_full(c) &&
-        (c->held || !c->reading))
+        (c->held || !c->reading)) {
+        uint64_t before = c->rs->commands;
+        bool held = c->held;
         conn_process(c);
-    else
-        conn_update_reading(c);
+        return held || c->rs->commands != before;
+    }
+    conn_update_reading(c);
+    return false;
 }
 
 static void conn_update_reading(struct rconn *c)

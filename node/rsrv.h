@@ -31,7 +31,9 @@
  *    the listener is closed and every request has completed (node_stop
  *    waits: pending_closes). Safe when not started, and twice.
  *  node__rsrv_flush(n): end of loop turn: write what each connection has
- *    ready (one write per connection per turn). */
+ *    ready (one write per connection per turn); true when a connection
+ *    whose output drained started requests meanwhile (the caller runs its
+ *    end-of-turn work again, or they would wait for the next wakeup). */
 
 /* Open RESP connections (for INFO and metrics); 0 when not running. */
 uint64_t node__rsrv_conns(const node *n);

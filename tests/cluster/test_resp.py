@@ -69,6 +69,17 @@ def main():
     h.check(r1.ttl("a") == -1 and r1.ttl("sx") == -2 and r1.pttl("no") == -2,
             "TTL without expiry / of a missing key: %r %r %r" %
             (r1.ttl("a"), r1.ttl("sx"), r1.pttl("no")))
+    # an MGET's reply is bounded (64 MiB of values): one 2.7 KB request
+    # could otherwise ask for gigabytes of copies
+    big = b"b" * (15 << 20)
+    h.check(r1.set("big15", big) is True, "SET of 15 MiB")
+    h.check(r2.mget(["big15"] * 4) == [big] * 4, "MGET of 60 MiB")
+    try:
+        r2.mget(["big15"] * 5)
+        h.check(False, "MGET of 75 MiB answered")
+    except redis.ResponseError as e:
+        h.check(str(e).startswith("TOO_LARGE"), "MGET over the bound: %s" % e)
+    h.check(r2.get("big15") == big, "the connection serves after TOO_LARGE")
     # a transaction is refused with the reason, and nothing of it applies
     try:
         t = r1.pipeline()  # redis-py's default: MULTI ... EXEC
