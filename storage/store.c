@@ -290,6 +290,13 @@ int store__sync_ranges(store *s, struct store__range **rs, size_t n)
  * (store_open), so no two syncs overlap. */
 int store__sync_envs(store *s)
 {
+    /* A failed sync is not retried: Linux reports a writeback error to one
+     * fsync only, so a retry's success would not mean the pages are on
+     * disk, and the log segments (the only durable copy) would be deleted
+     * (regression: env_sync_retry_retired_log). Checkpoints fail from then
+     * on and the log is kept; reopening replays it. */
+    if (s->env_sync_err)
+        return s->env_sync_err;
     pthread_rwlock_rdlock(&s->maplock);
     struct store__range **rs = malloc((s->nranges + 1) * sizeof(*rs));
     int rc = -ENOMEM;
@@ -300,9 +307,11 @@ int store__sync_envs(store *s)
         if (atomic_exchange(&s->ranges[i]->dirty, false))
             rs[n++] = s->ranges[i];
     rc = store__sync_ranges(s, rs, n);
-    if (rc)
+    if (rc) {
+        s->env_sync_err = rc;
         for (size_t i = 0; i < n; i++)
             atomic_store(&rs[i]->dirty, true);
+    }
     free(rs);
 unlock:
     pthread_rwlock_unlock(&s->maplock);

@@ -21,8 +21,9 @@
  *
  * Threads: every function may be called from any thread; appends are
  * serialised, syncs are shared (a sync that starts after an append covers
- * it, and callers that arrive during a sync share the next one) and up to
- * two overlap (the second starts while the first is on the device).
+ * it, and callers that arrive during a sync share the next one), one at a
+ * time; after a failed sync nothing more counts as durable (every sync and
+ * append fails: the log is broken until reopened).
  */
 #ifndef RK_STORAGE_WAL_H
 #define RK_STORAGE_WAL_H

@@ -10,10 +10,12 @@
  * pages had not reached the disk.
  */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +148,57 @@ static void log_keys(int nrec, int per, uint64_t seg_bytes)
     }
     ck_assert_int_eq(store__wal_sync(w, lsn), 0);
     store__wal_free(w);
+}
+
+/* ---- sync failures -------------------------------------------------------
+ *
+ * fdatasync and syncfs are interposed (this executable's definitions win
+ * over libc's for the storage code linked into it). Unarmed, they call
+ * libc's. */
+static atomic_int hold_sync; /* the next fdatasync waits for release_sync,
+                                then fails with EIO */
+static atomic_int sync_entered, sync_released;
+static atomic_int fail_syncfs; /* syncfs calls to fail with EIO */
+
+int fdatasync(int fd)
+{
+    static int (*real)(int);
+    if (real == NULL)
+        real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    if (atomic_exchange(&hold_sync, 0)) {
+        atomic_store(&sync_entered, 1);
+        while (!atomic_load(&sync_released))
+            usleep(1000);
+        errno = EIO;
+        return -1;
+    }
+    return real(fd);
+}
+
+int syncfs(int fd)
+{
+    static int (*real)(int);
+    if (real == NULL)
+        real = (int (*)(int))dlsym(RTLD_NEXT, "syncfs");
+    if (atomic_load(&fail_syncfs) > 0) {
+        atomic_fetch_sub(&fail_syncfs, 1);
+        errno = EIO;
+        return -1;
+    }
+    return real(fd);
+}
+
+/* store_put keys 0..n-1 with their records. */
+static void put_keys(store *s, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        uint8_t rb[64];
+        key_of(k, sizeof(k), i);
+        size_t rl = rec_of(rb, sizeof(rb), i);
+        ck_assert_int_eq(store_put(s, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl)),
+                         0);
+    }
 }
 
 /* Whether key i reads with its value. */
@@ -535,6 +588,89 @@ START_TEST(regression_write_after_seal_lost)
 }
 END_TEST
 
+struct syncer_arg {
+    store__wal *w;
+    uint64_t lsn;
+    int rc;
+};
+
+static void *sync_thread(void *arg)
+{
+    struct syncer_arg *a = arg;
+    a->rc = store__wal_sync(a->w, a->lsn);
+    return NULL;
+}
+
+/* Regression (acked_after_failed_sync): with two log syncs overlapping, a
+ * second one that returned 0 acknowledged its records although the first,
+ * covering pages they share, had failed (Linux reports a writeback error
+ * to one fsync only). After a failed sync nothing may count as durable. */
+START_TEST(regression_acked_after_failed_sync)
+{
+    mk_tmp();
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    uint64_t l1, l2;
+    int flags;
+    ck_assert_int_eq(store__wal_append(&l1, &flags, w, (const uint8_t *)"a", 1),
+                     0);
+    atomic_store(&sync_entered, 0);
+    atomic_store(&sync_released, 0);
+    atomic_store(&hold_sync, 1);
+    struct syncer_arg a = {w, l1, 1}, b;
+    pthread_t ta, tb;
+    ck_assert_int_eq(pthread_create(&ta, NULL, sync_thread, &a), 0);
+    while (!atomic_load(&sync_entered)) /* a's sync is on the "device" */
+        usleep(1000);
+    ck_assert_int_eq(store__wal_append(&l2, &flags, w, (const uint8_t *)"b", 1),
+                     0);
+    b = (struct syncer_arg){w, l2, 1};
+    ck_assert_int_eq(pthread_create(&tb, NULL, sync_thread, &b), 0);
+    usleep(200000); /* room for b to start a sync of its own, if allowed */
+    atomic_store(&sync_released, 1);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    ck_assert_int_eq(a.rc, -EIO);
+    ck_assert_int_eq(b.rc, -EIO); /* was 0: acknowledged */
+    ck_assert_int_eq(store__wal_sync(w, l2), -EIO);
+    ck_assert_int_eq(store__wal_append(&l2, &flags, w, (const uint8_t *)"c", 1),
+                     -EIO);
+    uint64_t cut;
+    ck_assert_int_eq(store__wal_cut(w, &cut), -EIO);
+    store__wal_free(w);
+    rm_tmp();
+}
+END_TEST
+
+/* Regression (env_sync_retry_retired_log): a checkpoint whose sync of the
+ * range envs failed was retried, the retry's sync returned 0 (the error
+ * having been reported once), and the log segments -- the only durable copy
+ * of what the failed sync lost -- were deleted. The failure now sticks:
+ * checkpoints fail and the log is kept until the store is reopened. */
+START_TEST(regression_env_sync_retry_retired_log)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.sync_method = STORE_SYNC_SYNCFS;
+    store *s = open_opts(&o);
+    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
+    put_keys(s, 20);
+    atomic_store(&fail_syncfs, 1);
+    ck_assert_int_eq(store_checkpoint(s), -EIO);
+    ck_assert_int_eq(atomic_load(&fail_syncfs), 0); /* it was the env sync */
+    ck_assert_int_eq(store_checkpoint(s), -EIO);    /* was 0: log retired */
+    ck_assert_int_ge(nsegs(), 1);
+    store_free(s);
+    /* reopened: everything is there (replayed from the kept log) */
+    s = open_opts(&o);
+    for (int i = 0; i < 20; i++)
+        ck_assert(has_key(s, i));
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(log_stray_file_is_error)
 {
     mk_tmp();
@@ -786,14 +922,7 @@ START_TEST(store_periodic_logs_writes)
     o.periodic_ms = 10;
     store *s = open_opts(&o);
     ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
-    for (int i = 0; i < 50; i++) {
-        char k[32];
-        uint8_t rb[64];
-        key_of(k, sizeof(k), i);
-        size_t rl = rec_of(rb, sizeof(rb), i);
-        ck_assert_int_eq(store_put(s, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl)),
-                         0);
-    }
+    put_keys(s, 50);
     ck_assert_int_eq(store_sync(s), 0);
     struct seen sn;
     memset(&sn, 0, sizeof(sn));
@@ -821,6 +950,7 @@ static Suite *wal_suite(void)
     tcase_add_test(tc, log_append_many_in_order);
     tcase_add_test(tc, regression_failed_append_replayed);
     tcase_add_test(tc, regression_write_after_seal_lost);
+    tcase_add_test(tc, regression_acked_after_failed_sync);
     suite_add_tcase(s, tc);
     tc = tcase_create("store");
     tcase_set_timeout(tc, 60);
@@ -830,6 +960,7 @@ static Suite *wal_suite(void)
     tcase_add_test(tc, store_checkpoint_retires_segments);
     tcase_add_test(tc, store_drop_is_not_resurrected_by_replay);
     tcase_add_test(tc, store_periodic_logs_writes);
+    tcase_add_test(tc, regression_env_sync_retry_retired_log);
     tcase_add_test(tc, store_checkpoints_during_writes_and_splits);
     suite_add_tcase(s, tc);
     return s;
