@@ -1300,8 +1300,8 @@ static bool store__keep(int x)
 
 /* Apply imm (set by the caller, flmu held) to the envs and drop it. The
  * writes that could not be applied go back into mem and mark their ranges
- * stuck; a range some write reached is unstuck. Returns 0 or the first
- * such failure. */
+ * stuck; every other range is unstuck (stuck means: this apply kept back a
+ * write of it). Returns 0 or the first such failure. */
 static int store__apply_imm(store *s)
 {
     store_batch *b = NULL;
@@ -1319,14 +1319,17 @@ static int store__apply_imm(store *s)
     int first = rc;
     size_t kept = 0;
     if (any_keep || any_stuck) {
+        /* Regression (stuck_after_split): a range that kept nothing back
+         * (the empty half of a split, one whose writes all went in) stayed
+         * stuck while only its own applied writes could unstick it. */
+        for (size_t i = 0; i < s->nranges; i++)
+            atomic_store(&s->ranges[i]->stuck, 0);
         pthread_mutex_lock(&s->memmu);
         for (size_t i = 0; b != NULL && i < b->n; i++) {
             struct store__w *w = &b->w[i];
             int x = rc ? rc : w->result;
             struct store__range *rr = store__lookup(s, w->token);
             if (!store__keep(x)) {
-                if (rr != NULL && x == 0)
-                    atomic_store(&rr->stuck, 0);
                 store__mem_del(s->imm, w->token, w->key);
                 continue;
             }
@@ -1370,6 +1373,11 @@ int store__flush_locked(store *s)
     if (store__mem_count(s->mem) == 0) {
         pthread_mutex_unlock(&s->memmu);
         store__mem_free(fresh);
+        /* nothing is kept back: no range is stuck */
+        pthread_rwlock_rdlock(&s->maplock);
+        for (size_t i = 0; i < s->nranges; i++)
+            atomic_store(&s->ranges[i]->stuck, 0);
+        pthread_rwlock_unlock(&s->maplock);
         return 0;
     }
     s->imm = s->mem;

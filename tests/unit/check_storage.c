@@ -910,6 +910,50 @@ START_TEST(map_full_grows_or_refuses)
 }
 END_TEST
 
+/* Regression (stuck_after_split): a full range is split; the half that
+ * kept nothing back (here the low half: every write went to the high half)
+ * stayed stuck -- every write to it RK_EFULL -- until a reopen, since only
+ * an applied write of its own could unstick it. */
+START_TEST(regression_stuck_after_split)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.map_size = 256 << 10;
+    o.map_size_max = 2 << 20;
+    o.memtable_bytes = (size_t)64 << 20; /* applied by the flushes below */
+    o.auto_compact_pct = -1;
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    const uint64_t at = UINT64_C(1) << 63;
+    char val[1500], k[32];
+    memset(val, 'v', sizeof(val));
+    val[sizeof(val) - 1] = 0;
+    int i = 0, rc = 0, ok = 0;
+    for (; rc == 0 && i < 100000; i++) { /* high-half keys until stuck */
+        snprintf(k, sizeof(k), "h%d", i);
+        if (rk_token(k, strlen(k)) <= at)
+            continue;
+        rc = put(s, k, 1, val);
+        if (rc == 0 && ++ok % 300 == 0)
+            (void)store_flush(s); /* fails once the env is full */
+    }
+    ck_assert_int_eq(rc, RK_EFULL);
+    ck_assert_int_eq(store_range_split(s, WHOLE, at), 0);
+    (void)store_flush(s); /* the high half still keeps writes back */
+    int refused = 0, tried = 0;
+    for (; tried < 5; i++) {
+        snprintf(k, sizeof(k), "l%d", i);
+        if (rk_token(k, strlen(k)) > at)
+            continue;
+        tried++;
+        refused += put(s, k, 1, val) != 0;
+    }
+    ck_assert_int_eq(refused, 0); /* was 5 */
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 /* Open a raw LMDB env (the store must be closed). */
 static MDB_txn *raw_begin(MDB_env **env, MDB_dbi *dbi, const char *path)
 {
@@ -1732,6 +1776,7 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, concurrent_periodic);
     tcase_add_test(tc, concurrent_write_map);
     tcase_add_test(tc, writes_during_split_and_merge);
+    tcase_add_test(tc, regression_stuck_after_split);
     tcase_add_loop_test(tc, writes_during_compaction, 0, 2);
     suite_add_tcase(s, tc);
     return s;
