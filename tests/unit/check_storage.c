@@ -954,6 +954,52 @@ START_TEST(regression_stuck_after_split)
 }
 END_TEST
 
+/* Regression (replay_retries_kept_writes): replay at open flushed the
+ * memtable whenever it held memtable_bytes, counting the writes a full env
+ * keeps back: past that, every replayed write retried them all (16,000
+ * kept writes: 18 s to open, quadratic). Counted in applies, not seconds. */
+START_TEST(regression_replay_retries_kept_writes)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.map_size = 256 << 10;
+    o.map_size_max = 1 << 20;
+    o.memtable_bytes = (size_t)256 << 20;
+    o.auto_compact_pct = -1;
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    char val[200];
+    memset(val, 'v', sizeof(val));
+    val[sizeof(val) - 1] = 0;
+    size_t rl;
+    uint8_t *r = rec(&rl, 1, 0, 0, val, strlen(val));
+    store_batch *b;
+    ck_assert_int_eq(store_batch_new(&b), 0);
+    for (int i = 0; i < 16000; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof(k), "k%d", i);
+        ck_assert_int_eq(
+            store_batch_add(b, RK_SLICE(k, (size_t)kl), RK_SLICE(r, rl)), 0);
+        if (store_batch_count(b) == 1000) {
+            ck_assert_int_eq(store_batch_commit(s, b), 0);
+            store_batch_reset(b);
+        }
+    }
+    store_batch_free(b);
+    free(r);
+    ck_assert_int_ne(store_flush(s), 0); /* the env is full: kept back */
+    store_free(s);
+    o.memtable_bytes = 64 << 10; /* far below what is kept */
+    s = open_store(&o);
+    struct store_mem_info mi;
+    store_mem_info(&mi, s);
+    ck_assert_uint_gt(mi.writes, 1000); /* still kept back */
+    ck_assert_uint_lt(mi.applies, 200); /* was one per replayed write */
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 /* Open a raw LMDB env (the store must be closed). */
 static MDB_txn *raw_begin(MDB_env **env, MDB_dbi *dbi, const char *path)
 {
@@ -1777,6 +1823,7 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, concurrent_write_map);
     tcase_add_test(tc, writes_during_split_and_merge);
     tcase_add_test(tc, regression_stuck_after_split);
+    tcase_add_test(tc, regression_replay_retries_kept_writes);
     tcase_add_loop_test(tc, writes_during_compaction, 0, 2);
     suite_add_tcase(s, tc);
     return s;
