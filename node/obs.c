@@ -48,6 +48,8 @@ struct obs {
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes;
     metrics_family *owned, *ranges, *keys, *bytes, *mem_writes, *mem_bytes;
+    metrics_family *store_failed;
+    bool store_failed_logged;
     metrics_family *inflight, *coord_inflight, *coord_background;
     metrics_family *conns_total, *conns_open, *bad_frames, *resp_perr;
     metrics_family *auth_fail;
@@ -172,6 +174,10 @@ static int obs_register(struct obs *o)
     F(mem_bytes, "ringkv_memtable_bytes",
       "Memory held by the memtable (bound: 2 x memtable_mb).", METRICS_GAUGE, 0,
       NULL);
+    F(store_failed, "ringkv_storage_failed",
+      "1 after a commit log or range env sync failed: commits or "
+      "checkpoints fail until the node is restarted (docs/storage.md).",
+      METRICS_GAUGE, 0, NULL);
     F(inflight, "ringkv_client_inflight_requests",
       "Client requests in flight (admission control bound: max_inflight).",
       METRICS_GAUGE, 0, NULL);
@@ -350,6 +356,14 @@ static void obs_sync(struct obs *o)
         store_mem_info(&mi, n->store);
         metrics_gauge_set(o->mem_writes, 0, (int64_t)mi.writes);
         metrics_gauge_set(o->mem_bytes, 0, (int64_t)mi.bytes);
+        metrics_gauge_set(o->store_failed, 0, mi.failed != 0);
+        if (mi.failed && !o->store_failed_logged) {
+            o->store_failed_logged = true;
+            LOG(ERROR, "store.sync_failed",
+                "error=\"%s\" note=\"commits or checkpoints fail until "
+                "restart; the commit log is kept\"",
+                rk_strerror(mi.failed));
+        }
     }
     metrics_gauge_set(o->inflight, 0, n->inflight);
     metrics_gauge_set(o->coord_inflight, 0, n->coord_inflight);

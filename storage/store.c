@@ -295,8 +295,9 @@ int store__sync_envs(store *s)
      * disk, and the log segments (the only durable copy) would be deleted
      * (regression: env_sync_retry_retired_log). Checkpoints fail from then
      * on and the log is kept; reopening replays it. */
-    if (s->env_sync_err)
-        return s->env_sync_err;
+    int failed = atomic_load(&s->env_sync_err);
+    if (failed)
+        return failed;
     pthread_rwlock_rdlock(&s->maplock);
     struct store__range **rs = malloc((s->nranges + 1) * sizeof(*rs));
     int rc = -ENOMEM;
@@ -308,7 +309,7 @@ int store__sync_envs(store *s)
             rs[n++] = s->ranges[i];
     rc = store__sync_ranges(s, rs, n);
     if (rc) {
-        s->env_sync_err = rc;
+        atomic_store(&s->env_sync_err, rc);
         for (size_t i = 0; i < n; i++)
             atomic_store(&rs[i]->dirty, true);
     }
@@ -1396,6 +1397,9 @@ void store_mem_info(struct store_mem_info *out, store *s)
     out->writes = store__mem_count(s->mem);
     out->bytes = store__mem_bytes(s->mem);
     out->applies = s->mem_applies;
+    out->failed = store__wal_broken(s->wal);
+    if (out->failed == 0)
+        out->failed = atomic_load(&s->env_sync_err);
     if (s->imm != NULL) {
         out->writes += store__mem_count(s->imm);
         out->bytes += store__mem_bytes(s->imm);

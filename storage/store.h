@@ -316,6 +316,10 @@ struct store_mem_info {
     uint64_t bytes;   /* memory they hold */
     uint64_t applies; /* applies to the envs so far: when it moves, the
                          envs' keys and bytes (store_range_info) changed */
+    int failed;       /* 0, or the error of a failed log or env sync: from
+                         then on commits (log) or checkpoints (envs: the log
+                         is kept and grows) fail until the store is
+                         reopened, which replays the log */
 };
 
 /* The memtable: writes committed but not yet applied to the range envs

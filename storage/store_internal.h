@@ -118,7 +118,7 @@ struct store {
     store__wal *wal;
     pthread_rwlock_t walock;
     pthread_mutex_t ckmu;
-    int env_sync_err; /* sticky: a range env sync failed (under ckmu) */
+    atomic_int env_sync_err; /* sticky: a range env sync failed */
     /* The memtable (docs/storage.md): `mem` takes commits; a flush moves
      * it to `imm` and applies that to the envs, then drops it. Reads look
      * in mem, imm, then the env (in that order, so a write moving from imm

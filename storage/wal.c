@@ -388,6 +388,14 @@ size_t store__wal_segments(store__wal *w)
     return n;
 }
 
+int store__wal_broken(store__wal *w)
+{
+    pthread_mutex_lock(&w->mu);
+    int b = w->broken;
+    pthread_mutex_unlock(&w->mu);
+    return b;
+}
+
 uint64_t store__wal_last(store__wal *w)
 {
     pthread_mutex_lock(&w->mu);

@@ -97,6 +97,9 @@ int store__wal_append_many(int *out_flags,
 /* Return once every record up to `lsn` is on stable storage. */
 int store__wal_sync(store__wal *w, uint64_t lsn);
 
+/* 0, or the error that broke the log (a failed sync or write). */
+int store__wal_broken(store__wal *w);
+
 /* LSN of the last record appended (0: none). */
 uint64_t store__wal_last(store__wal *w);
 

@@ -446,7 +446,8 @@ def part_metrics(c):
                 "ringkv_disk_bytes ",
                 "ringkv_memtable_writes ",
                 "ringkv_memtable_bytes ",
-                "ringkv_commit_duration_seconds_bucket{"):
+                "ringkv_commit_duration_seconds_bucket{",
+                "ringkv_storage_failed "):
         h.check(fam in text, "family %s missing from /metrics" % fam)
         h.check(any(k.startswith(fam.rstrip(" ")) for k in native),
                 "family %s missing from METRICS" % fam)
@@ -459,6 +460,7 @@ def part_metrics(c):
             "hints stored not counted")
     lat = 'ringkv_request_duration_seconds_count{op="get",level="QUORUM"}'
     h.check(m.get(lat, 0) > 0, "latency histogram empty")
+    h.check(m.get("ringkv_storage_failed") == 0, "storage reported failed")
     # one commit duration per log sync, from the same scrape
     h.check(m.get("ringkv_commit_duration_seconds_count", 0) ==
             m.get("ringkv_commits_total", -1) > 0,
