@@ -177,10 +177,12 @@ static int plan(node *n, struct creq *q)
     q->nrep = (uint32_t)nr;
     memset(q->r, 0, nr * sizeof(q->r[0]));
     plan_peers(n, q);
-    const char *dcname[RING_MAX_REPLICAS];
+    /* The local DC first, then each replica's: up to nrep + 1 names (the
+     * local DC need not hold a replica: 16 replicas in 16 other DCs). */
+    const char *dcname[RING_MAX_REPLICAS + 1];
     int ndc = 1;
     dcname[0] = n->cfg.datacenter;
-    uint32_t per_dc[RING_MAX_REPLICAS] = {0};
+    uint32_t per_dc[RING_MAX_REPLICAS + 1] = {0};
     for (uint32_t i = 0; i < q->nrep; i++) {
         struct ring_node_info ni;
         ring_node_get(r, &ni, q->rep[i]);
