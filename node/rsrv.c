@@ -913,12 +913,23 @@ static bool arg_is(struct rk_slice a, const char *s)
     return a.len == l && strncasecmp((const char *)a.p, s, l) == 0;
 }
 
-static int info_section_on(struct rk_slice want, const char *name)
+/* INFO's sections: none named, or all/everything/default, is every one;
+ * else those named (any number, as Redis 7 takes them). */
+struct info_want {
+    const struct rk_slice *names;
+    size_t n;
+};
+
+static int info_section_on(struct info_want want, const char *name)
 {
-    if (want.len == 0 || arg_is(want, "all") || arg_is(want, "everything") ||
-        arg_is(want, "default"))
+    if (want.n == 0)
         return 1;
-    return arg_is(want, name);
+    for (size_t i = 0; i < want.n; i++)
+        if (arg_is(want.names[i], "all") ||
+            arg_is(want.names[i], "everything") ||
+            arg_is(want.names[i], "default") || arg_is(want.names[i], name))
+            return 1;
+    return 0;
 }
 
 static const char *node_state_name(const node *n)
@@ -932,7 +943,8 @@ static const char *node_state_name(const node *n)
     return "NORMAL";
 }
 
-static void info_build(struct resp_out *o, struct rconn *c, struct rk_slice sec)
+static void
+info_build(struct resp_out *o, struct rconn *c, struct info_want sec)
 {
     node *n = c->n;
     struct rsrv *rs = c->rs;
@@ -1043,7 +1055,7 @@ static void exec_local(struct rconn *c, const struct resp_request *q)
     }
     switch (q->op) {
     case RESP_OP_INFO:
-        info_build(o, c, q->section);
+        info_build(o, c, (struct info_want){q->keys, q->nkeys});
         break;
     case RESP_OP_AUTH:
         if (!n->cfg.requirepass[0]) {

@@ -111,6 +111,10 @@ def main():
                                        ("used_memory", "blocked_clients",
                                         "total_connections_received",
                                         "total_commands_processed")})
+    two = r1.execute_command("INFO", "server", "keyspace")
+    h.check("redis_version" in two and "db0" in two and
+            "ring_epoch" not in two, "INFO with two sections: %r" %
+            sorted(two)[:8])
     h.check(r1.execute_command("CONSISTENCY") == b"QUORUM", "CONSISTENCY?")
     # unknown command: an error, never a hang
     try:
