@@ -356,13 +356,14 @@ static void obs_sync(struct obs *o)
         store_mem_info(&mi, n->store);
         metrics_gauge_set(o->mem_writes, 0, (int64_t)mi.writes);
         metrics_gauge_set(o->mem_bytes, 0, (int64_t)mi.bytes);
-        metrics_gauge_set(o->store_failed, 0, mi.failed != 0);
-        if (mi.failed && !o->store_failed_logged) {
+        int failed = store_failed(n->store);
+        metrics_gauge_set(o->store_failed, 0, failed != 0);
+        if (failed && !o->store_failed_logged) {
             o->store_failed_logged = true;
             LOG(ERROR, "store.sync_failed",
                 "error=\"%s\" note=\"commits or checkpoints fail until "
                 "restart; the commit log is kept\"",
-                rk_strerror(mi.failed));
+                rk_strerror(failed));
         }
     }
     metrics_gauge_set(o->inflight, 0, n->inflight);

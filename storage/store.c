@@ -308,11 +308,8 @@ int store__sync_envs(store *s)
         if (atomic_exchange(&s->ranges[i]->dirty, false))
             rs[n++] = s->ranges[i];
     rc = store__sync_ranges(s, rs, n);
-    if (rc) {
-        atomic_store(&s->env_sync_err, rc);
-        for (size_t i = 0; i < n; i++)
-            atomic_store(&rs[i]->dirty, true);
-    }
+    if (rc)
+        atomic_store(&s->env_sync_err, rc); /* never retried (above) */
     free(rs);
 unlock:
     pthread_rwlock_unlock(&s->maplock);
@@ -1303,6 +1300,13 @@ static bool store__keep(int x)
     return x != 0 && x != RK_ENOTFOUND && x != RK_EINTERNAL;
 }
 
+/* No range keeps writes back (maplock held). */
+static void store__unstick_all(store *s)
+{
+    for (size_t i = 0; i < s->nranges; i++)
+        atomic_store(&s->ranges[i]->stuck, 0);
+}
+
 /* Apply imm (set by the caller, flmu held) to the envs and drop it. The
  * writes that could not be applied go back into mem and mark their ranges
  * stuck; every other range is unstuck (stuck means: this apply kept back a
@@ -1327,8 +1331,7 @@ static int store__apply_imm(store *s)
         /* Regression (stuck_after_split): a range that kept nothing back
          * (the empty half of a split, one whose writes all went in) stayed
          * stuck while only its own applied writes could unstick it. */
-        for (size_t i = 0; i < s->nranges; i++)
-            atomic_store(&s->ranges[i]->stuck, 0);
+        store__unstick_all(s);
         pthread_mutex_lock(&s->memmu);
         for (size_t i = 0; b != NULL && i < b->n; i++) {
             struct store__w *w = &b->w[i];
@@ -1378,10 +1381,8 @@ int store__flush_locked(store *s)
     if (store__mem_count(s->mem) == 0) {
         pthread_mutex_unlock(&s->memmu);
         store__mem_free(fresh);
-        /* nothing is kept back: no range is stuck */
-        pthread_rwlock_rdlock(&s->maplock);
-        for (size_t i = 0; i < s->nranges; i++)
-            atomic_store(&s->ranges[i]->stuck, 0);
+        pthread_rwlock_rdlock(&s->maplock); /* nothing is kept back */
+        store__unstick_all(s);
         pthread_rwlock_unlock(&s->maplock);
         return 0;
     }
@@ -1397,14 +1398,17 @@ void store_mem_info(struct store_mem_info *out, store *s)
     out->writes = store__mem_count(s->mem);
     out->bytes = store__mem_bytes(s->mem);
     out->applies = s->mem_applies;
-    out->failed = store__wal_broken(s->wal);
-    if (out->failed == 0)
-        out->failed = atomic_load(&s->env_sync_err);
     if (s->imm != NULL) {
         out->writes += store__mem_count(s->imm);
         out->bytes += store__mem_bytes(s->imm);
     }
     pthread_mutex_unlock(&s->memmu);
+}
+
+int store_failed(store *s)
+{
+    int rc = store__wal_broken(s->wal);
+    return rc ? rc : atomic_load(&s->env_sync_err);
 }
 
 int store_flush(store *s)
@@ -1495,6 +1499,8 @@ int store__checkpoint_locked(store *s,
  * all (group commit) and put them in the memtable; status[i] is batch i's
  * result. `handoff` (may be NULL) runs right after the appends, so the next
  * group can append while this one syncs. */
+#define STORE__LOG_CHUNK 64
+
 static void store__commit_logged(store *s,
                                  store_batch *const *bs,
                                  size_t n,
@@ -1505,10 +1511,12 @@ static void store__commit_logged(store *s,
     uint64_t last = 0;
     size_t floor = 0;
     pthread_rwlock_rdlock(&s->walock);
-    /* The records of up to 64 batches go to the log in one write (wal.h). */
-    for (size_t base = 0; base < n; base += 64) {
-        struct store__wal_rec rs[64];
-        size_t ri[64], nr = 0, end = n - base > 64 ? base + 64 : n;
+    /* The records of up to STORE__LOG_CHUNK batches go to the log in one
+     * write (wal.h); the node's committer passes at most that many. */
+    for (size_t base = 0; base < n; base += STORE__LOG_CHUNK) {
+        struct store__wal_rec rs[STORE__LOG_CHUNK];
+        size_t ri[STORE__LOG_CHUNK], nr = 0;
+        size_t end = n - base > STORE__LOG_CHUNK ? base + STORE__LOG_CHUNK : n;
         for (size_t i = base; i < end; i++) {
             size_t bytes = 0;
             bs[i]->lsn = 0;

@@ -316,16 +316,17 @@ struct store_mem_info {
     uint64_t bytes;   /* memory they hold */
     uint64_t applies; /* applies to the envs so far: when it moves, the
                          envs' keys and bytes (store_range_info) changed */
-    int failed;       /* 0, or the error of a failed log or env sync: from
-                         then on commits (log) or checkpoints (envs: the log
-                         is kept and grows) fail until the store is
-                         reopened, which replays the log */
 };
 
 /* The memtable: writes committed but not yet applied to the range envs
  * (they are within about a second). A key may be counted both here and in
  * store_range_info's keys until then. */
 void store_mem_info(struct store_mem_info *out, store *s);
+
+/* 0, or the error of a failed log or env sync: from then on commits (log)
+ * or checkpoints (envs: the log is kept and grows) fail until the store is
+ * reopened, which replays the log. Takes no lock. */
+int store_failed(store *s);
 
 /* One stored entry, as seen by a scan.
  * @note key and rec borrow from LMDB and live only during the callback. */

@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,11 +49,12 @@ struct store__wal {
     uint8_t *buf;    /* records being written, headers and payloads */
     bool sealed;     /* the current segment ends in its seal: rotate first */
     size_t bufcap;
-    uint64_t rno;     /* number of the last record appended */
-    uint64_t synced;  /* records up to this one are durable */
-    int nsyncing;     /* fdatasyncs in flight (at most WAL_SYNCS) */
-    uint64_t syncing; /* the newest record a started sync covers */
-    int broken;       /* sticky: the log can no longer be trusted */
+    uint64_t rno;      /* number of the last record appended */
+    uint64_t synced;   /* records up to this one are durable */
+    int nsyncing;      /* fdatasyncs in flight (at most WAL_SYNCS) */
+    uint64_t syncing;  /* the newest record a started sync covers */
+    atomic_int broken; /* sticky: the log can no longer be trusted (set
+                          under mu; store__wal_broken reads it without) */
 };
 
 static void wal_put32(uint8_t *p, uint32_t v)
@@ -390,10 +392,7 @@ size_t store__wal_segments(store__wal *w)
 
 int store__wal_broken(store__wal *w)
 {
-    pthread_mutex_lock(&w->mu);
-    int b = w->broken;
-    pthread_mutex_unlock(&w->mu);
-    return b;
+    return atomic_load(&w->broken); /* no mu: held across disk writes */
 }
 
 uint64_t store__wal_last(store__wal *w)

@@ -97,7 +97,8 @@ int store__wal_append_many(int *out_flags,
 /* Return once every record up to `lsn` is on stable storage. */
 int store__wal_sync(store__wal *w, uint64_t lsn);
 
-/* 0, or the error that broke the log (a failed sync or write). */
+/* 0, or the error that broke the log (a failed sync or write). Takes no
+ * lock: callable from an event loop. */
 int store__wal_broken(store__wal *w);
 
 /* LSN of the last record appended (0: none). */

@@ -657,16 +657,13 @@ START_TEST(regression_env_sync_retry_retired_log)
     store *s = open_opts(&o);
     ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
     put_keys(s, 20);
-    struct store_mem_info mi;
-    store_mem_info(&mi, s);
-    ck_assert_int_eq(mi.failed, 0);
+    ck_assert_int_eq(store_failed(s), 0);
     atomic_store(&fail_syncfs, 1);
     ck_assert_int_eq(store_checkpoint(s), -EIO);
     ck_assert_int_eq(atomic_load(&fail_syncfs), 0); /* it was the env sync */
     ck_assert_int_eq(store_checkpoint(s), -EIO);    /* was 0: log retired */
     ck_assert_int_ge(nsegs(), 1);
-    store_mem_info(&mi, s);
-    ck_assert_int_eq(mi.failed, -EIO); /* what the node reports */
+    ck_assert_int_eq(store_failed(s), -EIO); /* what the node reports */
     store_free(s);
     /* reopened: everything is there (replayed from the kept log) */
     s = open_opts(&o);
