@@ -744,20 +744,17 @@ static const struct resp__cmddef {
 };
 
 /* Commands ringkv will not have, and why, after "unknown command". */
+#define RESP__NO_TX  "no transactions"
+#define RESP__NO_RMW "no atomic read-modify-write under last-write-wins"
 static const struct {
     const char *name;
     const char *why;
 } resp__refused[] = {
-    {"exec", "no transactions"},
-    {"discard", "no transactions"},
-    {"watch", "no transactions"},
-    {"unwatch", "no transactions"},
-    {"incr", "no atomic read-modify-write under last-write-wins"},
-    {"incrby", "no atomic read-modify-write under last-write-wins"},
-    {"decr", "no atomic read-modify-write under last-write-wins"},
-    {"decrby", "no atomic read-modify-write under last-write-wins"},
-    {"append", "no atomic read-modify-write under last-write-wins"},
-    {"getset", "no atomic read-modify-write under last-write-wins"},
+    {"exec", RESP__NO_TX},    {"discard", RESP__NO_TX},
+    {"watch", RESP__NO_TX},   {"unwatch", RESP__NO_TX},
+    {"incr", RESP__NO_RMW},   {"incrby", RESP__NO_RMW},
+    {"decr", RESP__NO_RMW},   {"decrby", RESP__NO_RMW},
+    {"append", RESP__NO_RMW}, {"getset", RESP__NO_RMW},
 };
 
 #define RESP__NCMDS (sizeof(resp__cmds) / sizeof(resp__cmds[0]))
@@ -1119,8 +1116,6 @@ int resp_request_parse(struct resp_request *out,
     case RESP_OP_INFO:
         out->keys = cmd->argv + 1;
         out->nkeys = cmd->argc - 1;
-        if (cmd->argc > 1)
-            out->section = cmd->argv[1];
         return RESP_REQ_EXEC;
     case RESP_OP_AUTH:
         if (cmd->argc == 3)

@@ -235,11 +235,10 @@ struct resp_request {
     struct resp_set_opts set;
     const struct rk_slice *keys; /* DEL, EXISTS, MGET: nkeys keys; MSET:
                                     nkeys (key, value) pairs, keys[2i] and
-                                    keys[2i+1] */
+                                    keys[2i+1]; INFO: nkeys section names */
     size_t nkeys;
     struct rk_slice user;     /* AUTH with two arguments; else len 0 */
     struct rk_slice password; /* AUTH */
-    struct rk_slice section;  /* INFO: first section name, len 0 if none */
     bool has_level;           /* CONSISTENCY <level>; without: query */
     enum resp_level level;
     bool close; /* QUIT: close after the reply is flushed */

@@ -455,7 +455,6 @@ static void reply_err(struct resp_out *o, int err, uint32_t acks, uint32_t need)
                  rk_strerror(err), acks, need);
     else if (err == RK_EOVERLOADED)
         snprintf(msg, sizeof(msg), "too many requests in flight, retry later");
-
     else
         snprintf(msg, sizeof(msg), "%s", rk_strerror(err));
     resp_out_rkerr(o, err, msg);
@@ -512,13 +511,13 @@ static void slot_finish(struct rslot *s)
                 resp_out_null(o);
             break;    /* found: encoded in on_get */
         case K_TTL: { /* Redis's answers: -2 no key, -1 no expiry */
-            int64_t left = 0, now = (int64_t)node__now_ms();
-            if (s->sub1.found && s->expiry)
-                left = (int64_t)s->expiry > now ? (int64_t)s->expiry - now : 0;
+            int64_t left = (int64_t)s->expiry - (int64_t)node__now_ms();
             if (!s->sub1.found)
                 resp_out_int(o, -2);
             else if (!s->expiry)
                 resp_out_int(o, -1);
+            else if (left <= 0)
+                resp_out_int(o, 0);
             else
                 resp_out_int(o, s->pttl ? left : (left + 500) / 1000);
             break;
@@ -572,19 +571,18 @@ static void on_get(const struct coord_result *res, void *arg)
                 s->err = -ENOMEM;
         } else if (s->kind == K_TTL) {
             s->expiry = res->expiry_ms;
-        } else if (s->kind == K_MGET &&
-                   s->mget_bytes + res->value.len > RSRV_MGET_MAX) {
-            if (!s->err)
-                s->err = RK_ETOOLARGE; /* copy nothing more */
         } else if (s->kind == K_MGET) {
-            s->mget_bytes += res->value.len;
-            u->val = malloc(res->value.len ? res->value.len : 1);
-            if (!u->val) {
-                if (!s->err)
-                    s->err = -ENOMEM;
-            } else {
+            int err = 0;
+            if (s->mget_bytes + res->value.len > RSRV_MGET_MAX)
+                err = RK_ETOOLARGE; /* copy nothing more */
+            else if (!(u->val = malloc(res->value.len ? res->value.len : 1)))
+                err = -ENOMEM;
+            if (err && !s->err)
+                s->err = err;
+            if (!err) {
                 memcpy(u->val, res->value.p, res->value.len);
                 u->vlen = res->value.len;
+                s->mget_bytes += res->value.len;
             }
         }
     }

@@ -875,9 +875,9 @@ START_TEST(cmd_exec_ops)
                "-ERR wrong number of arguments for 'auth' command\r\n");
     req_expect(&r, R("INFO"), NULL);
     ck_assert_int_eq(r.op, RESP_OP_INFO);
-    ck_assert_uint_eq(r.section.len, 0);
+    ck_assert_uint_eq(r.nkeys, 0);
     req_expect(&r, R("INFO", "ringkv", "server"), NULL);
-    ck_assert(r.section.len == 6 && r.nkeys == 2);
+    ck_assert(r.nkeys == 2 && r.keys[0].len == 6 && r.keys[1].len == 6);
 }
 END_TEST
 
