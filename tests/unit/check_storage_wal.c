@@ -159,6 +159,17 @@ static atomic_int hold_sync; /* the next fdatasync waits for release_sync,
                                 then fails with EIO */
 static atomic_int sync_entered, sync_released;
 static atomic_int fail_syncfs; /* syncfs calls to fail with EIO */
+static atomic_int pwrites;     /* pwrite calls, counted always */
+
+ssize_t pwrite(int fd, const void *p, size_t n, off_t at)
+{
+    static ssize_t (*real)(int, const void *, size_t, off_t);
+    if (real == NULL)
+        real = (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT,
+                                                                   "pwrite");
+    atomic_fetch_add(&pwrites, 1);
+    return real(fd, p, n, at);
+}
 
 int fdatasync(int fd)
 {
@@ -460,8 +471,11 @@ START_TEST(log_append_many_in_order)
         r[i] = (struct store__wal_rec){b[i], 10 + (size_t)i, 0};
     }
     int flags;
+    atomic_store(&pwrites, 0);
     ck_assert_int_eq(store__wal_append_many(&flags, w, r, 6), 0);
     ck_assert_int_eq(flags & STORE__WAL_SEALED, 0); /* 267 B: one segment */
+    int nw = atomic_load(&pwrites);
+    ck_assert_int_eq(nw, 1); /* in one write */
     for (int i = 0; i < 6; i++)
         ck_assert_uint_eq(r[i].lsn, (uint64_t)i + 1);
     ck_assert_int_eq(store__wal_append_many(&flags, w, r + 6, 14), 0);
