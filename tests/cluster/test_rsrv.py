@@ -543,8 +543,24 @@ def part_full_output_resumes(c):
     n = 40
     s = socket.create_connection((ip, PORT), timeout=30)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+    r = redis.Redis(host=ip, port=PORT, socket_timeout=20)
+    base = r.info()["total_commands_processed"]
     s.sendall(b"*2\r\n$3\r\nGET\r\n$4\r\nbigv\r\n" * n)
-    time.sleep(1.5)  # let the 16 in flight finish into the output buffer
+    # Wait until the 16 in flight finished into the output buffer and the
+    # 17th was parsed (and held): counted in INFO, each poll being one
+    # command of its own.
+    deadline, polls = time.time() + 30, 0
+    while True:
+        info = r.info()
+        polls += 1
+        if (info["total_commands_processed"] - base - polls >= 17 and
+                info["inflight_requests"] == 0):
+            break
+        h.check(time.time() < deadline, "the pipeline never got going: %r"
+                % {k: info.get(k) for k in ("total_commands_processed",
+                                            "inflight_requests")})
+        time.sleep(0.05)
+    r.close()
     rep = read_replies(s, n, time.time() + 60)
     s.close()
     h.check(all(x == big for x in rep), "wrong GET replies")
