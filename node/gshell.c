@@ -598,6 +598,7 @@ static void on_tick(uv_timer_t *t)
     node *n = t->data;
     uint64_t now = node__mono_ms(n);
     n->ticks++;
+    (void)node__obs_store_watch(n);
     if (n->ticks % 10 == 1 && n->store) {
         /* LOAD: bytes on disk of the local ranges */
         uint64_t ranges, keys, bytes;

@@ -356,19 +356,25 @@ static void obs_sync(struct obs *o)
         store_mem_info(&mi, n->store);
         metrics_gauge_set(o->mem_writes, 0, (int64_t)mi.writes);
         metrics_gauge_set(o->mem_bytes, 0, (int64_t)mi.bytes);
-        int failed = store_failed(n->store);
-        metrics_gauge_set(o->store_failed, 0, failed != 0);
-        if (failed && !o->store_failed_logged) {
-            o->store_failed_logged = true;
-            LOG(ERROR, "store.sync_failed",
-                "error=\"%s\" note=\"commits or checkpoints fail until "
-                "restart; the commit log is kept\"",
-                rk_strerror(failed));
-        }
+        metrics_gauge_set(o->store_failed, 0, node__obs_store_watch(n) != 0);
     }
     metrics_gauge_set(o->inflight, 0, n->inflight);
     metrics_gauge_set(o->coord_inflight, 0, n->coord_inflight);
     metrics_gauge_set(o->coord_background, 0, n->coord_background);
+}
+
+int node__obs_store_watch(node *n)
+{
+    struct obs *o = n->obs;
+    int failed = n->store ? store_failed(n->store) : 0;
+    if (failed && o && !o->store_failed_logged) {
+        o->store_failed_logged = true;
+        LOG(ERROR, "store.sync_failed",
+            "error=\"%s\" note=\"commits or checkpoints fail until "
+            "restart; the commit log is kept\"",
+            rk_strerror(failed));
+    }
+    return failed;
 }
 
 /* ---- hot path --------------------------------------------------------- */

@@ -6,7 +6,8 @@ atexit, SIGTERM/SIGINT handlers, and PR_SET_PDEATHSIG on every child, so a
 killed test runner leaves no daemon behind. Data dirs live in a temporary
 folder that is removed at exit (kept, with the logs, when RINGKV_KEEP=1).
 
-Addresses: tests use 127.0.0.21-127.0.0.60 (the demo uses .11-.13).
+Addresses: tests use 127.0.0.21-127.0.0.109, each test its own (the demo
+uses .11-.13).
 """
 import atexit
 import ctypes
@@ -319,6 +320,7 @@ class Node:
         self.data_dir = os.path.join(cluster.dir, name)
         self.log_path = os.path.join(cluster.dir, name + ".log")
         self.proc = None
+        self.env = {}  # added to the environment ringkvd starts with
 
     def args(self):
         a = [RINGKVD,
@@ -335,8 +337,10 @@ class Node:
     def start(self):
         assert self.proc is None or self.proc.poll() is not None
         err = open(self.log_path + ".stderr", "ab")
+        env = dict(os.environ)
+        env.update(self.env)
         self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL,
-                                     stdout=err, stderr=err,
+                                     stdout=err, stderr=err, env=env,
                                      preexec_fn=_pdeathsig)
         err.close()
         _children.append(self.proc)
