@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""QUORUM reads succeed while a replica is frozen, in about one
+read_timeout_ms.
+
+Three nodes, RF 3. One replica is frozen (SIGSTOP: not yet convicted DOWN
+by gossip) and 24 QUORUM reads are pipelined to another node at once. A
+read that asked the frozen replica waits read_timeout_ms for it (the
+deadline of each replica read, docs/config.md), then asks the third
+replica, which answers at once: every read succeeds, the last one after
+one read timeout and a round trip, not two timeouts.
+"""
+import signal
+import time
+
+import harness as h
+
+TIMEOUT_MS = 1200
+
+
+def main():
+    ips = ["127.0.0.110", "127.0.0.111", "127.0.0.112"]
+    c = h.Cluster(ips, seeds=ips[:1], replication="dc1:3",
+                  read_timeout_ms=TIMEOUT_MS)
+    for i, n in enumerate(c.nodes):
+        n.extra["rack"] = "r%d" % (i + 1)
+    c.start()
+    c.wait_converged(timeout=60)
+    n1, n2, n3 = c.nodes
+    keys = ["rd%d" % i for i in range(24)]
+    cl = n1.client()
+    res = cl.pipeline([("PUT", {"key": k, "value": k, "cl": "ALL"})
+                       for k in keys])
+    h.check(not [r for r in res if r.err], "ALL writes: %r" % res[:2])
+    cl.close()
+
+    n3.proc.send_signal(signal.SIGSTOP)
+    try:
+        cl = n1.client(timeout=30)
+        t0 = time.time()
+        res = cl.pipeline([("GET", {"key": k, "cl": "QUORUM"})
+                           for k in keys])
+        took = (time.time() - t0) * 1000
+        cl.close()
+    finally:
+        n3.proc.send_signal(signal.SIGCONT)
+    errs = sorted(set(r.err for r in res if r.err))
+    ok = sum(1 for r in res if not r.err)
+    print("24 QUORUM reads, n3 frozen: %d OK, errors %r, all answered in "
+          "%.0f ms (read_timeout_ms %d)" % (ok, errs, took, TIMEOUT_MS))
+    h.check(all(r.value == k.encode() for k, r in zip(keys, res)
+                if not r.err), "a read returned a wrong value")
+    h.check(not errs, "QUORUM reads failed with a replica frozen: %r" %
+            [(k, r.err, r.msg) for k, r in zip(keys, res) if r.err][:3])
+    # Some read asked n3 (its answer was needed): the pipeline waited for
+    # it, and must not have waited twice.
+    h.check(took >= TIMEOUT_MS * 0.9,
+            "no read waited for the frozen replica (%.0f ms): the test did "
+            "not test anything" % took)
+    h.check(took < TIMEOUT_MS * 1.75,
+            "the reads took %.0f ms with read_timeout_ms %d: the third "
+            "replica was not asked at once" % (took, TIMEOUT_MS))
+    c.wait_converged(timeout=30)
+
+
+if __name__ == "__main__":
+    h.run(main)
