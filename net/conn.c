@@ -171,6 +171,12 @@ static void chunk_recycle(net_conn *c, struct net__chunk *ch)
     ch->p = NULL;
 }
 
+/* Lifts a back-pressure pause once the output has drained to a quarter,
+ * and parses what was buffered meanwhile. Wherever that happens (a write
+ * completed inside uv_write calls its write_cb in the next pending phase;
+ * conn_flush may run in the prepare phase) the owner's end-of-turn work
+ * for those frames runs in the check phase, after the poll: base_kick
+ * keeps that poll from blocking. */
 static void maybe_bp_resume(net_conn *c)
 {
     struct net__base *b = c->base;
@@ -178,6 +184,7 @@ static void maybe_bp_resume(net_conn *c)
         c->bp_paused = false;
         update_reading(c);
         conn_parse(c);
+        base_kick(b);
     }
 }
 
@@ -267,11 +274,8 @@ static int conn_flush(net_conn *c)
         if (first == n) {
             c->base->stats.writes++; /* else write_chunks counts it */
             /* no write_cb will come to lift a back-pressure pause */
-            if (c->state == NET__READY && c->bp_paused) {
-                struct net__base *b = c->base;
+            if (c->state == NET__READY && c->bp_paused)
                 maybe_bp_resume(c);
-                base_kick(b);
-            }
             return 0;
         }
     }
