@@ -102,6 +102,7 @@ struct creq {
     int ncons;
     uint32_t acks, need;
     int fail_err; /* first failure */
+    int cause;    /* first failure that is a replica's -errno (-EIO...) */
     bool timed_out;
     /* read repair */
     int phase;
@@ -330,7 +331,8 @@ static void finish(struct creq *q, int err, struct rk_slice value)
                                .acks = q->acks,
                                .need = q->need,
                                .value = value,
-                               .expiry_ms = err == 0 ? q->expiry : 0};
+                               .expiry_ms = err == 0 ? q->expiry : 0,
+                               .cause = err == RK_ETIMEOUT ? q->cause : 0};
     q->cb(&res, q->arg);
 }
 
@@ -380,6 +382,8 @@ static void note_failure(struct creq *q, int st)
     if (st == RK_ETIMEOUT || st == RK_ECLOSED || st == RK_EUNAVAILABLE ||
         (st < 0 && st > -4096))
         q->timed_out = true;
+    if (st < 0 && st > -4096 && !q->cause)
+        q->cause = st;
     if (!q->fail_err)
         q->fail_err = st;
 }
@@ -867,6 +871,23 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
     }
     read_decide(q);
     creq_unref(q);
+}
+
+void coord_errmsg(
+    char *buf, size_t len, int err, uint32_t acks, uint32_t need, int cause)
+{
+    if (err == RK_ETIMEOUT && need > 0 && cause != 0)
+        snprintf(buf, len,
+                 "replicas failed or did not answer in time: %u of %u "
+                 "replicas answered; a replica failed: %s",
+                 acks, need, rk_strerror(cause));
+    else if ((err == RK_ETIMEOUT || err == RK_EUNAVAILABLE) && need > 0)
+        snprintf(buf, len, "%s: %u of %u replicas answered", rk_strerror(err),
+                 acks, need);
+    else if (err == RK_EOVERLOADED)
+        snprintf(buf, len, "too many requests in flight, retry later");
+    else
+        snprintf(buf, len, "%s", rk_strerror(err));
 }
 
 int coord_get(

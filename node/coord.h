@@ -34,7 +34,14 @@ struct coord_result {
     uint32_t need;         /* replicas the level needed */
     struct rk_slice value; /* get: the value when err == 0 */
     uint64_t expiry_ms; /* get: its expiry (Unix ms) when err == 0; 0: none */
+    int cause;          /* TIMEOUT: a replica's own failure (-EIO...) among the
+                         * reasons, else 0 (coord_errmsg says it) */
 };
+
+/* The message of a failed request's reply: what went wrong, how many
+ * replicas answered of those needed, a replica's own failure if any. */
+void coord_errmsg(
+    char *buf, size_t len, int err, uint32_t acks, uint32_t need, int cause);
 
 typedef void (*coord_cb)(const struct coord_result *res, void *arg);
 

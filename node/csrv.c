@@ -71,6 +71,7 @@ struct csrv_req {
     size_t nkeys, pending;
     int err;
     uint32_t acks, need;
+    int cause;                  /* coord_result.cause */
     struct wire_cvalue *values; /* MGET */
     uint8_t **copies;           /* MGET: value copies */
 };
@@ -264,12 +265,8 @@ static void req_done(struct csrv_req *r)
     c->n->inflight--;
     struct wire_cresp resp = {.id = r->id, .op = r->op, .err = r->err};
     if (r->err && r->err != RK_ENOTFOUND) {
-        char msg[160];
-        if (r->err == RK_ETIMEOUT || r->err == RK_EUNAVAILABLE)
-            snprintf(msg, sizeof(msg), "%s: %u of %u replicas answered",
-                     rk_strerror(r->err), r->acks, r->need);
-        else
-            snprintf(msg, sizeof(msg), "%s", rk_strerror(r->err));
+        char msg[192];
+        coord_errmsg(msg, sizeof(msg), r->err, r->acks, r->need, r->cause);
         resp.msg = RK_SLICE(msg, strlen(msg));
         resp.has |= WIRE_CRESP_MSG | WIRE_CRESP_ACKS | WIRE_CRESP_NEED;
         resp.acks = r->acks;
@@ -325,6 +322,7 @@ static void on_write_done(const struct coord_result *res, void *arg)
     r->err = res->err;
     r->acks = res->acks;
     r->need = res->need;
+    r->cause = res->cause;
     req_done(r);
 }
 
@@ -342,6 +340,7 @@ static void on_get_done(const struct coord_result *res, void *arg)
     r->err = res->err;
     r->acks = res->acks;
     r->need = res->need;
+    r->cause = res->cause;
     req_done(r);
 }
 
@@ -365,6 +364,7 @@ static void on_mget_one(const struct coord_result *res, void *arg)
         r->err = res->err;
         r->acks = res->acks;
         r->need = res->need;
+        r->cause = res->cause;
     }
     if (--r->pending == 0)
         req_done(r);

@@ -130,6 +130,7 @@ struct rslot {
     uint32_t pending; /* sub-requests outstanding */
     int err;          /* first error (not RK_ENOTFOUND) */
     uint32_t acks, need;
+    int cause; /* coord_result.cause */
     enum node_cl cl;
     /* TTL / PTTL */
     bool pttl;
@@ -447,16 +448,11 @@ static void slot_complete(struct rslot *s)
     conn_unref(c);
 }
 
-static void reply_err(struct resp_out *o, int err, uint32_t acks, uint32_t need)
+static void
+reply_err(struct resp_out *o, int err, uint32_t acks, uint32_t need, int cause)
 {
-    char msg[160];
-    if ((err == RK_ETIMEOUT || err == RK_EUNAVAILABLE) && need > 0)
-        snprintf(msg, sizeof(msg), "%s: %u of %u replicas answered",
-                 rk_strerror(err), acks, need);
-    else if (err == RK_EOVERLOADED)
-        snprintf(msg, sizeof(msg), "too many requests in flight, retry later");
-    else
-        snprintf(msg, sizeof(msg), "%s", rk_strerror(err));
+    char msg[192];
+    coord_errmsg(msg, sizeof(msg), err, acks, need, cause);
     resp_out_rkerr(o, err, msg);
 }
 
@@ -467,6 +463,7 @@ static void slot_note(struct rslot *s, const struct coord_result *res)
         s->err = res->err;
         s->acks = res->acks;
         s->need = res->need;
+        s->cause = res->cause;
     }
 }
 
@@ -476,6 +473,7 @@ static void slot_note_rc(struct rslot *s, int rc)
         s->err = rc;
         s->acks = 0;
         s->need = 0;
+        s->cause = 0;
     }
     if (rc == RK_EOVERLOADED) {
         s->c->n->stats.overloaded++;
@@ -503,7 +501,7 @@ static void slot_finish(struct rslot *s)
                  RSRV_MGET_MAX >> 20);
         resp_out_rkerr(o, s->err, msg);
     } else if (s->err) {
-        reply_err(o, s->err, s->acks, s->need);
+        reply_err(o, s->err, s->acks, s->need, s->cause);
     } else {
         switch (s->kind) {
         case K_GET:

@@ -72,6 +72,10 @@ def main():
     r = put(node, "during", "lost?")
     h.check(r.err, "a write whose log sync failed was acknowledged: %r" % r)
     print("write during the fault: %s %s" % (r.err, r.msg))
+    # regression (replica_failure_said_timeout): the reply said only
+    # "replicas did not answer in time"
+    h.check(r.err == "TIMEOUT" and "a replica failed: Input/output error" in
+            (r.msg or ""), "the reply does not say why: %r" % r)
 
     # logged within a few gossip ticks, with no metrics port and no scrape
     deadline = time.time() + 10
@@ -85,6 +89,7 @@ def main():
     os.unlink(marker)  # the disk "recovers": the failure still sticks
     r = put(node, "after", "x")
     h.check(r.err, "a write after a failed sync was acknowledged: %r" % r)
+    print("write after the fault: %s %s" % (r.err, r.msg))
     m = node.metrics()
     h.check(m.get("ringkv_storage_failed") == 1,
             "ringkv_storage_failed: %r" % m.get("ringkv_storage_failed"))
