@@ -25,11 +25,13 @@
  * holds its next command back (and stops reading) until one completes, as
  * a Redis server keeps a pipelining client waiting: redis-cli --pipe and a
  * client library's long pipeline are served, not half refused. A
- * connection stops reading while its queue holds RSRV_MAX_QUEUED slots or
- * its unsent output exceeds RSRV_OUT_HIGH, and resumes (first parsing what
- * it already buffered) when they drain; the parser bounds one request
- * (resp_limits). So memory per connection is bounded, and node-wide by the
- * in-flight bound.
+ * connection stops reading while its queue holds max_queued slots or its
+ * unsent output -- the replies waiting in completed slots behind the head
+ * included -- exceeds RSRV_OUT_HIGH, and resumes (first parsing what it
+ * already buffered) when they drain; the parser bounds one request
+ * (resp_limits). So a connection holds at most RSRV_OUT_HIGH plus the
+ * reply that crossed it, plus the replies of the requests it has in flight
+ * (max_pipeline), and node-wide the in-flight bound applies.
  *
  * Slots are taken from and returned to a pool on the server (common/pool.h),
  * so a request in the steady state allocates nothing here.
@@ -40,6 +42,7 @@
  */
 #include "node/rsrv.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +93,7 @@ struct rconn {
     struct resp_out wbuf; /* bytes uv_write is sending */
     struct rslot *head, *tail;
     uint32_t nslots;
+    size_t queued;     /* reply bytes of completed slots waiting behind head */
     uint32_t inflight; /* slots waiting for the coordinator */
     uint32_t max_queued;
     /* pending reads / writes per key bucket, and the command held back
@@ -407,6 +411,8 @@ static void conn_drain(struct rconn *c)
         if (!c->head)
             c->tail = NULL;
         c->nslots--;
+        assert(c->queued >= s->out.len);
+        c->queued -= s->out.len;
         if (s->out.len && !c->closing) {
             if (c->out.len == 0 && c->out.cap < s->out.cap) {
                 struct resp_out t = c->out; /* take its buffer whole */
@@ -432,6 +438,7 @@ static void slot_complete(struct rslot *s)
 {
     struct rconn *c = s->c;
     s->done = true;
+    c->queued += s->out.len; /* until conn_drain moves it to the output */
     if (s->counted) {
         s->counted = false;
         c->inflight--;
@@ -1105,10 +1112,14 @@ static void conn_stop_reading(struct rconn *c)
     }
 }
 
+/* Replies waiting in completed slots behind a pending head count as
+ * output: they were left out, so a client pipelining ECHO <16 MiB> (or
+ * GETs of big values) behind a slow request made the connection hold up
+ * to max_queued of them (regression: queued_replies_bound). */
 static bool conn_full(const struct rconn *c)
 {
     return c->nslots >= c->max_queued ||
-           c->out.len + c->wbuf.len > RSRV_OUT_HIGH;
+           c->out.len + c->wbuf.len + c->queued > RSRV_OUT_HIGH;
 }
 
 /* Execute the commands buffered in the parser until it needs more bytes,
