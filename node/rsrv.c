@@ -640,20 +640,43 @@ static void on_set_check(const struct coord_result *res, void *arg)
     }
 }
 
-/* DEL: the read of key i is in (found or not); delete it anyway, so
- * versions the read could not see are covered too. */
+/* DEL, second phase: every read is in. If one failed (TIMEOUT,
+ * UNAVAILABLE, ...) the count is unknown: answer that error and delete
+ * nothing, so the reply means what it says (UNAVAILABLE: nothing was
+ * written). Else delete every key, found or not, so versions the reads
+ * could not see are covered too. Before, a failed read counted its key as
+ * absent and the delete went out anyway: `:0` for a key that may well
+ * have existed (regression: del_read_failure_not_absent). */
+static void del_send(struct rslot *s)
+{
+    if (s->err) {
+        slot_finish(s);
+        return;
+    }
+    s->pending = 1; /* held while the deletes are issued */
+    int rc = 0;
+    for (size_t i = 0; i < s->nsub && rc == 0; i++) {
+        s->pending++;
+        rc = coord_del(s->c->n, RK_SLICE(s->keys[i], s->klens[i]), s->cl,
+                       on_write_done, &s->sub[i]);
+        if (rc < 0) {
+            s->pending--;
+            slot_note_rc(s, rc);
+        }
+    }
+    if (--s->pending == 0)
+        slot_finish(s);
+}
+
+/* DEL: the read of one key is in (found or not). */
 static void on_del_read(const struct coord_result *res, void *arg)
 {
     struct rsub *u = arg;
     struct rslot *s = u->s;
     u->found = res->err == 0;
-    int rc = coord_del(s->c->n, RK_SLICE(s->keys[u->i], s->klens[u->i]), s->cl,
-                       on_write_done, u);
-    if (rc < 0) {
-        slot_note_rc(s, rc);
-        if (--s->pending == 0)
-            slot_finish(s);
-    }
+    slot_note(s, res);
+    if (--s->pending == 0)
+        del_send(s);
 }
 
 /* ---- commands --------------------------------------------------------- */
@@ -888,8 +911,12 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
     slot_register(s, q);
     if (rc < 0)
         slot_note_rc(s, rc);
-    if (--s->pending == 0)
-        slot_finish(s);
+    if (--s->pending == 0) {
+        if (kind == K_DEL)
+            del_send(s); /* finishes at once after a failure */
+        else
+            slot_finish(s);
+    }
     return 0;
 }
 
