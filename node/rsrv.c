@@ -114,7 +114,6 @@ struct rconn {
 /* One sub-request of a slot (one key). */
 struct rsub {
     struct rslot *s;
-    uint32_t i;
     uint8_t bk;  /* key bucket (RSRV_BUCKETS) */
     bool rd, wr; /* registered as a pending read / write of bk */
     bool found;
@@ -703,10 +702,8 @@ static int sub_alloc(struct rslot *s, size_t nkeys)
         return -ENOMEM;
     }
     s->nsub = nkeys;
-    for (size_t i = 0; i < nkeys; i++) {
+    for (size_t i = 0; i < nkeys; i++)
         s->sub[i].s = s;
-        s->sub[i].i = (uint32_t)i;
-    }
     return 0;
 }
 
