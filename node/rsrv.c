@@ -25,11 +25,13 @@
  * holds its next command back (and stops reading) until one completes, as
  * a Redis server keeps a pipelining client waiting: redis-cli --pipe and a
  * client library's long pipeline are served, not half refused. A
- * connection stops reading while its queue holds RSRV_MAX_QUEUED slots or
- * its unsent output exceeds RSRV_OUT_HIGH, and resumes (first parsing what
- * it already buffered) when they drain; the parser bounds one request
- * (resp_limits). So memory per connection is bounded, and node-wide by the
- * in-flight bound.
+ * connection stops reading while its queue holds max_queued slots or its
+ * unsent output -- the replies waiting in completed slots behind the head
+ * included -- exceeds RSRV_OUT_HIGH, and resumes (first parsing what it
+ * already buffered) when they drain; the parser bounds one request
+ * (resp_limits). So a connection holds at most RSRV_OUT_HIGH plus the
+ * reply that crossed it, plus the replies of the requests it has in flight
+ * (max_pipeline), and node-wide the in-flight bound applies.
  *
  * Slots are taken from and returned to a pool on the server (common/pool.h),
  * so a request in the steady state allocates nothing here.
@@ -40,6 +42,7 @@
  */
 #include "node/rsrv.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +93,7 @@ struct rconn {
     struct resp_out wbuf; /* bytes uv_write is sending */
     struct rslot *head, *tail;
     uint32_t nslots;
+    size_t queued;     /* reply bytes of completed slots waiting behind head */
     uint32_t inflight; /* slots waiting for the coordinator */
     uint32_t max_queued;
     /* pending reads / writes per key bucket, and the command held back
@@ -110,7 +114,6 @@ struct rconn {
 /* One sub-request of a slot (one key). */
 struct rsub {
     struct rslot *s;
-    uint32_t i;
     uint8_t bk;  /* key bucket (RSRV_BUCKETS) */
     bool rd, wr; /* registered as a pending read / write of bk */
     bool found;
@@ -408,6 +411,8 @@ static void conn_drain(struct rconn *c)
         if (!c->head)
             c->tail = NULL;
         c->nslots--;
+        assert(c->queued >= s->out.len);
+        c->queued -= s->out.len;
         if (s->out.len && !c->closing) {
             if (c->out.len == 0 && c->out.cap < s->out.cap) {
                 struct resp_out t = c->out; /* take its buffer whole */
@@ -433,6 +438,7 @@ static void slot_complete(struct rslot *s)
 {
     struct rconn *c = s->c;
     s->done = true;
+    c->queued += s->out.len; /* until conn_drain moves it to the output */
     if (s->counted) {
         s->counted = false;
         c->inflight--;
@@ -631,20 +637,43 @@ static void on_set_check(const struct coord_result *res, void *arg)
     }
 }
 
-/* DEL: the read of key i is in (found or not); delete it anyway, so
- * versions the read could not see are covered too. */
+/* DEL, second phase: every read is in. If one failed (TIMEOUT,
+ * UNAVAILABLE, ...) the count is unknown: answer that error and delete
+ * nothing, so the reply means what it says (UNAVAILABLE: nothing was
+ * written). Else delete every key, found or not, so versions the reads
+ * could not see are covered too. Before, a failed read counted its key as
+ * absent and the delete went out anyway: `:0` for a key that may well
+ * have existed (regression: del_read_failure_not_absent). */
+static void del_send(struct rslot *s)
+{
+    if (s->err) {
+        slot_finish(s);
+        return;
+    }
+    s->pending = 1; /* held while the deletes are issued */
+    int rc = 0;
+    for (size_t i = 0; i < s->nsub && rc == 0; i++) {
+        s->pending++;
+        rc = coord_del(s->c->n, RK_SLICE(s->keys[i], s->klens[i]), s->cl,
+                       on_write_done, &s->sub[i]);
+        if (rc < 0) {
+            s->pending--;
+            slot_note_rc(s, rc);
+        }
+    }
+    if (--s->pending == 0)
+        slot_finish(s);
+}
+
+/* DEL: the read of one key is in (found or not). */
 static void on_del_read(const struct coord_result *res, void *arg)
 {
     struct rsub *u = arg;
     struct rslot *s = u->s;
     u->found = res->err == 0;
-    int rc = coord_del(s->c->n, RK_SLICE(s->keys[u->i], s->klens[u->i]), s->cl,
-                       on_write_done, u);
-    if (rc < 0) {
-        slot_note_rc(s, rc);
-        if (--s->pending == 0)
-            slot_finish(s);
-    }
+    slot_note(s, res);
+    if (--s->pending == 0)
+        del_send(s);
 }
 
 /* ---- commands --------------------------------------------------------- */
@@ -671,10 +700,8 @@ static int sub_alloc(struct rslot *s, size_t nkeys)
         return -ENOMEM;
     }
     s->nsub = nkeys;
-    for (size_t i = 0; i < nkeys; i++) {
+    for (size_t i = 0; i < nkeys; i++)
         s->sub[i].s = s;
-        s->sub[i].i = (uint32_t)i;
-    }
     return 0;
 }
 
@@ -879,8 +906,12 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
     slot_register(s, q);
     if (rc < 0)
         slot_note_rc(s, rc);
-    if (--s->pending == 0)
-        slot_finish(s);
+    if (--s->pending == 0) {
+        if (kind == K_DEL)
+            del_send(s); /* finishes at once after a failure */
+        else
+            slot_finish(s);
+    }
     return 0;
 }
 
@@ -1103,10 +1134,14 @@ static void conn_stop_reading(struct rconn *c)
     }
 }
 
+/* Replies waiting in completed slots behind a pending head count as
+ * output: they were left out, so a client pipelining ECHO <16 MiB> (or
+ * GETs of big values) behind a slow request made the connection hold up
+ * to max_queued of them (regression: queued_replies_bound). */
 static bool conn_full(const struct rconn *c)
 {
     return c->nslots >= c->max_queued ||
-           c->out.len + c->wbuf.len > RSRV_OUT_HIGH;
+           c->out.len + c->wbuf.len + c->queued > RSRV_OUT_HIGH;
 }
 
 /* Execute the commands buffered in the parser until it needs more bytes,
