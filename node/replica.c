@@ -615,7 +615,11 @@ void node__hint_store(node *n,
                       struct rk_slice key,
                       struct rk_slice rec)
 {
-    if (n->stopping || !n->store || !n->cfg.hinted_handoff)
+    /* Also while stopping: writes still coordinated in the drain, and those
+     * failed by the closing of the internode peers, keep their hints. The
+     * job holds pending_closes, so the store is closed (n->store NULL)
+     * only once the hint is stored and synced (node__stop_progress). */
+    if (!n->store || !n->cfg.hinted_handoff)
         return;
     /* past max_hint_window a DOWN peer gets no more hints (repair must
      * bring it up to date) */
