@@ -226,7 +226,8 @@ int node__internode_start(node *n, char *err, size_t errlen);
 void node__internode_stop(node *n);
 void node__hints_kick(node *n, uint32_t idx); /* replay hints to peer idx */
 void node__replica_free(node *n);             /* free lists and buffers */
-/* Store a hint for peer `name` (key, encoded record), off the loop. */
+/* Store a hint for peer `name` (key, encoded record), off the loop; also
+ * while the node is stopping, until its store is closed. */
 void node__hint_store(node *n,
                       const char *name,
                       struct rk_slice key,

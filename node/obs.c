@@ -129,8 +129,9 @@ static int obs_register(struct obs *o)
     F(hints_replayed, "ringkv_hints_replayed_total",
       "Hints delivered to their replica.", METRICS_COUNTER, 0, NULL);
     F(hints_dropped, "ringkv_hints_dropped_total",
-      "Hints dropped (past max_hint_window or failed).", METRICS_COUNTER, 0,
-      NULL);
+      "Hints dropped: not stored (past max_hint_window, store failed), or "
+      "at replay undecodable or rejected for good by their replica.",
+      METRICS_COUNTER, 0, NULL);
     F(gossip_in, "ringkv_gossip_packets_in_total", "Gossip packets received.",
       METRICS_COUNTER, 0, NULL);
     F(gossip_out, "ringkv_gossip_packets_out_total", "Gossip packets sent.",

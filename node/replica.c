@@ -13,7 +13,12 @@
  * store's hints env (on the thread pool: it fsyncs). When the replica is UP
  * again (gossip event, and every few seconds while hints remain) they are
  * read in batches on the thread pool, sent as ordinary replica writes and
- * deleted once every write of the batch is acknowledged.
+ * deleted once answered. A hint that cannot be decoded, or that the replica
+ * rejects for good (hint_rejected_for_good), is dropped: counted in
+ * hints_dropped and logged as hints.dropped, since sending it again would
+ * fail again and, hints being deleted in order, hold back every later one.
+ * A hint whose write failed otherwise (timeout, peer closed or busy) is
+ * kept with those after it for the next round.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -294,6 +299,23 @@ int node__rpc_addr(node *n,
 
 /* ---- hints ------------------------------------------------------------ */
 
+/* What became of one hint of a replay batch. */
+enum hint_fate {
+    HINT_SENT = 0,    /* waiting for the replica's answer */
+    HINT_DELIVERED,   /* acknowledged */
+    HINT_UNDECODABLE, /* its stored bytes do not make a write: dropped */
+    HINT_REJECTED,    /* the replica refused it for good: dropped */
+    HINT_RETRY        /* failed for now: kept for a later round */
+};
+
+struct hint_job;
+
+/* The callback argument of the replica write of hint i. */
+struct hint_ack {
+    struct hint_job *j;
+    size_t i;
+};
+
 struct hint_job {
     uv_work_t work;
     node *n;
@@ -309,7 +331,12 @@ struct hint_job {
     uint64_t upto;
     int status;
     /* replay progress */
-    size_t pending, failed;
+    size_t pending;
+    struct hint_ack acks[HINT_BATCH];
+    uint8_t fates[HINT_BATCH]; /* enum hint_fate */
+    int errs[HINT_BATCH];      /* why a hint was dropped or kept */
+    size_t ndone;              /* delete: hints [0, ndone) answered */
+    bool more;                 /* delete: nothing was kept, go on */
 };
 
 static void hint_job_free(struct hint_job *j)
@@ -393,52 +420,143 @@ static void replay_done(node *n, struct hint_job *j, bool more)
 
 static void hint_batch_release(struct hint_job *j);
 
+/* A replica's answer that sending the hint again would get again: the
+ * write is malformed or of a kind the replica does not know, or no range of
+ * the replica holds its key. Everything else keeps the hint: timeouts, a
+ * closed, busy or stale peer, a full disk, a system error, and also
+ * TOO_LARGE, CORRUPT and VERSION, which a replica answers for a range it
+ * cannot write to for now (stuck, storage/store.c) -- the record itself
+ * was decoded and checked here before it was sent. */
+static bool hint_rejected_for_good(int status)
+{
+    switch (status) {
+    case RK_EBADREQ:
+    case RK_EPROTO:
+    case RK_ENOTFOUND:
+    case RK_ENOTSUP:
+        return true;
+    default:
+        return false;
+    }
+}
+
 static void on_hint_ack(void *arg, int status, struct rk_slice resp)
 {
-    struct hint_job *j = arg;
-    int st = status;
-    if (st == 0) {
-        struct rpc_write_ack a;
-        st = rpc_write_ack_decode(&a, resp);
+    struct hint_ack *a = arg;
+    struct hint_job *j = a->j;
+    int st = status, fate = HINT_RETRY;
+    struct rpc_write_ack ack;
+    if (st == 0 && (st = rpc_write_ack_decode(&ack, resp)) == 0) {
+        st = ack.status;
         if (st == 0)
-            st = a.status;
+            fate = HINT_DELIVERED;
+        else if (hint_rejected_for_good(st))
+            fate = HINT_REJECTED;
     }
-    if (st < 0)
-        j->failed++;
+    j->fates[a->i] = (uint8_t)fate;
+    j->errs[a->i] = st;
     hint_batch_release(j);
 }
 
+/* Every hint of the batch is answered: delete those answered for good up
+ * to the first one kept (store_hint_delete deletes in order); the hints
+ * after it are sent again in the next round (a replica write is
+ * idempotent). */
 static void hint_batch_release(struct hint_job *j)
 {
     node *n = j->n;
     if (--j->pending > 0)
         return;
-    if (j->failed || n->stopping) {
-        LOG(INFO, "hints.replay_paused", "peer=%s failed=%zu of=%zu", j->name,
-            j->failed, j->count);
+    size_t kept = 0, first = j->count;
+    for (size_t i = j->count; i-- > 0;) {
+        if (j->fates[i] == HINT_RETRY) {
+            kept++;
+            first = i;
+        }
+    }
+    if (kept || n->stopping)
+        LOG(INFO, "hints.replay_paused",
+            "peer=%s failed=%zu of=%zu error=\"%s\"", j->name, kept, j->count,
+            kept ? rk_strerror(j->errs[first]) : "node stopping");
+    if (first == 0 || n->stopping) {
         replay_done(n, j, false);
         hint_job_free(j);
         return;
     }
-    n->stats.hints_replayed += j->count;
-    LOG(INFO, "hints.replayed", "peer=%s count=%zu", j->name, j->count);
-    /* delete what was delivered, then look for more */
-    struct hint_job *d = calloc(1, sizeof(*d));
-    if (!d) {
+    /* the job deletes them; hint_after counts them once deleted */
+    j->kind = 2;
+    j->upto = j->seqs[first - 1];
+    j->ndone = first;
+    j->more = kept == 0;
+    if (hint_queue(n, j) < 0) {
         replay_done(n, j, false);
         hint_job_free(j);
-        return;
     }
-    d->n = n;
-    d->work.data = d;
-    d->kind = 2;
-    memcpy(d->name, j->name, sizeof(d->name));
-    d->upto = j->seqs[j->count - 1];
-    hint_job_free(j);
-    if (hint_queue(n, d) < 0) {
-        replay_done(n, d, false);
-        hint_job_free(d);
+}
+
+/* The hints [0, ndone) of the batch are deleted: count them, and log those
+ * dropped in one line (with the first one's seq and error). */
+static void hint_batch_deleted(node *n, const struct hint_job *j)
+{
+    size_t delivered = 0, bad = 0, rejected = 0, first = j->ndone;
+    for (size_t i = 0; i < j->ndone; i++) {
+        if (j->fates[i] == HINT_DELIVERED) {
+            delivered++;
+            continue;
+        }
+        if (first == j->ndone)
+            first = i;
+        if (j->fates[i] == HINT_REJECTED)
+            rejected++;
+        else
+            bad++;
     }
+    n->stats.hints_replayed += delivered;
+    n->stats.hints_dropped += bad + rejected;
+    if (bad + rejected)
+        LOG(WARN, "hints.dropped",
+            "peer=%s undecodable=%zu rejected=%zu first_seq=%llu "
+            "error=\"%s\"",
+            j->name, bad, rejected, (unsigned long long)j->seqs[first],
+            rk_strerror(j->errs[first]));
+    LOG(INFO, "hints.replayed", "peer=%s count=%zu", j->name, delivered);
+}
+
+/* Send hint i of the batch to peer idx: HINT_SENT (its answer will come to
+ * on_hint_ack), else its fate, the error in errs[i]. */
+static int hint_send(node *n, struct hint_job *j, size_t i, uint32_t idx)
+{
+    struct store_record sr;
+    /* an empty key: bytes that did not split (store_hint_scan) */
+    int rc = j->klens[i] == 0
+                 ? RK_ECORRUPT
+                 : store_record_decode(&sr, j->recs[i], j->rlens[i]);
+    if (rc < 0) {
+        j->errs[i] = rc;
+        return HINT_UNDECODABLE;
+    }
+    struct rpc_write w = {.token = rk_token(j->keys[i], j->klens[i])};
+    w.epoch = n->ring ? ring_epoch(n->ring) : 0;
+    w.key = RK_SLICE(j->keys[i], j->klens[i]);
+    w.rec.ts = sr.ts;
+    w.rec.flags = (sr.flags & STORE_REC_TOMBSTONE) ? RPC_REC_TOMBSTONE : 0;
+    w.rec.expiry = (sr.flags & STORE_REC_EXPIRES) ? sr.expiry_ms : 0;
+    w.rec.value = sr.value.p ? sr.value : RK_SLICE("", 0);
+    struct rpc_buf b = RPC_BUF_INIT;
+    rc = rpc_write_encode(&b, &w);
+    if (rc == 0) {
+        j->acks[i] = (struct hint_ack){.j = j, .i = i};
+        rc = node__rpc(n, idx, &b, (uint32_t)n->cfg.write_timeout_ms,
+                       on_hint_ack, &j->acks[i]);
+    }
+    rpc_buf_free(&b);
+    j->errs[i] = rc;
+    if (rc == 0)
+        return HINT_SENT;
+    /* a key or value past the limits cannot be sent, ever (the store
+     * checked them when the hint was added: damaged bytes) */
+    return rc == RK_EBADREQ || rc == RK_ETOOLARGE ? HINT_UNDECODABLE
+                                                  : HINT_RETRY;
 }
 
 static void hint_send_batch(node *n, struct hint_job *j)
@@ -452,31 +570,9 @@ static void hint_send_batch(node *n, struct hint_job *j)
     }
     j->pending = 1;
     for (size_t i = 0; i < j->count; i++) {
-        struct store_record sr;
-        if (store_record_decode(&sr, j->recs[i], j->rlens[i]) < 0) {
-            j->failed++;
-            continue;
-        }
-        struct rpc_write w = {.token = rk_token(j->keys[i], j->klens[i])};
-        w.epoch = n->ring ? ring_epoch(n->ring) : 0;
-        w.key = RK_SLICE(j->keys[i], j->klens[i]);
-        w.rec.ts = sr.ts;
-        w.rec.flags = (sr.flags & STORE_REC_TOMBSTONE) ? RPC_REC_TOMBSTONE : 0;
-        w.rec.expiry = (sr.flags & STORE_REC_EXPIRES) ? sr.expiry_ms : 0;
-        w.rec.value = sr.value.p ? sr.value : RK_SLICE("", 0);
-        struct rpc_buf b = RPC_BUF_INIT;
-        if (rpc_write_encode(&b, &w) < 0) {
-            rpc_buf_free(&b);
-            j->failed++;
-            continue;
-        }
-        j->pending++;
-        if (node__rpc(n, idx, &b, (uint32_t)n->cfg.write_timeout_ms,
-                      on_hint_ack, j) < 0) {
-            j->pending--;
-            j->failed++;
-        }
-        rpc_buf_free(&b);
+        j->fates[i] = (uint8_t)hint_send(n, j, i, idx);
+        if (j->fates[i] == HINT_SENT)
+            j->pending++;
     }
     hint_batch_release(j); /* drop the hold */
 }
@@ -503,8 +599,12 @@ static void hint_after(uv_work_t *w, int status)
                 rk_strerror(j->status));
         hint_send_batch(n, j);
     } else {
-        bool ok = j->status == 0;
-        replay_done(n, j, ok);
+        if (j->status == 0)
+            hint_batch_deleted(n, j);
+        else
+            LOG(WARN, "hints.delete_fail", "peer=%s error=\"%s\"", j->name,
+                rk_strerror(j->status));
+        replay_done(n, j, j->status == 0 && j->more);
         hint_job_free(j);
     }
     node__stop_progress(n);
@@ -515,7 +615,11 @@ void node__hint_store(node *n,
                       struct rk_slice key,
                       struct rk_slice rec)
 {
-    if (n->stopping || !n->store || !n->cfg.hinted_handoff)
+    /* Also while stopping: writes still coordinated in the drain, and those
+     * failed by the closing of the internode peers, keep their hints. The
+     * job holds pending_closes, so the store is closed (n->store NULL)
+     * only once the hint is stored and synced (node__stop_progress). */
+    if (!n->store || !n->cfg.hinted_handoff)
         return;
     /* past max_hint_window a DOWN peer gets no more hints (repair must
      * bring it up to date) */

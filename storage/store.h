@@ -433,7 +433,10 @@ typedef int (*store_hint_cb)(uint64_t seq,
                              struct rk_slice rec,
                              void *arg);
 
-/* Walk up to `max` hints of `node` with seq > after_seq. */
+/* Walk up to `max` hints of `node` with seq > after_seq. A hint whose bytes
+ * do not split into key and record (damaged on disk) is passed with an
+ * empty key, which a stored hint never has, and all its bytes as rec: the
+ * caller can drop it instead of stopping at it for ever. */
 int store_hint_scan(store *s,
                     const char *node,
                     uint64_t after_seq,

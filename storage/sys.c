@@ -481,8 +481,11 @@ int store_hint_scan(store *s,
         if (k.mv_size != (size_t)pl + 8 || memcmp(k.mv_data, kb, (size_t)pl))
             break;
         struct rk_slice key, rec;
-        if ((rc = store__hint_split(&key, &rec, &v)))
-            goto done;
+        if (store__hint_split(&key, &rec, &v)) {
+            /* damaged: passed on, to be dropped (store.h) */
+            key = RK_SLICE(v.mv_data, 0);
+            rec = RK_SLICE(v.mv_data, v.mv_size);
+        }
         rc = cb(store__get64((const uint8_t *)k.mv_data + pl), key, rec, arg);
         if (rc)
             goto done;

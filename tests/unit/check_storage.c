@@ -1234,6 +1234,67 @@ START_TEST(hints)
 }
 END_TEST
 
+struct hints_any {
+    uint64_t seqs[16];
+    size_t klens[16];
+    int n;
+};
+
+static int
+hint_any_cb(uint64_t seq, struct rk_slice key, struct rk_slice r, void *arg)
+{
+    struct hints_any *h = arg;
+    (void)r;
+    h->klens[h->n] = key.len;
+    h->seqs[h->n++] = seq;
+    return 0;
+}
+
+/* Regression: a hint whose stored bytes did not split into key and record
+ * made every scan stop there with RK_ECORRUPT, so no hint after it was ever
+ * replayed (nor the damaged one deleted). */
+START_TEST(regression_hint_damaged_stops_scan)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    size_t n;
+    uint8_t *r = rec(&n, 1, 0, 0, "v", 1);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(
+            store_hint_add(s, "nodeA", RK_SLICE("k1", 2), RK_SLICE(r, n)), 0);
+    free(r);
+    store_free(s);
+    /* hint 2: a key length past the end of its bytes */
+    char dir[300];
+    snprintf(dir, sizeof(dir), "%s/hints", tmpdir);
+    MDB_env *env;
+    MDB_dbi dbi;
+    MDB_txn *txn = raw_begin(&env, &dbi, dir);
+    uint8_t kb[2 + 5 + 8] = {'h', 5, 'n', 'o', 'd', 'e', 'A'};
+    be64(kb + 7, 2);
+    uint8_t bad[4] = {0xff, 0xff, 0xff, 0xff};
+    MDB_val k = {sizeof(kb), kb}, v = {sizeof(bad), bad};
+    ck_assert_int_eq(mdb_put(txn, dbi, &k, &v, 0), 0);
+    ck_assert_int_eq(mdb_txn_commit(txn), 0);
+    mdb_env_close(env);
+
+    s = open_store(NULL);
+    struct hints_any h = {{0}, {0}, 0};
+    ck_assert_int_eq(store_hint_scan(s, "nodeA", 0, 10, hint_any_cb, &h), 0);
+    ck_assert_int_eq(h.n, 3);
+    ck_assert_uint_eq(h.seqs[1], 2);
+    ck_assert_uint_eq(h.klens[0], 2);
+    ck_assert_uint_eq(h.klens[1], 0); /* damaged: an empty key */
+    ck_assert_uint_eq(h.klens[2], 2);
+    ck_assert_int_eq(store_hint_delete(s, "nodeA", 3), 0);
+    uint64_t c;
+    ck_assert_int_eq(store_hint_count(&c, s, "nodeA"), 0);
+    ck_assert_uint_eq(c, 0);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 /* ---- threads ------------------------------------------------------------ */
 
 struct thr {
@@ -1816,6 +1877,7 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, system_state);
     tcase_add_test(tc, hints);
     tcase_add_test(tc, hints_byte_bound);
+    tcase_add_test(tc, regression_hint_damaged_stops_scan);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
     tcase_set_timeout(tc, 60);
