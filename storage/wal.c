@@ -609,8 +609,14 @@ int store__wal_prefill(store__wal *w)
         if (w->filled >= target)
             break;
         if (fd < 0) {
+            /* A description of its own, not a dup: Linux reports a
+             * writeback error once per open file description, and the
+             * sync below must not take it from the commits' sync of
+             * w->fd (regression: prefill_sync_hid_log_error). */
+            char name[32];
             seq = w->seq;
-            if ((fd = dup(w->fd)) < 0) {
+            wal_name(name, sizeof(name), seq);
+            if ((fd = openat(w->dir_fd, name, O_WRONLY | O_CLOEXEC)) < 0) {
                 rc = -errno;
                 break;
             }

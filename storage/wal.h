@@ -17,7 +17,9 @@
  * Zero fill: a background caller (store__wal_prefill) writes zeros ahead
  * of the append position and syncs them, so most appends overwrite blocks
  * that are already allocated and written, and their fdatasync flushes data
- * only (no file size or extent change to commit to the journal).
+ * only (no file size or extent change to commit to the journal). It syncs
+ * through a file description of its own, so a writeback error is still
+ * reported to the commits' sync (Linux reports one per description).
  *
  * Threads: every function may be called from any thread; appends are
  * serialised, syncs are shared (a sync that starts after an append covers

@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kcmp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -171,11 +173,47 @@ ssize_t pwrite(int fd, const void *p, size_t n, off_t at)
     return real(fd, p, n, at);
 }
 
+/* A writeback error as Linux reports it (errseq): once armed, the next
+ * fdatasync through each open file description returns EIO once; every fd
+ * sharing that description (dup) has then seen it. Descriptions are told
+ * apart with kcmp(KCMP_FILE). */
+static atomic_int wb_error;
+static pthread_mutex_t wb_mu = PTHREAD_MUTEX_INITIALIZER;
+static int wb_seen[256]; /* fds whose description has reported it */
+static int wb_nseen;
+
+static bool wb_error_reported(int fd)
+{
+    pid_t me = getpid();
+    bool seen = false;
+    pthread_mutex_lock(&wb_mu);
+    for (int i = 0; i < wb_nseen && !seen; i++)
+        seen = wb_seen[i] == fd;
+    if (!seen) /* report it; remember every fd of this description */
+        for (int f = 0; f < 1024 && wb_nseen < 256; f++)
+            if (syscall(SYS_kcmp, me, me, KCMP_FILE, fd, f) == 0)
+                wb_seen[wb_nseen++] = f;
+    pthread_mutex_unlock(&wb_mu);
+    return seen;
+}
+
+static void wb_error_arm(bool on)
+{
+    pthread_mutex_lock(&wb_mu);
+    wb_nseen = 0;
+    atomic_store(&wb_error, on);
+    pthread_mutex_unlock(&wb_mu);
+}
+
 int fdatasync(int fd)
 {
     static int (*real)(int);
     if (real == NULL)
         real = (int (*)(int))dlsym(RTLD_NEXT, "fdatasync");
+    if (atomic_load(&wb_error) && !wb_error_reported(fd)) {
+        errno = EIO;
+        return -1;
+    }
     if (atomic_exchange(&hold_sync, 0)) {
         atomic_store(&sync_entered, 1);
         while (!atomic_load(&sync_released))
@@ -658,6 +696,31 @@ START_TEST(regression_acked_after_failed_sync)
 }
 END_TEST
 
+/* Regression (prefill_sync_hid_log_error): the zero fill synced through a
+ * dup of the log's fd -- the same open file description -- so a writeback
+ * error was reported to the fill's fdatasync (whose result nobody reads)
+ * and the commit's own sync then returned 0: a write the disk had lost
+ * was acknowledged. The fill now syncs through a description of its own. */
+START_TEST(regression_prefill_sync_hid_log_error)
+{
+    mk_tmp();
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    uint64_t lsn;
+    int flags;
+    ck_assert_int_eq(
+        store__wal_append(&lsn, &flags, w, (const uint8_t *)"lost", 4), 0);
+    wb_error_arm(true); /* writing the record's page back failed */
+    (void)store__wal_prefill(w);
+    ck_assert_int_eq(store__wal_sync(w, lsn), -EIO); /* was 0 */
+    wb_error_arm(false);
+    ck_assert_int_eq(store__wal_broken(w), -EIO);
+    store__wal_free(w);
+    rm_tmp();
+}
+END_TEST
+
 /* Regression (env_sync_retry_retired_log): a checkpoint whose sync of the
  * range envs failed was retried, the retry's sync returned 0 (the error
  * having been reported once), and the log segments -- the only durable copy
@@ -968,6 +1031,7 @@ static Suite *wal_suite(void)
     tcase_add_test(tc, regression_failed_append_replayed);
     tcase_add_test(tc, regression_write_after_seal_lost);
     tcase_add_test(tc, regression_acked_after_failed_sync);
+    tcase_add_test(tc, regression_prefill_sync_hid_log_error);
     suite_add_tcase(s, tc);
     tc = tcase_create("store");
     tcase_set_timeout(tc, 60);
