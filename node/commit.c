@@ -19,17 +19,16 @@
  * (docs/performance.md). NODE_COMMITTERS could be raised for a disk that
  * completes concurrent flushes in parallel (storage/wal.c lets two run).
  *
- * The committer runs under SCHED_BATCH: the same share of CPU, but its
- * wakeup when a log sync completes does not preempt the event loop. The
- * loop keeps reading, coordinating and flushing replies; the committer
- * takes the next free slice, with a larger group waiting by then. On the
- * one-machine demo cluster (3 nodes and redis-benchmark on 2 vCPUs) that
- * gave 1.19-1.28x SET/s at -P 1 in paired runs, neutral at -P 16
- * (docs/performance.md). Lowering one's own policy needs no privilege.
+ * Like every ringkvd thread, the committer runs under SCHED_BATCH by
+ * default (cpu_scheduling, set in main.c before any thread starts): its
+ * wakeup when a log sync completes does not preempt the event loop, which
+ * keeps reading, coordinating and flushing replies; the committer takes
+ * the next free slice, with a larger group waiting by then. On the
+ * one-machine demo cluster (3 nodes and redis-benchmark on 2 vCPUs) the
+ * committer alone under SCHED_BATCH gave 1.19-1.28x SET/s at -P 1 in
+ * paired runs, neutral at -P 16 (docs/performance.md).
  */
 #include <errno.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,8 +114,6 @@ static void *committer_main(void *arg)
     store_batch *bs[COMMIT_GROUP];
     int st[COMMIT_GROUP];
     pthread_setname_np(pthread_self(), "rk-commit");
-    struct sched_param sp = {0};
-    (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp);
     pthread_mutex_lock(&q->mu);
     for (;;) {
         while (!q->head && !q->stop)

@@ -32,6 +32,7 @@ enum ktype {
     K_CL,
     K_ALLOC,
     K_DURABILITY,
+    K_SCHED,
     K_LOGLEVEL,
     K_SEEDS,
     K_REPL
@@ -73,6 +74,7 @@ static const struct key keys[] = {
     {"default_consistency", K_CL, OFF(default_consistency), 0, 0, 0, 0},
     {"auto_bootstrap", K_BOOL, OFF(auto_bootstrap), 0, 0, 0, 0},
     {"durability", K_DURABILITY, OFF(durability), 0, 0, 0, 0},
+    {"cpu_scheduling", K_SCHED, OFF(cpu_scheduling), 0, 0, 0, 0},
     {"periodic_sync_ms", K_INT, OFF(periodic_sync_ms), 0, 1, 600000, 0},
     {"read_timeout_ms", K_INT, OFF(read_timeout_ms), 0, 1, 3600000, 0},
     {"write_timeout_ms", K_INT, OFF(write_timeout_ms), 0, 1, 3600000, 0},
@@ -444,6 +446,15 @@ int node_config_set(struct node_config *c,
             *(enum node_durability *)field = NODE_DURABILITY_PERIODIC;
         else
             return fail(err, errlen, "%s: expected group or periodic, got '%s'",
+                        k->name, value);
+        return 0;
+    case K_SCHED:
+        if (strcasecmp(value, "batch") == 0)
+            *(enum node_cpu_sched *)field = NODE_SCHED_BATCH;
+        else if (strcasecmp(value, "normal") == 0)
+            *(enum node_cpu_sched *)field = NODE_SCHED_NORMAL;
+        else
+            return fail(err, errlen, "%s: expected batch or normal, got '%s'",
                         k->name, value);
         return 0;
     case K_LOGLEVEL:
@@ -972,10 +983,12 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
             dump_quote(q, sizeof(q), c->replication[i].name),
             c->replication[i].rf);
     OUT("}\n");
-    OUT("default_consistency: %s\nauto_bootstrap: %s\ndurability: %s\n",
+    OUT("default_consistency: %s\nauto_bootstrap: %s\ndurability: %s\n"
+        "cpu_scheduling: %s\n",
         node_cl_name(c->default_consistency),
         c->auto_bootstrap ? "true" : "false",
-        c->durability == NODE_DURABILITY_GROUP ? "group" : "periodic");
+        c->durability == NODE_DURABILITY_GROUP ? "group" : "periodic",
+        c->cpu_scheduling == NODE_SCHED_BATCH ? "batch" : "normal");
     OUT("periodic_sync_ms: %d\nread_timeout_ms: %d\nwrite_timeout_ms: %d\n"
         "connect_timeout_ms: %d\ngossip_interval_ms: %d\n"
         "phi_convict_threshold: %.17g\n",

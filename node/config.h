@@ -45,6 +45,12 @@ enum node_durability {
     NODE_DURABILITY_PERIODIC   /* ack before fsync; synced every interval */
 };
 
+/* CPU scheduling policy of every ringkvd thread (cpu_scheduling). */
+enum node_cpu_sched {
+    NODE_SCHED_BATCH = 0, /* SCHED_BATCH: wakeups do not preempt */
+    NODE_SCHED_NORMAL     /* SCHED_OTHER, as started */
+};
+
 /* Log levels; the logger (node/log.h) uses the same numbers. */
 enum node_log_level {
     NODE_LOG_DEBUG = 0,
@@ -82,6 +88,7 @@ struct node_config {
     enum node_cl default_consistency;
     int auto_bootstrap;
     enum node_durability durability;
+    enum node_cpu_sched cpu_scheduling;
     int periodic_sync_ms;
     int read_timeout_ms;
     int write_timeout_ms;
@@ -110,10 +117,11 @@ struct node_config {
         .token_allocation = NODE_ALLOC_BALANCED, .weight = 1.0, .ndcs = 1,   \
         .replication = {{"dc1", 3}}, .default_consistency = NODE_CL_QUORUM,  \
         .auto_bootstrap = 1, .durability = NODE_DURABILITY_GROUP,            \
-        .periodic_sync_ms = 1000, .read_timeout_ms = 2000,                   \
-        .write_timeout_ms = 2000, .connect_timeout_ms = 1000,                \
-        .gossip_interval_ms = 1000, .phi_convict_threshold = 8.0,            \
-        .hinted_handoff = 1, .max_hint_window_ms = 3 * 3600 * 1000LL,        \
+        .cpu_scheduling = NODE_SCHED_BATCH, .periodic_sync_ms = 1000,        \
+        .read_timeout_ms = 2000, .write_timeout_ms = 2000,                   \
+        .connect_timeout_ms = 1000, .gossip_interval_ms = 1000,              \
+        .phi_convict_threshold = 8.0, .hinted_handoff = 1,                   \
+        .max_hint_window_ms = 3 * 3600 * 1000LL,                             \
         .gc_grace_seconds = 10 * 86400LL, .memtable_mb = 16,                 \
         .auto_compact_pct = 25, .max_inflight = 10000, .max_pipeline = 1024, \
         .log_level = NODE_LOG_INFO,                                          \

@@ -2,6 +2,8 @@
  * main.c - ringkvd: read the configuration, run one node on a libuv loop
  * until SIGTERM or SIGINT, then shut down cleanly.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -86,6 +88,11 @@ int main(int argc, char **argv)
     }
 
     signal(SIGPIPE, SIG_IGN);
+    /* Before any thread exists: every thread ringkvd starts inherits it. */
+    struct sched_param sp = {0};
+    int sched_rc = cfg.cpu_scheduling == NODE_SCHED_BATCH
+                       ? pthread_setschedparam(pthread_self(), SCHED_BATCH, &sp)
+                       : 0;
     struct app a;
     memset(&a, 0, sizeof(a));
     int rc = uv_loop_init(&a.loop);
@@ -108,6 +115,11 @@ int main(int argc, char **argv)
         return 1;
     }
     node_log_open(cfg.log_file, cfg.log_level, node_name(a.node));
+    if (sched_rc != 0)
+        LOG(WARN, "node.cpu_scheduling",
+            "policy=batch error=\"%s\" note=\"running under the normal "
+            "policy\"",
+            strerror(sched_rc));
     rc = node_start(a.node, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "ringkvd: %s\n", err[0] ? err : rk_strerror(rc));

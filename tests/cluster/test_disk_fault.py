@@ -8,7 +8,8 @@ OK; the failure sticks (writes keep failing after the disk "recovers", since
 Linux reports a lost writeback once) and is visible without a metrics port:
 the log says `store.sync_failed` and METRICS shows ringkv_storage_failed 1.
 After a restart on a good disk the node serves again and kept what it had
-acknowledged.
+acknowledged. Also checks cpu_scheduling: every thread runs under
+SCHED_BATCH by default, none with `normal`.
 
 Regression: with metrics_port 0 the failure was only computed when someone
 asked for metrics, so nothing was ever logged (storage_failed_not_logged).
@@ -35,6 +36,22 @@ def get(node, k):
         return c.call("GET", key=k, cl="ONE")
     finally:
         c.close()
+
+
+def policies(node):
+    """The scheduling policy of each of the node's threads (stat field 41:
+    0 normal, 3 SCHED_BATCH)."""
+    out = {}
+    d = "/proc/%d/task" % node.proc.pid
+    for t in os.listdir(d):
+        try:
+            with open(os.path.join(d, t, "stat")) as f:
+                s = f.read()
+        except OSError:
+            continue
+        name = s[s.index("(") + 1:s.rindex(")")]
+        out.setdefault(int(s[s.rindex(")") + 2:].split()[38]), set()).add(name)
+    return out
 
 
 def wait_up(node, timeout=30):
@@ -67,6 +84,9 @@ def main():
 
     r = put(node, "before", "kept")
     h.check(not r.err, "PUT before the fault: %r" % r)
+    pol = policies(node)  # cpu_scheduling: batch, the default
+    h.check(set(pol) == {3} and "rk-commit" in pol[3],
+            "threads not all SCHED_BATCH: %r" % pol)
 
     open(marker, "w").close()
     r = put(node, "during", "lost?")
@@ -98,8 +118,11 @@ def main():
 
     node.stop()
     node.env = {}
+    node.extra["cpu_scheduling"] = "normal"
     node.start()
     wait_up(node)
+    pol = policies(node)
+    h.check(set(pol) == {0}, "cpu_scheduling normal: %r" % pol)
     r = get(node, "before")
     h.check(r.value == b"kept", "acknowledged write after restart: %r" % r)
     r = put(node, "later", "y")

@@ -58,6 +58,7 @@ START_TEST(yaml_full_document)
                     "default_consistency: local_quorum\n"
                     "auto_bootstrap: no\n"
                     "durability: periodic\n"
+                    "cpu_scheduling: normal\n"
                     "write_timeout_ms: 500\n"
                     "requirepass: s3cret\n"
                     "log_level: debug\n";
@@ -78,6 +79,7 @@ START_TEST(yaml_full_document)
     ck_assert_int_eq(c.default_consistency, NODE_CL_LOCAL_QUORUM);
     ck_assert_int_eq(c.auto_bootstrap, 0);
     ck_assert_int_eq(c.durability, NODE_DURABILITY_PERIODIC);
+    ck_assert_int_eq(c.cpu_scheduling, NODE_SCHED_NORMAL);
     ck_assert_int_eq(c.write_timeout_ms, 500);
     ck_assert_str_eq(c.requirepass, "s3cret");
     ck_assert_int_eq(c.log_level, NODE_LOG_DEBUG);
@@ -96,6 +98,7 @@ START_TEST(yaml_errors_name_the_key)
         {"gossip_port: 70000\n", "gossip_port"},
         {"bogus_key: 1\n", "bogus_key: unknown"},
         {"default_consistency: MOST\n", "default_consistency"},
+        {"cpu_scheduling: fifo\n", "cpu_scheduling: expected batch or normal"},
         {"replication: {dc1: 0}\n", "replication"},
         {"replication: dc1\n", "replication"},
         {"seeds: [\"bad host!\"]\n", "seeds"},
