@@ -496,6 +496,26 @@ class Cluster:
                 pass
 
 
+def racked_cluster(ips, **common):
+    """A started, converged cluster seeded by ips[0], each node in a rack of
+    its own (r1, r2, ...); `common` as for Cluster."""
+    c = Cluster(ips, seeds=ips[:1], **common)
+    for i, n in enumerate(c.nodes):
+        n.extra["rack"] = "r%d" % (i + 1)
+    c.start()
+    c.wait_converged(timeout=60)
+    return c
+
+
+def rss_kb(pid):
+    """Resident memory of a process, KiB (0 if /proc does not say)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
 def check(cond, what):
     if not cond:
         raise AssertionError(what)

@@ -40,14 +40,6 @@ BIG = 16 * 1024 * 1024  # RK_MAX_VALUE: the largest bulk a request may carry
 GROWTH_MAX_KB = 200 * 1024
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def bulk(b):
     return b"$%d\r\n%s\r\n" % (len(b), b)
 
@@ -141,7 +133,7 @@ def run_case(c, name, reqs, check_reply, parsed_max):
     s.sendall(cmd(b"CONSISTENCY", b"ALL"))
     h.check(rd.next(time.time() + 30, "CONSISTENCY")[0] == b"+OK",
             "CONSISTENCY ALL")
-    rss0 = rss_kb(n1.proc.pid)
+    rss0 = h.rss_kb(n1.proc.pid)
     base = processed(info)
     os.kill(n2.proc.pid, signal.SIGSTOP)
     stopped = True
@@ -160,7 +152,7 @@ def run_case(c, name, reqs, check_reply, parsed_max):
     try:
         t.start()
         parsed = wait_settled(info, base, 1 + len(reqs))
-        grown = rss_kb(n1.proc.pid) - rss0
+        grown = h.rss_kb(n1.proc.pid) - rss0
         print("%s: %d of %d requests parsed behind the slow GET, RSS +%d "
               "KiB" % (name, parsed, 1 + len(reqs), grown))
         h.check(parsed <= parsed_max,

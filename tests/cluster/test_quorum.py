@@ -18,11 +18,7 @@ KEYS = 1000
 
 def main():
     ips = ["127.0.0.41", "127.0.0.42", "127.0.0.43"]
-    c = h.Cluster(ips, seeds=ips[:1], replication="dc1:3")
-    for i, n in enumerate(c.nodes):
-        n.extra["rack"] = "r%d" % (i + 1)
-    c.start()
-    c.wait_converged(timeout=60)
+    c = h.racked_cluster(ips, replication="dc1:3")
     n1, n2, n3 = c.nodes
 
     cl = n1.client()

@@ -19,12 +19,7 @@ TIMEOUT_MS = 1200
 
 def main():
     ips = ["127.0.0.110", "127.0.0.111", "127.0.0.112"]
-    c = h.Cluster(ips, seeds=ips[:1], replication="dc1:3",
-                  read_timeout_ms=TIMEOUT_MS)
-    for i, n in enumerate(c.nodes):
-        n.extra["rack"] = "r%d" % (i + 1)
-    c.start()
-    c.wait_converged(timeout=60)
+    c = h.racked_cluster(ips, replication="dc1:3", read_timeout_ms=TIMEOUT_MS)
     n1, n2, n3 = c.nodes
     keys = ["rd%d" % i for i in range(24)]
     cl = n1.client()

@@ -26,11 +26,7 @@ KEYS = 50
 
 def main():
     ips = ["127.0.0.93", "127.0.0.94", "127.0.0.95"]
-    c = h.Cluster(ips, seeds=ips[:1], replication="dc1:3")
-    for i, n in enumerate(c.nodes):
-        n.extra["rack"] = "r%d" % (i + 1)
-    c.start()
-    c.wait_converged(timeout=60)
+    c = h.racked_cluster(ips, replication="dc1:3")
     n1, n2, n3 = c.nodes
 
     cl = n1.client()

@@ -80,14 +80,6 @@ def fresh_metrics(ip):
     return parse_metrics(scrape(ip))
 
 
-def rss_kb(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
-
-
 def read_replies(sock, n, deadline):
     """Read n RESP simple/error/bulk replies; returns their first lines."""
     buf = b""
@@ -393,7 +385,7 @@ def part_overload(c):
                      not x.startswith(b"-OVERLOADED")][:3])
             total_ovl += ovl
             s.close()
-        rss.append(rss_kb(n2.proc.pid))
+        rss.append(h.rss_kb(n2.proc.pid))
     h.check(total_ovl > 0, "no OVERLOADED past max_inflight")
     # bounded: later bursts do not keep growing the process
     h.check(rss[-1] - rss[1] < 64 * 1024,
