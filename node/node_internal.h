@@ -185,6 +185,9 @@ struct node {
     struct obs *obs;   /* metrics registry and /metrics (node/obs.h) */
 
     struct node_stats stats;
+    int hint_stores;         /* hint stores queued on the thread pool */
+    size_t hint_store_bytes; /* their keys and records */
+    bool hint_stores_full;   /* hints.queue_full logged, not drained since */
 
     /* node__obs_store_totals' cache */
     struct {

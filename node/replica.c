@@ -30,8 +30,14 @@
 #include "node/log.h"
 #include "node/node_internal.h"
 
-#define HINT_BATCH    256
-#define HINT_TIMER_MS 5000
+#define HINT_BATCH 256
+/* Hint stores waiting for the thread pool, at most; past it a hint is
+ * dropped and counted (hints_dropped): each store is its own synced LMDB
+ * commit, ~2-3k/s here, so a write storm to a DOWN replica would otherwise
+ * queue without bound (~16 KiB each before 2026-12-03). */
+#define HINT_STORES_MAX      4096
+#define HINT_STORE_BYTES_MAX ((size_t)64 << 20) /* and their keys + values */
+#define HINT_TIMER_MS        5000
 
 /* ---- handshake -------------------------------------------------------- */
 
@@ -316,13 +322,21 @@ struct hint_ack {
     size_t i;
 };
 
+/* Storing one hint: small, apart from the replay job's batch arrays. */
+struct hint_store_job {
+    uv_work_t work;
+    node *n;
+    char name[GOSSIP_NAME_MAX + 1];
+    int status;
+    size_t klen, rlen;
+    uint8_t data[]; /* key || rec */
+};
+
 struct hint_job {
     uv_work_t work;
     node *n;
     char name[GOSSIP_NAME_MAX + 1];
-    int kind; /* 0 store, 1 scan, 2 delete */
-    uint8_t *key, *rec;
-    size_t klen, rlen;
+    int kind; /* 1 scan, 2 delete */
     /* scan results */
     size_t count;
     uint64_t seqs[HINT_BATCH];
@@ -341,8 +355,6 @@ struct hint_job {
 
 static void hint_job_free(struct hint_job *j)
 {
-    free(j->key);
-    free(j->rec);
     for (size_t i = 0; i < j->count; i++) {
         free(j->keys[i]);
         free(j->recs[i]);
@@ -377,10 +389,7 @@ static void hint_work(uv_work_t *w)
 {
     struct hint_job *j = w->data;
     store *s = j->n->store;
-    if (j->kind == 0)
-        j->status = store_hint_add(s, j->name, RK_SLICE(j->key, j->klen),
-                                   RK_SLICE(j->rec, j->rlen));
-    else if (j->kind == 1)
+    if (j->kind == 1)
         j->status = store_hint_scan(s, j->name, 0, HINT_BATCH, hint_scan_cb, j);
     else
         j->status = store_hint_delete(s, j->name, j->upto);
@@ -584,16 +593,7 @@ static void hint_after(uv_work_t *w, int status)
     n->pending_closes--;
     if (status < 0 && j->status == 0)
         j->status = status;
-    if (j->kind == 0) {
-        if (j->status < 0) {
-            n->stats.hints_dropped++;
-            LOG(WARN, "hints.store_fail", "peer=%s error=\"%s\"", j->name,
-                rk_strerror(j->status));
-        } else {
-            n->stats.hints_stored++;
-        }
-        hint_job_free(j);
-    } else if (j->kind == 1) {
+    if (j->kind == 1) {
         if (j->status < 0 && j->status != 1)
             LOG(WARN, "hints.scan_fail", "peer=%s error=\"%s\"", j->name,
                 rk_strerror(j->status));
@@ -607,6 +607,36 @@ static void hint_after(uv_work_t *w, int status)
         replay_done(n, j, j->status == 0 && j->more);
         hint_job_free(j);
     }
+    node__stop_progress(n);
+}
+
+static void hint_store_work(uv_work_t *w)
+{
+    struct hint_store_job *j = w->data;
+    j->status = store_hint_add(j->n->store, j->name, RK_SLICE(j->data, j->klen),
+                               RK_SLICE(j->data + j->klen, j->rlen));
+}
+
+static void hint_store_after(uv_work_t *w, int status)
+{
+    struct hint_store_job *j = w->data;
+    node *n = j->n;
+    n->pending_closes--;
+    n->hint_stores--;
+    n->hint_store_bytes -= j->klen + j->rlen;
+    if (n->hint_stores <= HINT_STORES_MAX / 2 &&
+        n->hint_store_bytes <= HINT_STORE_BYTES_MAX / 2)
+        n->hint_stores_full = false;
+    if (status < 0 && j->status == 0)
+        j->status = status;
+    if (j->status < 0) {
+        n->stats.hints_dropped++;
+        LOG(WARN, "hints.store_fail", "peer=%s error=\"%s\"", j->name,
+            rk_strerror(j->status));
+    } else {
+        n->stats.hints_stored++;
+    }
+    free(j);
     node__stop_progress(n);
 }
 
@@ -630,25 +660,39 @@ void node__hint_store(node *n,
         n->stats.hints_dropped++;
         return;
     }
-    struct hint_job *j = calloc(1, sizeof(*j));
+    if (n->hint_stores >= HINT_STORES_MAX ||
+        (n->hint_stores > 0 &&
+         n->hint_store_bytes + key.len + rec.len > HINT_STORE_BYTES_MAX)) {
+        n->stats.hints_dropped++;
+        if (!n->hint_stores_full) {
+            n->hint_stores_full = true;
+            LOG(WARN, "hints.queue_full",
+                "peer=%s queued=%d bytes=%zu note=\"hints past this are "
+                "dropped (ringkv_hints_dropped_total) until the queue "
+                "drains\"",
+                name, n->hint_stores, n->hint_store_bytes);
+        }
+        return;
+    }
+    struct hint_store_job *j = malloc(sizeof(*j) + key.len + rec.len);
     if (!j)
         return;
     j->n = n;
     j->work.data = j;
-    j->kind = 0;
+    j->status = 0;
     snprintf(j->name, sizeof(j->name), "%s", name);
-    j->key = malloc(key.len ? key.len : 1);
-    j->rec = malloc(rec.len ? rec.len : 1);
-    if (!j->key || !j->rec) {
-        hint_job_free(j);
-        return;
-    }
-    memcpy(j->key, key.p, key.len);
-    memcpy(j->rec, rec.p, rec.len);
+    memcpy(j->data, key.p, key.len);
+    memcpy(j->data + key.len, rec.p, rec.len);
     j->klen = key.len;
     j->rlen = rec.len;
-    if (hint_queue(n, j) < 0)
-        hint_job_free(j);
+    if (uv_queue_work(n->loop, &j->work, hint_store_work, hint_store_after) <
+        0) {
+        free(j);
+        return;
+    }
+    n->pending_closes++;
+    n->hint_stores++;
+    n->hint_store_bytes += key.len + rec.len;
 }
 
 void node__hints_kick(node *n, uint32_t idx)
