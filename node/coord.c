@@ -382,10 +382,17 @@ static void note_failure(struct creq *q, int st)
     if (st == RK_ETIMEOUT || st == RK_ECLOSED || st == RK_EUNAVAILABLE ||
         (st < 0 && st > -4096))
         q->timed_out = true;
-    if (st < 0 && st > -4096 && !q->cause)
-        q->cause = st;
     if (!q->fail_err)
         q->fail_err = st;
+}
+
+/* A failure a replica reported itself (its disk: -EIO, -ENOSPC...), not
+ * one of the network between: the first is named in a TIMEOUT reply. */
+static void note_replica_failure(struct creq *q, int st)
+{
+    note_failure(q, st);
+    if (st < 0 && st > -4096 && !q->cause)
+        q->cause = st;
 }
 
 /* ---- writes ----------------------------------------------------------- */
@@ -400,7 +407,7 @@ static void on_local_write(int status, void *arg)
         q->r[i].ok = true;
         count_answer(q, i);
     } else {
-        note_failure(q, status);
+        note_replica_failure(q, status);
     }
     if (q->phase == 0) {
         write_settle(q);
@@ -415,6 +422,7 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
     uint32_t i = c->i;
     node *n = q->n;
     int st = status;
+    bool told = false; /* st is the replica's own answer */
     if (st == 0) {
         struct rpc_write_ack a;
         st = rpc_write_ack_decode(&a, resp);
@@ -422,6 +430,7 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
             uint64_t after;
             hlc_recv(&after, &n->hlc, node__now_ms(), a.hlc);
             st = a.status;
+            told = true;
         }
     }
     q->r[i].answered = true;
@@ -429,7 +438,10 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
         q->r[i].ok = true;
         count_answer(q, i);
     } else {
-        note_failure(q, st);
+        if (told)
+            note_replica_failure(q, st);
+        else
+            note_failure(q, st);
         /* the replica may not have it: keep a hint */
         if (q->srec && q->rp[i].name[0])
             node__hint_store(n, q->rp[i].name, RK_SLICE(q->key, q->klen),
@@ -667,7 +679,7 @@ static int send_read(struct creq *q, uint32_t i)
                                   &q->r[i].rec, &q->r[i].buf);
         q->r[i].answered = true;
         if (rc < 0) {
-            note_failure(q, rc);
+            note_replica_failure(q, rc);
             return rc;
         }
         q->r[i].ok = true;
@@ -838,6 +850,7 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
     uint32_t i = c->i;
     node *n = q->n;
     int st = status;
+    bool told = false; /* st is the replica's own answer */
     struct rpc_read_resp rr;
     if (st == 0) {
         st = rpc_read_resp_decode(&rr, resp);
@@ -845,6 +858,7 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
             uint64_t after;
             hlc_recv(&after, &n->hlc, node__now_ms(), rr.hlc);
             st = rr.status;
+            told = true;
         }
         if (st == 0 && rr.found && rr.is_digest)
             st = RK_EPROTO; /* we never ask for digests */
@@ -866,6 +880,8 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
         }
         if (q->r[i].ok)
             count_answer(q, i);
+    } else if (told) {
+        note_replica_failure(q, st);
     } else {
         note_failure(q, st);
     }

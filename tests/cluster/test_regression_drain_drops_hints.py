@@ -66,7 +66,13 @@ def main():
         time.sleep(0.5)
     h.check(not missing, "n3 lacks %d of the %d writes (e.g. %r)" %
             (len(missing), KEYS, missing[:5]))
-    replayed = n1.metrics().get("ringkv_hints_replayed_total", 0)
+    # counted once n1 has deleted them, after n3's acks: wait for it
+    deadline = time.time() + 20
+    while True:
+        replayed = n1.metrics().get("ringkv_hints_replayed_total", 0)
+        if replayed >= KEYS or time.time() > deadline:
+            break
+        time.sleep(0.2)
     h.check(replayed == KEYS, "n1 replayed %d hints" % replayed)
     print("n3 has the %d writes n1 hinted while stopping" % KEYS)
     for n in c.nodes:
