@@ -170,7 +170,7 @@ static int obs_register(struct obs *o)
       METRICS_GAUGE, 0, NULL);
     F(mem_writes, "ringkv_memtable_writes",
       "Keys with a committed write not yet applied to the range "
-      "environments (applied within about a second).",
+      "environments (applied when memtable_mb fills or within 10 s).",
       METRICS_GAUGE, 0, NULL);
     F(mem_bytes, "ringkv_memtable_bytes",
       "Memory held by the memtable (bound: 2 x memtable_mb).", METRICS_GAUGE, 0,
@@ -239,8 +239,9 @@ void node__obs_store_totals(node *n,
     *ranges = *keys = *bytes = 0;
     if (!n->store)
         return;
-    /* Writes not yet applied to the envs count too (within about a
-     * second they are; a key written again meanwhile counts twice). */
+    /* Writes not yet applied to the envs count too (within 10 s they
+     * are; a key already in an env and written again meanwhile counts
+     * twice until then, and disk bytes lag as long). */
     struct store_mem_info mi;
     store_mem_info(&mi, n->store);
     uint64_t now = uv_now(n->loop);

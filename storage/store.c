@@ -409,7 +409,12 @@ static void *store__syncer_main(void *arg)
         if (fill)
             (void)store__wal_prefill(s->wal); /* appends extend the file */
         uint64_t now = store__mono_ms(), lsn = store__wal_last(s->wal);
-        if (!due && (flush || now - last_flush >= STORE__FLUSH_MS)) {
+        /* writes kept back by a stuck range (the floor) are retried
+         * every second, so a range unsticks soon after space is freed */
+        pthread_mutex_lock(&s->memmu);
+        uint64_t every = s->mem_floor > 0 ? 1000 : STORE__FLUSH_MS;
+        pthread_mutex_unlock(&s->memmu);
+        if (!due && (flush || now - last_flush >= every)) {
             (void)store_flush(s); /* what fails stays in mem (stuck) */
             last_flush = now;
         }
