@@ -153,6 +153,7 @@ struct iwrite {
     net_conn *c;
     uint64_t id;
     node *n;
+    bool behind; /* the sender's ring is newer than ours (or we have none) */
     struct iwrite *next; /* the pool's link */
 };
 
@@ -198,6 +199,11 @@ static void on_iwrite_done(int status, void *arg)
 {
     struct iwrite *w = arg;
     node *n = w->n;
+    /* No range here for the key, but our ring is behind the sender's: the
+     * range may be ours in its ring. RING_STALE, which a sender retries
+     * (a hint is kept), not NOT_FOUND, which a hint replay drops. */
+    if (status == RK_ENOTFOUND && w->behind)
+        status = RK_ESTALE;
     reply_status(n, w->c, w->id, RPC_MSG_WRITE, status);
     net_conn_unref(w->c);
     iwrite_put(n, w);
@@ -231,6 +237,7 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
         iw->c = c;
         iw->id = id;
         iw->n = n;
+        iw->behind = !n->ring || w.epoch > ring_epoch(n->ring);
         net_conn_ref(c);
         rc = node__local_write(n, w.key, &w.rec, on_iwrite_done, iw);
         if (rc < 0) {
@@ -431,7 +438,9 @@ static void hint_batch_release(struct hint_job *j);
 
 /* A replica's answer that sending the hint again would get again: the
  * write is malformed or of a kind the replica does not know, or no range of
- * the replica holds its key. Everything else keeps the hint: timeouts, a
+ * the replica holds its key (a replica whose ring is older than the
+ * sender's answers RING_STALE instead, on_iwrite_done). Everything else
+ * keeps the hint: timeouts, a
  * closed, busy or stale peer, a full disk, a system error, and also
  * TOO_LARGE, CORRUPT and VERSION, which a replica answers for a range it
  * cannot write to for now (stuck, storage/store.c) -- the record itself
