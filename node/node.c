@@ -334,6 +334,7 @@ static void on_check(uv_check_t *h)
     for (int round = 0; round < 4; round++) {
         node__coord_run_deferred(n);
         node__commit_flush(n);
+        node__hint_flush(n);
         node__csrv_flush(n);
         if (!node__rsrv_flush(n))
             break;
@@ -383,6 +384,11 @@ void node__stop_progress(node *n)
     if (n->commit_open && n->commit_open->nwaiters) {
         node__commit_flush(n);
         return;
+    }
+    if (n->hint_open) {
+        node__hint_flush(n);
+        if (n->pending_closes > 0)
+            return;
     }
     if (n->stopping == 1) {
         n->stopping = 2;

@@ -185,9 +185,10 @@ struct node {
     struct obs *obs;   /* metrics registry and /metrics (node/obs.h) */
 
     struct node_stats stats;
-    int hint_stores;         /* hint stores queued on the thread pool */
-    size_t hint_store_bytes; /* their keys and records */
-    bool hint_stores_full;   /* hints.queue_full logged, not drained since */
+    struct hint_store_job *hint_open; /* hints of this loop turn */
+    int hint_stores;                  /* hints not yet stored (open + queued) */
+    size_t hint_store_bytes;          /* their keys and records */
+    bool hint_stores_full; /* hints.queue_full logged, not drained since */
 
     /* node__obs_store_totals' cache */
     struct {
@@ -235,6 +236,8 @@ void node__hint_store(node *n,
                       const char *name,
                       struct rk_slice key,
                       struct rk_slice rec);
+/* End of a loop turn: store the hints it left, in one transaction. */
+void node__hint_flush(node *n);
 /* Send one replica write / read to ring member idx (remote). */
 int node__rpc(node *n,
               uint32_t idx,

@@ -10,7 +10,9 @@
  * that one connection.
  *
  * Hints: a write for a DOWN (or unreachable) replica is stored in the
- * store's hints env (on the thread pool: it fsyncs). When the replica is UP
+ * store's hints env (on the thread pool: it fsyncs), the hints of one loop
+ * turn in one transaction (node__hint_flush), at most HINT_STORES_MAX
+ * waiting. When the replica is UP
  * again (gossip event, and every few seconds while hints remain) they are
  * read in batches on the thread pool, sent as ordinary replica writes and
  * deleted once answered. A hint that cannot be decoded, or that the replica
@@ -31,10 +33,9 @@
 #include "node/node_internal.h"
 
 #define HINT_BATCH 256
-/* Hint stores waiting for the thread pool, at most; past it a hint is
- * dropped and counted (hints_dropped): each store is its own synced LMDB
- * commit, ~2-3k/s here, so a write storm to a DOWN replica would otherwise
- * queue without bound (~16 KiB each before 2026-12-03). */
+/* Hints waiting to be stored, at most; past it a hint is dropped and
+ * counted (hints_dropped), so a write storm to a DOWN replica cannot queue
+ * without bound (it did, ~16 KiB each, before 2026-12-03). */
 #define HINT_STORES_MAX      4096
 #define HINT_STORE_BYTES_MAX ((size_t)64 << 20) /* and their keys + values */
 #define HINT_TIMER_MS        5000
@@ -171,11 +172,17 @@ static void iwrite_put(node *n, struct iwrite *w)
         free(w);
 }
 
+static void hint_store_job_free(struct hint_store_job *j);
+
 void node__replica_free(node *n)
 {
     for (struct iwrite *w; (w = rk_pool_get(&n->iwrite_pool, IWRITE_LINK));)
         free(w);
     rpc_buf_free(&n->reply_buf);
+    if (n->hint_open) { /* only if the node never ran its stop */
+        hint_store_job_free(n->hint_open);
+        n->hint_open = NULL;
+    }
 }
 
 static void
@@ -329,14 +336,22 @@ struct hint_ack {
     size_t i;
 };
 
-/* Storing one hint: small, apart from the replay job's batch arrays. */
+/* One hint waiting to be stored. */
+struct hint_ent {
+    char name[GOSSIP_NAME_MAX + 1];
+    size_t klen, rlen;
+    uint8_t data[]; /* key || rec */
+};
+
+/* The hints one loop turn left, stored in one LMDB transaction (one sync)
+ * on the thread pool: a synced commit per hint managed ~2-3k/s. */
 struct hint_store_job {
     uv_work_t work;
     node *n;
-    char name[GOSSIP_NAME_MAX + 1];
+    struct hint_ent **e;
+    struct store_hint *h;
+    size_t count, cap, bytes;
     int status;
-    size_t klen, rlen;
-    uint8_t data[]; /* key || rec */
 };
 
 struct hint_job {
@@ -619,11 +634,19 @@ static void hint_after(uv_work_t *w, int status)
     node__stop_progress(n);
 }
 
+static void hint_store_job_free(struct hint_store_job *j)
+{
+    for (size_t i = 0; i < j->count; i++)
+        free(j->e[i]);
+    free(j->e);
+    free(j->h);
+    free(j);
+}
+
 static void hint_store_work(uv_work_t *w)
 {
     struct hint_store_job *j = w->data;
-    j->status = store_hint_add(j->n->store, j->name, RK_SLICE(j->data, j->klen),
-                               RK_SLICE(j->data + j->klen, j->rlen));
+    j->status = store_hint_add_many(j->n->store, j->h, j->count);
 }
 
 static void hint_store_after(uv_work_t *w, int status)
@@ -631,22 +654,58 @@ static void hint_store_after(uv_work_t *w, int status)
     struct hint_store_job *j = w->data;
     node *n = j->n;
     n->pending_closes--;
-    n->hint_stores--;
-    n->hint_store_bytes -= j->klen + j->rlen;
+    n->hint_stores -= j->count;
+    n->hint_store_bytes -= j->bytes;
     if (n->hint_stores <= HINT_STORES_MAX / 2 &&
         n->hint_store_bytes <= HINT_STORE_BYTES_MAX / 2)
         n->hint_stores_full = false;
-    if (status < 0 && j->status == 0)
-        j->status = status;
-    if (j->status < 0) {
-        n->stats.hints_dropped++;
-        LOG(WARN, "hints.store_fail", "peer=%s error=\"%s\"", j->name,
-            rk_strerror(j->status));
-    } else {
-        n->stats.hints_stored++;
+    size_t failed = 0, first = 0;
+    for (size_t i = 0; i < j->count; i++) {
+        int rc = status < 0 ? status : j->h[i].result;
+        if (rc == 0) {
+            n->stats.hints_stored++;
+        } else {
+            if (failed++ == 0)
+                first = i;
+            n->stats.hints_dropped++;
+        }
     }
-    free(j);
+    if (failed)
+        LOG(WARN, "hints.store_fail", "peer=%s failed=%zu of=%zu error=\"%s\"",
+            j->e[first]->name, failed, j->count,
+            rk_strerror(status < 0 ? status : j->h[first].result));
+    hint_store_job_free(j);
     node__stop_progress(n);
+}
+
+void node__hint_flush(node *n)
+{
+    struct hint_store_job *j = n->hint_open;
+    if (!j)
+        return;
+    n->hint_open = NULL;
+    j->h = malloc(j->count * sizeof(*j->h));
+    int rc = j->h ? 0 : -ENOMEM;
+    for (size_t i = 0; rc == 0 && i < j->count; i++) {
+        struct hint_ent *e = j->e[i];
+        j->h[i] =
+            (struct store_hint){.node = e->name,
+                                .key = RK_SLICE(e->data, e->klen),
+                                .rec = RK_SLICE(e->data + e->klen, e->rlen)};
+    }
+    if (rc == 0)
+        rc =
+            uv_queue_work(n->loop, &j->work, hint_store_work, hint_store_after);
+    if (rc < 0) {
+        n->hint_stores -= j->count;
+        n->hint_store_bytes -= j->bytes;
+        n->stats.hints_dropped += j->count;
+        LOG(WARN, "hints.store_fail", "count=%zu error=\"%s\"", j->count,
+            rk_strerror(rc));
+        hint_store_job_free(j);
+        return;
+    }
+    n->pending_closes++;
 }
 
 void node__hint_store(node *n,
@@ -655,9 +714,10 @@ void node__hint_store(node *n,
                       struct rk_slice rec)
 {
     /* Also while stopping: writes still coordinated in the drain, and those
-     * failed by the closing of the internode peers, keep their hints. The
-     * job holds pending_closes, so the store is closed (n->store NULL)
-     * only once the hint is stored and synced (node__stop_progress). */
+     * failed by the closing of the internode peers, keep their hints. A
+     * queued job holds pending_closes, and node__stop_progress flushes an
+     * open one, so the store is closed (n->store NULL) only once every
+     * hint is stored and synced. */
     if (!n->store || !n->cfg.hinted_handoff)
         return;
     /* past max_hint_window a DOWN peer gets no more hints (repair must
@@ -683,23 +743,39 @@ void node__hint_store(node *n,
         }
         return;
     }
-    struct hint_store_job *j = malloc(sizeof(*j) + key.len + rec.len);
-    if (!j)
-        return;
-    j->n = n;
-    j->work.data = j;
-    j->status = 0;
-    snprintf(j->name, sizeof(j->name), "%s", name);
-    memcpy(j->data, key.p, key.len);
-    memcpy(j->data + key.len, rec.p, rec.len);
-    j->klen = key.len;
-    j->rlen = rec.len;
-    if (uv_queue_work(n->loop, &j->work, hint_store_work, hint_store_after) <
-        0) {
-        free(j);
+    struct hint_store_job *j = n->hint_open;
+    if (!j) {
+        j = calloc(1, sizeof(*j));
+        if (!j) {
+            n->stats.hints_dropped++;
+            return;
+        }
+        j->n = n;
+        j->work.data = j;
+        n->hint_open = j;
+    }
+    if (j->count == j->cap) {
+        size_t cap = j->cap ? j->cap * 2 : 64;
+        struct hint_ent **e = realloc(j->e, cap * sizeof(*e));
+        if (!e) {
+            n->stats.hints_dropped++;
+            return;
+        }
+        j->e = e;
+        j->cap = cap;
+    }
+    struct hint_ent *e = malloc(sizeof(*e) + key.len + rec.len);
+    if (!e) {
+        n->stats.hints_dropped++;
         return;
     }
-    n->pending_closes++;
+    snprintf(e->name, sizeof(e->name), "%s", name);
+    memcpy(e->data, key.p, key.len);
+    memcpy(e->data + key.len, rec.p, rec.len);
+    e->klen = key.len;
+    e->rlen = rec.len;
+    j->e[j->count++] = e;
+    j->bytes += key.len + rec.len;
     n->hint_stores++;
     n->hint_store_bytes += key.len + rec.len;
 }

@@ -425,6 +425,17 @@ int store_hint_add(store *s,
                    struct rk_slice key,
                    struct rk_slice rec);
 
+/* Many hints, possibly for several nodes, in one transaction and one sync.
+ * Each gets its own result (0, RK_EFULL past a bound, RK_EBADREQ /
+ * RK_ETOOLARGE for a bad key or record); if the transaction fails, every
+ * result is that error and it is returned. Durable on return. */
+struct store_hint {
+    const char *node;
+    struct rk_slice key, rec;
+    int result;
+};
+int store_hint_add_many(store *s, struct store_hint *h, size_t n);
+
 /* Called per hint in order; nonzero stops the walk and is returned. It
  * must not call the store.
  * @note key and rec live only during the callback. */

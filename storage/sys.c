@@ -369,38 +369,36 @@ static int store__put_u64(MDB_txn *txn, MDB_dbi dbi, MDB_val *k, uint64_t x)
     return mdb_put(txn, dbi, k, &v, 0);
 }
 
-int store_hint_add(store *s,
-                   const char *node,
-                   struct rk_slice key,
-                   struct rk_slice rec)
+/* Put one hint in txn (hintmu held): *bytes grows by what it keeps.
+ * RK_EFULL past max_hints / max_hint_bytes; an LMDB error fails the txn. */
+static int store__hint_put(store *s,
+                           MDB_txn *txn,
+                           const struct store_hint *h,
+                           size_t *bytes,
+                           bool *txn_failed)
 {
     uint8_t kb[2 + 255 + 8], cb[2 + 255];
-    int pl = store__hkey(kb, 'h', node);
+    int pl = store__hkey(kb, 'h', h->node);
     if (pl < 0)
         return pl;
-    store__hkey(cb, 'c', node);
-    int rc = store__check_write(key, rec);
+    store__hkey(cb, 'c', h->node);
+    int rc = store__check_write(h->key, h->rec);
     if (rc)
         return rc;
-    size_t vlen = 4 + key.len + rec.len;
-    MDB_txn *txn;
+    size_t vlen = 4 + h->key.len + h->rec.len;
     MDB_cursor *cur;
-    pthread_mutex_lock(&s->hintmu);
     MDB_val ck = {(size_t)pl, cb}, bk = {1, "B"};
-    if ((rc = mdb_txn_begin(s->hint_env, NULL, 0, &txn)))
-        goto unlock;
     uint64_t count = store__u64_at(txn, s->hint_dbi, &ck);
-    if (count >= s->o.max_hints || s->hint_bytes + vlen > s->o.max_hint_bytes) {
-        mdb_txn_abort(txn);
-        rc = RK_EFULL;
-        goto unlock_norc;
-    }
+    if (count >= s->o.max_hints ||
+        s->hint_bytes + *bytes + vlen > s->o.max_hint_bytes)
+        return RK_EFULL;
+    *txn_failed = true; /* from here an error leaves the txn unusable */
     /* The next seq: one past the node's last hint. */
     uint64_t seq = 1;
     memset(kb + pl, 0xff, 8);
     MDB_val k = {(size_t)pl + 8, kb}, v;
     if ((rc = mdb_cursor_open(txn, s->hint_dbi, &cur)))
-        goto abort;
+        return store__err(rc);
     int crc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
     crc = crc == 0 ? mdb_cursor_get(cur, &k, &v, MDB_PREV)
                    : mdb_cursor_get(cur, &k, &v, MDB_LAST);
@@ -413,27 +411,66 @@ int store_hint_add(store *s,
     k.mv_data = kb;
     v.mv_size = vlen;
     if ((rc = mdb_put(txn, s->hint_dbi, &k, &v, MDB_RESERVE)))
-        goto abort;
+        return store__err(rc);
     uint8_t *p = v.mv_data;
-    p[0] = (uint8_t)(key.len >> 24);
-    p[1] = (uint8_t)(key.len >> 16);
-    p[2] = (uint8_t)(key.len >> 8);
-    p[3] = (uint8_t)key.len;
-    memcpy(p + 4, key.p, key.len);
-    memcpy(p + 4 + key.len, rec.p, rec.len);
+    p[0] = (uint8_t)(h->key.len >> 24);
+    p[1] = (uint8_t)(h->key.len >> 16);
+    p[2] = (uint8_t)(h->key.len >> 8);
+    p[3] = (uint8_t)h->key.len;
+    memcpy(p + 4, h->key.p, h->key.len);
+    memcpy(p + 4 + h->key.len, h->rec.p, h->rec.len);
     if ((rc = store__put_u64(txn, s->hint_dbi, &ck, count + 1)) ||
-        (rc = store__put_u64(txn, s->hint_dbi, &bk, s->hint_bytes + vlen)))
-        goto abort;
+        (rc = store__put_u64(txn, s->hint_dbi, &bk,
+                             s->hint_bytes + *bytes + vlen)))
+        return store__err(rc);
+    *txn_failed = false;
+    *bytes += vlen;
+    return 0;
+}
+
+int store_hint_add_many(store *s, struct store_hint *h, size_t n)
+{
+    MDB_txn *txn;
+    size_t bytes = 0, kept = 0;
+    pthread_mutex_lock(&s->hintmu);
+    int rc = mdb_txn_begin(s->hint_env, NULL, 0, &txn);
+    if (rc) {
+        rc = store__err(rc);
+        goto unlock;
+    }
+    for (size_t i = 0; i < n; i++) {
+        bool failed = false;
+        h[i].result = store__hint_put(s, txn, &h[i], &bytes, &failed);
+        if (failed) { /* the txn is gone: nothing of it is kept */
+            rc = h[i].result;
+            mdb_txn_abort(txn);
+            goto unlock;
+        }
+        kept += h[i].result == 0;
+    }
+    if (kept == 0) {
+        mdb_txn_abort(txn);
+        goto unlock;
+    }
     if ((rc = mdb_txn_commit(txn)) == 0)
-        s->hint_bytes += vlen;
-    goto unlock;
-abort:
-    mdb_txn_abort(txn);
-unlock:
+        s->hint_bytes += bytes;
     rc = store__err(rc);
-unlock_norc:
+unlock:
     pthread_mutex_unlock(&s->hintmu);
+    if (rc)
+        for (size_t i = 0; i < n; i++)
+            h[i].result = rc;
     return rc;
+}
+
+int store_hint_add(store *s,
+                   const char *node,
+                   struct rk_slice key,
+                   struct rk_slice rec)
+{
+    struct store_hint h = {.node = node, .key = key, .rec = rec};
+    int rc = store_hint_add_many(s, &h, 1);
+    return rc ? rc : h.result;
 }
 
 static int

@@ -1151,6 +1151,49 @@ hint_cb(uint64_t seq, struct rk_slice key, struct rk_slice r, void *arg)
     return 0;
 }
 
+/* Many hints in one transaction: each its own result and seq, in order
+ * per node; a bad one or one past a bound does not stop the others. */
+START_TEST(hints_add_many)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.max_hints = 3;
+    store *s = open_store(&o);
+    size_t n;
+    uint8_t *r = rec(&n, 1, 0, 0, "v", 1);
+    struct store_hint h[6];
+    const char *who[6] = {"nodeA", "nodeB", "nodeA", "nodeA", "nodeA", "nodeB"};
+    const char *keys[6] = {"a1", "b1", "", "a2", "a3", "b2"};
+    for (int i = 0; i < 6; i++)
+        h[i] = (struct store_hint){who[i], RK_SLICE(keys[i], strlen(keys[i])),
+                                   RK_SLICE(r, n), 99};
+    ck_assert_int_eq(store_hint_add_many(s, h, 6), 0);
+    int want[6] = {0, 0, RK_EBADREQ, 0, 0, 0};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(h[i].result, want[i]);
+    /* nodeA holds 3 now: the fourth is refused, nodeB's still fits */
+    struct store_hint more[2] = {
+        {"nodeA", RK_SLICE("a4", 2), RK_SLICE(r, n), 99},
+        {"nodeB", RK_SLICE("b3", 2), RK_SLICE(r, n), 99}};
+    ck_assert_int_eq(store_hint_add_many(s, more, 2), 0);
+    ck_assert_int_eq(more[0].result, RK_EFULL);
+    ck_assert_int_eq(more[1].result, 0);
+    uint64_t cnt;
+    ck_assert_int_eq(store_hint_count(&cnt, s, "nodeA"), 0);
+    ck_assert_uint_eq(cnt, 3);
+    ck_assert_int_eq(store_hint_count(&cnt, s, "nodeB"), 0);
+    ck_assert_uint_eq(cnt, 3);
+    struct hints_seen seen = {0};
+    ck_assert_int_eq(store_hint_scan(s, "nodeB", 0, 10, hint_cb, &seen), 0);
+    ck_assert_int_eq(seen.n, 3);
+    ck_assert_uint_eq(seen.seqs[0], 1);
+    ck_assert_uint_eq(seen.seqs[2], 3);
+    free(r);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(hints_byte_bound)
 {
     mk_tmp();
@@ -1876,6 +1919,7 @@ static Suite *storage_suite(void)
     tc = tcase_create("system");
     tcase_add_test(tc, system_state);
     tcase_add_test(tc, hints);
+    tcase_add_test(tc, hints_add_many);
     tcase_add_test(tc, hints_byte_bound);
     tcase_add_test(tc, regression_hint_damaged_stops_scan);
     suite_add_tcase(s, tc);
