@@ -910,13 +910,12 @@ START_TEST(map_full_grows_or_refuses)
 }
 END_TEST
 
-/* Regression (stuck_after_split): a full range is split; the half that
- * kept nothing back (here the low half: every write went to the high half)
- * stayed stuck -- every write to it RK_EFULL -- until a reopen, since only
- * an applied write of its own could unstick it. */
-START_TEST(regression_stuck_after_split)
+/* A store of one range (2 MiB map at most, 64 MiB memtable applied by
+ * explicit flushes) filled with high-half keys (token > at) until a write
+ * is refused: its env is full, the range stuck. val gets the value used;
+ * *i the next key number. */
+static store *open_stuck_above(uint64_t at, char *val, size_t vlen, int *i)
 {
-    mk_tmp();
     struct store_opts o = STORE_OPTS_INIT;
     o.map_size = 256 << 10;
     o.map_size_max = 2 << 20;
@@ -924,13 +923,12 @@ START_TEST(regression_stuck_after_split)
     o.auto_compact_pct = -1;
     store *s = open_store(&o);
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
-    const uint64_t at = UINT64_C(1) << 63;
-    char val[1500], k[32];
-    memset(val, 'v', sizeof(val));
-    val[sizeof(val) - 1] = 0;
-    int i = 0, rc = 0, ok = 0;
-    for (; rc == 0 && i < 100000; i++) { /* high-half keys until stuck */
-        snprintf(k, sizeof(k), "h%d", i);
+    memset(val, 'v', vlen);
+    val[vlen - 1] = 0;
+    char k[32];
+    int rc = 0, ok = 0;
+    for (; rc == 0 && *i < 100000; (*i)++) {
+        snprintf(k, sizeof(k), "h%d", *i);
         if (rk_token(k, strlen(k)) <= at)
             continue;
         rc = put(s, k, 1, val);
@@ -938,6 +936,20 @@ START_TEST(regression_stuck_after_split)
             (void)store_flush(s); /* fails once the env is full */
     }
     ck_assert_int_eq(rc, RK_EFULL);
+    return s;
+}
+
+/* Regression (stuck_after_split): a full range is split; the half that
+ * kept nothing back (here the low half: every write went to the high half)
+ * stayed stuck -- every write to it RK_EFULL -- until a reopen, since only
+ * an applied write of its own could unstick it. */
+START_TEST(regression_stuck_after_split)
+{
+    mk_tmp();
+    const uint64_t at = UINT64_C(1) << 63;
+    char val[1500], k[32];
+    int i = 0;
+    store *s = open_stuck_above(at, val, sizeof(val), &i);
     ck_assert_int_eq(store_range_split(s, WHOLE, at), 0);
     (void)store_flush(s); /* the high half still keeps writes back */
     int refused = 0, tried = 0;
@@ -961,27 +973,11 @@ END_TEST
 START_TEST(stuck_retried_every_second)
 {
     mk_tmp();
-    struct store_opts o = STORE_OPTS_INIT;
-    o.map_size = 256 << 10;
-    o.map_size_max = 2 << 20;
-    o.memtable_bytes = (size_t)64 << 20;
-    o.auto_compact_pct = -1;
-    store *s = open_store(&o);
-    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     const uint64_t at = UINT64_C(1) << 63;
     char val[1500], k[32];
-    memset(val, 'v', sizeof(val));
-    val[sizeof(val) - 1] = 0;
-    int i = 0, rc = 0, ok = 0;
-    for (; rc == 0 && i < 100000; i++) { /* high-half keys until stuck */
-        snprintf(k, sizeof(k), "h%d", i);
-        if (rk_token(k, strlen(k)) <= at)
-            continue;
-        rc = put(s, k, 1, val);
-        if (rc == 0 && ++ok % 300 == 0)
-            (void)store_flush(s);
-    }
-    ck_assert_int_eq(rc, RK_EFULL);
+    int i = 0;
+    store *s = open_stuck_above(at, val, sizeof(val), &i);
+    int rc;
     ck_assert_int_eq(store_range_split(s, WHOLE, at), 0);
     do
         snprintf(k, sizeof(k), "l%d", i++);
