@@ -30,10 +30,7 @@ enum ktype {
     K_DBL,
     K_BOOL,
     K_CL,
-    K_ALLOC,
-    K_DURABILITY,
-    K_SCHED,
-    K_LOGLEVEL,
+    K_ENUM, /* one of `names`, stored as its index */
     K_SEEDS,
     K_REPL
 };
@@ -44,54 +41,74 @@ struct key {
     size_t off;
     size_t size; /* K_STR: buffer size */
     double min, max;
-    int empty_ok; /* K_STR */
+    int empty_ok;             /* K_STR */
+    const char *const *names; /* K_ENUM: NULL-terminated, index = value */
 };
+
+/* The names of the K_ENUM settings, in the order of their enums' values.
+ * K_ENUM stores an int: the enums must be int-sized. */
+_Static_assert(sizeof(enum node_alloc) == sizeof(int) &&
+                   sizeof(enum node_durability) == sizeof(int) &&
+                   sizeof(enum node_cpu_sched) == sizeof(int) &&
+                   sizeof(enum node_log_level) == sizeof(int),
+               "K_ENUM fields are stored as int");
+static const char *const alloc_names[] = {"balanced", "random", NULL};
+static const char *const durability_names[] = {"group", "periodic", NULL};
+static const char *const sched_names[] = {"batch", "normal", NULL};
+static const char *const loglevel_names[] = {"debug", "info", "warn", "error",
+                                             NULL};
 
 #define OFF(f) offsetof(struct node_config, f)
 #define SZ(f)  sizeof(((struct node_config *)0)->f)
 
 static const struct key keys[] = {
-    {"cluster_name", K_STR, OFF(cluster_name), SZ(cluster_name), 0, 0, 0},
+    {"cluster_name", K_STR, OFF(cluster_name), SZ(cluster_name), 0, 0, 0, NULL},
     {"cluster_secret_file", K_STR, OFF(cluster_secret_file),
-     SZ(cluster_secret_file), 0, 0, 1},
-    {"node_name", K_STR, OFF(node_name), SZ(node_name), 0, 0, 1},
-    {"datacenter", K_STR, OFF(datacenter), SZ(datacenter), 0, 0, 0},
-    {"rack", K_STR, OFF(rack), SZ(rack), 0, 0, 0},
-    {"listen_address", K_STR, OFF(listen_address), SZ(listen_address), 0, 0, 0},
+     SZ(cluster_secret_file), 0, 0, 1, NULL},
+    {"node_name", K_STR, OFF(node_name), SZ(node_name), 0, 0, 1, NULL},
+    {"datacenter", K_STR, OFF(datacenter), SZ(datacenter), 0, 0, 0, NULL},
+    {"rack", K_STR, OFF(rack), SZ(rack), 0, 0, 0, NULL},
+    {"listen_address", K_STR, OFF(listen_address), SZ(listen_address), 0, 0, 0,
+     NULL},
     {"advertise_address", K_STR, OFF(advertise_address), SZ(advertise_address),
-     0, 0, 1},
-    {"seeds", K_SEEDS, 0, 0, 0, 0, 1},
-    {"gossip_port", K_PORT, OFF(gossip_port), 0, 1, 65535, 0},
-    {"internode_port", K_PORT, OFF(internode_port), 0, 1, 65535, 0},
-    {"client_port", K_PORT, OFF(client_port), 0, 1, 65535, 0},
-    {"resp_port", K_PORT, OFF(resp_port), 0, 0, 65535, 0},
-    {"metrics_port", K_PORT, OFF(metrics_port), 0, 0, 65535, 0},
-    {"data_dir", K_STR, OFF(data_dir), SZ(data_dir), 0, 0, 0},
-    {"num_tokens", K_INT, OFF(num_tokens), 0, 1, 1024, 0},
-    {"token_allocation", K_ALLOC, OFF(token_allocation), 0, 0, 0, 0},
-    {"weight", K_DBL, OFF(weight), 0, 0.01, 100, 0},
-    {"replication", K_REPL, 0, 0, 0, 0, 0},
-    {"default_consistency", K_CL, OFF(default_consistency), 0, 0, 0, 0},
-    {"auto_bootstrap", K_BOOL, OFF(auto_bootstrap), 0, 0, 0, 0},
-    {"durability", K_DURABILITY, OFF(durability), 0, 0, 0, 0},
-    {"cpu_scheduling", K_SCHED, OFF(cpu_scheduling), 0, 0, 0, 0},
-    {"periodic_sync_ms", K_INT, OFF(periodic_sync_ms), 0, 1, 600000, 0},
-    {"read_timeout_ms", K_INT, OFF(read_timeout_ms), 0, 1, 3600000, 0},
-    {"write_timeout_ms", K_INT, OFF(write_timeout_ms), 0, 1, 3600000, 0},
-    {"connect_timeout_ms", K_INT, OFF(connect_timeout_ms), 0, 1, 600000, 0},
-    {"gossip_interval_ms", K_INT, OFF(gossip_interval_ms), 0, 10, 60000, 0},
-    {"phi_convict_threshold", K_DBL, OFF(phi_convict_threshold), 0, 1, 100, 0},
-    {"hinted_handoff", K_BOOL, OFF(hinted_handoff), 0, 0, 0, 0},
+     0, 0, 1, NULL},
+    {"seeds", K_SEEDS, 0, 0, 0, 0, 1, NULL},
+    {"gossip_port", K_PORT, OFF(gossip_port), 0, 1, 65535, 0, NULL},
+    {"internode_port", K_PORT, OFF(internode_port), 0, 1, 65535, 0, NULL},
+    {"client_port", K_PORT, OFF(client_port), 0, 1, 65535, 0, NULL},
+    {"resp_port", K_PORT, OFF(resp_port), 0, 0, 65535, 0, NULL},
+    {"metrics_port", K_PORT, OFF(metrics_port), 0, 0, 65535, 0, NULL},
+    {"data_dir", K_STR, OFF(data_dir), SZ(data_dir), 0, 0, 0, NULL},
+    {"num_tokens", K_INT, OFF(num_tokens), 0, 1, 1024, 0, NULL},
+    {"token_allocation", K_ENUM, OFF(token_allocation), 0, 0, 0, 0,
+     alloc_names},
+    {"weight", K_DBL, OFF(weight), 0, 0.01, 100, 0, NULL},
+    {"replication", K_REPL, 0, 0, 0, 0, 0, NULL},
+    {"default_consistency", K_CL, OFF(default_consistency), 0, 0, 0, 0, NULL},
+    {"auto_bootstrap", K_BOOL, OFF(auto_bootstrap), 0, 0, 0, 0, NULL},
+    {"durability", K_ENUM, OFF(durability), 0, 0, 0, 0, durability_names},
+    {"cpu_scheduling", K_ENUM, OFF(cpu_scheduling), 0, 0, 0, 0, sched_names},
+    {"periodic_sync_ms", K_INT, OFF(periodic_sync_ms), 0, 1, 600000, 0, NULL},
+    {"read_timeout_ms", K_INT, OFF(read_timeout_ms), 0, 1, 3600000, 0, NULL},
+    {"write_timeout_ms", K_INT, OFF(write_timeout_ms), 0, 1, 3600000, 0, NULL},
+    {"connect_timeout_ms", K_INT, OFF(connect_timeout_ms), 0, 1, 600000, 0,
+     NULL},
+    {"gossip_interval_ms", K_INT, OFF(gossip_interval_ms), 0, 10, 60000, 0,
+     NULL},
+    {"phi_convict_threshold", K_DBL, OFF(phi_convict_threshold), 0, 1, 100, 0,
+     NULL},
+    {"hinted_handoff", K_BOOL, OFF(hinted_handoff), 0, 0, 0, 0, NULL},
     {"max_hint_window_ms", K_I64, OFF(max_hint_window_ms), 0, 0,
-     30.0 * 86400 * 1000, 0},
-    {"gc_grace_seconds", K_I64, OFF(gc_grace_seconds), 0, 0, 365.0 * 86400, 0},
-    {"memtable_mb", K_INT, OFF(memtable_mb), 0, 1, 65536, 0},
-    {"auto_compact_pct", K_INT, OFF(auto_compact_pct), 0, -1, 1000000, 0},
-    {"max_inflight", K_INT, OFF(max_inflight), 0, 1, 10000000, 0},
-    {"max_pipeline", K_INT, OFF(max_pipeline), 0, 1, 1000000, 0},
-    {"requirepass", K_STR, OFF(requirepass), SZ(requirepass), 0, 0, 1},
-    {"log_level", K_LOGLEVEL, OFF(log_level), 0, 0, 0, 0},
-    {"log_file", K_STR, OFF(log_file), SZ(log_file), 0, 0, 1},
+     30.0 * 86400 * 1000, 0, NULL},
+    {"gc_grace_seconds", K_I64, OFF(gc_grace_seconds), 0, 0, 365.0 * 86400, 0,
+     NULL},
+    {"memtable_mb", K_INT, OFF(memtable_mb), 0, 1, 65536, 0, NULL},
+    {"auto_compact_pct", K_INT, OFF(auto_compact_pct), 0, -1, 1000000, 0, NULL},
+    {"max_inflight", K_INT, OFF(max_inflight), 0, 1, 10000000, 0, NULL},
+    {"max_pipeline", K_INT, OFF(max_pipeline), 0, 1, 1000000, 0, NULL},
+    {"requirepass", K_STR, OFF(requirepass), SZ(requirepass), 0, 0, 1, NULL},
+    {"log_level", K_ENUM, OFF(log_level), 0, 0, 0, 0, loglevel_names},
+    {"log_file", K_STR, OFF(log_file), SZ(log_file), 0, 0, 1, NULL},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -100,8 +117,6 @@ static const char *cl_names[] = {
     NULL,  "ONE",       "TWO",          "QUORUM",
     "ALL", "LOCAL_ONE", "LOCAL_QUORUM", "EACH_QUORUM",
 };
-
-static const char *loglevel_names[] = {"debug", "info", "warn", "error"};
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -429,44 +444,25 @@ int node_config_set(struct node_config *c,
         *(enum node_cl *)field = cl;
         return 0;
     }
-    case K_ALLOC:
-        if (strcasecmp(value, "balanced") == 0)
-            *(enum node_alloc *)field = NODE_ALLOC_BALANCED;
-        else if (strcasecmp(value, "random") == 0)
-            *(enum node_alloc *)field = NODE_ALLOC_RANDOM;
-        else
-            return fail(err, errlen,
-                        "%s: expected balanced or random, got '%s'", k->name,
-                        value);
-        return 0;
-    case K_DURABILITY:
-        if (strcasecmp(value, "group") == 0)
-            *(enum node_durability *)field = NODE_DURABILITY_GROUP;
-        else if (strcasecmp(value, "periodic") == 0)
-            *(enum node_durability *)field = NODE_DURABILITY_PERIODIC;
-        else
-            return fail(err, errlen, "%s: expected group or periodic, got '%s'",
-                        k->name, value);
-        return 0;
-    case K_SCHED:
-        if (strcasecmp(value, "batch") == 0)
-            *(enum node_cpu_sched *)field = NODE_SCHED_BATCH;
-        else if (strcasecmp(value, "normal") == 0)
-            *(enum node_cpu_sched *)field = NODE_SCHED_NORMAL;
-        else
-            return fail(err, errlen, "%s: expected batch or normal, got '%s'",
-                        k->name, value);
-        return 0;
-    case K_LOGLEVEL:
-        for (int i = 0; i < 4; i++) {
-            if (strcasecmp(value, loglevel_names[i]) == 0) {
-                *(enum node_log_level *)field = (enum node_log_level)i;
+    case K_ENUM: {
+        for (int i = 0; k->names[i]; i++) {
+            if (strcasecmp(value, k->names[i]) == 0) {
+                *(int *)field = i; /* the config's enums are int-sized */
                 return 0;
             }
         }
-        return fail(err, errlen,
-                    "%s: expected debug, info, warn or error, got '%s'",
-                    k->name, value);
+        char list[128]; /* "a, b or c": the names are short */
+        size_t len = 0;
+        list[0] = '\0';
+        for (int i = 0; k->names[i] && len < sizeof(list); i++)
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%s",
+                                    i == 0            ? ""
+                                    : k->names[i + 1] ? ", "
+                                                      : " or ",
+                                    k->names[i]);
+        return fail(err, errlen, "%s: expected %s, got '%s'", k->name, list,
+                    value);
+    }
     case K_SEEDS:
         return set_seeds(c, value, err, errlen);
     case K_REPL:
@@ -975,8 +971,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
     OUT("data_dir: %s\nnum_tokens: %d\ntoken_allocation: %s\n"
         "weight: %.17g\n",
         dump_quote(q, sizeof(q), c->data_dir), c->num_tokens,
-        c->token_allocation == NODE_ALLOC_BALANCED ? "balanced" : "random",
-        c->weight);
+        alloc_names[c->token_allocation], c->weight);
     OUT("replication: {");
     for (int i = 0; i < c->ndcs; i++)
         OUT("%s%s: %d", i ? ", " : "",
@@ -986,9 +981,8 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
     OUT("default_consistency: %s\nauto_bootstrap: %s\ndurability: %s\n"
         "cpu_scheduling: %s\n",
         node_cl_name(c->default_consistency),
-        c->auto_bootstrap ? "true" : "false",
-        c->durability == NODE_DURABILITY_GROUP ? "group" : "periodic",
-        c->cpu_scheduling == NODE_SCHED_BATCH ? "batch" : "normal");
+        c->auto_bootstrap ? "true" : "false", durability_names[c->durability],
+        sched_names[c->cpu_scheduling]);
     OUT("periodic_sync_ms: %d\nread_timeout_ms: %d\nwrite_timeout_ms: %d\n"
         "connect_timeout_ms: %d\ngossip_interval_ms: %d\n"
         "phi_convict_threshold: %.17g\n",
