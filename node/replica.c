@@ -336,22 +336,14 @@ struct hint_ack {
     size_t i;
 };
 
-/* One hint waiting to be stored. */
-struct hint_ent {
-    char name[GOSSIP_NAME_MAX + 1];
-    size_t klen, rlen;
-    uint8_t data[]; /* key || rec */
-};
-
 /* The hints one loop turn left, stored in one LMDB transaction (one sync)
- * on the thread pool: a synced commit per hint managed ~2-3k/s. */
+ * on the thread pool: a synced commit per hint managed ~2-3k/s. Each hint's
+ * name, key and record are one malloc'd block, starting at h[i].node. */
 struct hint_store_job {
     uv_work_t work;
     node *n;
-    struct hint_ent **e;
     struct store_hint *h;
-    size_t count, cap, bytes;
-    int status;
+    size_t count, cap, bytes; /* bytes: keys + records */
 };
 
 struct hint_job {
@@ -637,23 +629,15 @@ static void hint_after(uv_work_t *w, int status)
 static void hint_store_job_free(struct hint_store_job *j)
 {
     for (size_t i = 0; i < j->count; i++)
-        free(j->e[i]);
-    free(j->e);
+        free((void *)j->h[i].node); /* the hint's one block */
     free(j->h);
     free(j);
 }
 
-static void hint_store_work(uv_work_t *w)
+/* The job's hints are stored, or failed with status (< 0: all of them):
+ * count them and free the job. */
+static void hint_store_done(node *n, struct hint_store_job *j, int status)
 {
-    struct hint_store_job *j = w->data;
-    j->status = store_hint_add_many(j->n->store, j->h, j->count);
-}
-
-static void hint_store_after(uv_work_t *w, int status)
-{
-    struct hint_store_job *j = w->data;
-    node *n = j->n;
-    n->pending_closes--;
     n->hint_stores -= j->count;
     n->hint_store_bytes -= j->bytes;
     if (n->hint_stores <= HINT_STORES_MAX / 2 &&
@@ -672,9 +656,23 @@ static void hint_store_after(uv_work_t *w, int status)
     }
     if (failed)
         LOG(WARN, "hints.store_fail", "peer=%s failed=%zu of=%zu error=\"%s\"",
-            j->e[first]->name, failed, j->count,
+            j->h[first].node, failed, j->count,
             rk_strerror(status < 0 ? status : j->h[first].result));
     hint_store_job_free(j);
+}
+
+static void hint_store_work(uv_work_t *w)
+{
+    struct hint_store_job *j = w->data;
+    (void)store_hint_add_many(j->n->store, j->h, j->count); /* in results */
+}
+
+static void hint_store_after(uv_work_t *w, int status)
+{
+    struct hint_store_job *j = w->data;
+    node *n = j->n;
+    n->pending_closes--;
+    hint_store_done(n, j, status);
     node__stop_progress(n);
 }
 
@@ -684,28 +682,12 @@ void node__hint_flush(node *n)
     if (!j)
         return;
     n->hint_open = NULL;
-    j->h = malloc(j->count * sizeof(*j->h));
-    int rc = j->h ? 0 : -ENOMEM;
-    for (size_t i = 0; rc == 0 && i < j->count; i++) {
-        struct hint_ent *e = j->e[i];
-        j->h[i] =
-            (struct store_hint){.node = e->name,
-                                .key = RK_SLICE(e->data, e->klen),
-                                .rec = RK_SLICE(e->data + e->klen, e->rlen)};
-    }
-    if (rc == 0)
-        rc =
-            uv_queue_work(n->loop, &j->work, hint_store_work, hint_store_after);
-    if (rc < 0) {
-        n->hint_stores -= j->count;
-        n->hint_store_bytes -= j->bytes;
-        n->stats.hints_dropped += j->count;
-        LOG(WARN, "hints.store_fail", "count=%zu error=\"%s\"", j->count,
-            rk_strerror(rc));
-        hint_store_job_free(j);
-        return;
-    }
-    n->pending_closes++;
+    int rc =
+        uv_queue_work(n->loop, &j->work, hint_store_work, hint_store_after);
+    if (rc < 0)
+        hint_store_done(n, j, rc);
+    else
+        n->pending_closes++;
 }
 
 void node__hint_store(node *n,
@@ -756,25 +738,27 @@ void node__hint_store(node *n,
     }
     if (j->count == j->cap) {
         size_t cap = j->cap ? j->cap * 2 : 64;
-        struct hint_ent **e = realloc(j->e, cap * sizeof(*e));
-        if (!e) {
+        struct store_hint *h = realloc(j->h, cap * sizeof(*h));
+        if (!h) {
             n->stats.hints_dropped++;
             return;
         }
-        j->e = e;
+        j->h = h;
         j->cap = cap;
     }
-    struct hint_ent *e = malloc(sizeof(*e) + key.len + rec.len);
-    if (!e) {
+    size_t nl = strlen(name) + 1;
+    char *b = malloc(nl + key.len + rec.len);
+    if (!b) {
         n->stats.hints_dropped++;
         return;
     }
-    snprintf(e->name, sizeof(e->name), "%s", name);
-    memcpy(e->data, key.p, key.len);
-    memcpy(e->data + key.len, rec.p, rec.len);
-    e->klen = key.len;
-    e->rlen = rec.len;
-    j->e[j->count++] = e;
+    memcpy(b, name, nl);
+    memcpy(b + nl, key.p, key.len);
+    memcpy(b + nl + key.len, rec.p, rec.len);
+    j->h[j->count++] =
+        (struct store_hint){.node = b,
+                            .key = RK_SLICE(b + nl, key.len),
+                            .rec = RK_SLICE(b + nl + key.len, rec.len)};
     j->bytes += key.len + rec.len;
     n->hint_stores++;
     n->hint_store_bytes += key.len + rec.len;
