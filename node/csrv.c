@@ -307,6 +307,15 @@ static void req_finish(struct csrv_req *r)
     conn_unref(c);
 }
 
+/* Keep a failed coordinator result for the reply (req_done). */
+static void req_note(struct csrv_req *r, const struct coord_result *res)
+{
+    r->err = res->err;
+    r->acks = res->acks;
+    r->need = res->need;
+    r->cause = res->cause;
+}
+
 static void on_write_done(const struct coord_result *res, void *arg)
 {
     struct csrv_req *r = arg;
@@ -319,10 +328,7 @@ static void on_write_done(const struct coord_result *res, void *arg)
         req_finish(r);
         return;
     }
-    r->err = res->err;
-    r->acks = res->acks;
-    r->need = res->need;
-    r->cause = res->cause;
+    req_note(r, res);
     req_done(r);
 }
 
@@ -337,10 +343,7 @@ static void on_get_done(const struct coord_result *res, void *arg)
         req_finish(r);
         return;
     }
-    r->err = res->err;
-    r->acks = res->acks;
-    r->need = res->need;
-    r->cause = res->cause;
+    req_note(r, res);
     req_done(r);
 }
 
@@ -361,10 +364,7 @@ static void on_mget_one(const struct coord_result *res, void *arg)
             r->values[i].value = RK_SLICE(r->copies[i], res->value.len);
         }
     } else if (res->err != RK_ENOTFOUND && !r->err) {
-        r->err = res->err;
-        r->acks = res->acks;
-        r->need = res->need;
-        r->cause = res->cause;
+        req_note(r, res);
     }
     if (--r->pending == 0)
         req_done(r);
