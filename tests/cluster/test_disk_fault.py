@@ -74,11 +74,9 @@ def main():
     c = h.Cluster([IP], seeds=[IP], replication="dc1:1")
     node = c.nodes[0]
     marker = os.path.join(c.dir, "disk-broken")
-    asan = os.environ.get("ASAN_OPTIONS", "")
     node.env = {"LD_PRELOAD": lib, "RINGKV_FAULT_SYNC": marker,
                 # the sanitizer runtime need not come first in the list
-                "ASAN_OPTIONS": (asan + ":" if asan else "") +
-                "verify_asan_link_order=0"}
+                "ASAN_OPTIONS": h.asan_options("verify_asan_link_order=0")}
     c.start()
     wait_up(node)
 

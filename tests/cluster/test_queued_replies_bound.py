@@ -182,9 +182,7 @@ def main():
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:2", resp_port=PORT,
                   read_timeout_ms=120000, phi_convict_threshold=100)
     c.nodes[0].extra["max_pipeline"] = 4
-    # keep ASan's quarantine small so RSS measures the daemon, not ASan
-    os.environ["ASAN_OPTIONS"] = (os.environ.get("ASAN_OPTIONS", "") +
-                                  ":quarantine_size_mb=16").lstrip(":")
+    h.small_asan_quarantine()
     c.start()
     c.wait_converged(timeout=60)
     r = redis.Redis(host=IPS[0], port=PORT, socket_timeout=30)

@@ -11,7 +11,6 @@ at most 4,096 wait; past that a hint is dropped, counted in
 ringkv_hints_dropped_total and logged once as hints.queue_full, and the
 node's memory stays flat.
 """
-import os
 import time
 
 import harness as h
@@ -22,9 +21,7 @@ GROWTH_MAX_KB = 150 * 1024
 
 def main():
     ips = ["127.0.0.113", "127.0.0.114"]
-    # keep ASan's quarantine small so RSS measures the daemon, not ASan
-    os.environ["ASAN_OPTIONS"] = (os.environ.get("ASAN_OPTIONS", "") +
-                                  ":quarantine_size_mb=16").lstrip(":")
+    h.small_asan_quarantine()
     c = h.racked_cluster(ips, replication="dc1:2")
     n1, n2 = c.nodes
     n2.kill9()

@@ -567,9 +567,7 @@ def main():
         n.extra["rack"] = "r%d" % (i + 1)
     c.nodes[1].extra["max_inflight"] = 32
     c.nodes[1].extra["max_pipeline"] = 16
-    # keep ASan's quarantine small so RSS measures the daemon, not ASan
-    os.environ["ASAN_OPTIONS"] = (os.environ.get("ASAN_OPTIONS", "") +
-                                  ":quarantine_size_mb=16").lstrip(":")
+    h.small_asan_quarantine()
     c.start()
     c.wait_converged(timeout=60)
     part_cli(c)
