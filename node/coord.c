@@ -90,6 +90,8 @@ struct creq {
     uint64_t start_ns;
     uint64_t expiry; /* get: the answered value's expiry (ms), 0: none */
     struct creq *next_deferred;
+    struct coord_meter *meter; /* get: told what r[] holds until finish */
+    size_t metered;            /* bytes added to meter */
     bool done;
     bool deferred;
     bool background; /* answered, counted in n->coord_background */
@@ -266,6 +268,25 @@ static void count_answer(struct creq *q, uint32_t i)
 
 /* ---- completion ------------------------------------------------------- */
 
+/* A received value is held by q: its caller's meter counts it. */
+static void meter_add(struct creq *q, size_t len)
+{
+    if (!q->meter)
+        return;
+    q->meter->bytes += len;
+    q->metered += len;
+}
+
+/* Take back what q added to its meter, and stop counting. */
+static void meter_detach(struct creq *q)
+{
+    if (!q->meter)
+        return;
+    q->meter->bytes -= q->metered;
+    q->meter = NULL;
+    q->metered = 0;
+}
+
 /* Frees a released request and the encode buffers it kept. */
 static void creq_free(struct creq *q)
 {
@@ -279,6 +300,7 @@ static void creq_free(struct creq *q)
 static void creq_release(struct creq *q)
 {
     node *n = q->n;
+    meter_detach(q);
     for (uint32_t i = 0; i < q->nrep; i++)
         free(q->r[i].buf);
     node__peer_tab_unref(q->tab);
@@ -317,6 +339,7 @@ static void finish(struct creq *q, int err, struct rk_slice value)
     if (q->done)
         return;
     q->done = true;
+    meter_detach(q); /* before the callback, which may free the meter */
     node *n = q->n;
     /* answered: what still runs (slow replicas, repairs) is background */
     n->coord_inflight--;
@@ -684,6 +707,8 @@ static int send_read(struct creq *q, uint32_t i)
         }
         q->r[i].ok = true;
         q->r[i].found = found;
+        if (found)
+            meter_add(q, q->r[i].rec.value.len);
         count_answer(q, i);
         return 0;
     }
@@ -876,6 +901,7 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
             } else {
                 memcpy(q->r[i].buf, rr.rec.value.p, rr.rec.value.len);
                 q->r[i].rec.value = RK_SLICE(q->r[i].buf, rr.rec.value.len);
+                meter_add(q, rr.rec.value.len);
             }
         }
         if (q->r[i].ok)
@@ -909,12 +935,23 @@ void coord_errmsg(
 int coord_get(
     node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
 {
+    return coord_get_metered(n, key, cl, NULL, cb, arg);
+}
+
+int coord_get_metered(node *n,
+                      struct rk_slice key,
+                      enum node_cl cl,
+                      struct coord_meter *m,
+                      coord_cb cb,
+                      void *arg)
+{
     int rc = check_common(n, key);
     if (rc < 0)
         return rc;
     struct creq *q = creq_new(n, C_GET, key, cl, cb, arg);
     if (!q)
         return -ENOMEM;
+    q->meter = m;
     n->stats.req[NODE_OP_GET][cl]++;
     rc = plan(n, q);
     if (rc < 0) {

@@ -48,6 +48,27 @@ typedef void (*coord_cb)(const struct coord_result *res, void *arg);
 int coord_get(
     node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg);
 
+/* What the read requests of one caller hold for it before they answer:
+ * the bytes of the values the replicas have returned (read locally at the
+ * call, or received later), which are waiting for the level, the newest
+ * version or a repair. A request adds what it receives and takes it all
+ * back just before its callback runs (so the meter need only live until
+ * then). A client server that stops taking requests while a connection's
+ * meter is high bounds what that connection's reads hold, not just how
+ * many there are. */
+struct coord_meter {
+    size_t bytes;
+};
+
+/* coord_get, counting the values it holds in `m` until its callback.
+ * @note m is borrowed until the callback runs (or the call fails). */
+int coord_get_metered(node *n,
+                      struct rk_slice key,
+                      enum node_cl cl,
+                      struct coord_meter *m,
+                      coord_cb cb,
+                      void *arg);
+
 /* ttl_ms 0 means no expiry. */
 int coord_put(node *n,
               struct rk_slice key,
