@@ -27,11 +27,13 @@
  * client library's long pipeline are served, not half refused. A
  * connection stops reading while its queue holds max_queued slots or its
  * unsent output -- the replies waiting in completed slots behind the head
- * included -- exceeds RSRV_OUT_HIGH, and resumes (first parsing what it
- * already buffered) when they drain; the parser bounds one request
- * (resp_limits). So a connection holds at most RSRV_OUT_HIGH plus the
- * reply that crossed it, plus the replies of the requests it has in flight
- * (max_pipeline), and node-wide the in-flight bound applies.
+ * included -- plus the values its reads in flight hold (the coordinator's
+ * copies, counted in c->meter by coord_get_metered, and MGET's) exceeds
+ * RSRV_OUT_HIGH, and resumes (first parsing what it already buffered) when
+ * they drain; the parser bounds one request (resp_limits). A local replica
+ * answers within coord_get, so a pipeline of big GETs stops after the
+ * first; values from remote replicas are counted when they arrive, so the
+ * reads issued before then may still bring up to max_pipeline values.
  *
  * Slots are taken from and returned to a pool on the server (common/pool.h),
  * so a request in the steady state allocates nothing here.
@@ -93,7 +95,10 @@ struct rconn {
     struct resp_out wbuf; /* bytes uv_write is sending */
     struct rslot *head, *tail;
     uint32_t nslots;
-    size_t queued;     /* reply bytes of completed slots waiting behind head */
+    size_t queued; /* reply bytes of completed slots waiting behind head */
+    /* values held for reads in flight: by the coordinator until it
+     * answers (coord_get_metered), then MGET's copies until its reply */
+    struct coord_meter meter;
     uint32_t inflight; /* slots waiting for the coordinator */
     uint32_t max_queued;
     /* pending reads / writes per key bucket, and the command held back
@@ -499,6 +504,9 @@ static void slot_finish(struct rslot *s)
             c->wpend[u->bk]--;
         u->rd = u->wr = false;
     }
+    assert(c->meter.bytes >= s->mget_bytes);
+    c->meter.bytes -= s->mget_bytes; /* the copies become the reply */
+    s->mget_bytes = 0;
     struct resp_out *o = slot_out(s);
     if (s->err == RK_ETOOLARGE && s->kind == K_MGET) {
         char msg[96];
@@ -587,6 +595,7 @@ static void on_get(const struct coord_result *res, void *arg)
                 memcpy(u->val, res->value.p, res->value.len);
                 u->vlen = res->value.len;
                 s->mget_bytes += res->value.len;
+                s->c->meter.bytes += res->value.len;
             }
         }
     }
@@ -820,7 +829,7 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
     case K_GET:
         s->pttl = q->pttl;
         s->pending++;
-        rc = coord_get(n, q->key, s->cl, on_get, &s->sub1);
+        rc = coord_get_metered(n, q->key, s->cl, &c->meter, on_get, &s->sub1);
         if (rc < 0)
             s->pending--;
         break;
@@ -848,7 +857,8 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
                     memcpy(s->copy + q->key.len, q->value.p, q->value.len);
                 s->klen = q->key.len;
                 s->vlen = q->value.len;
-                rc = coord_get(n, q->key, s->cl, on_set_check, &s->sub1);
+                rc = coord_get_metered(n, q->key, s->cl, &c->meter,
+                                       on_set_check, &s->sub1);
             }
         }
         if (rc < 0)
@@ -870,7 +880,16 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
                 break;
             }
         }
+        /* An MGET whose reads already hold more than its reply may carry
+         * (local replicas answer within the call) asks for no more: its
+         * reply is -TOO_LARGE, and 300 keys of a 16 MiB value no longer
+         * had the coordinator hold all 4.8 GiB first. */
+        size_t held0 = c->meter.bytes;
         for (size_t i = 0; i < q->nkeys && rc == 0; i++) {
+            if (kind == K_MGET && c->meter.bytes - held0 > RSRV_MGET_MAX) {
+                s->err = RK_ETOOLARGE;
+                break;
+            }
             if (kind == K_DEL) {
                 s->keys[i] = malloc(q->keys[i].len);
                 if (!s->keys[i]) {
@@ -881,8 +900,9 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
                 s->klens[i] = q->keys[i].len;
             }
             s->pending++;
-            rc = coord_get(n, q->keys[i], s->cl,
-                           kind == K_DEL ? on_del_read : on_get, &s->sub[i]);
+            rc = coord_get_metered(n, q->keys[i], s->cl, &c->meter,
+                                   kind == K_DEL ? on_del_read : on_get,
+                                   &s->sub[i]);
             if (rc < 0)
                 s->pending--;
         }
@@ -1137,11 +1157,16 @@ static void conn_stop_reading(struct rconn *c)
 /* Replies waiting in completed slots behind a pending head count as
  * output: they were left out, so a client pipelining ECHO <16 MiB> (or
  * GETs of big values) behind a slow request made the connection hold up
- * to max_queued of them (regression: queued_replies_bound). */
+ * to max_queued of them (regression: queued_replies_bound). So do the
+ * values the reads in flight already hold: they were left out too, and a
+ * client pipelining GETs of a 16 MiB value had every one of max_pipeline
+ * reads copy its value before the first reply was encoded, 16 GiB at the
+ * defaults (regression: inflight_replies_unbounded). */
 static bool conn_full(const struct rconn *c)
 {
     return c->nslots >= c->max_queued ||
-           c->out.len + c->wbuf.len + c->queued > RSRV_OUT_HIGH;
+           c->out.len + c->wbuf.len + c->queued + c->meter.bytes >
+               RSRV_OUT_HIGH;
 }
 
 /* Execute the commands buffered in the parser until it needs more bytes,

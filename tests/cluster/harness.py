@@ -6,7 +6,7 @@ atexit, SIGTERM/SIGINT handlers, and PR_SET_PDEATHSIG on every child, so a
 killed test runner leaves no daemon behind. Data dirs live in a temporary
 folder that is removed at exit (kept, with the logs, when RINGKV_KEEP=1).
 
-Addresses: tests use 127.0.0.21-127.0.0.112, each test its own (the demo
+Addresses: tests use 127.0.0.21-127.0.0.160, each test its own (the demo
 uses .11-.13).
 """
 import atexit
@@ -525,6 +525,23 @@ def rss_kb(pid):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
             if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def peak_rss_reset(pid):
+    """Restart a process's peak resident memory (VmHWM) at its current
+    resident memory (Linux >= 4.0: clear_refs 5)."""
+    with open("/proc/%d/clear_refs" % pid, "w") as f:
+        f.write("5")
+
+
+def peak_rss_kb(pid):
+    """Peak resident memory of a process since it started or since
+    peak_rss_reset(), KiB (0 if /proc does not say)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
                 return int(line.split()[1])
     return 0
 

@@ -522,15 +522,18 @@ def part_auth():
 
 def part_full_output_resumes(c):
     """Regression (held_after_full_output): n2 (max_pipeline 16) gets 40
-    pipelined GETs of a 300 KiB value from a client that reads nothing for a
+    pipelined GETs of a 256 KiB value from a client that reads nothing for a
     while. The 16 in flight finish while the unsent output is over its 4 MiB
     bound, the 17th waits (pipeline full); once the client reads, the output
     drains and the waiting GET must run -- it used to wait for ever, as
-    nothing ran the connection's commands again after its output drained."""
+    nothing ran the connection's commands again after its output drained.
+    256 KiB: the 16 values read (n2 is a replica) are exactly the 4 MiB, so
+    the connection still parses the 17th (not over the bound); their 16
+    replies, a few bytes longer each, are over it."""
     ip = c.nodes[1].ip
-    big = b"v" * (300 * 1024)
+    big = b"v" * (256 * 1024)
     r = redis.Redis(host=ip, port=PORT, socket_timeout=20)
-    h.check(r.set("bigv", big) is True, "SET of a 300 KiB value")
+    h.check(r.set("bigv", big) is True, "SET of a 256 KiB value")
     r.close()
     n = 40
     s = socket.create_connection((ip, PORT), timeout=30)
@@ -556,7 +559,7 @@ def part_full_output_resumes(c):
     rep = read_replies(s, n, time.time() + 60)
     s.close()
     h.check(all(x == big for x in rep), "wrong GET replies")
-    print("full output: %d pipelined GETs of 300 KiB through max_pipeline 16"
+    print("full output: %d pipelined GETs of 256 KiB through max_pipeline 16"
           % n)
 
 

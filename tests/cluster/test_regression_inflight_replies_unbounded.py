@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Regression (inflight_replies_unbounded): the values that a RESP
+connection's reads in flight hold count toward its 4 MiB bound.
+
+A connection stopped reading once its unsent and queued replies passed
+4 MiB, but a read in flight holds its value before its reply exists: the
+coordinator reads a local replica within the call and keeps the copy until
+the end of the loop turn. A client that pipelined GETs of a 16 MiB value
+had every one of them (up to max_pipeline, 1024 by default) copy the value
+before the first reply was encoded: 16 GiB for one connection. EXISTS of a
+big key held the value the same way, and one MGET of many keys held every
+value before finding its reply too large.
+
+On one node (RF 1, every read local), with a 16 MiB value stored, a client
+sends without reading (a) 40 GETs of it, (b) 40 EXISTS of it, (c) one MGET
+naming it 40 times, each on a node just restarted. Each time the node's
+peak resident memory must grow by less than 200 MiB (before the fix: about
+700 MiB each), and then every reply must arrive, whole and in order, while
+the client reads, and the connection must still serve.
+"""
+import socket
+import time
+
+import harness as h
+
+IP = "127.0.0.141"
+PORT = 6441
+BIG = 16 * 1024 * 1024  # RK_MAX_VALUE
+N = 40
+GROWTH_MAX_KB = 200 * 1024
+
+
+def cmd(*args):
+    return b"*%d\r\n" % len(args) + b"".join(
+        b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+class Conn:
+    """A RESP connection reading replies (simple, error, integer, bulk,
+    array header); of a bulk only its length and first 16 bytes are kept."""
+
+    def __init__(self):
+        self.s = socket.create_connection((IP, PORT), timeout=30)
+        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 256 * 1024)
+        self.buf = bytearray()
+
+    def _more(self):
+        d = self.s.recv(1 << 20)
+        h.check(d, "connection closed")
+        self.buf += d
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            self._more()
+        i = self.buf.index(b"\r\n")
+        out = bytes(self.buf[:i])
+        del self.buf[:i + 2]
+        return out
+
+    def reply(self):
+        line = self.line()
+        if line[:1] != b"$" or int(line[1:]) < 0:
+            return line, None
+        left = int(line[1:]) + 2
+        head = b""
+        while left:
+            if not self.buf:
+                self._more()
+            take = min(left, len(self.buf))
+            if len(head) < 16:
+                head += bytes(self.buf[:min(take, 16 - len(head))])
+            del self.buf[:take]
+            left -= take
+        return int(line[1:]), head
+
+    def call(self, *args):
+        self.s.sendall(cmd(*args))
+        return self.reply()
+
+
+class Info(Conn):
+    """A connection asking INFO stats."""
+
+    def __init__(self):
+        super().__init__()
+        self.polls = 0
+
+    def processed(self):
+        """total_commands_processed less this connection's INFOs."""
+        self.s.sendall(cmd(b"INFO", b"stats"))
+        line = self.line()
+        h.check(line[:1] == b"$", "INFO: %r" % line)
+        n = int(line[1:])
+        while len(self.buf) < n + 2:
+            self._more()
+        text = bytes(self.buf[:n])
+        del self.buf[:n + 2]
+        self.polls += 1
+        v = text.split(b"total_commands_processed:")[1].split(b"\r\n")[0]
+        return int(v) - self.polls
+
+
+def run_case(cluster, name, reqs, check_replies):
+    """Restart the node (memory an earlier case freed stays resident and
+    would hide this one's), send `reqs` on a new connection without
+    reading, wait until the node parses no more of them, check its peak
+    memory, then read the replies."""
+    node = cluster.nodes[0]
+    h.check(node.stop() == 0, "unclean exit")
+    node.start()
+    cluster.wait_converged(timeout=60)
+    info = Info()
+    c = Conn()
+    h.check(c.call(b"PING") == (b"+PONG", None), "PING")
+    rss0 = h.rss_kb(node.proc.pid)
+    h.peak_rss_reset(node.proc.pid)
+    base = info.processed()
+    c.s.sendall(b"".join(reqs))
+    last, since = -1, time.time()
+    deadline = time.time() + 120
+    while time.time() - since < 2.0:  # settled: nothing parsed for 2 s
+        h.check(time.time() < deadline, "%s: node never settled" % name)
+        time.sleep(0.2)
+        now = info.processed() - base
+        if now != last:
+            last, since = now, time.time()
+    grown = h.peak_rss_kb(node.proc.pid) - rss0
+    print("%s: %d of %d requests parsed, peak RSS +%d KiB" %
+          (name, last, len(reqs), grown))
+    h.check(grown < GROWTH_MAX_KB, "%s: peak RSS grew by %d KiB: the values "
+            "of the reads in flight are not bounded" % (name, grown))
+    c.s.settimeout(120)
+    check_replies(c)
+    h.check(c.call(b"EXISTS", b"big") == (b":1", None), "EXISTS after")
+    c.s.close()
+    info.s.close()
+
+
+def main():
+    c = h.Cluster([IP], seeds=[IP], replication="dc1:1", resp_port=PORT,
+                  default_consistency="ONE")
+    h.small_asan_quarantine()
+    c.start()
+    c.wait_converged(timeout=60)
+    setup = Conn()
+    h.check(setup.call(b"SET", b"big", b"v" * BIG) == (b"+OK", None),
+            "SET of a 16 MiB value")
+    setup.s.close()
+
+    def gets(conn):
+        for i in range(N):
+            rep = conn.reply()
+            h.check(rep == (BIG, b"v" * 16), "GET %d: %r" % (i, rep))
+
+    run_case(c, "GET", [cmd(b"GET", b"big")] * N, gets)
+
+    def exists(conn):
+        for i in range(N):
+            rep = conn.reply()
+            h.check(rep == (b":1", None), "EXISTS %d: %r" % (i, rep))
+
+    run_case(c, "EXISTS", [cmd(b"EXISTS", b"big")] * N, exists)
+
+    def mget(conn):
+        rep = conn.reply()
+        h.check(rep[0].startswith(b"-TOO_LARGE"), "MGET: %r" % (rep,))
+
+    run_case(c, "MGET", [cmd(b"MGET", *[b"big"] * N)], mget)
+
+    h.check(c.nodes[0].stop() == 0, "unclean exit")
+
+
+if __name__ == "__main__":
+    h.run(main)
