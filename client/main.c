@@ -517,6 +517,40 @@ static void json_ring_head(const struct wire_cresp *r)
     }
 }
 
+/* "Replication: dc1:3" when every node that says agrees; else a warning
+ * listing what each node is configured with (nodes that disagree place
+ * replicas differently, so reads may miss what was written). */
+static void print_replication(const struct wire_cresp *r)
+{
+    const struct wire_cnode *first = NULL;
+    bool differ = false;
+    for (size_t i = 0; i < r->nnodes; i++) {
+        const struct wire_cnode *n = &r->nodes[i];
+        if (n->repl.len == 0)
+            continue;
+        if (first == NULL)
+            first = n;
+        else if (slice_cmp(first->repl, n->repl) != 0)
+            differ = true;
+    }
+    if (first == NULL)
+        return;
+    if (!differ) {
+        printf("Replication: %.*s\n", (int)first->repl.len,
+               (const char *)first->repl.p);
+        return;
+    }
+    printf("WARNING: the nodes are configured with different replication; "
+           "each places replicas by its own, so reads can miss writes. Set "
+           "the same on every node:\n");
+    for (size_t i = 0; i < r->nnodes; i++) {
+        const struct wire_cnode *n = &r->nodes[i];
+        if (n->repl.len > 0)
+            printf("  %.*s: %.*s\n", (int)n->name.len, (const char *)n->name.p,
+                   (int)n->repl.len, (const char *)n->repl.p);
+    }
+}
+
 static int cmd_status(struct cli *a, ringkv *c)
 {
     struct wire_creq q = {.op = WIRE_COP_STATUS};
@@ -545,6 +579,10 @@ static int cmd_status(struct cli *a, ringkv *c)
             json_slice(stdout, n->rack);
             printf(",\"dc\":");
             json_slice(stdout, n->dc);
+            if (n->repl.len > 0) {
+                printf(",\"replication\":");
+                json_slice(stdout, n->repl);
+            }
             printf("}");
         }
         printf("]}\n");
@@ -554,6 +592,7 @@ static int cmd_status(struct cli *a, ringkv *c)
                    (const char *)r.cluster.p);
         status_table(&r);
         print_ring_line(&r);
+        print_replication(&r);
     }
     wire_cresp_clear(&r);
     return EXIT_OK;

@@ -63,7 +63,10 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
     size_t cnt = rg ? ring_node_count(rg) : 0;
     struct wire_cnode *rows = ab_alloc(b, cnt * sizeof(*rows));
     char(*addrs)[GOSSIP_ADDR_MAX + 16] = ab_alloc(b, cnt * sizeof(*addrs));
-    if (!rows || !addrs)
+    /* "dc:rf," for every DC a config may name */
+    char(*repls)[NODE_CONFIG_MAX_DCS * (GOSSIP_NAME_MAX + 4)] =
+        ab_alloc(b, cnt * sizeof(*repls));
+    if (!rows || !addrs || !repls)
         return -ENOMEM;
     size_t k = 0;
     uint64_t now = node__mono_ms(n);
@@ -92,6 +95,12 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
             memcpy(lb, l.p, ll);
             lb[ll] = '\0';
             rows[k].load = strtoull(lb, NULL, 10);
+            /* a copy: gossip's changes with the next packet */
+            struct rk_slice rp = node__schema_repl(pi.state[GOSSIP_KEY_SCHEMA]);
+            if (rp.len <= sizeof(repls[k])) {
+                memcpy(repls[k], rp.p, rp.len);
+                rows[k].repl = RK_SLICE(repls[k], rp.len);
+            }
         }
         k++;
     }

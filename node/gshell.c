@@ -71,6 +71,36 @@ peer_port(const struct rk_slice *schema, const char *key, uint32_t dflt)
     return v > 0 && v < 65536 ? (uint32_t)v : dflt;
 }
 
+struct rk_slice node__schema_repl(struct rk_slice schema)
+{
+    static const char key[] = "repl=";
+    const char *p = (const char *)schema.p;
+    size_t k = sizeof(key) - 1;
+    if (schema.len < k || memcmp(p, key, k) != 0)
+        return RK_SLICE(NULL, 0);
+    size_t e = k;
+    while (e < schema.len && p[e] != ' ')
+        e++;
+    return RK_SLICE(p + k, e - k);
+}
+
+size_t node__repl_mismatches(const node *n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->npeers; i++)
+        k += n->peer[i].repl_differs;
+    return k;
+}
+
+/* Whether peer pi gossips a replication other than ours (`own`); unknown
+ * (not gossiped yet) is not a difference. */
+static bool repl_differs(const struct gossip_peer_info *pi, struct rk_slice own)
+{
+    struct rk_slice r = node__schema_repl(pi->state[GOSSIP_KEY_SCHEMA]);
+    return !pi->self && r.len > 0 &&
+           (r.len != own.len || memcmp(r.p, own.p, r.len) != 0);
+}
+
 static void host_of(char *out, size_t len, struct rk_slice addr)
 {
     size_t l = addr.len < len - 1 ? addr.len : len - 1;
@@ -298,6 +328,29 @@ static void retoken(node *n,
     announce_tokens(n, nt, nm ? nm - 1 : 0);
 }
 
+/* A peer's replication started or stopped differing from ours. Nodes
+ * that disagree place replicas differently, so what one writes another may
+ * not read: an operator error that is logged (and shown by `ringkv
+ * status` and ringkv_replication_mismatch), not guessed around. */
+static void repl_note(
+    node *n, const char *name, bool differs, struct rk_slice own, uint64_t now)
+{
+    struct gossip_peer_info pi;
+    struct rk_slice theirs = RK_SLICE("?", 1);
+    if (gossip_peer_find(&pi, n->g, name, now) == 0)
+        theirs = node__schema_repl(pi.state[GOSSIP_KEY_SCHEMA]);
+    if (differs)
+        LOG(ERROR, "cluster.replication_mismatch",
+            "peer=%s theirs=\"%.*s\" ours=\"%.*s\" action=\"%s\"", name,
+            (int)theirs.len, (const char *)theirs.p, (int)own.len,
+            (const char *)own.p,
+            "set the same replication on every node and restart those that "
+            "differ");
+    else
+        LOG(INFO, "cluster.replication_agrees", "peer=%s replication=\"%.*s\"",
+            name, (int)own.len, (const char *)own.p);
+}
+
 void node__ring_rebuild(node *n)
 {
     uint64_t now = node__mono_ms(n);
@@ -378,6 +431,10 @@ void node__ring_rebuild(node *n)
     tab->n = rn;
     struct node_peer *pt = tab->p;
     n->self_idx = RING_NONE;
+    struct gossip_peer_info self;
+    struct rk_slice own = RK_SLICE(NULL, 0);
+    if (gossip_peer_get(&self, n->g, 0, now) == 0)
+        own = node__schema_repl(self.state[GOSSIP_KEY_SCHEMA]);
     for (uint32_t i = 0; i < rn; i++) {
         struct ring_node_info ni;
         ring_node_get(r, &ni, i);
@@ -394,19 +451,24 @@ void node__ring_rebuild(node *n)
                                (uint32_t)n->cfg.client_port));
             pt[i].up = pi.up;
             pt[i].self = pi.self;
+            pt[i].repl_differs = repl_differs(&pi, own);
             if (!pi.up && !pi.self)
                 pt[i].down_since_ms = now;
         }
         if (pt[i].self && ni.state != RING_BOOT && ni.ntokens)
             n->self_idx = i;
         /* keep a replay in progress marked, and when it went DOWN */
+        bool differed = false;
         for (size_t k = 0; k < n->npeers; k++) {
             if (strcmp(n->peer[k].name, pt[i].name) == 0) {
                 pt[i].replaying = n->peer[k].replaying;
+                differed = n->peer[k].repl_differs;
                 if (!pt[i].up && n->peer[k].down_since_ms)
                     pt[i].down_since_ms = n->peer[k].down_since_ms;
             }
         }
+        if (pt[i].repl_differs != differed)
+            repl_note(n, pt[i].name, pt[i].repl_differs, own, now);
     }
     node__peer_tab_unref(n->peer_tab);
     n->peer_tab = tab;

@@ -93,6 +93,7 @@ struct node_peer {
     bool up;
     bool self;
     bool replaying;         /* hint replay running */
+    bool repl_differs;      /* gossips a replication other than ours */
     uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
 };
 
@@ -224,6 +225,11 @@ int node__gossip_start(node *n, char *err, size_t errlen);
 void node__gossip_stop(node *n);
 void node__ring_rebuild(node *n);
 void node__peer_tab_unref(struct node_peer_tab *t); /* NULL: nothing */
+/* The replication part ("dc1:3,dc2:2") of a gossiped SCHEMA value
+ * ("repl=dc1:3 internode=7001 client=7380"), borrowed; empty if absent. */
+struct rk_slice node__schema_repl(struct rk_slice schema);
+/* Peers gossiping a replication other than this node's. */
+size_t node__repl_mismatches(const node *n);
 
 /* ---- replica.c: internode server, peers, hints ---- */
 int node__internode_start(node *n, char *err, size_t errlen);

@@ -46,7 +46,7 @@ struct obs {
     metrics_family *hints_stored, *hints_replayed, *hints_dropped;
     metrics_family *gossip_in, *gossip_out, *gossip_bad, *gossip_auth;
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
-    metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes;
+    metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes, *repl_diff;
     metrics_family *owned, *ranges, *keys, *bytes, *mem_writes, *mem_bytes;
     metrics_family *store_failed;
     bool store_failed_logged;
@@ -158,6 +158,10 @@ static int obs_register(struct obs *o)
       "1 while this node has heard of a newer ring epoch.", METRICS_GAUGE, 0,
       NULL);
     F(ring_nodes, "ringkv_ring_nodes", "Members of the applied ring.",
+      METRICS_GAUGE, 0, NULL);
+    F(repl_diff, "ringkv_replication_mismatch",
+      "Ring members gossiping a replication setting other than this "
+      "node's (should be 0: they place replicas differently).",
       METRICS_GAUGE, 0, NULL);
     F(owned, "ringkv_owned_ranges",
       "Token ranges this node replicates in the applied ring.", METRICS_GAUGE,
@@ -344,6 +348,7 @@ static void obs_sync(struct obs *o)
     metrics_gauge_set(o->ring_stale, 0, n->ring_stale ? 1 : 0);
     metrics_gauge_set(o->ring_nodes, 0,
                       n->ring ? (int64_t)ring_node_count(n->ring) : 0);
+    metrics_gauge_set(o->repl_diff, 0, (int64_t)node__repl_mismatches(n));
     size_t owned = 0;
     if (n->ring && n->self_idx != RING_NONE)
         owned = ring_node_ranges(n->ring, n->self_idx, NULL, 0);

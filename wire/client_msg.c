@@ -397,7 +397,8 @@ int wire_creq_encode(struct wire_cbuf *out, const struct wire_creq *req)
 static int wire__cnode_pack(msgpack_packer *pk, const struct wire_cnode *n)
 {
     bool owns = n->owns >= 0 && !isnan(n->owns);
-    if (msgpack_pack_map(pk, 7 + (owns ? 1 : 0)) != 0)
+    bool repl = n->repl.len > 0;
+    if (msgpack_pack_map(pk, 7 + (owns ? 1 : 0) + (repl ? 1 : 0)) != 0)
         return -1;
     if (pk_key(pk, WIRE_CN_NAME) || pk_str(pk, n->name) ||
         pk_key(pk, WIRE_CN_ADDR) || pk_str(pk, n->addr) ||
@@ -408,6 +409,8 @@ static int wire__cnode_pack(msgpack_packer *pk, const struct wire_cnode *n)
         pk_key(pk, WIRE_CN_TOKENS) || msgpack_pack_uint32(pk, n->tokens))
         return -1;
     if (owns && (pk_key(pk, WIRE_CN_OWNS) || msgpack_pack_double(pk, n->owns)))
+        return -1;
+    if (repl && (pk_key(pk, WIRE_CN_REPL) || pk_str(pk, n->repl)))
         return -1;
     return 0;
 }
@@ -814,6 +817,9 @@ static int wire__cnode_read(struct wire__rd *r, struct wire_cnode *nd)
             break;
         case WIRE_CN_TOKENS:
             rc = wire__rd_uint32(r, &nd->tokens);
+            break;
+        case WIRE_CN_REPL:
+            rc = wire__rd_str(r, &nd->repl, WIRE_CSTR_MAX);
             break;
         case WIRE_CN_OWNS:
             if ((rc = wire__rd_double(r, &nd->owns)) == 0 &&

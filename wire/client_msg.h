@@ -126,8 +126,10 @@ enum wire_cnfield {
     WIRE_CN_STATE = 5,  /* str: "UN", "DN", "UJ", "UL", "UM", "DJ", ... */
     WIRE_CN_LOAD = 6,   /* uint64 bytes */
     WIRE_CN_TOKENS = 7, /* uint token count */
-    WIRE_CN_OWNS = 8    /* float64 effective ownership in [0, 1]; absent if
+    WIRE_CN_OWNS = 8,   /* float64 effective ownership in [0, 1]; absent if
                            unknown */
+    WIRE_CN_REPL = 9    /* str: the node's configured replication ("dc1:3");
+                           absent if unknown */
 };
 
 /* A growable byte buffer the encoders append frames to.
@@ -199,6 +201,7 @@ struct wire_cnode {
     uint64_t load;
     uint32_t tokens;
     double owns;
+    struct rk_slice repl; /* empty: unknown (not sent) */
 };
 
 struct wire_ctoken {

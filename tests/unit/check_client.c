@@ -101,6 +101,26 @@ static int write_all(int fd, const uint8_t *p, size_t n)
     return 0;
 }
 
+/* STATUS rows of the fake (cli_status changes one's replication). */
+static struct wire_cnode nodes[] = {{{(const uint8_t *)"n1", 2},
+                                     {(const uint8_t *)"127.0.0.11:7380", 15},
+                                     {(const uint8_t *)"dc1", 3},
+                                     {(const uint8_t *)"r1", 2},
+                                     {(const uint8_t *)"UN", 2},
+                                     1536,
+                                     16,
+                                     0.5,
+                                     {(const uint8_t *)"dc1:3", 5}},
+                                    {{(const uint8_t *)"n2", 2},
+                                     {(const uint8_t *)"127.0.0.12:7380", 15},
+                                     {(const uint8_t *)"dc1", 3},
+                                     {(const uint8_t *)"r2", 2},
+                                     {(const uint8_t *)"DN", 2},
+                                     0,
+                                     16,
+                                     0.5,
+                                     {(const uint8_t *)"dc1:3", 5}}};
+
 /* Build the answer to q into out; returns 1 to send it, 0 to stay silent,
  * -1 to close the connection, 2 to send garbage, 3 to send it and then
  * close the connection. */
@@ -109,23 +129,6 @@ static int fake_answer(struct fake *f,
                        const struct wire_creq *q,
                        struct wire_cresp *r)
 {
-    static struct wire_cnode nodes[] = {
-        {{(const uint8_t *)"n1", 2},
-         {(const uint8_t *)"127.0.0.11:7380", 15},
-         {(const uint8_t *)"dc1", 3},
-         {(const uint8_t *)"r1", 2},
-         {(const uint8_t *)"UN", 2},
-         1536,
-         16,
-         0.5},
-        {{(const uint8_t *)"n2", 2},
-         {(const uint8_t *)"127.0.0.12:7380", 15},
-         {(const uint8_t *)"dc1", 3},
-         {(const uint8_t *)"r2", 2},
-         {(const uint8_t *)"DN", 2},
-         0,
-         16,
-         0.5}};
     memset(r, 0, sizeof(*r));
     r->id = q->id;
     r->op = q->op;
@@ -1110,6 +1113,8 @@ START_TEST(cli_status)
     ck_assert_ptr_nonnull(strstr(out, "DN  127.0.0.12:7380"));
     ck_assert_ptr_nonnull(
         strstr(out, "Ring epoch: 3, fingerprint: 0000000000abcdef"));
+    ck_assert_ptr_nonnull(strstr(out, "\nReplication: dc1:3\n"));
+    ck_assert_ptr_null(strstr(out, "WARNING"));
     ck_assert_int_eq(
         cli(f, NULL, out, err, "status", "--json", NULL, NULL, NULL), 0);
     ck_assert_ptr_nonnull(strstr(out, "{\"epoch\":3,\"fingerprint\":"
@@ -1117,7 +1122,17 @@ START_TEST(cli_status)
                                       "\"state\":\"UN\",\"address\":\"127.0.0."
                                       "11:7380\",\"load\":1536,\"tokens\":16,"
                                       "\"owns\":0.500000,\"host\":\"n1\","
-                                      "\"rack\":\"r1\",\"dc\":\"dc1\"}"));
+                                      "\"rack\":\"r1\",\"dc\":\"dc1\","
+                                      "\"replication\":\"dc1:3\"}"));
+    /* a node configured otherwise: named, with what each says */
+    nodes[1].repl = RK_SLICE("dc1:2", 5);
+    ck_assert_int_eq(cli(f, NULL, out, err, "status", NULL, NULL, NULL, NULL),
+                     0);
+    nodes[1].repl = RK_SLICE("dc1:3", 5);
+    ck_assert_ptr_nonnull(strstr(out, "WARNING: the nodes are configured "
+                                      "with different replication"));
+    ck_assert_ptr_nonnull(strstr(out, "  n1: dc1:3\n  n2: dc1:2\n"));
+    ck_assert_ptr_null(strstr(out, "Replication: "));
     fake_stop(f);
 }
 END_TEST

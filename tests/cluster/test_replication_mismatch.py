@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Two nodes configured with different `replication` place replicas
+differently (what one writes, the other may look for elsewhere). Each must
+say so: `cluster.replication_mismatch` logged at ERROR with both settings,
+ringkv_replication_mismatch 1, and a WARNING in `ringkv status` naming each
+node's setting; once the odd node is restarted with the same setting,
+`cluster.replication_agrees`, the gauge back to 0 and `Replication: dc1:2`.
+"""
+import subprocess
+import time
+
+import harness as h
+
+IPS = ["127.0.0.161", "127.0.0.162"]
+GAUGE = "ringkv_replication_mismatch"
+
+
+def wait_gauge(nodes, want, timeout=60):
+    deadline = time.time() + timeout
+    last = None
+    while time.time() < deadline:
+        try:
+            last = [n.metrics().get(GAUGE) for n in nodes]
+            if all(v == want for v in last):
+                return
+        except (OSError, ConnectionError, RuntimeError) as e:
+            last = repr(e)
+        time.sleep(0.3)
+    raise AssertionError("%s never %d on every node: %r" % (GAUGE, want, last))
+
+
+def status(ip):
+    r = subprocess.run([h.RINGKV, "-h", ip, "status"], capture_output=True,
+                       text=True, timeout=20)
+    h.check(r.returncode == 0, "ringkv status exited %d: %s" %
+            (r.returncode, r.stderr))
+    return r.stdout
+
+
+def main():
+    c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:2")
+    n1, n2 = c.nodes
+    n2.extra["replication"] = "dc1:1"
+    c.start()
+    wait_gauge(c.nodes, 1)
+    line = [x for x in n1.log().splitlines()
+            if "cluster.replication_mismatch" in x]
+    h.check(len(line) == 1, "n1 logged the mismatch %d times" % len(line))
+    for want in ("level=error", "peer=n2", 'theirs="dc1:1"', 'ours="dc1:2"'):
+        h.check(want in line[0], "%r lacks %s" % (line[0], want))
+    h.check('peer=n1 theirs="dc1:2" ours="dc1:1"' in n2.log(),
+            "n2 did not log n1's setting")
+    out = status(IPS[0])
+    h.check("WARNING: the nodes are configured with different replication"
+            in out, "status shows no warning:\n" + out)
+    h.check("  n1: dc1:2\n" in out and "  n2: dc1:1\n" in out,
+            "status does not name each node's setting:\n" + out)
+    h.check("Replication: " not in out, "status claims agreement:\n" + out)
+    print("mismatch: logged, counted, shown")
+
+    h.check(n2.stop() == 0, "n2: unclean exit")
+    n2.extra["replication"] = "dc1:2"
+    n2.start()
+    wait_gauge(c.nodes, 0)
+    h.check("cluster.replication_agrees peer=n2" in n1.log() or
+            ("cluster.replication_agrees" in n1.log() and
+             "peer=n2" in n1.log().split("cluster.replication_agrees")[1]),
+            "n1 did not log that n2 agrees now")
+    out = status(IPS[0])
+    h.check("\nReplication: dc1:2\n" in out, "status after the fix:\n" + out)
+    h.check("WARNING" not in out, "status still warns:\n" + out)
+    print("agreement: logged, gauge 0, status shows it")
+    for n in c.nodes:
+        h.check(n.stop() == 0, "%s: unclean exit" % n.name)
+
+
+if __name__ == "__main__":
+    h.run(main)
