@@ -93,6 +93,7 @@ struct node_peer {
     bool up;
     bool self;
     bool replaying;         /* hint replay running */
+    uint64_t replay_after;  /* hint replay goes on after this seq (0: start) */
     uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
 };
 
