@@ -239,6 +239,9 @@ void node__hint_store(node *n,
                       struct rk_slice rec);
 /* End of a loop turn: store the hints it left, in one transaction. */
 void node__hint_flush(node *n);
+/* A replica's answer to a write that sending it again would get again:
+ * no hint is kept for it (coord.c), nor replayed (replica.c). */
+bool node__hint_rejected_for_good(int status);
 /* Send one replica write / read to ring member idx (remote). */
 int node__rpc(node *n,
               uint32_t idx,

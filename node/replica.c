@@ -17,7 +17,7 @@
  * are read in batches on the thread pool and sent as ordinary replica
  * writes; those answered for good are deleted by seq
  * (store_hint_delete_seqs). A hint that cannot be decoded, or that the
- * replica rejects for good (hint_rejected_for_good), is dropped:
+ * replica rejects for good (node__hint_rejected_for_good), is dropped:
  * counted in hints_dropped and logged as hints.dropped, since sending it
  * again would fail again. A hint whose write failed otherwise (timeout,
  * peer closed or busy, an error the replica may not answer next time) is
@@ -471,7 +471,7 @@ static void hint_batch_release(struct hint_job *j);
  * TOO_LARGE, CORRUPT and VERSION, which a replica answers for a range it
  * cannot write to for now (stuck, storage/store.c) -- the record itself
  * was decoded and checked here before it was sent. */
-static bool hint_rejected_for_good(int status)
+bool node__hint_rejected_for_good(int status)
 {
     switch (status) {
     case RK_EBADREQ:
@@ -494,7 +494,7 @@ static void on_hint_ack(void *arg, int status, struct rk_slice resp)
         st = ack.status;
         if (st == 0)
             fate = HINT_DELIVERED;
-        else if (hint_rejected_for_good(st))
+        else if (node__hint_rejected_for_good(st))
             fate = HINT_REJECTED;
     }
     j->fates[a->i] = (uint8_t)fate;
