@@ -12,7 +12,9 @@
  * ms): a replica that does not answer in time fails its request, and a
  * coordinator request whose answers are all in without meeting the level is
  * TIMEOUT, reporting how many answered. A write whose replica failed or was
- * DOWN leaves a hint for it.
+ * DOWN leaves a hint for it, unless the replica refused it for good
+ * (node__hint_rejected_for_good: a malformed write, or a key in no range
+ * of the replica), which a hint replay would only drop.
  *
  * Reads ask only as many live replicas as the level needs (this node first
  * when it is one, then in preference order), asking the next live replica
@@ -465,8 +467,10 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
             note_replica_failure(q, st);
         else
             note_failure(q, st);
-        /* the replica may not have it: keep a hint */
-        if (q->srec && q->rp[i].name[0])
+        /* the replica may not have it: keep a hint, unless the replica
+         * refused the write for good (a replay would be refused too) */
+        if (q->srec && q->rp[i].name[0] &&
+            !(told && node__hint_rejected_for_good(st)))
             node__hint_store(n, q->rp[i].name, RK_SLICE(q->key, q->klen),
                              RK_SLICE(q->srec, q->srec_len));
     }

@@ -457,11 +457,13 @@ void node__ring_rebuild(node *n)
         }
         if (pt[i].self && ni.state != RING_BOOT && ni.ntokens)
             n->self_idx = i;
-        /* keep a replay in progress marked, and when it went DOWN */
+        /* keep a replay in progress marked, where it goes on, and when
+         * the peer went DOWN */
         bool differed = false;
         for (size_t k = 0; k < n->npeers; k++) {
             if (strcmp(n->peer[k].name, pt[i].name) == 0) {
                 pt[i].replaying = n->peer[k].replaying;
+                pt[i].replay_after = n->peer[k].replay_after;
                 differed = n->peer[k].repl_differs;
                 if (!pt[i].up && n->peer[k].down_since_ms)
                     pt[i].down_since_ms = n->peer[k].down_since_ms;

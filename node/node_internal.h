@@ -94,6 +94,7 @@ struct node_peer {
     bool self;
     bool replaying;         /* hint replay running */
     bool repl_differs;      /* gossips a replication other than ours */
+    uint64_t replay_after;  /* hint replay goes on after this seq (0: start) */
     uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
 };
 
@@ -244,6 +245,9 @@ void node__hint_store(node *n,
                       struct rk_slice rec);
 /* End of a loop turn: store the hints it left, in one transaction. */
 void node__hint_flush(node *n);
+/* A replica's answer to a write that sending it again would get again:
+ * no hint is kept for it (coord.c), nor replayed (replica.c). */
+bool node__hint_rejected_for_good(int status);
 /* Send one replica write / read to ring member idx (remote). */
 int node__rpc(node *n,
               uint32_t idx,

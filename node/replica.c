@@ -13,14 +13,31 @@
  * store's hints env (on the thread pool: it fsyncs), the hints of one loop
  * turn in one transaction (node__hint_flush), at most HINT_STORES_MAX
  * waiting. When the replica is UP
- * again (gossip event, and every few seconds while hints remain) they are
- * read in batches on the thread pool, sent as ordinary replica writes and
- * deleted once answered. A hint that cannot be decoded, or that the replica
- * rejects for good (hint_rejected_for_good), is dropped: counted in
- * hints_dropped and logged as hints.dropped, since sending it again would
- * fail again and, hints being deleted in order, hold back every later one.
- * A hint whose write failed otherwise (timeout, peer closed or busy) is
- * kept with those after it for the next round.
+ * again (gossip event, and every HINT_TIMER_MS while hints remain) they
+ * are read in batches on the thread pool and sent as ordinary replica
+ * writes; those answered for good are deleted by seq
+ * (store_hint_delete_seqs). A hint that cannot be decoded, or that the
+ * replica rejects for good (node__hint_rejected_for_good), is dropped:
+ * counted in hints_dropped and logged as hints.dropped, since sending it
+ * again would fail again. A hint whose write failed otherwise (timeout,
+ * peer closed or busy, an error the replica may not answer next time) is
+ * kept, and the replay moves past it: the peer's replay_after says where
+ * the next batch starts, back at the first hint once a batch reaches the
+ * last. A hint records an LWW-timestamped write, so the order in which
+ * hints arrive does not matter, and one that fails the same way every time
+ * holds back no other (until 2026-12-03 hints were deleted in order, up to
+ * the first one kept, and a hint stuck that way stalled every later batch).
+ *
+ * A round goes on with the next batch at once after a batch that delivered
+ * or dropped some hints (from the first hint again once it has passed the
+ * last), and otherwise ends, as it also does when its last batch kept
+ * some; the next round, at the next timer tick or UP event, goes on where
+ * it ended (at the first hint if that was the last). So a kept hint is
+ * sent again only after another was delivered or dropped, or once per
+ * HINT_TIMER_MS, and a peer that fails every write gets one batch per
+ * tick, each past the last. Kept hints are retried for as long as they
+ * fail, never dropped for a transient failure (the store bounds how many
+ * are kept, max_hints); each batch that keeps some logs hints.replay_kept.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -352,19 +369,20 @@ struct hint_job {
     char name[GOSSIP_NAME_MAX + 1];
     int kind; /* 1 scan, 2 delete */
     /* scan results */
+    uint64_t after; /* scan: the hints with a seq past this one */
     size_t count;
     uint64_t seqs[HINT_BATCH];
     uint8_t *keys[HINT_BATCH], *recs[HINT_BATCH];
     size_t klens[HINT_BATCH], rlens[HINT_BATCH];
-    uint64_t upto;
     int status;
     /* replay progress */
     size_t pending;
     struct hint_ack acks[HINT_BATCH];
     uint8_t fates[HINT_BATCH]; /* enum hint_fate */
     int errs[HINT_BATCH];      /* why a hint was dropped or kept */
-    size_t ndone;              /* delete: hints [0, ndone) answered */
-    bool more;                 /* delete: nothing was kept, go on */
+    uint64_t gone[HINT_BATCH]; /* delete: the seqs answered for good */
+    size_t ngone;
+    bool more; /* delete: then the next batch at once */
 };
 
 static void hint_job_free(struct hint_job *j)
@@ -404,9 +422,10 @@ static void hint_work(uv_work_t *w)
     struct hint_job *j = w->data;
     store *s = j->n->store;
     if (j->kind == 1)
-        j->status = store_hint_scan(s, j->name, 0, HINT_BATCH, hint_scan_cb, j);
+        j->status =
+            store_hint_scan(s, j->name, j->after, HINT_BATCH, hint_scan_cb, j);
     else
-        j->status = store_hint_delete(s, j->name, j->upto);
+        j->status = store_hint_delete_seqs(s, j->name, j->gone, j->ngone);
 }
 
 static void hint_after(uv_work_t *w, int status);
@@ -452,7 +471,7 @@ static void hint_batch_release(struct hint_job *j);
  * TOO_LARGE, CORRUPT and VERSION, which a replica answers for a range it
  * cannot write to for now (stuck, storage/store.c) -- the record itself
  * was decoded and checked here before it was sent. */
-static bool hint_rejected_for_good(int status)
+bool node__hint_rejected_for_good(int status)
 {
     switch (status) {
     case RK_EBADREQ:
@@ -475,7 +494,7 @@ static void on_hint_ack(void *arg, int status, struct rk_slice resp)
         st = ack.status;
         if (st == 0)
             fate = HINT_DELIVERED;
-        else if (hint_rejected_for_good(st))
+        else if (node__hint_rejected_for_good(st))
             fate = HINT_REJECTED;
     }
     j->fates[a->i] = (uint8_t)fate;
@@ -483,53 +502,59 @@ static void on_hint_ack(void *arg, int status, struct rk_slice resp)
     hint_batch_release(j);
 }
 
-/* Every hint of the batch is answered: delete those answered for good up
- * to the first one kept (store_hint_delete deletes in order); the hints
- * after it are sent again in the next round (a replica write is
- * idempotent). */
+/* Every hint of the batch is answered: delete those answered for good,
+ * keep the others for a later round (a replica write is idempotent), and
+ * move the peer's replay past the batch, or back to its first hint if the
+ * batch reached the last (see the comment at the top). */
 static void hint_batch_release(struct hint_job *j)
 {
     node *n = j->n;
     if (--j->pending > 0)
         return;
     size_t kept = 0, first = j->count;
-    for (size_t i = j->count; i-- > 0;) {
-        if (j->fates[i] == HINT_RETRY) {
-            kept++;
+    j->ngone = 0;
+    for (size_t i = 0; i < j->count; i++) {
+        if (j->fates[i] != HINT_RETRY)
+            j->gone[j->ngone++] = j->seqs[i];
+        else if (kept++ == 0)
             first = i;
-        }
     }
     if (kept || n->stopping)
-        LOG(INFO, "hints.replay_paused",
-            "peer=%s failed=%zu of=%zu error=\"%s\"", j->name, kept, j->count,
+        LOG(INFO, "hints.replay_kept",
+            "peer=%s failed=%zu of=%zu first_seq=%llu error=\"%s\"", j->name,
+            kept, j->count, (unsigned long long)(kept ? j->seqs[first] : 0),
             kept ? rk_strerror(j->errs[first]) : "node stopping");
-    if (first == 0 || n->stopping) {
+    bool full = j->count == HINT_BATCH;
+    struct node_peer *p = peer_by_name(n, j->name, NULL);
+    if (p)
+        p->replay_after = full ? j->seqs[j->count - 1] : 0;
+    if (j->ngone == 0 || n->stopping) {
         replay_done(n, j, false);
         hint_job_free(j);
         return;
     }
     /* the job deletes them; hint_after counts them once deleted */
     j->kind = 2;
-    j->upto = j->seqs[first - 1];
-    j->ndone = first;
-    j->more = kept == 0;
+    j->more = full || kept == 0;
     if (hint_queue(n, j) < 0) {
         replay_done(n, j, false);
         hint_job_free(j);
     }
 }
 
-/* The hints [0, ndone) of the batch are deleted: count them, and log those
- * dropped in one line (with the first one's seq and error). */
+/* The hints of the batch answered for good are deleted: count them, and
+ * log those dropped in one line (with the first one's seq and error). */
 static void hint_batch_deleted(node *n, const struct hint_job *j)
 {
-    size_t delivered = 0, bad = 0, rejected = 0, first = j->ndone;
-    for (size_t i = 0; i < j->ndone; i++) {
+    size_t delivered = 0, bad = 0, rejected = 0, first = j->count;
+    for (size_t i = 0; i < j->count; i++) {
+        if (j->fates[i] == HINT_RETRY)
+            continue;
         if (j->fates[i] == HINT_DELIVERED) {
             delivered++;
             continue;
         }
-        if (first == j->ndone)
+        if (first == j->count)
             first = i;
         if (j->fates[i] == HINT_REJECTED)
             rejected++;
@@ -588,6 +613,8 @@ static void hint_send_batch(node *n, struct hint_job *j)
 {
     uint32_t idx;
     struct node_peer *p = peer_by_name(n, j->name, &idx);
+    if (p && j->count == 0)
+        p->replay_after = 0; /* none past it: the next round starts over */
     if (!p || !p->up || j->count == 0 || n->stopping) {
         replay_done(n, j, false);
         hint_job_free(j);
@@ -780,6 +807,7 @@ void node__hints_kick(node *n, uint32_t idx)
     j->n = n;
     j->work.data = j;
     j->kind = 1;
+    j->after = p->replay_after;
     snprintf(j->name, sizeof(j->name), "%s", p->name);
     p->replaying = true;
     LOG(INFO, "hints.replay", "peer=%s pending=%llu", p->name,

@@ -459,6 +459,14 @@ int store_hint_scan(store *s,
  * UINT64_MAX deletes them all. */
 int store_hint_delete(store *s, const char *node, uint64_t upto_seq);
 
+/* Delete the hints of `node` numbered seqs[0..n), in one transaction; a
+ * seq not kept is skipped. For a replay that delivers some hints of a batch
+ * and keeps others for a later round. */
+int store_hint_delete_seqs(store *s,
+                           const char *node,
+                           const uint64_t *seqs,
+                           size_t n);
+
 /* Number of hints kept for `node`. */
 int store_hint_count(uint64_t *out, store *s, const char *node);
 

@@ -546,6 +546,17 @@ def peak_rss_kb(pid):
     return 0
 
 
+def wait_metric(node, name, want, timeout=20):
+    """Poll node's metric `name` until it reaches `want` or timeout
+    seconds pass; returns the last value read."""
+    deadline = time.time() + timeout
+    while True:
+        got = node.metrics().get(name, 0)
+        if got >= want or time.time() > deadline:
+            return got
+        time.sleep(0.2)
+
+
 def check(cond, what):
     if not cond:
         raise AssertionError(what)

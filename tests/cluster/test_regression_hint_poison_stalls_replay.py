@@ -28,15 +28,6 @@ BAD_RECORD = b"poison-record"
 BAD_SPLIT = b"poison-split"
 
 
-def wait_metric(node, name, want, timeout=20):
-    deadline = time.time() + timeout
-    while True:
-        got = node.metrics().get(name, 0)
-        if got >= want or time.time() > deadline:
-            return got
-        time.sleep(0.2)
-
-
 def damage_hints(path):
     """Damage the hints for BAD_RECORD and BAD_SPLIT in the hints env (n1
     stopped). A hint is stored as u32 key length | key | record, the record
@@ -79,13 +70,13 @@ def main():
     for i, key in enumerate((BAD_RECORD, BAD_SPLIT)):
         r = cl.call("PUT", key=key, value="p", cl="ONE")
         h.check(not r.err, "PUT %r: %r" % (key, r))
-        h.check(wait_metric(n1, "ringkv_hints_stored_total", i + 1) == i + 1,
+        h.check(h.wait_metric(n1, "ringkv_hints_stored_total", i + 1) == i + 1,
                 "n1 did not hint %r" % key)
     res = cl.pipeline([("PUT", {"key": "k%d" % i, "value": "v%d" % i,
                                 "cl": "ONE"}) for i in range(KEYS)])
     cl.close()
     h.check(not [r for r in res if r.err], "writes with n2 down failed")
-    stored = wait_metric(n1, "ringkv_hints_stored_total", KEYS + 2)
+    stored = h.wait_metric(n1, "ringkv_hints_stored_total", KEYS + 2)
     h.check(stored == KEYS + 2, "n1 stored %d hints" % stored)
 
     h.check(n1.stop() == 0, "n1 unclean exit")

@@ -1315,6 +1315,52 @@ START_TEST(hints)
 }
 END_TEST
 
+/* Hints deleted by seq, out of order: those named go (a seq not kept is
+ * skipped), the others stay with their seqs, and the count and the byte
+ * total shrink by what went. */
+START_TEST(hints_delete_seqs)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.max_hint_bytes = 5 * (4 + 2 + 20);
+    store *s = open_store(&o);
+    size_t n;
+    uint8_t *r = rec(&n, 1, 0, 0, "0123456789", 10);
+    ck_assert_uint_eq(n, 20);
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(
+            store_hint_add(s, "nodeA", RK_SLICE("k1", 2), RK_SLICE(r, n)), 0);
+    ck_assert_int_eq(
+        store_hint_add(s, "nodeA", RK_SLICE("k1", 2), RK_SLICE(r, n)),
+        RK_EFULL);
+    uint64_t del[] = {4, 2, 9, 2};
+    ck_assert_int_eq(store_hint_delete_seqs(s, "nodeA", del, 4), 0);
+    ck_assert_int_eq(store_hint_delete_seqs(s, "", del, 4), RK_EBADREQ);
+    uint64_t c;
+    ck_assert_int_eq(store_hint_count(&c, s, "nodeA"), 0);
+    ck_assert_uint_eq(c, 3);
+    struct hints_seen h = {{0}, 0};
+    ck_assert_int_eq(store_hint_scan(s, "nodeA", 0, 10, hint_cb, &h), 0);
+    ck_assert_int_eq(h.n, 3);
+    ck_assert_uint_eq(h.seqs[0], 1);
+    ck_assert_uint_eq(h.seqs[1], 3);
+    ck_assert_uint_eq(h.seqs[2], 5);
+    store_free(s);
+    s = open_store(&o); /* the bytes of the two deleted are free */
+    int added = 0;
+    while (store_hint_add(s, "nodeB", RK_SLICE("k2", 2), RK_SLICE(r, n)) == 0)
+        added++;
+    ck_assert_int_eq(added, 2);
+    uint64_t all[] = {1, 3, 5};
+    ck_assert_int_eq(store_hint_delete_seqs(s, "nodeA", all, 3), 0);
+    ck_assert_int_eq(store_hint_count(&c, s, "nodeA"), 0);
+    ck_assert_uint_eq(c, 0);
+    free(r);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 struct hints_any {
     uint64_t seqs[16];
     size_t klens[16];
@@ -1959,6 +2005,7 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, hints);
     tcase_add_test(tc, hints_add_many);
     tcase_add_test(tc, hints_byte_bound);
+    tcase_add_test(tc, hints_delete_seqs);
     tcase_add_test(tc, regression_hint_damaged_stops_scan);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
