@@ -97,7 +97,7 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
             rows[k].load = strtoull(lb, NULL, 10);
             /* a copy: gossip's changes with the next packet */
             struct rk_slice rp = node__schema_repl(pi.state[GOSSIP_KEY_SCHEMA]);
-            if (rp.len <= sizeof(repls[k])) {
+            if (rp.len > 0 && rp.len <= sizeof(repls[k])) {
                 memcpy(repls[k], rp.p, rp.len);
                 rows[k].repl = RK_SLICE(repls[k], rp.len);
             }

@@ -92,8 +92,8 @@ struct creq {
     uint64_t start_ns;
     uint64_t expiry; /* get: the answered value's expiry (ms), 0: none */
     struct creq *next_deferred;
-    struct coord_meter *meter; /* get: told what r[] holds until finish */
-    size_t metered;            /* bytes added to meter */
+    struct coord_meter *meter;    /* get: told what r[] holds until finish */
+    size_t metered, metered_live; /* bytes added to meter */
     bool done;
     bool deferred;
     bool background; /* answered, counted in n->coord_background */
@@ -270,13 +270,20 @@ static void count_answer(struct creq *q, uint32_t i)
 
 /* ---- completion ------------------------------------------------------- */
 
-/* A received value is held by q: its caller's meter counts it. */
-static void meter_add(struct creq *q, size_t len)
+/* A received record is held by q: its caller's meter counts its value
+ * (and, apart, the value of one that is neither deleted nor expired). */
+static void meter_add(struct creq *q, const struct rpc_record *rec)
 {
     if (!q->meter)
         return;
+    size_t len = rec->value.len;
     q->meter->bytes += len;
     q->metered += len;
+    if (!(rec->flags & RPC_REC_TOMBSTONE) &&
+        !(rec->expiry && rec->expiry <= node__now_ms())) {
+        q->meter->live += len;
+        q->metered_live += len;
+    }
 }
 
 /* Take back what q added to its meter, and stop counting. */
@@ -285,8 +292,9 @@ static void meter_detach(struct creq *q)
     if (!q->meter)
         return;
     q->meter->bytes -= q->metered;
+    q->meter->live -= q->metered_live;
     q->meter = NULL;
-    q->metered = 0;
+    q->metered = q->metered_live = 0;
 }
 
 /* Frees a released request and the encode buffers it kept. */
@@ -440,6 +448,25 @@ static void on_local_write(int status, void *arg)
     creq_unref(q);
 }
 
+/* A replica refused a write for good: no hint (its replay would be
+ * refused too), but counted, and logged at most every 10 s, since the
+ * write may have succeeded at its level with that replica lacking it. */
+static void note_refused(node *n, const char *peer, int st)
+{
+    n->stats.writes_refused++;
+    n->refused_unlogged++;
+    uint64_t now = node__mono_ms(n);
+    if (n->refused_logged_ms && now - n->refused_logged_ms < 10000)
+        return;
+    LOG(WARN, "coord.write_refused",
+        "peer=%s error=%s refused=%llu hint=none hint_why=\"%s\"", peer,
+        rk_errname(st), (unsigned long long)n->refused_unlogged,
+        "a replay would be refused too, the replica lacks the write: "
+        "check replication and ring in ringkv status");
+    n->refused_logged_ms = now;
+    n->refused_unlogged = 0;
+}
+
 static void on_remote_write(void *arg, int status, struct rk_slice resp)
 {
     struct cctx *c = arg;
@@ -469,8 +496,9 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
             note_failure(q, st);
         /* the replica may not have it: keep a hint, unless the replica
          * refused the write for good (a replay would be refused too) */
-        if (q->srec && q->rp[i].name[0] &&
-            !(told && node__hint_rejected_for_good(st)))
+        if (told && node__hint_rejected_for_good(st))
+            note_refused(n, q->rp[i].name, st);
+        else if (q->srec && q->rp[i].name[0])
             node__hint_store(n, q->rp[i].name, RK_SLICE(q->key, q->klen),
                              RK_SLICE(q->srec, q->srec_len));
     }
@@ -712,7 +740,7 @@ static int send_read(struct creq *q, uint32_t i)
         q->r[i].ok = true;
         q->r[i].found = found;
         if (found)
-            meter_add(q, q->r[i].rec.value.len);
+            meter_add(q, &q->r[i].rec);
         count_answer(q, i);
         return 0;
     }
@@ -905,7 +933,7 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
             } else {
                 memcpy(q->r[i].buf, rr.rec.value.p, rr.rec.value.len);
                 q->r[i].rec.value = RK_SLICE(q->r[i].buf, rr.rec.value.len);
-                meter_add(q, rr.rec.value.len);
+                meter_add(q, &q->r[i].rec);
             }
         }
         if (q->r[i].ok)

@@ -451,6 +451,8 @@ void node__ring_rebuild(node *n)
                                (uint32_t)n->cfg.client_port));
             pt[i].up = pi.up;
             pt[i].self = pi.self;
+            pt[i].repl_known =
+                node__schema_repl(pi.state[GOSSIP_KEY_SCHEMA]).len > 0;
             pt[i].repl_differs = repl_differs(&pi, own);
             if (!pi.up && !pi.self)
                 pt[i].down_since_ms = now;
@@ -469,6 +471,8 @@ void node__ring_rebuild(node *n)
                     pt[i].down_since_ms = n->peer[k].down_since_ms;
             }
         }
+        if (!pt[i].repl_known) /* not heard yet (restarted): as it was */
+            pt[i].repl_differs = differed;
         if (pt[i].repl_differs != differed)
             repl_note(n, pt[i].name, pt[i].repl_differs, own, now);
     }
@@ -725,10 +729,21 @@ int node__gossip_start(node *n, char *err, size_t errlen)
     gossip_state_set(n->g, GOSSIP_KEY_ADDRESS, v, (size_t)l);
     gossip_state_set(n->g, GOSSIP_KEY_DC, c->datacenter, strlen(c->datacenter));
     gossip_state_set(n->g, GOSSIP_KEY_RACK, c->rack, strlen(c->rack));
+    /* DCs by name: the order a config lists them in places nothing, and
+     * peers compare this text (regression: repl_order_mismatch) */
+    int ord[NODE_CONFIG_MAX_DCS];
+    for (int i = 0; i < c->ndcs; i++) {
+        int j = i;
+        for (; j > 0 && strcmp(c->replication[ord[j - 1]].name,
+                               c->replication[i].name) > 0;
+             j--)
+            ord[j] = ord[j - 1];
+        ord[j] = i;
+    }
     l = snprintf(v, sizeof(v), "repl=");
     for (int i = 0; i < c->ndcs; i++)
         l += snprintf(v + l, sizeof(v) - (size_t)l, "%s%s:%d", i ? "," : "",
-                      c->replication[i].name, c->replication[i].rf);
+                      c->replication[ord[i]].name, c->replication[ord[i]].rf);
     l += snprintf(v + l, sizeof(v) - (size_t)l, " internode=%d client=%d",
                   c->internode_port, c->client_port);
     gossip_state_set(n->g, GOSSIP_KEY_SCHEMA, v, (size_t)l);

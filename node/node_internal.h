@@ -48,6 +48,7 @@ struct node_stats {
     uint64_t hints_stored;
     uint64_t hints_replayed;
     uint64_t hints_dropped;
+    uint64_t writes_refused; /* by a replica for good: no hint kept */
     uint64_t gossip_in, gossip_out, gossip_bad;
     uint64_t client_conns, client_bad_frames, client_auth_fail;
     uint64_t commits, commit_writes;
@@ -94,6 +95,7 @@ struct node_peer {
     bool self;
     bool replaying;         /* hint replay running */
     bool repl_differs;      /* gossips a replication other than ours */
+    bool repl_known;        /* gossips one at all (yet) */
     uint64_t replay_after;  /* hint replay goes on after this seq (0: start) */
     uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
 };
@@ -178,6 +180,8 @@ struct node {
     int64_t inflight;           /* client requests in flight */
     int64_t coord_inflight;     /* coordinator requests not yet answered */
     int64_t coord_background;   /* answered, replica requests outstanding */
+    uint64_t refused_logged_ms; /* coord.write_refused: last logged */
+    uint64_t refused_unlogged;  /* refusals since */
     struct creq *deferred;      /* decisions due at the end of the turn */
     struct rk_pool coord_pool;  /* coord.c: finished request structs */
     struct rk_pool iwrite_pool; /* replica.c: finished replica writes */

@@ -44,6 +44,7 @@ struct obs {
     metrics_family *req, *lat, *err;
     metrics_family *overloaded, *stale, *repairs;
     metrics_family *hints_stored, *hints_replayed, *hints_dropped;
+    metrics_family *writes_refused;
     metrics_family *gossip_in, *gossip_out, *gossip_bad, *gossip_auth;
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes, *repl_diff;
@@ -131,6 +132,11 @@ static int obs_register(struct obs *o)
     F(hints_dropped, "ringkv_hints_dropped_total",
       "Hints dropped: not stored (past max_hint_window, store failed), or "
       "at replay undecodable or rejected for good by their replica.",
+      METRICS_COUNTER, 0, NULL);
+    F(writes_refused, "ringkv_writes_refused_total",
+      "Replica writes a replica refused for good (malformed, or a key in "
+      "no range it holds, as when its replication or ring differs): no "
+      "hint is kept for them.",
       METRICS_COUNTER, 0, NULL);
     F(gossip_in, "ringkv_gossip_packets_in_total", "Gossip packets received.",
       METRICS_COUNTER, 0, NULL);
@@ -298,6 +304,7 @@ static void obs_sync(struct obs *o)
     ctr(o->hints_stored, 0, s->hints_stored, &l->hints_stored);
     ctr(o->hints_replayed, 0, s->hints_replayed, &l->hints_replayed);
     ctr(o->hints_dropped, 0, s->hints_dropped, &l->hints_dropped);
+    ctr(o->writes_refused, 0, s->writes_refused, &l->writes_refused);
     ctr(o->gossip_in, 0, s->gossip_in, &l->gossip_in);
     ctr(o->gossip_out, 0, s->gossip_out, &l->gossip_out);
     ctr(o->gossip_bad, 0, s->gossip_bad, &l->gossip_bad);

@@ -29,8 +29,9 @@
  * the first one kept, and a hint stuck that way stalled every later batch).
  *
  * A round goes on with the next batch at once after a batch that delivered
- * or dropped some hints (from the first hint again once it has passed the
- * last), and otherwise ends, as it also does when its last batch kept
+ * or dropped some hints (from the first hint again once a batch was the
+ * last, short of HINT_BATCH; a full batch that happened to end at the last
+ * hint finds none after it, and the round ends there), and otherwise ends, as it also does when its last batch kept
  * some; the next round, at the next timer tick or UP event, goes on where
  * it ended (at the first hint if that was the last). So a kept hint is
  * sent again only after another was delivered or dropped, or once per

@@ -884,9 +884,9 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
          * (local replicas answer within the call) asks for no more: its
          * reply is -TOO_LARGE, and 300 keys of a 16 MiB value no longer
          * had the coordinator hold all 4.8 GiB first. */
-        size_t held0 = c->meter.bytes;
+        size_t held0 = c->meter.live;
         for (size_t i = 0; i < q->nkeys && rc == 0; i++) {
-            if (kind == K_MGET && c->meter.bytes - held0 > RSRV_MGET_MAX) {
+            if (kind == K_MGET && c->meter.live - held0 > RSRV_MGET_MAX) {
                 s->err = RK_ETOOLARGE;
                 break;
             }

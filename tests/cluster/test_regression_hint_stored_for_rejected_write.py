@@ -16,7 +16,9 @@ n2's NOT_FOUND. Then n2 is stopped and n1 coordinates one more write, which
 must leave a hint (n2 DOWN).
 
 Proves: n1 stored exactly that one hint (ringkv_hints_stored_total), none
-for the writes n2 refused, and dropped none.
+for the writes n2 refused, and dropped none; the refusals are counted
+(ringkv_writes_refused_total) and logged once (coord.write_refused, at
+most every 10 s) instead of vanishing.
 """
 import harness as h
 
@@ -47,6 +49,14 @@ def main():
     h.check(not wrong, "writes at ALL: %r" %
             [(i, res[i].err, res[i].msg) for i in wrong[:5]])
     print("n2 refused %d of %d writes" % (KEYS - len(mine), KEYS))
+    # not hinted, but not silent either: counted and logged (rate-limited)
+    refused = n1.metrics().get("ringkv_writes_refused_total", 0)
+    h.check(refused == KEYS - len(mine), "ringkv_writes_refused_total %r, "
+            "want %d" % (refused, KEYS - len(mine)))
+    logged = [x for x in n1.log().splitlines()
+              if "event=coord.write_refused" in x]
+    h.check(len(logged) == 1 and "peer=n2 error=NOT_FOUND" in logged[0],
+            "coord.write_refused lines: %r" % logged)
 
     # a write for n2 while it is DOWN is hinted; the hints of the refused
     # writes, had they been kept, were queued seconds before it

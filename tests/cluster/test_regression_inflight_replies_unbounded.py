@@ -16,7 +16,9 @@ sends without reading (a) 40 GETs of it, (b) 40 EXISTS of it, (c) one MGET
 naming it 40 times, each on a node just restarted. Each time the node's
 peak resident memory must grow by less than 200 MiB (before the fix: about
 700 MiB each), and then every reply must arrive, whole and in order, while
-the client reads, and the connection must still serve.
+the client reads, and the connection must still serve. Last, an MGET of
+7 expired 16 MiB values answers 7 nils (regression:
+mget_expired_too_large).
 """
 import socket
 import time
@@ -166,6 +168,25 @@ def main():
         h.check(rep[0].startswith(b"-TOO_LARGE"), "MGET: %r" % (rep,))
 
     run_case(c, "MGET", [cmd(b"MGET", *[b"big"] * N)], mget)
+
+    # Regression (mget_expired_too_large): MGET stopped asking once the
+    # values its reads held passed 64 MiB, counting expired ones, which it
+    # answers as nils: 7 expired 16 MiB values made it -TOO_LARGE.
+    conn = Conn()
+    keys = [b"exp%d" % i for i in range(7)]
+    for k in keys:
+        h.check(conn.call(b"SET", k, b"e" * BIG, b"PX", b"1500") ==
+                (b"+OK", None), "SET %r PX 1500" % k)
+    time.sleep(2.5)
+    h.check(conn.call(b"GET", keys[0]) == (b"$-1", None), "expired GET")
+    conn.s.sendall(cmd(b"MGET", *keys))
+    head = conn.line()
+    h.check(head == b"*7", "MGET of 7 expired keys: %r" % head)
+    for k in keys:
+        rep = conn.reply()
+        h.check(rep == (b"$-1", None), "MGET %r: %r" % (k, rep))
+    conn.s.close()
+    print("MGET of 7 expired 16 MiB values: 7 nils")
 
     h.check(c.nodes[0].stop() == 0, "unclean exit")
 
