@@ -92,8 +92,8 @@ struct creq {
     uint64_t start_ns;
     uint64_t expiry; /* get: the answered value's expiry (ms), 0: none */
     struct creq *next_deferred;
-    struct coord_meter *meter;    /* get: told what r[] holds until finish */
-    size_t metered, metered_live; /* bytes added to meter */
+    struct coord_meter *meter; /* get: told what r[] holds until finish */
+    size_t metered;            /* bytes added to meter */
     bool done;
     bool deferred;
     bool background; /* answered, counted in n->coord_background */
@@ -270,20 +270,13 @@ static void count_answer(struct creq *q, uint32_t i)
 
 /* ---- completion ------------------------------------------------------- */
 
-/* A received record is held by q: its caller's meter counts its value
- * (and, apart, the value of one that is neither deleted nor expired). */
+/* A received record is held by q: its caller's meter counts its value. */
 static void meter_add(struct creq *q, const struct rpc_record *rec)
 {
     if (!q->meter)
         return;
-    size_t len = rec->value.len;
-    q->meter->bytes += len;
-    q->metered += len;
-    if (!(rec->flags & RPC_REC_TOMBSTONE) &&
-        !(rec->expiry && rec->expiry <= node__now_ms())) {
-        q->meter->live += len;
-        q->metered_live += len;
-    }
+    q->meter->bytes += rec->value.len;
+    q->metered += rec->value.len;
 }
 
 /* Take back what q added to its meter, and stop counting. */
@@ -292,9 +285,8 @@ static void meter_detach(struct creq *q)
     if (!q->meter)
         return;
     q->meter->bytes -= q->metered;
-    q->meter->live -= q->metered_live;
     q->meter = NULL;
-    q->metered = q->metered_live = 0;
+    q->metered = 0;
 }
 
 /* Frees a released request and the encode buffers it kept. */

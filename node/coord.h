@@ -57,9 +57,7 @@ int coord_get(
  * meter is high bounds what that connection's reads hold, not just how
  * many there are. */
 struct coord_meter {
-    size_t bytes; /* every value held */
-    size_t live;  /* of which neither deleted nor expired when read: what
-                     a reply may carry (MGET stops asking past its bound) */
+    size_t bytes;
 };
 
 /* coord_get, counting the values it holds in `m` until its callback.

@@ -33,7 +33,9 @@
  * they drain; the parser bounds one request (resp_limits). A local replica
  * answers within coord_get, so a pipeline of big GETs stops after the
  * first; values from remote replicas are counted when they arrive, so the
- * reads issued before then may still bring up to max_pipeline values.
+ * reads issued before then may still bring up to max_pipeline values. One
+ * EXISTS / MGET / DEL of many keys reads them RSRV_KEY_READS at a time,
+ * one at a time while the meter is over RSRV_OUT_HIGH (slot_reads_more).
  *
  * Slots are taken from and returned to a pool on the server (common/pool.h),
  * so a request in the steady state allocates nothing here.
@@ -64,9 +66,15 @@
  * -TOO_LARGE (300 keys of one 16 MiB value would have asked for 4.8 GiB of
  * copies and as much reply from a 2.7 KB request). */
 #define RSRV_MGET_MAX ((size_t)4 * RK_MAX_VALUE)
-#define RSRV_VERSION  "0.1.0"
-#define RSRV_BUCKETS  256 /* key buckets for pipeline ordering */
-#define SLOT_LINK     offsetof(struct rslot, next)
+/* The reads one EXISTS / MGET / DEL keeps in flight: more are issued as
+ * they answer, while the connection's meter is under RSRV_OUT_HIGH (one
+ * at least). All at once, `EXISTS big big ...` (65,536 keys a request)
+ * had the coordinator copy a local 16 MiB value per key within the call
+ * (regression: multikey_reads_unbounded). */
+#define RSRV_KEY_READS 64
+#define RSRV_VERSION   "0.1.0"
+#define RSRV_BUCKETS   256 /* key buckets for pipeline ordering */
+#define SLOT_LINK      offsetof(struct rslot, next)
 
 struct rsrv {
     node *n;
@@ -154,8 +162,10 @@ struct rslot {
     struct rsub *sub;
     struct rsub sub1;
     size_t mget_bytes; /* MGET: value bytes copied so far */
-    uint8_t **keys;    /* DEL: key copies */
+    uint8_t **keys;    /* EXISTS / MGET / DEL: key copies */
     size_t *klens;
+    size_t next_key; /* the next key to read */
+    uint32_t reads;  /* its reads in flight */
 };
 
 static void conn_unref(struct rconn *c);
@@ -571,6 +581,8 @@ static void slot_finish(struct rslot *s)
 
 /* ---- coordinator callbacks -------------------------------------------- */
 
+static void slot_reads_more(struct rslot *s);
+
 static void on_get(const struct coord_result *res, void *arg)
 {
     struct rsub *u = arg;
@@ -600,6 +612,7 @@ static void on_get(const struct coord_result *res, void *arg)
         }
     }
     slot_note(s, res);
+    slot_reads_more(s);
     if (--s->pending == 0)
         slot_finish(s);
 }
@@ -681,8 +694,38 @@ static void on_del_read(const struct coord_result *res, void *arg)
     struct rslot *s = u->s;
     u->found = res->err == 0;
     slot_note(s, res);
+    slot_reads_more(s);
     if (--s->pending == 0)
         del_send(s);
+}
+
+/* EXISTS / MGET / DEL: a read answered (or none started yet); start the
+ * next ones, RSRV_KEY_READS in flight at most, and only one while the
+ * connection's meter is over RSRV_OUT_HIGH (its copies, the MGET's values
+ * included). None after an error: the reply is that error. The caller
+ * holds a unit of s->pending. */
+static void slot_reads_more(struct rslot *s)
+{
+    if (!s->keys)
+        return; /* GET, TTL, SET's read */
+    if (s->reads > 0)
+        s->reads--;
+    struct rconn *c = s->c;
+    while (s->next_key < s->nsub && !s->err && !c->closing &&
+           (s->reads == 0 ||
+            (s->reads < RSRV_KEY_READS && c->meter.bytes <= RSRV_OUT_HIGH))) {
+        size_t i = s->next_key++;
+        s->pending++;
+        s->reads++;
+        int rc = coord_get_metered(
+            c->n, RK_SLICE(s->keys[i], s->klens[i]), s->cl, &c->meter,
+            s->kind == K_DEL ? on_del_read : on_get, &s->sub[i]);
+        if (rc < 0) {
+            s->pending--;
+            s->reads--;
+            slot_note_rc(s, rc);
+        }
+    }
 }
 
 /* ---- commands --------------------------------------------------------- */
@@ -872,40 +915,22 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
             rc = -ENOMEM;
             break;
         }
-        if (kind == K_DEL) {
-            s->keys = calloc(q->nkeys, sizeof(*s->keys));
-            s->klens = calloc(q->nkeys, sizeof(*s->klens));
-            if (!s->keys || !s->klens) {
+        s->keys = calloc(q->nkeys, sizeof(*s->keys));
+        s->klens = calloc(q->nkeys, sizeof(*s->klens));
+        if (!s->keys || !s->klens) {
+            rc = -ENOMEM;
+            break;
+        }
+        for (size_t i = 0; i < q->nkeys; i++) {
+            if (!(s->keys[i] = malloc(q->keys[i].len ? q->keys[i].len : 1))) {
                 rc = -ENOMEM;
                 break;
             }
+            memcpy(s->keys[i], q->keys[i].p, q->keys[i].len);
+            s->klens[i] = q->keys[i].len;
         }
-        /* An MGET whose reads already hold more than its reply may carry
-         * (local replicas answer within the call) asks for no more: its
-         * reply is -TOO_LARGE, and 300 keys of a 16 MiB value no longer
-         * had the coordinator hold all 4.8 GiB first. */
-        size_t held0 = c->meter.live;
-        for (size_t i = 0; i < q->nkeys && rc == 0; i++) {
-            if (kind == K_MGET && c->meter.live - held0 > RSRV_MGET_MAX) {
-                s->err = RK_ETOOLARGE;
-                break;
-            }
-            if (kind == K_DEL) {
-                s->keys[i] = malloc(q->keys[i].len);
-                if (!s->keys[i]) {
-                    rc = -ENOMEM;
-                    break;
-                }
-                memcpy(s->keys[i], q->keys[i].p, q->keys[i].len);
-                s->klens[i] = q->keys[i].len;
-            }
-            s->pending++;
-            rc = coord_get_metered(n, q->keys[i], s->cl, &c->meter,
-                                   kind == K_DEL ? on_del_read : on_get,
-                                   &s->sub[i]);
-            if (rc < 0)
-                s->pending--;
-        }
+        if (rc == 0)
+            slot_reads_more(s); /* the first RSRV_KEY_READS */
         break;
     case K_MSET:
         if (q->nkeys > 1 && sub_alloc(s, q->nkeys) < 0) {

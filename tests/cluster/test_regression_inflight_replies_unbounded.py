@@ -12,8 +12,9 @@ big key held the value the same way, and one MGET of many keys held every
 value before finding its reply too large.
 
 On one node (RF 1, every read local), with a 16 MiB value stored, a client
-sends without reading (a) 40 GETs of it, (b) 40 EXISTS of it, (c) one MGET
-naming it 40 times, each on a node just restarted. Each time the node's
+sends without reading (a) 40 GETs of it, (b) 40 EXISTS of it, (c) one
+EXISTS naming it 40 times (regression: multikey_reads_unbounded), (d) one
+MGET naming it 40 times, each on a node just restarted. Each time the node's
 peak resident memory must grow by less than 200 MiB (before the fix: about
 700 MiB each), and then every reply must arrive, whole and in order, while
 the client reads, and the connection must still serve. Last, an MGET of
@@ -162,6 +163,14 @@ def main():
             h.check(rep == (b":1", None), "EXISTS %d: %r" % (i, rep))
 
     run_case(c, "EXISTS", [cmd(b"EXISTS", b"big")] * N, exists)
+
+    # Regression (multikey_reads_unbounded): one EXISTS naming the key 40
+    # times read all 40 at once, a 16 MiB copy each.
+    def exists_one(conn):
+        rep = conn.reply()
+        h.check(rep == (b":%d" % N, None), "EXISTS x%d: %r" % (N, rep))
+
+    run_case(c, "EXISTS x40", [cmd(b"EXISTS", *[b"big"] * N)], exists_one)
 
     def mget(conn):
         rep = conn.reply()
