@@ -14,7 +14,10 @@
  *
  * Admission control: a connection with max_pipeline requests in flight, or
  * a node with max_inflight, answers OVERLOADED at once. A connection whose
- * unsent output passes CSRV_OUT_HIGH stops being read until it drains.
+ * unsent output passes CSRV_OUT_HIGH stops being read until it drains. An
+ * MGET reads its keys CSRV_MGET_READS at a time (mget_more) and stops
+ * copying values at a frame's size (TOO_LARGE); GETs in flight are bounded
+ * in count only (max_pipeline), as their values are not metered here.
  *
  * A connection is freed when its handle is closed and no request still
  * refers to it (refs).
@@ -31,6 +34,12 @@
 
 #define CSRV_READ_CHUNK (64u * 1024u)
 #define CSRV_OUT_HIGH   (8u * 1024u * 1024u)
+/* An MGET's reads in flight: more start as they answer, one at a time
+ * while the connection's meter is over CSRV_OUT_HIGH. All at once, an MGET
+ * of 4,096 keys had the coordinator copy a local 16 MiB value per key
+ * within the call (regression: native_mget_unbounded); its copies are cut
+ * at a frame's size, past which the reply could not be sent anyway. */
+#define CSRV_MGET_READS 64
 #define CSRV_VERSION    "ringkvd 0.1.0"
 
 struct csrv_conn {
@@ -52,6 +61,7 @@ struct csrv_conn {
     int writes_inflight; /* PUT/DEL not answered yet */
     bool has_held;       /* a GET/MGET waits for them */
     bool processing;
+    struct coord_meter meter; /* values its MGETs' reads and copies hold */
     struct wire_creq held;
     char peer[64];
 };
@@ -74,6 +84,11 @@ struct csrv_req {
     int cause;                  /* coord_result.cause */
     struct wire_cvalue *values; /* MGET */
     uint8_t **copies;           /* MGET: value copies */
+    uint8_t **keys;             /* MGET: key copies */
+    size_t *klens;
+    size_t next_key, copied; /* MGET: the next key to read; copied bytes */
+    uint32_t reads;          /* MGET: reads in flight */
+    enum node_cl cl;
 };
 
 struct csrv_sub {
@@ -258,6 +273,24 @@ static void req_leave(struct csrv_req *r)
         conn_process(c);
 }
 
+/* An MGET's copies, keys and values (none for other requests). */
+static void req_free_mget(struct csrv_req *r)
+{
+    for (size_t i = 0; r->copies && i < r->nkeys; i++)
+        free(r->copies[i]);
+    for (size_t i = 0; r->keys && i < r->nkeys; i++)
+        free(r->keys[i]);
+    free(r->copies);
+    free(r->keys);
+    free(r->klens);
+    free(r->values);
+    r->c->meter.bytes -= r->copied;
+    r->copies = r->keys = NULL;
+    r->klens = NULL;
+    r->values = NULL;
+    r->copied = 0;
+}
+
 static void req_done(struct csrv_req *r)
 {
     struct csrv_conn *c = r->c;
@@ -281,12 +314,7 @@ static void req_done(struct csrv_req *r)
     } else {
         conn_send(c, &resp); /* PUT/DEL success; GET answered in its cb */
     }
-    if (r->copies) {
-        for (size_t i = 0; i < r->nkeys; i++)
-            free(r->copies[i]);
-        free(r->copies);
-    }
-    free(r->values);
+    req_free_mget(r);
     req_leave(r);
     free(r);
     if (c->close_after_flush && c->inflight == 0)
@@ -347,27 +375,62 @@ static void on_get_done(const struct coord_result *res, void *arg)
     req_done(r);
 }
 
+static void mget_more(struct csrv_req *r);
+
 static void on_mget_one(const struct coord_result *res, void *arg)
 {
     struct csrv_sub *s = arg;
     struct csrv_req *r = s->r;
     size_t i = s->i;
     free(s);
-    if (res->err == 0) {
-        r->copies[i] = malloc(res->value.len ? res->value.len : 1);
-        if (!r->copies[i]) {
-            if (!r->err)
-                r->err = -ENOMEM;
-        } else {
+    r->reads--;
+    if (res->err == 0 && !r->err) {
+        if (r->copied + res->value.len > WIRE_CFRAME_MAX)
+            r->err = RK_ETOOLARGE; /* the reply could not be sent */
+        else if (!(r->copies[i] = malloc(res->value.len ? res->value.len : 1)))
+            r->err = -ENOMEM;
+        else {
             memcpy(r->copies[i], res->value.p, res->value.len);
             r->values[i].found = true;
             r->values[i].value = RK_SLICE(r->copies[i], res->value.len);
+            r->copied += res->value.len;
+            r->c->meter.bytes += res->value.len;
         }
-    } else if (res->err != RK_ENOTFOUND && !r->err) {
+    } else if (res->err != 0 && res->err != RK_ENOTFOUND && !r->err) {
         req_note(r, res);
     }
+    mget_more(r);
     if (--r->pending == 0)
         req_done(r);
+}
+
+/* Start the MGET's next reads: CSRV_MGET_READS in flight at most, one
+ * while the connection's meter is over CSRV_OUT_HIGH, none after an error
+ * (the reply is that error). The caller holds a unit of r->pending. */
+static void mget_more(struct csrv_req *r)
+{
+    struct csrv_conn *c = r->c;
+    while (r->next_key < r->nkeys && !r->err && !c->closing &&
+           (r->reads == 0 ||
+            (r->reads < CSRV_MGET_READS && c->meter.bytes <= CSRV_OUT_HIGH))) {
+        struct csrv_sub *s = malloc(sizeof(*s));
+        if (!s) {
+            r->err = -ENOMEM;
+            break;
+        }
+        s->r = r;
+        s->i = r->next_key++;
+        r->pending++;
+        r->reads++;
+        int e = coord_get_metered(c->n, RK_SLICE(r->keys[s->i], r->klens[s->i]),
+                                  r->cl, &c->meter, on_mget_one, s);
+        if (e < 0) {
+            r->pending--;
+            r->reads--;
+            free(s);
+            r->err = e;
+        }
+    }
 }
 
 static struct csrv_req *req_new(struct csrv_conn *c, const struct wire_creq *q)
@@ -429,31 +492,26 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
         break;
     case WIRE_COP_MGET: {
         r->nkeys = q->nkeys;
+        r->cl = cl;
         r->values = calloc(q->nkeys, sizeof(*r->values));
         r->copies = calloc(q->nkeys, sizeof(*r->copies));
-        if (!r->values || !r->copies) {
+        r->keys = calloc(q->nkeys, sizeof(*r->keys));
+        r->klens = calloc(q->nkeys, sizeof(*r->klens));
+        if (!r->values || !r->copies || !r->keys || !r->klens) {
             rc = -ENOMEM;
             break;
         }
-        r->pending = 1; /* held until every get is issued */
-        for (size_t i = 0; i < q->nkeys; i++) {
-            struct csrv_sub *s = malloc(sizeof(*s));
-            if (!s) {
+        r->pending = 1; /* held until the first gets are issued */
+        for (size_t i = 0; i < q->nkeys && !r->err; i++) {
+            r->keys[i] = malloc(q->keys[i].len ? q->keys[i].len : 1);
+            if (!r->keys[i])
                 r->err = -ENOMEM;
-                break;
-            }
-            s->r = r;
-            s->i = i;
-            r->pending++;
-            int e = coord_get(n, q->keys[i], cl, on_mget_one, s);
-            if (e < 0) {
-                r->pending--;
-                free(s);
-                if (!r->err)
-                    r->err = e;
-                break;
+            else {
+                memcpy(r->keys[i], q->keys[i].p, q->keys[i].len);
+                r->klens[i] = q->keys[i].len;
             }
         }
+        mget_more(r);
         if (--r->pending == 0)
             req_done(r);
         return;
@@ -464,11 +522,7 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
             n->stats.overloaded++;
             node__obs_overloaded(n, req_op(q), cl);
         }
-        if (r->copies)
-            free(r->copies);
-        free(r->values);
-        r->copies = NULL;
-        r->values = NULL;
+        req_free_mget(r);
         req_abort(r, rc);
     }
 }

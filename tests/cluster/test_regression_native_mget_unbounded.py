@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Regression (native_mget_unbounded): a native-protocol MGET read all its
+keys at once (up to 4,096), and the coordinator copies a value the node
+holds within each read: one MGET naming a 16 MiB key 40 times made the
+node hold 40 copies (and 40 more for the reply) before finding the reply
+too big to send as one frame.
+
+One node (RF 1, every read local), a 16 MiB value stored. An MGET naming
+it 40 times must raise the node's peak resident memory by less than 200
+MiB and answer TOO_LARGE (the reply cannot fit a 64 MiB frame); an MGET of
+3 of them (48 MiB) and of 100 small keys, present and absent, must answer
+every value, in order.
+"""
+import harness as h
+
+IP = "127.0.0.163"
+BIG = 16 * 1024 * 1024
+N = 40
+GROWTH_MAX_KB = 200 * 1024
+
+
+def main():
+    c = h.Cluster([IP], seeds=[IP], replication="dc1:1",
+                  default_consistency="ONE")
+    h.small_asan_quarantine()
+    c.start()
+    c.wait_converged(timeout=60)
+    n = c.nodes[0]
+    cl = n.client(timeout=120)
+    r = cl.call("PUT", key="big", value=b"v" * BIG)
+    h.check(not r.err, "PUT of a 16 MiB value: %r" % r)
+    small = ["s%d" % i for i in range(100)]
+    res = cl.pipeline([("PUT", {"key": k, "value": "x" + k})
+                       for k in small[::2]])
+    h.check(not [x for x in res if x.err], "small PUTs")
+
+    rss0 = h.rss_kb(n.proc.pid)
+    h.peak_rss_reset(n.proc.pid)
+    r = cl.call("MGET", keys=["big"] * N)
+    grown = h.peak_rss_kb(n.proc.pid) - rss0
+    print("MGET of %d x 16 MiB: %s, peak RSS +%d KiB" % (N, r.err, grown))
+    h.check(r.err == "TOO_LARGE", "MGET of 640 MiB answered %r %r" %
+            (r.err, r.msg))
+    h.check(grown < GROWTH_MAX_KB, "peak RSS grew by %d KiB: the MGET's "
+            "reads and copies are not bounded" % grown)
+
+    r = cl.call("MGET", keys=["big"] * 3)
+    vals = r.get(17) or []
+    h.check(not r.err and len(vals) == 3 and
+            all(v == b"v" * BIG for v in vals), "MGET of 3 x 16 MiB: %r" %
+            ((r.err, r.msg, [len(v or b"") for v in vals]),))
+    r = cl.call("MGET", keys=small)
+    want = [("x" + k).encode() if i % 2 == 0 else None
+            for i, k in enumerate(small)]
+    h.check(not r.err and r.get(17) == want, "MGET of 100 small keys: %r" %
+            ((r.err, (r.get(17) or [])[:4]),))
+    cl.close()
+    print("MGET of 3 x 16 MiB and of 100 small keys: every value, in order")
+    h.check(n.stop() == 0, "unclean exit")
+
+
+if __name__ == "__main__":
+    h.run(main)
