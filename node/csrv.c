@@ -299,7 +299,12 @@ static void req_done(struct csrv_req *r)
     struct wire_cresp resp = {.id = r->id, .op = r->op, .err = r->err};
     if (r->err && r->err != RK_ENOTFOUND) {
         char msg[192];
-        coord_errmsg(msg, sizeof(msg), r->err, r->acks, r->need, r->cause);
+        if (r->op == WIRE_COP_MGET && r->err == RK_ETOOLARGE)
+            snprintf(msg, sizeof(msg),
+                     "MGET reply over %u MiB: ask for fewer keys at once",
+                     WIRE_CFRAME_MAX >> 20);
+        else
+            coord_errmsg(msg, sizeof(msg), r->err, r->acks, r->need, r->cause);
         resp.msg = RK_SLICE(msg, strlen(msg));
         resp.has |= WIRE_CRESP_MSG | WIRE_CRESP_ACKS | WIRE_CRESP_NEED;
         resp.acks = r->acks;
