@@ -16,8 +16,11 @@
  * a node with max_inflight, answers OVERLOADED at once. A connection whose
  * unsent output passes CSRV_OUT_HIGH stops being read until it drains. An
  * MGET reads its keys CSRV_MGET_READS at a time (mget_more) and stops
- * copying values at a frame's size (TOO_LARGE); GETs in flight are bounded
- * in count only (max_pipeline), as their values are not metered here.
+ * copying values at a frame's size (TOO_LARGE). The values reads hold
+ * (c->meter: a local replica answers within the call) count with the
+ * output (conn_full): a connection past CSRV_OUT_HIGH parses no more
+ * frames until they drain, then parses what it buffered (on_write). Values
+ * from other nodes count only once they arrive.
  *
  * A connection is freed when its handle is closed and no request still
  * refers to it (refs).
@@ -128,9 +131,10 @@ static void on_write(uv_write_t *req, int status)
     } else if (!c->closing && c->close_after_flush && c->writing == 0 &&
                c->out.len == 0 && c->inflight == 0) {
         conn_close(c);
-    } else if (!c->closing && !c->reading && c->writing < CSRV_OUT_HIGH / 2 &&
+    } else if (!c->closing && !c->reading && !c->processing &&
+               c->writing + c->meter.bytes < CSRV_OUT_HIGH / 2 &&
                !c->close_after_flush && !c->has_held) {
-        node__csrv_resume(c);
+        conn_process(c); /* frames left buffered first; resumes reading */
     }
     conn_unref(c);
 }
@@ -485,7 +489,7 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
     int rc = 0;
     switch (q->op) {
     case WIRE_COP_GET:
-        rc = coord_get(n, q->key, cl, on_get_done, r);
+        rc = coord_get_metered(n, q->key, cl, &c->meter, on_get_done, r);
         break;
     case WIRE_COP_PUT:
         rc = coord_put(n, q->key, q->value,
@@ -658,6 +662,16 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 /* Answer the frames in the read buffer, in order. A GET or MGET that
  * follows a PUT or DEL still in flight on this connection waits for it (and
  * reading stops meanwhile), so a connection reads its own writes. */
+/* Its unsent output and the values its reads hold (GETs' until answered,
+ * MGETs' until their reply) are past CSRV_OUT_HIGH: parse no more of its
+ * frames and stop reading until they drain (on_write). Before, a pipeline
+ * of GETs of a 16 MiB value had every one read (and copied) before the
+ * first reply (regression: native_get_pipeline_unbounded). */
+static bool conn_full(const struct csrv_conn *c)
+{
+    return c->writing + c->out.len + c->meter.bytes > CSRV_OUT_HIGH;
+}
+
 static void conn_process(struct csrv_conn *c)
 {
     node *n = c->n;
@@ -669,7 +683,8 @@ static void conn_process(struct csrv_conn *c)
         handle_req(c, &c->held);
         wire_creq_clear(&c->held);
     }
-    while (!c->closing && !c->close_after_flush && !c->has_held) {
+    while (!c->closing && !c->close_after_flush && !c->has_held &&
+           !conn_full(c)) {
         struct rk_slice body;
         size_t used = 0;
         int rc = wire_cframe_parse(&body, &used, c->rbuf + off, c->rlen - off);
@@ -715,8 +730,7 @@ static void conn_process(struct csrv_conn *c)
             c->rcap = CSRV_READ_CHUNK;
         }
     }
-    bool stop = c->close_after_flush || c->has_held ||
-                c->writing + c->out.len > CSRV_OUT_HIGH;
+    bool stop = c->close_after_flush || c->has_held || conn_full(c);
     if (!c->closing && c->reading && stop) {
         uv_read_stop((uv_stream_t *)&c->tcp);
         c->reading = false;
