@@ -455,10 +455,6 @@ int store_hint_scan(store *s,
                     store_hint_cb cb,
                     void *arg);
 
-/* Delete the hints of `node` with seq <= upto_seq (after replaying them);
- * UINT64_MAX deletes them all. */
-int store_hint_delete(store *s, const char *node, uint64_t upto_seq);
-
 /* Delete the hints of `node` numbered seqs[0..n), in one transaction; a
  * seq not kept is skipped. For a replay that delivers some hints of a batch
  * and keeps others for a later round. */

@@ -535,38 +535,9 @@ done:
     return rc;
 }
 
-/* Delete the hints of the node whose hint keys start with kb[0..pl)
- * (room for a seq after it) with seq <= upto, in txn; counts them. */
-static int store__hint_del_upto(store *s,
-                                MDB_txn *txn,
-                                uint8_t *kb,
-                                size_t pl,
-                                uint64_t upto,
-                                uint64_t *gone,
-                                uint64_t *bytes)
-{
-    MDB_cursor *cur;
-    memset(kb + pl, 0, 8);
-    MDB_val k = {pl + 8, kb}, v;
-    int rc = mdb_cursor_open(txn, s->hint_dbi, &cur);
-    if (rc)
-        return rc;
-    rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-    while (rc == 0) {
-        if (k.mv_size != pl + 8 || memcmp(k.mv_data, kb, pl) ||
-            store__get64((const uint8_t *)k.mv_data + pl) > upto)
-            break;
-        *bytes += v.mv_size;
-        (*gone)++;
-        if ((rc = mdb_cursor_del(cur, 0)))
-            break;
-        rc = mdb_cursor_get(cur, &k, &v, MDB_GET_CURRENT);
-    }
-    mdb_cursor_close(cur);
-    return rc == MDB_NOTFOUND ? 0 : rc;
-}
-
-/* The same for the hints numbered seqs[0..n); a seq not kept is skipped. */
+/* Delete the node's hints numbered seqs[0..n) in txn (kb[0..pl) is the
+ * node's hint key prefix, with room for a seq); a seq not kept is skipped.
+ * Counts what went. */
 static int store__hint_del_seqs(store *s,
                                 MDB_txn *txn,
                                 uint8_t *kb,
@@ -593,11 +564,10 @@ static int store__hint_del_seqs(store *s,
     return 0;
 }
 
-/* Delete hints of `node` in one transaction: those listed in seqs[0..n),
- * or with seqs NULL those numbered up to upto; the node's count and the
- * byte total shrink by what went. */
-static int store__hint_delete(
-    store *s, const char *node, uint64_t upto, const uint64_t *seqs, size_t n)
+int store_hint_delete_seqs(store *s,
+                           const char *node,
+                           const uint64_t *seqs,
+                           size_t n)
 {
     uint8_t kb[2 + 255 + 8], cb[2 + 255];
     int pl = store__hkey(kb, 'h', node);
@@ -611,10 +581,7 @@ static int store__hint_delete(
     int rc = mdb_txn_begin(s->hint_env, NULL, 0, &txn);
     if (rc)
         goto unlock;
-    rc = seqs ? store__hint_del_seqs(s, txn, kb, (size_t)pl, seqs, n, &gone,
-                                     &bytes)
-              : store__hint_del_upto(s, txn, kb, (size_t)pl, upto, &gone,
-                                     &bytes);
+    rc = store__hint_del_seqs(s, txn, kb, (size_t)pl, seqs, n, &gone, &bytes);
     if (rc)
         goto abort;
     uint64_t count = store__u64_at(txn, s->hint_dbi, &ck);
@@ -633,20 +600,6 @@ abort:
 unlock:
     pthread_mutex_unlock(&s->hintmu);
     return store__err(rc);
-}
-
-int store_hint_delete(store *s, const char *node, uint64_t upto_seq)
-{
-    return store__hint_delete(s, node, upto_seq, NULL, 0);
-}
-
-int store_hint_delete_seqs(store *s,
-                           const char *node,
-                           const uint64_t *seqs,
-                           size_t n)
-{
-    static const uint64_t none;
-    return store__hint_delete(s, node, 0, seqs ? seqs : &none, seqs ? n : 0);
 }
 
 int store_hint_count(uint64_t *out, store *s, const char *node)
