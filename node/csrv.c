@@ -64,7 +64,7 @@ struct csrv_conn {
     int writes_inflight; /* PUT/DEL not answered yet */
     bool has_held;       /* a GET/MGET waits for them */
     bool processing;
-    struct coord_meter meter; /* values its MGETs' reads and copies hold */
+    struct coord_meter meter; /* values its reads hold, and MGETs' copies */
     struct wire_creq held;
     char peer[64];
 };
@@ -659,9 +659,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     conn_process(c);
 }
 
-/* Answer the frames in the read buffer, in order. A GET or MGET that
- * follows a PUT or DEL still in flight on this connection waits for it (and
- * reading stops meanwhile), so a connection reads its own writes. */
 /* Its unsent output and the values its reads hold (GETs' until answered,
  * MGETs' until their reply) are past CSRV_OUT_HIGH: parse no more of its
  * frames and stop reading until they drain (on_write). Before, a pipeline
@@ -672,6 +669,9 @@ static bool conn_full(const struct csrv_conn *c)
     return c->writing + c->out.len + c->meter.bytes > CSRV_OUT_HIGH;
 }
 
+/* Answer the frames in the read buffer, in order. A GET or MGET that
+ * follows a PUT or DEL still in flight on this connection waits for it (and
+ * reading stops meanwhile), so a connection reads its own writes. */
 static void conn_process(struct csrv_conn *c)
 {
     node *n = c->n;

@@ -12,12 +12,11 @@
  * Hints: a write for a DOWN (or unreachable) replica is stored in the
  * store's hints env (on the thread pool: it fsyncs), the hints of one loop
  * turn in one transaction (node__hint_flush), at most HINT_STORES_MAX
- * waiting. When the replica is UP
- * again (gossip event, and every HINT_TIMER_MS while hints remain) they
- * are read in batches on the thread pool and sent as ordinary replica
- * writes; those answered for good are deleted by seq
- * (store_hint_delete_seqs). A hint that cannot be decoded, or that the
- * replica rejects for good (node__hint_rejected_for_good), is dropped:
+ * waiting. When the replica is UP again (gossip event, and every
+ * HINT_TIMER_MS while hints remain) they are read in batches on the thread
+ * pool and sent as ordinary replica writes; those answered for good are
+ * deleted by seq (store_hint_delete_seqs). A hint that cannot be decoded,
+ * or that the replica rejects for good (node__hint_rejected_for_good), is dropped:
  * counted in hints_dropped and logged as hints.dropped, since sending it
  * again would fail again. A hint whose write failed otherwise (timeout,
  * peer closed or busy, an error the replica may not answer next time) is
@@ -31,9 +30,10 @@
  * A round goes on with the next batch at once after a batch that delivered
  * or dropped some hints (from the first hint again once a batch was the
  * last, short of HINT_BATCH; a full batch that happened to end at the last
- * hint finds none after it, and the round ends there), and otherwise ends, as it also does when its last batch kept
- * some; the next round, at the next timer tick or UP event, goes on where
- * it ended (at the first hint if that was the last). So a kept hint is
+ * hint finds none after it, and the round ends there), and otherwise ends,
+ * as it also does when its last batch kept some; the next round, at the
+ * next timer tick or UP event, goes on where it ended (at the first hint
+ * if that was the last). So a kept hint is
  * sent again only after another was delivered or dropped, or once per
  * HINT_TIMER_MS, and a peer that fails every write gets one batch per
  * tick, each past the last. Kept hints are retried for as long as they
