@@ -16,9 +16,9 @@
  * HINT_TIMER_MS while hints remain) they are read in batches on the thread
  * pool and sent as ordinary replica writes; those answered for good are
  * deleted by seq (store_hint_delete_seqs). A hint that cannot be decoded,
- * or that the replica rejects for good (node__hint_rejected_for_good), is dropped:
- * counted in hints_dropped and logged as hints.dropped, since sending it
- * again would fail again. A hint whose write failed otherwise (timeout,
+ * or that the replica rejects for good (node__hint_rejected_for_good), is
+ * dropped: counted in hints_dropped and logged as hints.dropped, since
+ * sending it again would fail again. A hint whose write failed otherwise (timeout,
  * peer closed or busy, an error the replica may not answer next time) is
  * kept, and the replay moves past it: the peer's replay_after says where
  * the next batch starts, back at the first hint once a batch reaches the
