@@ -9,23 +9,23 @@
  * status (BAD_REQUEST / PROTOCOL); a frame that breaks the framing closes
  * that one connection.
  *
- * Hints: a write for a DOWN (or unreachable) replica is stored in the
- * store's hints env (on the thread pool: it fsyncs), the hints of one loop
- * turn in one transaction (node__hint_flush), at most HINT_STORES_MAX
- * waiting. When the replica is UP again (gossip event, and every
- * HINT_TIMER_MS while hints remain) they are read in batches on the thread
- * pool and sent as ordinary replica writes; those answered for good are
- * deleted by seq (store_hint_delete_seqs). A hint that cannot be decoded,
- * or that the replica rejects for good (node__hint_rejected_for_good), is
- * dropped: counted in hints_dropped and logged as hints.dropped, since
- * sending it again would fail again. A hint whose write failed otherwise (timeout,
- * peer closed or busy, an error the replica may not answer next time) is
- * kept, and the replay moves past it: the peer's replay_after says where
- * the next batch starts, back at the first hint once a batch reaches the
- * last. A hint records an LWW-timestamped write, so the order in which
- * hints arrive does not matter, and one that fails the same way every time
- * holds back no other (until 2026-12-03 hints were deleted in order, up to
- * the first one kept, and a hint stuck that way stalled every later batch).
+ * Hints: a write for a DOWN (or unreachable) replica is stored in the store's
+ * hints env (on the thread pool: it fsyncs), the hints of one loop turn in one
+ * transaction (node__hint_flush), at most HINT_STORES_MAX waiting. When the
+ * replica is UP again (gossip event, and every HINT_TIMER_MS while hints
+ * remain) they are read in batches on the thread pool and sent as ordinary
+ * replica writes; those answered for good are deleted by seq
+ * (store_hint_delete_seqs). A hint that cannot be decoded, or that the replica
+ * rejects for good (node__hint_rejected_for_good), is dropped: counted in
+ * hints_dropped and logged as hints.dropped, since sending it again would fail
+ * again. A hint whose write failed otherwise (timeout, peer closed or busy, an
+ * error the replica may not answer next time) is kept, and the replay moves
+ * past it: the peer's replay_after says where the next batch starts, back at
+ * the first hint once a batch reaches the last. A hint records an
+ * LWW-timestamped write, so the order in which hints arrive does not matter,
+ * and one that fails the same way every time holds back no other (until
+ * 2026-12-03 hints were deleted in order, up to the first one kept, and a hint
+ * stuck that way stalled every later batch).
  *
  * A round goes on with the next batch at once after a batch that delivered
  * or dropped some hints (from the first hint again once a batch was the
