@@ -92,15 +92,6 @@ size_t node__repl_mismatches(const node *n)
     return k;
 }
 
-/* Whether peer pi gossips a replication other than ours (`own`); unknown
- * (not gossiped yet) is not a difference. */
-static bool repl_differs(const struct gossip_peer_info *pi, struct rk_slice own)
-{
-    struct rk_slice r = node__schema_repl(pi->state[GOSSIP_KEY_SCHEMA]);
-    return !pi->self && r.len > 0 &&
-           (r.len != own.len || memcmp(r.p, own.p, r.len) != 0);
-}
-
 static void host_of(char *out, size_t len, struct rk_slice addr)
 {
     size_t l = addr.len < len - 1 ? addr.len : len - 1;
@@ -332,13 +323,11 @@ static void retoken(node *n,
  * that disagree place replicas differently, so what one writes another may
  * not read: an operator error that is logged (and shown by `ringkv
  * status` and ringkv_replication_mismatch), not guessed around. */
-static void repl_note(
-    node *n, const char *name, bool differs, struct rk_slice own, uint64_t now)
+static void repl_note(const char *name,
+                      bool differs,
+                      struct rk_slice theirs,
+                      struct rk_slice own)
 {
-    struct gossip_peer_info pi;
-    struct rk_slice theirs = RK_SLICE("?", 1);
-    if (gossip_peer_find(&pi, n->g, name, now) == 0)
-        theirs = node__schema_repl(pi.state[GOSSIP_KEY_SCHEMA]);
     if (differs)
         LOG(ERROR, "cluster.replication_mismatch",
             "peer=%s theirs=\"%.*s\" ours=\"%.*s\" action=\"%s\"", name,
@@ -440,6 +429,7 @@ void node__ring_rebuild(node *n)
         ring_node_get(r, &ni, i);
         snprintf(pt[i].name, sizeof(pt[i].name), "%s", ni.name);
         struct gossip_peer_info pi;
+        struct rk_slice theirs = RK_SLICE(NULL, 0); /* its replication */
         if (gossip_peer_find(&pi, n->g, ni.name, now) == 0) {
             char host[GOSSIP_ADDR_MAX + 1];
             host_of(host, sizeof(host), pi.state[GOSSIP_KEY_ADDRESS]);
@@ -451,9 +441,10 @@ void node__ring_rebuild(node *n)
                                (uint32_t)n->cfg.client_port));
             pt[i].up = pi.up;
             pt[i].self = pi.self;
-            pt[i].repl_known =
-                node__schema_repl(pi.state[GOSSIP_KEY_SCHEMA]).len > 0;
-            pt[i].repl_differs = repl_differs(&pi, own);
+            theirs = node__schema_repl(pi.state[GOSSIP_KEY_SCHEMA]);
+            pt[i].repl_differs = !pi.self && theirs.len > 0 &&
+                                 (theirs.len != own.len ||
+                                  memcmp(theirs.p, own.p, theirs.len) != 0);
             if (!pi.up && !pi.self)
                 pt[i].down_since_ms = now;
         }
@@ -471,10 +462,10 @@ void node__ring_rebuild(node *n)
                     pt[i].down_since_ms = n->peer[k].down_since_ms;
             }
         }
-        if (!pt[i].repl_known) /* not heard yet (restarted): as it was */
+        if (theirs.len == 0) /* not heard yet (restarted): as it was */
             pt[i].repl_differs = differed;
         if (pt[i].repl_differs != differed)
-            repl_note(n, pt[i].name, pt[i].repl_differs, own, now);
+            repl_note(pt[i].name, pt[i].repl_differs, theirs, own);
     }
     node__peer_tab_unref(n->peer_tab);
     n->peer_tab = tab;

@@ -95,7 +95,6 @@ struct node_peer {
     bool self;
     bool replaying;         /* hint replay running */
     bool repl_differs;      /* gossips a replication other than ours */
-    bool repl_known;        /* gossips one at all (yet) */
     uint64_t replay_after;  /* hint replay goes on after this seq (0: start) */
     uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
 };
