@@ -52,6 +52,7 @@ struct store__range {
      * for this range that could not be applied: new writes are refused
      * with it until an apply succeeds. */
     atomic_int stuck;
+    int stuck_next; /* store__apply_imm's scratch (flmu held) */
     /* Keys new to this env since it was written whole (created, compacted,
      * adopted): splits they caused left pages half full. */
     atomic_uint_fast64_t inserts;
