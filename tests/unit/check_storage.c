@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1039,6 +1040,193 @@ START_TEST(regression_replay_retries_kept_writes)
 }
 END_TEST
 
+/* Regression (full_range_refuses_during_apply_retry): an apply that found
+ * writes kept back cleared every range's stuck flag, then set it again on
+ * the ranges that kept writes, holding maplock only shared; a commit in
+ * between saw the full range unstuck and took a write that had to be
+ * refused with RK_EFULL (seen only as a flaky ASan failure of
+ * map_full_grows_or_refuses). Every apply retries the kept writes, and
+ * writes to the full range are refused all the while.
+ *
+ * The window was the pass between the two steps over the applied memtable
+ * (imm, under memmu, which commits take too): the flag came back at the
+ * full range's first kept write. To widen it the full range (high half)
+ * keeps back a single write whose memtable bucket (token & 1023) is among
+ * the last 64 -- a memtable has 1024 buckets until it holds more keys
+ * (mem.c), and this one holds ~600 -- while the main thread rewrites 600
+ * low-half keys through a 16 KiB memtable: 150 applies, each dropping a
+ * few hundred applied writes before it reaches the kept one. Two threads
+ * write to the high half meanwhile. Bounded by applies counted, not by
+ * time. Before the fix every run failed (20 of 20 in each build, 5 to
+ * 800 writes taken). */
+#define FR_HALF  (UINT64_C(1) << 63)
+#define FR_AKEYS 600
+
+struct fr_putter {
+    store *s;
+    int id;
+    atomic_bool *stop;
+    const uint8_t *rec;
+    size_t rec_len;
+    long refused, accepted, other;
+    int other_rc;
+    char accepted_key[32];
+};
+
+/* The n-th key (from *i on) of "<prefix><i>" whose token lies in r and
+ * whose memtable bucket is at least min_bucket (of 1024). */
+static int fr_key(char *out,
+                  size_t cap,
+                  const char *prefix,
+                  int *i,
+                  struct store_range r,
+                  uint64_t min_bucket)
+{
+    for (;; (*i)++) {
+        int n = snprintf(out, cap, "%s%d", prefix, *i);
+        uint64_t t = rk_token(out, (size_t)n);
+        if (store_range_contains(r, t) && (t & 1023) >= min_bucket) {
+            (*i)++;
+            return n;
+        }
+    }
+}
+
+/* Write fresh keys of the full range, one-write batches (the node's commit
+ * path), until told to stop; count how each write ended. */
+static void *fr_putter_main(void *arg)
+{
+    struct fr_putter *p = arg;
+    const struct store_range high = {FR_HALF, 0};
+    char prefix[16];
+    snprintf(prefix, sizeof(prefix), "p%d:", p->id);
+    store_batch *b;
+    if (store_batch_new(&b) != 0)
+        return (void *)1;
+    for (int i = 0; !atomic_load(p->stop);) {
+        char k[32];
+        int kl = fr_key(k, sizeof(k), prefix, &i, high, 0);
+        int rc = store_batch_add(b, RK_SLICE(k, (size_t)kl),
+                                 RK_SLICE(p->rec, p->rec_len));
+        if (rc == 0)
+            rc = store_batch_commit(p->s, b);
+        if (rc == 0)
+            rc = store_batch_result(b, 0);
+        store_batch_reset(b);
+        if (rc == RK_EFULL) {
+            p->refused++;
+        } else if (rc == 0) {
+            if (p->accepted++ == 0)
+                memcpy(p->accepted_key, k, sizeof(k));
+        } else {
+            p->other++;
+            p->other_rc = rc;
+        }
+    }
+    store_batch_free(b);
+    return NULL;
+}
+
+START_TEST(full_range_refuses_during_apply_retry)
+{
+    mk_tmp();
+    const struct store_range low = {0, FR_HALF}, high = {FR_HALF, 0};
+    struct store_opts o = STORE_OPTS_INIT;
+    o.durability = STORE_PERIODIC; /* many commits, no fsync each */
+    o.periodic_ms = 1000;
+    o.map_size = 256 << 10;
+    o.map_size_max = 512 << 10;
+    o.memtable_bytes = 16 << 10; /* an apply every ~350 low-half writes */
+    o.auto_compact_pct = -1;     /* a compaction could make room */
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, low), 0);
+    ck_assert_int_eq(store_range_create(s, high), 0);
+
+    /* Fill the high half, applying after each write, until an apply keeps
+     * its write back: that one write (bucket >= 960) is all it keeps. */
+    char val[3000], k[32], kept[32] = "";
+    memset(val, 'v', sizeof(val));
+    val[sizeof(val) - 1] = 0;
+    int ki = 0, prc = 0, frc = 0;
+    for (int n = 0; prc == 0 && frc == 0 && n < 1000; n++) {
+        fr_key(k, sizeof(k), "f", &ki, high, 960);
+        if ((prc = put(s, k, 1, val)) == 0) {
+            memcpy(kept, k, sizeof(k));
+            frc = store_flush(s);
+        }
+    }
+    ck_assert_int_eq(prc ? prc : frc, RK_EFULL);
+    char probe[32];
+    fr_key(probe, sizeof(probe), "q", &ki, high, 0);
+    ck_assert_int_eq(put(s, probe, 1, val), RK_EFULL);
+
+    char akeys[FR_AKEYS][16];
+    for (int j = 0, ai = 0; j < FR_AKEYS; j++)
+        fr_key(akeys[j], sizeof(akeys[j]), "a", &ai, low, 0);
+    size_t rl;
+    uint8_t *r = rec(&rl, 2, 0, 0, "x", 1);
+    atomic_bool stop;
+    atomic_init(&stop, false);
+    struct fr_putter pa[2];
+    pthread_t th[2];
+    for (int t = 0; t < 2; t++) {
+        pa[t] = (struct fr_putter){
+            .s = s, .id = t, .stop = &stop, .rec = r, .rec_len = rl};
+        ck_assert_int_eq(pthread_create(&th[t], NULL, fr_putter_main, &pa[t]),
+                         0);
+    }
+    /* Rewrite the low half's keys until 150 more applies (each one a retry
+     * of the kept write) have run. */
+    struct store_mem_info mi;
+    store_mem_info(&mi, s);
+    const uint64_t until = mi.applies + 150;
+    int round = 0, arc = 0;
+    while (arc == 0 && round < 500 && mi.applies < until) {
+        round++;
+        char v[16];
+        snprintf(v, sizeof(v), "r%d", round);
+        for (int j = 0; arc == 0 && j < FR_AKEYS; j++)
+            arc = put(s, akeys[j], (uint64_t)round + 1, v);
+        store_mem_info(&mi, s);
+    }
+    atomic_store(&stop, true);
+    for (int t = 0; t < 2; t++) {
+        void *ret;
+        ck_assert_int_eq(pthread_join(th[t], &ret), 0);
+        ck_assert_ptr_null(ret);
+    }
+    free(r);
+    ck_assert_msg(arc == 0, "low-half put: %s", rk_strerror(arc));
+    ck_assert_uint_ge(mi.applies, until);
+    for (int t = 0; t < 2; t++) {
+        ck_assert_msg(pa[t].accepted == 0,
+                      "full range accepted %ld of %ld writes (first %s)",
+                      pa[t].accepted, pa[t].accepted + pa[t].refused,
+                      pa[t].accepted_key);
+        ck_assert_msg(pa[t].other == 0, "full-range put: %s",
+                      rk_strerror(pa[t].other_rc));
+        ck_assert_int_gt(pa[t].refused, 0);
+    }
+
+    /* Still full, nothing lost: the kept write and the low half's last
+     * round, before and after a reopen (replay). */
+    char last[16];
+    snprintf(last, sizeof(last), "r%d", round);
+    for (int pass = 0; pass < 2; pass++) {
+        ck_assert_int_eq(put(s, probe, 1, val), RK_EFULL);
+        expect(s, kept, val);
+        for (int j = 0; j < FR_AKEYS; j++)
+            expect(s, akeys[j], last);
+        if (pass == 0) {
+            store_free(s);
+            s = open_store(&o);
+        }
+    }
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 /* Open a raw LMDB env (the store must be closed). */
 static MDB_txn *raw_begin(MDB_env **env, MDB_dbi *dbi, const char *path)
 {
@@ -2022,6 +2210,10 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, stuck_retried_every_second);
     tcase_add_test(tc, regression_replay_retries_kept_writes);
     tcase_add_loop_test(tc, writes_during_compaction, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("full_range");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, full_range_refuses_during_apply_retry);
     suite_add_tcase(s, tc);
     return s;
 }
