@@ -1347,8 +1347,9 @@ static int store__apply_imm(store *s)
          * stuck while only its own applied writes could unstick it. */
         /* Each range's new flag is set once, from what it kept: clearing
          * them all first let a commit in between see a full range
-         * unstuck and accept a write (seen as a flaky failure of
-         * map_full_grows_or_refuses under ASan; no deterministic test). */
+         * unstuck and accept a write (regression:
+         * full_range_refuses_during_apply_retry; first seen as a flaky
+         * failure of map_full_grows_or_refuses under ASan). */
         for (size_t i = 0; i < s->nranges; i++)
             s->ranges[i]->stuck_next = 0;
         pthread_mutex_lock(&s->memmu);
