@@ -7,8 +7,10 @@
  * response), the peer's list (to fail them all when its connection dies),
  * and one deadline-ordered list for the whole table with one uv_timer armed
  * at its head. Requests mostly share one timeout, so insertion from the
- * tail is O(1); a request leaves all three lists before its callback runs,
- * which is what makes "exactly once" hold whatever the callback does.
+ * tail is O(1); one given what is left of an older deadline goes in from
+ * the head, also near its place. A request leaves all three lists before
+ * its callback runs, which is what makes "exactly once" hold whatever the
+ * callback does.
  *
  * After a connection that never got ready fails, the peer backs off
  * (backoff_min doubling to backoff_max); requests in that window fail fast
@@ -181,10 +183,24 @@ static void req_link(net_peers *p, struct req *r)
     if (e->reqs)
         e->reqs->pprev = r;
     e->reqs = r;
-    /* Deadline list: from the tail, usually no step at all. */
+    /* Deadline list, from the end nearer in deadline: usually no step at
+     * all, from the tail for a request with the usual timeout, from the
+     * head for one given what is left of an earlier deadline (a read that
+     * asks another replica late, node/coord.c). t: the last request due
+     * no later than r, NULL if none. */
     struct req *t = p->ttail;
-    while (t && t->deadline > r->deadline)
-        t = t->tprev;
+    if (t == NULL || t->deadline <= r->deadline) {
+        /* after the tail */
+    } else if (r->deadline < p->thead->deadline) {
+        t = NULL;
+    } else if (r->deadline - p->thead->deadline < t->deadline - r->deadline) {
+        t = p->thead;
+        while (t->tnext->deadline <= r->deadline)
+            t = t->tnext;
+    } else {
+        while (t->deadline > r->deadline)
+            t = t->tprev;
+    }
     r->tprev = t;
     r->tnext = t ? t->tnext : p->thead;
     if (r->tnext)

@@ -932,6 +932,61 @@ START_TEST(rpc_timeouts_fire_once)
 }
 END_TEST
 
+/* Requests with mixed timeouts time out in deadline order, whichever end
+ * of the deadline list each was inserted from (before the head, after the
+ * tail, walking from either end), and equal deadlines in request order. */
+struct rpc_order {
+    int *seq;
+    int idx;
+};
+
+static int order_next;
+
+static void rpc_order_cb(void *arg, int status, struct rk_slice resp)
+{
+    struct rpc_order *o = arg;
+    (void)resp;
+    ck_assert_int_eq(status, RK_ETIMEOUT);
+    o->seq[order_next++] = o->idx;
+}
+
+START_TEST(rpc_timeouts_in_deadline_order)
+{
+    enum { N = 60 };
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.hold = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    net_peers *p = peers_start(&e, NULL, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    static const uint32_t pattern[] = {100, 200, 110, 20, 190, 150,
+                                       105, 195, 20,  60, 200, 10};
+    struct rpc_order o[N];
+    int seq[N];
+    uint32_t tmo[N];
+    order_next = 0;
+    for (int i = 0; i < N; i++) {
+        tmo[i] = pattern[i % 12] + (uint32_t)(i / 12);
+        o[i] = (struct rpc_order){.seq = seq, .idx = i};
+        ck_assert_int_eq(net_peers_request(p, a, RK_SLICE("q", 1), tmo[i],
+                                           rpc_order_cb, &o[i]),
+                         0);
+    }
+    RUN_UNTIL(&e, order_next == N);
+    for (int k = 1; k < N; k++) {
+        int x = seq[k - 1], y = seq[k];
+        FAST_ASSERT(tmo[x] < tmo[y] || (tmo[x] == tmo[y] && x < y),
+                    "request %d (%u ms) timed out before %d (%u ms)", x, tmo[x],
+                    y, tmo[y]);
+    }
+    peers_stop(&e, p);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
 START_TEST(rpc_disconnect_fails_pending_then_reconnects)
 {
     struct env e;
@@ -1606,6 +1661,7 @@ static Suite *net_suite(void)
     tcase_add_test(tc, rpc_out_of_order_and_large);
     tcase_add_test(tc, rpc_batching_figure);
     tcase_add_test(tc, rpc_timeouts_fire_once);
+    tcase_add_test(tc, rpc_timeouts_in_deadline_order);
     tcase_add_test(tc, rpc_disconnect_fails_pending_then_reconnects);
     tcase_add_test(tc, rpc_refused_backoff_and_names);
     tcase_add_test(tc, rpc_oversize_response);
