@@ -339,8 +339,30 @@ static void on_check(uv_check_t *h)
         if (!node__rsrv_flush(n))
             break;
     }
+    n->kick_pending = false;
     if (n->stopping == 1)
         node__stop_check(n);
+}
+
+/* The check handle runs after the poll. A reply made in a timer callback
+ * (a replica request's deadline: a TIMEOUT) waited there until something
+ * else woke the loop, up to the next timer: a gossip interval, 1 s by
+ * default, on a node with no other traffic. An idle handle active until
+ * the next check keeps that poll from blocking (libuv polls without
+ * waiting while an idle handle is active). */
+static void on_kick(uv_idle_t *h)
+{
+    node *n = h->data;
+    if (!n->kick_pending)
+        uv_idle_stop(h);
+}
+
+void node__kick(node *n)
+{
+    if (!n->kick_open)
+        return;
+    n->kick_pending = true;
+    uv_idle_start(&n->kick, on_kick);
 }
 
 int node_start(node *n, char *err, size_t errlen)
@@ -353,6 +375,9 @@ int node_start(node *n, char *err, size_t errlen)
     uv_check_init(n->loop, &n->check);
     n->check.data = n;
     uv_check_start(&n->check, on_check);
+    uv_idle_init(n->loop, &n->kick);
+    n->kick.data = n;
+    n->kick_open = true;
     int rc = node__commit_start(n);
     if (rc < 0)
         snprintf(err, errlen, "cannot start the committer threads: %s",
@@ -419,6 +444,11 @@ static void node__stop_close(node *n)
     if (n->drain_open) {
         n->drain_open = 0;
         uv_close((uv_handle_t *)&n->drain, node__handle_closed);
+    }
+    if (n->kick_open) {
+        n->kick_open = false;
+        n->pending_closes++;
+        uv_close((uv_handle_t *)&n->kick, node__handle_closed);
     }
     node__csrv_stop(n);
     node__rsrv_stop(n);
