@@ -4,7 +4,10 @@
  *
  * While the file named by RINGKV_FAULT_SYNC exists, fdatasync, fsync and
  * syncfs return -1 with errno EIO without syncing, as a disk that lost a
- * write would report it. Used by test_disk_fault.py; not part of ringkvd.
+ * write would report it. While the file named by RINGKV_FAULT_SYNC_HANG
+ * exists, they wait (a disk that stops completing writes), then go on.
+ * Used by test_disk_fault.py and test_regression_read_outlives_timeout.py;
+ * not part of ringkvd.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -20,9 +23,17 @@ static int faulting(void)
     return p != NULL && access(p, F_OK) == 0;
 }
 
+static void hang(void)
+{
+    const char *p = getenv("RINGKV_FAULT_SYNC_HANG");
+    while (p != NULL && access(p, F_OK) == 0)
+        usleep(10000);
+}
+
 #define PASS(name, fd)                                  \
     do {                                                \
         static int (*real)(int);                        \
+        hang();                                         \
         if (faulting()) {                               \
             errno = EIO;                                \
             return -1;                                  \
