@@ -8,20 +8,37 @@
  * per DC). Before anything is sent the live replicas are checked against
  * every constraint: too few is UNAVAILABLE, at once.
  *
- * Timeouts come from net/'s RPC deadline (read_timeout_ms / write_timeout_
- * ms): a replica that does not answer in time fails its request, and a
- * coordinator request whose answers are all in without meeting the level is
- * TIMEOUT, reporting how many answered. A write whose replica failed or was
- * DOWN leaves a hint for it, unless the replica refused it for good
+ * Timeouts. A write gives each replica write_timeout_ms (net/'s RPC
+ * deadline): a replica that does not answer in time fails its request, and
+ * a request whose answers are all in without meeting the level is TIMEOUT,
+ * reporting how many answered. A write whose replica failed or was DOWN
+ * leaves a hint for it, unless the replica refused it for good
  * (node__hint_rejected_for_good: a malformed write, or a key in no range
  * of the replica), which a hint replay would only drop.
  *
+ * A read has one deadline, read_timeout_ms from the client request's start
+ * (an MGET's keys share their MGET's: coord_get_metered), and every
+ * replica read it sends, the first or one asked later, gets only what is
+ * left of it; at the deadline the read is answered, TIMEOUT if the level
+ * is not met (the node's wake list: one timer per node, not per request).
+ * Until 2026-12-03 each replica read had a read_timeout_ms of its own: a
+ * read whose replicas stalled one after another took one read timeout per
+ * replica (a ONE read at a non-replica with its three replicas frozen
+ * answered after 3x read_timeout_ms), an MGET one per window of reads, and
+ * a read repair waited a further write_timeout_ms (or, repairing the local
+ * replica, for its commit, however long).
+ *
  * Reads ask only as many live replicas as the level needs (this node first
  * when it is one, then in preference order), asking the next live replica
- * when one fails. With enough answers the newest version (LWW order of
- * storage/) wins; replicas that answered older or nothing get the newest
- * written to them, and the reply waits for those writes (blocking read
- * repair), so a QUORUM read followed by a QUORUM read never goes back.
+ * when one fails, and at the read's hedge point, half of its time, past
+ * the ones that have not answered (they still count if they answer in
+ * time): a replica that stalls without being DOWN yet costs the reads
+ * that asked it half a read timeout, not a TIMEOUT. With enough answers
+ * the newest version (LWW order of storage/) wins; replicas that answered
+ * older or nothing get the newest written to them, and the reply waits
+ * for those writes (blocking read repair), so a QUORUM read followed by a
+ * QUORUM read never goes back -- until the read's deadline, when it is
+ * answered without them, as when a repair fails.
  *
  * Admission. max_inflight bounds the requests not yet answered
  * (n->coord_inflight). A request answered at its level may still wait for
@@ -69,6 +86,7 @@ struct crep {
 
 struct creply {
     bool asked, answered, ok, found, repairing;
+    bool slow; /* read: silent at its hedge point, no longer counted on */
     struct rpc_record rec;
     uint8_t *buf; /* owns rec.value */
 };
@@ -108,6 +126,12 @@ struct creq {
     int fail_err; /* first failure */
     int cause;    /* first failure that is a replica's -errno (-EIO...) */
     bool timed_out;
+    /* reads: the client read's deadline (loop clock, ms) and the node's
+     * wake list, ordered by `wake`: its hedge point, then its deadline */
+    uint64_t deadline;
+    uint64_t wake;
+    struct creq *wprev, *wnext;
+    bool waking; /* on the wake list, which holds a reference */
     /* read repair */
     int phase;
     uint32_t repair_pending;
@@ -130,6 +154,7 @@ struct creq {
 #define CREQ_ZEROED offsetof(struct creq, rep)
 
 static void creq_unref(struct creq *q);
+static void rwake_unlink(struct creq *q);
 
 /* ---- levels ----------------------------------------------------------- */
 
@@ -360,6 +385,138 @@ static void finish(struct creq *q, int err, struct rk_slice value)
                                .expiry_ms = err == 0 ? q->expiry : 0,
                                .cause = err == RK_ETIMEOUT ? q->cause : 0};
     q->cb(&res, q->arg);
+    if (q->waking) { /* the caller holds another reference */
+        rwake_unlink(q);
+        creq_unref(q);
+    }
+}
+
+/* ---- read deadlines ---------------------------------------------------- */
+
+/* A read waiting for replicas is on the node's wake list, ordered by its
+ * next wake time, with one timer armed at the head (as net/peers.c keeps
+ * RPC deadlines): at its hedge point it asks past the replicas that have
+ * not answered (read_hedge), at its deadline it is answered whatever is
+ * still out (read_expire). Most reads are answered before either and
+ * leave the list from finish(). */
+
+static void read_wake(struct creq *q, uint64_t now);
+
+static void rwake_arm(node *n);
+
+static void on_rwake(uv_timer_t *t)
+{
+    node *n = t->data;
+    uint64_t now = uv_now(n->loop);
+    n->rwake_at = 0;
+    while (n->rwake_head && n->rwake_head->wake <= now) {
+        struct creq *q = n->rwake_head;
+        rwake_unlink(q);
+        read_wake(q, now); /* may put q back, later */
+        creq_unref(q);     /* the list's reference */
+    }
+    rwake_arm(n);
+}
+
+/* Arm the timer for the head, unless it is armed for earlier already (it
+ * then fires for nothing and re-arms). */
+static void rwake_arm(node *n)
+{
+    if (!n->rwake_open)
+        return;
+    if (!n->rwake_head) {
+        if (n->rwake_at) {
+            uv_timer_stop(&n->rwake);
+            n->rwake_at = 0;
+        }
+        return;
+    }
+    uint64_t at = n->rwake_head->wake;
+    if (n->rwake_at && n->rwake_at <= at)
+        return;
+    uint64_t now = uv_now(n->loop);
+    uv_timer_start(&n->rwake, on_rwake, at > now ? at - now : 0, 0);
+    n->rwake_at = at;
+}
+
+/* Put q on the wake list for `at`, from the end nearer in time. */
+static void rwake_link(struct creq *q, uint64_t at)
+{
+    node *n = q->n;
+    if (!n->rwake_open)
+        return;
+    q->wake = at;
+    struct creq *t = n->rwake_tail; /* the last one due no later, or NULL */
+    if (t == NULL || t->wake <= at) {
+        /* after the tail */
+    } else if (at < n->rwake_head->wake) {
+        t = NULL;
+    } else if (at - n->rwake_head->wake < t->wake - at) {
+        t = n->rwake_head;
+        while (t->wnext->wake <= at)
+            t = t->wnext;
+    } else {
+        while (t->wake > at)
+            t = t->wprev;
+    }
+    q->wprev = t;
+    q->wnext = t ? t->wnext : n->rwake_head;
+    if (q->wnext)
+        q->wnext->wprev = q;
+    else
+        n->rwake_tail = q;
+    if (t)
+        t->wnext = q;
+    else
+        n->rwake_head = q;
+    q->waking = true;
+    q->refs++;
+    rwake_arm(n);
+}
+
+/* Take q off the wake list; the caller takes over its reference. */
+static void rwake_unlink(struct creq *q)
+{
+    node *n = q->n;
+    if (q->wprev)
+        q->wprev->wnext = q->wnext;
+    else
+        n->rwake_head = q->wnext;
+    if (q->wnext)
+        q->wnext->wprev = q->wprev;
+    else
+        n->rwake_tail = q->wprev;
+    q->wprev = q->wnext = NULL;
+    q->waking = false;
+}
+
+uint64_t coord_read_deadline(node *n)
+{
+    return uv_now(n->loop) + (uint64_t)n->cfg.read_timeout_ms;
+}
+
+void node__coord_start(node *n)
+{
+    uv_timer_init(n->loop, &n->rwake);
+    n->rwake.data = n;
+    n->rwake_open = true;
+}
+
+/* The reads still on the list are answered by their replicas' failures
+ * as the node closes its connections (or their repairs' commits). */
+void node__coord_stop(node *n)
+{
+    if (!n->rwake_open)
+        return;
+    while (n->rwake_head) {
+        struct creq *q = n->rwake_head;
+        rwake_unlink(q);
+        creq_unref(q);
+    }
+    n->rwake_open = false;
+    n->rwake_at = 0;
+    n->pending_closes++;
+    uv_close((uv_handle_t *)&n->rwake, node__handle_closed);
 }
 
 /* Defer a decision made inside coord_*() to the end of the loop turn, so
@@ -737,8 +894,12 @@ static int send_read(struct creq *q, uint32_t i)
         count_answer(q, i);
         return 0;
     }
-    int rc = 0;
-    if (q->wmsg.len == 0) { /* the same request for every replica */
+    /* what is left of the read's deadline, not a fresh read_timeout_ms:
+     * a replica asked after another failed or stayed silent answers by
+     * the same deadline */
+    uint64_t now = uv_now(n->loop);
+    int rc = now < q->deadline ? 0 : RK_ETIMEOUT;
+    if (rc == 0 && q->wmsg.len == 0) { /* the same for every replica */
         struct rpc_read rd = {.token = q->token,
                               .epoch = ring_epoch(n->ring),
                               .key = RK_SLICE(q->key, q->klen),
@@ -746,9 +907,10 @@ static int send_read(struct creq *q, uint32_t i)
         rc = rpc_read_encode(&q->wmsg, &rd);
     }
     if (rc == 0) {
+        uint64_t left = q->deadline - now;
         rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
-                            (uint32_t)n->cfg.read_timeout_ms, on_remote_read,
-                            &q->ctx[i]);
+                            left < UINT32_MAX ? (uint32_t)left : UINT32_MAX,
+                            on_remote_read, &q->ctx[i]);
         if (rc == 0)
             q->refs++;
     }
@@ -760,7 +922,8 @@ static int send_read(struct creq *q, uint32_t i)
 }
 
 /* Ask live, not yet asked replicas until every constraint can be met by
- * the answers and requests outstanding. Local first. */
+ * the answers and the requests outstanding that are still counted on (not
+ * silent past the hedge point). Local first. */
 static void read_fill(struct creq *q)
 {
     for (int pass = 0; pass < 2; pass++) {
@@ -774,10 +937,12 @@ static void read_fill(struct creq *q)
                 if (q->cons[c].dc >= 0 && q->cons[c].dc != q->rep_dc[i])
                     continue;
                 uint32_t have = 0;
-                for (uint32_t k = 0; k < q->nrep; k++)
-                    if (q->r[k].asked && !(q->r[k].answered && !q->r[k].ok) &&
+                for (uint32_t k = 0; k < q->nrep; k++) {
+                    const struct creply *rk = &q->r[k];
+                    if ((rk->answered ? rk->ok : rk->asked && !rk->slow) &&
                         (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[k]))
                         have++;
+                }
                 if (have < q->cons[c].need)
                     helps = true;
             }
@@ -893,6 +1058,59 @@ static void read_decide(struct creq *q)
     creq_unref(q);
 }
 
+/* Half of what the read had left when it started has passed without
+ * enough answers: the replicas that have not answered are no longer
+ * counted on (they still count if they answer in time), and the next live
+ * ones are asked, by the same deadline. Without it a frozen replica (not
+ * yet DOWN) made every read that asked it wait for the deadline and then
+ * answer TIMEOUT, although the others could have answered. */
+static void read_hedge(struct creq *q)
+{
+    uint32_t asked = 0, now_asked = 0;
+    for (uint32_t i = 0; i < q->nrep; i++) {
+        if (!q->r[i].asked)
+            continue;
+        asked++;
+        if (!q->r[i].answered)
+            q->r[i].slow = true;
+    }
+    read_fill(q);
+    for (uint32_t i = 0; i < q->nrep; i++)
+        now_asked += q->r[i].asked;
+    if (now_asked > asked)
+        q->n->stats.read_hedges++;
+}
+
+/* The deadline passed. Waiting for replicas: TIMEOUT. Waiting for read
+ * repairs: the answer they would have given (as when a repair fails);
+ * they finish in the background. */
+static void read_expire(struct creq *q)
+{
+    if (q->phase == 0) {
+        q->timed_out = true;
+        finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
+        return;
+    }
+    LOG(DEBUG, "coord.repair_late", "pending=%u", q->repair_pending);
+    read_reply(q);
+}
+
+static void read_wake(struct creq *q, uint64_t now)
+{
+    if (q->done)
+        return;
+    if (now >= q->deadline) {
+        read_expire(q);
+        return;
+    }
+    if (q->phase == 0) {
+        read_hedge(q);
+        read_decide(q);
+    }
+    if (!q->done)
+        rwake_link(q, q->deadline);
+}
+
 static void on_remote_read(void *arg, int status, struct rk_slice resp)
 {
     struct cctx *c = arg;
@@ -960,12 +1178,13 @@ void coord_errmsg(
 int coord_get(
     node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
 {
-    return coord_get_metered(n, key, cl, NULL, cb, arg);
+    return coord_get_metered(n, key, cl, 0, NULL, cb, arg);
 }
 
 int coord_get_metered(node *n,
                       struct rk_slice key,
                       enum node_cl cl,
+                      uint64_t deadline,
                       struct coord_meter *m,
                       coord_cb cb,
                       void *arg)
@@ -986,7 +1205,12 @@ int coord_get_metered(node *n,
         creq_unref(q);
         return rc;
     }
+    uint64_t now = uv_now(n->loop);
+    q->deadline = deadline ? deadline : now + (uint64_t)n->cfg.read_timeout_ms;
     read_fill(q);
+    if (!satisfied(q)) /* waits for replicas: hedge point, deadline */
+        rwake_link(q, q->deadline > now ? now + (q->deadline - now) / 2
+                                        : q->deadline);
     defer(q);
     creq_unref(q);
     return 0;

@@ -8,7 +8,9 @@
  * through the group-commit batch, remote ones over internode RPC); DOWN
  * replicas get a hint. Reads ask as many live replicas as the level needs,
  * return the newest version and repair the replicas that answered with an
- * older one before replying (blocking read repair).
+ * older one before replying (blocking read repair). A read's callback runs
+ * by its deadline (read_timeout_ms from its start, or the one it is
+ * given), whatever its replicas and repairs do.
  *
  * Contract (libuv's): a call that returns an error never calls `cb`; a call
  * that returns 0 calls `cb` exactly once, later, from the loop (never from
@@ -60,14 +62,23 @@ struct coord_meter {
     size_t bytes;
 };
 
-/* coord_get, counting the values it holds in `m` until its callback.
+/* coord_get, answered by `deadline` (the loop's clock, ms:
+ * coord_read_deadline(); 0: read_timeout_ms from now), and counting the
+ * values it holds in `m` until its callback. The reads of one client
+ * request (an MGET's keys) share the request's deadline, however late
+ * each starts; one that starts past it asks no remote replica.
  * @note m is borrowed until the callback runs (or the call fails). */
 int coord_get_metered(node *n,
                       struct rk_slice key,
                       enum node_cl cl,
+                      uint64_t deadline,
                       struct coord_meter *m,
                       coord_cb cb,
                       void *arg);
+
+/* The deadline of a client read arriving now: read_timeout_ms from now,
+ * on the loop's clock (what coord_get_metered takes). */
+uint64_t coord_read_deadline(node *n);
 
 /* ttl_ms 0 means no expiry. */
 int coord_put(node *n,

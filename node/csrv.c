@@ -15,7 +15,8 @@
  * Admission control: a connection with max_pipeline requests in flight, or
  * a node with max_inflight, answers OVERLOADED at once. A connection whose
  * unsent output passes CSRV_OUT_HIGH stops being read until it drains. An
- * MGET reads its keys CSRV_MGET_READS at a time (mget_more) and stops
+ * MGET reads its keys CSRV_MGET_READS at a time (mget_more), all by one
+ * deadline (read_timeout_ms from its start, not one per key), and stops
  * copying values at a frame's size (TOO_LARGE). The values reads hold
  * (c->meter: a local replica answers within the call) count with the
  * output (conn_full): a connection past CSRV_OUT_HIGH parses no more
@@ -91,6 +92,7 @@ struct csrv_req {
     size_t *klens;
     size_t next_key, copied; /* MGET: the next key to read; copied bytes */
     uint32_t reads;          /* MGET: reads in flight */
+    uint64_t deadline;       /* MGET: its reads answer by then */
     enum node_cl cl;
 };
 
@@ -431,8 +433,9 @@ static void mget_more(struct csrv_req *r)
         s->i = r->next_key++;
         r->pending++;
         r->reads++;
-        int e = coord_get_metered(c->n, RK_SLICE(r->keys[s->i], r->klens[s->i]),
-                                  r->cl, &c->meter, on_mget_one, s);
+        int e =
+            coord_get_metered(c->n, RK_SLICE(r->keys[s->i], r->klens[s->i]),
+                              r->cl, r->deadline, &c->meter, on_mget_one, s);
         if (e < 0) {
             r->pending--;
             r->reads--;
@@ -489,7 +492,7 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
     int rc = 0;
     switch (q->op) {
     case WIRE_COP_GET:
-        rc = coord_get_metered(n, q->key, cl, &c->meter, on_get_done, r);
+        rc = coord_get_metered(n, q->key, cl, 0, &c->meter, on_get_done, r);
         break;
     case WIRE_COP_PUT:
         rc = coord_put(n, q->key, q->value,
@@ -511,6 +514,8 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
             break;
         }
         r->pending = 1; /* held until the first gets are issued */
+        /* one deadline for all its reads, however late each starts */
+        r->deadline = coord_read_deadline(n);
         for (size_t i = 0; i < q->nkeys && !r->err; i++) {
             r->keys[i] = malloc(q->keys[i].len ? q->keys[i].len : 1);
             if (!r->keys[i])

@@ -378,6 +378,7 @@ int node_start(node *n, char *err, size_t errlen)
     uv_idle_init(n->loop, &n->kick);
     n->kick.data = n;
     n->kick_open = true;
+    node__coord_start(n);
     int rc = node__commit_start(n);
     if (rc < 0)
         snprintf(err, errlen, "cannot start the committer threads: %s",
@@ -450,6 +451,7 @@ static void node__stop_close(node *n)
         n->pending_closes++;
         uv_close((uv_handle_t *)&n->kick, node__handle_closed);
     }
+    node__coord_stop(n);
     node__csrv_stop(n);
     node__rsrv_stop(n);
     node__obs_stop(n);

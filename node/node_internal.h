@@ -45,6 +45,7 @@ struct node_stats {
     uint64_t overloaded;
     uint64_t stale;
     uint64_t read_repairs;
+    uint64_t read_hedges; /* reads that asked past silent replicas */
     uint64_t hints_stored;
     uint64_t hints_replayed;
     uint64_t hints_dropped;
@@ -185,6 +186,11 @@ struct node {
     uint64_t refused_logged_ms; /* coord.write_refused: last logged */
     uint64_t refused_unlogged;  /* refusals since */
     struct creq *deferred;      /* decisions due at the end of the turn */
+    /* coord.c: reads waiting for replicas, by hedge point / deadline */
+    uv_timer_t rwake;
+    bool rwake_open;
+    uint64_t rwake_at; /* loop ms the timer is armed for, 0: none */
+    struct creq *rwake_head, *rwake_tail;
     struct rk_pool coord_pool;  /* coord.c: finished request structs */
     struct rk_pool iwrite_pool; /* replica.c: finished replica writes */
     struct rpc_buf reply_buf;   /* replica.c: replies are encoded here */
@@ -308,7 +314,9 @@ void node__commit_free(node *n);
 
 /* ---- coord.c ---- */
 void node__coord_run_deferred(node *n);
-void node__coord_free(node *n); /* the request free list */
+void node__coord_free(node *n);  /* the request free list */
+void node__coord_start(node *n); /* the reads' deadline timer */
+void node__coord_stop(node *n);  /* close it (node__handle_closed) */
 
 /* ---- admin.c ---- */
 struct node_admin_buf {

@@ -42,7 +42,7 @@ struct obs {
     bool stopped;
 
     metrics_family *req, *lat, *err;
-    metrics_family *overloaded, *stale, *repairs;
+    metrics_family *overloaded, *stale, *repairs, *hedges;
     metrics_family *hints_stored, *hints_replayed, *hints_dropped;
     metrics_family *writes_refused;
     metrics_family *gossip_in, *gossip_out, *gossip_bad, *gossip_auth;
@@ -124,6 +124,10 @@ static int obs_register(struct obs *o)
       "Requests refused with RING_STALE.", METRICS_COUNTER, 0, NULL);
     F(repairs, "ringkv_read_repairs_total",
       "Replica writes made by read repair.", METRICS_COUNTER, 0, NULL);
+    F(hedges, "ringkv_read_hedges_total",
+      "Reads that asked more replicas because those asked had not answered "
+      "in half of the time the read had (read_timeout_ms).",
+      METRICS_COUNTER, 0, NULL);
     F(hints_stored, "ringkv_hints_stored_total",
       "Hinted writes stored for DOWN or failed replicas.", METRICS_COUNTER, 0,
       NULL);
@@ -301,6 +305,7 @@ static void obs_sync(struct obs *o)
     ctr(o->overloaded, 0, s->overloaded, &l->overloaded);
     ctr(o->stale, 0, s->stale, &l->stale);
     ctr(o->repairs, 0, s->read_repairs, &l->read_repairs);
+    ctr(o->hedges, 0, s->read_hedges, &l->read_hedges);
     ctr(o->hints_stored, 0, s->hints_stored, &l->hints_stored);
     ctr(o->hints_replayed, 0, s->hints_replayed, &l->hints_replayed);
     ctr(o->hints_dropped, 0, s->hints_dropped, &l->hints_dropped);

@@ -35,7 +35,11 @@
  * first; values from remote replicas are counted when they arrive, so the
  * reads issued before then may still bring up to max_pipeline values. One
  * EXISTS / MGET / DEL of many keys reads them RSRV_KEY_READS at a time,
- * one at a time while the meter is over RSRV_OUT_HIGH (slot_reads_more).
+ * one at a time while the meter is over RSRV_OUT_HIGH (slot_reads_more),
+ * all by one deadline, read_timeout_ms from the command's start: a read
+ * started late gets what is left, so the reads end (answered or TIMEOUT)
+ * within read_timeout_ms, not one read timeout per window (a DEL's
+ * deletes then have write_timeout_ms).
  *
  * Slots are taken from and returned to a pool on the server (common/pool.h),
  * so a request in the steady state allocates nothing here.
@@ -164,8 +168,9 @@ struct rslot {
     size_t mget_bytes; /* MGET: value bytes copied so far */
     uint8_t **keys;    /* EXISTS / MGET / DEL: key copies */
     size_t *klens;
-    size_t next_key; /* the next key to read */
-    uint32_t reads;  /* its reads in flight */
+    size_t next_key;   /* the next key to read */
+    uint32_t reads;    /* its reads in flight */
+    uint64_t deadline; /* its reads answer by then (coord_read_deadline) */
 };
 
 static void conn_unref(struct rconn *c);
@@ -718,8 +723,8 @@ static void slot_reads_more(struct rslot *s)
         s->pending++;
         s->reads++;
         int rc = coord_get_metered(
-            c->n, RK_SLICE(s->keys[i], s->klens[i]), s->cl, &c->meter,
-            s->kind == K_DEL ? on_del_read : on_get, &s->sub[i]);
+            c->n, RK_SLICE(s->keys[i], s->klens[i]), s->cl, s->deadline,
+            &c->meter, s->kind == K_DEL ? on_del_read : on_get, &s->sub[i]);
         if (rc < 0) {
             s->pending--;
             s->reads--;
@@ -872,7 +877,8 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
     case K_GET:
         s->pttl = q->pttl;
         s->pending++;
-        rc = coord_get_metered(n, q->key, s->cl, &c->meter, on_get, &s->sub1);
+        rc =
+            coord_get_metered(n, q->key, s->cl, 0, &c->meter, on_get, &s->sub1);
         if (rc < 0)
             s->pending--;
         break;
@@ -900,7 +906,7 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
                     memcpy(s->copy + q->key.len, q->value.p, q->value.len);
                 s->klen = q->key.len;
                 s->vlen = q->value.len;
-                rc = coord_get_metered(n, q->key, s->cl, &c->meter,
+                rc = coord_get_metered(n, q->key, s->cl, 0, &c->meter,
                                        on_set_check, &s->sub1);
             }
         }
@@ -929,8 +935,11 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
             memcpy(s->keys[i], q->keys[i].p, q->keys[i].len);
             s->klens[i] = q->keys[i].len;
         }
-        if (rc == 0)
+        if (rc == 0) {
+            /* one deadline for all its reads, however late each starts */
+            s->deadline = coord_read_deadline(n);
             slot_reads_more(s); /* the first RSRV_KEY_READS */
+        }
         break;
     case K_MSET:
         if (q->nkeys > 1 && sub_alloc(s, q->nkeys) < 0) {
