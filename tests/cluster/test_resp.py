@@ -30,8 +30,12 @@ import harness as h
 
 def main():
     ips = ["127.0.0.51", "127.0.0.52", "127.0.0.53"]
+    # read_timeout_ms bounds a whole MGET (one deadline for all its keys):
+    # the 60 MiB MGET below, four 15 MiB values read one after another
+    # (the reply meter's byte bound), took more than the harness's 1.5 s
+    # under ASan on a busy 2-core machine. Nothing here tests timeouts.
     c = h.Cluster(ips, seeds=ips[:1], replication="dc1:3", resp_port=6379,
-                  metrics_port=9180, max_pipeline=64)
+                  metrics_port=9180, max_pipeline=64, read_timeout_ms=10000)
     c.start()
     c.wait_converged(timeout=60)
     n1, n2, n3 = c.nodes
