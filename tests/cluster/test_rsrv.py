@@ -520,47 +520,88 @@ def part_auth():
     print("requirepass: NOAUTH, WRONGPASS, then served")
 
 
-def part_full_output_resumes(c):
-    """Regression (held_after_full_output): n2 (max_pipeline 16) gets 40
-    pipelined GETs of a 256 KiB value from a client that reads nothing for a
-    while. The 16 in flight finish while the unsent output is over its 4 MiB
-    bound, the 17th waits (pipeline full); once the client reads, the output
-    drains and the waiting GET must run -- it used to wait for ever, as
-    nothing ran the connection's commands again after its output drained.
-    256 KiB: the 16 values read (n2 is a replica) are exactly the 4 MiB, so
-    the connection still parses the 17th (not over the bound); their 16
-    replies, a few bytes longer each, are over it."""
-    ip = c.nodes[1].ip
-    big = b"v" * (256 * 1024)
-    r = redis.Redis(host=ip, port=PORT, socket_timeout=20)
-    h.check(r.set("bigv", big) is True, "SET of a 256 KiB value")
-    r.close()
-    n = 40
+def kernel_send_buffer_max():
+    """The most a socket's send buffer can grow to (tcp_wmem's maximum):
+    what the node can hand to the kernel beyond its own output bound."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_wmem") as f:
+            return int(f.read().split()[2])
+    except (OSError, ValueError, IndexError):
+        return 16 << 20
+
+
+def pipeline_unread(ip, key, n):
+    """Send n GETs of key on a new connection (64 KiB receive buffer) and
+    read nothing until the node settles: nothing in flight and nothing more
+    parsed for a second. Returns (socket, commands parsed)."""
     s = socket.create_connection((ip, PORT), timeout=30)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
     r = redis.Redis(host=ip, port=PORT, socket_timeout=20)
     base = r.info()["total_commands_processed"]
-    s.sendall(b"*2\r\n$3\r\nGET\r\n$4\r\nbigv\r\n" * n)
-    # Wait until the 16 in flight finished into the output buffer and the
-    # 17th was parsed (and held): counted in INFO, each poll being one
-    # command of its own.
-    deadline, polls = time.time() + 30, 0
+    s.sendall(b"*2\r\n$3\r\nGET\r\n$%d\r\n%s\r\n" % (len(key), key) * n)
+    # Each poll is one command of its own (the first one is in base).
+    deadline, polls, last, since = time.time() + 60, 0, None, time.time()
     while True:
         info = r.info()
         polls += 1
-        if (info["total_commands_processed"] - base - polls >= 17 and
-                info["inflight_requests"] == 0):
+        now = (info["total_commands_processed"] - base - polls,
+               info["inflight_requests"])
+        if now != last:
+            last, since = now, time.time()
+        elif now[1] == 0 and time.time() - since >= 1.0:
             break
-        h.check(time.time() < deadline, "the pipeline never got going: %r"
-                % {k: info.get(k) for k in ("total_commands_processed",
-                                            "inflight_requests")})
+        h.check(time.time() < deadline, "the pipeline never settled: %r"
+                % (now,))
         time.sleep(0.05)
     r.close()
+    return s, last[0]
+
+
+def part_full_output_resumes(c):
+    """Regression (held_after_full_output): n2 (max_pipeline 16) gets GETs
+    pipelined by a client that reads nothing for a while; once it reads,
+    every reply must arrive. A GET held back because 16 were in flight used
+    to wait for ever when the 16 finished while the unsent output was over
+    its 4 MiB bound: nothing ran the connection's commands again once the
+    output drained.
+
+    Sizes keep clear of the bound either way, so that a few bytes more or
+    less in its accounting change nothing. (a) Well under it: 40 GETs of
+    16 KiB (640 KiB of replies) all run while the client reads nothing (no
+    pause, no -OVERLOADED: max_inflight is 32). (b) Well over it: GETs of
+    128 KiB. The 16 in flight hold 2 MiB, half the bound, so the pipeline
+    fills and the next GET is parsed and held for the pipeline limit; the
+    replies come to 12 MiB (three times the bound) more than the kernel's
+    socket buffers can take, so the output goes over the bound with a GET
+    held (or parsed GETs waiting in the buffer). The connection must stop
+    short of the end while the client reads nothing (bounded), and run what
+    it holds once the client reads (before the fix: it hung either way)."""
+    ip = c.nodes[1].ip
+    small, big = b"s" * (16 * 1024), b"v" * (128 * 1024)
+    r = redis.Redis(host=ip, port=PORT, socket_timeout=20)
+    h.check(r.set("smallv", small) is True, "SET of a 16 KiB value")
+    h.check(r.set("bigv", big) is True, "SET of a 128 KiB value")
+    r.close()
+
+    n = 40
+    s, parsed = pipeline_unread(ip, b"smallv", n)
+    h.check(parsed == n, "well under the bound: %d of %d GETs ran while the "
+            "client read nothing" % (parsed, n))
     rep = read_replies(s, n, time.time() + 60)
     s.close()
-    h.check(all(x == big for x in rep), "wrong GET replies")
-    print("full output: %d pipelined GETs of 256 KiB through max_pipeline 16"
-          % n)
+    h.check(all(x == small for x in rep), "wrong GET replies (16 KiB)")
+
+    n = (kernel_send_buffer_max() + (12 << 20)) // len(big)
+    s, parsed = pipeline_unread(ip, b"bigv", n)
+    h.check(17 <= parsed < n, "well over the bound: %d of %d GETs parsed "
+            "while the client read nothing (want 17 or more: the pipeline "
+            "filled; fewer than all: the output is bounded)" % (parsed, n))
+    rep = read_replies(s, n, time.time() + 60)
+    s.close()
+    h.check(all(x == big for x in rep), "wrong GET replies (128 KiB)")
+    print("full output: 40 GETs of 16 KiB unread all ran; %d of %d GETs of "
+          "128 KiB through max_pipeline 16 before the client read" %
+          (parsed, n))
 
 
 def main():
