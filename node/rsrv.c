@@ -123,6 +123,7 @@ struct rconn {
     enum node_cl cl;
     bool on_dirty, closing, close_after_flush, reading, writing, authed;
     bool stopped;    /* no more requests: QUIT or protocol error */
+    bool eof;        /* the client sent EOF: run what is buffered, then close */
     bool in_multi;   /* after a refused MULTI (resp_multi_filter) */
     bool processing; /* inside conn_process */
     char peer[64];
@@ -1219,8 +1220,14 @@ static void conn_process(struct rconn *c)
             rc = resp_parser_next(&cmd, c->p);
             c->rs->commands += rc == 1;
         }
-        if (rc == 0)
+        if (rc == 0) {
+            if (c->eof) { /* all it sent is run: close once answered */
+                c->stopped = true;
+                c->close_after_flush = true;
+                conn_maybe_close(c);
+            }
             break;
+        }
         if (rc == -ENOMEM) { /* the argument arrays could not grow */
             conn_close(c);
             break;
@@ -1334,10 +1341,20 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
 {
     struct rconn *c = st->data;
     (void)buf;
+    if (nread == UV_EOF) {
+        /* A client may shut its side down once it has sent everything
+         * (`printf 'GET k\r\n' | nc -N`) and still read: what it sent is
+         * run and answered, then the connection closes. Before, EOF closed
+         * it at once and the replies of requests still in flight were lost
+         * (regression: half_close_drops_replies). libuv stopped reading. */
+        c->reading = false;
+        c->eof = true;
+        conn_process(c);
+        return;
+    }
     if (nread < 0) {
-        if (nread != UV_EOF)
-            LOG(DEBUG, "resp.read_fail", "peer=%s error=%s", c->peer,
-                uv_strerror((int)nread));
+        LOG(DEBUG, "resp.read_fail", "peer=%s error=%s", c->peer,
+            uv_strerror((int)nread));
         conn_close(c);
         return;
     }
@@ -1371,7 +1388,7 @@ static void conn_update_reading(struct rconn *c)
 {
     if (c->closing)
         return;
-    if (c->stopped || conn_full(c) || c->held) {
+    if (c->stopped || c->eof || conn_full(c) || c->held) {
         conn_stop_reading(c);
         return;
     }
