@@ -1078,6 +1078,7 @@ int resp_request_parse(struct resp_request *out,
             resp_out_errorf(reply, "ERR unknown command '%s'", name));
     }
     out->op = def->op;
+    out->name = def->name;
     if (cmd->argc < (size_t)def->min_argc ||
         (def->max_argc != 0 && cmd->argc > (size_t)def->max_argc) ||
         (def->op == RESP_OP_MSET && cmd->argc % 2 == 0))

@@ -241,8 +241,10 @@ struct resp_request {
     struct rk_slice password; /* AUTH */
     bool has_level;           /* CONSISTENCY <level>; without: query */
     enum resp_level level;
-    bool close; /* QUIT: close after the reply is flushed */
-    bool pttl;  /* TTL: answer in milliseconds (PTTL) */
+    bool close;       /* QUIT: close after the reply is flushed */
+    bool pttl;        /* TTL: answer in milliseconds (PTTL) */
+    const char *name; /* the command as named in the table, lower case
+                         ("setex"), for messages; static */
 };
 
 /* Outcome of resp_request_parse(). */

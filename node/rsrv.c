@@ -539,15 +539,17 @@ static void slot_finish(struct rslot *s)
                 resp_out_null(o);
             break;    /* found: encoded in on_get */
         case K_TTL: { /* Redis's answers: -2 no key, -1 no expiry */
-            int64_t left = (int64_t)s->expiry - (int64_t)node__now_ms();
+            uint64_t now = node__now_ms();
+            uint64_t left = s->expiry > now ? s->expiry - now : 0;
+            if (left > INT64_MAX) /* unsigned: no expiry overflows it */
+                left = INT64_MAX;
             if (!s->sub1.found)
                 resp_out_int(o, -2);
             else if (!s->expiry)
                 resp_out_int(o, -1);
-            else if (left <= 0)
-                resp_out_int(o, 0);
             else
-                resp_out_int(o, s->pttl ? left : (left + 500) / 1000);
+                resp_out_int(o,
+                             (int64_t)(s->pttl ? left : (left + 500) / 1000));
             break;
         }
         case K_SET:
@@ -827,6 +829,15 @@ static void slot_register(struct rslot *s, const struct resp_request *q)
     }
 }
 
+/* A relative expiry that passes INT64_MAX ms once the clock is added:
+ * refused, as Redis does. It was taken, and TTL / PTTL of the key then
+ * overflowed (regression: set_expire_overflow). */
+static bool set_expiry_overflows(const struct resp_request *q)
+{
+    return q->set.has_expire && !q->set.expire_at &&
+           q->set.expire_ms > INT64_MAX - (int64_t)node__now_ms();
+}
+
 /* Start a data command in a new slot. Returns 0 (the slot completes
  * later, or has completed), 1 (held back: conflicts with a pending
  * command, or the connection has max_pipeline in flight; nothing done) or
@@ -864,6 +875,12 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
     struct rslot *s = slot_new(c, kind);
     if (!s)
         return -ENOMEM;
+    if (kind == K_SET && set_expiry_overflows(q)) {
+        resp_out_errorf(slot_out(s), "ERR invalid expire time in '%s' command",
+                        q->name);
+        slot_complete(s);
+        return 0;
+    }
     if (!admit(c, kind, slot_out(s))) {
         slot_complete(s);
         return 0;

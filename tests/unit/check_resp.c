@@ -652,8 +652,10 @@ START_TEST(cmd_set_older_forms)
     ck_assert(r.set.has_expire && !r.set.expire_at && !r.set.reply_int);
     ck_assert_int_eq(r.set.expire_ms, 10000);
     ck_assert_int_eq(r.set.cond, RESP_SET_ALWAYS);
+    ck_assert_str_eq(r.name, "setex"); /* for the daemon's messages */
     req_expect(&r, R("psetex", "k", "1500", "v"), NULL);
     ck_assert_int_eq(r.set.expire_ms, 1500);
+    ck_assert_str_eq(r.name, "psetex");
     req_expect(&r, R("setnx", "k", "v"), NULL);
     ck_assert_int_eq(r.op, RESP_OP_SET);
     ck_assert_int_eq(r.set.cond, RESP_SET_NX);

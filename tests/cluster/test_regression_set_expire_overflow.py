@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Regression (set_expire_overflow): a SET whose relative expiry passes
+INT64_MAX milliseconds once the clock is added is refused, and TTL / PTTL
+never overflow.
+
+SET k v PX 9223372036854775807 (or EX, SETEX, PSETEX near the limit) was
+answered +OK: the parser only checks that the number is positive and that
+EX's seconds fit in milliseconds, and the node stored an expiry of now +
+2^63 - 1. PTTL k then computed `(int64_t)expiry - now`, a signed overflow:
+UBSan aborted the node (sanitized builds, -fno-sanitize-recover), and a
+release build answered a made-up number. Redis refuses such a SET with
+-ERR invalid expire time in 'set' command, as docs/resp.md says ringkv
+does for an "overflowing expiry".
+
+On one node: each overflowing form must be refused with the command's
+name and write nothing; the largest expiries that do fit (a relative one
+a little under the limit, PXAT at the limit) must be taken, with PTTL and
+TTL answering them; and the node must still serve and exit cleanly.
+"""
+import socket
+import time
+
+import harness as h
+
+IP = "127.0.0.183"
+PORT = 6379
+I64 = 2**63 - 1
+
+
+def cmd(*args):
+    args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+    return b"*%d\r\n" % len(args) + b"".join(
+        b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+class Conn:
+    def __init__(self):
+        self.s = socket.create_connection((IP, PORT), timeout=20)
+        self.buf = b""
+
+    def call(self, *args):
+        self.s.sendall(cmd(*args))
+        while b"\r\n" not in self.buf:
+            d = self.s.recv(4096)
+            h.check(d, "connection closed after %r" % (args,))
+            self.buf += d
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        if line[:1] == b"$" and int(line[1:]) >= 0:
+            n = int(line[1:])
+            while len(self.buf) < n + 2:
+                d = self.s.recv(4096)
+                h.check(d, "connection closed in a bulk")
+                self.buf += d
+            line, self.buf = self.buf[:n], self.buf[n + 2:]
+        return line
+
+
+def main():
+    c = h.Cluster([IP], seeds=[IP], replication="dc1:1", resp_port=PORT)
+    c.start()
+    c.wait_converged(timeout=60)
+    r = Conn()
+    deadline = time.time() + 30
+    while r.call("SET", "ready", "1") != b"+OK":
+        h.check(time.time() < deadline, "the node never served")
+        time.sleep(0.2)
+
+    for args, name in ((("SET", "k", "v", "PX", I64), "set"),
+                       (("SET", "k", "v", "EX", I64 // 1000), "set"),
+                       (("SET", "k", "v", "NX", "PX", I64 - 1000), "set"),
+                       (("PSETEX", "k", I64, "v"), "psetex"),
+                       (("SETEX", "k", I64 // 1000, "v"), "setex")):
+        rep = r.call(*args)
+        h.check(rep == b"-ERR invalid expire time in '%s' command" %
+                name.encode(), "%r: %r" % (args, rep))
+        h.check(r.call("GET", "k") == b"$-1", "%r wrote the key" % (args,))
+
+    # The largest that fit: relative 9e18 ms (now is ~1.8e12), and PXAT at
+    # the limit.
+    h.check(r.call("SET", "k", "v", "PX", 9 * 10**18) == b"+OK", "PX 9e18")
+    pttl = int(r.call("PTTL", "k")[1:])
+    h.check(9 * 10**18 - 60000 <= pttl <= 9 * 10**18, "PTTL %d" % pttl)
+    ttl = int(r.call("TTL", "k")[1:])
+    h.check(9 * 10**15 - 60 <= ttl <= 9 * 10**15, "TTL %d" % ttl)
+    h.check(r.call("SET", "k", "v", "PXAT", I64) == b"+OK", "PXAT max")
+    pttl = int(r.call("PTTL", "k")[1:])
+    left = I64 - int(time.time() * 1000)
+    h.check(left - 60000 <= pttl <= left + 60000, "PTTL %d, want ~%d" %
+            (pttl, left))
+    h.check(r.call("GET", "k") == b"v", "GET")
+    h.check(r.call("PING") == b"+PONG", "PING after")
+    r.s.close()
+    print("overflowing expiries refused; the largest that fit answered")
+    h.check(c.nodes[0].stop() == 0, "unclean exit")
+
+
+if __name__ == "__main__":
+    h.run(main)
