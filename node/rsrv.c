@@ -821,12 +821,88 @@ static void slot_register(struct rslot *s, const struct resp_request *q)
     kind_rw(s->kind, q, &rd, &wr);
     for (size_t i = 0; i < s->nsub; i++) {
         struct rsub *u = &s->sub[i];
-        u->bk = key_bucket(req_key(q, i));
+        /* the slot's copies when it has them: DEL's are distinct */
+        u->bk =
+            key_bucket(s->keys && s->keys[i] ? RK_SLICE(s->keys[i], s->klens[i])
+                                             : req_key(q, i));
         u->rd = rd;
         u->wr = wr;
         c->rpend[u->bk] += rd;
         c->wpend[u->bk] += wr;
     }
+}
+
+struct key_ref {
+    struct rk_slice k;
+    size_t i; /* position in the request */
+};
+
+static int key_ref_cmp(const void *a, const void *b)
+{
+    const struct key_ref *x = a, *y = b;
+    if (x->k.len != y->k.len)
+        return x->k.len < y->k.len ? -1 : 1;
+    int d = memcmp(x->k.p, y->k.p, x->k.len);
+    if (d != 0)
+        return d;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* Set dup[i] for each of the n keys named earlier in the list. Returns
+ * the number of distinct keys, or 0 if out of memory. */
+static size_t keys_mark_dups(bool *dup, const struct rk_slice *keys, size_t n)
+{
+    struct key_ref *r = malloc(n * sizeof(*r));
+    if (!r)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        r[i] = (struct key_ref){keys[i], i};
+    qsort(r, n, sizeof(*r), key_ref_cmp);
+    size_t distinct = n;
+    for (size_t j = 1; j < n; j++) {
+        if (r[j].k.len == r[j - 1].k.len &&
+            memcmp(r[j].k.p, r[j - 1].k.p, r[j].k.len) == 0) {
+            dup[r[j].i] = true;
+            distinct--;
+        }
+    }
+    free(r);
+    return distinct;
+}
+
+/* EXISTS / MGET / DEL: copy the keys into the slot (they are read a few
+ * at a time, after the request's bytes are gone). DEL takes each key once:
+ * Redis deletes a key at its first mention and counts it once, and `DEL k
+ * k` answered 2 (regression: del_duplicate_keys_counted). EXISTS counts a
+ * key named twice twice, as Redis does; MGET answers each. */
+static int slot_copy_keys(struct rslot *s, const struct resp_request *q)
+{
+    size_t n = q->nkeys, nd = n;
+    bool *dup = NULL;
+    int rc = -ENOMEM;
+    if (s->kind == K_DEL && n > 1) {
+        if (!(dup = calloc(n, sizeof(*dup))) ||
+            !(nd = keys_mark_dups(dup, q->keys, n)))
+            goto out;
+    }
+    if (nd > 1 && sub_alloc(s, nd) < 0)
+        goto out;
+    s->keys = calloc(nd, sizeof(*s->keys));
+    s->klens = calloc(nd, sizeof(*s->klens));
+    if (!s->keys || !s->klens)
+        goto out;
+    for (size_t i = 0, j = 0; i < n; i++) {
+        if (dup && dup[i])
+            continue;
+        if (!(s->keys[j] = malloc(q->keys[i].len ? q->keys[i].len : 1)))
+            goto out;
+        memcpy(s->keys[j], q->keys[i].p, q->keys[i].len);
+        s->klens[j++] = q->keys[i].len;
+    }
+    rc = 0;
+out:
+    free(dup);
+    return rc;
 }
 
 /* A relative expiry that passes INT64_MAX ms once the clock is added:
@@ -935,24 +1011,7 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
     case K_EXISTS:
     case K_MGET:
     case K_DEL:
-        if (q->nkeys > 1 && sub_alloc(s, q->nkeys) < 0) {
-            rc = -ENOMEM;
-            break;
-        }
-        s->keys = calloc(q->nkeys, sizeof(*s->keys));
-        s->klens = calloc(q->nkeys, sizeof(*s->klens));
-        if (!s->keys || !s->klens) {
-            rc = -ENOMEM;
-            break;
-        }
-        for (size_t i = 0; i < q->nkeys; i++) {
-            if (!(s->keys[i] = malloc(q->keys[i].len ? q->keys[i].len : 1))) {
-                rc = -ENOMEM;
-                break;
-            }
-            memcpy(s->keys[i], q->keys[i].p, q->keys[i].len);
-            s->klens[i] = q->keys[i].len;
-        }
+        rc = slot_copy_keys(s, q);
         if (rc == 0) {
             /* one deadline for all its reads, however late each starts */
             s->deadline = coord_read_deadline(n);
