@@ -11,8 +11,9 @@
  *
  * Bytes. The coordinator copies what it keeps (key, encoded value) before
  * coord_*() returns, so request bytes borrowed from the parser are dead
- * after the call; only SET NX/XX (a read, then a write) and DEL (a read,
- * then a delete) copy their keys/values into the slot.
+ * after the call; only SET NX/XX (a read, then a write), DEL (a read,
+ * then a delete), EXISTS / MGET (reads a window at a time) and MSET past
+ * its first window copy their keys/values into the slot.
  *
  * Output. Replies accumulate in `out` during a loop turn; at the end of the
  * turn (the node's check handle calls node__rsrv_flush) each dirty
@@ -39,7 +40,9 @@
  * all by one deadline, read_timeout_ms from the command's start: a read
  * started late gets what is left, so the reads end (answered or TIMEOUT)
  * within read_timeout_ms, not one read timeout per window (a DEL's
- * deletes then have write_timeout_ms).
+ * deletes then have write_timeout_ms). MSET and DEL write RSRV_KEY_READS
+ * at a time (slot_writes_more), MSET's copies of the pairs not yet sent
+ * counted in c->meter.
  *
  * Slots are taken from and returned to a pool on the server (common/pool.h),
  * so a request in the steady state allocates nothing here.
@@ -74,7 +77,10 @@
  * they answer, while the connection's meter is under RSRV_OUT_HIGH (one
  * at least). All at once, `EXISTS big big ...` (65,536 keys a request)
  * had the coordinator copy a local 16 MiB value per key within the call
- * (regression: multikey_reads_unbounded). */
+ * (regression: multikey_reads_unbounded). The writes of one MSET / DEL
+ * likewise: all at once, one of more keys than max_inflight was refused
+ * -OVERLOADED even on an idle node (regression:
+ * multikey_writes_overloaded). Never more than max_inflight: key_window(). */
 #define RSRV_KEY_READS 64
 #define RSRV_VERSION   "0.1.0"
 #define RSRV_BUCKETS   256 /* key buckets for pipeline ordering */
@@ -172,6 +178,12 @@ struct rslot {
     size_t next_key;   /* the next key to read */
     uint32_t reads;    /* its reads in flight */
     uint64_t deadline; /* its reads answer by then (coord_read_deadline) */
+    /* MSET / DEL's deletes */
+    size_t next_write; /* the next key to write */
+    uint32_t writes;   /* its writes in flight */
+    size_t *vlens;     /* MSET: keys[i] holds key and value past the first
+                          window (the request's bytes are gone by then) */
+    size_t held;       /* MSET: bytes of those copies, counted in c->meter */
 };
 
 static void conn_unref(struct rconn *c);
@@ -410,6 +422,7 @@ static void slot_free(struct rslot *s)
         free(s->keys);
     }
     free(s->klens);
+    free(s->vlens);
     free(s->copy);
     if (!rk_pool_put(&rs->slot_pool, s, SLOT_LINK))
         free(s);
@@ -520,9 +533,11 @@ static void slot_finish(struct rslot *s)
             c->wpend[u->bk]--;
         u->rd = u->wr = false;
     }
-    assert(c->meter.bytes >= s->mget_bytes);
+    assert(c->meter.bytes >= s->mget_bytes + s->held);
     c->meter.bytes -= s->mget_bytes; /* the copies become the reply */
+    c->meter.bytes -= s->held;       /* MSET's are written */
     s->mget_bytes = 0;
+    s->held = 0;
     struct resp_out *o = slot_out(s);
     if (s->err == RK_ETOOLARGE && s->kind == K_MGET) {
         char msg[96];
@@ -625,11 +640,14 @@ static void on_get(const struct coord_result *res, void *arg)
         slot_finish(s);
 }
 
+static void slot_writes_more(struct rslot *s);
+
 static void on_write_done(const struct coord_result *res, void *arg)
 {
     struct rsub *u = arg;
     struct rslot *s = u->s;
     slot_note(s, res);
+    slot_writes_more(s);
     if (--s->pending == 0)
         slot_finish(s);
 }
@@ -681,16 +699,7 @@ static void del_send(struct rslot *s)
         return;
     }
     s->pending = 1; /* held while the deletes are issued */
-    int rc = 0;
-    for (size_t i = 0; i < s->nsub && rc == 0; i++) {
-        s->pending++;
-        rc = coord_del(s->c->n, RK_SLICE(s->keys[i], s->klens[i]), s->cl,
-                       on_write_done, &s->sub[i]);
-        if (rc < 0) {
-            s->pending--;
-            slot_note_rc(s, rc);
-        }
-    }
+    slot_writes_more(s);
     if (--s->pending == 0)
         slot_finish(s);
 }
@@ -707,8 +716,49 @@ static void on_del_read(const struct coord_result *res, void *arg)
         del_send(s);
 }
 
+/* Sub-requests one slot keeps in flight: RSRV_KEY_READS, or max_inflight
+ * if that is less, so that a command of many keys can complete on an idle
+ * node whatever its limit. */
+static uint32_t key_window(const node *n)
+{
+    if (n->cfg.max_inflight < RSRV_KEY_READS)
+        return n->cfg.max_inflight > 1 ? (uint32_t)n->cfg.max_inflight : 1;
+    return RSRV_KEY_READS;
+}
+
+/* MSET / DEL's deletes: a write answered (or none started yet); start the
+ * next ones, key_window() in flight at most. None after an error: the
+ * reply is that error (writes sent before it may have been applied). The
+ * caller holds a unit of s->pending. */
+static void slot_writes_more(struct rslot *s)
+{
+    if (s->kind != K_MSET && s->kind != K_DEL)
+        return; /* SET */
+    if (s->writes > 0)
+        s->writes--;
+    node *n = s->c->n;
+    while (s->next_write < s->nsub && !s->err && s->writes < key_window(n)) {
+        size_t i = s->next_write++;
+        s->pending++;
+        s->writes++;
+        int rc;
+        if (s->kind == K_DEL)
+            rc = coord_del(n, RK_SLICE(s->keys[i], s->klens[i]), s->cl,
+                           on_write_done, &s->sub[i]);
+        else
+            rc = coord_put(n, RK_SLICE(s->keys[i], s->klens[i]),
+                           RK_SLICE(s->keys[i] + s->klens[i], s->vlens[i]), 0,
+                           s->cl, on_write_done, &s->sub[i]);
+        if (rc < 0) {
+            s->pending--;
+            s->writes--;
+            slot_note_rc(s, rc);
+        }
+    }
+}
+
 /* EXISTS / MGET / DEL: a read answered (or none started yet); start the
- * next ones, RSRV_KEY_READS in flight at most, and only one while the
+ * next ones, key_window() in flight at most, and only one while the
  * connection's meter is over RSRV_OUT_HIGH (its copies, the MGET's values
  * included). None after an error: the reply is that error. The caller
  * holds a unit of s->pending. */
@@ -721,7 +771,7 @@ static void slot_reads_more(struct rslot *s)
     struct rconn *c = s->c;
     while (s->next_key < s->nsub && !s->err && !c->closing &&
            (s->reads == 0 ||
-            (s->reads < RSRV_KEY_READS && c->meter.bytes <= RSRV_OUT_HIGH))) {
+            (s->reads < key_window(c->n) && c->meter.bytes <= RSRV_OUT_HIGH))) {
         size_t i = s->next_key++;
         s->pending++;
         s->reads++;
@@ -905,6 +955,34 @@ out:
     return rc;
 }
 
+/* MSET of more pairs than one window: copy the pairs from `from` on, key
+ * then value, for slot_writes_more (counted in the connection's meter until
+ * the reply). */
+static int
+mset_copy_rest(struct rslot *s, const struct resp_request *q, size_t from)
+{
+    s->keys = calloc(q->nkeys, sizeof(*s->keys));
+    s->klens = calloc(q->nkeys, sizeof(*s->klens));
+    s->vlens = calloc(q->nkeys, sizeof(*s->vlens));
+    if (!s->keys || !s->klens || !s->vlens)
+        return -ENOMEM;
+    size_t held = 0;
+    for (size_t i = from; i < q->nkeys; i++) {
+        struct rk_slice k = q->keys[2 * i], v = q->keys[2 * i + 1];
+        if (!(s->keys[i] = malloc(k.len + v.len)))
+            return -ENOMEM; /* slot_free frees what was copied */
+        memcpy(s->keys[i], k.p, k.len);
+        if (v.len)
+            memcpy(s->keys[i] + k.len, v.p, v.len);
+        s->klens[i] = k.len;
+        s->vlens[i] = v.len;
+        held += k.len + v.len;
+    }
+    s->held = held;
+    s->c->meter.bytes += held;
+    return 0;
+}
+
 /* A relative expiry that passes INT64_MAX ms once the clock is added:
  * refused, as Redis does. It was taken, and TTL / PTTL of the key then
  * overflowed (regression: set_expire_overflow). */
@@ -1023,12 +1101,20 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
             rc = -ENOMEM;
             break;
         }
-        for (size_t i = 0; i < q->nkeys && rc == 0; i++) {
+        if (q->nkeys > key_window(n))
+            rc = mset_copy_rest(s, q, key_window(n));
+        /* the first window from the request's own bytes */
+        while (s->next_write < q->nkeys && s->writes < key_window(n) &&
+               rc == 0) {
+            size_t i = s->next_write++;
             s->pending++;
+            s->writes++;
             rc = coord_put(n, q->keys[2 * i], q->keys[2 * i + 1], 0, s->cl,
                            on_write_done, &s->sub[i]);
-            if (rc < 0)
+            if (rc < 0) {
                 s->pending--;
+                s->writes--;
+            }
         }
         break;
     case K_DONE:

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Regression (multikey_writes_overloaded): an MSET or DEL of more keys
+than max_inflight, and an EXISTS or MGET of more keys than max_inflight
+below 64, completes on an idle node.
+
+The coordinator admits at most max_inflight requests, one per key. MSET
+sent all its writes at once, and DEL all its deletes: with more keys than
+max_inflight (10,000 by default; MSET takes up to 32,767 pairs, DEL 65,535
+keys) the ones past it were refused, and the command answered
+-OVERLOADED "retry later" on an idle node, every time. EXISTS / MGET /
+DEL read 64 keys at a time, which fails the same way on a node whose
+max_inflight is under 64. Now a command keeps at most 64 keys in flight,
+and never more than max_inflight; MSET copies the pairs it has not sent
+yet.
+
+On one node with max_inflight 32: MSET of 1,000 pairs of 2 KiB values,
+then EXISTS, MGET (every value checked, those sent from the copies
+included), DEL of the 1,000, EXISTS again, and a pipeline MSET / GET /
+DEL / EXISTS whose replies must keep their order and meaning.
+"""
+import socket
+import time
+
+import harness as h
+
+IP = "127.0.0.186"
+PORT = 6379
+
+
+def cmd(*args):
+    args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+    return b"*%d\r\n" % len(args) + b"".join(
+        b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+class Conn:
+    def __init__(self):
+        self.s = socket.create_connection((IP, PORT), timeout=20)
+        self.buf = b""
+
+    def call(self, *args):
+        self.s.sendall(cmd(*args))
+        return self.reply()
+
+    def reply(self):
+        while b"\r\n" not in self.buf:
+            d = self.s.recv(4096)
+            h.check(d, "connection closed")
+            self.buf += d
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        if line[:1] == b"*":
+            return [self.reply() for _ in range(int(line[1:]))]
+        if line[:1] == b"$" and int(line[1:]) >= 0:
+            n = int(line[1:])
+            while len(self.buf) < n + 2:
+                d = self.s.recv(4096)
+                h.check(d, "connection closed in a bulk")
+                self.buf += d
+            line, self.buf = self.buf[:n], self.buf[n + 2:]
+        return line
+
+
+def main():
+    c = h.Cluster([IP], seeds=[IP], replication="dc1:1", resp_port=PORT,
+                  max_inflight=32)
+    c.start()
+    c.wait_converged(timeout=60)
+    r = Conn()
+    deadline = time.time() + 30
+    while r.call("SET", "ready", "1") != b"+OK":
+        h.check(time.time() < deadline, "the node never served")
+        time.sleep(0.2)
+
+    n = 1000
+    keys = [b"k%04d" % i for i in range(n)]
+    vals = [(b"%04d" % i) * 512 for i in range(n)]
+    rep = r.call("MSET", *[x for kv in zip(keys, vals) for x in kv])
+    h.check(rep == b"+OK", "MSET of %d pairs: %r" % (n, rep))
+    rep = r.call("EXISTS", *keys)
+    h.check(rep == b":%d" % n, "EXISTS of %d keys: %r" % (n, rep))
+    rep = r.call("MGET", *keys)
+    h.check(rep == vals, "MGET of %d keys: %r" % (n, rep if not
+                                                   isinstance(rep, list) else
+                                                   "wrong values"))
+    rep = r.call("DEL", *keys)
+    h.check(rep == b":%d" % n, "DEL of %d keys: %r" % (n, rep))
+    h.check(r.call("EXISTS", *keys) == b":0", "EXISTS after DEL")
+
+    r.s.sendall(cmd("MSET", *[x for k in keys for x in (k, k)]) +
+                cmd("GET", keys[-1]) + cmd("DEL", *keys) +
+                cmd("EXISTS", keys[0], keys[-1]))
+    for want in (b"+OK", keys[-1], b":%d" % n, b":0"):
+        rep = r.reply()
+        h.check(rep == want, "pipeline: %r, want %r" % (rep, want))
+    h.check(r.call("PING") == b"+PONG", "PING after")
+    r.s.close()
+    print("MSET, EXISTS, MGET, DEL of %d keys with max_inflight 32" % n)
+    h.check(c.nodes[0].stop() == 0, "unclean exit")
+
+
+if __name__ == "__main__":
+    h.run(main)
