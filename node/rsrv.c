@@ -820,7 +820,9 @@ static int sub_alloc(struct rslot *s, size_t nkeys)
  * a key with a read pending) is held back until that completes, so a
  * pipelined SET k; GET k reads its own write. Two writes of one key need no
  * wait: the coordinator stamps them with increasing HLC timestamps in
- * issue order. Keys are compared by bucket (a false conflict only waits). */
+ * issue order (an MSET that writes a window at a time counts as a read as
+ * well: kind_rw). Keys are compared by bucket (a false conflict only
+ * waits). */
 static size_t req_nkeys(const struct resp_request *q)
 {
     return (q->op == RESP_OP_GET || q->op == RESP_OP_SET ||
@@ -841,12 +843,21 @@ static uint8_t key_bucket(struct rk_slice k)
     return (uint8_t)(rk_token(k.p, k.len) >> 56);
 }
 
-static void
-kind_rw(enum slot_kind kind, const struct resp_request *q, bool *rd, bool *wr)
+static void kind_rw(const node *n,
+                    enum slot_kind kind,
+                    const struct resp_request *q,
+                    bool *rd,
+                    bool *wr)
 {
+    /* An MSET of more than one window sends its later writes once earlier
+     * ones are answered, after the commands behind it may have written
+     * the same keys: it holds their writes back as a read does, or those
+     * got the older timestamps and lost to it (regression:
+     * multikey_writes_overloaded). */
     *rd = kind == K_GET || kind == K_TTL || kind == K_EXISTS ||
           kind == K_MGET || kind == K_DEL ||
-          (kind == K_SET && q->set.cond != RESP_SET_ALWAYS);
+          (kind == K_SET && q->set.cond != RESP_SET_ALWAYS) ||
+          (kind == K_MSET && q->nkeys > key_window(n));
     *wr = kind == K_SET || kind == K_MSET || kind == K_DEL;
 }
 
@@ -855,7 +866,7 @@ static bool conflicts(const struct rconn *c,
                       enum slot_kind kind)
 {
     bool rd, wr;
-    kind_rw(kind, q, &rd, &wr);
+    kind_rw(c->n, kind, q, &rd, &wr);
     for (size_t i = 0; i < req_nkeys(q); i++) {
         uint8_t b = key_bucket(req_key(q, i));
         if ((rd && c->wpend[b]) || (wr && c->rpend[b]))
@@ -868,7 +879,7 @@ static void slot_register(struct rslot *s, const struct resp_request *q)
 {
     struct rconn *c = s->c;
     bool rd, wr;
-    kind_rw(s->kind, q, &rd, &wr);
+    kind_rw(c->n, s->kind, q, &rd, &wr);
     for (size_t i = 0; i < s->nsub; i++) {
         struct rsub *u = &s->sub[i];
         /* the slot's copies when it has them: DEL's are distinct */
