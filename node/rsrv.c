@@ -36,13 +36,10 @@
  * first; values from remote replicas are counted when they arrive, so the
  * reads issued before then may still bring up to max_pipeline values. One
  * EXISTS / MGET / DEL of many keys reads them RSRV_KEY_READS at a time,
- * one at a time while the meter is over RSRV_OUT_HIGH (slot_reads_more),
- * all by one deadline, read_timeout_ms from the command's start: a read
- * started late gets what is left, so the reads end (answered or TIMEOUT)
- * within read_timeout_ms, not one read timeout per window (a DEL's
- * deletes then have write_timeout_ms). MSET and DEL write RSRV_KEY_READS
- * at a time (slot_writes_more), MSET's copies of the pairs not yet sent
- * counted in c->meter.
+ * one at a time while the meter is over RSRV_OUT_HIGH (slot_reads_more);
+ * MSET and DEL write a quarter of max_inflight at a time
+ * (slot_writes_more), MSET's copies of the pairs not yet sent counted in
+ * c->meter.
  *
  * Slots are taken from and returned to a pool on the server (common/pool.h),
  * so a request in the steady state allocates nothing here.
@@ -77,10 +74,8 @@
  * they answer, while the connection's meter is under RSRV_OUT_HIGH (one
  * at least). All at once, `EXISTS big big ...` (65,536 keys a request)
  * had the coordinator copy a local 16 MiB value per key within the call
- * (regression: multikey_reads_unbounded). The writes of one MSET / DEL
- * likewise: all at once, one of more keys than max_inflight was refused
- * -OVERLOADED even on an idle node (regression:
- * multikey_writes_overloaded). Never more than max_inflight: key_window(). */
+ * (regression: multikey_reads_unbounded). Never more than max_inflight:
+ * key_window(). */
 #define RSRV_KEY_READS 64
 #define RSRV_VERSION   "0.1.0"
 #define RSRV_BUCKETS   256 /* key buckets for pipeline ordering */
@@ -726,8 +721,19 @@ static uint32_t key_window(const node *n)
     return RSRV_KEY_READS;
 }
 
+/* The writes one MSET / DEL keeps in flight: a quarter of max_inflight
+ * (the reads' window if that is more). All at once, one of more keys than
+ * max_inflight was refused -OVERLOADED even on an idle node (regression:
+ * multikey_writes_overloaded); a window as small as the reads' made a
+ * bulk MSET wait for a disk sync every 64 pairs. */
+static uint32_t write_window(const node *n)
+{
+    uint32_t w = (uint32_t)(n->cfg.max_inflight / 4);
+    return w > key_window(n) ? w : key_window(n);
+}
+
 /* MSET / DEL's deletes: a write answered (or none started yet); start the
- * next ones, key_window() in flight at most. None after an error: the
+ * next ones, write_window() in flight at most. None after an error: the
  * reply is that error (writes sent before it may have been applied). The
  * caller holds a unit of s->pending. */
 static void slot_writes_more(struct rslot *s)
@@ -737,7 +743,7 @@ static void slot_writes_more(struct rslot *s)
     if (s->writes > 0)
         s->writes--;
     node *n = s->c->n;
-    while (s->next_write < s->nsub && !s->err && s->writes < key_window(n)) {
+    while (s->next_write < s->nsub && !s->err && s->writes < write_window(n)) {
         size_t i = s->next_write++;
         s->pending++;
         s->writes++;
@@ -857,7 +863,7 @@ static void kind_rw(const node *n,
     *rd = kind == K_GET || kind == K_TTL || kind == K_EXISTS ||
           kind == K_MGET || kind == K_DEL ||
           (kind == K_SET && q->set.cond != RESP_SET_ALWAYS) ||
-          (kind == K_MSET && q->nkeys > key_window(n));
+          (kind == K_MSET && q->nkeys > write_window(n));
     *wr = kind == K_SET || kind == K_MSET || kind == K_DEL;
 }
 
@@ -1112,10 +1118,10 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
             rc = -ENOMEM;
             break;
         }
-        if (q->nkeys > key_window(n))
-            rc = mset_copy_rest(s, q, key_window(n));
+        if (q->nkeys > write_window(n))
+            rc = mset_copy_rest(s, q, write_window(n));
         /* the first window from the request's own bytes */
-        while (s->next_write < q->nkeys && s->writes < key_window(n) &&
+        while (s->next_write < q->nkeys && s->writes < write_window(n) &&
                rc == 0) {
             size_t i = s->next_write++;
             s->pending++;

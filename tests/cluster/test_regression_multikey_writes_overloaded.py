@@ -9,18 +9,17 @@ max_inflight (10,000 by default; MSET takes up to 32,767 pairs, DEL 65,535
 keys) the ones past it were refused, and the command answered
 -OVERLOADED "retry later" on an idle node, every time. EXISTS / MGET /
 DEL read 64 keys at a time, which fails the same way on a node whose
-max_inflight is under 64. Now a command keeps at most 64 keys in flight,
-and never more than max_inflight; MSET copies the pairs it has not sent
-yet.
+max_inflight is under 64. Now a command keeps at most a quarter of
+max_inflight writes (64 reads) in flight, and never more than
+max_inflight; MSET copies the pairs it has not sent yet.
 
 On one node with max_inflight 32: MSET of 1,000 pairs of 2 KiB values,
 then EXISTS, MGET (every value checked, those sent from the copies
 included), DEL of the 1,000, EXISTS again, and a pipeline MSET / GET /
-DEL / EXISTS whose replies must keep their order and meaning. Last (max_inflight
-1,000), a SET and an MSET pipelined behind an MSET of 1,000 pairs must win
-over it (its
-later windows went out after them and overwrote them, before the MSET
-held back later writes of its keys).
+DEL / EXISTS whose replies must keep their order and meaning. Last
+(max_inflight 1,000), a SET and an MSET pipelined behind an MSET of 1,000
+pairs must win over it (its later windows went out after them and
+overwrote them, before the MSET held back later writes of its keys).
 """
 import socket
 import time
@@ -111,7 +110,7 @@ def main():
 
     # Writes behind an MSET sent a window at a time wait for it: they
     # would get older timestamps than its last pairs and lose to them.
-    # (max_inflight 1,000 here: 64 at a time, and room for those writes.)
+    # (max_inflight 1,000 here: 250 at a time, and room for those writes.)
     node = c.nodes[0]
     h.check(node.stop() == 0, "unclean exit")
     node.extra["max_inflight"] = 1000
