@@ -29,17 +29,17 @@
  * connection stops reading while its queue holds max_queued slots or its
  * unsent output -- the replies waiting in completed slots behind the head
  * included -- plus the values its reads in flight hold (the coordinator's
- * copies, counted in c->meter by coord_get_metered, and MGET's) exceeds
- * RSRV_OUT_HIGH, and resumes (first parsing what it already buffered) when
- * they drain; the parser bounds one request (resp_limits). A local replica
- * answers within coord_get, so a pipeline of big GETs stops after the
- * first; values from remote replicas are counted when they arrive, so the
- * reads issued before then may still bring up to max_pipeline values. One
- * EXISTS / MGET / DEL of many keys reads them RSRV_KEY_READS at a time,
- * one at a time while the meter is over RSRV_OUT_HIGH (slot_reads_more);
- * MSET and DEL write a quarter of max_inflight at a time
- * (slot_writes_more), MSET's copies of the pairs not yet sent counted in
- * c->meter.
+ * copies, counted in c->meter by coord_get_metered, and MGET's) and the
+ * keys and values its SETs / MSETs in flight write (slot_meter_writes)
+ * exceeds RSRV_OUT_HIGH, and resumes (first parsing what it already
+ * buffered) when they drain; the parser bounds one request (resp_limits).
+ * A local replica answers within coord_get, so a pipeline of big GETs
+ * stops after the first; values from remote replicas are counted when they
+ * arrive, so the reads issued before then may still bring up to
+ * max_pipeline values. One EXISTS / MGET / DEL of many keys reads them
+ * RSRV_KEY_READS at a time, one at a time while the meter is over
+ * RSRV_OUT_HIGH (slot_reads_more); MSET and DEL write a quarter of
+ * max_inflight at a time (slot_writes_more).
  *
  * Slots are taken from and returned to a pool on the server (common/pool.h),
  * so a request in the steady state allocates nothing here.
@@ -178,7 +178,8 @@ struct rslot {
     uint32_t writes;   /* its writes in flight */
     size_t *vlens;     /* MSET: keys[i] holds key and value past the first
                           window (the request's bytes are gone by then) */
-    size_t held;       /* MSET: bytes of those copies, counted in c->meter */
+    size_t wbytes;     /* SET / MSET: the keys and values it writes,
+                          counted in c->meter until its reply */
 };
 
 static void conn_unref(struct rconn *c);
@@ -528,11 +529,11 @@ static void slot_finish(struct rslot *s)
             c->wpend[u->bk]--;
         u->rd = u->wr = false;
     }
-    assert(c->meter.bytes >= s->mget_bytes + s->held);
+    assert(c->meter.bytes >= s->mget_bytes + s->wbytes);
     c->meter.bytes -= s->mget_bytes; /* the copies become the reply */
-    c->meter.bytes -= s->held;       /* MSET's are written */
+    c->meter.bytes -= s->wbytes;     /* the writes are answered */
     s->mget_bytes = 0;
-    s->held = 0;
+    s->wbytes = 0;
     struct resp_out *o = slot_out(s);
     if (s->err == RK_ETOOLARGE && s->kind == K_MGET) {
         char msg[96];
@@ -973,8 +974,7 @@ out:
 }
 
 /* MSET of more pairs than one window: copy the pairs from `from` on, key
- * then value, for slot_writes_more (counted in the connection's meter until
- * the reply). */
+ * then value, for slot_writes_more. */
 static int
 mset_copy_rest(struct rslot *s, const struct resp_request *q, size_t from)
 {
@@ -983,7 +983,6 @@ mset_copy_rest(struct rslot *s, const struct resp_request *q, size_t from)
     s->vlens = calloc(q->nkeys, sizeof(*s->vlens));
     if (!s->keys || !s->klens || !s->vlens)
         return -ENOMEM;
-    size_t held = 0;
     for (size_t i = from; i < q->nkeys; i++) {
         struct rk_slice k = q->keys[2 * i], v = q->keys[2 * i + 1];
         if (!(s->keys[i] = malloc(k.len + v.len)))
@@ -993,11 +992,26 @@ mset_copy_rest(struct rslot *s, const struct resp_request *q, size_t from)
             memcpy(s->keys[i] + k.len, v.p, v.len);
         s->klens[i] = k.len;
         s->vlens[i] = v.len;
-        held += k.len + v.len;
     }
-    s->held = held;
-    s->c->meter.bytes += held;
     return 0;
+}
+
+/* The bytes a SET / MSET writes count in the connection's meter until its
+ * reply: the coordinator keeps a copy of each value until the replicas
+ * answer (MSET's later pairs are copied here). Before, a client that
+ * pipelined SETs of big values without reading their small replies had
+ * max_pipeline writes' values held at once, 1 GiB for values of 1 MiB at
+ * the defaults (regression: inflight_writes_unbounded). */
+static void slot_meter_writes(struct rslot *s, const struct resp_request *q)
+{
+    size_t n = 0;
+    if (s->kind == K_SET)
+        n = q->key.len + q->value.len;
+    else
+        for (size_t i = 0; i < 2 * q->nkeys; i++)
+            n += q->keys[i].len;
+    s->wbytes = n;
+    s->c->meter.bytes += n;
 }
 
 /* A relative expiry that passes INT64_MAX ms once the clock is added:
@@ -1072,6 +1086,7 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
             s->pending--;
         break;
     case K_SET: {
+        slot_meter_writes(s, q);
         s->set = q->set;
         if (q->set.has_expire) {
             int64_t ms = q->set.expire_ms;
@@ -1114,6 +1129,7 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
         }
         break;
     case K_MSET:
+        slot_meter_writes(s, q);
         if (q->nkeys > 1 && sub_alloc(s, q->nkeys) < 0) {
             rc = -ENOMEM;
             break;
@@ -1375,7 +1391,8 @@ static void conn_stop_reading(struct rconn *c)
  * values the reads in flight already hold: they were left out too, and a
  * client pipelining GETs of a 16 MiB value had every one of max_pipeline
  * reads copy its value before the first reply was encoded, 16 GiB at the
- * defaults (regression: inflight_replies_unbounded). */
+ * defaults (regression: inflight_replies_unbounded). And so do the values
+ * of the writes in flight (regression: inflight_writes_unbounded). */
 static bool conn_full(const struct rconn *c)
 {
     return c->nslots >= c->max_queued ||
