@@ -1125,7 +1125,7 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
         if (rc == 0) {
             /* one deadline for all its reads, however late each starts */
             s->deadline = coord_read_deadline(n);
-            slot_reads_more(s); /* the first RSRV_KEY_READS */
+            slot_reads_more(s); /* the first window */
         }
         break;
     case K_MSET:
