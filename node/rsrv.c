@@ -38,8 +38,9 @@
  * arrive, so the reads issued before then may still bring up to
  * max_pipeline values. One EXISTS / MGET / DEL of many keys reads them
  * RSRV_KEY_READS at a time, one at a time while the meter is over
- * RSRV_OUT_HIGH (slot_reads_more); MSET and DEL write a quarter of
- * max_inflight at a time (slot_writes_more).
+ * RSRV_OUT_HIGH (slot_reads_more), all by one deadline, read_timeout_ms
+ * from the command's start (a read started late gets what is left); MSET
+ * and DEL write a quarter of max_inflight at a time (slot_writes_more).
  *
  * Slots are taken from and returned to a pool on the server (common/pool.h),
  * so a request in the steady state allocates nothing here.
