@@ -557,6 +557,45 @@ def wait_metric(node, name, want, timeout=20):
         time.sleep(0.2)
 
 
+def resp_cmd(*args):
+    """One RESP request (an array of bulk strings) from str / int / bytes."""
+    args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
+    return b"*%d\r\n" % len(args) + b"".join(
+        b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
+
+
+class RespConn:
+    """A raw RESP connection: call() sends one request and returns its
+    reply as bytes (a status, error or integer line as sent, a bulk's
+    contents, `$-1` for a nil) or a list of those for an array."""
+
+    def __init__(self, ip, port, timeout=20):
+        self.s = socket.create_connection((ip, port), timeout=timeout)
+        self.buf = b""
+
+    def call(self, *args):
+        self.s.sendall(resp_cmd(*args))
+        return self.reply()
+
+    def _more(self, what):
+        d = self.s.recv(65536)
+        check(d, "connection closed " + what)
+        self.buf += d
+
+    def reply(self):
+        while b"\r\n" not in self.buf:
+            self._more("before a reply")
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        if line[:1] == b"*" and int(line[1:]) >= 0:
+            return [self.reply() for _ in range(int(line[1:]))]
+        if line[:1] == b"$" and int(line[1:]) >= 0:
+            n = int(line[1:])
+            while len(self.buf) < n + 2:
+                self._more("in a bulk")
+            line, self.buf = self.buf[:n], self.buf[n + 2:]
+        return line
+
+
 def check(cond, what):
     if not cond:
         raise AssertionError(what)

@@ -13,7 +13,6 @@ must count each existing key once and delete it; a DEL of 100 keys named 3
 times each answers 100; pipelined SET k, DEL k k, GET k still run in order;
 EXISTS k k still answers 2.
 """
-import socket
 import time
 
 import harness as h
@@ -22,42 +21,11 @@ IP = "127.0.0.184"
 PORT = 6379
 
 
-def cmd(*args):
-    args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    return b"*%d\r\n" % len(args) + b"".join(
-        b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
-
-
-class Conn:
-    def __init__(self):
-        self.s = socket.create_connection((IP, PORT), timeout=20)
-        self.buf = b""
-
-    def call(self, *args):
-        self.s.sendall(cmd(*args))
-        return self.reply()
-
-    def reply(self):
-        while b"\r\n" not in self.buf:
-            d = self.s.recv(4096)
-            h.check(d, "connection closed")
-            self.buf += d
-        line, _, self.buf = self.buf.partition(b"\r\n")
-        if line[:1] == b"$" and int(line[1:]) >= 0:
-            n = int(line[1:])
-            while len(self.buf) < n + 2:
-                d = self.s.recv(4096)
-                h.check(d, "connection closed in a bulk")
-                self.buf += d
-            line, self.buf = self.buf[:n], self.buf[n + 2:]
-        return line
-
-
 def main():
     c = h.Cluster([IP], seeds=[IP], replication="dc1:1", resp_port=PORT)
     c.start()
     c.wait_converged(timeout=60)
-    r = Conn()
+    r = h.RespConn(IP, PORT)
     deadline = time.time() + 30
     while r.call("SET", "ready", "1") != b"+OK":
         h.check(time.time() < deadline, "the node never served")
@@ -80,7 +48,7 @@ def main():
     h.check(rep == b":100", "DEL of 100 keys named 3 times: %r" % rep)
     h.check(r.call("EXISTS", *keys) == b":0", "the 100 after DEL")
 
-    r.s.sendall(cmd("SET", "p", "1") + cmd("DEL", "p", "p") + cmd("GET", "p"))
+    r.s.sendall(h.resp_cmd("SET", "p", "1") + h.resp_cmd("DEL", "p", "p") + h.resp_cmd("GET", "p"))
     for want in (b"+OK", b":1", b"$-1"):
         h.check(r.reply() == want, "pipelined SET, DEL p p, GET")
     r.s.close()

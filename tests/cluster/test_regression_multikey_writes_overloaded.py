@@ -21,7 +21,6 @@ DEL / EXISTS whose replies must keep their order and meaning. Last
 pairs must win over it (its later windows went out after them and
 overwrote them, before the MSET held back later writes of its keys).
 """
-import socket
 import time
 
 import harness as h
@@ -30,44 +29,11 @@ IP = "127.0.0.186"
 PORT = 6379
 
 
-def cmd(*args):
-    args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    return b"*%d\r\n" % len(args) + b"".join(
-        b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
-
-
-class Conn:
-    def __init__(self):
-        self.s = socket.create_connection((IP, PORT), timeout=20)
-        self.buf = b""
-
-    def call(self, *args):
-        self.s.sendall(cmd(*args))
-        return self.reply()
-
-    def reply(self):
-        while b"\r\n" not in self.buf:
-            d = self.s.recv(4096)
-            h.check(d, "connection closed")
-            self.buf += d
-        line, _, self.buf = self.buf.partition(b"\r\n")
-        if line[:1] == b"*":
-            return [self.reply() for _ in range(int(line[1:]))]
-        if line[:1] == b"$" and int(line[1:]) >= 0:
-            n = int(line[1:])
-            while len(self.buf) < n + 2:
-                d = self.s.recv(4096)
-                h.check(d, "connection closed in a bulk")
-                self.buf += d
-            line, self.buf = self.buf[:n], self.buf[n + 2:]
-        return line
-
-
 def serving():
     deadline = time.time() + 30
     while True:
         try:
-            r = Conn()
+            r = h.RespConn(IP, PORT)
             if r.call("SET", "ready", "1") == b"+OK":
                 return r
             r.s.close()
@@ -99,9 +65,9 @@ def main():
     h.check(rep == b":%d" % n, "DEL of %d keys: %r" % (n, rep))
     h.check(r.call("EXISTS", *keys) == b":0", "EXISTS after DEL")
 
-    r.s.sendall(cmd("MSET", *[x for k in keys for x in (k, k)]) +
-                cmd("GET", keys[-1]) + cmd("DEL", *keys) +
-                cmd("EXISTS", keys[0], keys[-1]))
+    r.s.sendall(h.resp_cmd("MSET", *[x for k in keys for x in (k, k)]) +
+                h.resp_cmd("GET", keys[-1]) + h.resp_cmd("DEL", *keys) +
+                h.resp_cmd("EXISTS", keys[0], keys[-1]))
     for want in (b"+OK", keys[-1], b":%d" % n, b":0"):
         rep = r.reply()
         h.check(rep == want, "pipeline: %r, want %r" % (rep, want))
@@ -116,10 +82,10 @@ def main():
     node.extra["max_inflight"] = 1000
     node.start()
     r = serving()
-    r.s.sendall(cmd("MSET", *[x for k in keys for x in (k, b"old")]) +
-                cmd("SET", keys[-1], "new") +
-                cmd("MSET", keys[-2], "new2", keys[0], "new3") +
-                cmd("MGET", keys[0], keys[-2], keys[-1]))
+    r.s.sendall(h.resp_cmd("MSET", *[x for k in keys for x in (k, b"old")]) +
+                h.resp_cmd("SET", keys[-1], "new") +
+                h.resp_cmd("MSET", keys[-2], "new2", keys[0], "new3") +
+                h.resp_cmd("MGET", keys[0], keys[-2], keys[-1]))
     for want in (b"+OK", b"+OK", b"+OK", [b"new3", b"new2", b"new"]):
         rep = r.reply()
         h.check(rep == want, "writes behind a big MSET: %r, want %r" %

@@ -17,7 +17,6 @@ name and write nothing; the largest expiries that do fit (a relative one
 a little under the limit, PXAT at the limit) must be taken, with PTTL and
 TTL answering them; and the node must still serve and exit cleanly.
 """
-import socket
 import time
 
 import harness as h
@@ -27,39 +26,11 @@ PORT = 6379
 I64 = 2**63 - 1
 
 
-def cmd(*args):
-    args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    return b"*%d\r\n" % len(args) + b"".join(
-        b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
-
-
-class Conn:
-    def __init__(self):
-        self.s = socket.create_connection((IP, PORT), timeout=20)
-        self.buf = b""
-
-    def call(self, *args):
-        self.s.sendall(cmd(*args))
-        while b"\r\n" not in self.buf:
-            d = self.s.recv(4096)
-            h.check(d, "connection closed after %r" % (args,))
-            self.buf += d
-        line, _, self.buf = self.buf.partition(b"\r\n")
-        if line[:1] == b"$" and int(line[1:]) >= 0:
-            n = int(line[1:])
-            while len(self.buf) < n + 2:
-                d = self.s.recv(4096)
-                h.check(d, "connection closed in a bulk")
-                self.buf += d
-            line, self.buf = self.buf[:n], self.buf[n + 2:]
-        return line
-
-
 def main():
     c = h.Cluster([IP], seeds=[IP], replication="dc1:1", resp_port=PORT)
     c.start()
     c.wait_converged(timeout=60)
-    r = Conn()
+    r = h.RespConn(IP, PORT)
     deadline = time.time() + 30
     while r.call("SET", "ready", "1") != b"+OK":
         h.check(time.time() < deadline, "the node never served")
