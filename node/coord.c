@@ -368,7 +368,6 @@ static void finish(struct creq *q, int err, struct rk_slice value)
     q->done = true;
     meter_detach(q); /* before the callback, which may free the meter */
     node *n = q->n;
-    node__kick(n); /* the reply is flushed this turn, timer callback or not */
     /* answered: what still runs (slow replicas, repairs) is background */
     n->coord_inflight--;
     n->coord_background++;

@@ -325,12 +325,12 @@ void node__handle_closed(uv_handle_t *h)
 
 static void node__stop_check(node *n);
 
-static void on_check(uv_check_t *h)
+/* End-of-turn work: coordinator decisions, group commits, hints, client
+ * output. A RESP connection whose output drained in the flush may start
+ * requests: their end-of-turn work runs at once (a few rounds at most;
+ * what is left goes at the next turn). */
+static void turn_flush(node *n)
 {
-    node *n = h->data;
-    /* A RESP connection whose output drained in the flush may start
-     * requests: run their end-of-turn work now (a few rounds at most; what
-     * is left goes at the next turn). */
     for (int round = 0; round < 4; round++) {
         node__coord_run_deferred(n);
         node__commit_flush(n);
@@ -339,30 +339,25 @@ static void on_check(uv_check_t *h)
         if (!node__rsrv_flush(n))
             break;
     }
-    n->kick_pending = false;
+}
+
+/* After the poll: what its I/O callbacks did. */
+static void on_check(uv_check_t *h)
+{
+    node *n = h->data;
+    turn_flush(n);
     if (n->stopping == 1)
         node__stop_check(n);
 }
 
-/* The check handle runs after the poll. A reply made in a timer callback
- * (a replica request's deadline: a TIMEOUT) waited there until something
- * else woke the loop, up to the next timer: a gossip interval, 1 s by
- * default, on a node with no other traffic. An idle handle active until
- * the next check keeps that poll from blocking (libuv polls without
- * waiting while an idle handle is active). */
-static void on_kick(uv_idle_t *h)
+/* Before the poll blocks: what timers and write callbacks did (a read
+ * answered TIMEOUT at its deadline), which would otherwise wait for
+ * something else to wake the loop -- up to a gossip interval on a quiet
+ * node (regression: read_outlives_timeout). As net/conn.c's flusher
+ * does. */
+static void on_prepare(uv_prepare_t *h)
 {
-    node *n = h->data;
-    if (!n->kick_pending)
-        uv_idle_stop(h);
-}
-
-void node__kick(node *n)
-{
-    if (!n->kick_open)
-        return;
-    n->kick_pending = true;
-    uv_idle_start(&n->kick, on_kick);
+    turn_flush(h->data);
 }
 
 int node_start(node *n, char *err, size_t errlen)
@@ -375,9 +370,9 @@ int node_start(node *n, char *err, size_t errlen)
     uv_check_init(n->loop, &n->check);
     n->check.data = n;
     uv_check_start(&n->check, on_check);
-    uv_idle_init(n->loop, &n->kick);
-    n->kick.data = n;
-    n->kick_open = true;
+    uv_prepare_init(n->loop, &n->prepare);
+    n->prepare.data = n;
+    uv_prepare_start(&n->prepare, on_prepare);
     node__coord_start(n);
     int rc = node__commit_start(n);
     if (rc < 0)
@@ -420,6 +415,7 @@ void node__stop_progress(node *n)
         n->stopping = 2;
         node__commit_free(n);
         uv_close((uv_handle_t *)&n->check, NULL);
+        uv_close((uv_handle_t *)&n->prepare, NULL);
         if (n->store) {
             store_free(n->store);
             n->store = NULL;
@@ -445,11 +441,6 @@ static void node__stop_close(node *n)
     if (n->drain_open) {
         n->drain_open = 0;
         uv_close((uv_handle_t *)&n->drain, node__handle_closed);
-    }
-    if (n->kick_open) {
-        n->kick_open = false;
-        n->pending_closes++;
-        uv_close((uv_handle_t *)&n->kick, node__handle_closed);
     }
     node__coord_stop(n);
     node__csrv_stop(n);

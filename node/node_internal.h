@@ -168,11 +168,9 @@ struct node {
     struct commit_job *commit_open; /* collecting */
     int commit_running;             /* jobs queued or being committed */
     struct commit_queue cq;
-    uv_check_t check; /* end of loop turn: flush */
-    uv_idle_t kick;   /* node__kick: the next poll does not block */
-    bool kick_open;
-    bool kick_pending; /* kicked since the last check */
-    uv_timer_t drain;  /* shutdown: bound on draining */
+    uv_check_t check;     /* end of loop turn: flush */
+    uv_prepare_t prepare; /* before the poll: the same flush */
+    uv_timer_t drain;     /* shutdown: bound on draining */
     int drain_open;
 
     /* native client server */
@@ -220,9 +218,6 @@ void node__stop_progress(node *n);
 int node__resolve(struct sockaddr_storage *out, const char *host, int port);
 int node__resolve_str(char *out, size_t len, const char *host_port);
 void node__handle_closed(uv_handle_t *h); /* close cb counting down */
-/* Work was done outside the loop's poll phase (in a timer callback) that
- * the end-of-turn check must flush: make the coming poll return at once. */
-void node__kick(node *n);
 /* A client listener (csrv, rsrv): initialises tcp (data = n; the caller
  * closes it, also on failure), binds it to listen_address:port and listens with
  * cb. On failure err says why, naming the config key of the port. */
