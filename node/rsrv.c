@@ -637,14 +637,17 @@ static void on_get(const struct coord_result *res, void *arg)
         slot_finish(s);
 }
 
-static void slot_writes_more(struct rslot *s);
+static void slot_writes_more(struct rslot *s, const struct resp_request *q);
 
 static void on_write_done(const struct coord_result *res, void *arg)
 {
     struct rsub *u = arg;
     struct rslot *s = u->s;
     slot_note(s, res);
-    slot_writes_more(s);
+    if (s->kind == K_MSET || s->kind == K_DEL) { /* not SET */
+        s->writes--;
+        slot_writes_more(s, NULL);
+    }
     if (--s->pending == 0)
         slot_finish(s);
 }
@@ -696,7 +699,7 @@ static void del_send(struct rslot *s)
         return;
     }
     s->pending = 1; /* held while the deletes are issued */
-    slot_writes_more(s);
+    slot_writes_more(s, NULL);
     if (--s->pending == 0)
         slot_finish(s);
 }
@@ -734,16 +737,14 @@ static uint32_t write_window(const node *n)
     return w > key_window(n) ? w : key_window(n);
 }
 
-/* MSET / DEL's deletes: a write answered (or none started yet); start the
- * next ones, write_window() in flight at most. None after an error: the
- * reply is that error (writes sent before it may have been applied). The
- * caller holds a unit of s->pending. */
-static void slot_writes_more(struct rslot *s)
+/* MSET / DEL's deletes: start the next writes, write_window() in flight
+ * at most; q is the request while exec_data runs (an MSET's first window
+ * is written from its bytes, the later pairs from the slot's copies,
+ * mset_copy_rest), NULL later. None after an error: the reply is that
+ * error (writes sent before it may have been applied). The caller holds a
+ * unit of s->pending. */
+static void slot_writes_more(struct rslot *s, const struct resp_request *q)
 {
-    if (s->kind != K_MSET && s->kind != K_DEL)
-        return; /* SET */
-    if (s->writes > 0)
-        s->writes--;
     node *n = s->c->n;
     while (s->next_write < s->nsub && !s->err && s->writes < write_window(n)) {
         size_t i = s->next_write++;
@@ -753,10 +754,13 @@ static void slot_writes_more(struct rslot *s)
         if (s->kind == K_DEL)
             rc = coord_del(n, RK_SLICE(s->keys[i], s->klens[i]), s->cl,
                            on_write_done, &s->sub[i]);
-        else
+        else if (s->keys && s->keys[i])
             rc = coord_put(n, RK_SLICE(s->keys[i], s->klens[i]),
                            RK_SLICE(s->keys[i] + s->klens[i], s->vlens[i]), 0,
                            s->cl, on_write_done, &s->sub[i]);
+        else
+            rc = coord_put(n, q->keys[2 * i], q->keys[2 * i + 1], 0, s->cl,
+                           on_write_done, &s->sub[i]);
         if (rc < 0) {
             s->pending--;
             s->writes--;
@@ -1137,19 +1141,8 @@ static int exec_data(struct rconn *c, const struct resp_request *q)
         }
         if (q->nkeys > write_window(n))
             rc = mset_copy_rest(s, q, write_window(n));
-        /* the first window from the request's own bytes */
-        while (s->next_write < q->nkeys && s->writes < write_window(n) &&
-               rc == 0) {
-            size_t i = s->next_write++;
-            s->pending++;
-            s->writes++;
-            rc = coord_put(n, q->keys[2 * i], q->keys[2 * i + 1], 0, s->cl,
-                           on_write_done, &s->sub[i]);
-            if (rc < 0) {
-                s->pending--;
-                s->writes--;
-            }
-        }
+        if (rc == 0)
+            slot_writes_more(s, q); /* the first window */
         break;
     case K_DONE:
         break;
