@@ -293,6 +293,14 @@ enum net_peer_state {
 
 enum net_peer_state net_peers_state(net_peers *p, const char *host_port);
 
+/* How long (ms, loop clock) host_port has been silent with a request to
+ * answer: since the first request sent after its last response, or after
+ * its connection became ready. 0: it has answered everything sent (or is
+ * unknown). A request that times out leaves the silence running, so a
+ * frozen peer stays silent until it answers something, however late, or
+ * its connection closes. */
+uint64_t net_peers_quiet_ms(net_peers *p, const char *host_port);
+
 /* Requests awaiting an answer, all peers. */
 size_t net_peers_pending(const net_peers *p);
 

@@ -12,6 +12,10 @@
  * its callback runs, which is what makes "exactly once" hold whatever the
  * callback does.
  *
+ * Each peer also keeps since when it has been silent with a request to
+ * answer (net_peers_quiet_ms): any response frame, even one too late to
+ * match, ends the silence, and a new connection starts afresh.
+ *
  * After a connection that never got ready fails, the peer backs off
  * (backoff_min doubling to backoff_max); requests in that window fail fast
  * with RK_EUNAVAILABLE instead of queueing behind a dead address. A
@@ -46,6 +50,11 @@ struct peer {
     uint64_t retry_at;
     uint32_t backoff_ms;
     struct req *reqs;
+    /* Loop time since when the peer has had a request to answer without
+     * sending anything back: set by the first request after its last
+     * response (or its connection's start), 0 when it has answered
+     * everything sent. A request timing out does not clear it. */
+    uint64_t quiet_since;
 };
 
 struct net_peers {
@@ -377,18 +386,20 @@ static int peers_frame(struct net__base *b, net_conn *c, struct rk_slice frame)
     uint8_t kind;
     uint64_t id;
     struct rk_slice payload;
-    (void)c;
     if (net_rpc_parse(&kind, &id, &payload, frame) != 0 ||
         kind != NET_RPC_RESPONSE) {
         b->stats.proto_errors++;
         return RK_EPROTO;
     }
+    struct peer *e = c->owner; /* a late answer is a sign of life too */
     struct req *r = req_find(p, id);
     if (r == NULL || r->peer->conn != c) {
+        e->quiet_since = e->reqs ? uv_now(b->loop) : 0;
         b->stats.rpc_unmatched++;
         return 0;
     }
     req_unlink(p, r);
+    e->quiet_since = e->reqs ? uv_now(b->loop) : 0;
     timer_arm(p);
     b->stats.rpc_ok++;
     r->cb(r->arg, 0, payload);
@@ -403,6 +414,7 @@ static void peers_ready(struct net__base *b, net_conn *c)
     b->stats.conns_opened++;
     e->backoff_ms = 0;
     e->retry_at = 0;
+    e->quiet_since = e->reqs ? uv_now(b->loop) : 0;
 }
 
 static void peers_closing(struct net__base *b, net_conn *c, int err)
@@ -422,6 +434,7 @@ static void peers_closing(struct net__base *b, net_conn *c, int err)
             e->backoff_ms = p->backoff_max_ms;
         e->retry_at = uv_now(b->loop) + e->backoff_ms;
     }
+    e->quiet_since = 0; /* the next connection is judged afresh */
     peer_fail_all(p, e, err ? err : RK_ECLOSED);
 }
 
@@ -578,6 +591,8 @@ int net_peers_request(net_peers *p,
         return rc;
     }
     req_link(p, r);
+    if (e->quiet_since == 0)
+        e->quiet_since = now ? now : 1;
     p->base.stats.rpc_sent++;
     return 0;
 }
@@ -604,6 +619,15 @@ enum net_peer_state net_peers_state(net_peers *p, const char *host_port)
     if (uv_now(p->base.loop) < e->retry_at)
         return NET_PEER_BACKOFF;
     return NET_PEER_NONE;
+}
+
+uint64_t net_peers_quiet_ms(net_peers *p, const char *host_port)
+{
+    struct peer *e = peer_find(p, host_port);
+    if (e == NULL || e->quiet_since == 0)
+        return 0;
+    uint64_t now = uv_now(p->base.loop);
+    return now > e->quiet_since ? now - e->quiet_since : 0;
 }
 
 size_t net_peers_pending(const net_peers *p)

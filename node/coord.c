@@ -29,7 +29,8 @@
  * replica, for its commit, however long).
  *
  * Reads ask only as many live replicas as the level needs (this node first
- * when it is one, then in preference order), asking the next live replica
+ * when it is one, then in preference order, except that a peer silent with
+ * requests to answer comes last: read_fill), asking the next live replica
  * when one fails, and at the read's hedge point, half of its time, past
  * the ones that have not answered (they still count if they answer in
  * time): a replica that stalls without being DOWN yet costs the reads
@@ -68,6 +69,7 @@ enum { C_GET = 0, C_PUT, C_DEL };
 #define CREQ_LINK        offsetof(struct creq, next_free)
 #define COORD_KEY_INLINE 64
 #define COORD_BUF_KEEP   4096 /* encode buffers kept across reuse */
+#define COORD_QUIET_MS   100  /* see quiet_limit() */
 
 struct cons {
     int dc; /* -1: any DC */
@@ -87,6 +89,7 @@ struct crep {
 struct creply {
     bool asked, answered, ok, found, repairing;
     bool slow; /* read: silent at its hedge point, no longer counted on */
+    bool passed_over; /* read: its peer was silent, asked after others */
     struct rpc_record rec;
     uint8_t *buf; /* owns rec.value */
 };
@@ -920,33 +923,69 @@ static int send_read(struct creq *q, uint32_t i)
     return rc;
 }
 
+/* Would asking replica i help an unmet constraint, counting the answers
+ * and the requests outstanding that are still counted on (not silent past
+ * the hedge point)? */
+static bool read_helps(const struct creq *q, uint32_t i)
+{
+    for (int c = 0; c < q->ncons; c++) {
+        if (q->cons[c].dc >= 0 && q->cons[c].dc != q->rep_dc[i])
+            continue;
+        uint32_t have = 0;
+        for (uint32_t k = 0; k < q->nrep; k++) {
+            const struct creply *rk = &q->r[k];
+            if ((rk->answered ? rk->ok : rk->asked && !rk->slow) &&
+                (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[k]))
+                have++;
+        }
+        if (have < q->cons[c].need)
+            return true;
+    }
+    return false;
+}
+
+/* A peer silent this long with a request to answer (net_peers_quiet_ms)
+ * is asked after the others: a quarter of the read timeout, at most
+ * COORD_QUIET_MS. Healthy replicas answer in milliseconds; asking one
+ * that is not last costs nothing but where the read goes. */
+static uint64_t quiet_limit(const node *n)
+{
+    uint64_t t = (uint64_t)n->cfg.read_timeout_ms / 4;
+    return t < COORD_QUIET_MS ? t : COORD_QUIET_MS;
+}
+
 /* Ask live, not yet asked replicas until every constraint can be met by
- * the answers and the requests outstanding that are still counted on (not
- * silent past the hedge point). Local first. */
+ * the answers and the requests outstanding that are still counted on.
+ * This node first, then the peers in preference order, except that peers
+ * silent with requests to answer (quiet_limit) come last: without that,
+ * every read that asked a replica frozen but not yet DOWN waited for its
+ * hedge point, half the read timeout, until gossip convicted it (seconds),
+ * and an MGET's windows of reads each waited for one, finishing near its
+ * deadline. A silent peer is asked again as soon as it answers anything,
+ * however late (a frozen one answers what it was sent when it resumes). */
 static void read_fill(struct creq *q)
 {
-    for (int pass = 0; pass < 2; pass++) {
+    bool quiet[RING_MAX_REPLICAS] = {false};
+    uint64_t limit = 0;
+    /* pass 0: this node; 1: peers not silent; 2: silent peers */
+    for (int pass = 0; pass < 3; pass++) {
         for (uint32_t i = 0; i < q->nrep; i++) {
             const struct crep *p = &q->rp[i];
-            if (q->r[i].asked || !p->up || (pass == 0) != p->self)
+            if (q->r[i].asked || !p->up || (pass == 0) != p->self ||
+                (pass == 2 && !quiet[i]) || !read_helps(q, i))
                 continue;
-            /* would this replica help an unmet constraint? */
-            bool helps = false;
-            for (int c = 0; c < q->ncons; c++) {
-                if (q->cons[c].dc >= 0 && q->cons[c].dc != q->rep_dc[i])
+            if (pass == 1) {
+                if (limit == 0)
+                    limit = quiet_limit(q->n);
+                if (node__peer_quiet_ms(q->n, p->iaddr) >= limit) {
+                    quiet[i] = true;
+                    if (!q->r[i].passed_over)
+                        q->n->stats.read_passed_over++;
+                    q->r[i].passed_over = true;
                     continue;
-                uint32_t have = 0;
-                for (uint32_t k = 0; k < q->nrep; k++) {
-                    const struct creply *rk = &q->r[k];
-                    if ((rk->answered ? rk->ok : rk->asked && !rk->slow) &&
-                        (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[k]))
-                        have++;
                 }
-                if (have < q->cons[c].need)
-                    helps = true;
             }
-            if (helps)
-                send_read(q, i);
+            send_read(q, i);
         }
     }
 }

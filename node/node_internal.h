@@ -45,7 +45,8 @@ struct node_stats {
     uint64_t overloaded;
     uint64_t stale;
     uint64_t read_repairs;
-    uint64_t read_hedges; /* reads that asked past silent replicas */
+    uint64_t read_hedges;      /* reads that asked past silent replicas */
+    uint64_t read_passed_over; /* replicas a read asked last: silent */
     uint64_t hints_stored;
     uint64_t hints_replayed;
     uint64_t hints_dropped;
@@ -272,6 +273,9 @@ int node__rpc_addr(node *n,
                    uint32_t timeout_ms,
                    net_rpc_cb cb,
                    void *arg);
+/* How long the peer at iaddr has been silent with a request to answer
+ * (net_peers_quiet_ms); 0 if it is not. */
+uint64_t node__peer_quiet_ms(node *n, const char *iaddr);
 /* Apply a replica write locally (advance HLC, group commit). */
 int node__local_write(node *n,
                       struct rk_slice key,

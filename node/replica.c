@@ -335,6 +335,11 @@ int node__rpc_addr(node *n,
                              timeout_ms, cb, arg);
 }
 
+uint64_t node__peer_quiet_ms(node *n, const char *iaddr)
+{
+    return n->peers && iaddr[0] ? net_peers_quiet_ms(n->peers, iaddr) : 0;
+}
+
 /* ---- hints ------------------------------------------------------------ */
 
 /* What became of one hint of a replay batch. */

@@ -10,6 +10,13 @@ half a read timeout and a round trip, before the reads' deadline. (Until
 2026-12-03 the third replica was asked only once the frozen one had timed
 out, with a read timeout of its own: a read took one read timeout when one
 replica stalled and one per stalled replica in turn.)
+
+Then, n3 still frozen and not yet convicted (a high conviction threshold),
+24 more reads: n3 has left requests unanswered for longer than a quarter of
+the read timeout, so they ask n2 and not n3 (docs/operations.md), and are
+all answered at once, not at the hedge point (until 2026-12-03 every read
+that asked n3 first waited for it, until gossip convicted n3, seconds).
+Resumed, n3 answers what it was sent and is asked again.
 """
 import signal
 import time
@@ -21,7 +28,8 @@ TIMEOUT_MS = 1200
 
 def main():
     ips = ["127.0.0.110", "127.0.0.111", "127.0.0.112"]
-    c = h.racked_cluster(ips, replication="dc1:3", read_timeout_ms=TIMEOUT_MS)
+    c = h.racked_cluster(ips, replication="dc1:3", read_timeout_ms=TIMEOUT_MS,
+                         phi_convict_threshold=16)
     n1, n2, n3 = c.nodes
     keys = ["rd%d" % i for i in range(24)]
     cl = n1.client()
@@ -30,14 +38,20 @@ def main():
     h.check(not [r for r in res if r.err], "ALL writes: %r" % res[:2])
     cl.close()
 
-    n3.proc.send_signal(signal.SIGSTOP)
-    try:
+    def batch():
         cl = n1.client(timeout=30)
         t0 = time.time()
         res = cl.pipeline([("GET", {"key": k, "cl": "QUORUM"})
                            for k in keys])
         took = (time.time() - t0) * 1000
         cl.close()
+        return res, took
+
+    n3.proc.send_signal(signal.SIGSTOP)
+    try:
+        res, took = batch()
+        res2, took2 = batch()
+        n3_seen = n1.status()["rows"].get("n3", {}).get(5)
     finally:
         n3.proc.send_signal(signal.SIGCONT)
     errs = sorted(set(r.err for r in res if r.err))
@@ -59,7 +73,29 @@ def main():
     hedges = n1.metrics().get("ringkv_read_hedges_total", 0)
     h.check(hedges >= 1, "no read asked past the frozen replica (%r)" %
             hedges)
+
+    errs2 = sorted(set(r.err for r in res2 if r.err))
+    passed = n1.metrics().get("ringkv_read_replicas_passed_over_total", 0)
+    print("24 more, n3 still frozen (n1 sees it %s): errors %r, answered in "
+          "%.0f ms; replicas passed over %d" % (n3_seen, errs2, took2, passed))
+    h.check(n3_seen == "UN", "n3 was convicted DOWN before the second "
+            "batch (%r): the test did not test anything" % n3_seen)
+    h.check(not errs2 and all(r.value == k.encode()
+                              for k, r in zip(keys, res2)),
+            "second batch: %r" % [(r.err, r.msg) for r in res2][:3])
+    h.check(took2 < TIMEOUT_MS * 0.3,
+            "the second batch took %.0f ms: reads still asked the frozen "
+            "replica first and waited for their hedge point" % took2)
+    h.check(passed >= 1, "no replica counted as passed over (%r)" % passed)
     c.wait_converged(timeout=30)
+
+    # Resumed, n3 answered what it had been sent: it is asked again.
+    before = n3.metrics().get("ringkv_replica_reads_total", 0)
+    res3, _ = batch()
+    after = n3.metrics().get("ringkv_replica_reads_total", 0)
+    print("after SIGCONT: n3 served %d of the next 24 reads" % (after - before))
+    h.check(not [r for r in res3 if r.err], "after SIGCONT: %r" % res3[:2])
+    h.check(after > before, "n3 is still passed over after it resumed")
 
 
 if __name__ == "__main__":

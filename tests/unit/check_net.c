@@ -896,6 +896,7 @@ START_TEST(rpc_timeouts_fire_once)
     addr_of(a, sizeof(a), net_server_port(v.s));
     struct rpc_res res[50];
     memset(res, 0, sizeof(res));
+    ck_assert_uint_eq(net_peers_quiet_ms(p, a), 0); /* unknown peer */
     for (int i = 0; i < 50; i++)
         ck_assert_int_eq(net_peers_request(p, a, RK_SLICE("q", 1),
                                            (uint32_t)(20 + i % 5 * 10), rpc_cb,
@@ -906,7 +907,11 @@ START_TEST(rpc_timeouts_fire_once)
     for (int i = 0; i < 50; i++)
         ck_assert_int_eq(res[i].status, RK_ETIMEOUT);
     ck_assert_uint_eq(net_peers_pending(p), 0);
-    /* The late answers arrive, are counted as unmatched, and call nobody. */
+    /* Timed out, the requests leave the peer silent since the first was
+     * sent (at least the shortest timeout, 20 ms, ago). */
+    ck_assert_uint_ge(net_peers_quiet_ms(p, a), 20);
+    /* The late answers arrive, are counted as unmatched, and call nobody;
+     * they end the silence. */
     RUN_UNTIL(&e, v.nheld == 50);
     srv_release_held(&v, true);
     struct net_stats s;
@@ -916,6 +921,7 @@ START_TEST(rpc_timeouts_fire_once)
     } while (s.rpc_unmatched < 50);
     ck_assert_int_eq(count_calls(res, 50, NULL), 50);
     ck_assert_uint_eq(s.rpc_timeout, 50);
+    ck_assert_uint_eq(net_peers_quiet_ms(p, a), 0);
     /* The connection survived the timeouts. */
     v.hold = false;
     v.echo = true;
@@ -925,6 +931,7 @@ START_TEST(rpc_timeouts_fire_once)
         net_peers_request(p, a, RK_SLICE(pl, 8), 30000, rpc_cb, &ok), 0);
     RUN_UNTIL(&e, ok.calls == 1);
     ck_assert(ok.match);
+    ck_assert_uint_eq(net_peers_quiet_ms(p, a), 0); /* all answered */
     ck_assert_int_eq(v.accepted, 1);
     peers_stop(&e, p);
     srv_stop(&e, &v);
