@@ -11,7 +11,11 @@
  * Timeouts. A write gives each replica write_timeout_ms (net/'s RPC
  * deadline): a replica that does not answer in time fails its request, and
  * a request whose answers are all in without meeting the level is TIMEOUT,
- * reporting how many answered. A write whose replica failed or was DOWN
+ * reporting how many answered. The coordinator's own replica has the same
+ * deadline (the wake list below): a write not at its level by then is
+ * TIMEOUT whatever the local commit still does. Until 2026-12-03 it had
+ * none, and a write that needed the local commit (ALL, say) was not
+ * answered while the local disk hung. A write whose replica failed or was DOWN
  * leaves a hint for it, unless the replica refused it for good
  * (node__hint_rejected_for_good: a malformed write, or a key in no range
  * of the replica), which a hint replay would only drop.
@@ -129,8 +133,9 @@ struct creq {
     int fail_err; /* first failure */
     int cause;    /* first failure that is a replica's -errno (-EIO...) */
     bool timed_out;
-    /* reads: the client read's deadline (loop clock, ms) and the node's
-     * wake list, ordered by `wake`: its hedge point, then its deadline */
+    /* the request's deadline (loop clock, ms) and the node's wake list,
+     * ordered by `wake`: a read's hedge point, then its deadline; a write's
+     * deadline, while the local replica's commit is outstanding */
     uint64_t deadline;
     uint64_t wake;
     struct creq *wprev, *wnext;
@@ -157,7 +162,7 @@ struct creq {
 #define CREQ_ZEROED offsetof(struct creq, rep)
 
 static void creq_unref(struct creq *q);
-static void rwake_unlink(struct creq *q);
+static void wake_unlink(struct creq *q);
 
 /* ---- levels ----------------------------------------------------------- */
 
@@ -388,73 +393,78 @@ static void finish(struct creq *q, int err, struct rk_slice value)
                                .cause = err == RK_ETIMEOUT ? q->cause : 0};
     q->cb(&res, q->arg);
     if (q->waking) { /* the caller holds another reference */
-        rwake_unlink(q);
+        wake_unlink(q);
         creq_unref(q);
     }
 }
 
-/* ---- read deadlines ---------------------------------------------------- */
+/* ---- deadlines ------------------------------------------------------- */
 
 /* A read waiting for replicas is on the node's wake list, ordered by its
  * next wake time, with one timer armed at the head (as net/peers.c keeps
  * RPC deadlines): at its hedge point it asks past the replicas that have
  * not answered (read_hedge), at its deadline it is answered whatever is
- * still out (read_expire). Most reads are answered before either and
- * leave the list from finish(). */
+ * still out (read_expire). A write that asked the local replica is on it
+ * until its deadline (write_expire). Most requests are answered before
+ * and leave the list from finish(). */
 
 static void read_wake(struct creq *q, uint64_t now);
+static void write_expire(struct creq *q);
 
-static void rwake_arm(node *n);
+static void wake_arm(node *n);
 
-static void on_rwake(uv_timer_t *t)
+static void on_wake(uv_timer_t *t)
 {
     node *n = t->data;
     uint64_t now = uv_now(n->loop);
-    n->rwake_at = 0;
-    while (n->rwake_head && n->rwake_head->wake <= now) {
-        struct creq *q = n->rwake_head;
-        rwake_unlink(q);
-        read_wake(q, now); /* may put q back, later */
-        creq_unref(q);     /* the list's reference */
+    n->wake_at = 0;
+    while (n->wake_head && n->wake_head->wake <= now) {
+        struct creq *q = n->wake_head;
+        wake_unlink(q);
+        if (q->op == C_GET)
+            read_wake(q, now); /* may put q back, later */
+        else
+            write_expire(q);
+        creq_unref(q); /* the list's reference */
     }
-    rwake_arm(n);
+    wake_arm(n);
 }
 
 /* Arm the timer for the head, unless it is armed for earlier already (it
  * then fires for nothing and re-arms). */
-static void rwake_arm(node *n)
+static void wake_arm(node *n)
 {
-    if (!n->rwake_open)
+    if (!n->wake_open)
         return;
-    if (!n->rwake_head) {
-        if (n->rwake_at) {
-            uv_timer_stop(&n->rwake);
-            n->rwake_at = 0;
+    if (!n->wake_head) {
+        if (n->wake_at) {
+            uv_timer_stop(&n->wake);
+            n->wake_at = 0;
         }
         return;
     }
-    uint64_t at = n->rwake_head->wake;
-    if (n->rwake_at && n->rwake_at <= at)
+    uint64_t at = n->wake_head->wake;
+    if (n->wake_at && n->wake_at <= at)
         return;
     uint64_t now = uv_now(n->loop);
-    uv_timer_start(&n->rwake, on_rwake, at > now ? at - now : 0, 0);
-    n->rwake_at = at;
+    uv_timer_start(&n->wake, on_wake, at > now ? at - now : 0, 0);
+    n->wake_at = at;
 }
 
 /* Put q on the wake list for `at`, from the end nearer in time. */
-static void rwake_link(struct creq *q, uint64_t at)
+static void wake_link(struct creq *q, uint64_t at)
 {
     node *n = q->n;
-    if (!n->rwake_open)
+    if (!n->wake_open)
         return;
     q->wake = at;
-    struct creq *t = n->rwake_tail; /* the last one due no later, or NULL */
+    struct creq *t = n->wake_tail; /* the last one due no later, or NULL */
     if (t == NULL || t->wake <= at) {
         /* after the tail */
-    } else if (at < n->rwake_head->wake) {
+    } else if (at < n->wake_head->wake) {
         t = NULL;
-    } else if (at - n->rwake_head->wake < t->wake - at) {
-        t = n->rwake_head;
+    } else if (at - n->wake_head->wake < t->wake - at) {
+        t = n->wake_head;
         while (t->wnext->wake <= at)
             t = t->wnext;
     } else {
@@ -462,32 +472,32 @@ static void rwake_link(struct creq *q, uint64_t at)
             t = t->wprev;
     }
     q->wprev = t;
-    q->wnext = t ? t->wnext : n->rwake_head;
+    q->wnext = t ? t->wnext : n->wake_head;
     if (q->wnext)
         q->wnext->wprev = q;
     else
-        n->rwake_tail = q;
+        n->wake_tail = q;
     if (t)
         t->wnext = q;
     else
-        n->rwake_head = q;
+        n->wake_head = q;
     q->waking = true;
     q->refs++;
-    rwake_arm(n);
+    wake_arm(n);
 }
 
 /* Take q off the wake list; the caller takes over its reference. */
-static void rwake_unlink(struct creq *q)
+static void wake_unlink(struct creq *q)
 {
     node *n = q->n;
     if (q->wprev)
         q->wprev->wnext = q->wnext;
     else
-        n->rwake_head = q->wnext;
+        n->wake_head = q->wnext;
     if (q->wnext)
         q->wnext->wprev = q->wprev;
     else
-        n->rwake_tail = q->wprev;
+        n->wake_tail = q->wprev;
     q->wprev = q->wnext = NULL;
     q->waking = false;
 }
@@ -499,26 +509,26 @@ uint64_t coord_read_deadline(node *n)
 
 void node__coord_start(node *n)
 {
-    uv_timer_init(n->loop, &n->rwake);
-    n->rwake.data = n;
-    n->rwake_open = true;
+    uv_timer_init(n->loop, &n->wake);
+    n->wake.data = n;
+    n->wake_open = true;
 }
 
-/* The reads still on the list are answered by their replicas' failures
- * as the node closes its connections (or their repairs' commits). */
+/* The requests still on the list are answered by their replicas'
+ * failures as the node closes its connections (or their commits). */
 void node__coord_stop(node *n)
 {
-    if (!n->rwake_open)
+    if (!n->wake_open)
         return;
-    while (n->rwake_head) {
-        struct creq *q = n->rwake_head;
-        rwake_unlink(q);
+    while (n->wake_head) {
+        struct creq *q = n->wake_head;
+        wake_unlink(q);
         creq_unref(q);
     }
-    n->rwake_open = false;
-    n->rwake_at = 0;
+    n->wake_open = false;
+    n->wake_at = 0;
     n->pending_closes++;
-    uv_close((uv_handle_t *)&n->rwake, node__handle_closed);
+    uv_close((uv_handle_t *)&n->wake, node__handle_closed);
 }
 
 /* Defer a decision made inside coord_*() to the end of the loop turn, so
@@ -543,7 +553,7 @@ static void write_settle(struct creq *q)
         finish(q, 0, RK_SLICE(NULL, 0));
         return;
     }
-    if (q->refs == 1) /* every answer is in */
+    if (q->refs == 1 + q->waking) /* every answer is in */
         finish(q, q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
                RK_SLICE(NULL, 0));
 }
@@ -581,6 +591,15 @@ static void note_replica_failure(struct creq *q, int st)
 }
 
 /* ---- writes ----------------------------------------------------------- */
+
+/* The write's deadline passed before its level was met: the local
+ * replica's commit (the remote ones have RPC deadlines of their own) has
+ * not answered. It still may, in the background. */
+static void write_expire(struct creq *q)
+{
+    q->timed_out = true;
+    finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
+}
 
 static void on_local_write(int status, void *arg)
 {
@@ -813,6 +832,7 @@ static int coord_write(node *n,
     rc = encode_records(q, &rec);
     if (rc < 0)
         goto fail;
+    bool local = false;
     for (uint32_t i = 0; i < q->nrep; i++) {
         const struct crep *p = &q->rp[i];
         if (!p->up) {
@@ -826,7 +846,13 @@ static int coord_write(node *n,
             if (!p->self)
                 node__hint_store(n, p->name, RK_SLICE(q->key, q->klen),
                                  RK_SLICE(q->srec, q->srec_len));
+        } else if (p->self) {
+            local = true;
         }
+    }
+    if (local) { /* the commit has no deadline of its own: the write's */
+        q->deadline = uv_now(n->loop) + (uint64_t)n->cfg.write_timeout_ms;
+        wake_link(q, q->deadline);
     }
     defer(q); /* settles at the end of the turn if already decided */
     creq_unref(q);
@@ -1146,7 +1172,7 @@ static void read_wake(struct creq *q, uint64_t now)
         read_decide(q);
     }
     if (!q->done)
-        rwake_link(q, q->deadline);
+        wake_link(q, q->deadline);
 }
 
 static void on_remote_read(void *arg, int status, struct rk_slice resp)
@@ -1247,8 +1273,8 @@ int coord_get_metered(node *n,
     q->deadline = deadline ? deadline : now + (uint64_t)n->cfg.read_timeout_ms;
     read_fill(q);
     if (!satisfied(q)) /* waits for replicas: hedge point, deadline */
-        rwake_link(q, q->deadline > now ? now + (q->deadline - now) / 2
-                                        : q->deadline);
+        wake_link(q, q->deadline > now ? now + (q->deadline - now) / 2
+                                       : q->deadline);
     defer(q);
     creq_unref(q);
     return 0;

@@ -185,11 +185,12 @@ struct node {
     uint64_t refused_logged_ms; /* coord.write_refused: last logged */
     uint64_t refused_unlogged;  /* refusals since */
     struct creq *deferred;      /* decisions due at the end of the turn */
-    /* coord.c: reads waiting for replicas, by hedge point / deadline */
-    uv_timer_t rwake;
-    bool rwake_open;
-    uint64_t rwake_at; /* loop ms the timer is armed for, 0: none */
-    struct creq *rwake_head, *rwake_tail;
+    /* coord.c: reads waiting for replicas (by hedge point, deadline) and
+     * writes waiting for the local commit (by deadline) */
+    uv_timer_t wake;
+    bool wake_open;
+    uint64_t wake_at; /* loop ms the timer is armed for, 0: none */
+    struct creq *wake_head, *wake_tail;
     struct rk_pool coord_pool;  /* coord.c: finished request structs */
     struct rk_pool iwrite_pool; /* replica.c: finished replica writes */
     struct rpc_buf reply_buf;   /* replica.c: replies are encoded here */
