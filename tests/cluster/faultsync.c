@@ -6,7 +6,8 @@
  * syncfs return -1 with errno EIO without syncing, as a disk that lost a
  * write would report it. While the file named by RINGKV_FAULT_SYNC_HANG
  * exists, they wait (a disk that stops completing writes), then go on.
- * Used by test_disk_fault.py and test_regression_read_outlives_timeout.py;
+ * Used through harness.fault_disk by test_disk_fault.py and the
+ * test_regression_*_outlives_timeout.py tests;
  * not part of ringkvd.
  */
 #ifndef _GNU_SOURCE

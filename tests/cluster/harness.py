@@ -514,6 +514,22 @@ def asan_options(opt):
     return cur + ":" + opt if cur else opt
 
 
+def fault_disk(node, var, name):
+    """Start `node` with faultsync.c preloaded, its disk syncs faulting
+    while a marker file exists: var RINGKV_FAULT_SYNC (they fail with EIO)
+    or RINGKV_FAULT_SYNC_HANG (they wait). Returns the marker's path (in
+    the cluster's directory, named `name`); create it to start the fault,
+    remove it to end it."""
+    lib = os.environ.get("RINGKV_FAULTSYNC")
+    check(lib and os.path.exists(lib),
+          "RINGKV_FAULTSYNC (the faultsync library) not found: %r" % lib)
+    marker = os.path.join(node.cluster.dir, name)
+    # the sanitizer runtime need not come first in the list
+    node.env = {"LD_PRELOAD": lib, var: marker,
+                "ASAN_OPTIONS": asan_options("verify_asan_link_order=0")}
+    return marker
+
+
 def small_asan_quarantine():
     """Keep ASan's quarantine (256 MiB by default) small in nodes started
     after this, so their RSS measures the daemon, not ASan."""

@@ -68,15 +68,9 @@ def wait_up(node, timeout=30):
 
 
 def main():
-    lib = os.environ.get("RINGKV_FAULTSYNC")
-    h.check(lib and os.path.exists(lib),
-            "RINGKV_FAULTSYNC (the faultsync library) not found: %r" % lib)
     c = h.Cluster([IP], seeds=[IP], replication="dc1:1")
     node = c.nodes[0]
-    marker = os.path.join(c.dir, "disk-broken")
-    node.env = {"LD_PRELOAD": lib, "RINGKV_FAULT_SYNC": marker,
-                # the sanitizer runtime need not come first in the list
-                "ASAN_OPTIONS": h.asan_options("verify_asan_link_order=0")}
+    marker = h.fault_disk(node, "RINGKV_FAULT_SYNC", "disk-broken")
     c.start()
     wait_up(node)
 

@@ -103,9 +103,6 @@ def wait_value(node, key, want, timeout=30):
 
 
 def main():
-    lib = os.environ.get("RINGKV_FAULTSYNC")
-    h.check(lib and os.path.exists(lib),
-            "RINGKV_FAULTSYNC (the faultsync library) not found: %r" % lib)
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:3",
                   read_timeout_ms=T, gossip_interval_ms=1000,
                   phi_convict_threshold=16, hinted_handoff="false",
@@ -113,9 +110,7 @@ def main():
     for i, n in enumerate(c.nodes):
         n.extra["rack"] = "r%d" % (i + 1)
     n1, n2, n3, n4 = c.nodes
-    hang = os.path.join(c.dir, "disk-hangs")
-    n1.env = {"LD_PRELOAD": lib, "RINGKV_FAULT_SYNC_HANG": hang,
-              "ASAN_OPTIONS": h.asan_options("verify_asan_link_order=0")}
+    hang = h.fault_disk(n1, "RINGKV_FAULT_SYNC_HANG", "disk-hangs")
     c.start()
     c.wait_converged(timeout=60)
 
