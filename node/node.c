@@ -352,9 +352,8 @@ static void on_check(uv_check_t *h)
 
 /* Before the poll blocks: what timers and write callbacks did (a read
  * answered TIMEOUT at its deadline), which would otherwise wait for
- * something else to wake the loop -- up to a gossip interval on a quiet
- * node (regression: read_outlives_timeout). As net/conn.c's flusher
- * does. */
+ * something else to wake the loop -- up to a second on a quiet node
+ * (test_regression_timer_reply_delayed). As net/conn.c's flusher does. */
 static void on_prepare(uv_prepare_t *h)
 {
     turn_flush(h->data);
