@@ -280,6 +280,19 @@ int net_peers_request(net_peers *p,
                       net_rpc_cb cb,
                       void *arg);
 
+/* As net_peers_request, except that when host_port has been silent with
+ * a request to answer for max_quiet_ms or more (net_peers_quiet_ms),
+ * nothing is sent and RK_EUNAVAILABLE is returned, as while a peer backs
+ * off: its earlier requests are timing out, and this one would. 0: no
+ * limit. */
+int net_peers_request_unless_quiet(net_peers *p,
+                                   const char *host_port,
+                                   struct rk_slice payload,
+                                   uint32_t timeout_ms,
+                                   uint32_t max_quiet_ms,
+                                   net_rpc_cb cb,
+                                   void *arg);
+
 /* Closes the connection to host_port, failing its pending requests with
  * RK_ECLOSED, and forgets its backoff. Unknown peer: no-op. */
 void net_peers_drop(net_peers *p, const char *host_port);

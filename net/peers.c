@@ -554,6 +554,18 @@ int net_peers_request(net_peers *p,
                       net_rpc_cb cb,
                       void *arg)
 {
+    return net_peers_request_unless_quiet(p, host_port, payload, timeout_ms, 0,
+                                          cb, arg);
+}
+
+int net_peers_request_unless_quiet(net_peers *p,
+                                   const char *host_port,
+                                   struct rk_slice payload,
+                                   uint32_t timeout_ms,
+                                   uint32_t max_quiet_ms,
+                                   net_rpc_cb cb,
+                                   void *arg)
+{
     struct peer *e;
     uint8_t hdr[NET_RPC_HDR];
     if (p->base.closing)
@@ -566,6 +578,9 @@ int net_peers_request(net_peers *p,
     if (rc)
         return rc;
     uint64_t now = uv_now(p->base.loop);
+    if (max_quiet_ms && e->quiet_since && now >= e->quiet_since &&
+        now - e->quiet_since >= max_quiet_ms)
+        return RK_EUNAVAILABLE;
     if (e->conn == NULL) {
         if (now < e->retry_at)
             return RK_EUNAVAILABLE;

@@ -677,6 +677,21 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
     creq_unref(q);
 }
 
+/* The write could not be sent to peer i: its connection is backing off
+ * after a failed connect, or it has left requests unanswered for
+ * write_timeout_ms (net_peers_quiet_ms), so that every write sent to it
+ * would time out too. It gets a hint, as a DOWN replica does. Until
+ * 2026-12-03 writes went on being sent to a replica frozen but not yet
+ * DOWN: each waited for its write timeout in n->coord_background, and past
+ * 4 x max_inflight / write_timeout_ms writes a second the node answered
+ * OVERLOADED to everything until gossip convicted the replica. */
+static void write_unsent(struct creq *q, uint32_t i)
+{
+    q->n->stats.writes_unsent++;
+    node__hint_store(q->n, q->rp[i].name, RK_SLICE(q->key, q->klen),
+                     RK_SLICE(q->srec, q->srec_len));
+}
+
 /* Send the write in q->wmsg to replica i (local or remote). 0 if an answer
  * will come. */
 static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
@@ -688,10 +703,10 @@ static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
     if (q->rp[i].self)
         rc = node__local_write(n, RK_SLICE(q->key, q->klen), rec,
                                on_local_write, c);
-    else
-        rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
-                            (uint32_t)n->cfg.write_timeout_ms, on_remote_write,
-                            c);
+    else /* not to a peer silent for a write timeout: write_unsent */
+        rc = node__rpc_addr(
+            n, q->rp[i].iaddr, &q->wmsg, (uint32_t)n->cfg.write_timeout_ms,
+            (uint32_t)n->cfg.write_timeout_ms, on_remote_write, c);
     if (rc < 0)
         return rc;
     q->refs++;
@@ -844,8 +859,7 @@ static int coord_write(node *n,
         if (e < 0) {
             note_failure(q, e);
             if (!p->self)
-                node__hint_store(n, p->name, RK_SLICE(q->key, q->klen),
-                                 RK_SLICE(q->srec, q->srec_len));
+                write_unsent(q, i);
         } else if (p->self) {
             local = true;
         }
@@ -937,7 +951,7 @@ static int send_read(struct creq *q, uint32_t i)
     if (rc == 0) {
         uint64_t left = q->deadline - now;
         rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
-                            left < UINT32_MAX ? (uint32_t)left : UINT32_MAX,
+                            left < UINT32_MAX ? (uint32_t)left : UINT32_MAX, 0,
                             on_remote_read, &q->ctx[i]);
         if (rc == 0)
             q->refs++;
@@ -1109,7 +1123,7 @@ static void read_decide(struct creq *q)
                                    on_repair_done, c);
         else
             rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
-                                (uint32_t)n->cfg.write_timeout_ms,
+                                (uint32_t)n->cfg.write_timeout_ms, 0,
                                 on_repair_remote, c);
         if (rc < 0)
             continue;

@@ -47,6 +47,7 @@ struct node_stats {
     uint64_t read_repairs;
     uint64_t read_hedges;      /* reads that asked past silent replicas */
     uint64_t read_passed_over; /* replicas a read asked last: silent */
+    uint64_t writes_unsent;    /* replica writes not sent (hinted instead) */
     uint64_t hints_stored;
     uint64_t hints_replayed;
     uint64_t hints_dropped;
@@ -267,11 +268,14 @@ int node__rpc(node *n,
               uint32_t timeout_ms,
               net_rpc_cb cb,
               void *arg);
-/* The same to an internode "host:port". */
+/* The same to an internode "host:port"; unless the peer has been silent
+ * with a request to answer for max_quiet_ms (0: no limit): then
+ * RK_EUNAVAILABLE, nothing sent (net_peers_request_unless_quiet). */
 int node__rpc_addr(node *n,
                    const char *iaddr,
                    const struct rpc_buf *msg,
                    uint32_t timeout_ms,
+                   uint32_t max_quiet_ms,
                    net_rpc_cb cb,
                    void *arg);
 /* How long the peer at iaddr has been silent with a request to answer

@@ -42,7 +42,8 @@ struct obs {
     bool stopped;
 
     metrics_family *req, *lat, *err;
-    metrics_family *overloaded, *stale, *repairs, *hedges, *passed_over;
+    metrics_family *overloaded, *stale, *repairs, *hedges, *passed_over,
+        *unsent;
     metrics_family *hints_stored, *hints_replayed, *hints_dropped;
     metrics_family *writes_refused;
     metrics_family *gossip_in, *gossip_out, *gossip_bad, *gossip_auth;
@@ -131,6 +132,11 @@ static int obs_register(struct obs *o)
     F(passed_over, "ringkv_read_replicas_passed_over_total",
       "Replicas a read asked only after the others (or not at all) because "
       "they had left a request unanswered for a while (docs/operations.md).",
+      METRICS_COUNTER, 0, NULL);
+    F(unsent, "ringkv_replica_writes_unsent_total",
+      "Replica writes not sent, hinted instead: the peer's connection was "
+      "backing off after a failed connect, or the peer had left requests "
+      "unanswered for write_timeout_ms.",
       METRICS_COUNTER, 0, NULL);
     F(hints_stored, "ringkv_hints_stored_total",
       "Hinted writes stored for DOWN or failed replicas.", METRICS_COUNTER, 0,
@@ -311,6 +317,7 @@ static void obs_sync(struct obs *o)
     ctr(o->repairs, 0, s->read_repairs, &l->read_repairs);
     ctr(o->hedges, 0, s->read_hedges, &l->read_hedges);
     ctr(o->passed_over, 0, s->read_passed_over, &l->read_passed_over);
+    ctr(o->unsent, 0, s->writes_unsent, &l->writes_unsent);
     ctr(o->hints_stored, 0, s->hints_stored, &l->hints_stored);
     ctr(o->hints_replayed, 0, s->hints_replayed, &l->hints_replayed);
     ctr(o->hints_dropped, 0, s->hints_dropped, &l->hints_dropped);

@@ -326,13 +326,15 @@ int node__rpc_addr(node *n,
                    const char *iaddr,
                    const struct rpc_buf *msg,
                    uint32_t timeout_ms,
+                   uint32_t max_quiet_ms,
                    net_rpc_cb cb,
                    void *arg)
 {
     if (!n->peers || !iaddr[0])
         return RK_EUNAVAILABLE;
-    return net_peers_request(n->peers, iaddr, RK_SLICE(msg->data, msg->len),
-                             timeout_ms, cb, arg);
+    return net_peers_request_unless_quiet(n->peers, iaddr,
+                                          RK_SLICE(msg->data, msg->len),
+                                          timeout_ms, max_quiet_ms, cb, arg);
 }
 
 uint64_t node__peer_quiet_ms(node *n, const char *iaddr)

@@ -910,6 +910,13 @@ START_TEST(rpc_timeouts_fire_once)
     /* Timed out, the requests leave the peer silent since the first was
      * sent (at least the shortest timeout, 20 ms, ago). */
     ck_assert_uint_ge(net_peers_quiet_ms(p, a), 20);
+    /* ...so a request that must not wait on a peer silent for 10 ms is
+     * refused, and nothing is sent. */
+    struct rpc_res no = {.tag = 0};
+    ck_assert_int_eq(net_peers_request_unless_quiet(p, a, RK_SLICE("q", 1),
+                                                    30000, 10, rpc_cb, &no),
+                     RK_EUNAVAILABLE);
+    ck_assert_uint_eq(net_peers_pending(p), 0);
     /* The late answers arrive, are counted as unmatched, and call nobody;
      * they end the silence. */
     RUN_UNTIL(&e, v.nheld == 50);
@@ -920,6 +927,7 @@ START_TEST(rpc_timeouts_fire_once)
         net_peers_stats(p, &s);
     } while (s.rpc_unmatched < 50);
     ck_assert_int_eq(count_calls(res, 50, NULL), 50);
+    ck_assert_int_eq(no.calls, 0);
     ck_assert_uint_eq(s.rpc_timeout, 50);
     ck_assert_uint_eq(net_peers_quiet_ms(p, a), 0);
     /* The connection survived the timeouts. */
@@ -927,8 +935,9 @@ START_TEST(rpc_timeouts_fire_once)
     v.echo = true;
     struct rpc_res ok = {.tag = 0};
     uint8_t pl[8] = {0};
-    ck_assert_int_eq(
-        net_peers_request(p, a, RK_SLICE(pl, 8), 30000, rpc_cb, &ok), 0);
+    ck_assert_int_eq(net_peers_request_unless_quiet(p, a, RK_SLICE(pl, 8),
+                                                    30000, 10, rpc_cb, &ok),
+                     0); /* no longer silent: sent */
     RUN_UNTIL(&e, ok.calls == 1);
     ck_assert(ok.match);
     ck_assert_uint_eq(net_peers_quiet_ms(p, a), 0); /* all answered */
