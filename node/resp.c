@@ -228,7 +228,10 @@ static bool resp__is(const struct rk_slice *s, const char *name)
     return true;
 }
 
-/* Strict decimal: optional '-', 1..19 digits, nothing else. */
+/* Strict decimal, as Redis reads one (its string2ll): optional '-', 1..19
+ * digits, no leading zero but in "0" itself, no "-0", nothing else. Until
+ * 2026-12-03 "$04" and "-0" were taken (regression: check_resp's
+ * regression_leading_zero_lengths). */
 static int resp__parse_ll(long long *out, const uint8_t *s, size_t n)
 {
     bool neg = false;
@@ -237,7 +240,7 @@ static int resp__parse_ll(long long *out, const uint8_t *s, size_t n)
         s++;
         n--;
     }
-    if (n == 0 || n > 19)
+    if (n == 0 || n > 19 || (s[0] == '0' && (n > 1 || neg)))
         return -1;
     unsigned long long v = 0;
     for (size_t i = 0; i < n; i++) {

@@ -262,6 +262,21 @@ START_TEST(parse_bad_lengths)
 }
 END_TEST
 
+/* Lengths and integer arguments are read as Redis reads them: a leading
+ * zero ("$04", "*01", "EX 010") or "-0" was taken until 2026-12-03. */
+START_TEST(regression_leading_zero_lengths)
+{
+    EXPECT_ERR("*1\r\n$04\r\nPING\r\n", "", "invalid bulk length");
+    EXPECT_ERR("*01\r\n$4\r\nPING\r\n", "", "invalid multibulk length");
+    EXPECT_ERR("*1\r\n$-0\r\n", "", "invalid bulk length");
+    EXPECT_ERR("*-0\r\n", "", "invalid multibulk length");
+    EXPECT_ERR("*1\r\n$00\r\n\r\n", "", "invalid bulk length");
+    /* "0" itself is a length */
+    EXPECT_ERR("*2\r\n$4\r\nECHO\r\n$0\r\n\r\n*1\r\n$04\r\n", "4:ECHO 0: ;",
+               "invalid bulk length");
+}
+END_TEST
+
 START_TEST(parse_nested_refused)
 {
     EXPECT_ERR("*1\r\n*1\r\n$1\r\na\r\n", "", "expected '$', got '*'");
@@ -639,6 +654,20 @@ START_TEST(cmd_set_options)
 }
 END_TEST
 
+/* ... and so are integer arguments ("EX 010", "PX -0" were taken). */
+START_TEST(regression_leading_zero_arguments)
+{
+    struct argv_buf ab;
+    struct resp_request r;
+    req_expect(&r, R("set", "k", "v", "EX", "010"),
+               "-ERR value is not an integer or out of range\r\n");
+    req_expect(&r, R("set", "k", "v", "PX", "-0"),
+               "-ERR value is not an integer or out of range\r\n");
+    req_expect(&r, R("set", "k", "v", "PX", "10"), NULL);
+    ck_assert_int_eq(r.set.expire_ms, 10);
+}
+END_TEST
+
 /* SETEX, PSETEX and SETNX are SETs with an expiry or NX; UNLINK is DEL.
  * Transactions and read-modify-write commands are refused with a reason. */
 START_TEST(cmd_set_older_forms)
@@ -925,6 +954,7 @@ static Suite *resp_suite(void)
     tcase_add_test(tc, parse_inline);
     tcase_add_test(tc, parse_empty);
     tcase_add_test(tc, parse_bad_lengths);
+    tcase_add_test(tc, regression_leading_zero_lengths);
     tcase_add_test(tc, parse_nested_refused);
     tcase_add_test(tc, parse_huge_bulk_refused);
     tcase_add_test(tc, parse_limits);
@@ -940,6 +970,7 @@ static Suite *resp_suite(void)
     tc = tcase_create("commands");
     tcase_add_test(tc, cmd_lookup_and_arity);
     tcase_add_test(tc, cmd_set_options);
+    tcase_add_test(tc, regression_leading_zero_arguments);
     tcase_add_test(tc, cmd_set_older_forms);
     tcase_add_test(tc, regression_multi_ran_queued_writes);
     tcase_add_test(tc, cmd_key_limits);
