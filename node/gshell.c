@@ -457,6 +457,7 @@ void node__ring_rebuild(node *n)
             if (strcmp(n->peer[k].name, pt[i].name) == 0) {
                 pt[i].replaying = n->peer[k].replaying;
                 pt[i].replay_after = n->peer[k].replay_after;
+                pt[i].silent = n->peer[k].silent;
                 differed = n->peer[k].repl_differs;
                 if (!pt[i].up && n->peer[k].down_since_ms)
                     pt[i].down_since_ms = n->peer[k].down_since_ms;
@@ -652,6 +653,33 @@ static void announce_tokens(node *n, size_t nt, size_t others)
 
 /* ---- loop glue -------------------------------------------------------- */
 
+/* Log when a peer has left requests unanswered for write_timeout_ms, so
+ * that reads ask it last and writes to it are hinted (node/coord.c), and
+ * when it answers again: an operator sees why, before gossip says DOWN. */
+static void silence_watch(node *n)
+{
+    if (!n->peers)
+        return;
+    for (size_t i = 0; i < n->npeers; i++) {
+        struct node_peer *p = &n->peer[i];
+        if (p->self || !p->iaddr[0])
+            continue;
+        uint64_t quiet = net_peers_quiet_ms(n->peers, p->iaddr);
+        bool silent = quiet >= (uint64_t)n->cfg.write_timeout_ms;
+        if (silent == p->silent)
+            continue;
+        p->silent = silent;
+        if (silent)
+            LOG(WARN, "peer.silent",
+                "peer=%s silent_ms=%llu note=\"no answer to requests sent: "
+                "reads ask it last, writes to it are hinted until it "
+                "answers\"",
+                p->name, (unsigned long long)quiet);
+        else
+            LOG(INFO, "peer.answering", "peer=%s", p->name);
+    }
+}
+
 static void on_tick(uv_timer_t *t)
 {
     node *n = t->data;
@@ -672,6 +700,7 @@ static void on_tick(uv_timer_t *t)
         handle_events(n);
     }
     boot_try(n, now);
+    silence_watch(n);
 }
 
 static void on_udp(void *arg, struct rk_slice pkt, const struct sockaddr *from)

@@ -100,6 +100,7 @@ struct node_peer {
     bool repl_differs;      /* gossips a replication other than ours */
     uint64_t replay_after;  /* hint replay goes on after this seq (0: start) */
     uint64_t down_since_ms; /* loop clock when marked DOWN, 0 if UP */
+    bool silent; /* logged as silent for a write timeout (gshell.c) */
 };
 
 /* The peer table, shared with coordinator requests in flight, which point

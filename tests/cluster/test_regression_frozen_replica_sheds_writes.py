@@ -18,7 +18,8 @@ threshold so that n3, frozen (SIGSTOP), is not DOWN. For 4 W QUORUM writes
 are pipelined to n1, 16 every 10 ms: from 1.5 W on none is answered
 OVERLOADED (the old code answered most of them OVERLOADED), and n1 counts
 writes not sent. Resumed, n3 answers what it had been sent, is written to
-again (an ALL write succeeds), and receives a write hinted for it.
+again (an ALL write succeeds), and receives a write hinted for it; n1
+logged peer.silent for n3, then peer.answering.
 """
 import signal
 import time
@@ -86,9 +87,21 @@ def main():
             (late["OVERLOADED"], late["ok"]))
     h.check(not late["other"], "writes failed: %r" % late["other"][:3])
     h.check(unsent > 0, "no write counted as not sent")
+    h.check("event=peer.silent peer=n3" in n1.log(),
+            "n1 did not log n3 as silent")
 
     c.wait_converged(timeout=60)
-    r = cl.call("PUT", key="after", value="1", cl="ALL")
+    # Just resumed, n3 may still be busy with what it was sent while
+    # frozen (and the hints) past one short write timeout: retry a while.
+    deadline = time.time() + 20
+    tries = 0
+    while True:
+        tries += 1
+        r = cl.call("PUT", key="after", value="1", cl="ALL")
+        if not r.err or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    print("ALL write after SIGCONT: %r after %d tries" % (r.err, tries))
     h.check(not r.err, "ALL write after SIGCONT (n3 written to again): %r"
             % r)
     cl.close()
@@ -102,6 +115,8 @@ def main():
             break
         time.sleep(0.3)
     h.check(got == b"h", "n3 never received the hinted write: %r" % got)
+    h.check("event=peer.answering peer=n3" in n1.log(),
+            "n1 did not log n3 answering again")
 
 
 if __name__ == "__main__":
