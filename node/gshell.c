@@ -30,6 +30,7 @@
 #include "node/obs.h"
 
 #define RING_DELAY_TICKS 5    /* rounds a fresh node listens before joining */
+#define SETTLE_INTERVALS 10   /* a restarted node waits this long for a peer */
 #define RING_DELAY_MS    2000 /* ... and at least this long */
 
 /* ---- sending ---------------------------------------------------------- */
@@ -340,6 +341,13 @@ static void repl_note(const char *name,
             name, (int)own.len, (const char *)own.p);
 }
 
+/* RING_STALE: heard of a newer ring epoch than the one applied, or
+ * restarted and no peer heard yet (settling). */
+static int stale_now(node *n)
+{
+    return n->settling || gossip_ring_stale(n->g);
+}
+
 void node__ring_rebuild(node *n)
 {
     uint64_t now = node__mono_ms(n);
@@ -408,7 +416,7 @@ void node__ring_rebuild(node *n)
     ring_free(n->ring);
     n->ring = r;
     gossip_ring_applied(n->g, ring_epoch(r));
-    n->ring_stale = gossip_ring_stale(n->g);
+    n->ring_stale = stale_now(n);
 
     /* peer table, indexed like the ring */
     size_t rn = ring_node_count(r);
@@ -523,6 +531,11 @@ static void handle_events(node *n)
         case GOSSIP_EV_UP:
             LOG(INFO, "gossip.up", "peer=%s", e->name);
             peer_set_up(n, e->name, true);
+            if (n->settling) { /* heard the cluster: its ring from now */
+                n->settling = false;
+                n->ring_stale = stale_now(n);
+                LOG(INFO, "ring.settled", "peer=%s", e->name);
+            }
             break;
         case GOSSIP_EV_DOWN:
             LOG(WARN, "gossip.down", "peer=%s", e->name);
@@ -542,7 +555,7 @@ static void handle_events(node *n)
             rebuild = true;
             break;
         case GOSSIP_EV_RING_CAUGHT_UP:
-            n->ring_stale = gossip_ring_stale(n->g);
+            n->ring_stale = stale_now(n);
             LOG(INFO, "ring.caught_up", "epoch=%llu",
                 (unsigned long long)e->epoch);
             break;
@@ -701,6 +714,13 @@ static void on_tick(uv_timer_t *t)
     }
     boot_try(n, now);
     silence_watch(n);
+    if (n->settling && now >= n->settle_until) {
+        n->settling = false;
+        n->ring_stale = stale_now(n);
+        LOG(WARN, "ring.settle_timeout",
+            "note=\"no peer heard since the restart: serving with the ring "
+            "as saved\"");
+    }
 }
 
 static void on_udp(void *arg, struct rk_slice pkt, const struct sockaddr *from)
@@ -777,6 +797,22 @@ int node__gossip_start(node *n, char *err, size_t errlen)
             node_state_save(&n->st, c->data_dir);
         }
         n->boot = NODE_BOOT_DONE;
+        /* Restarted: the ring it can build holds only its own tokens until
+         * gossip brings the others'. Coordinating with it would place a
+         * QUORUM write on this node alone (a quorum of one), or a key on a
+         * node that is not its replica. So it answers RING_STALE (retry
+         * via another node) until a peer is heard, at most
+         * SETTLE_INTERVALS gossip intervals -- unless it is its own only
+         * seed (a one-node cluster). Until 2026-12-03 it served at once:
+         * for the first seconds after a restart its QUORUM writes were
+         * acknowledged by itself alone. */
+        if (n->nseeds > (n->is_seed ? 1 : 0)) {
+            n->settling = true;
+            n->ring_stale = 1;
+            n->settle_until =
+                node__mono_ms(n) +
+                SETTLE_INTERVALS * (uint64_t)c->gossip_interval_ms;
+        }
     } else {
         gossip_status_set(n->g, GOSSIP_STATUS_BOOT, 0, NULL);
         n->boot = NODE_BOOT_WAIT;

@@ -163,9 +163,11 @@ struct node {
 
     store *store;
     struct hlc hlc;
-    ring *ring;      /* current snapshot (one reference), NULL until formed */
-    int ring_stale;  /* heard of a newer epoch than ring's */
-    int self_idx_ok; /* this node is placed in ring */
+    ring *ring;     /* current snapshot (one reference), NULL until formed */
+    int ring_stale; /* heard of a newer epoch than ring's, or settling */
+    bool settling;  /* restarted, no peer heard yet: see gshell.c */
+    uint64_t settle_until; /* mono ms: settling ends by then regardless */
+    int self_idx_ok;       /* this node is placed in ring */
 
     /* group commit */
     struct commit_job *commit_open; /* collecting */

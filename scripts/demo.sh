@@ -69,8 +69,14 @@ start() {
     printf 'demo: waiting for the nodes to see each other'
     n=0
     while :; do
-        up=$("$bin/ringkv" -h 127.0.0.11 status 2>/dev/null | grep -c '^UN' || true)
-        [ "$up" = 3 ] && break
+        # every node sees all three UP (a restarted node answers
+        # RING_STALE until it has heard the others)
+        up=0
+        for ip in 127.0.0.11 127.0.0.12 127.0.0.13; do
+            u=$("$bin/ringkv" -h $ip status 2>/dev/null | grep -c '^UN' || true)
+            up=$((up + u))
+        done
+        [ "$up" = 9 ] && break
         n=$((n + 1))
         if [ $n -ge 120 ]; then
             echo

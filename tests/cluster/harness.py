@@ -6,7 +6,7 @@ atexit, SIGTERM/SIGINT handlers, and PR_SET_PDEATHSIG on every child, so a
 killed test runner leaves no daemon behind. Data dirs live in a temporary
 folder that is removed at exit (kept, with the logs, when RINGKV_KEEP=1).
 
-Addresses: tests use 127.0.0.21-127.0.0.198, each test its own (the demo
+Addresses: tests use 127.0.0.14-127.0.0.198, each test its own (the demo
 uses .11-.13).
 """
 import atexit
