@@ -92,7 +92,9 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
             char lb[32];
             struct rk_slice l = pi.state[GOSSIP_KEY_LOAD];
             size_t ll = l.len < sizeof(lb) - 1 ? l.len : sizeof(lb) - 1;
-            memcpy(lb, l.p, ll);
+            if (ll) /* no LOAD heard yet: l.p is NULL (UBSan aborted the
+                     * node on STATUS just after a restart) */
+                memcpy(lb, l.p, ll);
             lb[ll] = '\0';
             rows[k].load = strtoull(lb, NULL, 10);
             /* a copy: gossip's changes with the next packet */

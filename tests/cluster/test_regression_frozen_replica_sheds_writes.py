@@ -115,6 +115,11 @@ def main():
             break
         time.sleep(0.3)
     h.check(got == b"h", "n3 never received the hinted write: %r" % got)
+    # logged at n1's next gossip round after n3's first answer
+    deadline = time.time() + 10
+    while ("event=peer.answering peer=n3" not in n1.log() and
+           time.time() < deadline):
+        time.sleep(0.2)
     h.check("event=peer.answering peer=n3" in n1.log(),
             "n1 did not log n3 answering again")
 

@@ -14,6 +14,11 @@ started again; a QUORUM write is sent through it as soon as its client port
 accepts: it is answered RING_STALE, or, if gossip was already through,
 acknowledged by 2 of the 3 replicas it needs -- never with need 1. Once
 n2 has heard the others it serves QUORUM writes with need 2.
+
+Also a regression: STATUS on a node whose gossip had not yet brought a
+peer's LOAD copied from a NULL pointer (memcpy of 0 bytes), which the
+sanitizer build aborted on: n2 died under wait_converged's STATUS, 4 runs
+of 4 under ASan+UBSan.
 """
 import socket
 import time
