@@ -612,6 +612,22 @@ class RespConn:
         return line
 
 
+def resp_serving(ip, port, timeout=30):
+    """A RespConn to ip:port once the node there serves writes (a SET
+    succeeds): a freshly started node refuses them until its ring is up."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            r = RespConn(ip, port)
+            if r.call("SET", "ready", "1") == b"+OK":
+                return r
+            r.s.close()
+        except OSError:
+            pass
+        check(time.time() < deadline, "%s never served" % ip)
+        time.sleep(0.2)
+
+
 def check(cond, what):
     if not cond:
         raise AssertionError(what)

@@ -19,7 +19,6 @@ the fix: 65 of the SETs, every MSET) and its RSS must grow by less than
 """
 import os
 import signal
-import socket
 import threading
 import time
 
@@ -31,41 +30,9 @@ MIB = 1 << 20
 GROWTH_MAX_KB = 100 * 1024
 
 
-def cmd(*args):
-    args = [a if isinstance(a, bytes) else str(a).encode() for a in args]
-    return b"*%d\r\n" % len(args) + b"".join(
-        b"$%d\r\n%s\r\n" % (len(a), a) for a in args)
-
-
-class Conn:
-    def __init__(self, ip):
-        self.s = socket.create_connection((ip, PORT), timeout=30)
-        self.buf = b""
-
-    def line(self, deadline):
-        while b"\r\n" not in self.buf:
-            h.check(time.time() < deadline, "no reply in time")
-            try:
-                d = self.s.recv(65536)
-            except socket.timeout:
-                continue
-            h.check(d, "connection closed")
-            self.buf += d
-        line, _, self.buf = self.buf.partition(b"\r\n")
-        return line
-
-    def call(self, *args):
-        self.s.sendall(cmd(*args))
-        return self.line(time.time() + 30)
-
-
 def processed(info):
     """total_commands_processed, less the INFO commands of this poller."""
-    info.s.sendall(cmd("INFO", "stats"))
-    n = int(info.line(time.time() + 30)[1:])
-    while len(info.buf) < n + 2:
-        info.buf += info.s.recv(65536)
-    text, info.buf = info.buf[:n], info.buf[n + 2:]
+    text = info.call("INFO", "stats")
     processed.polls += 1
     for l in text.decode().splitlines():
         if l.startswith("total_commands_processed:"):
@@ -78,8 +45,8 @@ processed.polls = 0
 
 def run_case(c, name, reqs, want, parsed_max):
     n1, n2 = c.nodes
-    info = Conn(n1.ip)
-    conn = Conn(n1.ip)
+    info = h.RespConn(n1.ip, PORT)
+    conn = h.RespConn(n1.ip, PORT, timeout=120)
     h.check(conn.call("CONSISTENCY", "ALL") == b"+OK", "CONSISTENCY ALL")
     rss0 = h.rss_kb(n1.proc.pid)
     base = processed(info)
@@ -115,9 +82,8 @@ def run_case(c, name, reqs, want, parsed_max):
                 (name, grown))
         os.kill(n2.proc.pid, signal.SIGCONT)
         stopped = False
-        deadline = time.time() + 120
         for i in range(len(reqs)):
-            rep = conn.line(deadline)
+            rep = conn.reply()
             h.check(rep == want, "%s: reply %d: %r" % (name, i, rep))
         t.join(30)
         h.check(not t.is_alive() and not err, "sender: %r" % err)
@@ -135,20 +101,12 @@ def main():
     h.small_asan_quarantine()
     c.start()
     c.wait_converged(timeout=60)
-    deadline = time.time() + 30
-    while True:
-        try:
-            if Conn(IPS[0]).call("SET", "ready", "1") == b"+OK":
-                break
-        except OSError:
-            pass
-        h.check(time.time() < deadline, "n1 never served")
-        time.sleep(0.2)
+    h.resp_serving(IPS[0], PORT).s.close()
 
     val = b"v" * MIB
-    run_case(c, "SET", [cmd("SET", "s%d" % i, val) for i in range(100)],
+    run_case(c, "SET", [h.resp_cmd("SET", "s%d" % i, val) for i in range(100)],
              b"+OK", 8)
-    run_case(c, "MSET", [cmd("MSET", *[x for j in range(4)
+    run_case(c, "MSET", [h.resp_cmd("MSET", *[x for j in range(4)
                                        for x in ("m%d" % j, val)])
                          for i in range(30)], b"+OK", 3)
     for n in c.nodes:

@@ -21,7 +21,6 @@ DEL / EXISTS whose replies must keep their order and meaning. Last
 pairs must win over it (its later windows went out after them and
 overwrote them, before the MSET held back later writes of its keys).
 """
-import time
 
 import harness as h
 
@@ -29,26 +28,12 @@ IP = "127.0.0.186"
 PORT = 6379
 
 
-def serving():
-    deadline = time.time() + 30
-    while True:
-        try:
-            r = h.RespConn(IP, PORT)
-            if r.call("SET", "ready", "1") == b"+OK":
-                return r
-            r.s.close()
-        except OSError:
-            pass
-        h.check(time.time() < deadline, "the node never served")
-        time.sleep(0.2)
-
-
 def main():
     c = h.Cluster([IP], seeds=[IP], replication="dc1:1", resp_port=PORT,
                   max_inflight=32)
     c.start()
     c.wait_converged(timeout=60)
-    r = serving()
+    r = h.resp_serving(IP, PORT)
 
     n = 1000
     keys = [b"k%04d" % i for i in range(n)]
@@ -81,7 +66,7 @@ def main():
     h.check(node.stop() == 0, "unclean exit")
     node.extra["max_inflight"] = 1000
     node.start()
-    r = serving()
+    r = h.resp_serving(IP, PORT)
     r.s.sendall(h.resp_cmd("MSET", *[x for k in keys for x in (k, b"old")]) +
                 h.resp_cmd("SET", keys[-1], "new") +
                 h.resp_cmd("MSET", keys[-2], "new2", keys[0], "new3") +

@@ -30,11 +30,7 @@ def main():
     c = h.Cluster([IP], seeds=[IP], replication="dc1:1", resp_port=PORT)
     c.start()
     c.wait_converged(timeout=60)
-    r = h.RespConn(IP, PORT)
-    deadline = time.time() + 30
-    while r.call("SET", "ready", "1") != b"+OK":
-        h.check(time.time() < deadline, "the node never served")
-        time.sleep(0.2)
+    r = h.resp_serving(IP, PORT)
 
     for args, name in ((("SET", "k", "v", "PX", I64), "set"),
                        (("SET", "k", "v", "EX", I64 // 1000), "set"),
