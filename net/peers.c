@@ -380,6 +380,19 @@ static int peer_connect(net_peers *p, struct peer *e)
     return rc;
 }
 
+/* e answered (or connected): silent again only from its next request
+ * not answered, or now if some are still out. */
+static void peer_heard(net_peers *p, struct peer *e)
+{
+    e->quiet_since = e->reqs ? uv_now(p->base.loop) : 0;
+}
+
+/* How long e has been silent with a request to answer, at loop time now. */
+static uint64_t peer_quiet(const struct peer *e, uint64_t now)
+{
+    return e->quiet_since && now > e->quiet_since ? now - e->quiet_since : 0;
+}
+
 static int peers_frame(struct net__base *b, net_conn *c, struct rk_slice frame)
 {
     net_peers *p = (net_peers *)b;
@@ -394,12 +407,12 @@ static int peers_frame(struct net__base *b, net_conn *c, struct rk_slice frame)
     struct peer *e = c->owner; /* a late answer is a sign of life too */
     struct req *r = req_find(p, id);
     if (r == NULL || r->peer->conn != c) {
-        e->quiet_since = e->reqs ? uv_now(b->loop) : 0;
+        peer_heard(p, e);
         b->stats.rpc_unmatched++;
         return 0;
     }
     req_unlink(p, r);
-    e->quiet_since = e->reqs ? uv_now(b->loop) : 0;
+    peer_heard(p, e);
     timer_arm(p);
     b->stats.rpc_ok++;
     r->cb(r->arg, 0, payload);
@@ -414,7 +427,7 @@ static void peers_ready(struct net__base *b, net_conn *c)
     b->stats.conns_opened++;
     e->backoff_ms = 0;
     e->retry_at = 0;
-    e->quiet_since = e->reqs ? uv_now(b->loop) : 0;
+    peer_heard((net_peers *)b, e);
 }
 
 static void peers_closing(struct net__base *b, net_conn *c, int err)
@@ -578,8 +591,7 @@ int net_peers_request_unless_quiet(net_peers *p,
     if (rc)
         return rc;
     uint64_t now = uv_now(p->base.loop);
-    if (max_quiet_ms && e->quiet_since && now >= e->quiet_since &&
-        now - e->quiet_since >= max_quiet_ms)
+    if (max_quiet_ms && peer_quiet(e, now) >= max_quiet_ms)
         return RK_EUNAVAILABLE;
     if (e->conn == NULL) {
         if (now < e->retry_at)
@@ -639,10 +651,7 @@ enum net_peer_state net_peers_state(net_peers *p, const char *host_port)
 uint64_t net_peers_quiet_ms(net_peers *p, const char *host_port)
 {
     struct peer *e = peer_find(p, host_port);
-    if (e == NULL || e->quiet_since == 0)
-        return 0;
-    uint64_t now = uv_now(p->base.loop);
-    return now > e->quiet_since ? now - e->quiet_since : 0;
+    return e ? peer_quiet(e, uv_now(p->base.loop)) : 0;
 }
 
 size_t net_peers_pending(const net_peers *p)
