@@ -134,9 +134,9 @@ static int obs_register(struct obs *o)
       "they had left a request unanswered for a while (docs/operations.md).",
       METRICS_COUNTER, 0, NULL);
     F(unsent, "ringkv_replica_writes_unsent_total",
-      "Replica writes not sent, hinted instead: the peer's connection was "
-      "backing off after a failed connect, or the peer had left requests "
-      "unanswered for write_timeout_ms.",
+      "Replica writes that could not be sent, hinted instead: the peer "
+      "had left requests unanswered for write_timeout_ms, its connection "
+      "was backing off after a failed connect, or the send failed.",
       METRICS_COUNTER, 0, NULL);
     F(hints_stored, "ringkv_hints_stored_total",
       "Hinted writes stored for DOWN or failed replicas.", METRICS_COUNTER, 0,
