@@ -1005,25 +1005,21 @@ static uint64_t quiet_limit(const node *n)
  * however late (a frozen one answers what it was sent when it resumes). */
 static void read_fill(struct creq *q)
 {
-    bool quiet[RING_MAX_REPLICAS] = {false};
-    uint64_t limit = 0;
-    /* pass 0: this node; 1: peers not silent; 2: silent peers */
+    uint64_t limit = quiet_limit(q->n);
+    /* pass 0: this node; 1: peers not silent; 2: the silent ones passed
+     * over in pass 1 (a replica that did not help then does not now) */
     for (int pass = 0; pass < 3; pass++) {
         for (uint32_t i = 0; i < q->nrep; i++) {
             const struct crep *p = &q->rp[i];
-            if (q->r[i].asked || !p->up || (pass == 0) != p->self ||
-                (pass == 2 && !quiet[i]) || !read_helps(q, i))
+            struct creply *r = &q->r[i];
+            if (r->asked || !p->up || (pass == 0) != p->self ||
+                (pass == 2 && !r->passed_over) || !read_helps(q, i))
                 continue;
-            if (pass == 1) {
-                if (limit == 0)
-                    limit = quiet_limit(q->n);
-                if (node__peer_quiet_ms(q->n, p->iaddr) >= limit) {
-                    quiet[i] = true;
-                    if (!q->r[i].passed_over)
-                        q->n->stats.read_passed_over++;
-                    q->r[i].passed_over = true;
-                    continue;
-                }
+            if (pass == 1 && node__peer_quiet_ms(q->n, p->iaddr) >= limit) {
+                if (!r->passed_over)
+                    q->n->stats.read_passed_over++;
+                r->passed_over = true;
+                continue;
             }
             send_read(q, i);
         }
