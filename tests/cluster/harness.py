@@ -261,6 +261,7 @@ class Client:
 
 
 _children = []
+_nodes = []  # every Node made, for the end-of-test crash check
 _tmpdirs = []
 _libc = None
 
@@ -321,6 +322,8 @@ class Node:
         self.log_path = os.path.join(cluster.dir, name + ".log")
         self.proc = None
         self.env = {}  # added to the environment ringkvd starts with
+        self.runs = []  # every process started as this node
+        _nodes.append(self)
 
     def args(self):
         a = [RINGKVD,
@@ -344,6 +347,7 @@ class Node:
                                      preexec_fn=_pdeathsig)
         err.close()
         _children.append(self.proc)
+        self.runs.append(self.proc)
         return self
 
     def kill9(self):
@@ -628,6 +632,52 @@ def resp_serving(ip, port, timeout=30):
         time.sleep(0.2)
 
 
+# What a sanitizer prints when it stops a process (UBSan does not recover
+# in these builds), and the signals no test sends but a crash raises.
+_CRASH_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                "runtime error:", "SUMMARY: UndefinedBehaviorSanitizer")
+_CRASH_SIGNALS = (signal.SIGABRT, signal.SIGSEGV, signal.SIGBUS,
+                  signal.SIGFPE, signal.SIGILL)
+
+
+def _crashes():
+    """Stop every node still running the way an operator would (SIGCONT,
+    then SIGTERM) and return what went wrong with any node during the
+    test: a sanitizer report in its stderr, death by a crash signal, or a
+    non-zero exit from that SIGTERM. A node a test killed (SIGKILL) or
+    that refused to start (bad config, busy port) did not crash."""
+    found = []
+    running = [n for n in _nodes if n.alive()]
+    for n in running:
+        n.proc.send_signal(signal.SIGCONT)
+        n.proc.terminate()
+    for n in _nodes:
+        if n in running:
+            try:
+                rc = n.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                n.kill9()
+                found.append("%s did not stop within 30 s of SIGTERM" % n.name)
+                continue
+            if rc != 0:
+                found.append("%s exited %d on SIGTERM" % (n.name, rc))
+        for p in n.runs:
+            if p.returncode is not None and -p.returncode in _CRASH_SIGNALS:
+                found.append("%s died of signal %d" % (n.name, -p.returncode))
+        try:
+            with open(n.log_path + ".stderr", errors="replace") as f:
+                err = f.read()
+        except OSError:
+            continue
+        for mark in _CRASH_MARKS:
+            i = err.find(mark)
+            if i >= 0:
+                found.append("%s stderr: %s" % (n.name, err[max(0, i - 200):
+                                                            i + 1500]))
+                break
+    return found
+
+
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
@@ -638,6 +688,8 @@ def run(main):
     t0 = time.time()
     try:
         main()
+        crashes = _crashes()
+        check(not crashes, "a node crashed:\n" + "\n".join(crashes))
     except Exception:
         import traceback
         traceback.print_exc()
