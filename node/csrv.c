@@ -44,7 +44,7 @@
  * within the call (regression: native_mget_unbounded); its copies are cut
  * at a frame's size, past which the reply could not be sent anyway. */
 #define CSRV_MGET_READS 64
-#define CSRV_VERSION    "ringkvd 0.1.0"
+#define CSRV_VERSION    "ringkvd " RK_VERSION
 
 struct csrv_conn {
     uv_tcp_t tcp;

@@ -26,7 +26,8 @@ static void usage(FILE *f)
             "Runs one ringkv node. Settings come from the YAML file (or\n"
             "RINGKV_CONFIG), then RINGKV_<KEY> environment variables, then\n"
             "--key=value flags; see docs/config.md for every key.\n"
-            "  --check-config  validate the configuration, print it, exit\n");
+            "  --check-config  validate the configuration, print it, exit\n"
+            "  --version       print the version, exit\n");
 }
 
 struct app {
@@ -65,6 +66,10 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             usage(stdout);
+            return 0;
+        }
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("ringkvd %s\n", RK_VERSION);
             return 0;
         }
         if (strcmp(argv[i], "--check-config") == 0)

@@ -78,7 +78,7 @@
  * (regression: multikey_reads_unbounded). Never more than max_inflight:
  * key_window(). */
 #define RSRV_KEY_READS 64
-#define RSRV_VERSION   "0.1.0"
+#define RSRV_VERSION   RK_VERSION
 #define RSRV_BUCKETS   256 /* key buckets for pipeline ordering */
 #define SLOT_LINK      offsetof(struct rslot, next)
 
