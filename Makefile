@@ -7,7 +7,7 @@ ASAN_BUILD ?= build-asan
 FUZZ_BUILD ?= build-fuzz
 
 .PHONY: all deps build build-asan test test-fast test-asan fuzz demo demo-stop \
-	bench format clean
+	compose compose-stop bench format clean
 
 all: build
 
@@ -49,6 +49,13 @@ demo: build
 
 demo-stop:
 	./scripts/demo.sh stop $(BUILD)
+
+# The same three nodes in containers (deploy/docker-compose.yml).
+compose: build
+	./scripts/compose.sh up $(BUILD)
+
+compose-stop:
+	./scripts/compose.sh down $(BUILD)
 
 bench: build
 	./tools/bench/run.sh $(BUILD)

@@ -377,34 +377,47 @@ class Node:
             return ""
 
     def status(self, password=None):
-        c = self.client(timeout=5, password=password)
-        try:
-            r = c.call("STATUS")
-        finally:
-            c.close()
-        if r.err:
-            raise RuntimeError("STATUS: %s" % r.err)
-        rows = {}
-        for row in r.get(34, []):
-            rows[row.get(1)] = row
-        return {"epoch": r.get(32), "fingerprint": r.get(33), "rows": rows}
+        return status_of(self.ip, self.cluster.common.get("client_port", 7380),
+                         password)
 
     def metrics(self, password=None):
-        c = self.client(timeout=5, password=password)
+        return metrics_of(self.ip,
+                          self.cluster.common.get("client_port", 7380),
+                          password)
+
+
+def status_of(ip, port=7380, password=None):
+    """STATUS of the node at ip: epoch, fingerprint and rows by node name."""
+    c = Client(ip, int(port), timeout=5, password=password)
+    try:
+        r = c.call("STATUS")
+    finally:
+        c.close()
+    if r.err:
+        raise RuntimeError("STATUS: %s" % r.err)
+    rows = {}
+    for row in r.get(34, []):
+        rows[row.get(1)] = row
+    return {"epoch": r.get(32), "fingerprint": r.get(33), "rows": rows}
+
+
+def metrics_of(ip, port=7380, password=None):
+    """The metrics of the node at ip: {"name{labels}": value}."""
+    c = Client(ip, int(port), timeout=5, password=password)
+    try:
+        r = c.call("METRICS")
+    finally:
+        c.close()
+    out = {}
+    for line in (r.get(38) or "").splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        k, _, v = line.rpartition(" ")
         try:
-            r = c.call("METRICS")
-        finally:
-            c.close()
-        out = {}
-        for line in (r.get(38) or "").splitlines():
-            if line.startswith("#") or not line.strip():
-                continue
-            k, _, v = line.rpartition(" ")
-            try:
-                out[k] = float(v)
-            except ValueError:
-                pass
-        return out
+            out[k] = float(v)
+        except ValueError:
+            pass
+    return out
 
 
 class Cluster:
