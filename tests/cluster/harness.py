@@ -386,13 +386,17 @@ class Node:
                           password)
 
 
-def status_of(ip, port=7380, password=None):
-    """STATUS of the node at ip: epoch, fingerprint and rows by node name."""
+def _call_once(ip, port, op, password):
     c = Client(ip, int(port), timeout=5, password=password)
     try:
-        r = c.call("STATUS")
+        return c.call(op)
     finally:
         c.close()
+
+
+def status_of(ip, port=7380, password=None):
+    """STATUS of the node at ip: epoch, fingerprint and rows by node name."""
+    r = _call_once(ip, port, "STATUS", password)
     if r.err:
         raise RuntimeError("STATUS: %s" % r.err)
     rows = {}
@@ -403,11 +407,7 @@ def status_of(ip, port=7380, password=None):
 
 def metrics_of(ip, port=7380, password=None):
     """The metrics of the node at ip: {"name{labels}": value}."""
-    c = Client(ip, int(port), timeout=5, password=password)
-    try:
-        r = c.call("METRICS")
-    finally:
-        c.close()
+    r = _call_once(ip, port, "METRICS", password)
     out = {}
     for line in (r.get(38) or "").splitlines():
         if line.startswith("#") or not line.strip():
