@@ -494,6 +494,24 @@ static void status_table(const struct wire_cresp *r)
     free(done);
 }
 
+/* Peers that leave the answering node's requests unanswered while gossip
+ * still has them UP (a hung disk, a stopped process not yet convicted). */
+static void print_silent(const struct wire_cresp *r)
+{
+    for (size_t i = 0; i < r->nnodes; i++) {
+        const struct wire_cnode *n = &r->nodes[i];
+        if (n->silent_ms == 0)
+            continue;
+        printf("Silent: %.*s has not answered %.*s%s requests for %.1f s: "
+               "reads ask it last; writes to it are hinted once that "
+               "passes write_timeout_ms\n",
+               (int)n->name.len, (const char *)n->name.p, (int)r->node.len,
+               (const char *)r->node.p,
+               r->node.len ? "'s" : "the answering node's",
+               (double)n->silent_ms / 1000.0);
+    }
+}
+
 static void print_ring_line(const struct wire_cresp *r)
 {
     printf("\nRing epoch: %" PRIu64 ", fingerprint: %016" PRIx64, r->epoch,
@@ -583,6 +601,8 @@ static int cmd_status(struct cli *a, ringkv *c)
                 printf(",\"replication\":");
                 json_slice(stdout, n->repl);
             }
+            if (n->silent_ms > 0)
+                printf(",\"silent_ms\":%" PRIu64, n->silent_ms);
             printf("}");
         }
         printf("]}\n");
@@ -591,6 +611,7 @@ static int cmd_status(struct cli *a, ringkv *c)
             printf("Cluster: %.*s\n", (int)r.cluster.len,
                    (const char *)r.cluster.p);
         status_table(&r);
+        print_silent(&r);
         print_ring_line(&r);
         print_replication(&r);
     }
@@ -722,7 +743,8 @@ static const struct cmd cmds[] = {
     {"ping", "", "Check that the node answers.", 0, 0, cmd_ping, 0},
     {"status", "",
      "One row per node: state, address, load, tokens, effective ownership, "
-     "host, rack, by data centre; then the ring epoch and fingerprint.",
+     "host, rack, by data centre; peers that leave this node's requests "
+     "unanswered; then the ring epoch and fingerprint.",
      0, 0, cmd_status, 0},
     {"ring", "", "Every token of the ring and the node that owns it.", 0, 0,
      cmd_ring, 0},

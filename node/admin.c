@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/coord.h"
 #include "node/node_internal.h"
 #include "node/obs.h"
 #include "wire/client_msg.h"
@@ -87,6 +88,12 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
         rows[k].owns = ni.state == RING_NORMAL || ni.state == RING_LEAVING
                            ? ni.effective
                            : -1.0;
+        /* a peer that leaves our requests unanswered while gossip still
+         * says UP: reads ask it last, writes to it are hinted */
+        uint64_t quiet = i < n->npeers && !n->peer[i].self
+                             ? node__peer_quiet_ms(n, n->peer[i].iaddr)
+                             : 0;
+        rows[k].silent_ms = quiet >= coord_quiet_limit(n) ? quiet : 0;
         struct gossip_peer_info pi;
         if (n->g && gossip_peer_find(&pi, n->g, ni.name, now) == 0) {
             char lb[32];

@@ -73,7 +73,7 @@ enum { C_GET = 0, C_PUT, C_DEL };
 #define CREQ_LINK        offsetof(struct creq, next_free)
 #define COORD_KEY_INLINE 64
 #define COORD_BUF_KEEP   4096 /* encode buffers kept across reuse */
-#define COORD_QUIET_MS   100  /* see quiet_limit() */
+#define COORD_QUIET_MS   100  /* see coord_quiet_limit() */
 
 struct cons {
     int dc; /* -1: any DC */
@@ -988,7 +988,7 @@ static bool read_helps(const struct creq *q, uint32_t i)
  * is asked after the others: a quarter of the read timeout, at most
  * COORD_QUIET_MS. Healthy replicas answer in milliseconds; asking one
  * that is not last costs nothing but where the read goes. */
-static uint64_t quiet_limit(const node *n)
+uint64_t coord_quiet_limit(const node *n)
 {
     uint64_t t = (uint64_t)n->cfg.read_timeout_ms / 4;
     return t < COORD_QUIET_MS ? t : COORD_QUIET_MS;
@@ -997,7 +997,7 @@ static uint64_t quiet_limit(const node *n)
 /* Ask live, not yet asked replicas until every constraint can be met by
  * the answers and the requests outstanding that are still counted on.
  * This node first, then the peers in preference order, except that peers
- * silent with requests to answer (quiet_limit) come last: without that,
+ * silent with requests to answer (coord_quiet_limit) come last: without that,
  * every read that asked a replica frozen but not yet DOWN waited for its
  * hedge point, half the read timeout, until gossip convicted it (seconds),
  * and an MGET's windows of reads each waited for one, finishing near its
@@ -1005,7 +1005,7 @@ static uint64_t quiet_limit(const node *n)
  * however late (a frozen one answers what it was sent when it resumes). */
 static void read_fill(struct creq *q)
 {
-    uint64_t limit = quiet_limit(q->n);
+    uint64_t limit = coord_quiet_limit(q->n);
     /* pass 0: this node; 1: peers not silent; 2: the silent ones passed
      * over in pass 1 (a replica that did not help then does not now) */
     for (int pass = 0; pass < 3; pass++) {

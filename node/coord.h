@@ -92,6 +92,10 @@ int coord_put(node *n,
 int coord_del(
     node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg);
 
+/* How long a peer may leave a request unanswered before reads ask it
+ * after the other replicas (and STATUS shows it silent). */
+uint64_t coord_quiet_limit(const node *n);
+
 /* The node's configured default level. */
 enum node_cl coord_default_cl(const node *n);
 

@@ -398,7 +398,9 @@ static int wire__cnode_pack(msgpack_packer *pk, const struct wire_cnode *n)
 {
     bool owns = n->owns >= 0 && !isnan(n->owns);
     bool repl = n->repl.len > 0;
-    if (msgpack_pack_map(pk, 7 + (owns ? 1 : 0) + (repl ? 1 : 0)) != 0)
+    bool silent = n->silent_ms > 0;
+    if (msgpack_pack_map(pk, 7 + (owns ? 1 : 0) + (repl ? 1 : 0) +
+                                 (silent ? 1 : 0)) != 0)
         return -1;
     if (pk_key(pk, WIRE_CN_NAME) || pk_str(pk, n->name) ||
         pk_key(pk, WIRE_CN_ADDR) || pk_str(pk, n->addr) ||
@@ -411,6 +413,9 @@ static int wire__cnode_pack(msgpack_packer *pk, const struct wire_cnode *n)
     if (owns && (pk_key(pk, WIRE_CN_OWNS) || msgpack_pack_double(pk, n->owns)))
         return -1;
     if (repl && (pk_key(pk, WIRE_CN_REPL) || pk_str(pk, n->repl)))
+        return -1;
+    if (silent &&
+        (pk_key(pk, WIRE_CN_SILENT) || msgpack_pack_uint64(pk, n->silent_ms)))
         return -1;
     return 0;
 }
@@ -820,6 +825,9 @@ static int wire__cnode_read(struct wire__rd *r, struct wire_cnode *nd)
             break;
         case WIRE_CN_REPL:
             rc = wire__rd_str(r, &nd->repl, WIRE_CSTR_MAX);
+            break;
+        case WIRE_CN_SILENT:
+            rc = wire__rd_uint(r, &nd->silent_ms);
             break;
         case WIRE_CN_OWNS:
             if ((rc = wire__rd_double(r, &nd->owns)) == 0 &&

@@ -128,8 +128,10 @@ enum wire_cnfield {
     WIRE_CN_TOKENS = 7, /* uint token count */
     WIRE_CN_OWNS = 8,   /* float64 effective ownership in [0, 1]; absent if
                            unknown */
-    WIRE_CN_REPL = 9    /* str: the node's configured replication ("dc1:3");
+    WIRE_CN_REPL = 9,   /* str: the node's configured replication ("dc1:3");
                            absent if unknown */
+    WIRE_CN_SILENT = 10 /* uint ms the answering node's requests to it have
+                           gone unanswered; absent while it answers */
 };
 
 /* A growable byte buffer the encoders append frames to.
@@ -202,6 +204,7 @@ struct wire_cnode {
     uint32_t tokens;
     double owns;
     struct rk_slice repl; /* empty: unknown (not sent) */
+    uint64_t silent_ms;   /* 0: answering (not sent) */
 };
 
 struct wire_ctoken {

@@ -19,9 +19,13 @@ are pipelined to n1, 16 every 10 ms: from 1.5 W on none is answered
 OVERLOADED (the old code answered most of them OVERLOADED), and n1 counts
 writes not sent. Resumed, n3 answers what it had been sent, is written to
 again (an ALL write succeeds), and receives a write hinted for it; n1
-logged peer.silent for n3, then peer.answering.
+logged peer.silent for n3, then peer.answering. While n3 is frozen, n1's
+STATUS gives n3 a silent_ms and `ringkv status` prints a "Silent: n3"
+line; once n3 answers, neither.
 """
+import os
 import signal
+import subprocess
 import time
 
 import harness as h
@@ -71,7 +75,9 @@ def main():
         time.sleep(0.5)
         r = cl.call("PUT", key="hinted", value="h", cl="QUORUM")
         h.check(not r.err, "QUORUM write with n3 frozen: %r" % r)
-        seen = n1.status()["rows"].get("n3", {}).get(5)
+        row = n1.status()["rows"].get("n3", {})
+        seen, silent_ms = row.get(5), row.get(10)
+        shown = cli_status(n1)
     finally:
         n3.proc.send_signal(signal.SIGCONT)
     m = n1.metrics()
@@ -89,6 +95,10 @@ def main():
     h.check(unsent > 0, "no write counted as not sent")
     h.check("event=peer.silent peer=n3" in n1.log(),
             "n1 did not log n3 as silent")
+    h.check(silent_ms and silent_ms >= W,
+            "n1's STATUS gave frozen n3 silent_ms %r" % silent_ms)
+    h.check("Silent: n3 has not answered n1's requests" in shown,
+            "ringkv status did not show n3 silent:\n" + shown)
 
     c.wait_converged(timeout=60)
     # Just resumed, n3 may still be busy with what it was sent while
@@ -122,6 +132,17 @@ def main():
         time.sleep(0.2)
     h.check("event=peer.answering peer=n3" in n1.log(),
             "n1 did not log n3 answering again")
+    row = n1.status()["rows"].get("n3", {})
+    h.check(10 not in row, "n3 answers, yet STATUS says silent: %r" % row)
+    h.check("Silent:" not in cli_status(n1), "status still shows a silent "
+            "peer:\n" + cli_status(n1))
+
+
+def cli_status(node):
+    return subprocess.run([os.path.join(h.BIN_DIR, "ringkv"), "-h", node.ip,
+                           "status"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=30
+                          ).stdout.decode(errors="replace")
 
 
 if __name__ == "__main__":

@@ -50,6 +50,10 @@ static void check_resp(const uint8_t *body, size_t len)
             d.nvalues != r.nvalues || d.nnodes != r.nnodes ||
             d.ntokens != r.ntokens || d.nendpoints != r.nendpoints)
             abort();
+        for (size_t i = 0; i < r.nnodes; i++)
+            if (d.nodes[i].silent_ms != r.nodes[i].silent_ms ||
+                d.nodes[i].load != r.nodes[i].load)
+                abort();
         if (d.value.len != r.value.len ||
             (r.value.len && memcmp(d.value.p, r.value.p, r.value.len) != 0))
             abort();

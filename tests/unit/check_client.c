@@ -110,7 +110,8 @@ static struct wire_cnode nodes[] = {{{(const uint8_t *)"n1", 2},
                                      1536,
                                      16,
                                      0.5,
-                                     {(const uint8_t *)"dc1:3", 5}},
+                                     {(const uint8_t *)"dc1:3", 5},
+                                     0},
                                     {{(const uint8_t *)"n2", 2},
                                      {(const uint8_t *)"127.0.0.12:7380", 15},
                                      {(const uint8_t *)"dc1", 3},
@@ -119,7 +120,8 @@ static struct wire_cnode nodes[] = {{{(const uint8_t *)"n1", 2},
                                      0,
                                      16,
                                      0.5,
-                                     {(const uint8_t *)"dc1:3", 5}}};
+                                     {(const uint8_t *)"dc1:3", 5},
+                                     0}};
 
 /* Build the answer to q into out; returns 1 to send it, 0 to stay silent,
  * -1 to close the connection, 2 to send garbage, 3 to send it and then
@@ -1133,6 +1135,18 @@ START_TEST(cli_status)
                                       "with different replication"));
     ck_assert_ptr_nonnull(strstr(out, "  n1: dc1:3\n  n2: dc1:2\n"));
     ck_assert_ptr_null(strstr(out, "Replication: "));
+    ck_assert_ptr_null(strstr(out, "Silent"));
+    /* a peer the answering node waits on: a line under the table */
+    nodes[0].silent_ms = 2400;
+    ck_assert_int_eq(cli(f, NULL, out, err, "status", NULL, NULL, NULL, NULL),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "\nSilent: n1 has not answered "));
+    ck_assert_ptr_nonnull(strstr(out, "requests for 2.4 s: reads ask it last"));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "status", "--json", NULL, NULL, NULL), 0);
+    nodes[0].silent_ms = 0;
+    ck_assert_ptr_nonnull(
+        strstr(out, "\"replication\":\"dc1:3\",\"silent_ms\":2400}"));
     fake_stop(f);
 }
 END_TEST

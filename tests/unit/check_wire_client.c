@@ -278,7 +278,7 @@ START_TEST(roundtrip_every_response)
         {true, S("one")}, {false, {NULL, 0}}, {true, S("")}};
     struct wire_cnode nodes[] = {{S("a"), S("127.0.0.11:7380"), S("dc1"),
                                   S("r1"), S("UN"), UINT64_MAX, 256, 1.0,
-                                  S("dc1:3,dc2:2")},
+                                  S("dc1:3,dc2:2"), 2400},
                                  {S("b"),
                                   S("127.0.0.12:7380"),
                                   S("dc1"),
@@ -287,7 +287,8 @@ START_TEST(roundtrip_every_response)
                                   0,
                                   0,
                                   -1,
-                                  {NULL, 0}}};
+                                  {NULL, 0},
+                                  0}};
     struct wire_ctoken toks[] = {{0, S("a")}, {UINT64_MAX, S("b")}};
     struct wire_cendpoint eps[] = {{S("a"), S("127.0.0.11:7380")},
                                    {S("b"), S("127.0.0.12:7380")}};
@@ -338,6 +339,8 @@ START_TEST(roundtrip_every_response)
     ck_assert(d.nodes[1].owns < 0);
     ck_assert(slice_eq(d.nodes[0].repl, "dc1:3,dc2:2"));
     ck_assert_uint_eq(d.nodes[1].repl.len, 0); /* not sent: unknown */
+    ck_assert_uint_eq(d.nodes[0].silent_ms, 2400);
+    ck_assert_uint_eq(d.nodes[1].silent_ms, 0); /* not sent: answering */
     ck_assert(slice_eq(d.nodes[1].state, "DN"));
     ck_assert(slice_eq(d.nodes[1].rack, "r2"));
     ck_assert_uint_eq(d.ntokens, 2);
@@ -660,8 +663,8 @@ START_TEST(mutations_do_not_crash)
                           .cl = 3,
                           .keys = keys,
                           .nkeys = 2};
-    struct wire_cnode nodes[] = {
-        {S("a"), S("h:1"), S("d"), S("r"), S("UN"), 5, 2, 0.25, S("d:3")}};
+    struct wire_cnode nodes[] = {{S("a"), S("h:1"), S("d"), S("r"), S("UN"), 5,
+                                  2, 0.25, S("d:3"), 1500}};
     struct wire_ctoken toks[] = {{9, S("a")}};
     struct wire_cresp r = {.id = 77,
                            .op = WIRE_COP_STATUS,
