@@ -234,10 +234,11 @@ static int node__addresses(node *n, char *err, size_t errlen)
     }
     snprintf(n->listen_ip, sizeof(n->listen_ip), "%s", ip);
 
-    char self_adv[96] = "";
+    char self_adv[96] = "", self_name[300];
     char tmp[300];
-    snprintf(tmp, sizeof(tmp), "%s:%d", c->advertise_address, c->gossip_port);
-    node__resolve_str(self_adv, sizeof(self_adv), tmp);
+    snprintf(self_name, sizeof(self_name), "%s:%d", c->advertise_address,
+             c->gossip_port);
+    node__resolve_str(self_adv, sizeof(self_adv), self_name);
     n->nseeds = 0;
     for (int i = 0; i < c->nseeds; i++) {
         const char *s = c->seeds[i];
@@ -246,12 +247,22 @@ static int node__addresses(node *n, char *err, size_t errlen)
             snprintf(tmp, sizeof(tmp), "%s", s);
         else
             snprintf(tmp, sizeof(tmp), "%s:%d", s, c->gossip_port);
-        char out[80];
+        char out[sizeof(n->seeds[0])];
         if (node__resolve_str(out, sizeof(out), tmp) < 0) {
-            LOG(WARN, "config.seed_unresolved", "seed=%s", s);
-            continue;
+            /* Kept by name: dropping it made a node whose seeds did not
+             * resolve yet (a container not started, DNS catching up) its
+             * own only seed, and a new one formed a cluster alone. */
+            size_t tl = strlen(tmp);
+            if (tl >= sizeof(out))
+                return fail(err, errlen, RK_ECONFIG, "seeds: '%s' is too long",
+                            s);
+            LOG(WARN, "config.seed_unresolved",
+                "seed=%s note=\"kept by name: resolved again at each "
+                "gossip to it\"",
+                s);
+            memcpy(out, tmp, tl + 1);
         }
-        if (strcmp(out, self_adv) == 0)
+        if (strcmp(out, self_adv) == 0 || strcmp(out, self_name) == 0)
             n->is_seed = true;
         snprintf(n->seeds[n->nseeds++], sizeof(n->seeds[0]), "%s", out);
     }

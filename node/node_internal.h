@@ -132,7 +132,9 @@ struct node {
     char secret[1024];  /* cluster secret bytes */
     size_t secret_len;
     uint8_t rpc_key[RPC_KEY_BYTES];
-    char seeds[NODE_CONFIG_MAX_SEEDS][80]; /* resolved "ip:port" */
+    /* "ip:port", or "host:port" for a seed that did not resolve at start
+     * (gossip_send_all resolves it at each send) */
+    char seeds[NODE_CONFIG_MAX_SEEDS][GOSSIP_ADDR_MAX + 1];
     int nseeds;
     bool is_seed;
 

@@ -547,6 +547,22 @@ def fault_disk(node, var, name):
     return marker
 
 
+def fake_host(node, name, ip):
+    """Start `node` with fakedns.c preloaded: the host name `name`
+    resolves to `ip` except while a marker file exists (then it does not
+    resolve at all), and no DNS query is made for it. Returns the marker's
+    path, created here: remove it to let the name resolve."""
+    lib = os.environ.get("RINGKV_FAKEDNS")
+    check(lib and os.path.exists(lib),
+          "RINGKV_FAKEDNS (the fakedns library) not found: %r" % lib)
+    marker = os.path.join(node.cluster.dir, "dns-down-" + name)
+    open(marker, "w").close()
+    node.env = {"LD_PRELOAD": lib, "RINGKV_FAKE_HOST": name,
+                "RINGKV_FAKE_HOST_IP": ip, "RINGKV_FAKE_HOST_DOWN": marker,
+                "ASAN_OPTIONS": asan_options("verify_asan_link_order=0")}
+    return marker
+
+
 def small_asan_quarantine():
     """Keep ASan's quarantine (256 MiB by default) small in nodes started
     after this, so their RSS measures the daemon, not ASan."""

@@ -1,0 +1,60 @@
+#!/usr/bin/env python3
+"""Regression (unresolved_seed_lone_cluster): a new node whose seeds did not
+resolve when it started formed a cluster of its own.
+
+A seed given as a host name was resolved once, at start; one that did not
+resolve then (a container not started yet, DNS still catching up) was
+dropped for good. A node left with no seed was taken for its own only
+seed: a fresh one joined alone, with a ring of its own (boot.joined
+peers=0), and never looked for the real cluster again -- two clusters
+with the same name; a restarted one served at once, as if it were a
+one-node cluster. Now an unresolved seed is kept by name and gossip
+resolves it each time it sends to it, so the node waits for its seeds
+(boot.waiting for=seeds) and joins the cluster once the name resolves.
+
+n1 (127.0.0.2) seeds itself. n2 (127.0.0.3) has the single seed
+"ringkv-test-seed", a name that fakedns.c (LD_PRELOAD) fails to resolve
+until the test lets it resolve to 127.0.0.2 -- no DNS query is made. For
+3 s (well past n2's ring delay) n2 must not join; then the name resolves
+and n1 and n2 must converge on one ring with both UN.
+"""
+import os
+import time
+
+import harness as h
+
+IPS = ["127.0.0.2", "127.0.0.3"]
+NAME = "ringkv-test-seed"
+
+
+def main():
+    c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:2")
+    n1, n2 = c.nodes
+    n2.extra["seeds"] = NAME
+    marker = h.fake_host(n2, NAME, IPS[0])
+    n1.start()
+    c.wait_converged(timeout=60)
+    n2.start()
+    time.sleep(3)
+    log = n2.log()
+    h.check("event=boot.joined" not in log,
+            "n2 joined while its seed did not resolve:\n" +
+            "\n".join(l for l in log.splitlines() if "boot." in l))
+    h.check("event=boot.waiting for=seeds" in log,
+            "n2 did not say it waits for its seeds")
+    h.check("event=config.seed_unresolved" in log,
+            "n2 did not log the unresolved seed")
+    rows = h.status_of(IPS[0])["rows"]
+    h.check(set(rows) == {"n1"} or rows.get("n2", {}).get(5) != "UN",
+            "n1 sees n2 UN before its seed resolved: %r" % rows)
+
+    os.remove(marker)
+    c.wait_converged(timeout=60)
+    h.check("peers=1" in [l for l in n2.log().splitlines()
+                          if "event=boot.joined" in l][0],
+            "n2 did not join with n1 as its peer")
+    print("n2 waited for its seed, then joined n1's cluster")
+
+
+if __name__ == "__main__":
+    h.run(main)
