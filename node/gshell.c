@@ -35,15 +35,73 @@
 
 /* ---- sending ---------------------------------------------------------- */
 
+#define NAME_TTL_MS   30000 /* a resolved name is used this long, then again */
+#define NAME_RETRY_MS 1000  /* after a failure */
+
+static void on_name(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    struct node_name *e = req->data;
+    e->busy = false;
+    char out[sizeof(e->addr)];
+    if (status == 0 && res &&
+        net_addr_format(out, sizeof(out), res->ai_addr) == 0) {
+        if (strcmp(out, e->addr) != 0)
+            LOG(INFO, "name.resolved", "name=%s addr=%s", e->host_port, out);
+        memcpy(e->addr, out, sizeof(out));
+        e->next_ms = node__mono_ms(e->n) + NAME_TTL_MS;
+    } else if (status != UV_ECANCELED) {
+        /* the last address found, if any, is used meanwhile */
+        LOG(DEBUG, "name.unresolved", "name=%s error=\"%s\"", e->host_port,
+            status ? uv_strerror(status) : "no address");
+        e->next_ms = node__mono_ms(e->n) + NAME_RETRY_MS;
+    }
+    uv_freeaddrinfo(res);
+}
+
+/* The numeric address of the name host_port as last resolved, or NULL;
+ * starts resolving it again, off the loop, when that is due. */
+static const char *name_addr(node *n, const char *host_port)
+{
+    struct node_name *e = NULL;
+    for (size_t i = 0; i < n->nnames && !e; i++)
+        if (strcmp(n->names[i]->host_port, host_port) == 0)
+            e = n->names[i];
+    if (!e) {
+        if (n->nnames == NODE_NAMES_MAX ||
+            strlen(host_port) >= sizeof(e->host_port) ||
+            !(e = calloc(1, sizeof(*e))))
+            return NULL;
+        e->n = n;
+        e->req.data = e;
+        memcpy(e->host_port, host_port, strlen(host_port) + 1);
+        n->names[n->nnames++] = e;
+    }
+    if (!e->busy && !n->stopping && node__mono_ms(n) >= e->next_ms) {
+        char buf[sizeof(e->host_port)], port[8];
+        int p;
+        const char *host =
+            node__split_host_port(buf, sizeof(buf), &p, host_port);
+        struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                                 .ai_socktype = SOCK_DGRAM};
+        snprintf(port, sizeof(port), "%d", p);
+        if (host &&
+            uv_getaddrinfo(n->loop, &e->req, on_name, host, port, &hints) == 0)
+            e->busy = true;
+        else
+            e->next_ms = node__mono_ms(n) + NAME_RETRY_MS;
+    }
+    return e->addr[0] ? e->addr : NULL;
+}
+
 static void gossip_send_all(node *n)
 {
     for (size_t i = 0; i < n->gout.n_pkts; i++) {
         struct gossip_packet *p = &n->gout.pkts[i];
         int rc = net_udp_send_to(n->udp, p->to, RK_SLICE(p->buf, p->len));
-        if (rc == -EINVAL) {
-            char num[96];
-            if (node__resolve_str(num, sizeof(num), p->to) == 0)
-                rc = net_udp_send_to(n->udp, num, RK_SLICE(p->buf, p->len));
+        if (rc == -EINVAL) { /* a host name */
+            const char *num = name_addr(n, p->to);
+            rc = num ? net_udp_send_to(n->udp, num, RK_SLICE(p->buf, p->len))
+                     : -EHOSTUNREACH;
         }
         if (rc == 0)
             n->stats.gossip_out++;
@@ -846,6 +904,11 @@ static void on_udp_closed(void *arg)
 
 void node__gossip_stop(node *n)
 {
+    /* a resolution not started yet is dropped; the loop waits for one
+     * already running in the thread pool */
+    for (size_t i = 0; i < n->nnames; i++)
+        if (n->names[i]->busy)
+            uv_cancel((uv_req_t *)&n->names[i]->req);
     if (n->gtimer_open) {
         n->gtimer_open = 0;
         n->pending_closes++;

@@ -109,16 +109,15 @@ void node__peer_name(char *out, size_t cap, uv_tcp_t *tcp)
         snprintf(out, cap, "?");
 }
 
-/* "host:port" or "[v6]:port" -> numeric "ip:port". */
-int node__resolve_str(char *out, size_t len, const char *host_port)
+const char *
+node__split_host_port(char *host, size_t cap, int *port, const char *host_port)
 {
-    char host[256];
     const char *colon = strrchr(host_port, ':');
     if (!colon)
-        return -EINVAL;
+        return NULL;
     size_t hl = (size_t)(colon - host_port);
-    if (hl >= sizeof(host))
-        return -EINVAL;
+    if (hl >= cap)
+        return NULL;
     memcpy(host, host_port, hl);
     host[hl] = '\0';
     char *h = host;
@@ -126,7 +125,18 @@ int node__resolve_str(char *out, size_t len, const char *host_port)
         h[hl - 1] = '\0';
         h++;
     }
-    int port = atoi(colon + 1);
+    *port = atoi(colon + 1);
+    return h;
+}
+
+/* "host:port" or "[v6]:port" -> numeric "ip:port". */
+int node__resolve_str(char *out, size_t len, const char *host_port)
+{
+    char host[256];
+    int port;
+    const char *h = node__split_host_port(host, sizeof(host), &port, host_port);
+    if (!h)
+        return -EINVAL;
     struct sockaddr_storage ss;
     int rc = node__resolve(&ss, h, port);
     if (rc < 0)
@@ -257,8 +267,8 @@ static int node__addresses(node *n, char *err, size_t errlen)
                 return fail(err, errlen, RK_ECONFIG, "seeds: '%s' is too long",
                             s);
             LOG(WARN, "config.seed_unresolved",
-                "seed=%s note=\"kept by name: resolved again at each "
-                "gossip to it\"",
+                "seed=%s note=\"kept by name: gossip resolves it again "
+                "every second until it does\"",
                 s);
             memcpy(out, tmp, tl + 1);
         }
@@ -510,6 +520,8 @@ void node_free(node *n)
         store_free(n->store);
     gossip_free(n->g);
     gossip_out_free(&n->gout);
+    for (size_t i = 0; i < n->nnames; i++)
+        free(n->names[i]);
     node__coord_free(n);
     node__replica_free(n);
     ring_free(n->ring);

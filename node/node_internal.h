@@ -89,6 +89,19 @@ struct commit_queue {
     bool async_open;
 };
 
+/* A host name gossip sends to ("host:port": a seed that did not resolve
+ * at start, a peer that advertises a name), resolved with
+ * uv_getaddrinfo so that a slow resolver never stalls the loop. */
+#define NODE_NAMES_MAX 256
+struct node_name {
+    uv_getaddrinfo_t req;
+    node *n;
+    char host_port[GOSSIP_ADDR_MAX + 1];
+    char addr[96];    /* numeric "ip:port"; "" until first resolved */
+    uint64_t next_ms; /* resolve again from then (loop clock) */
+    bool busy;        /* req in flight */
+};
+
 /* What the node knows of ring member i (same index as the ring's). */
 struct node_peer {
     char name[GOSSIP_NAME_MAX + 1];
@@ -133,10 +146,13 @@ struct node {
     size_t secret_len;
     uint8_t rpc_key[RPC_KEY_BYTES];
     /* "ip:port", or "host:port" for a seed that did not resolve at start
-     * (gossip_send_all resolves it at each send) */
+     * (gossip resolves it off the loop: names below) */
     char seeds[NODE_CONFIG_MAX_SEEDS][GOSSIP_ADDR_MAX + 1];
     int nseeds;
     bool is_seed;
+    /* host names gossip sends to, resolved off the loop (gshell.c) */
+    struct node_name *names[NODE_NAMES_MAX];
+    size_t nnames;
 
     /* gossip shell */
     gossip *g;
@@ -225,6 +241,10 @@ uint64_t node__mono_ms(node *n); /* loop's monotonic clock */
 void node__stop_progress(node *n);
 int node__resolve(struct sockaddr_storage *out, const char *host, int port);
 int node__resolve_str(char *out, size_t len, const char *host_port);
+/* Splits "host:port" / "[v6]:port" into host (in buf, brackets dropped:
+ * the return value points at it) and port; NULL if there is no port. */
+const char *
+node__split_host_port(char *buf, size_t cap, int *port, const char *host_port);
 void node__handle_closed(uv_handle_t *h); /* close cb counting down */
 /* A client listener (csrv, rsrv): initialises tcp (data = n; the caller
  * closes it, also on failure), binds it to listen_address:port and listens with

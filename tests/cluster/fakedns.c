@@ -4,8 +4,10 @@
  *
  * getaddrinfo of the name in RINGKV_FAKE_HOST fails with EAI_NONAME while
  * the file named by RINGKV_FAKE_HOST_DOWN exists, and otherwise resolves
- * to the address in RINGKV_FAKE_HOST_IP. Every other name goes to the real
- * getaddrinfo. Used through harness.fake_host; not part of ringkvd.
+ * to the address in RINGKV_FAKE_HOST_IP; either way it first waits
+ * RINGKV_FAKE_HOST_DELAY_MS (a slow resolver) if that is set. Every other
+ * name goes to the real getaddrinfo. Used through harness.fake_host; not
+ * part of ringkvd.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -31,6 +33,9 @@ int getaddrinfo(const char *node,
     if (node && name && strcmp(node, name) == 0) {
         const char *down = getenv("RINGKV_FAKE_HOST_DOWN");
         const char *ip = getenv("RINGKV_FAKE_HOST_IP");
+        const char *delay = getenv("RINGKV_FAKE_HOST_DELAY_MS");
+        if (delay)
+            usleep((useconds_t)atoi(delay) * 1000u);
         if ((down && access(down, F_OK) == 0) || !ip)
             return EAI_NONAME;
         node = ip;

@@ -547,11 +547,12 @@ def fault_disk(node, var, name):
     return marker
 
 
-def fake_host(node, name, ip):
+def fake_host(node, name, ip, delay_ms=0):
     """Start `node` with fakedns.c preloaded: the host name `name`
     resolves to `ip` except while a marker file exists (then it does not
-    resolve at all), and no DNS query is made for it. Returns the marker's
-    path, created here: remove it to let the name resolve."""
+    resolve at all), each answer after delay_ms, and no DNS query is made
+    for it. Returns the marker's path, created here: remove it to let the
+    name resolve."""
     lib = os.environ.get("RINGKV_FAKEDNS")
     check(lib and os.path.exists(lib),
           "RINGKV_FAKEDNS (the fakedns library) not found: %r" % lib)
@@ -560,6 +561,8 @@ def fake_host(node, name, ip):
     node.env = {"LD_PRELOAD": lib, "RINGKV_FAKE_HOST": name,
                 "RINGKV_FAKE_HOST_IP": ip, "RINGKV_FAKE_HOST_DOWN": marker,
                 "ASAN_OPTIONS": asan_options("verify_asan_link_order=0")}
+    if delay_ms:
+        node.env["RINGKV_FAKE_HOST_DELAY_MS"] = str(delay_ms)
     return marker
 
 
