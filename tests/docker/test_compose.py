@@ -163,7 +163,7 @@ def main():
             if code != "0":
                 crashes.append("%s exited %s on SIGTERM" % (n, code))
             log = run("docker", "logs", container(n), check=False)
-            crashes += ["%s: %s" % (n, log[log.find(m) - 200:][:1500])
+            crashes += ["%s: %s" % (n, log[max(0, log.find(m) - 200):][:1500])
                         for m in h._CRASH_MARKS if m in log]
         h.check(not crashes, "a node crashed:\n" + "\n".join(crashes))
     finally:
