@@ -729,13 +729,11 @@ static void announce_tokens(node *n, size_t nt, size_t others)
  * when it answers again: an operator sees why, before gossip says DOWN. */
 static void silence_watch(node *n)
 {
-    if (!n->peers)
-        return;
     for (size_t i = 0; i < n->npeers; i++) {
         struct node_peer *p = &n->peer[i];
-        if (p->self || !p->iaddr[0])
+        if (p->self)
             continue;
-        uint64_t quiet = net_peers_quiet_ms(n->peers, p->iaddr);
+        uint64_t quiet = node__peer_quiet_ms(n, p->iaddr);
         bool silent = quiet >= (uint64_t)n->cfg.write_timeout_ms;
         if (silent == p->silent)
             continue;
