@@ -42,4 +42,4 @@ if ! out=$(DOCKER_BUILDKIT=0 docker build -q -t "$tag" "$stage" 2>&1); then
     echo "$out" >&2
     exit 1
 fi
-echo "$tag: $(du -sh "$stage/rootfs" | cut -f1) ($(ls "${bins[@]}" | wc -l) binaries, $(find "$stage/rootfs" -name '*.so*' | wc -l) libraries)"
+echo "$tag: $(du -sh "$stage/rootfs" | cut -f1), ringkvd and ringkv with $(find "$stage/rootfs" -name '*.so*' | wc -l) libraries"

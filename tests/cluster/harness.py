@@ -365,9 +365,12 @@ class Node:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    @property
+    def client_port(self):
+        return int(self.cluster.common.get("client_port", 7380))
+
     def client(self, **kw):
-        return Client(self.ip, int(self.cluster.common.get("client_port",
-                                                           7380)), **kw)
+        return Client(self.ip, self.client_port, **kw)
 
     def log(self):
         try:
@@ -377,17 +380,14 @@ class Node:
             return ""
 
     def status(self, password=None):
-        return status_of(self.ip, self.cluster.common.get("client_port", 7380),
-                         password)
+        return status_of(self.ip, self.client_port, password)
 
     def metrics(self, password=None):
-        return metrics_of(self.ip,
-                          self.cluster.common.get("client_port", 7380),
-                          password)
+        return metrics_of(self.ip, self.client_port, password)
 
 
 def _call_once(ip, port, op, password):
-    c = Client(ip, int(port), timeout=5, password=password)
+    c = Client(ip, port, timeout=5, password=password)
     try:
         return c.call(op)
     finally:

@@ -75,9 +75,6 @@ def main():
             "n2 did not say it waits for its seeds")
     h.check("event=config.seed_unresolved" in log,
             "n2 did not log the unresolved seed")
-    rows = h.status_of(IPS[0])["rows"]
-    h.check(set(rows) == {"n1"} or rows.get("n2", {}).get(5) != "UN",
-            "n1 sees n2 UN before its seed resolved: %r" % rows)
 
     os.remove(marker)
     c.wait_converged(timeout=60)
