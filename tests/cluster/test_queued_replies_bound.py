@@ -179,8 +179,11 @@ def run_case(c, name, reqs, check_reply, parsed_max):
 
 
 def main():
+    # write_timeout_ms: the 16 MiB SET at ALL below must not time out on a
+    # busy machine under ASan (it did once in 1.5 s: 2026-12-03)
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:2", resp_port=PORT,
-                  read_timeout_ms=120000, phi_convict_threshold=100)
+                  read_timeout_ms=120000, write_timeout_ms=30000,
+                  phi_convict_threshold=100)
     c.nodes[0].extra["max_pipeline"] = 4
     h.small_asan_quarantine()
     c.start()
