@@ -48,7 +48,8 @@ int64_t node_state_next_generation(int64_t prev, int64_t now_s)
 int node_state_load(struct node_state *out, const char *dir)
 {
     char path[4096];
-    char line[1024];
+    char *line = NULL; /* a tokens line is up to ~21 KB: getline */
+    size_t cap = 0;
     int rc = 0;
     snprintf(path, sizeof(path), "%s/%s", dir, STATE_FILE);
     FILE *f = fopen(path, "r");
@@ -56,8 +57,13 @@ int node_state_load(struct node_state *out, const char *dir)
         return errno == ENOENT ? RK_ENOTFOUND : -errno;
     memset(out, 0, sizeof(*out));
     int have_name = 0, have_gen = 0;
-    while (fgets(line, sizeof(line), f)) {
-        size_t l = strlen(line);
+    ssize_t got;
+    while ((got = getline(&line, &cap, f)) >= 0) {
+        size_t l = (size_t)got;
+        if (strlen(line) != l) { /* a NUL byte */
+            rc = RK_ECORRUPT;
+            goto out;
+        }
         if (l && line[l - 1] == '\n')
             line[--l] = '\0';
         char *eq = strchr(line, '=');
@@ -77,6 +83,8 @@ int node_state_load(struct node_state *out, const char *dir)
             have_gen = 1;
         } else if (strcmp(k, "ring_epoch") == 0) {
             out->ring_epoch = strtoull(v, NULL, 10);
+        } else if (strcmp(k, "joining") == 0) {
+            out->joining = strcmp(v, "0") != 0;
         } else if (strcmp(k, "tokens") == 0) {
             const char *p = v;
             while (*p) {
@@ -100,6 +108,7 @@ int node_state_load(struct node_state *out, const char *dir)
     else if (!have_name || !have_gen)
         rc = RK_ECORRUPT;
 out:
+    free(line);
     fclose(f);
     return rc;
 }
@@ -115,8 +124,9 @@ int node_state_save(const struct node_state *st, const char *dir)
         return -errno;
     fprintf(f,
             "node_name=%s\ncluster_name=%s\ngeneration=%" PRId64
-            "\nring_epoch=%" PRIu64 "\ntokens=",
-            st->node_name, st->cluster_name, st->generation, st->ring_epoch);
+            "\nring_epoch=%" PRIu64 "\njoining=%d\ntokens=",
+            st->node_name, st->cluster_name, st->generation, st->ring_epoch,
+            st->joining ? 1 : 0);
     for (int i = 0; i < st->ntokens; i++)
         fprintf(f, "%s%" PRIu64, i ? "," : "", st->tokens[i]);
     fprintf(f, "\n");

@@ -20,6 +20,8 @@ struct node_state {
     char cluster_name[256];
     int64_t generation;
     uint64_t ring_epoch;
+    int joining; /* tokens chosen and announced BOOT, data not all
+                    streamed in yet: a restart streams again (stream.c) */
     int ntokens;
     uint64_t tokens[NODE_STATE_MAX_TOKENS];
 };

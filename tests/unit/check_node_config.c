@@ -346,6 +346,35 @@ START_TEST(repl_dc_name_with_colon)
 }
 END_TEST
 
+/* num_tokens goes up to 1024 (more with weight): the tokens line is then
+ * ~21 KB. Until 2026-12-03 node_state_load read lines of at most 1023
+ * bytes, so a node with more than ~50 tokens could not load its own state:
+ * it failed to restart with "corrupt" (the rest of the line had no '='). */
+START_TEST(regression_state_many_tokens_unreadable)
+{
+    char dir[] = "/tmp/check_node_config.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    static struct node_state st, got;
+    memset(&st, 0, sizeof(st));
+    snprintf(st.node_name, sizeof(st.node_name), "n1");
+    snprintf(st.cluster_name, sizeof(st.cluster_name), "c");
+    st.generation = 5;
+    st.ntokens = NODE_STATE_MAX_TOKENS;
+    for (int i = 0; i < st.ntokens; i++)
+        st.tokens[i] = UINT64_MAX - (uint64_t)i * 7919;
+    ck_assert_int_eq(node_state_save(&st, dir), 0);
+    ck_assert_int_eq(node_state_load(&got, dir), 0);
+    ck_assert_int_eq(got.ntokens, NODE_STATE_MAX_TOKENS);
+    for (int i = 0; i < st.ntokens; i++)
+        ck_assert(got.tokens[i] == st.tokens[i]);
+    ck_assert_int_eq(got.generation, 5);
+    char path[512];
+    snprintf(path, sizeof(path), "%s/node.state", dir);
+    unlink(path);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(state_roundtrip)
 {
     char dir[] = "/tmp/check_node_config.XXXXXX";
@@ -372,6 +401,17 @@ START_TEST(state_roundtrip)
     ck_assert_int_eq(got.ntokens, 3);
     ck_assert(got.tokens[1] == UINT64_MAX);
     ck_assert(got.tokens[2] == 42);
+    ck_assert_int_eq(got.joining, 0);
+    /* a join cut short is remembered (node/stream.c resumes it) */
+    st.joining = 1;
+    ck_assert_int_eq(node_state_save(&st, sub), 0);
+    ck_assert_int_eq(node_state_load(&got, sub), 0);
+    ck_assert_int_eq(got.joining, 1);
+    ck_assert_int_eq(got.ntokens, 3);
+    st.joining = 0;
+    ck_assert_int_eq(node_state_save(&st, sub), 0);
+    ck_assert_int_eq(node_state_load(&got, sub), 0);
+    ck_assert_int_eq(got.joining, 0);
     char path[512];
     snprintf(path, sizeof(path), "%s/node.state", sub);
     FILE *f = fopen(path, "w");
@@ -427,6 +467,7 @@ static Suite *node_config_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("state");
     tcase_add_test(tc, state_roundtrip);
+    tcase_add_test(tc, regression_state_many_tokens_unreadable);
     tcase_add_test(tc, generation_increases);
     tcase_add_test(tc, log_quoting);
     suite_add_tcase(s, tc);
