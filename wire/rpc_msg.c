@@ -11,6 +11,13 @@
  *   READ_RESP  [5, status, hlc, false]                       not found
  *              [5, status, hlc, true, false, ts, flags, expiry, value]
  *              [5, status, hlc, true, true, ts, flags, expiry, value_hash]
+ *   STREAM     [6, epoch, start, end, pos, started, done, last, max_bytes]
+ *   STREAM_CHUNK
+ *              [7, status, hlc, start, end, pos, started, done, last,
+ *               count, items, checksum]
+ *              items: a bin holding `count` item arrays back to back,
+ *              each [key, ts, flags, expiry, value]; checksum: XXH3-64 of
+ *              the bin's bytes
  * A decoder accepts extra trailing array elements (skipped, for later
  * fields) but no bytes after the array.
  */
@@ -174,6 +181,38 @@ static int rd_close(struct wire__rd *r, uint64_t extra)
         rc = wire__rd_skip(r, 1);
     if (rc == 0 && r->p != r->end)
         rc = RK_EPROTO;
+    return rc;
+}
+
+/* A record's fields: ts, flags, expiry, value. */
+static void enc_record(struct rpc__enc *e, const struct rpc_record *rec)
+{
+    enc_u64(e, rec->ts);
+    enc_u64(e, rec->flags);
+    enc_u64(e, rec->expiry);
+    enc_bin(e, rec->value.p, rec->value.len);
+}
+
+static int rd_record(struct wire__rd *r, struct rpc_record *rec)
+{
+    int rc = wire__rd_uint(r, &rec->ts);
+    if (rc == 0)
+        rc = wire__rd_uint32(r, &rec->flags);
+    if (rc == 0)
+        rc = wire__rd_uint(r, &rec->expiry);
+    if (rc == 0)
+        rc = rd_bytes(r, WIRE__RD_BIN, RK_MAX_VALUE, &rec->value);
+    return rc;
+}
+
+/* The status (0 or a negative code) and HLC that open every answer. */
+static int rd_status_hlc(struct wire__rd *r, int32_t *status, uint64_t *hlc)
+{
+    int rc = wire__rd_int32(r, status);
+    if (rc == 0 && *status > 0)
+        rc = RK_EPROTO;
+    if (rc == 0)
+        rc = wire__rd_uint(r, hlc);
     return rc;
 }
 
@@ -443,10 +482,7 @@ int rpc_write_encode(struct rpc_buf *out, const struct rpc_write *msg)
     enc_u64(&e, msg->token);
     enc_u64(&e, msg->epoch);
     enc_bin(&e, msg->key.p, msg->key.len);
-    enc_u64(&e, msg->rec.ts);
-    enc_u64(&e, msg->rec.flags);
-    enc_u64(&e, msg->rec.expiry);
-    enc_bin(&e, msg->rec.value.p, msg->rec.value.len);
+    enc_record(&e, &msg->rec);
     return rpc__enc_end(&e);
 }
 
@@ -476,13 +512,7 @@ int rpc_write_decode(struct rpc_write *out, struct rk_slice buf)
     if (rc == 0)
         rc = rd_addr(&r, &m.token, &m.epoch, &m.key);
     if (rc == 0)
-        rc = wire__rd_uint(&r, &m.rec.ts);
-    if (rc == 0)
-        rc = wire__rd_uint32(&r, &m.rec.flags);
-    if (rc == 0)
-        rc = wire__rd_uint(&r, &m.rec.expiry);
-    if (rc == 0)
-        rc = rd_bytes(&r, WIRE__RD_BIN, RK_MAX_VALUE, &m.rec.value);
+        rc = rd_record(&r, &m.rec);
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
@@ -509,11 +539,7 @@ int rpc_write_ack_decode(struct rpc_write_ack *out, struct rk_slice buf)
     struct rpc_write_ack m = {0, 0};
     int rc = rd_open(&r, buf, RPC_MSG_WRITE_ACK, 3, &extra);
     if (rc == 0)
-        rc = wire__rd_int32(&r, &m.status);
-    if (rc == 0 && m.status > 0)
-        rc = RK_EPROTO;
-    if (rc == 0)
-        rc = wire__rd_uint(&r, &m.hlc);
+        rc = rd_status_hlc(&r, &m.status, &m.hlc);
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
@@ -578,10 +604,7 @@ int rpc_read_resp_encode(struct rpc_buf *out, const struct rpc_read_resp *msg)
             enc_u64(&e, msg->dig.expiry);
             enc_u64(&e, msg->dig.value_hash);
         } else {
-            enc_u64(&e, msg->rec.ts);
-            enc_u64(&e, msg->rec.flags);
-            enc_u64(&e, msg->rec.expiry);
-            enc_bin(&e, msg->rec.value.p, msg->rec.value.len);
+            enc_record(&e, &msg->rec);
         }
     }
     return rpc__enc_end(&e);
@@ -595,11 +618,7 @@ int rpc_read_resp_decode(struct rpc_read_resp *out, struct rk_slice buf)
     memset(&m, 0, sizeof(m));
     int rc = rd_open(&r, buf, RPC_MSG_READ_RESP, 4, &extra);
     if (rc == 0)
-        rc = wire__rd_int32(&r, &m.status);
-    if (rc == 0 && m.status > 0)
-        rc = RK_EPROTO;
-    if (rc == 0)
-        rc = wire__rd_uint(&r, &m.hlc);
+        rc = rd_status_hlc(&r, &m.status, &m.hlc);
     if (rc == 0)
         rc = wire__rd_bool(&r, &m.found);
     if (rc == 0 && m.found) {
@@ -618,19 +637,195 @@ int rpc_read_resp_decode(struct rpc_read_resp *out, struct rk_slice buf)
             if (rc == 0)
                 rc = wire__rd_uint(&r, &m.dig.value_hash);
         } else if (rc == 0) {
-            rc = wire__rd_uint(&r, &m.rec.ts);
-            if (rc == 0)
-                rc = wire__rd_uint32(&r, &m.rec.flags);
-            if (rc == 0)
-                rc = wire__rd_uint(&r, &m.rec.expiry);
-            if (rc == 0)
-                rc = rd_bytes(&r, WIRE__RD_BIN, RK_MAX_VALUE, &m.rec.value);
+            rc = rd_record(&r, &m.rec);
         }
     }
     if (rc == 0)
         rc = rd_close(&r, extra);
     if (rc)
         return wire__rd_code(rc, RK_EPROTO);
+    *out = m;
+    return 0;
+}
+
+/* ---- range streaming ---------------------------------------------------- */
+
+static void enc_pos(struct rpc__enc *e, const struct rpc_stream_pos *p)
+{
+    enc_u64(e, p->start);
+    enc_u64(e, p->end);
+    enc_u64(e, p->pos);
+    enc_bool(e, p->started);
+    enc_bool(e, p->done);
+    enc_bin(e, p->last.p, p->last.len);
+}
+
+static int rd_pos(struct wire__rd *r, struct rpc_stream_pos *p)
+{
+    int rc = wire__rd_uint(r, &p->start);
+    if (rc == 0)
+        rc = wire__rd_uint(r, &p->end);
+    if (rc == 0)
+        rc = wire__rd_uint(r, &p->pos);
+    if (rc == 0)
+        rc = wire__rd_bool(r, &p->started);
+    if (rc == 0)
+        rc = wire__rd_bool(r, &p->done);
+    if (rc == 0)
+        rc = rd_bytes(r, WIRE__RD_BIN, RPC_STREAM_LAST_MAX, &p->last);
+    if (rc == 0 && p->last.len && !p->started)
+        rc = wire__rd_fail(r, WIRE__RD_BAD, "a resume key before the start");
+    return rc;
+}
+
+int rpc_stream_req_encode(struct rpc_buf *out, const struct rpc_stream_req *msg)
+{
+    struct rpc__enc e;
+    if (msg->at.last.len > RPC_STREAM_LAST_MAX)
+        return RK_ETOOLARGE;
+    rpc__enc_init(&e, out);
+    enc_array(&e, 9);
+    enc_u64(&e, RPC_MSG_STREAM);
+    enc_u64(&e, msg->epoch);
+    enc_pos(&e, &msg->at);
+    enc_u64(&e, msg->max_bytes);
+    return rpc__enc_end(&e);
+}
+
+int rpc_stream_req_decode(struct rpc_stream_req *out, struct rk_slice buf)
+{
+    struct wire__rd r;
+    uint64_t extra;
+    struct rpc_stream_req m;
+    memset(&m, 0, sizeof(m));
+    int rc = rd_open(&r, buf, RPC_MSG_STREAM, 9, &extra);
+    if (rc == 0)
+        rc = wire__rd_uint(&r, &m.epoch);
+    if (rc == 0)
+        rc = rd_pos(&r, &m.at);
+    if (rc == 0)
+        rc = wire__rd_uint32(&r, &m.max_bytes);
+    if (rc == 0)
+        rc = rd_close(&r, extra);
+    if (rc)
+        return wire__rd_code(rc, RK_EPROTO);
+    *out = m;
+    return 0;
+}
+
+int rpc_stream_item_add(struct rpc_buf *items,
+                        struct rk_slice key,
+                        const struct rpc_record *rec)
+{
+    if (key.len == 0)
+        return RK_EBADREQ;
+    if (key.len > RK_MAX_KEY || rec->value.len > RK_MAX_VALUE)
+        return RK_ETOOLARGE;
+    struct rpc__enc e;
+    rpc__enc_init(&e, items);
+    enc_array(&e, 5);
+    enc_bin(&e, key.p, key.len);
+    enc_record(&e, rec);
+    return rpc__enc_end(&e);
+}
+
+static uint64_t items_hash(struct rk_slice items)
+{
+    return XXH3_64bits(items.len ? (const void *)items.p : "", items.len);
+}
+
+int rpc_stream_chunk_encode(struct rpc_buf *out,
+                            const struct rpc_stream_chunk *msg)
+{
+    struct rpc__enc e;
+    if (msg->next.last.len > RPC_STREAM_LAST_MAX)
+        return RK_ETOOLARGE;
+    rpc__enc_init(&e, out);
+    enc_array(&e, 12);
+    enc_u64(&e, RPC_MSG_STREAM_CHUNK);
+    enc_i64(&e, msg->status);
+    enc_u64(&e, msg->hlc);
+    enc_pos(&e, &msg->next);
+    enc_u64(&e, msg->count);
+    enc_bin(&e, msg->items.p, msg->items.len);
+    enc_u64(&e, items_hash(msg->items));
+    return rpc__enc_end(&e);
+}
+
+/* One item [key, ts, flags, expiry, value] from r. */
+static int
+rd_item(struct wire__rd *r, struct rk_slice *key, struct rpc_record *rec)
+{
+    uint32_t n;
+    memset(rec, 0, sizeof(*rec));
+    int rc = wire__rd_container(r, false, &n, UINT32_MAX);
+    if (rc == 0 && n != 5)
+        rc = wire__rd_fail(r, WIRE__RD_BAD, "an item is not 5 elements");
+    if (rc == 0)
+        rc = rd_bytes(r, WIRE__RD_BIN, RK_MAX_KEY, key);
+    if (rc == 0 && key->len == 0)
+        rc = wire__rd_fail(r, WIRE__RD_BAD, "an empty key");
+    if (rc == 0)
+        rc = rd_record(r, rec);
+    return rc;
+}
+
+int rpc_stream_item_next(struct rk_slice *it,
+                         struct rk_slice *key,
+                         struct rpc_record *rec)
+{
+    if (it->len == 0)
+        return 0;
+    if (it->p == NULL)
+        return RK_EPROTO;
+    struct wire__rd r;
+    wire__rd_init(&r, it->p, it->len);
+    int rc = rd_item(&r, key, rec);
+    if (rc)
+        return wire__rd_code(rc, RK_EPROTO);
+    size_t used = (size_t)(r.p - it->p);
+    it->p += used;
+    it->len -= used;
+    return 1;
+}
+
+int rpc_stream_chunk_decode(struct rpc_stream_chunk *out, struct rk_slice buf)
+{
+    struct wire__rd r;
+    uint64_t extra;
+    struct rpc_stream_chunk m;
+    memset(&m, 0, sizeof(m));
+    int rc = rd_open(&r, buf, RPC_MSG_STREAM_CHUNK, 12, &extra);
+    if (rc == 0)
+        rc = rd_status_hlc(&r, &m.status, &m.hlc);
+    if (rc == 0)
+        rc = rd_pos(&r, &m.next);
+    if (rc == 0)
+        rc = wire__rd_uint32(&r, &m.count);
+    if (rc == 0 && m.count > RPC_STREAM_ITEMS_MAX)
+        rc = wire__rd_fail(&r, WIRE__RD_BAD, "too many items");
+    if (rc == 0)
+        rc = wire__rd_raw(&r, WIRE__RD_BIN, SIZE_MAX, &m.items);
+    if (rc == 0)
+        rc = wire__rd_uint(&r, &m.checksum);
+    if (rc == 0)
+        rc = rd_close(&r, extra);
+    if (rc)
+        return wire__rd_code(rc, RK_EPROTO);
+    if (m.checksum != items_hash(m.items))
+        return RK_EPROTO;
+    /* every item must decode, and there must be exactly count of them */
+    struct rk_slice it = m.items, key;
+    struct rpc_record rec;
+    uint32_t seen = 0;
+    for (;;) {
+        rc = rpc_stream_item_next(&it, &key, &rec);
+        if (rc <= 0)
+            break;
+        seen++;
+    }
+    if (rc < 0 || seen != m.count)
+        return rc < 0 && rc != RK_EPROTO ? rc : RK_EPROTO;
     *out = m;
     return 0;
 }

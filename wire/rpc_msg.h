@@ -50,6 +50,8 @@ enum rpc_msg_type {
     RPC_MSG_WRITE_ACK = 3,
     RPC_MSG_READ = 4,
     RPC_MSG_READ_RESP = 5,
+    RPC_MSG_STREAM = 6,
+    RPC_MSG_STREAM_CHUNK = 7,
 };
 
 #define RPC_HS_VERSION  1 /* the handshake protocol version we speak */
@@ -228,5 +230,72 @@ struct rpc_read_resp {
 
 int rpc_read_resp_encode(struct rpc_buf *out, const struct rpc_read_resp *msg);
 int rpc_read_resp_decode(struct rpc_read_resp *out, struct rk_slice buf);
+
+/* ---- range streaming (bootstrap) ---------------------------------------- */
+
+/* Where a stream of the arc (start, end] stands: the donor's scan cursor
+ * (storage's struct store_scan as plain data), carried in every request
+ * and answer so that a donor keeps no session and a gaining node can go on
+ * from the last chunk it committed, with the same donor or another. */
+struct rpc_stream_pos {
+    uint64_t start, end; /* the arc; start == end is the whole ring */
+    uint64_t pos;        /* once started, tokens up to pos are done... */
+    bool started;
+    bool done;            /* the whole arc has been sent */
+    struct rk_slice last; /* ...and, within token pos, keys up to this one
+                             (0..RPC_STREAM_LAST_MAX bytes) */
+};
+
+#define RPC_STREAM_LAST_MAX 424 /* the scan cursor's key room (storage) */
+/* A chunk's items, at most (and about max_bytes of keys and values, but
+ * always at least one item). */
+#define RPC_STREAM_ITEMS_MAX 4096
+
+/* Gaining node -> donor: the chunk of at.arc after at. */
+struct rpc_stream_req {
+    uint64_t epoch;           /* the asker's applied ring epoch */
+    struct rpc_stream_pos at; /* at.done is false */
+    uint32_t max_bytes;
+};
+
+int rpc_stream_req_encode(struct rpc_buf *out,
+                          const struct rpc_stream_req *msg);
+int rpc_stream_req_decode(struct rpc_stream_req *out, struct rk_slice buf);
+
+/* Donor -> gaining node: up to RPC_STREAM_ITEMS_MAX records in token
+ * order, and where the next chunk starts. items is the msgpack encoding of
+ * the records (rpc_stream_item_add), checksum its XXH3-64 (the cursor and
+ * count are not covered; the count is checked against the items). A chunk
+ * whose checksum does not match, or whose items do not decode, does not
+ * decode (RK_EPROTO; RK_ETOOLARGE for an item's key or value over the
+ * limit), so rpc_stream_item_next never fails on a decoded one. */
+struct rpc_stream_chunk {
+    int32_t status; /* 0, or an RK_E* / -errno code of the donor */
+    uint64_t hlc;   /* the donor's HLC */
+    struct rpc_stream_pos next;
+    uint32_t count;        /* items */
+    struct rk_slice items; /* borrowed */
+    uint64_t checksum;     /* set by the encoder; checked by the decoder */
+};
+
+/* Appends one record to an items buffer (a chunk's items under
+ * construction). Errors as the write encoder. */
+int rpc_stream_item_add(struct rpc_buf *items,
+                        struct rk_slice key,
+                        const struct rpc_record *rec);
+
+/* Encodes msg; msg->checksum is ignored and computed over msg->items. */
+int rpc_stream_chunk_encode(struct rpc_buf *out,
+                            const struct rpc_stream_chunk *msg);
+int rpc_stream_chunk_decode(struct rpc_stream_chunk *out, struct rk_slice buf);
+
+/* Iterates the items of a decoded chunk: *it starts as RK_SLICE(items)
+ * and is advanced past each. Returns 1 with *key and *rec set (both
+ * borrowing from the chunk), 0 at the end, RK_EPROTO on bytes that are not
+ * items or RK_ETOOLARGE on a key or value over the limit (never for the
+ * items of a decoded chunk). */
+int rpc_stream_item_next(struct rk_slice *it,
+                         struct rk_slice *key,
+                         struct rpc_record *rec);
 
 #endif
