@@ -1,6 +1,6 @@
 /*
  * admin.c - the native protocol's admin answers (STATUS, RING, ENDPOINTS,
- * METRICS) and the Prometheus text of the node's counters.
+ * METRICS, NETSTATS) and the Prometheus text of the node's counters.
  *
  * Answers are built from the node's current ring snapshot and gossip view;
  * the arrays they point to are allocated into a node_admin_buf that the
@@ -174,6 +174,20 @@ static int do_endpoints(node *n,
     return 0;
 }
 
+/* Answer with the malloc'd text t, which b frees after the encode. */
+static int
+text_answer(struct wire_cresp *r, struct node_admin_buf *b, char *t, size_t len)
+{
+    if (b->n == (int)(sizeof(b->allocs) / sizeof(b->allocs[0]))) {
+        free(t);
+        return -ENOMEM;
+    }
+    b->allocs[b->n++] = t;
+    r->text = RK_SLICE(t, len);
+    r->has |= WIRE_CRESP_TEXT;
+    return 0;
+}
+
 int node__admin(node *n,
                 struct wire_cresp *r,
                 struct node_admin_buf *b,
@@ -191,14 +205,12 @@ int node__admin(node *n,
         char *t = node__obs_text(n, &len); /* the registry /metrics serves */
         if (!t)
             return n->obs ? -ENOMEM : RK_ECLOSED;
-        if (b->n == (int)(sizeof(b->allocs) / sizeof(b->allocs[0]))) {
-            free(t);
-            return -ENOMEM;
-        }
-        b->allocs[b->n++] = t;
-        r->text = RK_SLICE(t, len);
-        r->has |= WIRE_CRESP_TEXT;
-        return 0;
+        return text_answer(r, b, t, len);
+    }
+    case WIRE_COP_NETSTATS: {
+        size_t len = 0;
+        char *t = node__stream_text(n, &len);
+        return t ? text_answer(r, b, t, len) : -ENOMEM;
     }
     }
     return RK_EBADREQ;

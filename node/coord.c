@@ -212,6 +212,30 @@ static int plan(node *n, struct creq *q)
     size_t nr = ring_replicas(r, q->token, q->rep, RING_MAX_REPLICAS);
     if (nr > RING_MAX_REPLICAS)
         nr = RING_MAX_REPLICAS;
+    /* A node joining (n->ring_pending) is a pending replica of the keys it
+     * is about to own: a write goes to it too, and needs its answer on top
+     * of the level's (Cassandra's rule), so that a write acknowledged
+     * during the join is on the new replica set as well as on the old
+     * one, whichever of the two the next read is counted against. Unlike
+     * Cassandra, a pending replica that is DOWN is not waited for (it gets
+     * a hint, as any DOWN replica): a joiner that died would otherwise
+     * make every write of its ranges need all the old replicas until it
+     * came back, and when it does it streams every range again from the
+     * start (stream.c), which brings it what it missed. Both rings hold
+     * the same members, so their node indices agree. */
+    uint32_t nat = (uint32_t)nr;
+    if (q->op != C_GET && n->ring_pending) {
+        uint32_t pr[RING_MAX_REPLICAS];
+        size_t np =
+            ring_replicas(n->ring_pending, q->token, pr, RING_MAX_REPLICAS);
+        for (size_t k = 0; k < np && k < RING_MAX_REPLICAS; k++) {
+            bool known = false;
+            for (uint32_t i = 0; i < nat; i++)
+                known |= q->rep[i] == pr[k];
+            if (!known && nr < RING_MAX_REPLICAS)
+                q->rep[nr++] = pr[k];
+        }
+    }
     q->nrep = (uint32_t)nr;
     memset(q->r, 0, nr * sizeof(q->r[0]));
     plan_peers(n, q);
@@ -233,9 +257,10 @@ static int plan(node *n, struct creq *q)
             dcname[ndc++] = ni.dc;
         }
         q->rep_dc[i] = d;
-        per_dc[d]++;
+        if (i < nat)
+            per_dc[d]++;
     }
-    uint32_t total = q->nrep;
+    uint32_t total = nat;
     switch (q->cl) {
     case NODE_CL_ONE:
         cons_add(q, -1, 1);
@@ -265,6 +290,12 @@ static int plan(node *n, struct creq *q)
     default:
         return RK_EBADREQ;
     }
+    for (uint32_t i = nat; i < q->nrep; i++) /* live pending replicas */
+        for (int c = 0; c < q->ncons && q->rp[i].up; c++)
+            if (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[i]) {
+                q->cons[c].need++;
+                q->need++;
+            }
     /* enough live replicas for every constraint? */
     for (int c = 0; c < q->ncons; c++) {
         uint32_t live = 0;

@@ -586,7 +586,8 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
     case WIRE_COP_STATUS:
     case WIRE_COP_RING:
     case WIRE_COP_ENDPOINTS:
-    case WIRE_COP_METRICS: {
+    case WIRE_COP_METRICS:
+    case WIRE_COP_NETSTATS: {
         struct wire_cresp r = {.id = q->id, .op = q->op};
         struct node_admin_buf ab;
         node_admin_buf_init(&ab);
@@ -603,8 +604,7 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
     case WIRE_COP_DECOMMISSION:
     case WIRE_COP_REMOVENODE:
     case WIRE_COP_REPAIR:
-    case WIRE_COP_CLEANUP:
-    case WIRE_COP_NETSTATS: {
+    case WIRE_COP_CLEANUP: {
         char msg[128];
         snprintf(msg, sizeof(msg), "%s is not implemented by this ringkvd yet",
                  wire_cop_name(q->op));

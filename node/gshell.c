@@ -182,15 +182,23 @@ static enum ring_node_state ring_state_of(enum gossip_status s)
  * kept (cleanup is not implemented yet). */
 static void ranges_ensure(node *n)
 {
-    if (!n->ring || n->self_idx == RING_NONE || !n->store)
+    const ring *r = n->ring;
+    uint32_t self = n->self_idx;
+    if (n->boot == NODE_BOOT_STREAM && n->ring_pending) {
+        /* joining: the ranges it is about to replicate, which writes and
+         * the stream fill meanwhile */
+        r = n->ring_pending;
+        self = ring_node_find(r, n->cfg.node_name);
+    }
+    if (!r || self == RING_NONE || !n->store)
         return;
-    size_t want = ring_node_ranges(n->ring, n->self_idx, NULL, 0);
+    size_t want = ring_node_ranges(r, self, NULL, 0);
     if (!want)
         return;
     struct ring_range *rr = calloc(want, sizeof(*rr));
     if (!rr)
         return;
-    ring_node_ranges(n->ring, n->self_idx, rr, want);
+    ring_node_ranges(r, self, rr, want);
     struct store_range *have = NULL;
     size_t nhave = 0;
     if (store_range_list(&have, &nhave, n->store) < 0) {
@@ -333,7 +341,7 @@ static bool tokens_collide(node *n, const struct ring_member *m, size_t nm)
     return hit;
 }
 
-static void announce_tokens(node *n, size_t nt, size_t others);
+static void announce_tokens(node *n, size_t nt, size_t others, bool stream);
 
 /* Choose new tokens against the ring of every other placed member. */
 static void retoken(node *n,
@@ -375,7 +383,7 @@ static void retoken(node *n,
         return;
     }
     LOG(WARN, "boot.token_collision", "action=%s", "chose new tokens");
-    announce_tokens(n, nt, nm ? nm - 1 : 0);
+    announce_tokens(n, nt, nm ? nm - 1 : 0, false);
 }
 
 /* A peer's replication started or stopped differing from ours. Nodes
@@ -415,10 +423,11 @@ void node__ring_rebuild(node *n)
         calloc(cnt ? cnt : 1, sizeof(uint64_t) * RING_MAX_TOKENS_PER_NODE);
     char(*dcs)[2][GOSSIP_VALUE_MAX + 1] = calloc(cnt ? cnt : 1, sizeof(*dcs));
     char(*names)[GOSSIP_NAME_MAX + 1] = calloc(cnt ? cnt : 1, sizeof(*names));
+    size_t *pend = calloc(cnt ? cnt : 1, sizeof(*pend)); /* BOOT's tokens */
     struct ring_dc_rf rdc[NODE_CONFIG_MAX_DCS];
-    size_t nm = 0;
+    size_t nm = 0, npend = 0;
     ring *r = NULL;
-    if (!m || !toks || !dcs || !names)
+    if (!m || !toks || !dcs || !names || !pend)
         goto out;
     for (size_t i = 0; i < cnt; i++) {
         struct gossip_peer_info pi;
@@ -447,8 +456,13 @@ void node__ring_rebuild(node *n)
         m[nm].state = ring_state_of(pi.status);
         if (m[nm].state == RING_NORMAL && nt == 0)
             m[nm].state = RING_BOOT;
-        if (m[nm].state == RING_BOOT)
+        if (m[nm].state == RING_BOOT) {
             m[nm].ntokens = 0;
+            if (pi.status == GOSSIP_STATUS_BOOT && nt > 0) {
+                pend[nm] = nt; /* joining: placed in the pending ring */
+                npend++;
+            }
+        }
         nm++;
     }
     struct ring_config rc = {.members = m, .nmembers = nm};
@@ -474,6 +488,22 @@ void node__ring_rebuild(node *n)
     ring_free(n->ring);
     n->ring = r;
     gossip_ring_applied(n->g, ring_epoch(r));
+    ring *rp = NULL;
+    if (npend) {
+        for (size_t i = 0; i < nm; i++)
+            if (pend[i]) {
+                m[i].state = RING_NORMAL;
+                m[i].ntokens = pend[i];
+            }
+        err = ring_new(&rp, &rc);
+        if (err < 0)
+            LOG(ERROR, "ring.pending_build_fail", "joining=%zu error=\"%s\"",
+                npend, rk_strerror(err));
+    }
+    if ((rp != NULL) != (n->ring_pending != NULL))
+        LOG(INFO, "ring.pending", "joining=%zu", rp ? npend : 0);
+    ring_free(n->ring_pending);
+    n->ring_pending = rp;
     n->ring_stale = stale_now(n);
 
     /* peer table, indexed like the ring */
@@ -547,6 +577,7 @@ void node__ring_rebuild(node *n)
             ring_replica_count(r), n->ring_stale);
     ranges_ensure(n);
 out:
+    free(pend);
     free(m);
     free(toks);
     free(dcs);
@@ -600,7 +631,8 @@ static void handle_events(node *n)
             peer_set_up(n, e->name, false);
             break;
         case GOSSIP_EV_STATE:
-            if (e->key == GOSSIP_KEY_ADDRESS || e->key == GOSSIP_KEY_SCHEMA)
+            if (e->key == GOSSIP_KEY_ADDRESS || e->key == GOSSIP_KEY_SCHEMA ||
+                e->key == GOSSIP_KEY_TOKENS)
                 rebuild = true;
             break;
         case GOSSIP_EV_MEMBERSHIP:
@@ -666,9 +698,17 @@ static void boot_try(node *n, uint64_t now)
         bool alive = pi.up || pi.phi < n->cfg.phi_convict_threshold;
         bool booting = pi.status == GOSSIP_STATUS_BOOT ||
                        pi.status == GOSSIP_STATUS_UNKNOWN;
-        if (alive && booting && strcmp(pi.name, n->cfg.node_name) < 0) {
+        /* one range movement at a time: a node streaming its ranges in
+         * (BOOT with tokens) or out (LEAVING) goes first, whatever its
+         * name */
+        bool moving = (pi.status == GOSSIP_STATUS_BOOT &&
+                       pi.state[GOSSIP_KEY_TOKENS].len > 0) ||
+                      pi.status == GOSSIP_STATUS_LEAVING;
+        if (alive &&
+            (moving || (booting && strcmp(pi.name, n->cfg.node_name) < 0))) {
             if (n->ticks % 5 == 0)
-                LOG(INFO, "boot.waiting", "for=%s", pi.name);
+                LOG(INFO, "boot.waiting", "for=%s%s", pi.name,
+                    moving ? " reason=moving" : "");
             return; /* its turn first */
         }
     }
@@ -696,16 +736,29 @@ static void boot_try(node *n, uint64_t now)
         return;
     }
     n->st.ntokens = (int)nt;
-    announce_tokens(n, nt, others);
+    announce_tokens(n, nt, others, n->cfg.auto_bootstrap && base);
 }
 
-/* Announce this node's tokens and NORMAL (a new epoch), persist them. */
-static void announce_tokens(node *n, size_t nt, size_t others)
+/* Announce this node's tokens under a new epoch and persist them: with
+ * STATUS NORMAL, or, to stream the ranges in first (a cluster to take them
+ * from), with STATUS BOOT and joining=1, persisted before the announce so
+ * that a restart resumes the join; stream.c announces NORMAL at its end. */
+static void announce_tokens(node *n, size_t nt, size_t others, bool stream)
 {
-    int rc = gossip_tokens_set(n->g, n->st.tokens, nt);
+    int rc = 0;
+    if (stream) {
+        n->st.joining = 1;
+        rc = node_state_save(&n->st, n->cfg.data_dir);
+    }
+    if (rc == 0)
+        rc = gossip_tokens_set(n->g, n->st.tokens, nt);
     uint64_t epoch = 0;
     if (rc == 0)
-        rc = gossip_status_set(n->g, GOSSIP_STATUS_NORMAL, 0, &epoch);
+        rc = gossip_status_set(
+            n->g, stream ? GOSSIP_STATUS_BOOT : GOSSIP_STATUS_NORMAL, 0,
+            &epoch);
+    if (rc == 0 && stream)
+        rc = node__stream_begin(n);
     if (rc < 0) {
         LOG(ERROR, "boot.announce_fail", "error=\"%s\"", rk_strerror(rc));
         return;
@@ -714,11 +767,19 @@ static void announce_tokens(node *n, size_t nt, size_t others)
     rc = node_state_save(&n->st, n->cfg.data_dir);
     if (rc < 0)
         LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
-    n->boot = NODE_BOOT_DONE;
-    LOG(INFO, "boot.joined", "tokens=%zu epoch=%llu allocation=%s peers=%zu",
-        nt, (unsigned long long)epoch,
-        n->cfg.token_allocation == NODE_ALLOC_RANDOM ? "random" : "balanced",
-        others);
+    const char *alloc =
+        n->cfg.token_allocation == NODE_ALLOC_RANDOM ? "random" : "balanced";
+    if (stream) {
+        LOG(INFO, "boot.joining",
+            "tokens=%zu epoch=%llu allocation=%s peers=%zu note=\"streaming "
+            "its ranges in before it serves them\"",
+            nt, (unsigned long long)epoch, alloc, others);
+    } else {
+        n->boot = NODE_BOOT_DONE;
+        LOG(INFO, "boot.joined",
+            "tokens=%zu epoch=%llu allocation=%s peers=%zu", nt,
+            (unsigned long long)epoch, alloc, others);
+    }
     node__ring_rebuild(n);
 }
 
@@ -769,6 +830,7 @@ static void on_tick(uv_timer_t *t)
         handle_events(n);
     }
     boot_try(n, now);
+    node__stream_tick(n);
     silence_watch(n);
     if (n->settling && now >= n->settle_until) {
         n->settling = false;
@@ -846,13 +908,28 @@ int node__gossip_start(node *n, char *err, size_t errlen)
     if (!n->fresh) {
         gossip_tokens_set(n->g, n->st.tokens, (size_t)n->st.ntokens);
         uint64_t ep = 0;
-        rc = gossip_status_set(n->g, GOSSIP_STATUS_NORMAL,
-                               n->st.ring_epoch ? n->st.ring_epoch : 0, &ep);
+        /* a join cut short by the restart: BOOT with the same tokens, and
+         * streaming again (stream.c) */
+        rc = gossip_status_set(
+            n->g, n->st.joining ? GOSSIP_STATUS_BOOT : GOSSIP_STATUS_NORMAL,
+            n->st.ring_epoch ? n->st.ring_epoch : 0, &ep);
         if (rc == 0 && ep != n->st.ring_epoch) {
             n->st.ring_epoch = ep;
             node_state_save(&n->st, c->data_dir);
         }
         n->boot = NODE_BOOT_DONE;
+        if (n->st.joining) {
+            rc = node__stream_begin(n);
+            if (rc < 0) {
+                snprintf(err, errlen, "cannot resume joining: %s",
+                         rk_strerror(rc));
+                return rc;
+            }
+            LOG(INFO, "boot.joining",
+                "tokens=%d epoch=%llu resumed=1 note=\"a join was cut short: "
+                "streaming its ranges again\"",
+                n->st.ntokens, (unsigned long long)ep);
+        }
         /* Restarted: the ring it can build holds only its own tokens until
          * gossip brings the others'. Coordinating with it would place a
          * QUORUM write on this node alone (a quorum of one), or a key on a

@@ -525,6 +525,8 @@ void node_free(node *n)
     node__coord_free(n);
     node__replica_free(n);
     ring_free(n->ring);
+    ring_free(n->ring_pending);
+    node__stream_free(n);
     node__peer_tab_unref(n->peer_tab);
     free(n);
 }

@@ -57,6 +57,9 @@ struct node_stats {
     uint64_t commits, commit_writes;
     uint64_t replica_writes, replica_reads;
     uint64_t internode_auth_fail, internode_bad;
+    /* bootstrap streaming (stream.c): records and key + value bytes */
+    uint64_t stream_in_keys, stream_in_bytes;
+    uint64_t stream_out_keys, stream_out_bytes;
 };
 struct creq;
 
@@ -127,7 +130,19 @@ struct node_peer_tab {
 
 enum node_boot {
     NODE_BOOT_WAIT = 0, /* fresh: announced BOOT, learning the cluster */
-    NODE_BOOT_DONE      /* NORMAL with tokens */
+    NODE_BOOT_DONE,     /* NORMAL with tokens */
+    NODE_BOOT_STREAM    /* BOOT with tokens: streaming its ranges in */
+};
+
+struct node_stream; /* stream.c */
+
+/* Where a join's streaming stands (node__stream_progress). */
+struct node_stream_info {
+    bool joining; /* BOOT with tokens, streaming */
+    bool planned; /* the ranges are known (after the announce delay) */
+    size_t ranges, ranges_done;
+    uint64_t keys, bytes; /* streamed in and committed */
+    uint64_t ms;          /* since the join's streaming began */
 };
 
 struct node {
@@ -181,9 +196,14 @@ struct node {
 
     store *store;
     struct hlc hlc;
-    ring *ring;     /* current snapshot (one reference), NULL until formed */
-    int ring_stale; /* heard of a newer epoch than ring's, or settling */
-    bool settling;  /* restarted, no peer heard yet: see gshell.c */
+    ring *ring; /* current snapshot (one reference), NULL until formed */
+    /* the ring with the nodes that are joining (BOOT with tokens) placed,
+     * NULL when none is: writes go to its extra replicas too (coord.c) */
+    ring *ring_pending;
+    struct node_stream *stream; /* this node's join (stream.c), or NULL */
+    int stream_jobs;            /* donor scans on the pool (stream.c) */
+    int ring_stale;        /* heard of a newer epoch than ring's, or settling */
+    bool settling;         /* restarted, no peer heard yet: see gshell.c */
     uint64_t settle_until; /* mono ms: settling ends by then regardless */
     int self_idx_ok;       /* this node is placed in ring */
 
@@ -340,6 +360,17 @@ void node__commit_flush(node *n);
 int node__commit_start(node *n);
 /* Stop them; fails a batch still open (only once nothing is committing). */
 void node__commit_free(node *n);
+
+/* ---- stream.c ---- */
+/* Announced BOOT with tokens: stream the ranges in, then NORMAL. */
+int node__stream_begin(node *n);
+void node__stream_tick(node *n); /* every gossip tick */
+void node__stream_progress(const node *n, struct node_stream_info *out);
+void node__stream_free(node *n);
+/* NETSTATS: the join's sessions and what was sent, as text (malloc'd). */
+char *node__stream_text(node *n, size_t *len);
+/* Answer an RPC_MSG_STREAM request (the donor side). */
+void node__stream_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f);
 
 /* ---- coord.c ---- */
 void node__coord_run_deferred(node *n);

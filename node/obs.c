@@ -10,9 +10,9 @@
  * by their delta since the last sync, gauges by value. Rendering happens
  * on the loop thread only; the HTTP thread sees published strings.
  *
- * Streaming and repair bytes are not exported: this ringkvd does not
- * stream or repair yet, and a family that is always zero would claim
- * otherwise.
+ * Repair bytes are not exported: this ringkvd does not repair yet, and a
+ * family that is always zero would claim otherwise. Streaming (a join's)
+ * is: records and bytes in and out.
  */
 #include "node/obs.h"
 
@@ -58,6 +58,7 @@ struct obs {
     metrics_family *commits, *commit_writes, *commit_lat;
     metrics_family *rep_writes, *rep_reads;
     metrics_family *inode_auth, *inode_bad;
+    metrics_family *stream_keys, *stream_bytes;
 
     /* what was copied at the last sync */
     struct node_stats last;
@@ -103,6 +104,8 @@ static int obs_register(struct obs *o)
     struct metrics_dim d_fp = {"fingerprint", 1, NULL};
     struct metrics_dim d_proto = {"protocol", 2, proto};
     struct metrics_dim d_resp = {"protocol", 1, proto + 1};
+    static const char *const inout[] = {"in", "out"};
+    struct metrics_dim d_dir = {"direction", 2, inout};
     int rc = 0;
 #define F(out, name, help, type, nd, dims)                    \
     do {                                                      \
@@ -242,6 +245,13 @@ static int obs_register(struct obs *o)
       NULL);
     F(inode_bad, "ringkv_internode_bad_requests_total",
       "Malformed internode requests.", METRICS_COUNTER, 0, NULL);
+    F(stream_keys, "ringkv_stream_keys_total",
+      "Records streamed for a join: in (committed here while joining) and "
+      "out (sent to joining nodes).",
+      METRICS_COUNTER, 1, &d_dir);
+    F(stream_bytes, "ringkv_stream_bytes_total",
+      "Key and value bytes streamed for a join, in and out.", METRICS_COUNTER,
+      1, &d_dir);
 #undef F
     return rc;
 }
@@ -345,6 +355,10 @@ static void obs_sync(struct obs *o)
     ctr(o->rep_reads, 0, s->replica_reads, &l->replica_reads);
     ctr(o->inode_auth, 0, s->internode_auth_fail, &l->internode_auth_fail);
     ctr(o->inode_bad, 0, s->internode_bad, &l->internode_bad);
+    ctr(o->stream_keys, 0, s->stream_in_keys, &l->stream_in_keys);
+    ctr(o->stream_keys, 1, s->stream_out_keys, &l->stream_out_keys);
+    ctr(o->stream_bytes, 0, s->stream_in_bytes, &l->stream_in_bytes);
+    ctr(o->stream_bytes, 1, s->stream_out_bytes, &l->stream_out_bytes);
     uint64_t acc, perr;
     node__rsrv_counts(n, &acc, &perr);
     ctr(o->conns_total, 1, acc, &o->resp_acc_last);

@@ -148,7 +148,7 @@ def _map(b, i, n):
 
 OPS = {"HELLO": 1, "PING": 2, "GET": 10, "PUT": 11, "DEL": 12, "MGET": 13,
        "STATUS": 30, "RING": 31, "ENDPOINTS": 32, "METRICS": 33,
-       "JOIN": 40, "DECOMMISSION": 41}
+       "JOIN": 40, "DECOMMISSION": 41, "NETSTATS": 45}
 CLS = {"ONE": 1, "TWO": 2, "QUORUM": 3, "ALL": 4, "LOCAL_ONE": 5,
        "LOCAL_QUORUM": 6, "EACH_QUORUM": 7}
 

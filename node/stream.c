@@ -1,0 +1,711 @@
+/*
+ * stream.c - bootstrap streaming: a joining node pulls the data of the
+ * ranges it gains from the replicas that hold them, before it announces
+ * NORMAL (shared/DESIGN.md, "Streaming").
+ *
+ * The joining side. Once its tokens are chosen (gshell.c), the node
+ * persists them with joining=1 and announces TOKENS and STATUS BOOT under
+ * a new epoch. Every node then builds, besides its ring, the ring with the
+ * booting node placed (n->ring_pending), and coordinators send each write
+ * to the pending replica too, requiring its answer on top of the level's
+ * (coord.c): a write acknowledged during the join is on the joining node as
+ * well as on a quorum of the old replicas. After STREAM_DELAY_MS, for
+ * gossip to spread the announcement (or five gossip intervals, if longer:
+ * Cassandra waits its RING_DELAY for the same reason), the node computes the
+ * movement plan (ring_plan_new from the ring to the pending ring) and opens a
+ * session per range it gains. A session asks one source at a time (the replicas
+ * that lose the range first, then the range's other replicas) for chunks
+ * of the range in token order (RPC_MSG_STREAM), commits each chunk's
+ * records through the group commit (last-write-wins, so a record that a
+ * dual write brought already is not overwritten by an older one), and only
+ * then asks for the next, from where the chunk ended. A source that fails
+ * or does not answer is replaced by the next one, from the same point.
+ * STREAM_PARALLEL sessions run at once. When every session is done the node
+ * announces NORMAL (a new epoch) and clears joining.
+ *
+ * A restart during the join (joining=1 in node.state) announces BOOT with
+ * the same tokens again and streams every range again from its start: the
+ * records already streamed are sent again and merge away. Progress within
+ * a range is not persisted yet.
+ *
+ * The donor side (node__stream_serve): a STREAM request carries the scan
+ * cursor (wire/rpc_msg.h), so a donor keeps no session. The scan runs on
+ * the libuv pool (store_scan_next; it applies the memtable first, so a
+ * chunk sees every committed write), at most STREAM_DONOR_JOBS at once; a
+ * request past that is answered OVERLOADED and asked again.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/log.h"
+#include "node/node_internal.h"
+
+#define STREAM_DELAY_MS                                                        \
+    2000                              /* after announcing BOOT with tokens (at \
+                                         least 5 gossip intervals) */
+#define STREAM_PARALLEL    4          /* sessions asking at once */
+#define STREAM_CHUNK_BYTES (1u << 20) /* asked per chunk */
+#define STREAM_TIMEOUT_MS  30000      /* per chunk request */
+#define STREAM_RETRY_MS    1000       /* after every source failed once */
+#define STREAM_DONOR_JOBS  4          /* scans a donor runs at once */
+#define STREAM_DONOR_MAX   ((size_t)4 << 20) /* bytes a chunk may ask */
+#define STREAM_MAX_SRCS    (RING_MAX_REPLICAS * 2)
+
+enum sess_state { S_IDLE = 0, S_ASKING, S_COMMITTING, S_WAIT, S_DONE };
+
+struct stream_sess {
+    node *n;
+    struct ring_range range;
+    char src[STREAM_MAX_SRCS][GOSSIP_NAME_MAX + 1];
+    int nsrc, cur, fails;
+    enum sess_state state;
+    uint64_t retry_at;
+    /* where the next request starts, and where the chunk being committed
+     * ends (its last bytes copied: the answer's buffer is borrowed) */
+    struct rpc_stream_pos at, next;
+    uint8_t at_last[RPC_STREAM_LAST_MAX], next_last[RPC_STREAM_LAST_MAX];
+    uint32_t pending; /* writes of the chunk not yet committed */
+    int commit_err;
+    uint64_t chunk_keys, chunk_bytes;
+    uint64_t keys, bytes;
+    struct rpc_buf msg;
+};
+
+struct node_stream {
+    struct stream_sess *s;
+    size_t ns;
+    size_t asking; /* sessions in S_ASKING or S_COMMITTING */
+    bool planned;
+    uint64_t ready_at; /* mono ms: plan from then */
+    uint64_t start_ms;
+    uint64_t last_log_ms;
+    uint64_t keys, bytes; /* committed so far, all sessions */
+};
+
+static void sess_ask(struct stream_sess *ss);
+static void stream_kick(node *n);
+
+/* ---- the joining side ------------------------------------------------- */
+
+static const struct node_peer *peer_named(node *n, const char *name)
+{
+    for (size_t i = 0; i < n->npeers; i++)
+        if (strcmp(n->peer[i].name, name) == 0)
+            return &n->peer[i];
+    return NULL;
+}
+
+static void sess_add_src(struct stream_sess *ss, const char *name)
+{
+    for (int i = 0; i < ss->nsrc; i++)
+        if (strcmp(ss->src[i], name) == 0)
+            return;
+    if (ss->nsrc < STREAM_MAX_SRCS)
+        snprintf(ss->src[ss->nsrc++], sizeof(ss->src[0]), "%s", name);
+}
+
+static void pos_copy(struct rpc_stream_pos *to,
+                     uint8_t *to_last,
+                     const struct rpc_stream_pos *from)
+{
+    *to = *from;
+    size_t l = from->last.len <= RPC_STREAM_LAST_MAX ? from->last.len : 0;
+    if (l)
+        memcpy(to_last, from->last.p, l);
+    to->last = RK_SLICE(to_last, l);
+}
+
+/* A session's request failed: the next source, from the same point, at
+ * once; a pause of STREAM_RETRY_MS once every source has failed since the
+ * last chunk committed, or when none is live (`wait`). Logged at the first
+ * failure and then once per round of the sources. */
+static void
+sess_fail(struct stream_sess *ss, const char *why, int err, bool wait)
+{
+    node *n = ss->n;
+    struct node_stream *st = n->stream;
+    if (ss->state == S_ASKING || ss->state == S_COMMITTING)
+        st->asking--;
+    ss->fails++;
+    int round = ss->nsrc > 0 ? ss->nsrc : 1;
+    if (ss->fails == 1 || ss->fails % round == 0)
+        LOG(WARN, "stream.retry",
+            "range=(%llu,%llu] source=%s why=\"%s\" error=\"%s\" "
+            "failures=%d",
+            (unsigned long long)ss->range.start,
+            (unsigned long long)ss->range.end,
+            ss->nsrc ? ss->src[ss->cur] : "-", why, rk_strerror(err),
+            ss->fails);
+    if (ss->nsrc)
+        ss->cur = (ss->cur + 1) % ss->nsrc;
+    ss->state = S_WAIT;
+    ss->retry_at = node__mono_ms(n) +
+                   (wait || ss->fails % round == 0 ? STREAM_RETRY_MS : 0);
+    stream_kick(n);
+}
+
+static void sess_chunk_committed(struct stream_sess *ss)
+{
+    node *n = ss->n;
+    struct node_stream *st = n->stream;
+    if (ss->commit_err) {
+        sess_fail(ss, "commit", ss->commit_err, false);
+        return;
+    }
+    ss->keys += ss->chunk_keys;
+    ss->bytes += ss->chunk_bytes;
+    st->keys += ss->chunk_keys;
+    st->bytes += ss->chunk_bytes;
+    n->stats.stream_in_keys += ss->chunk_keys;
+    n->stats.stream_in_bytes += ss->chunk_bytes;
+    ss->fails = 0;
+    pos_copy(&ss->at, ss->at_last, &ss->next);
+    if (ss->at.done) {
+        ss->state = S_DONE;
+        st->asking--;
+        LOG(INFO, "stream.range_done",
+            "range=(%llu,%llu] source=%s keys=%llu bytes=%llu",
+            (unsigned long long)ss->range.start,
+            (unsigned long long)ss->range.end, ss->src[ss->cur],
+            (unsigned long long)ss->keys, (unsigned long long)ss->bytes);
+        stream_kick(n);
+        return;
+    }
+    ss->state = S_ASKING;
+    sess_ask(ss);
+}
+
+static void on_item_committed(int status, void *arg)
+{
+    struct stream_sess *ss = arg;
+    if (status < 0 && !ss->commit_err)
+        ss->commit_err = status;
+    if (--ss->pending == 0)
+        sess_chunk_committed(ss);
+}
+
+static void on_chunk(void *arg, int status, struct rk_slice resp)
+{
+    struct stream_sess *ss = arg;
+    node *n = ss->n;
+    if (status < 0) {
+        sess_fail(ss, "request", status, false);
+        return;
+    }
+    struct rpc_stream_chunk ch;
+    int rc = rpc_stream_chunk_decode(&ch, resp);
+    if (rc < 0) {
+        n->stats.internode_bad++;
+        sess_fail(ss, "malformed chunk", rc, false);
+        return;
+    }
+    if (ch.status < 0) {
+        sess_fail(ss, "source refused", ch.status, false);
+        return;
+    }
+    if (ch.next.start != ss->range.start || ch.next.end != ss->range.end) {
+        sess_fail(ss, "chunk of another range", RK_EPROTO, false);
+        return;
+    }
+    if (n->stopping) {
+        sess_fail(ss, "stopping", RK_ECLOSED, false);
+        return;
+    }
+    /* every key must lie in the range asked for */
+    struct rk_slice it = ch.items, key;
+    struct rpc_record rec;
+    while (rpc_stream_item_next(&it, &key, &rec) == 1) {
+        if (!ring_range_contains(ss->range, rk_token(key.p, key.len))) {
+            sess_fail(ss, "key outside the range", RK_EPROTO, false);
+            return;
+        }
+    }
+    pos_copy(&ss->next, ss->next_last, &ch.next);
+    ss->state = S_COMMITTING;
+    ss->commit_err = 0;
+    ss->chunk_keys = ch.count;
+    ss->chunk_bytes = 0;
+    ss->pending = 1; /* held while adding */
+    it = ch.items;
+    while (rpc_stream_item_next(&it, &key, &rec) == 1) {
+        ss->chunk_bytes += key.len + rec.value.len;
+        ss->pending++;
+        rc = node__local_write(n, key, &rec, on_item_committed, ss);
+        if (rc < 0) {
+            ss->pending--;
+            if (!ss->commit_err)
+                ss->commit_err = rc;
+            break;
+        }
+    }
+    on_item_committed(0, ss); /* the hold */
+}
+
+static void sess_ask(struct stream_sess *ss)
+{
+    node *n = ss->n;
+    if (ss->nsrc == 0) {
+        sess_fail(ss, "no replica holds the range", RK_EUNAVAILABLE, true);
+        return;
+    }
+    /* the first live source from the current one on */
+    const struct node_peer *p = NULL;
+    for (int k = 0; k < ss->nsrc; k++) {
+        const struct node_peer *q = peer_named(n, ss->src[ss->cur]);
+        if (q && q->up && !q->self && q->iaddr[0]) {
+            p = q;
+            break;
+        }
+        ss->cur = (ss->cur + 1) % ss->nsrc;
+    }
+    if (!p) {
+        sess_fail(ss, "no live source", RK_EUNAVAILABLE, true);
+        return;
+    }
+    struct rpc_stream_req rq = {.epoch = n->ring ? ring_epoch(n->ring) : 0,
+                                .at = ss->at,
+                                .max_bytes = STREAM_CHUNK_BYTES};
+    rpc_buf_reset(&ss->msg);
+    int rc = rpc_stream_req_encode(&ss->msg, &rq);
+    if (rc == 0)
+        rc = node__rpc_addr(n, p->iaddr, &ss->msg, STREAM_TIMEOUT_MS, 0,
+                            on_chunk, ss);
+    if (rc < 0)
+        sess_fail(ss, "send", rc, false);
+}
+
+/* The movement plan from the ring to the pending ring: a session for every
+ * range this node gains. */
+static int stream_plan(node *n)
+{
+    struct node_stream *st = n->stream;
+    const ring *from = n->ring, *to = n->ring_pending;
+    if (!to)
+        return RK_EINTERNAL;
+    uint32_t self_to = ring_node_find(to, n->cfg.node_name);
+    struct ring_move *mv = NULL;
+    size_t nmv = 0;
+    int rc = ring_plan_new(&mv, &nmv, from, to);
+    if (rc < 0)
+        return rc;
+    size_t mine = 0;
+    for (size_t i = 0; i < nmv; i++)
+        mine += mv[i].gain == self_to;
+    st->s = calloc(mine ? mine : 1, sizeof(*st->s));
+    if (!st->s) {
+        ring_plan_free(mv);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < nmv; i++) {
+        if (mv[i].gain != self_to)
+            continue;
+        struct stream_sess *ss = &st->s[st->ns++];
+        ss->n = n;
+        ss->range = mv[i].range;
+        ss->at.start = ss->range.start;
+        ss->at.end = ss->range.end;
+        ss->at.last = RK_SLICE(ss->at_last, 0);
+        struct ring_node_info ni;
+        /* the replicas that lose the range hold all of it */
+        for (uint32_t k = 0; k < mv[i].nlose; k++)
+            if (ring_node_get(from, &ni, mv[i].lose[k]) == 0)
+                sess_add_src(ss, ni.name);
+        /* then the range's other replicas (a source that holds only part
+         * of it answers NOT_FOUND, and the next is asked) */
+        if (from && ring_token_count(from)) {
+            uint32_t rep[RING_MAX_REPLICAS];
+            size_t nr =
+                ring_replicas(from, ss->range.end, rep, RING_MAX_REPLICAS);
+            for (size_t k = 0; k < nr && k < RING_MAX_REPLICAS; k++)
+                if (ring_node_get(from, &ni, rep[k]) == 0)
+                    sess_add_src(ss, ni.name);
+        }
+    }
+    ring_plan_free(mv);
+    st->planned = true;
+    LOG(INFO, "stream.planned", "ranges=%zu epoch=%llu", st->ns,
+        (unsigned long long)(from ? ring_epoch(from) : 0));
+    return 0;
+}
+
+/* Every range is in: NORMAL, a new epoch, joining cleared. */
+static void stream_finish(node *n)
+{
+    struct node_stream *st = n->stream;
+    uint64_t epoch = 0;
+    int rc = gossip_status_set(n->g, GOSSIP_STATUS_NORMAL, 0, &epoch);
+    if (rc < 0) {
+        LOG(ERROR, "boot.announce_fail", "error=\"%s\"", rk_strerror(rc));
+        return;
+    }
+    n->st.ring_epoch = epoch;
+    n->st.joining = 0;
+    rc = node_state_save(&n->st, n->cfg.data_dir);
+    if (rc < 0)
+        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+    n->boot = NODE_BOOT_DONE;
+    uint64_t ms = node__mono_ms(n) - st->start_ms;
+    LOG(INFO, "boot.joined",
+        "tokens=%d epoch=%llu ranges=%zu keys=%llu bytes=%llu ms=%llu "
+        "streamed=1",
+        n->st.ntokens, (unsigned long long)epoch, st->ns,
+        (unsigned long long)st->keys, (unsigned long long)st->bytes,
+        (unsigned long long)ms);
+    node__ring_rebuild(n);
+}
+
+static void stream_kick(node *n)
+{
+    struct node_stream *st = n->stream;
+    if (!st || !st->planned || n->boot != NODE_BOOT_STREAM || n->stopping)
+        return;
+    uint64_t now = node__mono_ms(n);
+    size_t done = 0;
+    for (size_t i = 0; i < st->ns; i++) {
+        struct stream_sess *ss = &st->s[i];
+        if (ss->state == S_DONE) {
+            done++;
+            continue;
+        }
+        if (st->asking >= STREAM_PARALLEL)
+            continue;
+        if (ss->state == S_IDLE ||
+            (ss->state == S_WAIT && now >= ss->retry_at)) {
+            ss->state = S_ASKING;
+            st->asking++;
+            sess_ask(ss);
+        }
+    }
+    if (done == st->ns && st->asking == 0)
+        stream_finish(n);
+}
+
+int node__stream_begin(node *n)
+{
+    if (!n->stream) {
+        n->stream = calloc(1, sizeof(*n->stream));
+        if (!n->stream)
+            return -ENOMEM;
+    }
+    n->boot = NODE_BOOT_STREAM;
+    n->stream->start_ms = node__mono_ms(n);
+    uint64_t delay = 5 * (uint64_t)n->cfg.gossip_interval_ms;
+    n->stream->ready_at = n->stream->start_ms +
+                          (delay > STREAM_DELAY_MS ? delay : STREAM_DELAY_MS);
+    return 0;
+}
+
+void node__stream_tick(node *n)
+{
+    struct node_stream *st = n->stream;
+    if (n->boot != NODE_BOOT_STREAM || !st || n->stopping)
+        return;
+    uint64_t now = node__mono_ms(n);
+    if (!st->planned) {
+        /* the ring it streams against must be the cluster's */
+        if (now < st->ready_at || n->ring_stale || n->settling ||
+            !n->ring_pending)
+            return;
+        int rc = stream_plan(n);
+        if (rc < 0) {
+            LOG(ERROR, "stream.plan_fail", "error=\"%s\"", rk_strerror(rc));
+            return;
+        }
+    }
+    if (now - st->last_log_ms >= 10000 && st->ns) {
+        st->last_log_ms = now;
+        size_t done = 0;
+        for (size_t i = 0; i < st->ns; i++)
+            done += st->s[i].state == S_DONE;
+        LOG(INFO, "stream.progress",
+            "ranges_done=%zu ranges=%zu keys=%llu bytes=%llu", done, st->ns,
+            (unsigned long long)st->keys, (unsigned long long)st->bytes);
+    }
+    stream_kick(n);
+}
+
+void node__stream_progress(const node *n, struct node_stream_info *out)
+{
+    memset(out, 0, sizeof(*out));
+    const struct node_stream *st = n->stream;
+    out->joining = n->boot == NODE_BOOT_STREAM;
+    if (!st)
+        return;
+    out->planned = st->planned;
+    out->ranges = st->ns;
+    for (size_t i = 0; i < st->ns; i++)
+        out->ranges_done += st->s[i].state == S_DONE;
+    out->keys = st->keys;
+    out->bytes = st->bytes;
+    out->ms = node__mono_ms((node *)n) - st->start_ms;
+}
+
+/* How far along its range a session is, [0, 1], by the token its cursor
+ * reached: keys hash uniformly over the token space. */
+static double sess_fraction(const struct stream_sess *ss)
+{
+    if (ss->state == S_DONE || ss->at.done)
+        return 1.0;
+    if (!ss->at.started)
+        return 0.0;
+    double len = ss->range.start == ss->range.end
+                     ? 18446744073709551616.0
+                     : (double)(ss->range.end - ss->range.start);
+    double f = (double)(ss->at.pos - ss->range.start) / len;
+    return f < 0 ? 0 : f > 1 ? 1 : f;
+}
+
+static void human_bytes(char *out, size_t cap, uint64_t b)
+{
+    static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(out, cap, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+char *node__stream_text(node *n, size_t *len)
+{
+    char *t = NULL;
+    size_t tl = 0;
+    FILE *f = open_memstream(&t, &tl);
+    if (!f)
+        return NULL;
+    const struct node_stream *st = n->stream;
+    char b1[32], b2[32];
+    if (n->boot == NODE_BOOT_STREAM && st) {
+        uint64_t ms = node__mono_ms(n) - st->start_ms;
+        fprintf(f, "Mode: JOINING\n");
+        if (!st->planned) {
+            fprintf(f,
+                    "Announced its tokens %.1f s ago; streaming starts once "
+                    "the cluster has heard (ring delay).\n",
+                    (double)ms / 1000);
+        } else {
+            size_t done = 0;
+            double frac = 0;
+            for (size_t i = 0; i < st->ns; i++) {
+                done += st->s[i].state == S_DONE;
+                frac += sess_fraction(&st->s[i]);
+            }
+            frac = st->ns ? frac / (double)st->ns : 1;
+            human_bytes(b1, sizeof(b1), st->bytes);
+            double secs = (double)ms / 1000;
+            human_bytes(b2, sizeof(b2),
+                        secs > 0 ? (uint64_t)((double)st->bytes / secs) : 0);
+            fprintf(f,
+                    "Receiving %zu ranges: %zu done, %.0f%% of the token "
+                    "space; %llu keys, %s in %.1f s (%s/s)",
+                    st->ns, done, frac * 100, (unsigned long long)st->keys, b1,
+                    secs, b2);
+            if (frac > 0.01 && frac < 1)
+                fprintf(f, ", ETA %.0f s", secs * (1 - frac) / frac);
+            fprintf(f, "\n");
+            for (size_t i = 0; i < st->ns; i++) {
+                const struct stream_sess *ss = &st->s[i];
+                double fr = sess_fraction(ss);
+                char bar[21];
+                int fill = (int)(fr * 20 + 0.5);
+                for (int k = 0; k < 20; k++)
+                    bar[k] = k < fill ? '#' : '.';
+                bar[20] = '\0';
+                static const char *const sn[] = {
+                    "queued", "receiving", "committing", "retrying", "done"};
+                human_bytes(b1, sizeof(b1), ss->bytes);
+                fprintf(f,
+                        "  (%llu,%llu] from %s [%s] %3.0f%% %s: %llu keys, "
+                        "%s\n",
+                        (unsigned long long)ss->range.start,
+                        (unsigned long long)ss->range.end,
+                        ss->nsrc ? ss->src[ss->cur] : "-", bar, fr * 100,
+                        sn[ss->state], (unsigned long long)ss->keys, b1);
+            }
+        }
+    } else {
+        fprintf(f, "Mode: %s\n",
+                n->boot == NODE_BOOT_WAIT ? "STARTING (learning the cluster)"
+                                          : "NORMAL");
+        if (st && st->planned)
+            fprintf(f, "Joined with %zu ranges streamed in: %llu keys.\n",
+                    st->ns, (unsigned long long)st->keys);
+        else
+            fprintf(f, "Not receiving.\n");
+    }
+    human_bytes(b1, sizeof(b1), n->stats.stream_out_bytes);
+    fprintf(f, "Sent to joining nodes: %llu keys, %s; %d scan%s running.\n",
+            (unsigned long long)n->stats.stream_out_keys, b1, n->stream_jobs,
+            n->stream_jobs == 1 ? "" : "s");
+    if (fclose(f) != 0) {
+        free(t);
+        return NULL;
+    }
+    *len = tl;
+    return t;
+}
+
+void node__stream_free(node *n)
+{
+    struct node_stream *st = n->stream;
+    if (!st)
+        return;
+    for (size_t i = 0; i < st->ns; i++)
+        rpc_buf_free(&st->s[i].msg);
+    free(st->s);
+    free(st);
+    n->stream = NULL;
+}
+
+/* ---- the donor side ---------------------------------------------------- */
+
+struct donor_job {
+    uv_work_t w;
+    node *n;
+    net_conn *c;
+    uint64_t id;
+    struct store_scan sc;
+    size_t max_bytes, frame_left;
+    struct rpc_buf items, out;
+    uint32_t count;
+    uint64_t kv_bytes; /* the items' keys and values */
+    uint64_t hlc;      /* the donor's HLC when asked (read on the loop) */
+    int status;
+};
+
+#define DONOR_FULL 1 /* the chunk is full before this item */
+
+static int donor_item(const struct store_item *it, void *arg)
+{
+    struct donor_job *j = arg;
+    struct store_record sr;
+    int rc = store_record_decode(&sr, it->rec.p, it->rec.len);
+    if (rc < 0)
+        return rc;
+    size_t need = it->key.len + sr.value.len + 64;
+    if (j->count > 0 && (j->count >= RPC_STREAM_ITEMS_MAX ||
+                         j->items.len + need > j->frame_left))
+        return DONOR_FULL; /* the cursor stays before this item */
+    struct rpc_record rec = {
+        .ts = sr.ts,
+        .flags = (sr.flags & STORE_REC_TOMBSTONE) ? RPC_REC_TOMBSTONE : 0,
+        .expiry = (sr.flags & STORE_REC_EXPIRES) ? sr.expiry_ms : 0,
+        .value =
+            (sr.flags & STORE_REC_TOMBSTONE) ? RK_SLICE(NULL, 0) : sr.value};
+    rc = rpc_stream_item_add(&j->items, it->key, &rec);
+    if (rc < 0)
+        return rc;
+    j->count++;
+    j->kv_bytes += it->key.len + rec.value.len;
+    return 0;
+}
+
+static void donor_work(uv_work_t *w)
+{
+    struct donor_job *j = w->data;
+    int rc = store_scan_next(j->n->store, &j->sc, RPC_STREAM_ITEMS_MAX,
+                             j->max_bytes, donor_item, j);
+    if (rc == DONOR_FULL)
+        rc = 0;
+    j->status = rc;
+    struct rpc_stream_chunk ch = {.status = rc};
+    if (rc == 0) {
+        ch.next.start = j->sc.arc.start;
+        ch.next.end = j->sc.arc.end;
+        ch.next.pos = j->sc.pos;
+        ch.next.started = j->sc.started;
+        ch.next.done = j->sc.done;
+        ch.next.last = RK_SLICE(j->sc.last, j->sc.last_len);
+        ch.count = j->count;
+        ch.items = RK_SLICE(j->items.data, j->items.len);
+    }
+    ch.hlc = j->hlc;
+    if (rpc_stream_chunk_encode(&j->out, &ch) < 0)
+        j->out.len = 0;
+}
+
+static void donor_after(uv_work_t *w, int status)
+{
+    struct donor_job *j = w->data;
+    node *n = j->n;
+    (void)status;
+    n->stream_jobs--;
+    if (j->out.len) {
+        if (j->status == 0) {
+            n->stats.stream_out_keys += j->count;
+            n->stats.stream_out_bytes += j->kv_bytes;
+        }
+        net_conn_reply(j->c, j->id, RK_SLICE(j->out.data, j->out.len));
+    }
+    net_conn_unref(j->c);
+    rpc_buf_free(&j->items);
+    rpc_buf_free(&j->out);
+    free(j);
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
+static void donor_refuse(node *n, net_conn *c, uint64_t id, int status)
+{
+    struct rpc_stream_chunk ch = {.status = status, .hlc = n->hlc.last};
+    struct rpc_buf *b = &n->reply_buf;
+    rpc_buf_reset(b);
+    if (rpc_stream_chunk_encode(b, &ch) == 0)
+        net_conn_reply(c, id, RK_SLICE(b->data, b->len));
+}
+
+void node__stream_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f)
+{
+    struct rpc_stream_req rq;
+    int rc = rpc_stream_req_decode(&rq, f);
+    if (rc == 0 &&
+        (rq.at.done || rq.at.last.len > sizeof(((struct store_scan *)0)->last)))
+        rc = RK_EBADREQ;
+    if (rc < 0) {
+        n->stats.internode_bad++;
+        donor_refuse(n, c, id, rc);
+        return;
+    }
+    if (!n->store || n->stopping) {
+        donor_refuse(n, c, id, RK_ECLOSED);
+        return;
+    }
+    if (n->stream_jobs >= STREAM_DONOR_JOBS) {
+        donor_refuse(n, c, id, RK_EOVERLOADED);
+        return;
+    }
+    struct donor_job *j = calloc(1, sizeof(*j));
+    if (!j) {
+        donor_refuse(n, c, id, -ENOMEM);
+        return;
+    }
+    j->w.data = j;
+    j->n = n;
+    j->c = c;
+    j->id = id;
+    j->hlc = n->hlc.last;
+    store_scan_init(&j->sc, (struct store_range){rq.at.start, rq.at.end});
+    j->sc.pos = rq.at.pos;
+    j->sc.started = rq.at.started;
+    j->sc.last_len = rq.at.last.len;
+    if (rq.at.last.len)
+        memcpy(j->sc.last, rq.at.last.p, rq.at.last.len);
+    j->max_bytes = rq.max_bytes && rq.max_bytes < STREAM_DONOR_MAX
+                       ? rq.max_bytes
+                       : STREAM_DONOR_MAX;
+    /* room in a frame for the items, besides the chunk's other fields */
+    j->frame_left = NET_MAX_FRAME_DEFAULT - 4096;
+    net_conn_ref(c);
+    rc = uv_queue_work(n->loop, &j->w, donor_work, donor_after);
+    if (rc < 0) {
+        net_conn_unref(c);
+        free(j);
+        donor_refuse(n, c, id, rc);
+        return;
+    }
+    n->stream_jobs++;
+    n->pending_closes++;
+}

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Bootstrap streaming: a node joining a cluster that holds data streams
+its ranges in before it serves them, while writes go on.
+
+Proves: three nodes (RF 2, a rack each) hold 3,000 keys (300 of them
+deleted); a fourth node joins while a writer keeps writing at QUORUM
+through another node. The joining node is seen as UJ, then UN; its log
+shows the join streamed (boot.joining, boot.joined streamed=1). Afterwards
+every key that the new node replicates is served by it alone (ONE through
+it, which reads its own replica first): the 2,700 live keys written before
+it joined and every write acknowledged during the join, with no deleted key
+coming back. A fifth node killed -9 while joining resumes the join when
+restarted (joining=1 in its node.state; log resumed=1) and ends with its
+share of the data too. Before streaming existed, the new node answered
+NOT_FOUND for every key written before it joined.
+"""
+import threading
+import time
+
+import harness as h
+
+KEYS = 3000
+DELETED = range(0, KEYS, 10)
+
+
+def endpoints(node, keys):
+    cl = node.client()
+    try:
+        res = cl.pipeline([("ENDPOINTS", {"key": k}) for k in keys])
+    finally:
+        cl.close()
+    return {k: [e[0] for e in r.get(36)] for k, r in zip(keys, res)}
+
+
+def check_served(node, expect, gone):
+    """Every key of expect whose replicas include node reads back through
+    node at ONE; no key of gone does."""
+    eps = endpoints(node, list(expect) + list(gone))
+    mine = [k for k in expect if node.name in eps[k]]
+    cl = node.client()
+    try:
+        res = cl.pipeline([("GET", {"key": k, "cl": "ONE"}) for k in mine])
+        wrong = [(k, r.err, r.value) for k, r in zip(mine, res)
+                 if r.err or r.value != expect[k]]
+        h.check(not wrong, "%s lacks %d of its %d keys: %r" %
+                (node.name, len(wrong), len(mine), wrong[:5]))
+        dead = [k for k in gone if node.name in eps[k]]
+        res = cl.pipeline([("GET", {"key": k, "cl": "ONE"}) for k in dead])
+        back = [k for k, r in zip(dead, res) if r.err != "NOT_FOUND"]
+        h.check(not back, "%s: deleted keys came back: %r" %
+                (node.name, back[:5]))
+    finally:
+        cl.close()
+    return len(mine), len(dead)
+
+
+class Writer(threading.Thread):
+    """Writes live<i> at QUORUM through node until stopped; keeps the
+    acknowledged ones."""
+
+    def __init__(self, node, prefix):
+        super().__init__(daemon=True)
+        self.node, self.prefix = node, prefix
+        self.acked, self.errors = {}, []
+        self.stop = threading.Event()
+
+    def run(self):
+        cl = self.node.client()
+        i = 0
+        try:
+            while not self.stop.is_set():
+                batch = []
+                for _ in range(20):
+                    k = "%s%d" % (self.prefix, i)
+                    batch.append((k, ("w%d" % i).encode()))
+                    i += 1
+                res = cl.pipeline([("PUT", {"key": k, "value": v,
+                                            "cl": "QUORUM"})
+                                   for k, v in batch])
+                for (k, v), r in zip(batch, res):
+                    if r.err:
+                        self.errors.append((k, r.err))
+                    else:
+                        self.acked[k] = v
+                time.sleep(0.01)
+        finally:
+            cl.close()
+
+
+def netstats(node):
+    cl = node.client()
+    try:
+        r = cl.call("NETSTATS")
+    finally:
+        cl.close()
+    h.check(not r.err, "NETSTATS: %r" % r)
+    return (r.get(38) or b"").decode() if isinstance(r.get(38), bytes) \
+        else (r.get(38) or "")
+
+
+def add_node(c, name, ip, rack):
+    n = h.Node(c, name, ip, {"rack": rack})
+    c.nodes.append(n)
+    return n
+
+
+def main():
+    ips = ["127.0.0.211", "127.0.0.212", "127.0.0.213"]
+    c = h.racked_cluster(ips, replication="dc1:2")
+    n1, n2, n3 = c.nodes
+
+    expect = {"k%d" % i: ("v%d" % i).encode() for i in range(KEYS)}
+    cl = n1.client()
+    res = cl.pipeline([("PUT", {"key": k, "value": v, "cl": "QUORUM"})
+                       for k, v in expect.items()])
+    h.check(not [r for r in res if r.err], "initial writes failed")
+    gone = ["k%d" % i for i in DELETED]
+    res = cl.pipeline([("DEL", {"key": k, "cl": "QUORUM"}) for k in gone])
+    h.check(not [r for r in res if r.err], "deletes failed")
+    cl.close()
+    for k in gone:
+        del expect[k]
+
+    # n4 joins while n2 takes writes
+    w = Writer(n2, "live")
+    w.start()
+    n4 = add_node(c, "n4", "127.0.0.214", "r4").start()
+    c.wait_state(n1, "n4", "UJ", timeout=60)
+    print("n4 seen joining (UJ)")
+    deadline = time.time() + 60
+    while True:
+        ns = netstats(n4)
+        if ns.startswith("Mode: JOINING") or "Joined with" in ns:
+            break
+        h.check(time.time() < deadline, "n4's NETSTATS: %r" % ns)
+        time.sleep(0.1)
+    print("n4's NETSTATS while joining: %r" % ns.splitlines()[1])
+    c.wait_state(n1, "n4", "UN", timeout=120)
+    c.wait_converged(timeout=60)
+    time.sleep(1)
+    w.stop.set()
+    w.join(timeout=30)
+    log = n4.log()
+    h.check("boot.joining" in log and "streamed=1" in log,
+            "n4's log does not show a streamed join")
+    h.check(not w.errors, "writes failed during the join: %r" % w.errors[:5])
+    h.check(len(w.acked) > 100, "only %d writes during the join" %
+            len(w.acked))
+    expect.update(w.acked)
+    mine, dead = check_served(n4, expect, gone)
+    h.check(mine > len(expect) // 4, "n4 replicates only %d of %d keys" %
+            (mine, len(expect)))
+    print("n4 joined and serves its %d keys (of %d; %d written during the "
+          "join) and none of its %d deleted ones" %
+          (mine, len(expect), len(w.acked), dead))
+    ns = netstats(n4)
+    h.check("Joined with" in ns and "Mode: NORMAL" in ns,
+            "n4's NETSTATS after joining: %r" % ns)
+    sent = 0
+    for n in (n1, n2, n3):
+        t = netstats(n)
+        sent += int(t.split("Sent to joining nodes: ")[1].split()[0])
+    h.check(sent >= mine - len(w.acked),
+            "the donors say they sent %d keys" % sent)
+    print("NETSTATS: n4 %r; donors sent %d keys" % (ns.splitlines()[1], sent))
+    m = n4.metrics()
+    got = m.get("ringkv_stream_keys_total{direction=\"in\"}", 0)
+    h.check(got >= mine - len(w.acked),
+            "n4 counted %r keys streamed in" % got)
+
+    # n5 is killed -9 while joining, and resumes when restarted
+    n5 = add_node(c, "n5", "127.0.0.215", "r5").start()
+    deadline = time.time() + 60
+    while "boot.joining" not in n5.log():
+        h.check(time.time() < deadline, "n5 never started joining")
+        time.sleep(0.05)
+    n5.kill9()
+    h.check("joining=1" in open(n5.data_dir + "/node.state").read(),
+            "n5's node.state does not say it was joining")
+    n5.start()
+    c.wait_state(n1, "n5", "UN", timeout=120)
+    c.wait_converged(timeout=60)
+    h.check("resumed=1" in n5.log(), "n5 did not resume its join")
+    h.check("joining=0" in open(n5.data_dir + "/node.state").read(),
+            "n5's node.state still says joining")
+    mine5, _ = check_served(n5, expect, gone)
+    print("n5, killed while joining, resumed and serves its %d keys" % mine5)
+    mine4, _ = check_served(n4, expect, gone)
+    print("n4 still serves its %d keys" % mine4)
+
+
+if __name__ == "__main__":
+    h.run(main)
