@@ -136,15 +136,6 @@ enum node_boot {
 
 struct node_stream; /* stream.c */
 
-/* Where a join's streaming stands (node__stream_progress). */
-struct node_stream_info {
-    bool joining; /* BOOT with tokens, streaming */
-    bool planned; /* the ranges are known (after the announce delay) */
-    size_t ranges, ranges_done;
-    uint64_t keys, bytes; /* streamed in and committed */
-    uint64_t ms;          /* since the join's streaming began */
-};
-
 struct node {
     uv_loop_t *loop;
     struct node_config cfg;
@@ -306,6 +297,8 @@ void node__hint_flush(node *n);
 /* A replica's answer to a write that sending it again would get again:
  * no hint is kept for it (coord.c), nor replayed (replica.c). */
 bool node__hint_rejected_for_good(int status);
+/* The peer table's entry for `name` (and its index, if idx), or NULL. */
+struct node_peer *node__peer_by_name(node *n, const char *name, uint32_t *idx);
 /* Send one replica write / read to ring member idx (remote). */
 int node__rpc(node *n,
               uint32_t idx,
@@ -365,7 +358,6 @@ void node__commit_free(node *n);
 /* Announced BOOT with tokens: stream the ranges in, then NORMAL. */
 int node__stream_begin(node *n);
 void node__stream_tick(node *n); /* every gossip tick */
-void node__stream_progress(const node *n, struct node_stream_info *out);
 void node__stream_free(node *n);
 /* NETSTATS: the join's sessions and what was sent, as text (malloc'd). */
 char *node__stream_text(node *n, size_t *len);

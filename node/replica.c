@@ -450,7 +450,7 @@ static int hint_queue(node *n, struct hint_job *j)
     return rc;
 }
 
-static struct node_peer *peer_by_name(node *n, const char *name, uint32_t *idx)
+struct node_peer *node__peer_by_name(node *n, const char *name, uint32_t *idx)
 {
     for (uint32_t i = 0; i < n->npeers; i++) {
         if (strcmp(n->peer[i].name, name) == 0) {
@@ -465,7 +465,7 @@ static struct node_peer *peer_by_name(node *n, const char *name, uint32_t *idx)
 static void replay_done(node *n, struct hint_job *j, bool more)
 {
     uint32_t idx = 0;
-    struct node_peer *p = peer_by_name(n, j->name, &idx);
+    struct node_peer *p = node__peer_by_name(n, j->name, &idx);
     if (p)
         p->replaying = false;
     if (more && p && p->up && !n->stopping)
@@ -537,7 +537,7 @@ static void hint_batch_release(struct hint_job *j)
             kept, j->count, (unsigned long long)(kept ? j->seqs[first] : 0),
             kept ? rk_strerror(j->errs[first]) : "node stopping");
     bool full = j->count == HINT_BATCH;
-    struct node_peer *p = peer_by_name(n, j->name, NULL);
+    struct node_peer *p = node__peer_by_name(n, j->name, NULL);
     if (p)
         p->replay_after = full ? j->seqs[j->count - 1] : 0;
     if (j->ngone == 0 || n->stopping) {
@@ -624,7 +624,7 @@ static int hint_send(node *n, struct hint_job *j, size_t i, uint32_t idx)
 static void hint_send_batch(node *n, struct hint_job *j)
 {
     uint32_t idx;
-    struct node_peer *p = peer_by_name(n, j->name, &idx);
+    struct node_peer *p = node__peer_by_name(n, j->name, &idx);
     if (p && j->count == 0)
         p->replay_after = 0; /* none past it: the next round starts over */
     if (!p || !p->up || j->count == 0 || n->stopping) {
@@ -743,7 +743,7 @@ void node__hint_store(node *n,
         return;
     /* past max_hint_window a DOWN peer gets no more hints (repair must
      * bring it up to date) */
-    struct node_peer *p = peer_by_name(n, name, NULL);
+    struct node_peer *p = node__peer_by_name(n, name, NULL);
     if (p && p->down_since_ms &&
         node__mono_ms(n) - p->down_since_ms >
             (uint64_t)n->cfg.max_hint_window_ms) {

@@ -89,14 +89,6 @@ static void stream_kick(node *n);
 
 /* ---- the joining side ------------------------------------------------- */
 
-static const struct node_peer *peer_named(node *n, const char *name)
-{
-    for (size_t i = 0; i < n->npeers; i++)
-        if (strcmp(n->peer[i].name, name) == 0)
-            return &n->peer[i];
-    return NULL;
-}
-
 static void sess_add_src(struct stream_sess *ss, const char *name)
 {
     for (int i = 0; i < ss->nsrc; i++)
@@ -253,7 +245,8 @@ static void sess_ask(struct stream_sess *ss)
     /* the first live source from the current one on */
     const struct node_peer *p = NULL;
     for (int k = 0; k < ss->nsrc; k++) {
-        const struct node_peer *q = peer_named(n, ss->src[ss->cur]);
+        const struct node_peer *q =
+            node__peer_by_name(n, ss->src[ss->cur], NULL);
         if (q && q->up && !q->self && q->iaddr[0]) {
             p = q;
             break;
@@ -424,22 +417,6 @@ void node__stream_tick(node *n)
             (unsigned long long)st->keys, (unsigned long long)st->bytes);
     }
     stream_kick(n);
-}
-
-void node__stream_progress(const node *n, struct node_stream_info *out)
-{
-    memset(out, 0, sizeof(*out));
-    const struct node_stream *st = n->stream;
-    out->joining = n->boot == NODE_BOOT_STREAM;
-    if (!st)
-        return;
-    out->planned = st->planned;
-    out->ranges = st->ns;
-    for (size_t i = 0; i < st->ns; i++)
-        out->ranges_done += st->s[i].state == S_DONE;
-    out->keys = st->keys;
-    out->bytes = st->bytes;
-    out->ms = node__mono_ms((node *)n) - st->start_ms;
 }
 
 /* How far along its range a session is, [0, 1], by the token its cursor
