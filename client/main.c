@@ -754,8 +754,10 @@ static const struct cmd cmds[] = {
      cmd_metrics, 0},
     {"join", "", "Ask the node to join the ring.", 0, 0, cmd_admin,
      WIRE_COP_JOIN},
-    {"decommission", "", "Ask the node to stream its data away and leave.", 0,
-     0, cmd_admin, WIRE_COP_DECOMMISSION},
+    {"decommission", "",
+     "Ask the node to push its ranges to the nodes that gain them, then leave "
+     "the ring and stop (follow it with netstats).",
+     0, 0, cmd_admin, WIRE_COP_DECOMMISSION},
     {"removenode", "NODE", "Remove a dead node from the ring.", 1, 1, cmd_admin,
      WIRE_COP_REMOVENODE},
     {"repair", "[RANGE]", "Merkle-repair the node's ranges (or one range).", 0,

@@ -127,6 +127,7 @@ struct creq {
     size_t klen;
     uint64_t token;
     uint32_t nrep;
+    uint32_t nnat; /* rep[0..nnat) the ring's; the rest pending (plan) */
     struct cons cons[RING_MAX_REPLICAS];
     int ncons;
     uint32_t acks, need;
@@ -237,6 +238,7 @@ static int plan(node *n, struct creq *q)
         }
     }
     q->nrep = (uint32_t)nr;
+    q->nnat = nat;
     memset(q->r, 0, nr * sizeof(q->r[0]));
     plan_peers(n, q);
     /* The local DC first, then each replica's: up to nrep + 1 names (the
@@ -322,6 +324,16 @@ static bool satisfied(const struct creq *q)
         if (q->cons[c].got < q->cons[c].need)
             return false;
     return true;
+}
+
+/* Pending replica i will not count: it no longer adds to the need. */
+static void pending_not_ready(struct creq *q, uint32_t i)
+{
+    for (int c = 0; c < q->ncons; c++)
+        if (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[i]) {
+            q->cons[c].need--;
+            q->need--;
+        }
 }
 
 static void count_answer(struct creq *q, uint32_t i)
@@ -691,6 +703,17 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
     if (st == 0) {
         q->r[i].ok = true;
         count_answer(q, i);
+    } else if (told && st == RK_ESTALE && i >= q->nnat) {
+        /* A pending replica that has not heard of the leave yet (gossip
+         * reaches nodes one after another; it has no range for the key):
+         * not waited for, as if it were DOWN, and hinted, the hint
+         * delivered once it has heard. The leaving node's push to it is
+         * refused the same way until then (leave.c) and read again
+         * afterwards, so it carries the writes of that window too. Until
+         * 2026-12-04 this failed the write with RING_STALE. */
+        pending_not_ready(q, i);
+        node__hint_store(n, q->rp[i].name, RK_SLICE(q->key, q->klen),
+                         RK_SLICE(q->srec, q->srec_len));
     } else {
         if (told)
             note_replica_failure(q, st);

@@ -600,8 +600,23 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
         node_admin_buf_free(&ab);
         return;
     }
+    case WIRE_COP_DECOMMISSION: {
+        char *t = NULL;
+        size_t len = 0;
+        int rc = node__leave_begin(n, &t, &len);
+        if (rc < 0) {
+            send_err(c, q->id, q->op, rc, t ? t : rk_strerror(rc));
+        } else {
+            struct wire_cresp r = {.id = q->id,
+                                   .op = q->op,
+                                   .has = WIRE_CRESP_TEXT,
+                                   .text = RK_SLICE(t, len)};
+            conn_send(c, &r);
+        }
+        free(t);
+        return;
+    }
     case WIRE_COP_JOIN:
-    case WIRE_COP_DECOMMISSION:
     case WIRE_COP_REMOVENODE:
     case WIRE_COP_REPAIR:
     case WIRE_COP_CLEANUP: {

@@ -177,19 +177,23 @@ static enum ring_node_state ring_state_of(enum gossip_status s)
     }
 }
 
+static void ranges_ensure_in(node *n, const ring *r, uint32_t self);
+
 /* Make sure the store holds ranges covering every arc this node
- * replicates. Missing pieces are created; ranges no longer replicated are
- * kept (cleanup is not implemented yet). */
+ * replicates, in the ring and, while a node joins or leaves, in the
+ * pending ring: the ranges it is about to replicate, which writes and the
+ * streams fill meanwhile. Missing pieces are created; ranges no longer
+ * replicated are kept (cleanup is not implemented yet). */
 static void ranges_ensure(node *n)
 {
-    const ring *r = n->ring;
-    uint32_t self = n->self_idx;
-    if (n->boot == NODE_BOOT_STREAM && n->ring_pending) {
-        /* joining: the ranges it is about to replicate, which writes and
-         * the stream fill meanwhile */
-        r = n->ring_pending;
-        self = ring_node_find(r, n->cfg.node_name);
-    }
+    ranges_ensure_in(n, n->ring, n->self_idx);
+    if (n->ring_pending)
+        ranges_ensure_in(n, n->ring_pending,
+                         ring_node_find(n->ring_pending, n->cfg.node_name));
+}
+
+static void ranges_ensure_in(node *n, const ring *r, uint32_t self)
+{
     if (!r || self == RING_NONE || !n->store)
         return;
     size_t want = ring_node_ranges(r, self, NULL, 0);
@@ -423,7 +427,8 @@ void node__ring_rebuild(node *n)
         calloc(cnt ? cnt : 1, sizeof(uint64_t) * RING_MAX_TOKENS_PER_NODE);
     char(*dcs)[2][GOSSIP_VALUE_MAX + 1] = calloc(cnt ? cnt : 1, sizeof(*dcs));
     char(*names)[GOSSIP_NAME_MAX + 1] = calloc(cnt ? cnt : 1, sizeof(*names));
-    size_t *pend = calloc(cnt ? cnt : 1, sizeof(*pend)); /* BOOT's tokens */
+    /* BOOT's tokens; (size_t)-1 for a node LEAVING */
+    size_t *pend = calloc(cnt ? cnt : 1, sizeof(*pend));
     struct ring_dc_rf rdc[NODE_CONFIG_MAX_DCS];
     size_t nm = 0, npend = 0;
     ring *r = NULL;
@@ -456,6 +461,10 @@ void node__ring_rebuild(node *n)
         m[nm].state = ring_state_of(pi.status);
         if (m[nm].state == RING_NORMAL && nt == 0)
             m[nm].state = RING_BOOT;
+        if (m[nm].state == RING_LEAVING && nt > 0) {
+            pend[nm] = (size_t)-1; /* leaving: not in the pending ring */
+            npend++;
+        }
         if (m[nm].state == RING_BOOT) {
             m[nm].ntokens = 0;
             if (pi.status == GOSSIP_STATUS_BOOT && nt > 0) {
@@ -490,18 +499,21 @@ void node__ring_rebuild(node *n)
     gossip_ring_applied(n->g, ring_epoch(r));
     ring *rp = NULL;
     if (npend) {
-        for (size_t i = 0; i < nm; i++)
-            if (pend[i]) {
+        for (size_t i = 0; i < nm; i++) {
+            if (pend[i] == (size_t)-1) {
+                m[i].state = RING_LEFT;
+            } else if (pend[i]) {
                 m[i].state = RING_NORMAL;
                 m[i].ntokens = pend[i];
             }
+        }
         err = ring_new(&rp, &rc);
         if (err < 0)
             LOG(ERROR, "ring.pending_build_fail", "joining=%zu error=\"%s\"",
                 npend, rk_strerror(err));
     }
     if ((rp != NULL) != (n->ring_pending != NULL))
-        LOG(INFO, "ring.pending", "joining=%zu", rp ? npend : 0);
+        LOG(INFO, "ring.pending", "moving=%zu", rp ? npend : 0);
     ring_free(n->ring_pending);
     n->ring_pending = rp;
     n->ring_stale = stale_now(n);
@@ -831,6 +843,7 @@ static void on_tick(uv_timer_t *t)
     }
     boot_try(n, now);
     node__stream_tick(n);
+    node__leave_tick(n);
     silence_watch(n);
     if (n->settling && now >= n->settle_until) {
         n->settling = false;
@@ -909,10 +922,12 @@ int node__gossip_start(node *n, char *err, size_t errlen)
         gossip_tokens_set(n->g, n->st.tokens, (size_t)n->st.ntokens);
         uint64_t ep = 0;
         /* a join cut short by the restart: BOOT with the same tokens, and
-         * streaming again (stream.c) */
-        rc = gossip_status_set(
-            n->g, n->st.joining ? GOSSIP_STATUS_BOOT : GOSSIP_STATUS_NORMAL,
-            n->st.ring_epoch ? n->st.ring_epoch : 0, &ep);
+         * streaming again (stream.c); a leave: LEAVING again (leave.c) */
+        rc = gossip_status_set(n->g,
+                               n->st.joining   ? GOSSIP_STATUS_BOOT
+                               : n->st.leaving ? GOSSIP_STATUS_LEAVING
+                                               : GOSSIP_STATUS_NORMAL,
+                               n->st.ring_epoch ? n->st.ring_epoch : 0, &ep);
         if (rc == 0 && ep != n->st.ring_epoch) {
             n->st.ring_epoch = ep;
             node_state_save(&n->st, c->data_dir);
@@ -929,6 +944,17 @@ int node__gossip_start(node *n, char *err, size_t errlen)
                 "tokens=%d epoch=%llu resumed=1 note=\"a join was cut short: "
                 "streaming its ranges again\"",
                 n->st.ntokens, (unsigned long long)ep);
+        } else if (n->st.leaving) {
+            rc = node__leave_resume(n);
+            if (rc < 0) {
+                snprintf(err, errlen, "cannot resume leaving: %s",
+                         rk_strerror(rc));
+                return rc;
+            }
+            LOG(INFO, "leave.leaving",
+                "epoch=%llu resumed=1 note=\"a decommission was cut short: "
+                "sending its ranges again\"",
+                (unsigned long long)ep);
         }
         /* Restarted: the ring it can build holds only its own tokens until
          * gossip brings the others'. Coordinating with it would place a

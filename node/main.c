@@ -140,6 +140,7 @@ int main(int argc, char **argv)
     a.sigterm.data = a.sigint.data = &a;
     uv_signal_start(&a.sigterm, on_signal, SIGTERM);
     uv_signal_start(&a.sigint, on_signal, SIGINT);
+    node_on_self_stop(a.node, on_stopped, &a);
 
     uv_run(&a.loop, UV_RUN_DEFAULT);
 

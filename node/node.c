@@ -181,6 +181,13 @@ static int node__identity(node *n, char *err, size_t errlen)
                         "cluster_name: data_dir '%s' belongs to cluster '%s', "
                         "not '%s'",
                         c->data_dir, n->st.cluster_name, c->cluster_name);
+        if (n->st.left)
+            return fail(err, errlen, RK_ECONFIG,
+                        "data_dir: node '%s' left the cluster (it was "
+                        "decommissioned) and does not come back on the data "
+                        "it had; to join again, start it on an empty data_dir "
+                        "(remove '%s')",
+                        n->st.node_name, c->data_dir);
         snprintf(c->node_name, sizeof(c->node_name), "%s", n->st.node_name);
         /* a node that never finished joining starts over */
         if (n->st.ntokens == 0)
@@ -488,6 +495,12 @@ static void node__stop_check(node *n)
         node__stop_close(n);
 }
 
+void node_on_self_stop(node *n, void (*done)(void *arg), void *arg)
+{
+    n->self_stop_cb = done;
+    n->self_stop_arg = arg;
+}
+
 void node_stop(node *n, void (*done)(void *arg), void *arg)
 {
     if (n->stopping)
@@ -527,6 +540,7 @@ void node_free(node *n)
     ring_free(n->ring);
     ring_free(n->ring_pending);
     node__stream_free(n);
+    node__leave_free(n);
     node__peer_tab_unref(n->peer_tab);
     free(n);
 }

@@ -33,6 +33,9 @@ int node_start(node *n, char *err, size_t errlen);
 /* Begin a clean shutdown; `done(arg)` runs on the loop once every handle
  * is closed. Calling it again is a no-op. */
 void node_stop(node *n, void (*done)(void *arg), void *arg);
+/* The done that node_stop gets when the node stops by itself: after a
+ * decommission, once it has announced LEFT. */
+void node_on_self_stop(node *n, void (*done)(void *arg), void *arg);
 
 /* Free a stopped (or never started) node. NULL is a no-op. */
 void node_free(node *n);

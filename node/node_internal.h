@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <uv.h>
 
@@ -191,8 +192,11 @@ struct node {
     /* the ring with the nodes that are joining (BOOT with tokens) placed,
      * NULL when none is: writes go to its extra replicas too (coord.c) */
     ring *ring_pending;
-    struct node_stream *stream; /* this node's join (stream.c), or NULL */
-    int stream_jobs;            /* donor scans on the pool (stream.c) */
+    struct node_stream *stream;      /* this node's join (stream.c), or NULL */
+    struct node_leave *leave;        /* its decommission (leave.c), or NULL */
+    void (*self_stop_cb)(void *arg); /* node_stop's done when it stops */
+    void *self_stop_arg;             /* by itself (after leaving) */
+    int stream_jobs;                 /* donor scans on the pool (stream.c) */
     int ring_stale;        /* heard of a newer epoch than ring's, or settling */
     bool settling;         /* restarted, no peer heard yet: see gshell.c */
     uint64_t settle_until; /* mono ms: settling ends by then regardless */
@@ -363,6 +367,47 @@ void node__stream_free(node *n);
 char *node__stream_text(node *n, size_t *len);
 /* Answer an RPC_MSG_STREAM request (the donor side). */
 void node__stream_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f);
+/* Scan the arc of `at` from `at` on the libuv pool (as a donor does) and
+ * call cb on the loop with the chunk encoded as an RPC_MSG_STREAM_PUSH
+ * frame (status 0) and where the scan stands after it (next borrows from
+ * the job: copy it). Returns 0, or RK_EOVERLOADED (STREAM_DONOR_JOBS scans
+ * running: ask again later), RK_ECLOSED, RK_EBADREQ, -ENOMEM without
+ * calling cb. */
+typedef void (*node_scan_cb)(void *arg,
+                             int status,
+                             struct rk_slice frame,
+                             const struct rpc_stream_pos *next,
+                             uint32_t count,
+                             uint64_t kv_bytes);
+int node__stream_scan(node *n,
+                      const struct rpc_stream_pos *at,
+                      uint32_t max_bytes,
+                      node_scan_cb cb,
+                      void *arg);
+/* Copy a stream cursor, its last key into to_last (RPC_STREAM_LAST_MAX). */
+void node__stream_pos_copy(struct rpc_stream_pos *to,
+                           uint8_t *to_last,
+                           const struct rpc_stream_pos *from);
+/* netstats: how far along range a cursor is, [0, 1], by the token it
+ * reached (keys hash uniformly); a 20-column bar of it; byte counts. */
+double node__stream_fraction(struct ring_range range,
+                             const struct rpc_stream_pos *at);
+void node__stream_bar(char bar[21], double fraction);
+void node__human_bytes(char *out, size_t cap, uint64_t b);
+
+/* ---- leave.c ---- */
+/* decommission: announce LEAVING and stream every range out (text: what
+ * the operator is told, malloc'd). Errors: RK_EBADREQ with *text saying
+ * why it cannot leave now, RK_ESTALE, -ENOMEM. */
+int node__leave_begin(node *n, char **text, size_t *len);
+/* A restart with leaving=1: LEAVING was announced again; stream again. */
+int node__leave_resume(node *n);
+void node__leave_tick(node *n); /* every gossip tick */
+void node__leave_free(node *n);
+/* NETSTATS lines of the leave, or nothing when not leaving. */
+void node__leave_text(node *n, FILE *f);
+/* Answer an RPC_MSG_STREAM_PUSH (the gaining side). */
+void node__leave_ingest(node *n, net_conn *c, uint64_t id, struct rk_slice f);
 
 /* ---- coord.c ---- */
 void node__coord_run_deferred(node *n);

@@ -307,6 +307,10 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
         node__stream_serve(n, c, id, f);
         return 0;
     }
+    if (t == RPC_MSG_STREAM_PUSH) {
+        node__leave_ingest(n, c, id, f);
+        return 0;
+    }
     n->stats.internode_bad++;
     reply_status(n, c, id, RPC_MSG_WRITE, RK_EBADREQ);
     return 0;

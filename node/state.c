@@ -85,6 +85,10 @@ int node_state_load(struct node_state *out, const char *dir)
             out->ring_epoch = strtoull(v, NULL, 10);
         } else if (strcmp(k, "joining") == 0) {
             out->joining = strcmp(v, "0") != 0;
+        } else if (strcmp(k, "leaving") == 0) {
+            out->leaving = strcmp(v, "0") != 0;
+        } else if (strcmp(k, "left") == 0) {
+            out->left = strcmp(v, "0") != 0;
         } else if (strcmp(k, "tokens") == 0) {
             const char *p = v;
             while (*p) {
@@ -124,9 +128,10 @@ int node_state_save(const struct node_state *st, const char *dir)
         return -errno;
     fprintf(f,
             "node_name=%s\ncluster_name=%s\ngeneration=%" PRId64
-            "\nring_epoch=%" PRIu64 "\njoining=%d\ntokens=",
+            "\nring_epoch=%" PRIu64
+            "\njoining=%d\nleaving=%d\nleft=%d\ntokens=",
             st->node_name, st->cluster_name, st->generation, st->ring_epoch,
-            st->joining ? 1 : 0);
+            st->joining ? 1 : 0, st->leaving ? 1 : 0, st->left ? 1 : 0);
     for (int i = 0; i < st->ntokens; i++)
         fprintf(f, "%s%" PRIu64, i ? "," : "", st->tokens[i]);
     fprintf(f, "\n");

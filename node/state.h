@@ -22,6 +22,10 @@ struct node_state {
     uint64_t ring_epoch;
     int joining; /* tokens chosen and announced BOOT, data not all
                     streamed in yet: a restart streams again (stream.c) */
+    int leaving; /* decommissioning: announced LEAVING, its ranges not all
+                    streamed out yet: a restart streams again (stream.c) */
+    int left;    /* decommissioned (announced LEFT): ringkvd refuses to
+                    start on this data_dir */
     int ntokens;
     uint64_t tokens[NODE_STATE_MAX_TOKENS];
 };

@@ -98,9 +98,9 @@ static void sess_add_src(struct stream_sess *ss, const char *name)
         snprintf(ss->src[ss->nsrc++], sizeof(ss->src[0]), "%s", name);
 }
 
-static void pos_copy(struct rpc_stream_pos *to,
-                     uint8_t *to_last,
-                     const struct rpc_stream_pos *from)
+void node__stream_pos_copy(struct rpc_stream_pos *to,
+                           uint8_t *to_last,
+                           const struct rpc_stream_pos *from)
 {
     *to = *from;
     size_t l = from->last.len <= RPC_STREAM_LAST_MAX ? from->last.len : 0;
@@ -153,7 +153,7 @@ static void sess_chunk_committed(struct stream_sess *ss)
     n->stats.stream_in_keys += ss->chunk_keys;
     n->stats.stream_in_bytes += ss->chunk_bytes;
     ss->fails = 0;
-    pos_copy(&ss->at, ss->at_last, &ss->next);
+    node__stream_pos_copy(&ss->at, ss->at_last, &ss->next);
     if (ss->at.done) {
         ss->state = S_DONE;
         st->asking--;
@@ -214,7 +214,7 @@ static void on_chunk(void *arg, int status, struct rk_slice resp)
             return;
         }
     }
-    pos_copy(&ss->next, ss->next_last, &ch.next);
+    node__stream_pos_copy(&ss->next, ss->next_last, &ch.next);
     ss->state = S_COMMITTING;
     ss->commit_err = 0;
     ss->chunk_keys = ch.count;
@@ -419,22 +419,34 @@ void node__stream_tick(node *n)
     stream_kick(n);
 }
 
-/* How far along its range a session is, [0, 1], by the token its cursor
- * reached: keys hash uniformly over the token space. */
-static double sess_fraction(const struct stream_sess *ss)
+double node__stream_fraction(struct ring_range range,
+                             const struct rpc_stream_pos *at)
 {
-    if (ss->state == S_DONE || ss->at.done)
+    if (at->done)
         return 1.0;
-    if (!ss->at.started)
+    if (!at->started)
         return 0.0;
-    double len = ss->range.start == ss->range.end
-                     ? 18446744073709551616.0
-                     : (double)(ss->range.end - ss->range.start);
-    double f = (double)(ss->at.pos - ss->range.start) / len;
+    double len = range.start == range.end ? 18446744073709551616.0
+                                          : (double)(range.end - range.start);
+    double f = (double)(at->pos - range.start) / len;
     return f < 0 ? 0 : f > 1 ? 1 : f;
 }
 
-static void human_bytes(char *out, size_t cap, uint64_t b)
+void node__stream_bar(char bar[21], double fraction)
+{
+    int fill = (int)(fraction * 20 + 0.5);
+    for (int k = 0; k < 20; k++)
+        bar[k] = k < fill ? '#' : '.';
+    bar[20] = '\0';
+}
+
+static double sess_fraction(const struct stream_sess *ss)
+{
+    return ss->state == S_DONE ? 1.0
+                               : node__stream_fraction(ss->range, &ss->at);
+}
+
+void node__human_bytes(char *out, size_t cap, uint64_t b)
 {
     static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
     double v = (double)b;
@@ -471,10 +483,11 @@ char *node__stream_text(node *n, size_t *len)
                 frac += sess_fraction(&st->s[i]);
             }
             frac = st->ns ? frac / (double)st->ns : 1;
-            human_bytes(b1, sizeof(b1), st->bytes);
+            node__human_bytes(b1, sizeof(b1), st->bytes);
             double secs = (double)ms / 1000;
-            human_bytes(b2, sizeof(b2),
-                        secs > 0 ? (uint64_t)((double)st->bytes / secs) : 0);
+            node__human_bytes(b2, sizeof(b2),
+                              secs > 0 ? (uint64_t)((double)st->bytes / secs)
+                                       : 0);
             fprintf(f,
                     "Receiving %zu ranges: %zu done, %.0f%% of the token "
                     "space; %llu keys, %s in %.1f s (%s/s)",
@@ -487,13 +500,10 @@ char *node__stream_text(node *n, size_t *len)
                 const struct stream_sess *ss = &st->s[i];
                 double fr = sess_fraction(ss);
                 char bar[21];
-                int fill = (int)(fr * 20 + 0.5);
-                for (int k = 0; k < 20; k++)
-                    bar[k] = k < fill ? '#' : '.';
-                bar[20] = '\0';
+                node__stream_bar(bar, fr);
                 static const char *const sn[] = {
                     "queued", "receiving", "committing", "retrying", "done"};
-                human_bytes(b1, sizeof(b1), ss->bytes);
+                node__human_bytes(b1, sizeof(b1), ss->bytes);
                 fprintf(f,
                         "  (%llu,%llu] from %s [%s] %3.0f%% %s: %llu keys, "
                         "%s\n",
@@ -503,6 +513,8 @@ char *node__stream_text(node *n, size_t *len)
                         sn[ss->state], (unsigned long long)ss->keys, b1);
             }
         }
+    } else if (n->leave) {
+        node__leave_text(n, f);
     } else {
         fprintf(f, "Mode: %s\n",
                 n->boot == NODE_BOOT_WAIT ? "STARTING (learning the cluster)"
@@ -513,8 +525,10 @@ char *node__stream_text(node *n, size_t *len)
         else
             fprintf(f, "Not receiving.\n");
     }
-    human_bytes(b1, sizeof(b1), n->stats.stream_out_bytes);
-    fprintf(f, "Sent to joining nodes: %llu keys, %s; %d scan%s running.\n",
+    node__human_bytes(b1, sizeof(b1), n->stats.stream_out_bytes);
+    fprintf(f,
+            "Sent to joining nodes (or pushed while leaving): %llu keys, %s; "
+            "%d scan%s running.\n",
             (unsigned long long)n->stats.stream_out_keys, b1, n->stream_jobs,
             n->stream_jobs == 1 ? "" : "s");
     if (fclose(f) != 0) {
@@ -542,8 +556,11 @@ void node__stream_free(node *n)
 struct donor_job {
     uv_work_t w;
     node *n;
-    net_conn *c;
+    net_conn *c; /* a joining node's request, answered with the chunk... */
     uint64_t id;
+    node_scan_cb cb; /* ...or, for a push (leave.c), this with the frame */
+    void *cb_arg;
+    bool push;
     struct store_scan sc;
     size_t max_bytes, frame_left;
     struct rpc_buf items, out;
@@ -600,7 +617,8 @@ static void donor_work(uv_work_t *w)
         ch.items = RK_SLICE(j->items.data, j->items.len);
     }
     ch.hlc = j->hlc;
-    if (rpc_stream_chunk_encode(&j->out, &ch) < 0)
+    if ((j->push ? rpc_stream_push_encode(&j->out, &ch)
+                 : rpc_stream_chunk_encode(&j->out, &ch)) < 0)
         j->out.len = 0;
 }
 
@@ -610,14 +628,29 @@ static void donor_after(uv_work_t *w, int status)
     node *n = j->n;
     (void)status;
     n->stream_jobs--;
-    if (j->out.len) {
-        if (j->status == 0) {
-            n->stats.stream_out_keys += j->count;
-            n->stats.stream_out_bytes += j->kv_bytes;
+    if (j->cb) {
+        struct rpc_stream_pos next = {.start = j->sc.arc.start,
+                                      .end = j->sc.arc.end,
+                                      .pos = j->sc.pos,
+                                      .started = j->sc.started,
+                                      .done = j->sc.done,
+                                      .last =
+                                          RK_SLICE(j->sc.last, j->sc.last_len)};
+        int rc = j->status;
+        if (rc == 0 && !j->out.len)
+            rc = -ENOMEM;
+        j->cb(j->cb_arg, rc, RK_SLICE(j->out.data, j->out.len), &next, j->count,
+              j->kv_bytes);
+    } else {
+        if (j->out.len) {
+            if (j->status == 0) {
+                n->stats.stream_out_keys += j->count;
+                n->stats.stream_out_bytes += j->kv_bytes;
+            }
+            net_conn_reply(j->c, j->id, RK_SLICE(j->out.data, j->out.len));
         }
-        net_conn_reply(j->c, j->id, RK_SLICE(j->out.data, j->out.len));
+        net_conn_unref(j->c);
     }
-    net_conn_unref(j->c);
     rpc_buf_free(&j->items);
     rpc_buf_free(&j->out);
     free(j);
@@ -632,6 +665,36 @@ static void donor_refuse(node *n, net_conn *c, uint64_t id, int status)
     rpc_buf_reset(b);
     if (rpc_stream_chunk_encode(b, &ch) == 0)
         net_conn_reply(c, id, RK_SLICE(b->data, b->len));
+}
+
+/* Queue the scan of job j (its answer set: c/id or cb) from at; frees j
+ * on failure. */
+static int donor_start(node *n,
+                       struct donor_job *j,
+                       const struct rpc_stream_pos *at,
+                       uint32_t max_bytes)
+{
+    j->w.data = j;
+    j->n = n;
+    j->hlc = n->hlc.last;
+    store_scan_init(&j->sc, (struct store_range){at->start, at->end});
+    j->sc.pos = at->pos;
+    j->sc.started = at->started;
+    j->sc.last_len = at->last.len;
+    if (at->last.len)
+        memcpy(j->sc.last, at->last.p, at->last.len);
+    j->max_bytes = max_bytes && max_bytes < STREAM_DONOR_MAX ? max_bytes
+                                                             : STREAM_DONOR_MAX;
+    /* room in a frame for the items, besides the chunk's other fields */
+    j->frame_left = NET_MAX_FRAME_DEFAULT - 4096;
+    int rc = uv_queue_work(n->loop, &j->w, donor_work, donor_after);
+    if (rc < 0) {
+        free(j);
+        return rc;
+    }
+    n->stream_jobs++;
+    n->pending_closes++;
+    return 0;
 }
 
 void node__stream_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f)
@@ -659,30 +722,33 @@ void node__stream_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f)
         donor_refuse(n, c, id, -ENOMEM);
         return;
     }
-    j->w.data = j;
-    j->n = n;
     j->c = c;
     j->id = id;
-    j->hlc = n->hlc.last;
-    store_scan_init(&j->sc, (struct store_range){rq.at.start, rq.at.end});
-    j->sc.pos = rq.at.pos;
-    j->sc.started = rq.at.started;
-    j->sc.last_len = rq.at.last.len;
-    if (rq.at.last.len)
-        memcpy(j->sc.last, rq.at.last.p, rq.at.last.len);
-    j->max_bytes = rq.max_bytes && rq.max_bytes < STREAM_DONOR_MAX
-                       ? rq.max_bytes
-                       : STREAM_DONOR_MAX;
-    /* room in a frame for the items, besides the chunk's other fields */
-    j->frame_left = NET_MAX_FRAME_DEFAULT - 4096;
     net_conn_ref(c);
-    rc = uv_queue_work(n->loop, &j->w, donor_work, donor_after);
+    rc = donor_start(n, j, &rq.at, rq.max_bytes);
     if (rc < 0) {
         net_conn_unref(c);
-        free(j);
         donor_refuse(n, c, id, rc);
-        return;
     }
-    n->stream_jobs++;
-    n->pending_closes++;
+}
+
+int node__stream_scan(node *n,
+                      const struct rpc_stream_pos *at,
+                      uint32_t max_bytes,
+                      node_scan_cb cb,
+                      void *arg)
+{
+    if (!n->store || n->stopping)
+        return RK_ECLOSED;
+    if (at->done || at->last.len > sizeof(((struct store_scan *)0)->last))
+        return RK_EBADREQ;
+    if (n->stream_jobs >= STREAM_DONOR_JOBS)
+        return RK_EOVERLOADED;
+    struct donor_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return -ENOMEM;
+    j->cb = cb;
+    j->cb_arg = arg;
+    j->push = true;
+    return donor_start(n, j, at, max_bytes);
 }

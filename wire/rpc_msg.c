@@ -734,15 +734,16 @@ static uint64_t items_hash(struct rk_slice items)
     return XXH3_64bits(items.len ? (const void *)items.p : "", items.len);
 }
 
-int rpc_stream_chunk_encode(struct rpc_buf *out,
-                            const struct rpc_stream_chunk *msg)
+static int chunk_encode(struct rpc_buf *out,
+                        const struct rpc_stream_chunk *msg,
+                        enum rpc_msg_type type)
 {
     struct rpc__enc e;
     if (msg->next.last.len > RPC_STREAM_LAST_MAX)
         return RK_ETOOLARGE;
     rpc__enc_init(&e, out);
     enc_array(&e, 12);
-    enc_u64(&e, RPC_MSG_STREAM_CHUNK);
+    enc_u64(&e, type);
     enc_i64(&e, msg->status);
     enc_u64(&e, msg->hlc);
     enc_pos(&e, &msg->next);
@@ -789,13 +790,15 @@ int rpc_stream_item_next(struct rk_slice *it,
     return 1;
 }
 
-int rpc_stream_chunk_decode(struct rpc_stream_chunk *out, struct rk_slice buf)
+static int chunk_decode(struct rpc_stream_chunk *out,
+                        struct rk_slice buf,
+                        enum rpc_msg_type type)
 {
     struct wire__rd r;
     uint64_t extra;
     struct rpc_stream_chunk m;
     memset(&m, 0, sizeof(m));
-    int rc = rd_open(&r, buf, RPC_MSG_STREAM_CHUNK, 12, &extra);
+    int rc = rd_open(&r, buf, type, 12, &extra);
     if (rc == 0)
         rc = rd_status_hlc(&r, &m.status, &m.hlc);
     if (rc == 0)
@@ -828,4 +831,26 @@ int rpc_stream_chunk_decode(struct rpc_stream_chunk *out, struct rk_slice buf)
         return rc < 0 && rc != RK_EPROTO ? rc : RK_EPROTO;
     *out = m;
     return 0;
+}
+
+int rpc_stream_chunk_encode(struct rpc_buf *out,
+                            const struct rpc_stream_chunk *msg)
+{
+    return chunk_encode(out, msg, RPC_MSG_STREAM_CHUNK);
+}
+
+int rpc_stream_chunk_decode(struct rpc_stream_chunk *out, struct rk_slice buf)
+{
+    return chunk_decode(out, buf, RPC_MSG_STREAM_CHUNK);
+}
+
+int rpc_stream_push_encode(struct rpc_buf *out,
+                           const struct rpc_stream_chunk *msg)
+{
+    return chunk_encode(out, msg, RPC_MSG_STREAM_PUSH);
+}
+
+int rpc_stream_push_decode(struct rpc_stream_chunk *out, struct rk_slice buf)
+{
+    return chunk_decode(out, buf, RPC_MSG_STREAM_PUSH);
 }

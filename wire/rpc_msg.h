@@ -52,6 +52,7 @@ enum rpc_msg_type {
     RPC_MSG_READ_RESP = 5,
     RPC_MSG_STREAM = 6,
     RPC_MSG_STREAM_CHUNK = 7,
+    RPC_MSG_STREAM_PUSH = 8,
 };
 
 #define RPC_HS_VERSION  1 /* the handshake protocol version we speak */
@@ -288,6 +289,15 @@ int rpc_stream_item_add(struct rpc_buf *items,
 int rpc_stream_chunk_encode(struct rpc_buf *out,
                             const struct rpc_stream_chunk *msg);
 int rpc_stream_chunk_decode(struct rpc_stream_chunk *out, struct rk_slice buf);
+
+/* Leaving node -> gaining node (decommission): a chunk pushed rather than
+ * asked for. The same fields as RPC_MSG_STREAM_CHUNK under its own type:
+ * status is 0, next.start/next.end name the arc the items belong to and
+ * next is where the leaving node's scan stands after them. Answered with
+ * an RPC_MSG_WRITE_ACK once every item is committed. */
+int rpc_stream_push_encode(struct rpc_buf *out,
+                           const struct rpc_stream_chunk *msg);
+int rpc_stream_push_decode(struct rpc_stream_chunk *out, struct rk_slice buf);
 
 /* Iterates the items of a decoded chunk: *it starts as RK_SLICE(items)
  * and is advanced past each. Returns 1 with *key and *rec set (both

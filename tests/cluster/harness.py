@@ -19,6 +19,7 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 BIN_DIR = os.environ.get("RINGKV_BIN_DIR") or os.path.join(
@@ -713,6 +714,75 @@ def _crashes():
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
+
+
+# ---- data checks shared by the streaming tests -------------------------
+
+
+def endpoints(node, keys):
+    """{key: [replica names, in order]} as node sees them."""
+    cl = node.client()
+    try:
+        res = cl.pipeline([("ENDPOINTS", {"key": k}) for k in keys])
+    finally:
+        cl.close()
+    return {k: [e[0] for e in r.get(36)] for k, r in zip(keys, res)}
+
+
+def check_served(node, expect, gone):
+    """Every key of expect whose replicas include node reads back through
+    node at ONE (which reads its own replica first); no key of gone does.
+    Returns the lists of both that node replicates."""
+    eps = endpoints(node, list(expect) + list(gone))
+    mine = [k for k in expect if node.name in eps[k]]
+    cl = node.client()
+    try:
+        res = cl.pipeline([("GET", {"key": k, "cl": "ONE"}) for k in mine])
+        wrong = [(k, r.err, r.value) for k, r in zip(mine, res)
+                 if r.err or r.value != expect[k]]
+        check(not wrong, "%s lacks %d of its %d keys: %r" %
+              (node.name, len(wrong), len(mine), wrong[:5]))
+        dead = [k for k in gone if node.name in eps[k]]
+        res = cl.pipeline([("GET", {"key": k, "cl": "ONE"}) for k in dead])
+        back = [k for k, r in zip(dead, res) if r.err != "NOT_FOUND"]
+        check(not back, "%s: deleted keys came back: %r" %
+              (node.name, back[:5]))
+    finally:
+        cl.close()
+    return mine, dead
+
+
+class Writer(threading.Thread):
+    """Writes <prefix><i> at QUORUM through node, 20 to a pipeline, until
+    stop is set; keeps the acknowledged writes and the errors."""
+
+    def __init__(self, node, prefix):
+        super().__init__(daemon=True)
+        self.node, self.prefix = node, prefix
+        self.acked, self.errors = {}, []
+        self.stop = threading.Event()
+
+    def run(self):
+        cl = self.node.client()
+        i = 0
+        try:
+            while not self.stop.is_set():
+                batch = []
+                for _ in range(20):
+                    k = "%s%d" % (self.prefix, i)
+                    batch.append((k, ("w%d" % i).encode()))
+                    i += 1
+                res = cl.pipeline([("PUT", {"key": k, "value": v,
+                                            "cl": "QUORUM"})
+                                   for k, v in batch])
+                for (k, v), r in zip(batch, res):
+                    if r.err:
+                        self.errors.append((k, r.err))
+                    else:
+                        self.acked[k] = v
+                time.sleep(0.01)
+        finally:
+            cl.close()
 
 
 def run(main):

@@ -101,8 +101,12 @@ def main():
     cl.sock.sendall(struct.pack(">I", len(body)) + body)
     r = cl.read_frame()
     h.check(r.err == "BAD_REQUEST", "array body: %r" % r)
-    r = cl.call("DECOMMISSION")
+    r = cl.call("REPAIR")
     h.check(r.err == "NOT_IMPLEMENTED", "admin op: %r" % r)
+    # the last node of its data centre may not leave
+    r = cl.call("DECOMMISSION")
+    h.check(r.err == "BAD_REQUEST" and "add a node first" in (r.msg or ""),
+            "decommission of a lone node: %r" % r)
     r = cl.call("PING")
     h.check(not r.err, "PING on the same connection: %r" % r)
     cl.close()

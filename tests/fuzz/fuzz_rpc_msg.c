@@ -137,6 +137,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         walk_items(&sc2);
         rpc_buf_reset(&b);
     }
+    if (rpc_stream_push_decode(&sc, in) == 0) {
+        check(sc.status <= 0 && sc.count <= RPC_STREAM_ITEMS_MAX);
+        check(sc.next.last.len <= RPC_STREAM_LAST_MAX);
+        walk_items(&sc);
+        check(rpc_stream_push_encode(&b, &sc) == 0);
+        check(rpc_stream_push_decode(&sc2, RK_SLICE(b.data, b.len)) == 0);
+        check(sc.hlc == sc2.hlc && same_pos(&sc.next, &sc2.next) &&
+              sc.count == sc2.count && same(sc.items, sc2.items));
+        rpc_buf_reset(&b);
+    }
     /* The input as the items of a chunk (a decoded chunk's items are rarely
      * fuzzed: a changed byte breaks the checksum). The iterator moves
      * forward and stops at the end or on an error; if every item decodes, a

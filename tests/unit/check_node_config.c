@@ -412,6 +412,21 @@ START_TEST(state_roundtrip)
     ck_assert_int_eq(node_state_save(&st, sub), 0);
     ck_assert_int_eq(node_state_load(&got, sub), 0);
     ck_assert_int_eq(got.joining, 0);
+    ck_assert_int_eq(got.leaving, 0);
+    ck_assert_int_eq(got.left, 0);
+    /* a decommission cut short, and one finished */
+    st.leaving = 1;
+    ck_assert_int_eq(node_state_save(&st, sub), 0);
+    ck_assert_int_eq(node_state_load(&got, sub), 0);
+    ck_assert_int_eq(got.leaving, 1);
+    ck_assert_int_eq(got.left, 0);
+    st.leaving = 0;
+    st.left = 1;
+    ck_assert_int_eq(node_state_save(&st, sub), 0);
+    ck_assert_int_eq(node_state_load(&got, sub), 0);
+    ck_assert_int_eq(got.leaving, 0);
+    ck_assert_int_eq(got.left, 1);
+    st.left = 0;
     char path[512];
     snprintf(path, sizeof(path), "%s/node.state", sub);
     FILE *f = fopen(path, "w");

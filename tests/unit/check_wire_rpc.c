@@ -358,6 +358,15 @@ static int dec_hs(struct rk_slice b)
 #define GOLDEN_STREAM_END "9c0700050a1414c3c3c40000c400cf2d06800538d394c2"
 #define GOLDEN_STREAM_CHUNK \
     "9c0700050a140fc3c2c4016b01c40995c4016b010100c400cfb352071724a2eb0a"
+/* The same chunk pushed by a leaving node: only the type differs. */
+#define GOLDEN_STREAM_PUSH \
+    "9c0800050a140fc3c2c4016b01c40995c4016b010100c400cfb352071724a2eb0a"
+
+static int dec_stream_push(struct rk_slice b)
+{
+    struct rpc_stream_chunk m;
+    return rpc_stream_push_decode(&m, b);
+}
 
 static int dec_stream_req(struct rk_slice b)
 {
@@ -384,6 +393,7 @@ static const struct {
     {GOLDEN_STREAM_REQ, dec_stream_req},
     {GOLDEN_STREAM_END, dec_stream_chunk},
     {GOLDEN_STREAM_CHUNK, dec_stream_chunk},
+    {GOLDEN_STREAM_PUSH, dec_stream_push},
 };
 
 /* Every proper prefix is refused; every single-byte change of every byte
@@ -767,6 +777,45 @@ START_TEST(stream_golden)
     ck_assert_int_eq(rpc_stream_req_decode(&dq, RK_SLICE(buf, n)), RK_EPROTO);
     n = unhex(buf, GOLDEN_STREAM_REQ);
     ck_assert_int_eq(rpc_stream_chunk_decode(&d, RK_SLICE(buf, n)), RK_EPROTO);
+}
+END_TEST
+
+/* A pushed chunk (decommission) is a chunk under RPC_MSG_STREAM_PUSH; the
+ * chunk and push decoders each refuse the other's type. */
+START_TEST(stream_push_golden)
+{
+    uint8_t buf[256];
+    struct rpc_buf b = RPC_BUF_INIT, items = RPC_BUF_INIT;
+    struct rpc_record tomb = {.ts = 1, .flags = RPC_REC_TOMBSTONE};
+    ck_assert_int_eq(rpc_stream_item_add(&items, RK_SLICE("k", 1), &tomb), 0);
+    struct rpc_stream_chunk c = {
+        .hlc = 5,
+        .next = {.start = 10,
+                 .end = 20,
+                 .pos = 15,
+                 .started = true,
+                 .last = RK_SLICE("k", 1)},
+        .count = 1,
+        .items = RK_SLICE(items.data, items.len),
+    };
+    ck_assert_int_eq(rpc_stream_push_encode(&b, &c), 0);
+    assert_bytes(&b, GOLDEN_STREAM_PUSH);
+    rpc_buf_free(&items);
+    rpc_buf_free(&b);
+
+    size_t n = unhex(buf, GOLDEN_STREAM_PUSH);
+    struct rpc_stream_chunk d;
+    ck_assert_int_eq(rpc_stream_push_decode(&d, RK_SLICE(buf, n)), 0);
+    ck_assert_uint_eq(d.hlc, 5);
+    assert_pos_eq(&d.next, &c.next);
+    ck_assert_uint_eq(d.count, 1);
+    ck_assert_ptr_eq(d.items.p, buf + 15); /* borrowed */
+    enum rpc_msg_type t;
+    ck_assert_int_eq(rpc_msg_type_peek(&t, RK_SLICE(buf, n)), 0);
+    ck_assert_int_eq(t, RPC_MSG_STREAM_PUSH);
+    ck_assert_int_eq(rpc_stream_chunk_decode(&d, RK_SLICE(buf, n)), RK_EPROTO);
+    n = unhex(buf, GOLDEN_STREAM_CHUNK);
+    ck_assert_int_eq(rpc_stream_push_decode(&d, RK_SLICE(buf, n)), RK_EPROTO);
 }
 END_TEST
 
@@ -1356,6 +1405,7 @@ static Suite *wire_rpc_suite(void)
     tcase_add_test(tc, stream_golden);
     tcase_add_test(tc, stream_req_round_trip);
     tcase_add_test(tc, stream_chunk_round_trip);
+    tcase_add_test(tc, stream_push_golden);
     tcase_add_test(tc, stream_items_max);
     tcase_add_test(tc, stream_item_add_limits);
     tcase_add_test(tc, stream_rejects);
