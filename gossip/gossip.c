@@ -953,6 +953,17 @@ static int apply_delta(struct recv_ctx *c, const struct wire_gossip_delta *d)
     bool first_hand = slice_eq_str(c->sender, e->name, e->name_len);
     if (created && !first_hand)
         return 0; /* hearsay: wait for a fresher heartbeat */
+    if (restarted && !first_hand) {
+        /* Hearsay too, and maybe not the node's own: removenode re-issues
+         * a dead node's state under generation + 1 (gossip_peer_status_set).
+         * The detector starts over from now, but only the node's next
+         * heartbeat marks it UP. Until 2026-12-04 the re-issue marked a
+         * dead node UP on every node but the one that made it. */
+        fd_sample(e, 2u * g->interval_ms);
+        e->has_arrival = true;
+        e->last_arrival = c->now;
+        return 0;
+    }
     return fd_arrival(g, e, c->now, out);
 
 ignored:
@@ -1371,17 +1382,29 @@ int gossip_peer_remove(gossip *g,
                        uint64_t now_ms,
                        uint64_t *out_epoch)
 {
+    return gossip_peer_status_set(g, name, GOSSIP_STATUS_REMOVED, now_ms,
+                                  out_epoch);
+}
+
+int gossip_peer_status_set(gossip *g,
+                           const char *name,
+                           enum gossip_status status,
+                           uint64_t now_ms,
+                           uint64_t *out_epoch)
+{
     if (name == NULL)
         return RK_ENOTFOUND;
     long idx = ep_find(g, name, strlen(name));
     if (idx < 0)
         return RK_ENOTFOUND;
     struct gossip__ep *e = &g->eps[idx];
-    if (idx == 0 || e->quarantined)
+    if (idx == 0 || e->quarantined ||
+        (status != GOSSIP_STATUS_REMOVED && status != GOSSIP_STATUS_LEAVING) ||
+        (status == GOSSIP_STATUS_LEAVING && e->status != GOSSIP_STATUS_NORMAL))
         return RK_EBADREQ;
     uint64_t epoch = g->max_epoch + 1;
     char buf[48];
-    int n = status_value(buf, sizeof(buf), GOSSIP_STATUS_REMOVED, epoch);
+    int n = status_value(buf, sizeof(buf), status, epoch);
     /* Re-issue under generation + 1: the other states renumbered 1..k in
      * their old order, STATUS last. */
     int order[GOSSIP_KEY_COUNT];

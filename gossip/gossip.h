@@ -197,6 +197,16 @@ int gossip_peer_remove(gossip *g,
                        uint64_t now_ms,
                        uint64_t *out_epoch);
 
+/* The same for STATUS LEAVING (a peer NORMAL until then: removenode
+ * streams a dead node's ranges away on its behalf before REMOVED) or
+ * REMOVED (gossip_peer_remove). RK_EBADREQ for any other status, or
+ * LEAVING for a peer that is not NORMAL. */
+int gossip_peer_status_set(gossip *g,
+                           const char *name,
+                           enum gossip_status status,
+                           uint64_t now_ms,
+                           uint64_t *out_epoch);
+
 /* ---- reading the cluster ------------------------------------------------ */
 
 struct gossip_peer_info {

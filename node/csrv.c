@@ -213,6 +213,23 @@ static void send_err(
     conn_send(c, &r);
 }
 
+/* An admin op's answer: its text, or the error with the text as message
+ * (frees t). */
+static void send_text(
+    struct csrv_conn *c, const struct wire_creq *q, int rc, char *t, size_t len)
+{
+    if (rc < 0) {
+        send_err(c, q->id, q->op, rc, t ? t : rk_strerror(rc));
+    } else {
+        struct wire_cresp r = {.id = q->id,
+                               .op = q->op,
+                               .has = WIRE_CRESP_TEXT,
+                               .text = RK_SLICE(t, len)};
+        conn_send(c, &r);
+    }
+    free(t);
+}
+
 /* ---- connection life -------------------------------------------------- */
 
 static void on_conn_closed(uv_handle_t *h)
@@ -604,20 +621,26 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
         char *t = NULL;
         size_t len = 0;
         int rc = node__leave_begin(n, &t, &len);
-        if (rc < 0) {
-            send_err(c, q->id, q->op, rc, t ? t : rk_strerror(rc));
-        } else {
-            struct wire_cresp r = {.id = q->id,
-                                   .op = q->op,
-                                   .has = WIRE_CRESP_TEXT,
-                                   .text = RK_SLICE(t, len)};
-            conn_send(c, &r);
+        send_text(c, q, rc, t, len);
+        return;
+    }
+    case WIRE_COP_REMOVENODE: {
+        char name[GOSSIP_NAME_MAX + 1] = "";
+        if (!(q->has & WIRE_CREQ_ARGS) || q->nargs != 1 ||
+            q->args[0].len == 0 || q->args[0].len > GOSSIP_NAME_MAX ||
+            memchr(q->args[0].p, '\0', q->args[0].len)) {
+            send_err(c, q->id, q->op, RK_EBADREQ,
+                     "REMOVENODE takes one argument: the node's name");
+            return;
         }
-        free(t);
+        memcpy(name, q->args[0].p, q->args[0].len);
+        char *t = NULL;
+        size_t len = 0;
+        int rc = node__remove_begin(n, name, &t, &len);
+        send_text(c, q, rc, t, len);
         return;
     }
     case WIRE_COP_JOIN:
-    case WIRE_COP_REMOVENODE:
     case WIRE_COP_REPAIR:
     case WIRE_COP_CLEANUP: {
         char msg[128];

@@ -1,7 +1,7 @@
 /*
- * leave.c - decommission: a node streams every range it replicates out to
- * the nodes that gain it, then leaves the ring (shared/DESIGN.md,
- * "Streaming").
+ * leave.c - decommission and removenode: every range a node replicates
+ * is streamed to the node that gains it, then the node leaves the ring
+ * (shared/DESIGN.md, "Streaming").
  *
  * `ringkv decommission` (node__leave_begin) first checks that the node may
  * go: it is NORMAL and placed, its ring is current, no other node is
@@ -34,6 +34,20 @@
  * A restart while leaving (leaving=1) announces LEAVING again under the same
  * epoch and sends every range again from its start.
  *
+ * removenode (node__remove_begin) moves a dead node's ranges the same way,
+ * driven by the node asked: it announces the dead node LEAVING on its behalf
+ * (gossip_peer_status_set, a re-issue of its state under generation + 1;
+ * skipped when it is LEAVING already, as after a decommission cut short by
+ * its death), and its sessions relay: each reads chunks of a range from a
+ * surviving replica (its own store when it is one, else RPC_MSG_STREAM to
+ * the others in turn, as a joining node does) and pushes them to the node
+ * that gains the range (or commits them itself when it is that node). When
+ * every range is in place it announces the dead node REMOVED. If the dead
+ * node comes back meanwhile (NORMAL again by its own word) the removal
+ * stops and removes nothing. Its progress is not persisted: asked again
+ * after a restart (of any node), removenode takes the node, still LEAVING,
+ * from the start.
+ *
  * The gaining side (node__leave_ingest) takes a push only for a range it
  * replicates in its pending ring and only keys inside that range, commits
  * the records through the group commit, and answers with a WRITE_ACK.
@@ -63,6 +77,12 @@ struct leave_sess {
     node *n;
     struct ring_range range;
     char dest[GOSSIP_NAME_MAX + 1]; /* the node that gains the range */
+    bool dest_self;                 /* removenode: this node gains it */
+    /* where the range is read: this node (a decommission), or for a
+     * removenode its other replicas, in turn (this node first, if one) */
+    char src[RING_MAX_REPLICAS][GOSSIP_NAME_MAX + 1];
+    int nsrc, cur;
+    struct rpc_buf msg; /* a source's STREAM request, then the push */
     enum lsess_state state;
     uint64_t retry_at;
     int fails;
@@ -84,6 +104,11 @@ struct node_leave {
     /* every range is out; hints this node keeps for a peer go first */
     char hints_for[GOSSIP_NAME_MAX + 1];
     uint64_t hints_left;
+    /* the node whose ranges move: this one, or for a removenode (relay) a
+     * dead peer, whose ranges are read from their other replicas */
+    char target[GOSSIP_NAME_MAX + 1];
+    bool relay;
+    bool aborted; /* removenode: the target came back */
 };
 
 static void leave_kick(node *n);
@@ -96,19 +121,26 @@ static uint64_t at_least(uint64_t ms, const node *n)
 
 /* ---- the leaving side --------------------------------------------------- */
 
+/* A session's step failed: again in LEAVE_RETRY_MS, from the same point
+ * (reading from the next source, when it was the read that failed). */
 static void sess_fail(struct leave_sess *ls, const char *why, int err)
 {
     node *n = ls->n;
     struct node_leave *lv = n->leave;
+    bool reading = ls->state == L_SCANNING;
     if (ls->state == L_SCANNING || ls->state == L_SENDING)
         lv->busy--;
     ls->fails++;
     if (ls->fails == 1 || ls->fails % 10 == 0)
         LOG(WARN, "leave.retry",
-            "range=(%llu,%llu] to=%s why=\"%s\" error=\"%s\" failures=%d",
+            "range=(%llu,%llu] from=%s to=%s why=\"%s\" error=\"%s\" "
+            "failures=%d",
             (unsigned long long)ls->range.start,
-            (unsigned long long)ls->range.end, ls->dest, why, rk_strerror(err),
+            (unsigned long long)ls->range.end,
+            ls->nsrc ? ls->src[ls->cur] : "-", ls->dest, why, rk_strerror(err),
             ls->fails);
+    if (reading && ls->nsrc)
+        ls->cur = (ls->cur + 1) % ls->nsrc;
     ls->state = L_WAIT;
     ls->retry_at = node__mono_ms(n) + LEAVE_RETRY_MS;
 }
@@ -157,6 +189,79 @@ static void on_pushed(void *arg, int status, struct rk_slice resp)
     sess_chunk_in_place(ls);
 }
 
+static int ingest_items(node *n,
+                        struct ring_range rg,
+                        struct rk_slice items,
+                        void (*cb)(void *arg, int status),
+                        void *arg);
+
+static void on_self_ingested(void *arg, int status)
+{
+    struct leave_sess *ls = arg;
+    if (status < 0) {
+        sess_fail(ls, "commit", status);
+        return;
+    }
+    sess_chunk_in_place(ls);
+}
+
+/* A chunk of the range has been read (ch; push: the same chunk encoded as
+ * an RPC_MSG_STREAM_PUSH, or empty): into the gaining node. */
+static void deliver(struct leave_sess *ls,
+                    const struct rpc_stream_chunk *ch,
+                    struct rk_slice push)
+{
+    node *n = ls->n;
+    if (n->stopping) {
+        sess_fail(ls, "stopping", RK_ECLOSED);
+        return;
+    }
+    if (ch->next.start != ls->range.start || ch->next.end != ls->range.end) {
+        sess_fail(ls, "chunk of another range", RK_EPROTO);
+        return;
+    }
+    node__stream_pos_copy(&ls->next, ls->next_last, &ch->next);
+    ls->chunk_keys = ch->count;
+    ls->chunk_bytes = 0;
+    struct rk_slice it = ch->items, key;
+    struct rpc_record rec;
+    while (rpc_stream_item_next(&it, &key, &rec) == 1)
+        ls->chunk_bytes += key.len + rec.value.len;
+    if (ch->count == 0) { /* the rest of the range is empty */
+        sess_chunk_in_place(ls);
+        return;
+    }
+    ls->state = L_SENDING;
+    int rc;
+    if (ls->dest_self) {
+        rc = ingest_items(n, ls->range, ch->items, on_self_ingested, ls);
+        if (rc < 0)
+            sess_fail(ls, "commit", rc);
+        return;
+    }
+    const struct node_peer *p = node__peer_by_name(n, ls->dest, NULL);
+    if (!p || !p->up || !p->iaddr[0]) {
+        sess_fail(ls, "the gaining node is not UP", RK_EUNAVAILABLE);
+        return;
+    }
+    struct rpc_buf view = {.data = (uint8_t *)push.p, .len = push.len};
+    if (!push.len) { /* read from another node: encode the push */
+        struct rpc_stream_chunk pc = *ch;
+        pc.status = 0;
+        rpc_buf_reset(&ls->msg);
+        rc = rpc_stream_push_encode(&ls->msg, &pc);
+        if (rc < 0) {
+            sess_fail(ls, "encode", rc);
+            return;
+        }
+        view = ls->msg;
+    }
+    /* net/ copies the frame into the connection's output */
+    rc = node__rpc_addr(n, p->iaddr, &view, LEAVE_TIMEOUT_MS, 0, on_pushed, ls);
+    if (rc < 0)
+        sess_fail(ls, "send", rc);
+}
+
 static void on_scanned(void *arg,
                        int status,
                        struct rk_slice frame,
@@ -165,47 +270,74 @@ static void on_scanned(void *arg,
                        uint64_t kv_bytes)
 {
     struct leave_sess *ls = arg;
-    node *n = ls->n;
+    (void)next;
+    (void)count;
+    (void)kv_bytes;
+    struct rpc_stream_chunk ch;
+    if (status == 0)
+        status = rpc_stream_push_decode(&ch, frame);
     if (status < 0) {
         sess_fail(ls, "scan", status);
         return;
     }
-    if (n->stopping) {
-        sess_fail(ls, "stopping", RK_ECLOSED);
-        return;
-    }
-    node__stream_pos_copy(&ls->next, ls->next_last, next);
-    ls->chunk_keys = count;
-    ls->chunk_bytes = kv_bytes;
-    if (count == 0) { /* the rest of the range is empty */
-        sess_chunk_in_place(ls);
-        return;
-    }
-    const struct node_peer *p = node__peer_by_name(n, ls->dest, NULL);
-    if (!p || !p->up || !p->iaddr[0]) {
-        sess_fail(ls, "the gaining node is not UP", RK_EUNAVAILABLE);
-        return;
-    }
-    /* net/ copies the frame into the connection's output */
-    struct rpc_buf view = {.data = (uint8_t *)frame.p, .len = frame.len};
-    ls->state = L_SENDING;
-    int rc =
-        node__rpc_addr(n, p->iaddr, &view, LEAVE_TIMEOUT_MS, 0, on_pushed, ls);
-    if (rc < 0)
-        sess_fail(ls, "send", rc);
+    deliver(ls, &ch, frame);
 }
 
+static void on_source_chunk(void *arg, int status, struct rk_slice resp)
+{
+    struct leave_sess *ls = arg;
+    struct rpc_stream_chunk ch;
+    if (status == 0) {
+        status = rpc_stream_chunk_decode(&ch, resp);
+        if (status < 0)
+            ls->n->stats.internode_bad++;
+        else
+            status = ch.status;
+    }
+    if (status < 0) {
+        sess_fail(ls, "read", status);
+        return;
+    }
+    deliver(ls, &ch, RK_SLICE(NULL, 0));
+}
+
+/* Read the next chunk: from this node's store, or (removenode) ask the
+ * first live source from the current one on. */
 static void sess_scan(struct leave_sess *ls)
 {
     node *n = ls->n;
     ls->state = L_SCANNING;
     n->leave->busy++;
-    int rc = node__stream_scan(n, &ls->at, LEAVE_CHUNK_BYTES, on_scanned, ls);
+    const struct node_peer *p = NULL;
+    for (int k = 0; k < ls->nsrc; k++) {
+        const struct node_peer *q =
+            node__peer_by_name(n, ls->src[ls->cur], NULL);
+        if (q && (q->self || (q->up && q->iaddr[0]))) {
+            p = q;
+            break;
+        }
+        ls->cur = (ls->cur + 1) % ls->nsrc;
+    }
+    int rc;
+    if (!n->leave->relay || (p && p->self)) {
+        rc = node__stream_scan(n, &ls->at, LEAVE_CHUNK_BYTES, on_scanned, ls);
+    } else if (!p) {
+        rc = RK_EUNAVAILABLE;
+    } else {
+        struct rpc_stream_req rq = {.epoch = n->ring ? ring_epoch(n->ring) : 0,
+                                    .at = ls->at,
+                                    .max_bytes = LEAVE_CHUNK_BYTES};
+        rpc_buf_reset(&ls->msg);
+        rc = rpc_stream_req_encode(&ls->msg, &rq);
+        if (rc == 0)
+            rc = node__rpc_addr(n, p->iaddr, &ls->msg, LEAVE_TIMEOUT_MS, 0,
+                                on_source_chunk, ls);
+    }
     if (rc < 0)
-        sess_fail(ls, "scan", rc);
+        sess_fail(ls, p || !n->leave->relay ? "read" : "no live source", rc);
 }
 
-/* The movement plan from the ring to the pending ring (this node gone): a
+/* The movement plan from the ring to the pending ring (the target gone): a
  * session for every range it loses, to the node that gains it. */
 static int leave_plan(node *n)
 {
@@ -213,7 +345,7 @@ static int leave_plan(node *n)
     const ring *from = n->ring, *to = n->ring_pending;
     if (!from || !to)
         return RK_EINTERNAL;
-    uint32_t self = ring_node_find(from, n->cfg.node_name);
+    uint32_t self = ring_node_find(from, lv->target);
     struct ring_move *mv = NULL;
     size_t nmv = 0;
     int rc = ring_plan_new(&mv, &nmv, from, to);
@@ -240,6 +372,26 @@ static int leave_plan(node *n)
         ls->n = n;
         ls->range = mv[i].range;
         snprintf(ls->dest, sizeof(ls->dest), "%s", ni.name);
+        ls->dest_self = strcmp(ni.name, n->cfg.node_name) == 0;
+        if (!lv->relay) {
+            snprintf(ls->src[ls->nsrc++], sizeof(ls->src[0]), "%.*s",
+                     GOSSIP_NAME_MAX, n->cfg.node_name);
+        } else {
+            /* the range's other replicas, this node first if it is one */
+            uint32_t rep[RING_MAX_REPLICAS];
+            size_t nr =
+                ring_replicas(from, ls->range.end, rep, RING_MAX_REPLICAS);
+            for (int pass = 0; pass < 2; pass++)
+                for (size_t k = 0; k < nr && k < RING_MAX_REPLICAS; k++) {
+                    struct ring_node_info ri;
+                    if (rep[k] == self || ring_node_get(from, &ri, rep[k]) < 0)
+                        continue;
+                    bool me = strcmp(ri.name, n->cfg.node_name) == 0;
+                    if (me == (pass == 0))
+                        snprintf(ls->src[ls->nsrc++], sizeof(ls->src[0]), "%s",
+                                 ri.name);
+                }
+        }
         ls->at.start = ls->range.start;
         ls->at.end = ls->range.end;
         ls->at.last = RK_SLICE(ls->at_last, 0);
@@ -248,15 +400,43 @@ static int leave_plan(node *n)
     ring_plan_free(mv);
     lv->planned = true;
     lv->plan_ms = node__mono_ms(n);
-    LOG(INFO, "leave.planned", "ranges=%zu epoch=%llu", lv->ns,
+    LOG(INFO, lv->relay ? "removenode.planned" : "leave.planned",
+        "node=%s ranges=%zu epoch=%llu", lv->target, lv->ns,
         (unsigned long long)ring_epoch(from));
     return 0;
+}
+
+/* Every range is in place: the target REMOVED (removenode), a new epoch. */
+static void remove_finish(node *n)
+{
+    struct node_leave *lv = n->leave;
+    uint64_t epoch = 0;
+    int rc = gossip_peer_remove(n->g, lv->target, node__mono_ms(n), &epoch);
+    if (rc < 0) {
+        LOG(ERROR, "removenode.announce_fail", "node=%s error=\"%s\"",
+            lv->target, rk_strerror(rc));
+        return; /* again at the next tick */
+    }
+    lv->left = true;
+    lv->left_at = node__mono_ms(n);
+    LOG(INFO, "removenode.done",
+        "node=%s epoch=%llu ranges=%zu keys=%llu bytes=%llu ms=%llu "
+        "streaming_ms=%llu",
+        lv->target, (unsigned long long)epoch, lv->ns,
+        (unsigned long long)lv->keys, (unsigned long long)lv->bytes,
+        (unsigned long long)(lv->left_at - lv->start_ms),
+        (unsigned long long)(lv->left_at - lv->plan_ms));
+    node__ring_rebuild(n);
 }
 
 /* Every range is in place: LEFT, a new epoch, left=1. */
 static void leave_finish(node *n)
 {
     struct node_leave *lv = n->leave;
+    if (lv->relay) {
+        remove_finish(n);
+        return;
+    }
     uint64_t epoch = 0;
     int rc = gossip_status_set(n->g, GOSSIP_STATUS_LEFT, 0, &epoch);
     if (rc < 0) {
@@ -310,7 +490,7 @@ static bool hints_pending(node *n)
 static void leave_kick(node *n)
 {
     struct node_leave *lv = n->leave;
-    if (!lv || !lv->planned || lv->left || n->stopping)
+    if (!lv || !lv->planned || lv->left || lv->aborted || n->stopping)
         return;
     uint64_t now = node__mono_ms(n);
     size_t done = 0;
@@ -325,8 +505,57 @@ static void leave_kick(node *n)
         if (ls->state == L_IDLE || (ls->state == L_WAIT && now >= ls->retry_at))
             sess_scan(ls);
     }
-    if (done == lv->ns && lv->busy == 0 && !hints_pending(n))
+    if (done == lv->ns && lv->busy == 0 && (lv->relay || !hints_pending(n)))
         leave_finish(n);
+}
+
+/* What a node's leaving (node t of the ring, in data centre dc) needs of
+ * the others: no other movement (unless t's own is under way: pending),
+ * every other node UP, and dc keeping at least its replication factor.
+ * 0, or RK_EBADREQ with the reason in why. */
+static int move_check(node *n,
+                      uint32_t t,
+                      const char *dc,
+                      const char *name,
+                      bool pending,
+                      char *why,
+                      size_t cap)
+{
+    const ring *r = n->ring;
+    if (n->ring_pending && !pending) {
+        snprintf(why, cap,
+                 "another node is joining or leaving: one range movement at "
+                 "a time; try again once `ringkv status` shows every node "
+                 "UN");
+        return RK_EBADREQ;
+    }
+    size_t others = 0;
+    for (size_t i = 0; i < ring_node_count(r); i++) {
+        struct ring_node_info ni;
+        if (i == t || ring_node_get(r, &ni, (uint32_t)i) < 0 ||
+            ni.state != RING_NORMAL)
+            continue;
+        if (i < n->npeers && !n->peer[i].up) {
+            snprintf(why, cap,
+                     "%s is DOWN: it may hold or gain some of %s's ranges; "
+                     "bring it back first",
+                     ni.name, name);
+            return RK_EBADREQ;
+        }
+        others += strcmp(ni.dc, dc) == 0;
+    }
+    int rf = 0;
+    for (int i = 0; i < n->cfg.ndcs; i++)
+        if (strcmp(n->cfg.replication[i].name, dc) == 0)
+            rf = n->cfg.replication[i].rf;
+    if (others == 0 || others < (size_t)rf) {
+        snprintf(why, cap,
+                 "data centre %s would keep %zu node%s for replication "
+                 "factor %d: add a node first",
+                 dc, others, others == 1 ? "" : "s", rf);
+        return RK_EBADREQ;
+    }
+    return 0;
 }
 
 /* Why this node cannot leave now, in why; 0 if it can. */
@@ -353,40 +582,7 @@ static int leave_check(node *n, char *why, size_t cap)
         snprintf(why, cap, "%s holds no tokens in the ring", n->cfg.node_name);
         return RK_EBADREQ;
     }
-    if (n->ring_pending) {
-        snprintf(why, cap,
-                 "another node is joining or leaving: one range movement at "
-                 "a time; try again once `ringkv status` shows every node "
-                 "UN");
-        return RK_EBADREQ;
-    }
-    size_t others = 0;
-    for (size_t i = 0; i < ring_node_count(r); i++) {
-        struct ring_node_info ni;
-        if (i == self || ring_node_get(r, &ni, (uint32_t)i) < 0 ||
-            ni.state != RING_NORMAL)
-            continue;
-        if (i < n->npeers && !n->peer[i].up) {
-            snprintf(why, cap,
-                     "%s is DOWN: it may gain some of %s's ranges; bring it "
-                     "back first",
-                     ni.name, n->cfg.node_name);
-            return RK_EBADREQ;
-        }
-        others += strcmp(ni.dc, me.dc) == 0;
-    }
-    int rf = 0;
-    for (int i = 0; i < n->cfg.ndcs; i++)
-        if (strcmp(n->cfg.replication[i].name, me.dc) == 0)
-            rf = n->cfg.replication[i].rf;
-    if (others == 0 || others < (size_t)rf) {
-        snprintf(why, cap,
-                 "data centre %s would keep %zu node%s for replication "
-                 "factor %d: add a node first",
-                 me.dc, others, others == 1 ? "" : "s", rf);
-        return RK_EBADREQ;
-    }
-    return 0;
+    return move_check(n, self, me.dc, n->cfg.node_name, false, why, cap);
 }
 
 static struct node_leave *leave_new(node *n)
@@ -396,14 +592,31 @@ static struct node_leave *leave_new(node *n)
         return NULL;
     lv->start_ms = node__mono_ms(n);
     lv->ready_at = lv->start_ms + at_least(LEAVE_DELAY_MS, n);
+    snprintf(lv->target, sizeof(lv->target), "%.*s", GOSSIP_NAME_MAX,
+             n->cfg.node_name);
     return lv;
+}
+
+/* A removenode that has ended is kept only for netstats. */
+static void drop_ended_removal(node *n)
+{
+    const struct node_leave *lv = n->leave;
+    if (lv && lv->relay && (lv->left || lv->aborted) && lv->busy == 0)
+        node__leave_free(n);
 }
 
 int node__leave_begin(node *n, char **text, size_t *len)
 {
     char msg[512];
     int rc = 0;
-    if (n->leave) {
+    drop_ended_removal(n);
+    if (n->leave && n->leave->relay) {
+        snprintf(msg, sizeof(msg),
+                 "%s is removing %s: one range movement at a time; try again "
+                 "once it is done (`ringkv netstats`)",
+                 n->cfg.node_name, n->leave->target);
+        rc = RK_EBADREQ;
+    } else if (n->leave) {
         snprintf(msg, sizeof(msg),
                  "%s is already %s; `ringkv netstats` shows the progress",
                  n->cfg.node_name,
@@ -462,6 +675,21 @@ void node__leave_tick(node *n)
     if (!lv || n->stopping)
         return;
     uint64_t now = node__mono_ms(n);
+    if (lv->relay && !lv->left && !lv->aborted && n->ring && !n->ring_stale) {
+        /* a dead node that comes back is NORMAL again by its own word */
+        struct ring_node_info ti;
+        uint32_t t = ring_node_find(n->ring, lv->target);
+        if (t == RING_NONE || ring_node_get(n->ring, &ti, t) < 0 ||
+            ti.state != RING_LEAVING) {
+            lv->aborted = true;
+            LOG(WARN, "removenode.aborted",
+                "node=%s note=\"it is no longer LEAVING (it came back?): "
+                "nothing removed\"",
+                lv->target);
+        }
+    }
+    if (lv->relay && (lv->left || lv->aborted))
+        return;
     if (lv->left) {
         if (now >= lv->left_at + at_least(LEAVE_LINGER_MS, n)) {
             LOG(INFO, "node.decommissioned",
@@ -486,9 +714,10 @@ void node__leave_tick(node *n)
         size_t done = 0;
         for (size_t i = 0; i < lv->ns; i++)
             done += lv->s[i].state == L_DONE;
-        LOG(INFO, "leave.progress",
-            "ranges_done=%zu ranges=%zu keys=%llu bytes=%llu", done, lv->ns,
-            (unsigned long long)lv->keys, (unsigned long long)lv->bytes);
+        LOG(INFO, lv->relay ? "removenode.progress" : "leave.progress",
+            "node=%s ranges_done=%zu ranges=%zu keys=%llu bytes=%llu",
+            lv->target, done, lv->ns, (unsigned long long)lv->keys,
+            (unsigned long long)lv->bytes);
     }
     leave_kick(n);
 }
@@ -500,7 +729,29 @@ void node__leave_text(node *n, FILE *f)
         return;
     uint64_t ms = node__mono_ms(n) - lv->start_ms;
     char b1[32], b2[32];
-    if (lv->left) {
+    if (lv->relay) {
+        fprintf(f, "Mode: NORMAL\n");
+        if (lv->aborted)
+            fprintf(f,
+                    "Removal of %s aborted: it is no longer LEAVING (it came "
+                    "back?); nothing was removed.\n",
+                    lv->target);
+        else if (lv->left)
+            fprintf(f,
+                    "Removed %s: its ranges were copied from their other "
+                    "replicas to the nodes that gained them.\n",
+                    lv->target);
+        else
+            fprintf(f,
+                    "Removing %s (removenode): announced LEAVING on its "
+                    "behalf %.1f s ago.\n",
+                    lv->target, (double)ms / 1000);
+        if (!lv->planned) {
+            fprintf(f, "Copying starts once the cluster has heard (ring "
+                       "delay).\n");
+            return;
+        }
+    } else if (lv->left) {
         fprintf(f, "Mode: LEFT (stopping)\n");
     } else {
         fprintf(f, "Mode: LEAVING\n");
@@ -529,10 +780,10 @@ void node__leave_text(node *n, FILE *f)
     node__human_bytes(b2, sizeof(b2),
                       secs > 0 ? (uint64_t)((double)lv->bytes / secs) : 0);
     fprintf(f,
-            "Sending %zu ranges: %zu done, %.0f%% of the token space; %llu "
+            "%s %zu ranges: %zu done, %.0f%% of the token space; %llu "
             "keys, %s in %.1f s (%s/s)",
-            lv->ns, done, frac * 100, (unsigned long long)lv->keys, b1, secs,
-            b2);
+            lv->relay ? "Copying" : "Sending", lv->ns, done, frac * 100,
+            (unsigned long long)lv->keys, b1, secs, b2);
     if (frac > 0.01 && frac < 1)
         fprintf(f, ", ETA %.0f s", secs * (1 - frac) / frac);
     fprintf(f, "\n");
@@ -552,10 +803,11 @@ void node__leave_text(node *n, FILE *f)
         char bar[21];
         node__stream_bar(bar, fr);
         node__human_bytes(b1, sizeof(b1), ls->bytes);
-        fprintf(f, "  (%llu,%llu] to %s [%s] %3.0f%% %s: %llu keys, %s\n",
+        fprintf(f, "  (%llu,%llu]%s%s to %s [%s] %3.0f%% %s: %llu keys, %s\n",
                 (unsigned long long)ls->range.start,
-                (unsigned long long)ls->range.end, ls->dest, bar, fr * 100,
-                sn[ls->state], (unsigned long long)ls->keys, b1);
+                (unsigned long long)ls->range.end, lv->relay ? " from " : "",
+                lv->relay && ls->nsrc ? ls->src[ls->cur] : "", ls->dest, bar,
+                fr * 100, sn[ls->state], (unsigned long long)ls->keys, b1);
     }
 }
 
@@ -564,31 +816,124 @@ void node__leave_free(node *n)
     struct node_leave *lv = n->leave;
     if (!lv)
         return;
+    for (size_t i = 0; i < lv->ns; i++)
+        rpc_buf_free(&lv->s[i].msg);
     free(lv->s);
     free(lv);
     n->leave = NULL;
+}
+
+/* ---- removenode ---------------------------------------------------------- */
+
+/* Why `name` cannot be removed now, in why; 0 if it can (*leaving: it is
+ * already LEAVING, a removal or a decommission cut short). */
+static int
+remove_check(node *n, const char *name, bool *leaving, char *why, size_t cap)
+{
+    if (n->boot != NODE_BOOT_DONE) {
+        snprintf(why, cap, "%s is still joining: ask another node",
+                 n->cfg.node_name);
+        return RK_EBADREQ;
+    }
+    if (n->ring_stale || n->settling) {
+        snprintf(why, cap,
+                 "%s's ring is behind the cluster's (it has just started "
+                 "or heard of a newer epoch): try again in a few seconds",
+                 n->cfg.node_name);
+        return RK_ESTALE;
+    }
+    if (strcmp(name, n->cfg.node_name) == 0) {
+        snprintf(why, cap,
+                 "%s is this node: a live node leaves with `ringkv "
+                 "decommission`",
+                 name);
+        return RK_EBADREQ;
+    }
+    const ring *r = n->ring;
+    uint32_t t = r ? ring_node_find(r, name) : RING_NONE;
+    struct ring_node_info ti;
+    if (t == RING_NONE || ring_node_get(r, &ti, t) < 0 ||
+        (ti.state != RING_NORMAL && ti.state != RING_LEAVING)) {
+        snprintf(why, cap, "no node %s holds tokens in the ring", name);
+        return RK_EBADREQ;
+    }
+    *leaving = ti.state == RING_LEAVING;
+    if (t < n->npeers && n->peer[t].up) {
+        snprintf(why, cap,
+                 "%s is UP: removenode is for a dead node; a live one leaves "
+                 "with `ringkv -h %s decommission`",
+                 name, name);
+        return RK_EBADREQ;
+    }
+    return move_check(n, t, ti.dc, name, *leaving, why, cap);
+}
+
+int node__remove_begin(node *n, const char *name, char **text, size_t *len)
+{
+    char msg[1536];
+    bool leaving = false;
+    int rc = 0;
+    drop_ended_removal(n);
+    if (n->leave) {
+        snprintf(msg, sizeof(msg),
+                 n->leave->relay
+                     ? "%s is already removing %s; `ringkv netstats` shows the "
+                       "progress"
+                     : "%s is leaving itself (%s): one range movement at a "
+                       "time",
+                 n->cfg.node_name, n->leave->target);
+        rc = n->leave->relay && strcmp(n->leave->target, name) == 0
+                 ? 0
+                 : RK_EBADREQ;
+    } else if ((rc = remove_check(n, name, &leaving, msg, sizeof(msg))) == 0) {
+        uint64_t epoch = 0;
+        if (!leaving)
+            rc = gossip_peer_status_set(n->g, name, GOSSIP_STATUS_LEAVING,
+                                        node__mono_ms(n), &epoch);
+        struct node_leave *lv = rc == 0 ? leave_new(n) : NULL;
+        if (rc == 0 && !lv)
+            rc = -ENOMEM;
+        if (rc < 0) {
+            snprintf(msg, sizeof(msg), "cannot announce %s LEAVING: %s", name,
+                     rk_strerror(rc));
+        } else {
+            snprintf(lv->target, sizeof(lv->target), "%s", name);
+            lv->relay = true;
+            lv->epoch = epoch;
+            n->leave = lv;
+            LOG(INFO, "removenode.leaving", "node=%s epoch=%llu resumed=%d",
+                name, (unsigned long long)epoch, leaving ? 1 : 0);
+            node__ring_rebuild(n);
+            snprintf(msg, sizeof(msg),
+                     "removing %s: %s. In about %.0f s %s starts copying "
+                     "each of its ranges from the other replicas to the node "
+                     "that gains it (`ringkv netstats` on %s shows the "
+                     "progress); then it announces %s REMOVED.",
+                     name,
+                     leaving ? "it was LEAVING already"
+                             : "announced LEAVING on its behalf",
+                     (double)(lv->ready_at - lv->start_ms) / 1000,
+                     n->cfg.node_name, n->cfg.node_name, name);
+        }
+    }
+    *text = strdup(msg);
+    if (!*text)
+        return -ENOMEM;
+    *len = strlen(*text);
+    return rc;
 }
 
 /* ---- the gaining side --------------------------------------------------- */
 
 struct ingest {
     node *n;
-    net_conn *c;
-    uint64_t id;
+    void (*cb)(void *arg, int status);
+    void *arg;
     uint32_t pending; /* records not yet committed, +1 while adding */
     int err;
     uint32_t keys;
     uint64_t bytes;
 };
-
-static void ingest_reply(node *n, net_conn *c, uint64_t id, int status)
-{
-    struct rpc_write_ack a = {.status = status, .hlc = n->hlc.last};
-    struct rpc_buf *b = &n->reply_buf;
-    rpc_buf_reset(b);
-    if (rpc_write_ack_encode(b, &a) == 0)
-        net_conn_reply(c, id, RK_SLICE(b->data, b->len));
-}
 
 static void on_ingested(int status, void *arg)
 {
@@ -602,9 +947,83 @@ static void on_ingested(int status, void *arg)
         n->stats.stream_in_keys += g->keys;
         n->stats.stream_in_bytes += g->bytes;
     }
-    ingest_reply(n, g->c, g->id, g->err);
-    net_conn_unref(g->c);
+    g->cb(g->arg, g->err);
     free(g);
+}
+
+/* Commit the items of arc rg, which this node must replicate in its
+ * pending ring, each key inside rg; cb(arg, status) once every one is
+ * committed. Without calling cb: RK_ESTALE (no pending ring: it has not
+ * heard of the leave yet), RK_EBADREQ (not its arc), RK_EPROTO (a key
+ * outside it), RK_ECLOSED, -ENOMEM. */
+static int ingest_items(node *n,
+                        struct ring_range rg,
+                        struct rk_slice items,
+                        void (*cb)(void *arg, int status),
+                        void *arg)
+{
+    const ring *pr = n->ring_pending;
+    if (!n->store || n->stopping)
+        return RK_ECLOSED;
+    if (!pr)
+        return RK_ESTALE;
+    uint32_t self = ring_node_find(pr, n->cfg.node_name);
+    uint32_t rep[RING_MAX_REPLICAS];
+    size_t nr = ring_replicas(pr, rg.end, rep, RING_MAX_REPLICAS);
+    bool ours = false;
+    for (size_t k = 0; k < nr && k < RING_MAX_REPLICAS; k++)
+        ours |= rep[k] == self && self != RING_NONE;
+    if (!ours)
+        return RK_EBADREQ;
+    struct rk_slice it = items, key;
+    struct rpc_record rec;
+    while (rpc_stream_item_next(&it, &key, &rec) == 1)
+        if (!ring_range_contains(rg, rk_token(key.p, key.len)))
+            return RK_EPROTO;
+    struct ingest *g = calloc(1, sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    g->n = n;
+    g->cb = cb;
+    g->arg = arg;
+    g->pending = 1; /* held while adding */
+    it = items;
+    while (rpc_stream_item_next(&it, &key, &rec) == 1) {
+        g->pending++;
+        int rc = node__local_write(n, key, &rec, on_ingested, g);
+        if (rc < 0) {
+            g->pending--;
+            g->err = rc;
+            break;
+        }
+        g->keys++;
+        g->bytes += key.len + rec.value.len;
+    }
+    on_ingested(0, g); /* the hold */
+    return 0;
+}
+
+struct push_reply {
+    node *n;
+    net_conn *c;
+    uint64_t id;
+};
+
+static void push_answer(node *n, net_conn *c, uint64_t id, int status)
+{
+    struct rpc_write_ack a = {.status = status, .hlc = n->hlc.last};
+    struct rpc_buf *b = &n->reply_buf;
+    rpc_buf_reset(b);
+    if (rpc_write_ack_encode(b, &a) == 0)
+        net_conn_reply(c, id, RK_SLICE(b->data, b->len));
+}
+
+static void on_push_committed(void *arg, int status)
+{
+    struct push_reply *r = arg;
+    push_answer(r->n, r->c, r->id, status);
+    net_conn_unref(r->c);
+    free(r);
 }
 
 void node__leave_ingest(node *n, net_conn *c, uint64_t id, struct rk_slice f)
@@ -615,54 +1034,20 @@ void node__leave_ingest(node *n, net_conn *c, uint64_t id, struct rk_slice f)
         rc = RK_EBADREQ;
     if (rc < 0) {
         n->stats.internode_bad++;
-        ingest_reply(n, c, id, rc);
+        push_answer(n, c, id, rc);
         return;
     }
-    struct ring_range rg = {ch.next.start, ch.next.end};
-    /* only a range this node gains: it has not heard of the leave yet
-     * (RING_STALE: the sender tries again) or it is not the range's */
-    const ring *pr = n->ring_pending;
-    if (!pr || !n->store || n->stopping) {
-        ingest_reply(n, c, id, n->stopping ? RK_ECLOSED : RK_ESTALE);
+    struct push_reply *r = malloc(sizeof(*r));
+    if (!r) {
+        push_answer(n, c, id, -ENOMEM);
         return;
     }
-    uint32_t self = ring_node_find(pr, n->cfg.node_name);
-    uint32_t rep[RING_MAX_REPLICAS];
-    size_t nr = ring_replicas(pr, rg.end, rep, RING_MAX_REPLICAS);
-    bool ours = false;
-    for (size_t k = 0; k < nr && k < RING_MAX_REPLICAS; k++)
-        ours |= rep[k] == self && self != RING_NONE;
-    struct rk_slice it = ch.items, key;
-    struct rpc_record rec;
-    while (ours && rc == 0 && rpc_stream_item_next(&it, &key, &rec) == 1)
-        if (!ring_range_contains(rg, rk_token(key.p, key.len)))
-            rc = RK_EPROTO;
-    if (!ours || rc < 0) {
-        n->stats.internode_bad += rc < 0;
-        ingest_reply(n, c, id, rc < 0 ? rc : RK_EBADREQ);
-        return;
-    }
-    struct ingest *g = calloc(1, sizeof(*g));
-    if (!g) {
-        ingest_reply(n, c, id, -ENOMEM);
-        return;
-    }
-    g->n = n;
-    g->c = c;
-    g->id = id;
-    g->pending = 1; /* held while adding */
+    *r = (struct push_reply){.n = n, .c = c, .id = id};
     net_conn_ref(c);
-    it = ch.items;
-    while (rpc_stream_item_next(&it, &key, &rec) == 1) {
-        g->pending++;
-        rc = node__local_write(n, key, &rec, on_ingested, g);
-        if (rc < 0) {
-            g->pending--;
-            g->err = rc;
-            break;
-        }
-        g->keys++;
-        g->bytes += key.len + rec.value.len;
+    rc = ingest_items(n, (struct ring_range){ch.next.start, ch.next.end},
+                      ch.items, on_push_committed, r);
+    if (rc < 0) {
+        n->stats.internode_bad += rc == RK_EPROTO;
+        on_push_committed(r, rc);
     }
-    on_ingested(0, g); /* the hold */
 }

@@ -400,6 +400,10 @@ void node__human_bytes(char *out, size_t cap, uint64_t b);
  * the operator is told, malloc'd). Errors: RK_EBADREQ with *text saying
  * why it cannot leave now, RK_ESTALE, -ENOMEM. */
 int node__leave_begin(node *n, char **text, size_t *len);
+/* removenode: announce the dead node `name` LEAVING on its behalf, copy
+ * each of its ranges from the other replicas to the node that gains it,
+ * then announce it REMOVED. Errors as node__leave_begin. */
+int node__remove_begin(node *n, const char *name, char **text, size_t *len);
 /* A restart with leaving=1: LEAVING was announced again; stream again. */
 int node__leave_resume(node *n);
 void node__leave_tick(node *n); /* every gossip tick */

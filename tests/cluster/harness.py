@@ -149,7 +149,8 @@ def _map(b, i, n):
 
 OPS = {"HELLO": 1, "PING": 2, "GET": 10, "PUT": 11, "DEL": 12, "MGET": 13,
        "STATUS": 30, "RING": 31, "ENDPOINTS": 32, "METRICS": 33,
-       "JOIN": 40, "DECOMMISSION": 41, "NETSTATS": 45}
+       "JOIN": 40, "DECOMMISSION": 41, "REMOVENODE": 42, "REPAIR": 43,
+       "CLEANUP": 44, "NETSTATS": 45}
 CLS = {"ONE": 1, "TWO": 2, "QUORUM": 3, "ALL": 4, "LOCAL_ONE": 5,
        "LOCAL_QUORUM": 6, "EACH_QUORUM": 7}
 
@@ -194,7 +195,7 @@ class Client:
             pass
 
     def encode(self, op, key=None, value=None, cl=None, ttl=None, keys=None,
-               password=None, rid=None):
+               password=None, rid=None, args=None):
         if rid is None:
             rid = self.next_id
             self.next_id += 1
@@ -211,6 +212,8 @@ class Client:
             m[7] = [k if isinstance(k, bytes) else k.encode() for k in keys]
         if password is not None:
             m[8] = password
+        if args is not None:
+            m[9] = list(args)
         body = mp_pack(m)
         return rid, struct.pack(">I", len(body)) + body
 
@@ -729,6 +732,34 @@ def endpoints(node, keys):
     return {k: [e[0] for e in r.get(36)] for k, r in zip(keys, res)}
 
 
+def load_keys(node, keys=3000, every=10):
+    """Writes k0..k<keys-1> (value v<i>) at QUORUM through node, then
+    deletes every `every`-th; returns ({live key: value}, [deleted keys])."""
+    expect = {"k%d" % i: ("v%d" % i).encode() for i in range(keys)}
+    cl = node.client()
+    try:
+        res = cl.pipeline([("PUT", {"key": k, "value": v, "cl": "QUORUM"})
+                           for k, v in expect.items()])
+        check(not [r for r in res if r.err], "initial writes failed")
+        gone = ["k%d" % i for i in range(0, keys, every)]
+        res = cl.pipeline([("DEL", {"key": k, "cl": "QUORUM"})
+                           for k in gone])
+        check(not [r for r in res if r.err], "deletes failed")
+    finally:
+        cl.close()
+    for k in gone:
+        del expect[k]
+    return expect, gone
+
+
+def cli(node, *args):
+    """Runs `ringkv -h <node> args...`: (exit status, output)."""
+    p = subprocess.run([RINGKV, "-h", node.ip] + list(args),
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=30)
+    return p.returncode, p.stdout.decode(errors="replace")
+
+
 def check_served(node, expect, gone):
     """Every key of expect whose replicas include node reads back through
     node at ONE (which reads its own replica first); no key of gone does.
@@ -753,12 +784,12 @@ def check_served(node, expect, gone):
 
 
 class Writer(threading.Thread):
-    """Writes <prefix><i> at QUORUM through node, 20 to a pipeline, until
+    """Writes <prefix><i> at level cl through node, 20 to a pipeline, until
     stop is set; keeps the acknowledged writes and the errors."""
 
-    def __init__(self, node, prefix):
+    def __init__(self, node, prefix, cl="QUORUM"):
         super().__init__(daemon=True)
-        self.node, self.prefix = node, prefix
+        self.node, self.prefix, self.cl = node, prefix, cl
         self.acked, self.errors = {}, []
         self.stop = threading.Event()
 
@@ -773,7 +804,7 @@ class Writer(threading.Thread):
                     batch.append((k, ("w%d" % i).encode()))
                     i += 1
                 res = cl.pipeline([("PUT", {"key": k, "value": v,
-                                            "cl": "QUORUM"})
+                                            "cl": self.cl})
                                    for k, v in batch])
                 for (k, v), r in zip(batch, res):
                     if r.err:

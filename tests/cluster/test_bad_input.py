@@ -107,6 +107,12 @@ def main():
     r = cl.call("DECOMMISSION")
     h.check(r.err == "BAD_REQUEST" and "add a node first" in (r.msg or ""),
             "decommission of a lone node: %r" % r)
+    for args in (None, [], ["a", "b"], [""], ["x" * 300]):
+        r = cl.call("REMOVENODE", args=args)
+        h.check(r.err == "BAD_REQUEST", "REMOVENODE %r: %r" % (args, r))
+    r = cl.call("REMOVENODE", args=["nobody"])
+    h.check(r.err == "BAD_REQUEST" and "no node nobody" in (r.msg or ""),
+            "REMOVENODE nobody: %r" % r)
     r = cl.call("PING")
     h.check(not r.err, "PING on the same connection: %r" % r)
     cl.close()

@@ -19,7 +19,6 @@ import time
 import harness as h
 
 KEYS = 3000
-DELETED = range(0, KEYS, 10)
 
 
 def netstats(node):
@@ -44,17 +43,7 @@ def main():
     c = h.racked_cluster(ips, replication="dc1:2")
     n1, n2, n3 = c.nodes
 
-    expect = {"k%d" % i: ("v%d" % i).encode() for i in range(KEYS)}
-    cl = n1.client()
-    res = cl.pipeline([("PUT", {"key": k, "value": v, "cl": "QUORUM"})
-                       for k, v in expect.items()])
-    h.check(not [r for r in res if r.err], "initial writes failed")
-    gone = ["k%d" % i for i in DELETED]
-    res = cl.pipeline([("DEL", {"key": k, "cl": "QUORUM"}) for k in gone])
-    h.check(not [r for r in res if r.err], "deletes failed")
-    cl.close()
-    for k in gone:
-        del expect[k]
+    expect, gone = h.load_keys(n1, KEYS)
 
     # n4 joins while n2 takes writes
     w = h.Writer(n2, "live")

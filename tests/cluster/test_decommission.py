@@ -22,18 +22,10 @@ import time
 import harness as h
 
 KEYS = 3000
-DELETED = range(0, KEYS, 10)
-
-
-def cli(node, *args):
-    p = subprocess.run([h.RINGKV, "-h", node.ip] + list(args),
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=30)
-    return p.returncode, p.stdout.decode(errors="replace")
 
 
 def netstats(node):
-    return cli(node, "netstats")[1]
+    return h.cli(node, "netstats")[1]
 
 
 def wait_exit(node, timeout):
@@ -63,23 +55,13 @@ def main():
     c = h.racked_cluster(ips, replication="dc1:2")
     n1, n2, n3, n4 = c.nodes
 
-    expect = {"k%d" % i: ("v%d" % i).encode() for i in range(KEYS)}
-    cl = n1.client()
-    res = cl.pipeline([("PUT", {"key": k, "value": v, "cl": "QUORUM"})
-                       for k, v in expect.items()])
-    h.check(not [r for r in res if r.err], "initial writes failed")
-    gone = ["k%d" % i for i in DELETED]
-    res = cl.pipeline([("DEL", {"key": k, "cl": "QUORUM"}) for k in gone])
-    h.check(not [r for r in res if r.err], "deletes failed")
-    cl.close()
-    for k in gone:
-        del expect[k]
+    expect, gone = h.load_keys(n1, KEYS)
     before = h.endpoints(n1, list(expect))
 
     # refused while a node that may gain a range is DOWN
     n3.kill9()
     c.wait_state(n4, "n3", "DN", timeout=60)
-    rc, out = cli(n4, "decommission")
+    rc, out = h.cli(n4, "decommission")
     h.check(rc != 0 and "n3 is DOWN" in out,
             "decommission with n3 down: %d %r" % (rc, out))
     print("refused while n3 is down: %r" % out.strip())
@@ -99,7 +81,7 @@ def main():
     w = h.Writer(n1, "live")
     w.start()
     time.sleep(0.5)
-    rc, out = cli(n4, "decommission")
+    rc, out = h.cli(n4, "decommission")
     h.check(rc == 0 and "n4 is leaving" in out,
             "decommission: %d %r" % (rc, out))
     print("ringkv decommission: %r" % out.strip())
@@ -107,7 +89,7 @@ def main():
     ns = netstats(n4)
     h.check("Mode: LEAVING" in ns or "Mode: LEFT" in ns,
             "n4's NETSTATS while leaving: %r" % ns)
-    rc, out = cli(n4, "decommission")
+    rc, out = h.cli(n4, "decommission")
     h.check(rc == 0 and "already" in out, "a second decommission: %r" % out)
     rc = wait_exit(n4, 120)
     h.check(rc == 0, "n4 exited %r after leaving" % rc)
@@ -150,7 +132,7 @@ def main():
             "n4 restarted on its data_dir: %r %r" % (rc, err[-300:]))
 
     # n3 is killed -9 while leaving, and resumes when restarted
-    rc, out = cli(n3, "decommission")
+    rc, out = h.cli(n3, "decommission")
     h.check(rc == 0, "decommission n3: %r" % out)
     deadline = time.time() + 30
     while "leave.leaving" not in n3.log():
@@ -174,7 +156,7 @@ def main():
           "every key")
 
     # two nodes for RF 2: neither may leave
-    rc, out = cli(n2, "decommission")
+    rc, out = h.cli(n2, "decommission")
     h.check(rc != 0 and "replication factor 2" in out,
             "decommission down to one node: %d %r" % (rc, out))
     print("refused: %r" % out.strip())

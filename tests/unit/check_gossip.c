@@ -633,6 +633,57 @@ END_TEST
 /* ---- splitting ------------------------------------------------------------
  */
 
+/* removenode's first step: LEAVING on a dead peer's behalf spreads (not
+ * quarantined: the peer is still in the ring while its ranges move), then
+ * REMOVED; LEAVING only for a NORMAL peer, no other status. */
+START_TEST(removenode_leaving_on_behalf)
+{
+    struct net net = {.n = 3, .name = {"A", "B", "C"}};
+    for (size_t i = 0; i < 3; i++) {
+        net.g[i] = mk_full(net.name[i], 1, (const char *const[]){"A"}, 1, 8192);
+        ck_assert_int_eq(
+            gossip_status_set(net.g[i], GOSSIP_STATUS_NORMAL, 1, NULL), 0);
+    }
+    struct gossip_out out;
+    gossip_out_init(&out);
+    uint64_t now = 0;
+    for (int r = 0; r < 10; r++, now += 1000)
+        net_round(&net, now, &out);
+    net.n = 2; /* C dies, and B convicts it */
+    for (int r = 0; r < 60 && peer(net.g[1], "C", now).up; r++, now += 1000)
+        net_round(&net, now, &out);
+    ck_assert(!peer(net.g[1], "C", now).up);
+    uint64_t epoch;
+    ck_assert_int_eq(
+        gossip_peer_status_set(net.g[0], "C", GOSSIP_STATUS_LEFT, now, &epoch),
+        RK_EBADREQ);
+    ck_assert_int_eq(gossip_peer_status_set(net.g[0], "C",
+                                            GOSSIP_STATUS_LEAVING, now, &epoch),
+                     0);
+    ck_assert_uint_eq(epoch, 2);
+    ck_assert_int_eq(
+        gossip_peer_status_set(net.g[0], "C", GOSSIP_STATUS_LEAVING, now, NULL),
+        RK_EBADREQ); /* not NORMAL any more */
+    for (int r = 0; r < 5; r++, now += 1000)
+        net_round(&net, now, &out);
+    struct gossip_peer_info pi = peer(net.g[1], "C", now);
+    ck_assert_int_eq(pi.status, GOSSIP_STATUS_LEAVING);
+    ck_assert_uint_eq(pi.status_epoch, 2);
+    ck_assert(!pi.quarantined);
+    ck_assert(!pi.up); /* the re-issue is not a heartbeat of C's */
+    ck_assert_int_eq(gossip_peer_remove(net.g[0], "C", now, &epoch), 0);
+    ck_assert_uint_eq(epoch, 3);
+    for (int r = 0; r < 5; r++, now += 1000)
+        net_round(&net, now, &out);
+    pi = peer(net.g[1], "C", now);
+    ck_assert_int_eq(pi.status, GOSSIP_STATUS_REMOVED);
+    ck_assert(pi.quarantined);
+    for (size_t i = 0; i < 3; i++)
+        gossip_free(net.g[i]);
+    gossip_out_free(&out);
+}
+END_TEST
+
 START_TEST(large_state_is_split)
 {
     /* A knows 40 peers with 100 tokens each (~34 KB); B starts from A as
@@ -921,6 +972,7 @@ static Suite *gossip_suite(void)
     tc = tcase_create("quarantine");
     tcase_add_test(tc, quarantine_and_tombstone);
     tcase_add_test(tc, removenode_spreads);
+    tcase_add_test(tc, removenode_leaving_on_behalf);
     suite_add_tcase(s, tc);
     tc = tcase_create("split");
     tcase_add_test(tc, large_state_is_split);
