@@ -103,6 +103,8 @@ static const struct key keys[] = {
     {"gc_grace_seconds", K_I64, OFF(gc_grace_seconds), 0, 0, 365.0 * 86400, 0,
      NULL},
     {"memtable_mb", K_INT, OFF(memtable_mb), 0, 1, 65536, 0, NULL},
+    {"stream_throughput_mb", K_INT, OFF(stream_throughput_mb), 0, 0, 1000000, 0,
+     NULL},
     {"auto_compact_pct", K_INT, OFF(auto_compact_pct), 0, -1, 1000000, 0, NULL},
     {"max_inflight", K_INT, OFF(max_inflight), 0, 1, 10000000, 0, NULL},
     {"max_pipeline", K_INT, OFF(max_pipeline), 0, 1, 1000000, 0, NULL},
@@ -992,6 +994,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         "gc_grace_seconds: %lld\nmemtable_mb: %d\nauto_compact_pct: %d\n",
         c->hinted_handoff ? "true" : "false", (long long)c->max_hint_window_ms,
         (long long)c->gc_grace_seconds, c->memtable_mb, c->auto_compact_pct);
+    OUT("stream_throughput_mb: %d\n", c->stream_throughput_mb);
     OUT("max_inflight: %d\nmax_pipeline: %d\nrequirepass: %s\n",
         c->max_inflight, c->max_pipeline, c->requirepass[0] ? "<set>" : "\"\"");
     OUT("log_level: %s\nlog_file: %s\n", loglevel_names[c->log_level],

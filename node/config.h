@@ -100,8 +100,9 @@ struct node_config {
     int64_t gc_grace_seconds;
     int memtable_mb;      /* committed writes kept in memory before applied */
     int auto_compact_pct; /* compact a range at this % new keys; -1: never */
-    int max_inflight;     /* admission control: requests in flight */
-    int max_pipeline;     /* per client connection */
+    int stream_throughput_mb; /* MiB/s a node streams in or out; 0: no cap */
+    int max_inflight;         /* admission control: requests in flight */
+    int max_pipeline;         /* per client connection */
     char requirepass[NODE_CONFIG_STR]; /* "" = no password */
     enum node_log_level log_level;
     char log_file[NODE_CONFIG_STR]; /* "" = stderr */

@@ -640,9 +640,15 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
         send_text(c, q, rc, t, len);
         return;
     }
-    case WIRE_COP_JOIN:
-    case WIRE_COP_REPAIR:
     case WIRE_COP_CLEANUP: {
+        char *t = NULL;
+        size_t len = 0;
+        int rc = node__cleanup_begin(n, &t, &len);
+        send_text(c, q, rc, t, len);
+        return;
+    }
+    case WIRE_COP_JOIN:
+    case WIRE_COP_REPAIR: {
         char msg[128];
         snprintf(msg, sizeof(msg), "%s is not implemented by this ringkvd yet",
                  wire_cop_name(q->op));

@@ -192,6 +192,11 @@ static void ranges_ensure(node *n)
                          ring_node_find(n->ring_pending, n->cfg.node_name));
 }
 
+void node__ranges_ensure(node *n)
+{
+    ranges_ensure(n);
+}
+
 static void ranges_ensure_in(node *n, const ring *r, uint32_t self)
 {
     if (!r || self == RING_NONE || !n->store)

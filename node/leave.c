@@ -128,8 +128,10 @@ static void sess_fail(struct leave_sess *ls, const char *why, int err)
     node *n = ls->n;
     struct node_leave *lv = n->leave;
     bool reading = ls->state == L_SCANNING;
-    if (ls->state == L_SCANNING || ls->state == L_SENDING)
+    if (ls->state == L_SCANNING || ls->state == L_SENDING) {
         lv->busy--;
+        node__stream_budget_spend(n, -(int64_t)LEAVE_CHUNK_BYTES);
+    }
     ls->fails++;
     if (ls->fails == 1 || ls->fails % 10 == 0)
         LOG(WARN, "leave.retry",
@@ -154,6 +156,8 @@ static void sess_chunk_in_place(struct leave_sess *ls)
     ls->bytes += ls->chunk_bytes;
     lv->keys += ls->chunk_keys;
     lv->bytes += ls->chunk_bytes;
+    node__stream_budget_spend(n, (int64_t)ls->chunk_bytes -
+                                     (int64_t)LEAVE_CHUNK_BYTES);
     n->stats.stream_out_keys += ls->chunk_keys;
     n->stats.stream_out_bytes += ls->chunk_bytes;
     ls->fails = 0;
@@ -502,8 +506,12 @@ static void leave_kick(node *n)
         }
         if (lv->busy >= LEAVE_PARALLEL)
             continue;
-        if (ls->state == L_IDLE || (ls->state == L_WAIT && now >= ls->retry_at))
+        if ((ls->state == L_IDLE ||
+             (ls->state == L_WAIT && now >= ls->retry_at)) &&
+            node__stream_budget_wait(n) == 0) {
+            node__stream_budget_spend(n, LEAVE_CHUNK_BYTES);
             sess_scan(ls);
+        }
     }
     if (done == lv->ns && lv->busy == 0 && (lv->relay || !hints_pending(n)))
         leave_finish(n);
@@ -786,6 +794,8 @@ void node__leave_text(node *n, FILE *f)
             (unsigned long long)lv->keys, b1, secs, b2);
     if (frac > 0.01 && frac < 1)
         fprintf(f, ", ETA %.0f s", secs * (1 - frac) / frac);
+    if (n->cfg.stream_throughput_mb > 0)
+        fprintf(f, " (capped at %d MiB/s)", n->cfg.stream_throughput_mb);
     fprintf(f, "\n");
     if (!lv->left && lv->hints_for[0])
         fprintf(f,

@@ -541,6 +541,7 @@ void node_free(node *n)
     ring_free(n->ring_pending);
     node__stream_free(n);
     node__leave_free(n);
+    node__cleanup_free(n);
     node__peer_tab_unref(n->peer_tab);
     free(n);
 }

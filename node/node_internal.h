@@ -194,9 +194,14 @@ struct node {
     ring *ring_pending;
     struct node_stream *stream;      /* this node's join (stream.c), or NULL */
     struct node_leave *leave;        /* its decommission (leave.c), or NULL */
+    struct node_cleanup *cleanup;    /* the last cleanup (cleanup.c), or NULL */
     void (*self_stop_cb)(void *arg); /* node_stop's done when it stops */
     void *self_stop_arg;             /* by itself (after leaving) */
     int stream_jobs;                 /* donor scans on the pool (stream.c) */
+    /* stream_throughput_mb's budget (stream.c): bytes that may still be
+     * streamed (negative: overspent), refilled from stream_budget_ms on */
+    int64_t stream_budget;
+    uint64_t stream_budget_ms;
     int ring_stale;        /* heard of a newer epoch than ring's, or settling */
     bool settling;         /* restarted, no peer heard yet: see gshell.c */
     uint64_t settle_until; /* mono ms: settling ends by then regardless */
@@ -278,6 +283,9 @@ void node__peer_name(char *out, size_t cap, uv_tcp_t *tcp);
 int node__gossip_start(node *n, char *err, size_t errlen);
 void node__gossip_stop(node *n);
 void node__ring_rebuild(node *n);
+/* Create the missing local ranges of the arcs this node replicates (in the
+ * ring and the pending ring). */
+void node__ranges_ensure(node *n);
 void node__peer_tab_unref(struct node_peer_tab *t); /* NULL: nothing */
 /* The replication part ("dc1:3,dc2:2") of a gossiped SCHEMA value
  * ("repl=dc1:3 internode=7001 client=7380"), borrowed; empty if absent. */
@@ -394,6 +402,20 @@ double node__stream_fraction(struct ring_range range,
                              const struct rpc_stream_pos *at);
 void node__stream_bar(char bar[21], double fraction);
 void node__human_bytes(char *out, size_t cap, uint64_t b);
+/* The throughput cap (stream_throughput_mb): 0 if a session may start a
+ * chunk now, else the ms until it may. A chunk started spends its expected
+ * size; once it is done or failed the difference is given back with
+ * node__stream_budget_spend(n, actual - expected). */
+uint64_t node__stream_budget_wait(node *n);
+void node__stream_budget_spend(node *n, int64_t bytes);
+
+/* ---- cleanup.c ---- */
+/* `ringkv cleanup`: drop the local ranges this node no longer replicates,
+ * on the pool (text: what the operator is told, malloc'd). Errors:
+ * RK_EBADREQ / RK_ESTALE / RK_ECLOSED with *text saying why, -ENOMEM. */
+int node__cleanup_begin(node *n, char **text, size_t *len);
+void node__cleanup_text(node *n, FILE *f); /* NETSTATS line, if any */
+void node__cleanup_free(node *n);
 
 /* ---- leave.c ---- */
 /* decommission: announce LEAVING and stream every range out (text: what

@@ -118,8 +118,10 @@ sess_fail(struct stream_sess *ss, const char *why, int err, bool wait)
 {
     node *n = ss->n;
     struct node_stream *st = n->stream;
-    if (ss->state == S_ASKING || ss->state == S_COMMITTING)
+    if (ss->state == S_ASKING || ss->state == S_COMMITTING) {
         st->asking--;
+        node__stream_budget_spend(n, -(int64_t)STREAM_CHUNK_BYTES);
+    }
     ss->fails++;
     int round = ss->nsrc > 0 ? ss->nsrc : 1;
     if (ss->fails == 1 || ss->fails % round == 0)
@@ -150,6 +152,8 @@ static void sess_chunk_committed(struct stream_sess *ss)
     ss->bytes += ss->chunk_bytes;
     st->keys += ss->chunk_keys;
     st->bytes += ss->chunk_bytes;
+    node__stream_budget_spend(n, (int64_t)ss->chunk_bytes -
+                                     (int64_t)STREAM_CHUNK_BYTES);
     n->stats.stream_in_keys += ss->chunk_keys;
     n->stats.stream_in_bytes += ss->chunk_bytes;
     ss->fails = 0;
@@ -165,8 +169,15 @@ static void sess_chunk_committed(struct stream_sess *ss)
         stream_kick(n);
         return;
     }
-    ss->state = S_ASKING;
-    sess_ask(ss);
+    if (node__stream_budget_wait(n) == 0) {
+        node__stream_budget_spend(n, STREAM_CHUNK_BYTES);
+        ss->state = S_ASKING;
+        sess_ask(ss);
+        return;
+    }
+    ss->state = S_IDLE; /* the cap: stream_kick starts it in time */
+    st->asking--;
+    stream_kick(n);
 }
 
 static void on_item_committed(int status, void *arg)
@@ -364,8 +375,10 @@ static void stream_kick(node *n)
         }
         if (st->asking >= STREAM_PARALLEL)
             continue;
-        if (ss->state == S_IDLE ||
-            (ss->state == S_WAIT && now >= ss->retry_at)) {
+        if ((ss->state == S_IDLE ||
+             (ss->state == S_WAIT && now >= ss->retry_at)) &&
+            node__stream_budget_wait(n) == 0) {
+            node__stream_budget_spend(n, STREAM_CHUNK_BYTES);
             ss->state = S_ASKING;
             st->asking++;
             sess_ask(ss);
@@ -446,6 +459,43 @@ static double sess_fraction(const struct stream_sess *ss)
                                : node__stream_fraction(ss->range, &ss->at);
 }
 
+/* The budget refills at the cap and holds at most a second of it (or one
+ * chunk, if more), so over any T seconds at most about (T + 1) seconds'
+ * worth plus one chunk per session is streamed. */
+static void budget_refill(node *n)
+{
+    int64_t rate = (int64_t)n->cfg.stream_throughput_mb << 20; /* bytes/s */
+    int64_t burst = rate > STREAM_CHUNK_BYTES ? rate : STREAM_CHUNK_BYTES;
+    uint64_t now = node__mono_ms(n);
+    if (n->stream_budget_ms == 0) {
+        n->stream_budget = burst;
+    } else if (now > n->stream_budget_ms) {
+        n->stream_budget += rate * (int64_t)(now - n->stream_budget_ms) / 1000;
+        if (n->stream_budget > burst)
+            n->stream_budget = burst;
+    }
+    n->stream_budget_ms = now;
+}
+
+uint64_t node__stream_budget_wait(node *n)
+{
+    if (n->cfg.stream_throughput_mb <= 0)
+        return 0;
+    budget_refill(n);
+    if (n->stream_budget >= 0)
+        return 0;
+    int64_t rate = (int64_t)n->cfg.stream_throughput_mb << 20;
+    return (uint64_t)((-n->stream_budget * 1000 + rate - 1) / rate);
+}
+
+void node__stream_budget_spend(node *n, int64_t bytes)
+{
+    if (n->cfg.stream_throughput_mb <= 0)
+        return;
+    budget_refill(n);
+    n->stream_budget -= bytes;
+}
+
 void node__human_bytes(char *out, size_t cap, uint64_t b)
 {
     static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -495,6 +545,9 @@ char *node__stream_text(node *n, size_t *len)
                     secs, b2);
             if (frac > 0.01 && frac < 1)
                 fprintf(f, ", ETA %.0f s", secs * (1 - frac) / frac);
+            if (n->cfg.stream_throughput_mb > 0)
+                fprintf(f, " (capped at %d MiB/s)",
+                        n->cfg.stream_throughput_mb);
             fprintf(f, "\n");
             for (size_t i = 0; i < st->ns; i++) {
                 const struct stream_sess *ss = &st->s[i];
@@ -525,6 +578,7 @@ char *node__stream_text(node *n, size_t *len)
         else
             fprintf(f, "Not receiving.\n");
     }
+    node__cleanup_text(n, f);
     node__human_bytes(b1, sizeof(b1), n->stats.stream_out_bytes);
     fprintf(f,
             "Sent to joining nodes (or pushed while leaving): %llu keys, %s; "

@@ -228,6 +228,18 @@ START_TEST(storage_knobs)
                      0);
     ck_assert_int_eq(c.auto_compact_pct, -1);
     ck_assert_int_eq(c.memtable_mb, 64);
+    /* the streaming cap: 0 (none) by default, never negative */
+    ck_assert_int_eq(c.stream_throughput_mb, 0);
+    ck_assert_int_eq(
+        node_config_set(&c, "stream_throughput_mb", "-1", err, sizeof(err)),
+        RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "stream_throughput_mb"));
+    ck_assert_int_eq(
+        node_config_set(&c, "stream-throughput-mb", "25", err, sizeof(err)), 0);
+    ck_assert_int_eq(c.stream_throughput_mb, 25);
+    char dump[8192];
+    node_config_dump(&c, dump, sizeof(dump));
+    ck_assert_ptr_nonnull(strstr(dump, "stream_throughput_mb: 25\n"));
 }
 END_TEST
 

@@ -1,0 +1,281 @@
+/*
+ * cleanup.c - `ringkv cleanup`: drop the data of the token ranges this node
+ * no longer replicates (shared/DESIGN.md, "Streaming": donors drop what
+ * they no longer replicate).
+ *
+ * After a join, the old replicas of the ranges the new node took keep their
+ * copies; after a decommission or removenode nothing is left behind, but a
+ * node that was a replica of a range before an earlier movement may still
+ * hold it. No coordinator sends reads or writes for those ranges any more,
+ * so they only take disk space. Cleanup, asked of one node, computes on the
+ * loop the arcs the node replicates in its current ring, then, on the libuv
+ * pool, goes through its local ranges (one LMDB environment each): a range
+ * wholly outside those arcs is dropped (store_range_drop, crash-safe), a
+ * range partly outside is first split where replication changes
+ * (store_range_split) and its outside pieces dropped. It refuses while the
+ * ring is moving (a join, decommission or removenode under way: the pending
+ * ring's ranges are being filled) or is behind the cluster's. When it is
+ * done the node makes sure again that it holds a range for every arc it
+ * replicates (gshell.c), in case the ring changed meanwhile.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/log.h"
+#include "node/node_internal.h"
+
+struct node_cleanup {
+    uv_work_t w;
+    node *n;
+    struct store_range *keep; /* the arcs this node replicates */
+    size_t nkeep;
+    bool running;
+    int status;
+    size_t dropped, splits;
+    uint64_t keys, bytes; /* of the dropped ranges */
+    uint64_t start_ms, end_ms;
+};
+
+/* Whether token t lies in one of the kept arcs. */
+static bool kept(const struct node_cleanup *cu, uint64_t t)
+{
+    for (size_t i = 0; i < cu->nkeep; i++)
+        if (store_range_contains(cu->keep[i], t))
+            return true;
+    return false;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int drop(struct node_cleanup *cu, struct store_range r)
+{
+    store *s = cu->n->store;
+    struct store_range_info info = {0};
+    store_range_info(&info, s, r);
+    int rc = store_range_drop(s, r);
+    if (rc == 0) {
+        cu->dropped++;
+        cu->keys += info.keys;
+        cu->bytes += info.disk_bytes;
+    }
+    return rc;
+}
+
+/* One local range r: the points strictly inside it where being kept
+ * changes (the kept arcs' ends, along r from r.start), then split there
+ * and drop the pieces not kept. */
+static int clean_range(struct node_cleanup *cu, struct store_range r)
+{
+    uint64_t *cut = malloc((cu->nkeep * 2 + 1) * sizeof(*cut));
+    uint64_t *at = malloc((cu->nkeep * 2 + 1) * sizeof(*at));
+    if (!cut || !at) {
+        free(cut);
+        free(at);
+        return -ENOMEM;
+    }
+    size_t nc = 0;
+    for (size_t i = 0; i < cu->nkeep; i++) {
+        uint64_t b[2] = {cu->keep[i].start, cu->keep[i].end};
+        for (int k = 0; k < 2; k++)
+            if (store_range_contains(r, b[k]) && b[k] != r.end)
+                cut[nc++] = b[k] - r.start; /* distance along r */
+    }
+    qsort(cut, nc, sizeof(*cut), u64_cmp);
+    /* the pieces between those points are each kept or not as a whole:
+     * split where the verdict changes */
+    size_t m = 0;
+    uint64_t from = r.start;
+    bool prev = false, first = true;
+    for (size_t i = 0; i <= nc; i++) {
+        if (i < nc && i > 0 && cut[i] == cut[i - 1])
+            continue;
+        uint64_t end = i < nc ? r.start + cut[i] : r.end;
+        bool k = kept(cu, end);
+        if (!first && k != prev)
+            at[m++] = from;
+        first = false;
+        prev = k;
+        from = end;
+    }
+    int rc = 0;
+    struct store_range cur = r;
+    for (size_t i = 0; i <= m && rc == 0; i++) {
+        struct store_range piece = cur;
+        if (i < m) {
+            rc = store_range_split(cu->n->store, cur, at[i]);
+            if (rc < 0)
+                break;
+            cu->splits++;
+            piece.end = at[i];
+            cur.start = at[i];
+        }
+        if (!kept(cu, piece.end))
+            rc = drop(cu, piece);
+    }
+    free(cut);
+    free(at);
+    return rc;
+}
+
+static void cleanup_work(uv_work_t *w)
+{
+    struct node_cleanup *cu = w->data;
+    struct store_range *have = NULL;
+    size_t nhave = 0;
+    int rc = store_range_list(&have, &nhave, cu->n->store);
+    for (size_t i = 0; rc == 0 && i < nhave; i++)
+        rc = clean_range(cu, have[i]);
+    free(have);
+    cu->status = rc;
+}
+
+static void cleanup_after(uv_work_t *w, int status)
+{
+    struct node_cleanup *cu = w->data;
+    node *n = cu->n;
+    (void)status;
+    cu->running = false;
+    cu->end_ms = node__mono_ms(n);
+    free(cu->keep);
+    cu->keep = NULL;
+    if (cu->status < 0)
+        LOG(ERROR, "cleanup.fail",
+            "dropped=%zu splits=%zu keys=%llu error=\"%s\"", cu->dropped,
+            cu->splits, (unsigned long long)cu->keys, rk_strerror(cu->status));
+    else
+        LOG(INFO, "cleanup.done",
+            "dropped=%zu splits=%zu keys=%llu bytes=%llu ms=%llu", cu->dropped,
+            cu->splits, (unsigned long long)cu->keys,
+            (unsigned long long)cu->bytes,
+            (unsigned long long)(cu->end_ms - cu->start_ms));
+    n->pending_closes--;
+    if (!n->stopping)
+        node__ranges_ensure(n);
+    node__stop_progress(n);
+}
+
+/* Whether a member is joining (even before it has chosen its tokens) or
+ * leaving. */
+static bool moving(node *n)
+{
+    for (size_t i = 0; i < ring_node_count(n->ring); i++) {
+        struct ring_node_info ni;
+        if (ring_node_get(n->ring, &ni, (uint32_t)i) == 0 &&
+            (ni.state == RING_BOOT || ni.state == RING_LEAVING))
+            return true;
+    }
+    return false;
+}
+
+int node__cleanup_begin(node *n, char **text, size_t *len)
+{
+    char msg[512];
+    int rc = 0;
+    const ring *r = n->ring;
+    uint32_t self = r ? ring_node_find(r, n->cfg.node_name) : RING_NONE;
+    struct ring_node_info me;
+    if (n->cleanup && n->cleanup->running) {
+        snprintf(msg, sizeof(msg), "a cleanup is already running");
+        rc = RK_EBADREQ;
+    } else if (n->boot != NODE_BOOT_DONE || n->leave || self == RING_NONE ||
+               ring_node_get(r, &me, self) < 0 || me.state != RING_NORMAL) {
+        snprintf(msg, sizeof(msg),
+                 "%.64s is not NORMAL (joining, leaving or not in the ring): "
+                 "nothing to clean up",
+                 n->cfg.node_name);
+        rc = RK_EBADREQ;
+    } else if (n->ring_stale || n->settling) {
+        snprintf(msg, sizeof(msg),
+                 "this node's ring is behind the cluster's: try again in a "
+                 "few seconds");
+        rc = RK_ESTALE;
+    } else if (n->ring_pending || moving(n)) {
+        snprintf(msg, sizeof(msg),
+                 "a node is joining or leaving: its ranges are moving; clean "
+                 "up once `ringkv status` shows every node UN");
+        rc = RK_EBADREQ;
+    } else if (!n->store || n->stopping) {
+        snprintf(msg, sizeof(msg), "the node is stopping");
+        rc = RK_ECLOSED;
+    }
+    if (rc == 0) {
+        struct node_cleanup *cu = n->cleanup;
+        if (!cu)
+            cu = n->cleanup = calloc(1, sizeof(*cu));
+        size_t want = cu ? ring_node_ranges(r, self, NULL, 0) : 0;
+        struct ring_range *rr = calloc(want ? want : 1, sizeof(*rr));
+        struct store_range *keep = calloc(want ? want : 1, sizeof(*keep));
+        if (!cu || !rr || !keep) {
+            free(rr);
+            free(keep);
+            return -ENOMEM;
+        }
+        ring_node_ranges(r, self, rr, want);
+        for (size_t i = 0; i < want; i++)
+            keep[i] = (struct store_range){rr[i].start, rr[i].end};
+        free(rr);
+        *cu = (struct node_cleanup){.n = n,
+                                    .keep = keep,
+                                    .nkeep = want,
+                                    .running = true,
+                                    .start_ms = node__mono_ms(n)};
+        cu->w.data = cu;
+        rc = uv_queue_work(n->loop, &cu->w, cleanup_work, cleanup_after);
+        if (rc < 0) {
+            cu->running = false;
+            free(cu->keep);
+            cu->keep = NULL;
+            snprintf(msg, sizeof(msg), "cannot start: %s", rk_strerror(rc));
+        } else {
+            n->pending_closes++;
+            LOG(INFO, "cleanup.start", "replicated_arcs=%zu epoch=%llu", want,
+                (unsigned long long)ring_epoch(r));
+            snprintf(msg, sizeof(msg),
+                     "cleanup started: dropping the ranges %.64s no longer "
+                     "replicates (it replicates %zu arcs of ring epoch %llu); "
+                     "`ringkv netstats` shows the result",
+                     n->cfg.node_name, want, (unsigned long long)ring_epoch(r));
+        }
+    }
+    *text = strdup(msg);
+    if (!*text)
+        return -ENOMEM;
+    *len = strlen(*text);
+    return rc;
+}
+
+void node__cleanup_text(node *n, FILE *f)
+{
+    const struct node_cleanup *cu = n->cleanup;
+    if (!cu)
+        return;
+    char b[32];
+    node__human_bytes(b, sizeof(b), cu->bytes);
+    if (cu->running)
+        fprintf(f, "Cleanup: running for %.1f s; %zu ranges dropped so far.\n",
+                (double)(node__mono_ms(n) - cu->start_ms) / 1000, cu->dropped);
+    else
+        fprintf(f,
+                "Cleanup: %s in %.1f s: %zu ranges dropped (%llu keys, %s), "
+                "%zu splits%s%s.\n",
+                cu->status < 0 ? "failed" : "done",
+                (double)(cu->end_ms - cu->start_ms) / 1000, cu->dropped,
+                (unsigned long long)cu->keys, b, cu->splits,
+                cu->status < 0 ? "; error: " : "",
+                cu->status < 0 ? rk_strerror(cu->status) : "");
+}
+
+void node__cleanup_free(node *n)
+{
+    if (!n->cleanup)
+        return;
+    free(n->cleanup->keep);
+    free(n->cleanup);
+    n->cleanup = NULL;
+}
