@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/ringkv.h"
@@ -38,6 +39,7 @@ struct cli {
     const char *hosts;
     const char *password;
     bool json;
+    bool wait; /* decommission, removenode, cleanup: until done */
     uint32_t cl;
     double timeout_s;
     uint32_t ttl;
@@ -770,12 +772,149 @@ static const struct cmd cmds[] = {
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
 
+/* The line of a NETSTATS text that starts with `prefix`, or "". */
+static void
+stats_line(char *out, size_t cap, struct rk_slice text, const char *prefix)
+{
+    out[0] = '\0';
+    const char *p = (const char *)text.p, *end = p + text.len;
+    size_t pl = strlen(prefix);
+    while (p && p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = (size_t)((nl ? nl : end) - p);
+        if (len >= pl && memcmp(p, prefix, pl) == 0) {
+            snprintf(out, cap, "%.*s", (int)len, p);
+            return;
+        }
+        p = nl ? nl + 1 : NULL;
+    }
+}
+
+static bool text_has(struct rk_slice text, const char *s)
+{
+    size_t n = strlen(s);
+    for (size_t i = 0; i + n <= text.len; i++)
+        if (memcmp(text.p + i, s, n) == 0)
+            return true;
+    return false;
+}
+
+/* --wait: follow the node's NETSTATS every second until the operation is
+ * over, printing its progress line when it changes. A decommission is
+ * over when the node stops answering (it exits once it has left). */
+static int wait_done(struct cli *a, ringkv *c, const char *started)
+{
+    char last[512] = "", line[512], done_line[512] = "";
+    bool dec = strcmp(a->cmd, "decommission") == 0;
+    char node[256]; /* the node asked: progress is only known there */
+    snprintf(node, sizeof(node), "%s", ringkv_peer(c));
+    int code = EXIT_OK;
+    bool seen_left = false;
+    for (;;) {
+        struct timespec ts = {1, 0};
+        nanosleep(&ts, NULL);
+        struct wire_creq q = {.op = WIRE_COP_NETSTATS};
+        struct wire_cresp r;
+        int rc = ringkv_call(c, &r, &q);
+        if (rc == 0 && strcmp(ringkv_peer(c), node) != 0) {
+            /* another host of the list answered: the node did not */
+            wire_cresp_clear(&r);
+            rc = RK_ECLOSED;
+        }
+        if (rc != 0) {
+            if (dec && ringkv_errkind(rc) == RINGKV_KIND_CONNECTION) {
+                snprintf(done_line, sizeof(done_line),
+                         seen_left ? "the node has left the ring and stopped"
+                                   : "the node stopped answering: it has left "
+                                     "or it stopped; `ringkv status` on "
+                                     "another node tells which");
+                break;
+            }
+            if (ringkv_errkind(rc) == RINGKV_KIND_CONNECTION && !a->json)
+                fprintf(stderr,
+                        "ringkv %s: lost %s, which alone shows the progress; "
+                        "the operation goes on there\n",
+                        a->cmd, node);
+            return report(a, c, rc);
+        }
+        struct rk_slice t = r.text;
+        if (dec) {
+            seen_left |= text_has(t, "Mode: LEFT");
+            stats_line(line, sizeof(line), t, "Sending");
+        } else if (strcmp(a->cmd, "cleanup") == 0) {
+            stats_line(line, sizeof(line), t, "Cleanup:");
+            if (text_has(t, "Cleanup: done") ||
+                text_has(t, "Cleanup: failed")) {
+                snprintf(done_line, sizeof(done_line), "%s", line);
+                code = text_has(t, "Cleanup: failed") ? EXIT_OTHER : EXIT_OK;
+            }
+        } else { /* removenode */
+            stats_line(line, sizeof(line), t, "Copying");
+            char what[300];
+            snprintf(what, sizeof(what), "Removed %s:", a->pos[0]);
+            stats_line(done_line, sizeof(done_line), t, what);
+            if (!done_line[0]) {
+                snprintf(what, sizeof(what), "Removal of %s aborted",
+                         a->pos[0]);
+                stats_line(done_line, sizeof(done_line), t, what);
+                code = done_line[0] ? EXIT_OTHER : EXIT_OK;
+            }
+        }
+        wire_cresp_clear(&r);
+        if (done_line[0])
+            break;
+        if (!a->json && line[0] && strcmp(line, last) != 0) {
+            printf("%s\n", line);
+            fflush(stdout);
+            snprintf(last, sizeof(last), "%s", line);
+        }
+    }
+    if (a->json) {
+        printf("{\"ok\":%s,\"text\":", code == EXIT_OK ? "true" : "false");
+        json_cstr(stdout, started);
+        printf(",\"done\":");
+        json_cstr(stdout, done_line);
+        printf("}\n");
+    } else {
+        printf("%s\n", done_line);
+    }
+    return code;
+}
+
 static int cmd_admin(struct cli *a, ringkv *c)
 {
+    const struct cmd *cmd = NULL;
     for (size_t i = 0; i < NCMDS; i++)
         if (strcmp(cmds[i].name, a->cmd) == 0)
-            return cmd_text(a, c, cmds[i].op);
-    return EXIT_USAGE;
+            cmd = &cmds[i];
+    if (!cmd)
+        return EXIT_USAGE;
+    if (!a->wait)
+        return cmd_text(a, c, cmd->op);
+    struct rk_slice args[WIRE_CARGS_MAX];
+    struct wire_creq q = {.op = cmd->op};
+    for (int i = 0; i < a->npos; i++)
+        args[i] = arg_slice(a->pos[i]);
+    if (a->npos > 0) {
+        q.has |= WIRE_CREQ_ARGS;
+        q.args = args;
+        q.nargs = (size_t)a->npos;
+    }
+    struct wire_cresp r;
+    int code = call(a, c, &r, &q);
+    if (code != EXIT_OK)
+        return code;
+    char *started = strndup(r.text.p ? (const char *)r.text.p : "", r.text.len);
+    wire_cresp_clear(&r);
+    if (!started)
+        return EXIT_OTHER;
+    if (!a->json) {
+        printf("%s\n", started);
+        fflush(stdout);
+    }
+    code = wait_done(a, c, started);
+    free(started);
+    return code;
 }
 
 /* ---- usage and argument parsing ----------------------------------------- */
@@ -791,6 +930,8 @@ static const char global_help[] =
     "  -t, --timeout SECONDS    per request (default 5; decimals allowed)\n"
     "      --ttl SECONDS        put: expire the value\n"
     "      --json               one JSON object on stdout\n"
+    "      --wait               decommission, removenode, cleanup: follow\n"
+    "                           the progress until it is over\n"
     "      --help               this help, or a command's\n"
     "  --                       end of options (keys that start with '-')\n"
     "Exit codes: 0 ok, 1 not found, 2 usage, 3 cannot connect, 4 auth,\n"
@@ -866,6 +1007,10 @@ int main(int argc, char **argv)
         }
         if (strcmp(s, "--json") == 0) {
             a.json = true;
+            continue;
+        }
+        if (strcmp(s, "--wait") == 0) {
+            a.wait = true;
             continue;
         }
         if (strcmp(s, "--help") == 0 || strcmp(s, "-?") == 0) {
@@ -962,6 +1107,14 @@ int main(int argc, char **argv)
     }
     if (ttl_given && cmd->run != cmd_put) {
         code = usage_error("--ttl applies to put only, not %s", cmd->name);
+        goto out;
+    }
+    if (a.wait && strcmp(cmd->name, "decommission") != 0 &&
+        strcmp(cmd->name, "removenode") != 0 &&
+        strcmp(cmd->name, "cleanup") != 0) {
+        code = usage_error("--wait applies to decommission, removenode and "
+                           "cleanup, not %s",
+                           cmd->name);
         goto out;
     }
     struct ringkv_opts o = RINGKV_OPTS_INIT;

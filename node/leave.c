@@ -755,7 +755,7 @@ void node__leave_text(node *n, FILE *f)
                     "behalf %.1f s ago.\n",
                     lv->target, (double)ms / 1000);
         if (!lv->planned) {
-            fprintf(f, "Copying starts once the cluster has heard (ring "
+            fprintf(f, "The copy starts once the cluster has heard (ring "
                        "delay).\n");
             return;
         }

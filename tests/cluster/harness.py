@@ -756,7 +756,7 @@ def cli(node, *args):
     """Runs `ringkv -h <node> args...`: (exit status, output)."""
     p = subprocess.run([RINGKV, "-h", node.ip] + list(args),
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       timeout=30)
+                       timeout=180)
     return p.returncode, p.stdout.decode(errors="replace")
 
 

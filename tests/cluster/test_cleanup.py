@@ -51,12 +51,17 @@ def main():
     c.wait_converged(timeout=60)
 
     eps = h.endpoints(n1, list(expect) + gone)
-    for n in (n1, n2, n3):
+    for n in (n1, n2):
         rc, out = h.cli(n, "cleanup")
         h.check(rc == 0 and "cleanup started" in out,
                 "cleanup on %s: %d %r" % (n.name, rc, out))
         line = wait_done(n)
         print("%s: %r; %s" % (n.name, out.strip(), line))
+    # --wait follows it to the end
+    rc, out = h.cli(n3, "cleanup", "--wait")
+    h.check(rc == 0 and "cleanup started" in out and "Cleanup: done" in out,
+            "cleanup --wait on n3: %d %r" % (rc, out))
+    print("n3: ringkv cleanup --wait: %r" % out)
     time.sleep(1.5)
     for n in (n1, n2, n3):
         mine = sum(1 for k in eps if n.name in eps[k])

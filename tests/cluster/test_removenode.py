@@ -94,13 +94,10 @@ def main():
     c.wait_state(n2, "n3", "UL", timeout=30)  # before it pushes (2 s)
     n3.kill9()
     c.wait_state(n2, "n3", "DL", timeout=60)
-    rc, out = h.cli(n2, "removenode", "n3")
-    h.check(rc == 0 and "it was LEAVING already" in out,
-            "removenode n3: %d %r" % (rc, out))
-    deadline = time.time() + 120
-    while "Removed n3" not in h.cli(n2, "netstats")[1]:
-        h.check(time.time() < deadline, "n2 never removed n3")
-        time.sleep(0.2)
+    rc, out = h.cli(n2, "removenode", "n3", "--wait")  # until done
+    h.check(rc == 0 and "it was LEAVING already" in out and
+            "Removed n3" in out, "removenode n3 --wait: %d %r" % (rc, out))
+    print("ringkv removenode n3 --wait: %r" % out)
     c.wait_state(n1, "n3", None, timeout=60)
     for n in (n1, n2):
         mine, _ = h.check_served(n, expect, gone)

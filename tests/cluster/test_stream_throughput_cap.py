@@ -14,6 +14,7 @@ makes easier to meet.
 """
 import datetime
 import re
+import subprocess
 import time
 
 import harness as h
@@ -67,9 +68,16 @@ def main():
     print("join: %.1f MiB in %.1f s under a 1 MiB/s cap" % (mib, took))
     c.wait_converged(timeout=60)
 
-    rc, out = h.cli(n4, "decommission")
-    h.check(rc == 0, "decommission: %r" % out)
-    h.check(n4.proc.wait(timeout=180) == 0, "n4 did not leave cleanly")
+    # --wait follows it until it is gone, even with another host to fall
+    # back on (which must not be taken for the leaving node)
+    p = subprocess.run([h.RINGKV, "-h", "%s,%s" % (n4.ip, n1.ip),
+                        "decommission", "--wait"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, timeout=180)
+    rc, out = p.returncode, p.stdout.decode(errors="replace")
+    h.check(rc == 0 and "has left the ring and stopped" in out,
+            "decommission --wait: %d %r" % (rc, out))
+    print("ringkv decommission --wait: %r" % out.splitlines()[-1])
+    h.check(n4.proc.wait(timeout=30) == 0, "n4 did not leave cleanly")
     m = re.search(r"event=leave\.left .* bytes=(\d+) .*streaming_ms=(\d+)",
                   n4.log())
     h.check(m, "no leave.left with bytes and streaming_ms")
