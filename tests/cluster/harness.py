@@ -785,12 +785,17 @@ def check_served(node, expect, gone):
 
 class Writer(threading.Thread):
     """Writes <prefix><i> at level cl through node, 20 to a pipeline, until
-    stop is set; keeps the acknowledged writes and the errors."""
+    stop is set; keeps the acknowledged writes and the errors. A write
+    answered RING_STALE is sent again, as a client should (the node's ring
+    was behind an epoch it had heard of, for a gossip round or so while the
+    ring changes; the answer means try again): `stale` counts them, and a
+    write still stale after 5 s is an error."""
 
     def __init__(self, node, prefix, cl="QUORUM"):
         super().__init__(daemon=True)
         self.node, self.prefix, self.cl = node, prefix, cl
         self.acked, self.errors = {}, []
+        self.stale = 0
         self.stop = threading.Event()
 
     def run(self):
@@ -803,14 +808,23 @@ class Writer(threading.Thread):
                     k = "%s%d" % (self.prefix, i)
                     batch.append((k, ("w%d" % i).encode()))
                     i += 1
-                res = cl.pipeline([("PUT", {"key": k, "value": v,
-                                            "cl": self.cl})
-                                   for k, v in batch])
-                for (k, v), r in zip(batch, res):
-                    if r.err:
-                        self.errors.append((k, r.err))
-                    else:
-                        self.acked[k] = v
+                for attempt in range(100):
+                    res = cl.pipeline([("PUT", {"key": k, "value": v,
+                                                "cl": self.cl})
+                                       for k, v in batch])
+                    again = []
+                    for (k, v), r in zip(batch, res):
+                        if r.err == "RING_STALE" and attempt < 99:
+                            again.append((k, v))
+                        elif r.err:
+                            self.errors.append((k, r.err))
+                        else:
+                            self.acked[k] = v
+                    if not again:
+                        break
+                    self.stale += len(again)
+                    batch = again
+                    time.sleep(0.05)
                 time.sleep(0.01)
         finally:
             cl.close()

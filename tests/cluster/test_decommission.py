@@ -107,7 +107,8 @@ def main():
         h.check(mark in log, "n4's log lacks %s" % mark)
     h.check("left=1" in open(n4.data_dir + "/node.state").read(),
             "n4's node.state does not say it left")
-    print("n4 left (%d writes acknowledged meanwhile)" % len(w.acked))
+    print("n4 left (%d writes acknowledged meanwhile, %d sent again after "
+          "RING_STALE)" % (len(w.acked), w.stale))
 
     expect.update(w.acked)
     gained = 0

@@ -83,8 +83,8 @@ def main():
                       if k in before and n.name not in before[k])
         print("%s serves its %d keys" % (n.name, len(mine)))
     h.check(gained > 0, "no node gained any of n4's keys")
-    print("%d earlier keys changed hands (%d writes during the removal)" %
-          (gained, len(w.acked)))
+    print("%d earlier keys changed hands (%d writes during the removal, %d "
+          "sent again after RING_STALE)" % (gained, len(w.acked), w.stale))
     rc, out = h.cli(n2, "removenode", "n4")
     h.check(rc == 6 and "no node n4" in out, "n4 again: %d %r" % (rc, out))
 
