@@ -493,7 +493,7 @@ class Cluster:
             try:
                 st = observer.status()
                 last = st["rows"].get(name, {}).get(5)
-                if last == code:
+                if last == code or (isinstance(code, tuple) and last in code):
                     return
             except (OSError, ConnectionError, RuntimeError) as e:
                 last = repr(e)
