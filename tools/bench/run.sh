@@ -11,3 +11,5 @@ echo "== storage: group commit, periodic and reads vs raw LMDB"
 "$build/bin/bench-storage"
 echo "== RESP: redis-benchmark against a 3-node demo cluster and redis-server"
 "$root/tools/bench/resp.sh" --demo "$build" 127.0.0.11:6379
+echo "== streaming: join, cleanup, decommission vs cp of the data directory"
+python3 "$root/tools/bench/stream.py" --build "$build"
