@@ -161,7 +161,7 @@ static void cleanup_after(uv_work_t *w, int status)
 }
 
 /* Whether a member is joining (even before it has chosen its tokens) or
- * leaving. */
+ * leaving (so also whenever there is a pending ring). */
 static bool moving(node *n)
 {
     for (size_t i = 0; i < ring_node_count(n->ring); i++) {
@@ -173,37 +173,46 @@ static bool moving(node *n)
     return false;
 }
 
+/* Why this node cannot clean up now, in why; 0 if it can (*self: its
+ * index in the ring). */
+static int cleanup_check(node *n, uint32_t *self, char *why, size_t cap)
+{
+    if (n->cleanup && n->cleanup->running) {
+        snprintf(why, cap, "a cleanup is already running");
+        return RK_EBADREQ;
+    }
+    int rc = node__ring_ready(n, why, cap);
+    if (rc < 0)
+        return rc;
+    const ring *r = n->ring;
+    struct ring_node_info me;
+    *self = r ? ring_node_find(r, n->cfg.node_name) : RING_NONE;
+    if (n->leave || *self == RING_NONE || ring_node_get(r, &me, *self) < 0 ||
+        me.state != RING_NORMAL) {
+        snprintf(why, cap,
+                 "%.64s is leaving or holds no tokens: nothing to clean up",
+                 n->cfg.node_name);
+        return RK_EBADREQ;
+    }
+    if (moving(n)) {
+        snprintf(why, cap,
+                 "a node is joining or leaving: its ranges are moving; clean "
+                 "up once `ringkv status` shows every node UN");
+        return RK_EBADREQ;
+    }
+    if (!n->store || n->stopping) {
+        snprintf(why, cap, "the node is stopping");
+        return RK_ECLOSED;
+    }
+    return 0;
+}
+
 int node__cleanup_begin(node *n, char **text, size_t *len)
 {
     char msg[512];
-    int rc = 0;
     const ring *r = n->ring;
-    uint32_t self = r ? ring_node_find(r, n->cfg.node_name) : RING_NONE;
-    struct ring_node_info me;
-    if (n->cleanup && n->cleanup->running) {
-        snprintf(msg, sizeof(msg), "a cleanup is already running");
-        rc = RK_EBADREQ;
-    } else if (n->boot != NODE_BOOT_DONE || n->leave || self == RING_NONE ||
-               ring_node_get(r, &me, self) < 0 || me.state != RING_NORMAL) {
-        snprintf(msg, sizeof(msg),
-                 "%.64s is not NORMAL (joining, leaving or not in the ring): "
-                 "nothing to clean up",
-                 n->cfg.node_name);
-        rc = RK_EBADREQ;
-    } else if (n->ring_stale || n->settling) {
-        snprintf(msg, sizeof(msg),
-                 "this node's ring is behind the cluster's: try again in a "
-                 "few seconds");
-        rc = RK_ESTALE;
-    } else if (n->ring_pending || moving(n)) {
-        snprintf(msg, sizeof(msg),
-                 "a node is joining or leaving: its ranges are moving; clean "
-                 "up once `ringkv status` shows every node UN");
-        rc = RK_EBADREQ;
-    } else if (!n->store || n->stopping) {
-        snprintf(msg, sizeof(msg), "the node is stopping");
-        rc = RK_ECLOSED;
-    }
+    uint32_t self = RING_NONE;
+    int rc = cleanup_check(n, &self, msg, sizeof(msg));
     if (rc == 0) {
         struct node_cleanup *cu = n->cleanup;
         if (!cu)

@@ -183,18 +183,13 @@ static void ranges_ensure_in(node *n, const ring *r, uint32_t self);
  * replicates, in the ring and, while a node joins or leaves, in the
  * pending ring: the ranges it is about to replicate, which writes and the
  * streams fill meanwhile. Missing pieces are created; ranges no longer
- * replicated are kept (cleanup is not implemented yet). */
-static void ranges_ensure(node *n)
+ * replicated are kept until `ringkv cleanup` (cleanup.c). */
+void node__ranges_ensure(node *n)
 {
     ranges_ensure_in(n, n->ring, n->self_idx);
     if (n->ring_pending)
         ranges_ensure_in(n, n->ring_pending,
                          ring_node_find(n->ring_pending, n->cfg.node_name));
-}
-
-void node__ranges_ensure(node *n)
-{
-    ranges_ensure(n);
 }
 
 static void ranges_ensure_in(node *n, const ring *r, uint32_t self)
@@ -514,7 +509,7 @@ void node__ring_rebuild(node *n)
         }
         err = ring_new(&rp, &rc);
         if (err < 0)
-            LOG(ERROR, "ring.pending_build_fail", "joining=%zu error=\"%s\"",
+            LOG(ERROR, "ring.pending_build_fail", "moving=%zu error=\"%s\"",
                 npend, rk_strerror(err));
     }
     if ((rp != NULL) != (n->ring_pending != NULL))
@@ -592,7 +587,7 @@ void node__ring_rebuild(node *n)
             (unsigned long long)ring_epoch(r),
             (unsigned long long)ring_fingerprint(r), rn, ring_token_count(r),
             ring_replica_count(r), n->ring_stale);
-    ranges_ensure(n);
+    node__ranges_ensure(n);
 out:
     free(pend);
     free(m);

@@ -60,13 +60,12 @@
 #include "node/log.h"
 #include "node/node_internal.h"
 
-#define LEAVE_DELAY_MS                                               \
-    2000                    /* after announcing LEAVING (or 5 gossip \
-                               intervals, if longer) */
-#define LEAVE_PARALLEL    4 /* sessions pushing at once */
-#define LEAVE_CHUNK_BYTES (1u << 20)
-#define LEAVE_TIMEOUT_MS  30000 /* per push */
-#define LEAVE_RETRY_MS    1000
+#define LEAVE_DELAY_MS                                                  \
+    2000                       /* after announcing LEAVING (or 5 gossip \
+                                  intervals, if longer) */
+#define LEAVE_PARALLEL   4     /* sessions pushing at once */
+#define LEAVE_TIMEOUT_MS 30000 /* per push */
+#define LEAVE_RETRY_MS   1000
 #define LEAVE_LINGER_MS                          \
     3000 /* gossiping LEFT before stopping (or 5 \
             gossip intervals, if longer) */
@@ -100,7 +99,6 @@ struct node_leave {
     bool planned, left;
     uint64_t start_ms, ready_at, plan_ms, left_at, last_log_ms;
     uint64_t keys, bytes; /* in place on the gaining nodes */
-    uint64_t epoch;       /* of the LEAVING announcement */
     /* every range is out; hints this node keeps for a peer go first */
     char hints_for[GOSSIP_NAME_MAX + 1];
     uint64_t hints_left;
@@ -130,7 +128,7 @@ static void sess_fail(struct leave_sess *ls, const char *why, int err)
     bool reading = ls->state == L_SCANNING;
     if (ls->state == L_SCANNING || ls->state == L_SENDING) {
         lv->busy--;
-        node__stream_budget_spend(n, -(int64_t)LEAVE_CHUNK_BYTES);
+        node__stream_budget_settle(n, 0);
     }
     ls->fails++;
     if (ls->fails == 1 || ls->fails % 10 == 0)
@@ -156,8 +154,7 @@ static void sess_chunk_in_place(struct leave_sess *ls)
     ls->bytes += ls->chunk_bytes;
     lv->keys += ls->chunk_keys;
     lv->bytes += ls->chunk_bytes;
-    node__stream_budget_spend(n, (int64_t)ls->chunk_bytes -
-                                     (int64_t)LEAVE_CHUNK_BYTES);
+    node__stream_budget_settle(n, ls->chunk_bytes);
     n->stats.stream_out_keys += ls->chunk_keys;
     n->stats.stream_out_bytes += ls->chunk_bytes;
     ls->fails = 0;
@@ -209,10 +206,12 @@ static void on_self_ingested(void *arg, int status)
     sess_chunk_in_place(ls);
 }
 
-/* A chunk of the range has been read (ch; push: the same chunk encoded as
- * an RPC_MSG_STREAM_PUSH, or empty): into the gaining node. */
+/* A chunk of the range has been read (ch, its keys' and values' bytes;
+ * push: the same chunk encoded as an RPC_MSG_STREAM_PUSH, or empty): into
+ * the gaining node. */
 static void deliver(struct leave_sess *ls,
                     const struct rpc_stream_chunk *ch,
+                    uint64_t kv_bytes,
                     struct rk_slice push)
 {
     node *n = ls->n;
@@ -226,11 +225,7 @@ static void deliver(struct leave_sess *ls,
     }
     node__stream_pos_copy(&ls->next, ls->next_last, &ch->next);
     ls->chunk_keys = ch->count;
-    ls->chunk_bytes = 0;
-    struct rk_slice it = ch->items, key;
-    struct rpc_record rec;
-    while (rpc_stream_item_next(&it, &key, &rec) == 1)
-        ls->chunk_bytes += key.len + rec.value.len;
+    ls->chunk_bytes = kv_bytes;
     if (ch->count == 0) { /* the rest of the range is empty */
         sess_chunk_in_place(ls);
         return;
@@ -268,23 +263,15 @@ static void deliver(struct leave_sess *ls,
 
 static void on_scanned(void *arg,
                        int status,
-                       struct rk_slice frame,
-                       const struct rpc_stream_pos *next,
-                       uint32_t count,
-                       uint64_t kv_bytes)
+                       const struct rpc_stream_chunk *ch,
+                       uint64_t kv_bytes,
+                       struct rk_slice frame)
 {
     struct leave_sess *ls = arg;
-    (void)next;
-    (void)count;
-    (void)kv_bytes;
-    struct rpc_stream_chunk ch;
-    if (status == 0)
-        status = rpc_stream_push_decode(&ch, frame);
-    if (status < 0) {
+    if (status < 0)
         sess_fail(ls, "scan", status);
-        return;
-    }
-    deliver(ls, &ch, frame);
+    else
+        deliver(ls, ch, kv_bytes, frame);
 }
 
 static void on_source_chunk(void *arg, int status, struct rk_slice resp)
@@ -302,7 +289,12 @@ static void on_source_chunk(void *arg, int status, struct rk_slice resp)
         sess_fail(ls, "read", status);
         return;
     }
-    deliver(ls, &ch, RK_SLICE(NULL, 0));
+    uint64_t kv_bytes = 0;
+    struct rk_slice it = ch.items, key;
+    struct rpc_record rec;
+    while (rpc_stream_item_next(&it, &key, &rec) == 1)
+        kv_bytes += key.len + rec.value.len;
+    deliver(ls, &ch, kv_bytes, RK_SLICE(NULL, 0));
 }
 
 /* Read the next chunk: from this node's store, or (removenode) ask the
@@ -324,13 +316,13 @@ static void sess_scan(struct leave_sess *ls)
     }
     int rc;
     if (!n->leave->relay || (p && p->self)) {
-        rc = node__stream_scan(n, &ls->at, LEAVE_CHUNK_BYTES, on_scanned, ls);
+        rc = node__stream_scan(n, &ls->at, NODE_STREAM_CHUNK, on_scanned, ls);
     } else if (!p) {
         rc = RK_EUNAVAILABLE;
     } else {
         struct rpc_stream_req rq = {.epoch = n->ring ? ring_epoch(n->ring) : 0,
                                     .at = ls->at,
-                                    .max_bytes = LEAVE_CHUNK_BYTES};
+                                    .max_bytes = NODE_STREAM_CHUNK};
         rpc_buf_reset(&ls->msg);
         rc = rpc_stream_req_encode(&ls->msg, &rq);
         if (rc == 0)
@@ -508,10 +500,8 @@ static void leave_kick(node *n)
             continue;
         if ((ls->state == L_IDLE ||
              (ls->state == L_WAIT && now >= ls->retry_at)) &&
-            node__stream_budget_wait(n) == 0) {
-            node__stream_budget_spend(n, LEAVE_CHUNK_BYTES);
+            node__stream_budget_take(n))
             sess_scan(ls);
-        }
     }
     if (done == lv->ns && lv->busy == 0 && (lv->relay || !hints_pending(n)))
         leave_finish(n);
@@ -566,22 +556,30 @@ static int move_check(node *n,
     return 0;
 }
 
-/* Why this node cannot leave now, in why; 0 if it can. */
-static int leave_check(node *n, char *why, size_t cap)
+int node__ring_ready(node *n, char *why, size_t cap)
 {
     if (n->boot != NODE_BOOT_DONE) {
         snprintf(why, cap,
-                 "%s is still joining: it can leave once it is NORMAL",
+                 "%.64s is still joining: ask again once it is NORMAL",
                  n->cfg.node_name);
         return RK_EBADREQ;
     }
     if (n->ring_stale || n->settling) {
         snprintf(why, cap,
-                 "%s's ring is behind the cluster's (it has just started "
+                 "%.64s's ring is behind the cluster's (it has just started "
                  "or heard of a newer epoch): try again in a few seconds",
                  n->cfg.node_name);
         return RK_ESTALE;
     }
+    return 0;
+}
+
+/* Why this node cannot leave now, in why; 0 if it can. */
+static int leave_check(node *n, char *why, size_t cap)
+{
+    int rc = node__ring_ready(n, why, cap);
+    if (rc < 0)
+        return rc;
     const ring *r = n->ring;
     uint32_t self = r ? ring_node_find(r, n->cfg.node_name) : RING_NONE;
     struct ring_node_info me;
@@ -647,7 +645,6 @@ int node__leave_begin(node *n, char **text, size_t *len)
             snprintf(msg, sizeof(msg), "cannot announce LEAVING: %s",
                      rk_strerror(rc));
         } else {
-            n->leave->epoch = epoch;
             n->st.ring_epoch = epoch;
             node_state_save(&n->st, n->cfg.data_dir);
             LOG(INFO, "leave.leaving", "epoch=%llu", (unsigned long long)epoch);
@@ -671,10 +668,7 @@ int node__leave_begin(node *n, char **text, size_t *len)
 int node__leave_resume(node *n)
 {
     n->leave = leave_new(n);
-    if (!n->leave)
-        return -ENOMEM;
-    n->leave->epoch = n->st.ring_epoch;
-    return 0;
+    return n->leave ? 0 : -ENOMEM;
 }
 
 void node__leave_tick(node *n)
@@ -840,18 +834,9 @@ void node__leave_free(node *n)
 static int
 remove_check(node *n, const char *name, bool *leaving, char *why, size_t cap)
 {
-    if (n->boot != NODE_BOOT_DONE) {
-        snprintf(why, cap, "%s is still joining: ask another node",
-                 n->cfg.node_name);
-        return RK_EBADREQ;
-    }
-    if (n->ring_stale || n->settling) {
-        snprintf(why, cap,
-                 "%s's ring is behind the cluster's (it has just started "
-                 "or heard of a newer epoch): try again in a few seconds",
-                 n->cfg.node_name);
-        return RK_ESTALE;
-    }
+    int rc = node__ring_ready(n, why, cap);
+    if (rc < 0)
+        return rc;
     if (strcmp(name, n->cfg.node_name) == 0) {
         snprintf(why, cap,
                  "%s is this node: a live node leaves with `ringkv "
@@ -909,7 +894,6 @@ int node__remove_begin(node *n, const char *name, char **text, size_t *len)
         } else {
             snprintf(lv->target, sizeof(lv->target), "%s", name);
             lv->relay = true;
-            lv->epoch = epoch;
             n->leave = lv;
             LOG(INFO, "removenode.leaving", "node=%s epoch=%llu resumed=%d",
                 name, (unsigned long long)epoch, leaving ? 1 : 0);
@@ -1019,19 +1003,10 @@ struct push_reply {
     uint64_t id;
 };
 
-static void push_answer(node *n, net_conn *c, uint64_t id, int status)
-{
-    struct rpc_write_ack a = {.status = status, .hlc = n->hlc.last};
-    struct rpc_buf *b = &n->reply_buf;
-    rpc_buf_reset(b);
-    if (rpc_write_ack_encode(b, &a) == 0)
-        net_conn_reply(c, id, RK_SLICE(b->data, b->len));
-}
-
 static void on_push_committed(void *arg, int status)
 {
     struct push_reply *r = arg;
-    push_answer(r->n, r->c, r->id, status);
+    node__reply_status(r->n, r->c, r->id, RPC_MSG_WRITE, status);
     net_conn_unref(r->c);
     free(r);
 }
@@ -1044,12 +1019,12 @@ void node__leave_ingest(node *n, net_conn *c, uint64_t id, struct rk_slice f)
         rc = RK_EBADREQ;
     if (rc < 0) {
         n->stats.internode_bad++;
-        push_answer(n, c, id, rc);
+        node__reply_status(n, c, id, RPC_MSG_WRITE, rc);
         return;
     }
     struct push_reply *r = malloc(sizeof(*r));
     if (!r) {
-        push_answer(n, c, id, -ENOMEM);
+        node__reply_status(n, c, id, RPC_MSG_WRITE, -ENOMEM);
         return;
     }
     *r = (struct push_reply){.n = n, .c = c, .id = id};

@@ -311,6 +311,10 @@ void node__hint_flush(node *n);
 bool node__hint_rejected_for_good(int status);
 /* The peer table's entry for `name` (and its index, if idx), or NULL. */
 struct node_peer *node__peer_by_name(node *n, const char *name, uint32_t *idx);
+/* Answer an internode request with only a status: a READ_RESP for
+ * type RPC_MSG_READ, else a WRITE_ACK (with this node's HLC). */
+void node__reply_status(
+    node *n, net_conn *c, uint64_t id, int type, int status);
 /* Send one replica write / read to ring member idx (remote). */
 int node__rpc(node *n,
               uint32_t idx,
@@ -375,18 +379,20 @@ void node__stream_free(node *n);
 char *node__stream_text(node *n, size_t *len);
 /* Answer an RPC_MSG_STREAM request (the donor side). */
 void node__stream_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f);
+/* Streams move chunks of about this many bytes of keys and values. */
+#define NODE_STREAM_CHUNK (1u << 20)
 /* Scan the arc of `at` from `at` on the libuv pool (as a donor does) and
- * call cb on the loop with the chunk encoded as an RPC_MSG_STREAM_PUSH
- * frame (status 0) and where the scan stands after it (next borrows from
- * the job: copy it). Returns 0, or RK_EOVERLOADED (STREAM_DONOR_JOBS scans
- * running: ask again later), RK_ECLOSED, RK_EBADREQ, -ENOMEM without
- * calling cb. */
+ * call cb on the loop with the chunk read (ch: its records, and where the
+ * scan stands after them; borrowed from the job, copy what you keep), their
+ * keys' and values' bytes, and the chunk encoded as an RPC_MSG_STREAM_PUSH
+ * frame. status < 0: ch and frame are NULL / empty. Returns 0, or
+ * RK_EOVERLOADED (STREAM_DONOR_JOBS scans running: ask again later),
+ * RK_ECLOSED, RK_EBADREQ, -ENOMEM without calling cb. */
 typedef void (*node_scan_cb)(void *arg,
                              int status,
-                             struct rk_slice frame,
-                             const struct rpc_stream_pos *next,
-                             uint32_t count,
-                             uint64_t kv_bytes);
+                             const struct rpc_stream_chunk *ch,
+                             uint64_t kv_bytes,
+                             struct rk_slice frame);
 int node__stream_scan(node *n,
                       const struct rpc_stream_pos *at,
                       uint32_t max_bytes,
@@ -402,12 +408,12 @@ double node__stream_fraction(struct ring_range range,
                              const struct rpc_stream_pos *at);
 void node__stream_bar(char bar[21], double fraction);
 void node__human_bytes(char *out, size_t cap, uint64_t b);
-/* The throughput cap (stream_throughput_mb): 0 if a session may start a
- * chunk now, else the ms until it may. A chunk started spends its expected
- * size; once it is done or failed the difference is given back with
- * node__stream_budget_spend(n, actual - expected). */
-uint64_t node__stream_budget_wait(node *n);
-void node__stream_budget_spend(node *n, int64_t bytes);
+/* The throughput cap (stream_throughput_mb): a session takes a chunk's
+ * worth of the budget before it asks for or reads a chunk (false: not
+ * now, the next tick or finished chunk tries again), and settles it with
+ * the bytes the chunk really moved once it is in place, or 0 if it failed. */
+bool node__stream_budget_take(node *n);
+void node__stream_budget_settle(node *n, uint64_t moved);
 
 /* ---- cleanup.c ---- */
 /* `ringkv cleanup`: drop the local ranges this node no longer replicates,
@@ -418,6 +424,9 @@ void node__cleanup_text(node *n, FILE *f); /* NETSTATS line, if any */
 void node__cleanup_free(node *n);
 
 /* ---- leave.c ---- */
+/* A decommission, removenode or cleanup needs this node joined and its ring
+ * the cluster's: 0, or RK_EBADREQ / RK_ESTALE with the reason in why. */
+int node__ring_ready(node *n, char *why, size_t cap);
 /* decommission: announce LEAVING and stream every range out (text: what
  * the operator is told, malloc'd). Errors: RK_EBADREQ with *text saying
  * why it cannot leave now, RK_ESTALE, -ENOMEM. */

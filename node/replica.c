@@ -203,8 +203,7 @@ void node__replica_free(node *n)
     }
 }
 
-static void
-reply_status(node *n, net_conn *c, uint64_t id, int type, int status)
+void node__reply_status(node *n, net_conn *c, uint64_t id, int type, int status)
 {
     struct rpc_buf *b = &n->reply_buf;
     int rc;
@@ -229,7 +228,7 @@ static void on_iwrite_done(int status, void *arg)
      * (a hint is kept), not NOT_FOUND, which a hint replay drops. */
     if (status == RK_ENOTFOUND && w->behind)
         status = RK_ESTALE;
-    reply_status(n, w->c, w->id, RPC_MSG_WRITE, status);
+    node__reply_status(n, w->c, w->id, RPC_MSG_WRITE, status);
     net_conn_unref(w->c);
     iwrite_put(n, w);
 }
@@ -240,7 +239,7 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
     enum rpc_msg_type t;
     if (rpc_msg_type_peek(&t, f) < 0) {
         n->stats.internode_bad++;
-        reply_status(n, c, id, RPC_MSG_WRITE, RK_EPROTO);
+        node__reply_status(n, c, id, RPC_MSG_WRITE, RK_EPROTO);
         return 0;
     }
     if (t == RPC_MSG_WRITE) {
@@ -250,13 +249,13 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
             rc = RK_EBADREQ;
         if (rc < 0) {
             n->stats.internode_bad++;
-            reply_status(n, c, id, RPC_MSG_WRITE, rc);
+            node__reply_status(n, c, id, RPC_MSG_WRITE, rc);
             return 0;
         }
         n->stats.replica_writes++;
         struct iwrite *iw = iwrite_get(n);
         if (!iw) {
-            reply_status(n, c, id, RPC_MSG_WRITE, -ENOMEM);
+            node__reply_status(n, c, id, RPC_MSG_WRITE, -ENOMEM);
             return 0;
         }
         iw->c = c;
@@ -268,7 +267,7 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
         if (rc < 0) {
             net_conn_unref(c);
             iwrite_put(n, iw);
-            reply_status(n, c, id, RPC_MSG_WRITE, rc);
+            node__reply_status(n, c, id, RPC_MSG_WRITE, rc);
         }
         return 0;
     }
@@ -277,7 +276,7 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
         int rc = rpc_read_decode(&rq, f);
         if (rc < 0) {
             n->stats.internode_bad++;
-            reply_status(n, c, id, RPC_MSG_READ, rc);
+            node__reply_status(n, c, id, RPC_MSG_READ, rc);
             return 0;
         }
         n->stats.replica_reads++;
@@ -312,7 +311,7 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
         return 0;
     }
     n->stats.internode_bad++;
-    reply_status(n, c, id, RPC_MSG_WRITE, RK_EBADREQ);
+    node__reply_status(n, c, id, RPC_MSG_WRITE, RK_EBADREQ);
     return 0;
 }
 

@@ -42,16 +42,15 @@
 #include "node/log.h"
 #include "node/node_internal.h"
 
-#define STREAM_DELAY_MS                                                        \
-    2000                              /* after announcing BOOT with tokens (at \
-                                         least 5 gossip intervals) */
-#define STREAM_PARALLEL    4          /* sessions asking at once */
-#define STREAM_CHUNK_BYTES (1u << 20) /* asked per chunk */
-#define STREAM_TIMEOUT_MS  30000      /* per chunk request */
-#define STREAM_RETRY_MS    1000       /* after every source failed once */
-#define STREAM_DONOR_JOBS  4          /* scans a donor runs at once */
-#define STREAM_DONOR_MAX   ((size_t)4 << 20) /* bytes a chunk may ask */
-#define STREAM_MAX_SRCS    (RING_MAX_REPLICAS * 2)
+#define STREAM_DELAY_MS                                                  \
+    2000                        /* after announcing BOOT with tokens (at \
+                                   least 5 gossip intervals) */
+#define STREAM_PARALLEL   4     /* sessions asking at once */
+#define STREAM_TIMEOUT_MS 30000 /* per chunk request */
+#define STREAM_RETRY_MS   1000  /* after every source failed once */
+#define STREAM_DONOR_JOBS 4     /* scans a donor runs at once */
+#define STREAM_DONOR_MAX  ((size_t)4 << 20) /* bytes a chunk may ask */
+#define STREAM_MAX_SRCS   (RING_MAX_REPLICAS * 2)
 
 enum sess_state { S_IDLE = 0, S_ASKING, S_COMMITTING, S_WAIT, S_DONE };
 
@@ -120,7 +119,7 @@ sess_fail(struct stream_sess *ss, const char *why, int err, bool wait)
     struct node_stream *st = n->stream;
     if (ss->state == S_ASKING || ss->state == S_COMMITTING) {
         st->asking--;
-        node__stream_budget_spend(n, -(int64_t)STREAM_CHUNK_BYTES);
+        node__stream_budget_settle(n, 0);
     }
     ss->fails++;
     int round = ss->nsrc > 0 ? ss->nsrc : 1;
@@ -152,8 +151,7 @@ static void sess_chunk_committed(struct stream_sess *ss)
     ss->bytes += ss->chunk_bytes;
     st->keys += ss->chunk_keys;
     st->bytes += ss->chunk_bytes;
-    node__stream_budget_spend(n, (int64_t)ss->chunk_bytes -
-                                     (int64_t)STREAM_CHUNK_BYTES);
+    node__stream_budget_settle(n, ss->chunk_bytes);
     n->stats.stream_in_keys += ss->chunk_keys;
     n->stats.stream_in_bytes += ss->chunk_bytes;
     ss->fails = 0;
@@ -169,8 +167,7 @@ static void sess_chunk_committed(struct stream_sess *ss)
         stream_kick(n);
         return;
     }
-    if (node__stream_budget_wait(n) == 0) {
-        node__stream_budget_spend(n, STREAM_CHUNK_BYTES);
+    if (node__stream_budget_take(n)) {
         ss->state = S_ASKING;
         sess_ask(ss);
         return;
@@ -270,7 +267,7 @@ static void sess_ask(struct stream_sess *ss)
     }
     struct rpc_stream_req rq = {.epoch = n->ring ? ring_epoch(n->ring) : 0,
                                 .at = ss->at,
-                                .max_bytes = STREAM_CHUNK_BYTES};
+                                .max_bytes = NODE_STREAM_CHUNK};
     rpc_buf_reset(&ss->msg);
     int rc = rpc_stream_req_encode(&ss->msg, &rq);
     if (rc == 0)
@@ -377,8 +374,7 @@ static void stream_kick(node *n)
             continue;
         if ((ss->state == S_IDLE ||
              (ss->state == S_WAIT && now >= ss->retry_at)) &&
-            node__stream_budget_wait(n) == 0) {
-            node__stream_budget_spend(n, STREAM_CHUNK_BYTES);
+            node__stream_budget_take(n)) {
             ss->state = S_ASKING;
             st->asking++;
             sess_ask(ss);
@@ -465,7 +461,7 @@ static double sess_fraction(const struct stream_sess *ss)
 static void budget_refill(node *n)
 {
     int64_t rate = (int64_t)n->cfg.stream_throughput_mb << 20; /* bytes/s */
-    int64_t burst = rate > STREAM_CHUNK_BYTES ? rate : STREAM_CHUNK_BYTES;
+    int64_t burst = rate > NODE_STREAM_CHUNK ? rate : NODE_STREAM_CHUNK;
     uint64_t now = node__mono_ms(n);
     if (n->stream_budget_ms == 0) {
         n->stream_budget = burst;
@@ -477,23 +473,23 @@ static void budget_refill(node *n)
     n->stream_budget_ms = now;
 }
 
-uint64_t node__stream_budget_wait(node *n)
+bool node__stream_budget_take(node *n)
 {
     if (n->cfg.stream_throughput_mb <= 0)
-        return 0;
+        return true;
     budget_refill(n);
-    if (n->stream_budget >= 0)
-        return 0;
-    int64_t rate = (int64_t)n->cfg.stream_throughput_mb << 20;
-    return (uint64_t)((-n->stream_budget * 1000 + rate - 1) / rate);
+    if (n->stream_budget < 0)
+        return false;
+    n->stream_budget -= NODE_STREAM_CHUNK;
+    return true;
 }
 
-void node__stream_budget_spend(node *n, int64_t bytes)
+void node__stream_budget_settle(node *n, uint64_t moved)
 {
     if (n->cfg.stream_throughput_mb <= 0)
         return;
     budget_refill(n);
-    n->stream_budget -= bytes;
+    n->stream_budget += (int64_t)NODE_STREAM_CHUNK - (int64_t)moved;
 }
 
 void node__human_bytes(char *out, size_t cap, uint64_t b)
@@ -612,9 +608,9 @@ struct donor_job {
     node *n;
     net_conn *c; /* a joining node's request, answered with the chunk... */
     uint64_t id;
-    node_scan_cb cb; /* ...or, for a push (leave.c), this with the frame */
+    node_scan_cb cb; /* ...or, for a push (leave.c), this with the chunk */
     void *cb_arg;
-    bool push;
+    struct rpc_stream_chunk ch; /* what donor_work read */
     struct store_scan sc;
     size_t max_bytes, frame_left;
     struct rpc_buf items, out;
@@ -659,20 +655,20 @@ static void donor_work(uv_work_t *w)
     if (rc == DONOR_FULL)
         rc = 0;
     j->status = rc;
-    struct rpc_stream_chunk ch = {.status = rc};
+    struct rpc_stream_chunk *ch = &j->ch;
+    *ch = (struct rpc_stream_chunk){.status = rc, .hlc = j->hlc};
     if (rc == 0) {
-        ch.next.start = j->sc.arc.start;
-        ch.next.end = j->sc.arc.end;
-        ch.next.pos = j->sc.pos;
-        ch.next.started = j->sc.started;
-        ch.next.done = j->sc.done;
-        ch.next.last = RK_SLICE(j->sc.last, j->sc.last_len);
-        ch.count = j->count;
-        ch.items = RK_SLICE(j->items.data, j->items.len);
+        ch->next.start = j->sc.arc.start;
+        ch->next.end = j->sc.arc.end;
+        ch->next.pos = j->sc.pos;
+        ch->next.started = j->sc.started;
+        ch->next.done = j->sc.done;
+        ch->next.last = RK_SLICE(j->sc.last, j->sc.last_len);
+        ch->count = j->count;
+        ch->items = RK_SLICE(j->items.data, j->items.len);
     }
-    ch.hlc = j->hlc;
-    if ((j->push ? rpc_stream_push_encode(&j->out, &ch)
-                 : rpc_stream_chunk_encode(&j->out, &ch)) < 0)
+    if ((j->cb ? rpc_stream_push_encode(&j->out, ch)
+               : rpc_stream_chunk_encode(&j->out, ch)) < 0)
         j->out.len = 0;
 }
 
@@ -683,18 +679,11 @@ static void donor_after(uv_work_t *w, int status)
     (void)status;
     n->stream_jobs--;
     if (j->cb) {
-        struct rpc_stream_pos next = {.start = j->sc.arc.start,
-                                      .end = j->sc.arc.end,
-                                      .pos = j->sc.pos,
-                                      .started = j->sc.started,
-                                      .done = j->sc.done,
-                                      .last =
-                                          RK_SLICE(j->sc.last, j->sc.last_len)};
         int rc = j->status;
         if (rc == 0 && !j->out.len)
             rc = -ENOMEM;
-        j->cb(j->cb_arg, rc, RK_SLICE(j->out.data, j->out.len), &next, j->count,
-              j->kv_bytes);
+        j->cb(j->cb_arg, rc, rc == 0 ? &j->ch : NULL, j->kv_bytes,
+              RK_SLICE(j->out.data, rc == 0 ? j->out.len : 0));
     } else {
         if (j->out.len) {
             if (j->status == 0) {
@@ -803,6 +792,5 @@ int node__stream_scan(node *n,
         return -ENOMEM;
     j->cb = cb;
     j->cb_arg = arg;
-    j->push = true;
     return donor_start(n, j, at, max_bytes);
 }
