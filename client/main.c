@@ -695,7 +695,9 @@ static int cmd_endpoints(struct cli *a, ringkv *c)
 }
 
 /* METRICS and the admin ops whose result is text. */
-static int cmd_text(struct cli *a, ringkv *c, uint32_t op)
+/* Send op with the positional arguments as its args (call()). */
+static int
+text_call(struct cli *a, ringkv *c, uint32_t op, struct wire_cresp *r)
 {
     struct rk_slice args[WIRE_CARGS_MAX];
     struct wire_creq q = {.op = op};
@@ -706,8 +708,13 @@ static int cmd_text(struct cli *a, ringkv *c, uint32_t op)
         q.args = args;
         q.nargs = (size_t)a->npos;
     }
+    return call(a, c, r, &q);
+}
+
+static int cmd_text(struct cli *a, ringkv *c, uint32_t op)
+{
     struct wire_cresp r;
-    int rc = call(a, c, &r, &q);
+    int rc = text_call(a, c, op, &r);
     if (rc != 0)
         return rc;
     if (a->json) {
@@ -758,7 +765,7 @@ static const struct cmd cmds[] = {
      WIRE_COP_JOIN},
     {"decommission", "",
      "Ask the node to push its ranges to the nodes that gain them, then leave "
-     "the ring and stop (follow it with netstats).",
+     "the ring and stop (--wait follows it).",
      0, 0, cmd_admin, WIRE_COP_DECOMMISSION},
     {"removenode", "NODE", "Remove a dead node from the ring.", 1, 1, cmd_admin,
      WIRE_COP_REMOVENODE},
@@ -788,15 +795,6 @@ stats_line(char *out, size_t cap, struct rk_slice text, const char *prefix)
         }
         p = nl ? nl + 1 : NULL;
     }
-}
-
-static bool text_has(struct rk_slice text, const char *s)
-{
-    size_t n = strlen(s);
-    for (size_t i = 0; i + n <= text.len; i++)
-        if (memcmp(text.p + i, s, n) == 0)
-            return true;
-    return false;
 }
 
 /* --wait: follow the node's NETSTATS every second until the operation is
@@ -839,14 +837,15 @@ static int wait_done(struct cli *a, ringkv *c, const char *started)
         }
         struct rk_slice t = r.text;
         if (dec) {
-            seen_left |= text_has(t, "Mode: LEFT");
+            stats_line(line, sizeof(line), t, "Mode: LEFT");
+            seen_left |= line[0] != '\0';
             stats_line(line, sizeof(line), t, "Sending");
         } else if (strcmp(a->cmd, "cleanup") == 0) {
             stats_line(line, sizeof(line), t, "Cleanup:");
-            if (text_has(t, "Cleanup: done") ||
-                text_has(t, "Cleanup: failed")) {
+            bool failed = strncmp(line, "Cleanup: failed", 15) == 0;
+            if (failed || strncmp(line, "Cleanup: done", 13) == 0) {
                 snprintf(done_line, sizeof(done_line), "%s", line);
-                code = text_has(t, "Cleanup: failed") ? EXIT_OTHER : EXIT_OK;
+                code = failed ? EXIT_OTHER : EXIT_OK;
             }
         } else { /* removenode */
             stats_line(line, sizeof(line), t, "Copying");
@@ -891,17 +890,8 @@ static int cmd_admin(struct cli *a, ringkv *c)
         return EXIT_USAGE;
     if (!a->wait)
         return cmd_text(a, c, cmd->op);
-    struct rk_slice args[WIRE_CARGS_MAX];
-    struct wire_creq q = {.op = cmd->op};
-    for (int i = 0; i < a->npos; i++)
-        args[i] = arg_slice(a->pos[i]);
-    if (a->npos > 0) {
-        q.has |= WIRE_CREQ_ARGS;
-        q.args = args;
-        q.nargs = (size_t)a->npos;
-    }
     struct wire_cresp r;
-    int code = call(a, c, &r, &q);
+    int code = text_call(a, c, cmd->op, &r);
     if (code != EXIT_OK)
         return code;
     char *started = strndup(r.text.p ? (const char *)r.text.p : "", r.text.len);
