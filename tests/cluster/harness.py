@@ -783,6 +783,20 @@ def check_served(node, expect, gone):
     return mine, dead
 
 
+def check_gained(nodes, expect, gone, before):
+    """check_served on each of nodes; returns how many of the keys of
+    `before` ({key: replicas then}) a node now serves that it did not
+    replicate then (they reached it by streaming), which must be some."""
+    gained = 0
+    for n in nodes:
+        mine, _ = check_served(n, expect, gone)
+        gained += sum(1 for k in mine
+                      if k in before and n.name not in before[k])
+        print("%s serves its %d keys" % (n.name, len(mine)))
+    check(gained > 0, "no node gained any of the keys that moved")
+    return gained
+
+
 class Writer(threading.Thread):
     """Writes <prefix><i> at level cl through node, 20 to a pipeline, until
     stop is set; keeps the acknowledged writes and the errors. A write

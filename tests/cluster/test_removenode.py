@@ -78,13 +78,7 @@ def main():
         h.check(mark in log, "n1's log lacks %s" % mark)
 
     expect.update(w.acked)
-    gained = 0
-    for n in (n1, n2, n3):
-        mine, _ = h.check_served(n, expect, gone)
-        gained += sum(1 for k in mine
-                      if k in before and n.name not in before[k])
-        print("%s serves its %d keys" % (n.name, len(mine)))
-    h.check(gained > 0, "no node gained any of n4's keys")
+    gained = h.check_gained((n1, n2, n3), expect, gone, before)
     print("%d earlier keys changed hands (%d writes during the removal, %d "
           "sent again after RING_STALE)" % (gained, len(w.acked), w.stale))
     rc, out = h.cli(n2, "removenode", "n4")

@@ -585,19 +585,29 @@ START_TEST(quarantine_and_tombstone)
 }
 END_TEST
 
-START_TEST(removenode_spreads)
+/* A, B and C, NORMAL (epoch 1), A their seed, after ten rounds: returns
+ * the time then. */
+static uint64_t abc_formed(struct net *net, struct gossip_out *out)
 {
-    struct net net = {.n = 3, .name = {"A", "B", "C"}};
+    *net = (struct net){.n = 3, .name = {"A", "B", "C"}};
     for (size_t i = 0; i < 3; i++) {
-        net.g[i] = mk_full(net.name[i], 1, (const char *const[]){"A"}, 1, 8192);
+        net->g[i] =
+            mk_full(net->name[i], 1, (const char *const[]){"A"}, 1, 8192);
         ck_assert_int_eq(
-            gossip_status_set(net.g[i], GOSSIP_STATUS_NORMAL, 1, NULL), 0);
+            gossip_status_set(net->g[i], GOSSIP_STATUS_NORMAL, 1, NULL), 0);
     }
-    struct gossip_out out;
-    gossip_out_init(&out);
+    gossip_out_init(out);
     uint64_t now = 0;
     for (int r = 0; r < 10; r++, now += 1000)
-        net_round(&net, now, &out);
+        net_round(net, now, out);
+    return now;
+}
+
+START_TEST(removenode_spreads)
+{
+    struct net net;
+    struct gossip_out out;
+    uint64_t now = abc_formed(&net, &out);
     for (size_t i = 0; i < 3; i++)
         ck_assert_uint_eq(gossip_peer_count(net.g[i]), 3);
     /* C dies; A removes it; B learns even though it holds C's versions */
@@ -638,17 +648,9 @@ END_TEST
  * REMOVED; LEAVING only for a NORMAL peer, no other status. */
 START_TEST(removenode_leaving_on_behalf)
 {
-    struct net net = {.n = 3, .name = {"A", "B", "C"}};
-    for (size_t i = 0; i < 3; i++) {
-        net.g[i] = mk_full(net.name[i], 1, (const char *const[]){"A"}, 1, 8192);
-        ck_assert_int_eq(
-            gossip_status_set(net.g[i], GOSSIP_STATUS_NORMAL, 1, NULL), 0);
-    }
+    struct net net;
     struct gossip_out out;
-    gossip_out_init(&out);
-    uint64_t now = 0;
-    for (int r = 0; r < 10; r++, now += 1000)
-        net_round(&net, now, &out);
+    uint64_t now = abc_formed(&net, &out);
     net.n = 2; /* C dies, and B convicts it */
     for (int r = 0; r < 60 && peer(net.g[1], "C", now).up; r++, now += 1000)
         net_round(&net, now, &out);
