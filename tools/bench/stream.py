@@ -70,15 +70,24 @@ def main():
                  ts(log, "boot.joined") - ts(log, "stream.planned")))
     c.wait_converged(timeout=120)
 
-    # the reference: copying n4's data directory on the same disk
-    dst = tempfile.mkdtemp(prefix="ringkv-bench-cp-")
-    t0 = time.time()
-    subprocess.run(["cp", "-r", n4.data_dir, dst], check=True)
-    subprocess.run(["sync"], check=True)
-    cp_s = time.time() - t0
-    du = int(subprocess.run(["du", "-sb", n4.data_dir], check=True,
-                            stdout=subprocess.PIPE).stdout.split()[0])
-    shutil.rmtree(dst)
+    # the reference: copying n4's data directory on the same disk (the
+    # node is live: a range its compactor rewrites meanwhile vanishes under
+    # cp, which is then tried again)
+    for attempt in range(5):
+        dst = tempfile.mkdtemp(prefix="ringkv-bench-cp-")
+        t0 = time.time()
+        ok = subprocess.run(["cp", "-r", n4.data_dir, dst],
+                            stderr=subprocess.DEVNULL).returncode == 0
+        subprocess.run(["sync"], check=True)
+        cp_s = time.time() - t0
+        du = int(subprocess.run(["du", "-sb", dst], check=True,
+                                stdout=subprocess.PIPE).stdout.split()[0])
+        shutil.rmtree(dst)
+        if ok:
+            break
+        time.sleep(1)
+    else:
+        raise SystemExit("cp of n4's data_dir kept failing")
 
     dropped = 0
     spent = 0.0
