@@ -61,6 +61,9 @@ struct gossip__ep {
     /* quarantine of LEFT / REMOVED */
     bool quarantined;
     uint64_t quarantine_until;
+    /* the last SYN sent back to it because its SYN missed endpoints */
+    bool syn_back_sent;
+    uint64_t syn_back_ms;
 };
 
 struct gossip__tomb {
@@ -973,6 +976,68 @@ ignored:
 
 /* ---- the round ----------------------------------------------------------- */
 
+/* A SYN to `to`: every endpoint's digest (maybe several packets). */
+static int syn_build(gossip *g, const char *to, struct gossip_out *out)
+{
+    struct builder b;
+    int rc = 0;
+    builder_init(&b, g, WIRE_GOSSIP_SYN, to, out);
+    for (size_t i = 0; i < g->n_eps && rc == 0; i++) {
+        const struct gossip__ep *e = &g->eps[i];
+        rc = builder_digest(&b, RK_SLICE(e->name, e->name_len), e->generation,
+                            e->version);
+    }
+    if (rc == 0)
+        rc = builder_flush(&b);
+    builder_free(&b);
+    return rc;
+}
+
+/* Whether a SYN leaves out an endpoint this node knows (itself included)
+ * and does not quarantine: its sender has not heard of that one. */
+static bool syn_lacks(const gossip *g, const struct wire_gossip_msg *m)
+{
+    size_t known = 0, listed = 0;
+    for (size_t i = 0; i < g->n_eps; i++)
+        known += !g->eps[i].quarantined;
+    for (size_t i = 0; i < m->n_digests; i++) {
+        const struct wire_gossip_digest *d = &m->digests[i];
+        long idx = ep_find(g, d->node.p, d->node.len);
+        listed += d->generation != 0 && idx >= 0 && !g->eps[idx].quarantined;
+    }
+    return listed < known;
+}
+
+/* An ACK answers only for the endpoints a SYN lists, so a node learns of
+ * a new one only from a SYN that lists it: one of the nodes that know it
+ * must pick it as a target, which can take several rounds (in a cluster of
+ * four, a node goes a round without any SYN from the three others about
+ * 3 times in 10). Meanwhile it has heard of the new node's epoch through
+ * the others' RING_EPOCH and its ring is stale: its requests wait
+ * (node/coord.c). So a node whose SYN misses endpoints gets a SYN back at
+ * once, and asks for them in its ACK. At most one per sender per half
+ * interval: a sender that cannot take an endpoint (a tombstone) would
+ * otherwise be sent one per SYN, and two such nodes would SYN each other
+ * back and forth. */
+static int syn_back(struct recv_ctx *c,
+                    const struct wire_gossip_msg *m,
+                    const char *reply_to)
+{
+    gossip *g = c->g;
+    if (!syn_lacks(g, m))
+        return 0;
+    long idx = ep_find(g, c->sender.p, c->sender.len);
+    if (idx > 0) {
+        struct gossip__ep *e = &g->eps[idx];
+        if (e->syn_back_sent && c->now - e->syn_back_ms < g->interval_ms / 2)
+            return 0;
+        e->syn_back_sent = true;
+        e->syn_back_ms = c->now;
+    }
+    g->stats.syn_back++;
+    return syn_build(g, reply_to, c->out);
+}
+
 static int handle_syn(struct recv_ctx *c,
                       const struct wire_gossip_msg *m,
                       const char *reply_to)
@@ -1014,6 +1079,8 @@ static int handle_syn(struct recv_ctx *c,
     if (rc == 0)
         rc = builder_flush(&b);
     builder_free(&b);
+    if (rc == 0)
+        rc = syn_back(c, m, reply_to);
     return rc;
 }
 
@@ -1275,16 +1342,7 @@ int gossip_tick(gossip *g, uint64_t now_ms, struct gossip_out *out)
 
     /* One set of SYN packets with every digest, copied to each target. */
     size_t first = out->n_pkts;
-    struct builder b;
-    builder_init(&b, g, WIRE_GOSSIP_SYN, targets[0], out);
-    for (size_t i = 0; i < g->n_eps && rc == 0; i++) {
-        const struct gossip__ep *e = &g->eps[i];
-        rc = builder_digest(&b, RK_SLICE(e->name, e->name_len), e->generation,
-                            e->version);
-    }
-    if (rc == 0)
-        rc = builder_flush(&b);
-    builder_free(&b);
+    rc = syn_build(g, targets[0], out);
     size_t n_syn = out->n_pkts - first;
     for (size_t t = 1; t < n_targets && rc == 0; t++)
         rc = syn_copy(out, first, n_syn, targets[t], &g->stats);

@@ -281,6 +281,7 @@ struct gossip_stats {
     uint64_t deltas_applied; /* deltas that moved a version forward */
     uint64_t deltas_ignored; /* old, replayed, gapped or quarantined */
     uint64_t rounds;
+    uint64_t syn_back; /* SYNs sent back to a SYN that missed endpoints */
 };
 
 void gossip_stats_get(struct gossip_stats *out, const gossip *g);

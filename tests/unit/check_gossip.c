@@ -260,10 +260,14 @@ START_TEST(digest_comparison)
     ck_assert_uint_eq(ack.deltas[0].n_states, 1);
     wire_gossip_msg_release(&ack);
 
-    /* Nothing to say: no packet at all. */
-    struct wire_gossip_digest same[1] = {{RK_SLICE("X", 1), 1, 10}};
+    /* Nothing to say: no packet at all. (The SYN lists every endpoint A
+     * knows: A would SYN back one its sender has not heard of.) */
+    struct wire_gossip_digest same[4] = {{RK_SLICE("X", 1), 1, 10},
+                                         {RK_SLICE("Y", 1), 1, 3},
+                                         {RK_SLICE("W", 1), 5, 2},
+                                         {RK_SLICE("A", 1), 1, 1000}};
     syn.digests = same;
-    syn.n_digests = 1;
+    syn.n_digests = 4;
     ck_assert_int_eq(send_msg(a, 0, "B", SECRET, CLUSTER, &syn, &out), 0);
     ck_assert_uint_eq(out.n_pkts, 0);
     gossip_out_free(&out);
@@ -571,9 +575,10 @@ START_TEST(quarantine_and_tombstone)
     ck_assert_uint_eq(gossip_peer_count(a), 1);
     ck_assert_int_eq(inject(a, 62000, "X", "X", 1, 0, 5, n, 1, &out), 0);
     ck_assert_uint_eq(gossip_peer_count(a), 1);
-    struct wire_gossip_digest dg[1] = {{RK_SLICE("X", 1), 1, 9}};
+    struct wire_gossip_digest dg[2] = {{RK_SLICE("X", 1), 1, 9},
+                                       {RK_SLICE("A", 1), 1, 1000}};
     struct wire_gossip_msg syn = {
-        .type = WIRE_GOSSIP_SYN, .digests = dg, .n_digests = 1};
+        .type = WIRE_GOSSIP_SYN, .digests = dg, .n_digests = 2};
     ck_assert_int_eq(send_msg(a, 62000, "B", SECRET, CLUSTER, &syn, &out), 0);
     ck_assert_uint_eq(out.n_pkts, 0); /* no request for the ghost */
     /* a real rejoin, with a new generation after the quarantine, is fine */
@@ -634,6 +639,91 @@ START_TEST(removenode_spreads)
                      0);
     ck_assert_int_eq(peer(net.g[1], "C", now).status, GOSSIP_STATUS_REMOVED);
     ck_assert(!peer(net.g[1], "C", now).up);
+    for (size_t i = 0; i < 3; i++)
+        gossip_free(net.g[i]);
+    gossip_out_free(&out);
+}
+END_TEST
+
+/* A SYN from A, listing what A knows now, as A's tick would send it. */
+static void syn_from(gossip *a,
+                     const char *name,
+                     gossip *to,
+                     uint64_t now,
+                     struct gossip_out *out)
+{
+    struct wire_gossip_digest dg[8];
+    size_t n = gossip_peer_count(a);
+    ck_assert_uint_le(n, 8);
+    for (size_t i = 0; i < n; i++) {
+        struct gossip_peer_info pi;
+        ck_assert_int_eq(gossip_peer_get(&pi, a, i, now), 0);
+        dg[i] = (struct wire_gossip_digest){RK_SLICE(pi.name, strlen(pi.name)),
+                                            pi.generation, pi.version};
+    }
+    struct wire_gossip_msg m = {
+        .type = WIRE_GOSSIP_SYN, .digests = dg, .n_digests = n};
+    ck_assert_int_eq(send_msg(to, now, name, SECRET, CLUSTER, &m, out), 0);
+}
+
+static size_t pkts_to(const struct gossip_out *out, const char *to)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < out->n_pkts; i++)
+        n += strcmp(out->pkts[i].to, to) == 0;
+    return n;
+}
+
+/* D joins through B. A, which has not heard of D, sends B a SYN: B's ACK
+ * carries B's RING_EPOCH (D's epoch) but, answering only for what A
+ * listed, nothing of D, so A's ring was stale until one of the others
+ * happened to pick A for a SYN, often rounds later. B now sends a SYN
+ * back, and A has D's state within the same exchange. */
+START_TEST(syn_missing_endpoint_gets_syn_back)
+{
+    struct net net;
+    struct gossip_out out;
+    uint64_t now = abc_formed(&net, &out);
+    gossip *a = net.g[0], *b = net.g[1];
+    net.g[3] = mk_full("D", 1, (const char *const[]){"B"}, 1, 8192);
+    net.name[3] = "D";
+    net.n = 4;
+    ck_assert_int_eq(gossip_status_set(net.g[3], GOSSIP_STATUS_NORMAL, 2, NULL),
+                     0);
+    ck_assert_int_eq(gossip_tick(net.g[3], now, &out), 0);
+    ck_assert_uint_eq(pkts_to(&out, "B"), 1); /* its seed */
+    pump(&net, now, 3, &out);
+    ck_assert_int_eq(peer(b, "D", now).status_epoch, 2);
+    ck_assert_uint_eq(gossip_epoch_max(b), 2);
+    struct gossip_peer_info pi;
+    ck_assert_int_eq(gossip_peer_find(&pi, a, "D", now), RK_ENOTFOUND);
+
+    syn_from(a, "A", b, now, &out);
+    ck_assert_uint_eq(pkts_to(&out, "A"), 2); /* the ACK and a SYN back */
+    pump(&net, now, 1, &out);
+    ck_assert_int_eq(peer(a, "D", now).status_epoch, 2);
+    ck_assert_uint_eq(gossip_epoch_membership(a), 2);
+    ck_assert_uint_eq(gossip_epoch_max(a), 2);
+
+    /* at most one SYN back per sender per half interval (C has not
+     * heard of D either) */
+    net.n = 3;
+    gossip_free(net.g[3]);
+    ck_assert_int_eq(gossip_peer_find(&pi, net.g[2], "D", now), RK_ENOTFOUND);
+    struct gossip_stats st0, st;
+    gossip_stats_get(&st0, b);
+    syn_from(net.g[2], "C", b, now, &out);
+    ck_assert_uint_eq(pkts_to(&out, "C"), 2);
+    syn_from(net.g[2], "C", b, now + 100, &out);
+    ck_assert_uint_eq(pkts_to(&out, "C"), 1);
+    syn_from(net.g[2], "C", b, now + 600, &out);
+    ck_assert_uint_eq(pkts_to(&out, "C"), 2);
+    gossip_stats_get(&st, b);
+    ck_assert_uint_eq(st.syn_back - st0.syn_back, 2);
+    /* a SYN that lists every endpoint gets none */
+    syn_from(a, "A", b, now + 2000, &out);
+    gossip_stats_get(&st0, b);
+    ck_assert_uint_eq(st0.syn_back, st.syn_back);
     for (size_t i = 0; i < 3; i++)
         gossip_free(net.g[i]);
     gossip_out_free(&out);
@@ -970,6 +1060,7 @@ static Suite *gossip_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("epochs");
     tcase_add_test(tc, epochs_and_staleness);
+    tcase_add_test(tc, syn_missing_endpoint_gets_syn_back);
     suite_add_tcase(s, tc);
     tc = tcase_create("quarantine");
     tcase_add_test(tc, quarantine_and_tombstone);
