@@ -45,6 +45,19 @@
  * QUORUM read never goes back -- until the read's deadline, when it is
  * answered without them, as when a repair fails.
  *
+ * A stale ring. A node that has heard of a newer ring epoch than the one
+ * it has applied (gossip told it a membership changed before it had the
+ * change itself, usually for less than a gossip round) does not answer
+ * RING_STALE at once: the request waits, counted in flight like any
+ * other, until the ring catches up (node__coord_unpark, from gshell.c)
+ * and then starts as if it had just arrived; it is answered RING_STALE
+ * only if its timeout (write_timeout_ms, or the read's deadline) passes
+ * first. Until 2026-12-04 every request in that window was refused, and
+ * Redis clients, which do not retry, saw errors during every join and
+ * decommission. A node settling after a restart (no peer heard yet)
+ * still refuses at once: that can last seconds, and a client with
+ * several hosts does better elsewhere.
+ *
  * Admission. max_inflight bounds the requests not yet answered
  * (n->coord_inflight). A request answered at its level may still wait for
  * slower replicas (the third write of a QUORUM write): it
@@ -141,6 +154,14 @@ struct creq {
     uint64_t wake;
     struct creq *wprev, *wnext;
     bool waking; /* on the wake list, which holds a reference */
+    /* waiting for the ring (on the wake list until its timeout): what the
+     * request needs to start then */
+    bool parked;
+    struct creq *pnext; /* node__coord_unpark's list */
+    uint8_t *pval;      /* put: a copy of the value (malloc'd; NULL: none) */
+    size_t pval_len;
+    bool pval_set; /* put: a value was given (it may be empty) */
+    uint64_t pttl;
     /* read repair */
     int phase;
     uint32_t repair_pending;
@@ -384,6 +405,7 @@ static void creq_release(struct creq *q)
     node__peer_tab_unref(q->tab);
     if (q->key != q->kbuf)
         free(q->key);
+    free(q->pval);
     if (q->wmsg.cap > COORD_BUF_KEEP)
         rpc_buf_free(&q->wmsg);
     if (q->srec_cap > COORD_BUF_KEEP) {
@@ -453,6 +475,7 @@ static void finish(struct creq *q, int err, struct rk_slice value)
 
 static void read_wake(struct creq *q, uint64_t now);
 static void write_expire(struct creq *q);
+static void park_expire(struct creq *q);
 
 static void wake_arm(node *n);
 
@@ -464,7 +487,9 @@ static void on_wake(uv_timer_t *t)
     while (n->wake_head && n->wake_head->wake <= now) {
         struct creq *q = n->wake_head;
         wake_unlink(q);
-        if (q->op == C_GET)
+        if (q->parked)
+            park_expire(q); /* RING_STALE */
+        else if (q->op == C_GET)
             read_wake(q, now); /* may put q back, later */
         else
             write_expire(q);
@@ -563,6 +588,7 @@ void node__coord_stop(node *n)
 {
     if (!n->wake_open)
         return;
+    node__coord_unpark(n); /* stopping: each answered CLOSED */
     while (n->wake_head) {
         struct creq *q = n->wake_head;
         wake_unlink(q);
@@ -797,6 +823,10 @@ static int encode_records(struct creq *q, const struct rpc_record *rec)
     return store_record_encode(q->srec, need, &q->srec_len, &sr);
 }
 
+#define COORD_PARK 1 /* check_common: the request waits for the ring */
+
+static void park(struct creq *q, uint64_t until);
+
 static int check_common(node *n, struct rk_slice key)
 {
     if (n->stopping)
@@ -805,15 +835,17 @@ static int check_common(node *n, struct rk_slice key)
         return RK_EBADREQ;
     if (key.len > RK_MAX_KEY)
         return RK_ETOOLARGE;
-    if (n->ring_stale) {
-        n->stats.stale++;
-        return RK_ESTALE;
-    }
     if (n->coord_inflight >= n->cfg.max_inflight ||
         n->coord_background >=
             (int64_t)n->cfg.max_inflight * COORD_BACKGROUND_FACTOR) {
         n->stats.overloaded++;
         return RK_EOVERLOADED;
+    }
+    if (n->ring_stale) {
+        if (!n->settling && n->wake_open)
+            return COORD_PARK;
+        n->stats.stale++;
+        return RK_ESTALE;
     }
     return 0;
 }
@@ -863,34 +895,22 @@ static struct creq *creq_new(node *n,
     return q;
 }
 
-static int coord_write(node *n,
-                       int op,
-                       struct rk_slice key,
-                       struct rk_slice value,
-                       uint64_t ttl_ms,
-                       enum node_cl cl,
-                       coord_cb cb,
-                       void *arg)
+/* Plans and sends q's write (its callback then runs from the loop);
+ * returns an error, having sent nothing, when it cannot start. */
+static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
 {
-    int rc = check_common(n, key);
-    if (rc < 0)
-        return rc;
-    if (value.len > RK_MAX_VALUE)
-        return RK_ETOOLARGE;
-    int sop = op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL;
-    struct creq *q = creq_new(n, op, key, cl, cb, arg);
-    if (!q)
-        return -ENOMEM;
-    n->stats.req[sop][cl]++;
-    rc = plan(n, q);
+    node *n = q->n;
+    int sop = q->op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL;
+    n->stats.req[sop][q->cl]++;
+    int rc = plan(n, q);
     if (rc < 0) {
         if (rc == RK_EUNAVAILABLE)
-            n->stats.unavailable[sop][cl]++;
-        goto fail;
+            n->stats.unavailable[sop][q->cl]++;
+        return rc;
     }
     uint64_t now = node__now_ms();
     struct rpc_record rec = {.ts = hlc_now(&n->hlc, now)};
-    if (op == C_DEL) {
+    if (q->op == C_DEL) {
         rec.flags = RPC_REC_TOMBSTONE;
     } else {
         if (value.p)
@@ -900,7 +920,7 @@ static int coord_write(node *n,
     }
     rc = encode_records(q, &rec);
     if (rc < 0)
-        goto fail;
+        return rc;
     bool local = false;
     for (uint32_t i = 0; i < q->nrep; i++) {
         const struct crep *p = &q->rp[i];
@@ -923,6 +943,44 @@ static int coord_write(node *n,
         wake_link(q, q->deadline);
     }
     defer(q); /* settles at the end of the turn if already decided */
+    return 0;
+}
+
+static int coord_write(node *n,
+                       int op,
+                       struct rk_slice key,
+                       struct rk_slice value,
+                       uint64_t ttl_ms,
+                       enum node_cl cl,
+                       coord_cb cb,
+                       void *arg)
+{
+    int rc = check_common(n, key);
+    if (rc < 0)
+        return rc;
+    if (value.len > RK_MAX_VALUE)
+        return RK_ETOOLARGE;
+    struct creq *q = creq_new(n, op, key, cl, cb, arg);
+    if (!q)
+        return -ENOMEM;
+    if (rc == COORD_PARK) {
+        if (value.p) {
+            q->pval = malloc(value.len ? value.len : 1);
+            if (!q->pval) {
+                rc = -ENOMEM;
+                goto fail;
+            }
+            memcpy(q->pval, value.p, value.len);
+            q->pval_len = value.len;
+            q->pval_set = true;
+        }
+        q->pttl = ttl_ms;
+        park(q, uv_now(n->loop) + (uint64_t)n->cfg.write_timeout_ms);
+    } else {
+        rc = write_start(q, value, ttl_ms);
+        if (rc < 0)
+            goto fail;
+    }
     creq_unref(q);
     return 0;
 fail:
@@ -1309,6 +1367,27 @@ int coord_get(
     return coord_get_metered(n, key, cl, 0, NULL, cb, arg);
 }
 
+/* Plans q's read and asks its replicas, by q->deadline; returns an
+ * error, having asked nothing, when it cannot start. */
+static int read_start(struct creq *q)
+{
+    node *n = q->n;
+    n->stats.req[NODE_OP_GET][q->cl]++;
+    int rc = plan(n, q);
+    if (rc < 0) {
+        if (rc == RK_EUNAVAILABLE)
+            n->stats.unavailable[NODE_OP_GET][q->cl]++;
+        return rc;
+    }
+    uint64_t now = uv_now(n->loop);
+    read_fill(q);
+    if (!satisfied(q)) /* waits for replicas: hedge point, deadline */
+        wake_link(q, q->deadline > now ? now + (q->deadline - now) / 2
+                                       : q->deadline);
+    defer(q);
+    return 0;
+}
+
 int coord_get_metered(node *n,
                       struct rk_slice key,
                       enum node_cl cl,
@@ -1324,22 +1403,78 @@ int coord_get_metered(node *n,
     if (!q)
         return -ENOMEM;
     q->meter = m;
-    n->stats.req[NODE_OP_GET][cl]++;
-    rc = plan(n, q);
-    if (rc < 0) {
-        if (rc == RK_EUNAVAILABLE)
-            n->stats.unavailable[NODE_OP_GET][cl]++;
+    q->deadline = deadline ? deadline
+                           : uv_now(n->loop) + (uint64_t)n->cfg.read_timeout_ms;
+    if (rc == COORD_PARK) {
+        park(q, q->deadline);
+    } else if ((rc = read_start(q)) < 0) {
         q->done = true;
         creq_unref(q);
         return rc;
     }
-    uint64_t now = uv_now(n->loop);
-    q->deadline = deadline ? deadline : now + (uint64_t)n->cfg.read_timeout_ms;
-    read_fill(q);
-    if (!satisfied(q)) /* waits for replicas: hedge point, deadline */
-        wake_link(q, q->deadline > now ? now + (q->deadline - now) / 2
-                                       : q->deadline);
-    defer(q);
     creq_unref(q);
     return 0;
+}
+
+/* ---- waiting for the ring --------------------------------------------- */
+
+/* q waits for the ring on the wake list, until `until` (the loop's
+ * clock), when it is answered RING_STALE; node__coord_unpark finds it
+ * there if the ring catches up first. */
+static void park(struct creq *q, uint64_t until)
+{
+    node *n = q->n;
+    n->stats.stale_waits++;
+    n->coord_parked++;
+    q->parked = true;
+    wake_link(q, until);
+}
+
+/* Its time is up and the ring is still stale (on_wake). */
+static void park_expire(struct creq *q)
+{
+    q->parked = false;
+    q->n->coord_parked--;
+    q->n->stats.stale++;
+    finish(q, RK_ESTALE, RK_SLICE(NULL, 0));
+}
+
+void node__coord_unpark(node *n)
+{
+    if (!n->coord_parked || (n->ring_stale && !n->stopping))
+        return;
+    /* Take every waiting request off the wake list (a walk, but only when
+     * the ring catches up), with the list's reference, in wake order. */
+    struct creq *first = NULL, **tail = &first;
+    for (struct creq *q = n->wake_head, *next; q; q = next) {
+        next = q->wnext;
+        if (!q->parked)
+            continue;
+        wake_unlink(q);
+        q->parked = false;
+        n->coord_parked--;
+        q->pnext = NULL;
+        *tail = q;
+        tail = &q->pnext;
+    }
+    /* Start each; one that cannot start is answered at once (from the
+     * loop, not from inside a coord call). */
+    for (struct creq *q = first, *next; q; q = next) {
+        next = q->pnext;
+        int rc;
+        if (n->stopping)
+            rc = RK_ECLOSED;
+        else if (q->op == C_GET)
+            rc = read_start(q);
+        else
+            rc = write_start(q,
+                             q->pval_set ? RK_SLICE(q->pval, q->pval_len)
+                                         : RK_SLICE(NULL, 0),
+                             q->pttl);
+        free(q->pval);
+        q->pval = NULL;
+        if (rc < 0)
+            finish(q, rc, RK_SLICE(NULL, 0));
+        creq_unref(q);
+    }
 }

@@ -679,6 +679,7 @@ static void handle_events(node *n)
     }
     if (rebuild)
         node__ring_rebuild(n);
+    node__coord_unpark(n); /* requests that waited for this ring */
 }
 
 /* ---- joining ---------------------------------------------------------- */

@@ -511,7 +511,8 @@ void node_stop(node *n, void (*done)(void *arg), void *arg)
     LOG(INFO, "node.stop", "generation=%lld inflight=%lld",
         (long long)n->st.generation, (long long)n->coord_inflight);
     /* first stop taking requests and let those in flight be answered */
-    n->pending_closes++; /* held until node__stop_close */
+    n->pending_closes++;   /* held until node__stop_close */
+    node__coord_unpark(n); /* requests waiting for the ring: CLOSED */
     node__csrv_drain(n);
     node__rsrv_drain(n);
     n->pending_closes++;

@@ -45,6 +45,7 @@ struct node_stats {
     uint64_t timeout[NODE_OP_N][8];
     uint64_t overloaded;
     uint64_t stale;
+    uint64_t stale_waits; /* requests that waited for the ring (coord.c) */
     uint64_t read_repairs;
     uint64_t read_hedges;      /* reads that asked past silent replicas */
     uint64_t read_passed_over; /* replicas a read asked last: silent */
@@ -233,6 +234,7 @@ struct node {
     bool wake_open;
     uint64_t wake_at; /* loop ms the timer is armed for, 0: none */
     struct creq *wake_head, *wake_tail;
+    int64_t coord_parked;       /* coord.c: of those, waiting for the ring */
     struct rk_pool coord_pool;  /* coord.c: finished request structs */
     struct rk_pool iwrite_pool; /* replica.c: finished replica writes */
     struct rpc_buf reply_buf;   /* replica.c: replies are encoded here */
@@ -449,6 +451,10 @@ void node__coord_run_deferred(node *n);
 void node__coord_free(node *n);  /* the request free list */
 void node__coord_start(node *n); /* the reads' deadline timer */
 void node__coord_stop(node *n);  /* close it (node__handle_closed) */
+/* Start the requests waiting for the ring (coord.c: a node that has heard
+ * of a newer epoch) once it has caught up, or answer them CLOSED once the
+ * node stops; does nothing while the ring is stale. */
+void node__coord_unpark(node *n);
 
 /* ---- admin.c ---- */
 struct node_admin_buf {

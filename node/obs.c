@@ -42,8 +42,8 @@ struct obs {
     bool stopped;
 
     metrics_family *req, *lat, *err;
-    metrics_family *overloaded, *stale, *repairs, *hedges, *passed_over,
-        *unsent;
+    metrics_family *overloaded, *stale, *stale_waits, *repairs, *hedges,
+        *passed_over, *unsent;
     metrics_family *hints_stored, *hints_replayed, *hints_dropped;
     metrics_family *writes_refused;
     metrics_family *gossip_in, *gossip_out, *gossip_bad, *gossip_auth;
@@ -126,6 +126,11 @@ static int obs_register(struct obs *o)
       METRICS_COUNTER, 0, NULL);
     F(stale, "ringkv_ring_stale_refusals_total",
       "Requests refused with RING_STALE.", METRICS_COUNTER, 0, NULL);
+    F(stale_waits, "ringkv_ring_stale_waits_total",
+      "Requests that arrived while this node's ring was older than an "
+      "epoch it had heard of and waited for it to catch up (those still "
+      "waiting at their timeout are refused with RING_STALE).",
+      METRICS_COUNTER, 0, NULL);
     F(repairs, "ringkv_read_repairs_total",
       "Replica writes made by read repair.", METRICS_COUNTER, 0, NULL);
     F(hedges, "ringkv_read_hedges_total",
@@ -324,6 +329,7 @@ static void obs_sync(struct obs *o)
     }
     ctr(o->overloaded, 0, s->overloaded, &l->overloaded);
     ctr(o->stale, 0, s->stale, &l->stale);
+    ctr(o->stale_waits, 0, s->stale_waits, &l->stale_waits);
     ctr(o->repairs, 0, s->read_repairs, &l->read_repairs);
     ctr(o->hedges, 0, s->read_hedges, &l->read_hedges);
     ctr(o->passed_over, 0, s->read_passed_over, &l->read_passed_over);

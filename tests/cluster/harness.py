@@ -570,6 +570,23 @@ def fake_host(node, name, ip, delay_ms=0):
     return marker
 
 
+def drop_udp(node, match, name):
+    """Start `node` with dropudp.c preloaded: while a marker file exists,
+    it drops every datagram it receives that contains the bytes `match`
+    (a node name: deaf to all gossip that mentions that node). Returns the
+    marker's path (in the cluster's directory, named `name`), created
+    here: remove it to end the fault."""
+    lib = os.environ.get("RINGKV_DROPUDP")
+    check(lib and os.path.exists(lib),
+          "RINGKV_DROPUDP (the dropudp library) not found: %r" % lib)
+    marker = os.path.join(node.cluster.dir, name)
+    open(marker, "w").close()
+    node.env = {"LD_PRELOAD": lib, "RINGKV_DROP_UDP": marker,
+                "RINGKV_DROP_UDP_MATCH": match,
+                "ASAN_OPTIONS": asan_options("verify_asan_link_order=0")}
+    return marker
+
+
 def small_asan_quarantine():
     """Keep ASan's quarantine (256 MiB by default) small in nodes started
     after this, so their RSS measures the daemon, not ASan."""
