@@ -1114,3 +1114,121 @@ int store_digest(struct store_digest *out, store *s, struct store_range arc)
     XXH3_freeState(x);
     return rc;
 }
+
+/* ---- Merkle leaves ------------------------------------------------------ */
+
+/* Tokens in the arc, minus one (the whole ring: UINT64_MAX). */
+static uint64_t arc_span_m1(struct store_range arc)
+{
+    return arc.end - arc.start - 1;
+}
+
+unsigned store_merkle_depth(struct store_range arc, unsigned want)
+{
+    if (want > STORE_MERKLE_MAX_DEPTH)
+        want = STORE_MERKLE_MAX_DEPTH;
+    if (arc.start == arc.end)
+        return want;                        /* the whole ring */
+    uint64_t span = arc_span_m1(arc) + 1;   /* no overflow: not whole */
+    while (want > 0 && (span >> want) == 0) /* fewer than 2^want tokens */
+        want--;
+    return want;
+}
+
+/* Width of every leaf but the last: floor(span / 2^depth). */
+static uint64_t leaf_step(struct store_range arc, unsigned depth)
+{
+    if (depth == 0)
+        return 0; /* one leaf: the arc */
+    if (arc.start == arc.end)
+        return (uint64_t)1 << (64 - depth); /* 2^64 / 2^depth */
+    return (arc_span_m1(arc) + 1) >> depth;
+}
+
+struct store_range
+store_merkle_leaf(struct store_range arc, unsigned depth, uint64_t i)
+{
+    uint64_t n = (uint64_t)1 << depth;
+    if (n == 1)
+        return arc;
+    uint64_t step = leaf_step(arc, depth);
+    struct store_range r = {arc.start + i * step, arc.start + (i + 1) * step};
+    if (i + 1 == n)
+        r.end = arc.end;
+    return r;
+}
+
+struct store__merkle {
+    XXH3_state_t *x;
+    uint64_t *leaves;
+    uint64_t n, step, start;
+    uint64_t cur; /* the leaf being hashed */
+    bool open;    /* cur has entries hashed */
+    uint64_t keys;
+};
+
+static void merkle_close(struct store__merkle *m)
+{
+    if (m->open)
+        m->leaves[m->cur] = XXH3_64bits_digest(m->x);
+    m->open = false;
+}
+
+static int store__merkle_cb(const struct store_item *it, void *arg)
+{
+    struct store__merkle *m = arg;
+    uint64_t leaf = 0;
+    if (m->step) {
+        leaf = (it->token - m->start - 1) / m->step;
+        if (leaf >= m->n)
+            leaf = m->n - 1; /* the last leaf's remainder */
+    }
+    if (!m->open || leaf != m->cur) {
+        merkle_close(m);
+        m->cur = leaf;
+        m->open = true;
+        XXH3_64bits_reset(m->x);
+    }
+    struct store_digest d = {0, 0, 0};
+    struct store__digst st = {m->x, &d};
+    m->keys++;
+    return store__dig_cb(it, &st);
+}
+
+int store_merkle(uint64_t *leaves,
+                 uint64_t *keys,
+                 store *s,
+                 struct store_range arc,
+                 unsigned depth)
+{
+    if (depth > STORE_MERKLE_MAX_DEPTH ||
+        store_merkle_depth(arc, depth) != depth)
+        return RK_EBADREQ;
+    uint64_t n = (uint64_t)1 << depth;
+    /* an empty leaf hashes as store_digest of nothing */
+    XXH3_state_t *x = XXH3_createState();
+    if (x == NULL)
+        return -ENOMEM;
+    XXH3_64bits_reset(x);
+    uint64_t empty = XXH3_64bits_digest(x);
+    for (uint64_t i = 0; i < n; i++)
+        leaves[i] = empty;
+    struct store__merkle m = {.x = x,
+                              .leaves = leaves,
+                              .n = n,
+                              .step = leaf_step(arc, depth),
+                              .start = arc.start};
+    struct store_scan sc;
+    store_scan_init(&sc, arc);
+    int rc = 0;
+    while (rc == 0 && !sc.done)
+        rc = store_scan_next(s, &sc, 4096, (size_t)16 << 20, store__merkle_cb,
+                             &m);
+    if (rc == 0) {
+        merkle_close(&m);
+        if (keys)
+            *keys = m.keys;
+    }
+    XXH3_freeState(x);
+    return rc;
+}

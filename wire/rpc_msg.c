@@ -854,3 +854,98 @@ int rpc_stream_push_decode(struct rpc_stream_chunk *out, struct rk_slice buf)
 {
     return chunk_decode(out, buf, RPC_MSG_STREAM_PUSH);
 }
+
+/* ---- Merkle leaves --------------------------------------------------------
+ */
+
+int rpc_merkle_req_encode(struct rpc_buf *out, const struct rpc_merkle_req *msg)
+{
+    struct rpc__enc e;
+    if (msg->depth > RPC_MERKLE_MAX_DEPTH)
+        return RK_EBADREQ;
+    rpc__enc_init(&e, out);
+    enc_array(&e, 5);
+    enc_u64(&e, RPC_MSG_MERKLE);
+    enc_u64(&e, msg->epoch);
+    enc_u64(&e, msg->start);
+    enc_u64(&e, msg->end);
+    enc_u64(&e, msg->depth);
+    return rpc__enc_end(&e);
+}
+
+int rpc_merkle_req_decode(struct rpc_merkle_req *out, struct rk_slice buf)
+{
+    struct wire__rd r;
+    uint64_t extra;
+    struct rpc_merkle_req m;
+    memset(&m, 0, sizeof(m));
+    int rc = rd_open(&r, buf, RPC_MSG_MERKLE, 5, &extra);
+    if (rc == 0)
+        rc = wire__rd_uint(&r, &m.epoch);
+    if (rc == 0)
+        rc = wire__rd_uint(&r, &m.start);
+    if (rc == 0)
+        rc = wire__rd_uint(&r, &m.end);
+    if (rc == 0)
+        rc = wire__rd_uint32(&r, &m.depth);
+    if (rc == 0 && m.depth > RPC_MERKLE_MAX_DEPTH)
+        rc = wire__rd_fail(&r, WIRE__RD_BAD, "Merkle depth over the limit");
+    if (rc == 0)
+        rc = rd_close(&r, extra);
+    if (rc)
+        return wire__rd_code(rc, RK_EPROTO);
+    *out = m;
+    return 0;
+}
+
+/* The leaves' length for depth when status is 0, else none. */
+static size_t merkle_leaves_len(int32_t status, uint32_t depth)
+{
+    return status == 0 ? (size_t)8 << depth : 0;
+}
+
+int rpc_merkle_resp_encode(struct rpc_buf *out,
+                           const struct rpc_merkle_resp *msg)
+{
+    struct rpc__enc e;
+    if (msg->depth > RPC_MERKLE_MAX_DEPTH ||
+        msg->leaves.len != merkle_leaves_len(msg->status, msg->depth))
+        return RK_EBADREQ;
+    rpc__enc_init(&e, out);
+    enc_array(&e, 6);
+    enc_u64(&e, RPC_MSG_MERKLE_RESP);
+    enc_i64(&e, msg->status);
+    enc_u64(&e, msg->hlc);
+    enc_u64(&e, msg->depth);
+    enc_u64(&e, msg->keys);
+    enc_bin(&e, msg->leaves.p, msg->leaves.len);
+    return rpc__enc_end(&e);
+}
+
+int rpc_merkle_resp_decode(struct rpc_merkle_resp *out, struct rk_slice buf)
+{
+    struct wire__rd r;
+    uint64_t extra;
+    struct rpc_merkle_resp m;
+    memset(&m, 0, sizeof(m));
+    int rc = rd_open(&r, buf, RPC_MSG_MERKLE_RESP, 6, &extra);
+    if (rc == 0)
+        rc = rd_status_hlc(&r, &m.status, &m.hlc);
+    if (rc == 0)
+        rc = wire__rd_uint32(&r, &m.depth);
+    if (rc == 0 && m.depth > RPC_MERKLE_MAX_DEPTH)
+        rc = wire__rd_fail(&r, WIRE__RD_BAD, "Merkle depth over the limit");
+    if (rc == 0)
+        rc = wire__rd_uint(&r, &m.keys);
+    if (rc == 0)
+        rc = wire__rd_raw(&r, WIRE__RD_BIN, (size_t)8 << RPC_MERKLE_MAX_DEPTH,
+                          &m.leaves);
+    if (rc == 0 && m.leaves.len != merkle_leaves_len(m.status, m.depth))
+        rc = wire__rd_fail(&r, WIRE__RD_BAD, "leaves of the wrong length");
+    if (rc == 0)
+        rc = rd_close(&r, extra);
+    if (rc)
+        return wire__rd_code(rc, RK_EPROTO);
+    *out = m;
+    return 0;
+}

@@ -53,6 +53,8 @@ enum rpc_msg_type {
     RPC_MSG_STREAM = 6,
     RPC_MSG_STREAM_CHUNK = 7,
     RPC_MSG_STREAM_PUSH = 8,
+    RPC_MSG_MERKLE = 9,
+    RPC_MSG_MERKLE_RESP = 10,
 };
 
 #define RPC_HS_VERSION  1 /* the handshake protocol version we speak */
@@ -298,6 +300,37 @@ int rpc_stream_chunk_decode(struct rpc_stream_chunk *out, struct rk_slice buf);
 int rpc_stream_push_encode(struct rpc_buf *out,
                            const struct rpc_stream_chunk *msg);
 int rpc_stream_push_decode(struct rpc_stream_chunk *out, struct rk_slice buf);
+
+/* ---- Merkle leaves (repair) --------------------------------------------- */
+
+#define RPC_MERKLE_MAX_DEPTH 14 /* storage's STORE_MERKLE_MAX_DEPTH */
+
+/* Repairing node -> replica: the leaf hashes of the arc (start, end] split
+ * into 2^depth leaves (storage/store.h, store_merkle). */
+struct rpc_merkle_req {
+    uint64_t epoch; /* the asker's applied ring epoch */
+    uint64_t start, end;
+    uint32_t depth; /* <= RPC_MERKLE_MAX_DEPTH */
+};
+
+int rpc_merkle_req_encode(struct rpc_buf *out,
+                          const struct rpc_merkle_req *msg);
+int rpc_merkle_req_decode(struct rpc_merkle_req *out, struct rk_slice buf);
+
+/* Replica -> repairing node: status 0 and the 2^depth leaf hashes, 8 bytes
+ * each big-endian (leaves, borrowed), or an error status and no leaves. A
+ * message whose leaves do not have exactly that length does not decode. */
+struct rpc_merkle_resp {
+    int32_t status;
+    uint64_t hlc;
+    uint32_t depth;
+    uint64_t keys; /* entries the replica hashed */
+    struct rk_slice leaves;
+};
+
+int rpc_merkle_resp_encode(struct rpc_buf *out,
+                           const struct rpc_merkle_resp *msg);
+int rpc_merkle_resp_decode(struct rpc_merkle_resp *out, struct rk_slice buf);
 
 /* Iterates the items of a decoded chunk: *it starts as RK_SLICE(items)
  * and is advanced past each. Returns 1 with *key and *rec set (both

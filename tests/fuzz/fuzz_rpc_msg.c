@@ -147,6 +147,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
               sc.count == sc2.count && same(sc.items, sc2.items));
         rpc_buf_reset(&b);
     }
+    struct rpc_merkle_req mq, mq2;
+    if (rpc_merkle_req_decode(&mq, in) == 0) {
+        check(mq.depth <= RPC_MERKLE_MAX_DEPTH);
+        check(rpc_merkle_req_encode(&b, &mq) == 0);
+        check(rpc_merkle_req_decode(&mq2, RK_SLICE(b.data, b.len)) == 0);
+        check(mq.epoch == mq2.epoch && mq.start == mq2.start &&
+              mq.end == mq2.end && mq.depth == mq2.depth);
+        rpc_buf_reset(&b);
+    }
+    struct rpc_merkle_resp mr, mr2;
+    if (rpc_merkle_resp_decode(&mr, in) == 0) {
+        check(mr.status <= 0 && mr.depth <= RPC_MERKLE_MAX_DEPTH);
+        check(mr.leaves.len == (mr.status ? 0 : (size_t)8 << mr.depth));
+        check(rpc_merkle_resp_encode(&b, &mr) == 0);
+        check(rpc_merkle_resp_decode(&mr2, RK_SLICE(b.data, b.len)) == 0);
+        check(mr.status == mr2.status && mr.hlc == mr2.hlc &&
+              mr.depth == mr2.depth && mr.keys == mr2.keys &&
+              same(mr.leaves, mr2.leaves));
+        rpc_buf_reset(&b);
+    }
     /* The input as the items of a chunk (a decoded chunk's items are rarely
      * fuzzed: a changed byte breaks the checksum). The iterator moves
      * forward and stops at the end or on an error; if every item decodes, a

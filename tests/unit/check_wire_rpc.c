@@ -362,6 +362,24 @@ static int dec_hs(struct rk_slice b)
 #define GOLDEN_STREAM_PUSH \
     "9c0800050a140fc3c2c4016b01c40995c4016b010100c400cfb352071724a2eb0a"
 
+/* MERKLE {epoch 3, (10, 20], depth 1}; MERKLE_RESP {status 0, hlc 5,
+ * depth 1, keys 2, leaves 1 and 2}; MERKLE_RESP {status -5, hlc 5, depth
+ * 3, no leaves}. */
+#define GOLDEN_MERKLE_REQ  "9509030a1401"
+#define GOLDEN_MERKLE_RESP "960a00050102c41000000000000000010000000000000002"
+#define GOLDEN_MERKLE_ERR  "960afb050300c400"
+
+static int dec_merkle_req(struct rk_slice b)
+{
+    struct rpc_merkle_req m;
+    return rpc_merkle_req_decode(&m, b);
+}
+static int dec_merkle_resp(struct rk_slice b)
+{
+    struct rpc_merkle_resp m;
+    return rpc_merkle_resp_decode(&m, b);
+}
+
 static int dec_stream_push(struct rk_slice b)
 {
     struct rpc_stream_chunk m;
@@ -394,6 +412,9 @@ static const struct {
     {GOLDEN_STREAM_END, dec_stream_chunk},
     {GOLDEN_STREAM_CHUNK, dec_stream_chunk},
     {GOLDEN_STREAM_PUSH, dec_stream_push},
+    {GOLDEN_MERKLE_REQ, dec_merkle_req},
+    {GOLDEN_MERKLE_RESP, dec_merkle_resp},
+    {GOLDEN_MERKLE_ERR, dec_merkle_resp},
 };
 
 /* Every proper prefix is refused; every single-byte change of every byte
@@ -816,6 +837,60 @@ START_TEST(stream_push_golden)
     ck_assert_int_eq(rpc_stream_chunk_decode(&d, RK_SLICE(buf, n)), RK_EPROTO);
     n = unhex(buf, GOLDEN_STREAM_CHUNK);
     ck_assert_int_eq(rpc_stream_push_decode(&d, RK_SLICE(buf, n)), RK_EPROTO);
+}
+END_TEST
+
+/* Repair's leaf exchange: golden bytes both ways; leaves must be exactly
+ * 8 << depth bytes with status 0 and absent otherwise; depth bounded. */
+START_TEST(merkle_golden)
+{
+    uint8_t buf[64];
+    struct rpc_buf b = RPC_BUF_INIT;
+    struct rpc_merkle_req q = {.epoch = 3, .start = 10, .end = 20, .depth = 1};
+    ck_assert_int_eq(rpc_merkle_req_encode(&b, &q), 0);
+    assert_bytes(&b, GOLDEN_MERKLE_REQ);
+    struct rpc_merkle_req q2;
+    size_t n = unhex(buf, GOLDEN_MERKLE_REQ);
+    ck_assert_int_eq(rpc_merkle_req_decode(&q2, RK_SLICE(buf, n)), 0);
+    ck_assert(q2.epoch == 3 && q2.start == 10 && q2.end == 20 && q2.depth == 1);
+    q.depth = RPC_MERKLE_MAX_DEPTH + 1;
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_merkle_req_encode(&b, &q), RK_EBADREQ);
+    buf[n - 1] = RPC_MERKLE_MAX_DEPTH + 1; /* a fixint */
+    ck_assert_int_eq(rpc_merkle_req_decode(&q2, RK_SLICE(buf, n)), RK_EPROTO);
+
+    uint8_t leaves[16] = {0};
+    leaves[7] = 1;
+    leaves[15] = 2;
+    struct rpc_merkle_resp r = {
+        .hlc = 5, .depth = 1, .keys = 2, .leaves = RK_SLICE(leaves, 16)};
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_merkle_resp_encode(&b, &r), 0);
+    assert_bytes(&b, GOLDEN_MERKLE_RESP);
+    struct rpc_merkle_resp r2;
+    n = unhex(buf, GOLDEN_MERKLE_RESP);
+    ck_assert_int_eq(rpc_merkle_resp_decode(&r2, RK_SLICE(buf, n)), 0);
+    ck_assert(r2.status == 0 && r2.hlc == 5 && r2.depth == 1 && r2.keys == 2);
+    ck_assert_ptr_eq(r2.leaves.p, buf + 8); /* borrowed */
+    ck_assert_mem_eq(r2.leaves.p, leaves, 16);
+    r.depth = 2; /* 16 bytes are not 4 leaves */
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_merkle_resp_encode(&b, &r), RK_EBADREQ);
+    buf[4] = 2;
+    ck_assert_int_eq(rpc_merkle_resp_decode(&r2, RK_SLICE(buf, n)), RK_EPROTO);
+
+    struct rpc_merkle_resp e = {.status = -5, .hlc = 5, .depth = 3};
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_merkle_resp_encode(&b, &e), 0);
+    assert_bytes(&b, GOLDEN_MERKLE_ERR);
+    e.leaves = RK_SLICE(leaves, 16); /* an error carries no leaves */
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_merkle_resp_encode(&b, &e), RK_EBADREQ);
+    n = unhex(buf, GOLDEN_MERKLE_ERR);
+    ck_assert_int_eq(rpc_merkle_resp_decode(&r2, RK_SLICE(buf, n)), 0);
+    ck_assert(r2.status == -5 && r2.leaves.len == 0);
+    ck_assert_int_eq(rpc_merkle_req_decode(&q2, RK_SLICE(buf, n)), RK_EPROTO);
+    rpc_buf_free(&b);
 }
 END_TEST
 
@@ -1406,6 +1481,7 @@ static Suite *wire_rpc_suite(void)
     tcase_add_test(tc, stream_req_round_trip);
     tcase_add_test(tc, stream_chunk_round_trip);
     tcase_add_test(tc, stream_push_golden);
+    tcase_add_test(tc, merkle_golden);
     tcase_add_test(tc, stream_items_max);
     tcase_add_test(tc, stream_item_add_limits);
     tcase_add_test(tc, stream_rejects);
