@@ -39,7 +39,7 @@ struct cli {
     const char *hosts;
     const char *password;
     bool json;
-    bool wait; /* decommission, removenode, cleanup: until done */
+    bool wait; /* decommission, removenode, cleanup, repair: until done */
     uint32_t cl;
     double timeout_s;
     uint32_t ttl;
@@ -769,8 +769,8 @@ static const struct cmd cmds[] = {
      0, 0, cmd_admin, WIRE_COP_DECOMMISSION},
     {"removenode", "NODE", "Remove a dead node from the ring.", 1, 1, cmd_admin,
      WIRE_COP_REMOVENODE},
-    {"repair", "[RANGE]", "Merkle-repair the node's ranges (or one range).", 0,
-     1, cmd_admin, WIRE_COP_REPAIR},
+    {"repair", "", "Make the node's replicas agree with the others' (Merkle).",
+     0, 0, cmd_admin, WIRE_COP_REPAIR},
     {"cleanup", "", "Drop data the node no longer replicates.", 0, 0, cmd_admin,
      WIRE_COP_CLEANUP},
     {"netstats", "", "Streaming sessions: bytes, keys, rate, ETA.", 0, 0,
@@ -847,6 +847,13 @@ static int wait_done(struct cli *a, ringkv *c, const char *started)
                 snprintf(done_line, sizeof(done_line), "%s", line);
                 code = failed ? EXIT_OTHER : EXIT_OK;
             }
+        } else if (strcmp(a->cmd, "repair") == 0) {
+            stats_line(line, sizeof(line), t, "Repair:");
+            bool failed = strncmp(line, "Repair: done with failures", 26) == 0;
+            if (strncmp(line, "Repair: done", 12) == 0) {
+                snprintf(done_line, sizeof(done_line), "%s", line);
+                code = failed ? EXIT_OTHER : EXIT_OK;
+            }
         } else { /* removenode */
             stats_line(line, sizeof(line), t, "Copying");
             char what[300];
@@ -920,8 +927,8 @@ static const char global_help[] =
     "  -t, --timeout SECONDS    per request (default 5; decimals allowed)\n"
     "      --ttl SECONDS        put: expire the value\n"
     "      --json               one JSON object on stdout\n"
-    "      --wait               decommission, removenode, cleanup: follow\n"
-    "                           the progress until it is over\n"
+    "      --wait               decommission, removenode, cleanup, repair:\n"
+    "                           follow the progress until it is over\n"
     "      --help               this help, or a command's\n"
     "  --                       end of options (keys that start with '-')\n"
     "Exit codes: 0 ok, 1 not found, 2 usage, 3 cannot connect, 4 auth,\n"
@@ -1101,9 +1108,9 @@ int main(int argc, char **argv)
     }
     if (a.wait && strcmp(cmd->name, "decommission") != 0 &&
         strcmp(cmd->name, "removenode") != 0 &&
-        strcmp(cmd->name, "cleanup") != 0) {
-        code = usage_error("--wait applies to decommission, removenode and "
-                           "cleanup, not %s",
+        strcmp(cmd->name, "cleanup") != 0 && strcmp(cmd->name, "repair") != 0) {
+        code = usage_error("--wait applies to decommission, removenode, "
+                           "cleanup and repair, not %s",
                            cmd->name);
         goto out;
     }

@@ -173,14 +173,9 @@ static bool moving(node *n)
     return false;
 }
 
-/* Why this node cannot clean up now, in why; 0 if it can (*self: its
- * index in the ring). */
-static int cleanup_check(node *n, uint32_t *self, char *why, size_t cap)
+int node__ring_settled(
+    node *n, const char *what, uint32_t *self, char *why, size_t cap)
 {
-    if (n->cleanup && n->cleanup->running) {
-        snprintf(why, cap, "a cleanup is already running");
-        return RK_EBADREQ;
-    }
     int rc = node__ring_ready(n, why, cap);
     if (rc < 0)
         return rc;
@@ -189,15 +184,15 @@ static int cleanup_check(node *n, uint32_t *self, char *why, size_t cap)
     *self = r ? ring_node_find(r, n->cfg.node_name) : RING_NONE;
     if (n->leave || *self == RING_NONE || ring_node_get(r, &me, *self) < 0 ||
         me.state != RING_NORMAL) {
-        snprintf(why, cap,
-                 "%.64s is leaving or holds no tokens: nothing to clean up",
-                 n->cfg.node_name);
+        snprintf(why, cap, "%.64s is leaving or holds no tokens: nothing to %s",
+                 n->cfg.node_name, what);
         return RK_EBADREQ;
     }
     if (moving(n)) {
         snprintf(why, cap,
-                 "a node is joining or leaving: its ranges are moving; clean "
-                 "up once `ringkv status` shows every node UN");
+                 "a node is joining or leaving: its ranges are moving; %s "
+                 "once `ringkv status` shows every node UN",
+                 what);
         return RK_EBADREQ;
     }
     if (!n->store || n->stopping) {
@@ -205,6 +200,17 @@ static int cleanup_check(node *n, uint32_t *self, char *why, size_t cap)
         return RK_ECLOSED;
     }
     return 0;
+}
+
+/* Why this node cannot clean up now, in why; 0 if it can (*self: its
+ * index in the ring). */
+static int cleanup_check(node *n, uint32_t *self, char *why, size_t cap)
+{
+    if (n->cleanup && n->cleanup->running) {
+        snprintf(why, cap, "a cleanup is already running");
+        return RK_EBADREQ;
+    }
+    return node__ring_settled(n, "clean up", self, why, cap);
 }
 
 int node__cleanup_begin(node *n, char **text, size_t *len)

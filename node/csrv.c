@@ -647,8 +647,20 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
         send_text(c, q, rc, t, len);
         return;
     }
-    case WIRE_COP_JOIN:
     case WIRE_COP_REPAIR: {
+        if ((q->has & WIRE_CREQ_ARGS) && q->nargs > 0) {
+            send_err(c, q->id, q->op, RK_EBADREQ,
+                     "REPAIR of one range is not supported: run it without "
+                     "an argument (every range this node replicates)");
+            return;
+        }
+        char *t = NULL;
+        size_t len = 0;
+        int rc = node__repair_begin(n, &t, &len);
+        send_text(c, q, rc, t, len);
+        return;
+    }
+    case WIRE_COP_JOIN: {
         char msg[128];
         snprintf(msg, sizeof(msg), "%s is not implemented by this ringkvd yet",
                  wire_cop_name(q->op));

@@ -945,30 +945,35 @@ static void on_ingested(int status, void *arg)
     free(g);
 }
 
+/* Whether `name` is a replica of token t in ring r (NULL: no). */
+static bool replicates(const ring *r, const char *name, uint64_t t)
+{
+    uint32_t self = r ? ring_node_find(r, name) : RING_NONE;
+    uint32_t rep[RING_MAX_REPLICAS];
+    size_t nr =
+        self == RING_NONE ? 0 : ring_replicas(r, t, rep, RING_MAX_REPLICAS);
+    for (size_t k = 0; k < nr && k < RING_MAX_REPLICAS; k++)
+        if (rep[k] == self)
+            return true;
+    return false;
+}
+
 /* Commit the items of arc rg, which this node must replicate in its
- * pending ring, each key inside rg; cb(arg, status) once every one is
- * committed. Without calling cb: RK_ESTALE (no pending ring: it has not
- * heard of the leave yet), RK_EBADREQ (not its arc), RK_EPROTO (a key
- * outside it), RK_ECLOSED, -ENOMEM. */
+ * pending ring (a leave's push) or its ring (a repair's), each key inside rg;
+ * cb(arg, status) once every one is committed. Without calling cb: RK_ESTALE
+ * (no pending ring: it has not heard of the leave yet), RK_EBADREQ (not its
+ * arc), RK_EPROTO (a key outside it), RK_ECLOSED, -ENOMEM. */
 static int ingest_items(node *n,
                         struct ring_range rg,
                         struct rk_slice items,
                         void (*cb)(void *arg, int status),
                         void *arg)
 {
-    const ring *pr = n->ring_pending;
     if (!n->store || n->stopping)
         return RK_ECLOSED;
-    if (!pr)
-        return RK_ESTALE;
-    uint32_t self = ring_node_find(pr, n->cfg.node_name);
-    uint32_t rep[RING_MAX_REPLICAS];
-    size_t nr = ring_replicas(pr, rg.end, rep, RING_MAX_REPLICAS);
-    bool ours = false;
-    for (size_t k = 0; k < nr && k < RING_MAX_REPLICAS; k++)
-        ours |= rep[k] == self && self != RING_NONE;
-    if (!ours)
-        return RK_EBADREQ;
+    if (!replicates(n->ring_pending, n->cfg.node_name, rg.end) &&
+        !replicates(n->ring, n->cfg.node_name, rg.end))
+        return n->ring_pending ? RK_EBADREQ : RK_ESTALE;
     struct rk_slice it = items, key;
     struct rpc_record rec;
     while (rpc_stream_item_next(&it, &key, &rec) == 1)

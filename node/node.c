@@ -543,6 +543,7 @@ void node_free(node *n)
     node__stream_free(n);
     node__leave_free(n);
     node__cleanup_free(n);
+    node__repair_free(n);
     node__peer_tab_unref(n->peer_tab);
     free(n);
 }

@@ -62,6 +62,9 @@ struct node_stats {
     /* bootstrap streaming (stream.c): records and key + value bytes */
     uint64_t stream_in_keys, stream_in_bytes;
     uint64_t stream_out_keys, stream_out_bytes;
+    /* repair (repair.c, the repairing side): pulled and pushed */
+    uint64_t repair_in_keys, repair_in_bytes;
+    uint64_t repair_out_keys, repair_out_bytes;
 };
 struct creq;
 
@@ -193,9 +196,11 @@ struct node {
     /* the ring with the nodes that are joining (BOOT with tokens) placed,
      * NULL when none is: writes go to its extra replicas too (coord.c) */
     ring *ring_pending;
-    struct node_stream *stream;      /* this node's join (stream.c), or NULL */
-    struct node_leave *leave;        /* its decommission (leave.c), or NULL */
-    struct node_cleanup *cleanup;    /* the last cleanup (cleanup.c), or NULL */
+    struct node_stream *stream;   /* this node's join (stream.c), or NULL */
+    struct node_leave *leave;     /* its decommission (leave.c), or NULL */
+    struct node_cleanup *cleanup; /* the last cleanup (cleanup.c), or NULL */
+    struct node_repair *repair;   /* the last repair (repair.c), or NULL */
+    int repair_jobs; /* leaf computations for other nodes (repair.c) */
     void (*self_stop_cb)(void *arg); /* node_stop's done when it stops */
     void *self_stop_arg;             /* by itself (after leaving) */
     int stream_jobs;                 /* donor scans on the pool (stream.c) */
@@ -417,6 +422,16 @@ void node__human_bytes(char *out, size_t cap, uint64_t b);
 bool node__stream_budget_take(node *n);
 void node__stream_budget_settle(node *n, uint64_t moved);
 
+/* ---- repair.c ---- */
+/* `ringkv repair`: compare this node's replicas of every arc it replicates
+ * with the other replicas' (Merkle leaves) and exchange the sub-arcs that
+ * differ. Returns at once with the text to answer. */
+int node__repair_begin(node *n, char **text, size_t *len);
+void node__repair_text(node *n, FILE *f); /* NETSTATS line, if any */
+void node__repair_free(node *n);
+/* An RPC_MSG_MERKLE request from another node's repair. */
+void node__repair_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f);
+
 /* ---- cleanup.c ---- */
 /* `ringkv cleanup`: drop the local ranges this node no longer replicates,
  * on the pool (text: what the operator is told, malloc'd). Errors:
@@ -424,6 +439,12 @@ void node__stream_budget_settle(node *n, uint64_t moved);
 int node__cleanup_begin(node *n, char **text, size_t *len);
 void node__cleanup_text(node *n, FILE *f); /* NETSTATS line, if any */
 void node__cleanup_free(node *n);
+/* Cleanup and repair need the ring still: this node NORMAL in it, its ring
+ * the cluster's (node__ring_ready), no node joining or leaving. 0 (*self:
+ * this node's index in the ring), or RK_EBADREQ / RK_ESTALE / RK_ECLOSED
+ * with the reason in why, naming `what` ("clean up", "repair"). */
+int node__ring_settled(
+    node *n, const char *what, uint32_t *self, char *why, size_t cap);
 
 /* ---- leave.c ---- */
 /* A decommission, removenode or cleanup needs this node joined and its ring

@@ -10,9 +10,8 @@
  * by their delta since the last sync, gauges by value. Rendering happens
  * on the loop thread only; the HTTP thread sees published strings.
  *
- * Repair bytes are not exported: this ringkvd does not repair yet, and a
- * family that is always zero would claim otherwise. Streaming (a join's)
- * is: records and bytes in and out.
+ * Streaming (joins, leaves) and repair are exported as records and bytes
+ * in and out.
  */
 #include "node/obs.h"
 
@@ -58,7 +57,7 @@ struct obs {
     metrics_family *commits, *commit_writes, *commit_lat;
     metrics_family *rep_writes, *rep_reads;
     metrics_family *inode_auth, *inode_bad;
-    metrics_family *stream_keys, *stream_bytes;
+    metrics_family *stream_keys, *stream_bytes, *repair_keys, *repair_bytes;
 
     /* what was copied at the last sync */
     struct node_stats last;
@@ -257,6 +256,13 @@ static int obs_register(struct obs *o)
     F(stream_bytes, "ringkv_stream_bytes_total",
       "Key and value bytes streamed for a join, in and out.", METRICS_COUNTER,
       1, &d_dir);
+    F(repair_keys, "ringkv_repair_keys_total",
+      "Records this node's repairs exchanged: in (pulled from another "
+      "replica and committed here) and out (pushed to it).",
+      METRICS_COUNTER, 1, &d_dir);
+    F(repair_bytes, "ringkv_repair_bytes_total",
+      "Key and value bytes this node's repairs exchanged, in and out.",
+      METRICS_COUNTER, 1, &d_dir);
 #undef F
     return rc;
 }
@@ -365,6 +371,10 @@ static void obs_sync(struct obs *o)
     ctr(o->stream_keys, 1, s->stream_out_keys, &l->stream_out_keys);
     ctr(o->stream_bytes, 0, s->stream_in_bytes, &l->stream_in_bytes);
     ctr(o->stream_bytes, 1, s->stream_out_bytes, &l->stream_out_bytes);
+    ctr(o->repair_keys, 0, s->repair_in_keys, &l->repair_in_keys);
+    ctr(o->repair_keys, 1, s->repair_out_keys, &l->repair_out_keys);
+    ctr(o->repair_bytes, 0, s->repair_in_bytes, &l->repair_in_bytes);
+    ctr(o->repair_bytes, 1, s->repair_out_bytes, &l->repair_out_bytes);
     uint64_t acc, perr;
     node__rsrv_counts(n, &acc, &perr);
     ctr(o->conns_total, 1, acc, &o->resp_acc_last);

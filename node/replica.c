@@ -310,6 +310,10 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
         node__leave_ingest(n, c, id, f);
         return 0;
     }
+    if (t == RPC_MSG_MERKLE) {
+        node__repair_serve(n, c, id, f);
+        return 0;
+    }
     n->stats.internode_bad++;
     node__reply_status(n, c, id, RPC_MSG_WRITE, RK_EBADREQ);
     return 0;

@@ -575,6 +575,7 @@ char *node__stream_text(node *n, size_t *len)
             fprintf(f, "Not receiving.\n");
     }
     node__cleanup_text(n, f);
+    node__repair_text(n, f);
     node__human_bytes(b1, sizeof(b1), n->stats.stream_out_bytes);
     fprintf(f,
             "Sent to joining nodes (or pushed while leaving): %llu keys, %s; "

@@ -101,8 +101,11 @@ def main():
     cl.sock.sendall(struct.pack(">I", len(body)) + body)
     r = cl.read_frame()
     h.check(r.err == "BAD_REQUEST", "array body: %r" % r)
-    r = cl.call("REPAIR")
+    r = cl.call("JOIN")
     h.check(r.err == "NOT_IMPLEMENTED", "admin op: %r" % r)
+    r = cl.call("REPAIR", args=["0,100"])
+    h.check(r.err == "BAD_REQUEST" and "one range" in (r.msg or ""),
+            "REPAIR of a range: %r" % r)
     # the last node of its data centre may not leave
     r = cl.call("DECOMMISSION")
     h.check(r.err == "BAD_REQUEST" and "add a node first" in (r.msg or ""),

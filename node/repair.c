@@ -1,0 +1,847 @@
+/*
+ * repair.c - `ringkv repair`: make this node's replicas agree with the
+ * other replicas of every arc it replicates, moving only what differs
+ * (shared/DESIGN.md, "Repair").
+ *
+ * Read repair and hints cover most divergence; a replica that was down
+ * longer than the hint window, or lost writes some other way, is brought
+ * back by repair, which must also run within gc_grace_seconds so that a
+ * delete is not resurrected by a replica that missed it.
+ *
+ * The node asked (node__repair_begin) takes, on the loop, every arc of its
+ * ring it replicates, and for each, each other replica of it in turn: one
+ * comparison. A comparison splits the arc into 2^depth leaves (storage's
+ * store_merkle: equal widths, the same split on every node), depth chosen
+ * from the keys of the local range holding the arc (about REPAIR_LEAF_KEYS
+ * keys a leaf, at most STORE_MERKLE_MAX_DEPTH), computes its own leaf
+ * hashes on the libuv pool while the replica computes its own
+ * (RPC_MSG_MERKLE, answered by node__repair_serve below), and compares
+ * them. Each run of differing leaves is one sub-arc, exchanged both ways:
+ * pulled from the replica with RPC_MSG_STREAM (the join's donor scan) and
+ * committed here through the group commit, then read here (the same scan)
+ * and pushed to the replica with RPC_MSG_STREAM_PUSH, which commits it
+ * (leave.c's ingest). Records merge last-write-wins on both sides, tombstones
+ * included, so afterwards both hold the newest version of every key of the
+ * sub-arc. Bytes moved are proportional to the differing leaves, not to the
+ * range.
+ *
+ * The leaves are compared as one flat list (8 bytes a leaf, at most 128
+ * KiB a comparison) rather than a tree walked level by level: the list
+ * costs one round trip, and the scan that computes it costs the same at
+ * any depth.
+ *
+ * One comparison at a time; a step refused OVERLOADED (the replica's scans
+ * busy) is tried again after REPAIR_RETRY_MS, any other failure ends that
+ * comparison (counted, and the run ends "done with failures"). Repair
+ * refuses to start while a node joins or leaves, and stops if the ring
+ * changes under it (run it again). A replica that is DOWN fails its
+ * comparisons: repair needs every replica of an arc to be UP to vouch for
+ * it. Progress is in `ringkv netstats`; counters ringkv_repair_*.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node/log.h"
+#include "node/node_internal.h"
+
+#define REPAIR_LEAF_KEYS  8     /* keys a leaf, about */
+#define REPAIR_TIMEOUT_MS 30000 /* per request */
+#define REPAIR_RETRY_MS   200   /* after OVERLOADED */
+#define REPAIR_RETRIES    50
+#define REPAIR_SERVE_JOBS 2 /* leaf computations a node runs for others */
+
+struct repair_cmp {
+    struct ring_range arc;
+    char peer[GOSSIP_NAME_MAX + 1];
+};
+
+enum rphase { P_MERKLE = 0, P_PULL, P_PUSH };
+
+struct node_repair {
+    node *n;
+    struct repair_cmp *c;
+    size_t nc, cur;
+    bool running;
+    uint64_t epoch; /* the ring's at the start */
+    uint64_t start_ms, end_ms;
+    int first_err;
+    char first_err_at[96];
+    size_t failed, differing_cmps;
+    /* the current comparison */
+    enum rphase phase;
+    unsigned depth;
+    uint64_t *mine; /* 2^depth leaf hashes */
+    uint8_t *theirs;
+    bool have_mine, have_theirs;
+    bool work_busy, rpc_busy; /* the two halves of the leaf comparison */
+    int merkle_err;           /* the local computation's (the pool thread's) */
+    int peer_err;             /* the replica's answer's */
+    uv_work_t w;
+    struct store_range *diff; /* runs of differing leaves */
+    size_t ndiff, dcur;
+    /* where the next chunk of the current run starts; where the chunk
+     * being pushed ends */
+    struct rpc_stream_pos at, next;
+    uint8_t at_last[RPC_STREAM_LAST_MAX], next_last[RPC_STREAM_LAST_MAX];
+    struct rpc_buf msg;
+    uint32_t pending; /* pulled records not yet committed */
+    int commit_err;
+    uint64_t chunk_keys, chunk_bytes;
+    uv_timer_t retry;
+    bool retry_open;
+    int retries;
+    /* totals */
+    uint64_t leaves, leaves_diff;
+    uint64_t keys_in, bytes_in, keys_out, bytes_out;
+};
+
+struct merkle_job {
+    uv_work_t w;
+    node *n;
+    net_conn *c;
+    uint64_t id;
+    struct store_range arc;
+    unsigned depth;
+    uint64_t *leaves;
+    uint64_t keys;
+    int status;
+};
+
+static void cmp_step(struct node_repair *rp);
+static void cmp_start(struct node_repair *rp);
+
+/* The current comparison is over: the next one. */
+static void cmp_next(struct node_repair *rp)
+{
+    rp->cur++;
+    cmp_start(rp);
+}
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+static uint64_t get_be64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* ---- the replica's side: leaf hashes for another node ----------------- */
+
+static void serve_work(uv_work_t *w)
+{
+    struct merkle_job *j = w->data;
+    j->status =
+        store_merkle(j->leaves, &j->keys, j->n->store, j->arc, j->depth);
+}
+
+static void serve_reply(node *n,
+                        net_conn *c,
+                        uint64_t id,
+                        int status,
+                        unsigned depth,
+                        uint64_t keys,
+                        const uint64_t *leaves)
+{
+    size_t len = status == 0 ? (size_t)8 << depth : 0;
+    uint8_t *bytes = len ? malloc(len) : NULL;
+    if (len && !bytes) {
+        status = -ENOMEM;
+        len = 0;
+    }
+    for (size_t i = 0; i < len / 8; i++)
+        put_be64(bytes + 8 * i, leaves[i]);
+    struct rpc_merkle_resp r = {.status = status,
+                                .hlc = n->hlc.last,
+                                .depth = depth,
+                                .keys = status == 0 ? keys : 0,
+                                .leaves = RK_SLICE(bytes, len)};
+    struct rpc_buf b = RPC_BUF_INIT;
+    if (rpc_merkle_resp_encode(&b, &r) == 0)
+        net_conn_reply(c, id, RK_SLICE(b.data, b.len));
+    rpc_buf_free(&b);
+    free(bytes);
+}
+
+static void serve_after(uv_work_t *w, int status)
+{
+    struct merkle_job *j = w->data;
+    node *n = j->n;
+    (void)status;
+    n->repair_jobs--;
+    serve_reply(n, j->c, j->id, j->status, j->depth, j->keys, j->leaves);
+    net_conn_unref(j->c);
+    free(j->leaves);
+    free(j);
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
+void node__repair_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f)
+{
+    struct rpc_merkle_req rq;
+    int rc = rpc_merkle_req_decode(&rq, f);
+    struct store_range arc = {rq.start, rq.end};
+    if (rc == 0 && store_merkle_depth(arc, rq.depth) != rq.depth)
+        rc = RK_EBADREQ;
+    if (rc < 0) {
+        n->stats.internode_bad++;
+        serve_reply(n, c, id, rc, 0, 0, NULL);
+        return;
+    }
+    if (!n->store || n->stopping)
+        rc = RK_ECLOSED;
+    else if (!n->ring || n->ring_stale || rq.epoch != ring_epoch(n->ring))
+        rc = RK_ESTALE; /* the two rings differ: so may the replicas */
+    else if (n->repair_jobs >= REPAIR_SERVE_JOBS)
+        rc = RK_EOVERLOADED;
+    struct merkle_job *j = NULL;
+    if (rc == 0) {
+        j = calloc(1, sizeof(*j));
+        if (j)
+            j->leaves = malloc(sizeof(uint64_t) << rq.depth);
+        if (!j || !j->leaves)
+            rc = -ENOMEM;
+    }
+    if (rc == 0) {
+        j->w.data = j;
+        j->n = n;
+        j->c = c;
+        j->id = id;
+        j->arc = arc;
+        j->depth = rq.depth;
+        rc = uv_queue_work(n->loop, &j->w, serve_work, serve_after);
+    }
+    if (rc < 0) {
+        if (j)
+            free(j->leaves);
+        free(j);
+        serve_reply(n, c, id, rc, 0, 0, NULL);
+        return;
+    }
+    net_conn_ref(c);
+    n->repair_jobs++;
+    n->pending_closes++;
+}
+
+/* ---- the repairing side ------------------------------------------------ */
+
+static const char *phase_name(enum rphase p)
+{
+    return p == P_MERKLE ? "comparing" : p == P_PULL ? "pulling" : "pushing";
+}
+
+/* The current comparison failed: note it and go on with the next. */
+static void cmp_fail(struct node_repair *rp, const char *why, int err)
+{
+    const struct repair_cmp *c = &rp->c[rp->cur];
+    rp->failed++;
+    if (!rp->first_err) {
+        rp->first_err = err ? err : RK_EUNAVAILABLE;
+        snprintf(rp->first_err_at, sizeof(rp->first_err_at), "%s with %s", why,
+                 c->peer);
+    }
+    LOG(WARN, "repair.compare_fail",
+        "range=(%llu,%llu] peer=%s phase=%s why=\"%s\" error=\"%s\"",
+        (unsigned long long)c->arc.start, (unsigned long long)c->arc.end,
+        c->peer, phase_name(rp->phase), why, rk_strerror(err));
+    cmp_next(rp);
+}
+
+/* A step refused OVERLOADED: the same step again shortly, a few times. */
+static void on_retry(uv_timer_t *t)
+{
+    node *n = t->data;
+    cmp_step(n->repair);
+}
+
+static bool retry_later(struct node_repair *rp, int err)
+{
+    if (err != RK_EOVERLOADED || rp->retries >= REPAIR_RETRIES ||
+        rp->n->stopping || !rp->retry_open)
+        return false;
+    rp->retries++;
+    uv_timer_start(&rp->retry, on_retry, REPAIR_RETRY_MS, 0);
+    return true;
+}
+
+static const struct node_peer *cmp_peer(struct node_repair *rp)
+{
+    const struct node_peer *p =
+        node__peer_by_name(rp->n, rp->c[rp->cur].peer, NULL);
+    return p && p->up && !p->self && p->iaddr[0] ? p : NULL;
+}
+
+static void set_at(struct node_repair *rp, struct store_range r)
+{
+    rp->at = (struct rpc_stream_pos){.start = r.start, .end = r.end};
+}
+
+/* Both leaf lists are in: the runs of leaves that differ. */
+static void compare(struct node_repair *rp)
+{
+    size_t nl = (size_t)1 << rp->depth;
+    const struct repair_cmp *c = &rp->c[rp->cur];
+    struct store_range arc = {c->arc.start, c->arc.end};
+    rp->ndiff = rp->dcur = 0;
+    free(rp->diff);
+    rp->diff = NULL;
+    size_t nd = 0;
+    for (size_t i = 0; i < nl; i++)
+        if (rp->mine[i] != get_be64(rp->theirs + 8 * i))
+            nd++;
+    rp->leaves += nl;
+    rp->leaves_diff += nd;
+    if (nd == 0) {
+        cmp_next(rp);
+        return;
+    }
+    rp->differing_cmps++;
+    rp->diff = calloc(nd, sizeof(*rp->diff));
+    if (!rp->diff) {
+        cmp_fail(rp, "compare", -ENOMEM);
+        return;
+    }
+    for (size_t i = 0; i < nl; i++) {
+        if (rp->mine[i] == get_be64(rp->theirs + 8 * i))
+            continue;
+        struct store_range l = store_merkle_leaf(arc, rp->depth, i);
+        if (rp->ndiff && rp->diff[rp->ndiff - 1].end == l.start)
+            rp->diff[rp->ndiff - 1].end = l.end; /* the run goes on */
+        else
+            rp->diff[rp->ndiff++] = l;
+    }
+    LOG(INFO, "repair.differ",
+        "range=(%llu,%llu] peer=%s leaves=%zu differing=%zu runs=%zu",
+        (unsigned long long)c->arc.start, (unsigned long long)c->arc.end,
+        c->peer, nl, nd, rp->ndiff);
+    rp->phase = P_PULL;
+    set_at(rp, rp->diff[0]);
+    cmp_step(rp);
+}
+
+static void merkle_work(uv_work_t *w)
+{
+    struct node_repair *rp = w->data;
+    const struct repair_cmp *c = &rp->c[rp->cur];
+    rp->merkle_err =
+        store_merkle(rp->mine, NULL, rp->n->store,
+                     (struct store_range){c->arc.start, c->arc.end}, rp->depth);
+}
+
+/* Both halves of the leaf comparison are back (or one failed): compare,
+ * ask the replica again (OVERLOADED), or fail. Nothing moves on while
+ * either is out, so no late answer lands in the next comparison. */
+static void merkle_join(struct node_repair *rp)
+{
+    if (rp->work_busy || rp->rpc_busy)
+        return;
+    if (rp->n->stopping)
+        cmp_fail(rp, "stopping", RK_ECLOSED);
+    else if (rp->merkle_err < 0)
+        cmp_fail(rp, "local leaves", rp->merkle_err);
+    else if (rp->peer_err < 0) {
+        if (!retry_later(rp, rp->peer_err))
+            cmp_fail(rp, "the replica's leaves", rp->peer_err);
+    } else if (rp->have_mine && rp->have_theirs)
+        compare(rp);
+}
+
+static void merkle_after(uv_work_t *w, int status)
+{
+    struct node_repair *rp = w->data;
+    node *n = rp->n;
+    (void)status;
+    rp->work_busy = false;
+    rp->have_mine = rp->merkle_err == 0;
+    n->pending_closes--;
+    merkle_join(rp);
+    node__stop_progress(n);
+}
+
+static void on_merkle(void *arg, int status, struct rk_slice resp)
+{
+    struct node_repair *rp = arg;
+    struct rpc_merkle_resp r;
+    rp->rpc_busy = false;
+    if (status == 0) {
+        status = rpc_merkle_resp_decode(&r, resp);
+        if (status < 0)
+            rp->n->stats.internode_bad++;
+        else if (r.status < 0)
+            status = r.status;
+        else if (r.depth != rp->depth)
+            status = RK_EPROTO;
+    }
+    rp->peer_err = status;
+    if (status == 0) {
+        memcpy(rp->theirs, r.leaves.p, r.leaves.len);
+        rp->have_theirs = true;
+    }
+    merkle_join(rp);
+}
+
+/* The leaves of the current comparison: here on the pool (unless done
+ * already: an OVERLOADED replica asked again), there by RPC. */
+static void merkle_start(struct node_repair *rp)
+{
+    node *n = rp->n;
+    const struct repair_cmp *c = &rp->c[rp->cur];
+    struct store_range arc = {c->arc.start, c->arc.end};
+    const struct node_peer *p = cmp_peer(rp);
+    if (!p) {
+        cmp_fail(rp, "the replica is not UP", RK_EUNAVAILABLE);
+        return;
+    }
+    if (!rp->have_mine) {
+        rp->merkle_err = 0;
+        rp->w.data = rp;
+        int rc = uv_queue_work(n->loop, &rp->w, merkle_work, merkle_after);
+        if (rc < 0) {
+            cmp_fail(rp, "local leaves", rc);
+            return;
+        }
+        rp->work_busy = true;
+        n->pending_closes++;
+    }
+    struct rpc_merkle_req rq = {.epoch = rp->epoch,
+                                .start = arc.start,
+                                .end = arc.end,
+                                .depth = rp->depth};
+    rp->peer_err = 0;
+    rp->rpc_busy = true;
+    rpc_buf_reset(&rp->msg);
+    int rc = rpc_merkle_req_encode(&rp->msg, &rq);
+    if (rc == 0)
+        rc = node__rpc_addr(n, p->iaddr, &rp->msg, REPAIR_TIMEOUT_MS, 0,
+                            on_merkle, rp);
+    if (rc < 0)
+        on_merkle(rp, rc, RK_SLICE(NULL, 0));
+}
+
+/* The current sub-arc is through one phase: the next phase or sub-arc. */
+static void run_done(struct node_repair *rp)
+{
+    if (rp->phase == P_PULL) {
+        rp->phase = P_PUSH;
+    } else {
+        rp->phase = P_PULL;
+        if (++rp->dcur == rp->ndiff) {
+            cmp_next(rp);
+            return;
+        }
+    }
+    set_at(rp, rp->diff[rp->dcur]);
+    cmp_step(rp);
+}
+
+static void pull_committed(struct node_repair *rp)
+{
+    if (rp->commit_err) {
+        cmp_fail(rp, "commit", rp->commit_err);
+        return;
+    }
+    rp->keys_in += rp->chunk_keys;
+    rp->bytes_in += rp->chunk_bytes;
+    rp->n->stats.repair_in_keys += rp->chunk_keys;
+    rp->n->stats.repair_in_bytes += rp->chunk_bytes;
+    if (rp->at.done)
+        run_done(rp);
+    else
+        cmp_step(rp);
+}
+
+static void on_pull_item(int status, void *arg)
+{
+    struct node_repair *rp = arg;
+    if (status < 0 && !rp->commit_err)
+        rp->commit_err = status;
+    if (--rp->pending == 0)
+        pull_committed(rp);
+}
+
+static void on_pull_chunk(void *arg, int status, struct rk_slice resp)
+{
+    struct node_repair *rp = arg;
+    node *n = rp->n;
+    struct rpc_stream_chunk ch;
+    memset(&ch, 0, sizeof(ch));
+    if (status == 0) {
+        status = rpc_stream_chunk_decode(&ch, resp);
+        if (status < 0)
+            n->stats.internode_bad++;
+        else if (ch.status < 0)
+            status = ch.status;
+        else if (ch.next.start != rp->at.start || ch.next.end != rp->at.end)
+            status = RK_EPROTO;
+    }
+    if (status == 0 && n->stopping)
+        status = RK_ECLOSED;
+    struct rk_slice it, key;
+    struct rpc_record rec;
+    for (it = ch.items;
+         status == 0 && rpc_stream_item_next(&it, &key, &rec) == 1;)
+        if (!ring_range_contains((struct ring_range){rp->at.start, rp->at.end},
+                                 rk_token(key.p, key.len)))
+            status = RK_EPROTO;
+    if (status < 0) {
+        if (!retry_later(rp, status))
+            cmp_fail(rp, "pull", status);
+        return;
+    }
+    node__stream_pos_copy(&rp->at, rp->at_last, &ch.next);
+    rp->commit_err = 0;
+    rp->chunk_keys = ch.count;
+    rp->chunk_bytes = 0;
+    rp->pending = 1; /* held while adding */
+    for (it = ch.items; rpc_stream_item_next(&it, &key, &rec) == 1;) {
+        rp->chunk_bytes += key.len + rec.value.len;
+        rp->pending++;
+        int rc = node__local_write(n, key, &rec, on_pull_item, rp);
+        if (rc < 0) {
+            rp->pending--;
+            rp->commit_err = rc;
+            break;
+        }
+    }
+    on_pull_item(0, rp); /* the hold */
+}
+
+/* The chunk scanned last is in place on the replica (or was empty). */
+static void push_done(struct node_repair *rp)
+{
+    node__stream_pos_copy(&rp->at, rp->at_last, &rp->next);
+    rp->keys_out += rp->chunk_keys;
+    rp->bytes_out += rp->chunk_bytes;
+    rp->n->stats.repair_out_keys += rp->chunk_keys;
+    rp->n->stats.repair_out_bytes += rp->chunk_bytes;
+    if (rp->at.done)
+        run_done(rp);
+    else
+        cmp_step(rp);
+}
+
+static void on_pushed(void *arg, int status, struct rk_slice resp)
+{
+    struct node_repair *rp = arg;
+    if (status == 0) {
+        struct rpc_write_ack a;
+        status = rpc_write_ack_decode(&a, resp);
+        if (status < 0)
+            rp->n->stats.internode_bad++;
+        else
+            status = a.status;
+    }
+    if (status < 0) {
+        if (!retry_later(rp, status))
+            cmp_fail(rp, "push", status);
+        return;
+    }
+    push_done(rp);
+}
+
+/* A chunk of the sub-arc read here: to the replica (the next position is
+ * taken only once it has it: a failed push is scanned and sent again). */
+static void on_push_scanned(void *arg,
+                            int status,
+                            const struct rpc_stream_chunk *ch,
+                            uint64_t kv_bytes,
+                            struct rk_slice frame)
+{
+    struct node_repair *rp = arg;
+    node *n = rp->n;
+    if (status == 0 && n->stopping)
+        status = RK_ECLOSED;
+    if (status < 0) {
+        if (!retry_later(rp, status))
+            cmp_fail(rp, "scan", status);
+        return;
+    }
+    node__stream_pos_copy(&rp->next, rp->next_last, &ch->next);
+    rp->chunk_keys = ch->count;
+    rp->chunk_bytes = kv_bytes;
+    if (ch->count == 0) { /* nothing (more) here */
+        push_done(rp);
+        return;
+    }
+    const struct node_peer *p = cmp_peer(rp);
+    struct rpc_buf view = {.data = (uint8_t *)frame.p, .len = frame.len};
+    int rc = p ? node__rpc_addr(n, p->iaddr, &view, REPAIR_TIMEOUT_MS, 0,
+                                on_pushed, rp)
+               : RK_EUNAVAILABLE;
+    if (rc < 0)
+        cmp_fail(rp, "push", rc);
+}
+
+/* The current step of the current comparison, from rp->at. */
+static void cmp_step(struct node_repair *rp)
+{
+    node *n = rp->n;
+    if (n->stopping) {
+        cmp_fail(rp, "stopping", RK_ECLOSED);
+        return;
+    }
+    if (rp->phase == P_MERKLE) {
+        merkle_start(rp);
+        return;
+    }
+    const struct node_peer *p = cmp_peer(rp);
+    if (!p) {
+        cmp_fail(rp, "the replica is not UP", RK_EUNAVAILABLE);
+        return;
+    }
+    int rc;
+    if (rp->phase == P_PULL) {
+        struct rpc_stream_req rq = {
+            .epoch = rp->epoch, .at = rp->at, .max_bytes = NODE_STREAM_CHUNK};
+        rpc_buf_reset(&rp->msg);
+        rc = rpc_stream_req_encode(&rp->msg, &rq);
+        if (rc == 0)
+            rc = node__rpc_addr(n, p->iaddr, &rp->msg, REPAIR_TIMEOUT_MS, 0,
+                                on_pull_chunk, rp);
+    } else {
+        rc = node__stream_scan(n, &rp->at, NODE_STREAM_CHUNK, on_push_scanned,
+                               rp);
+    }
+    if (rc < 0 && !retry_later(rp, rc))
+        cmp_fail(rp, rp->phase == P_PULL ? "pull" : "scan", rc);
+}
+
+/* Depth for an arc: about REPAIR_LEAF_KEYS keys a leaf, estimating the
+ * arc's keys from those of the local range holding it, in proportion to
+ * the part of the range the arc covers. */
+static unsigned pick_depth(node *n, struct ring_range arc)
+{
+    struct store_range r;
+    struct store_range_info info = {0};
+    double keys = 0;
+    if (store_range_find(&r, n->store, arc.end) == 0 &&
+        store_range_info(&info, n->store, r) == 0) {
+        /* spans as fractions of the ring (start == end: all of it) */
+        double ra = r.start == r.end ? 1.0 : (double)(r.end - r.start) / 0x1p64;
+        double aa =
+            arc.start == arc.end ? 1.0 : (double)(arc.end - arc.start) / 0x1p64;
+        keys = (double)info.keys * (ra > 0 && aa < ra ? aa / ra : 1.0);
+    }
+    unsigned d = 0;
+    while (d < STORE_MERKLE_MAX_DEPTH &&
+           (double)((uint64_t)REPAIR_LEAF_KEYS << d) < keys)
+        d++;
+    return store_merkle_depth((struct store_range){arc.start, arc.end}, d);
+}
+
+static void repair_end(struct node_repair *rp, const char *why)
+{
+    node *n = rp->n;
+    rp->running = false;
+    rp->end_ms = node__mono_ms(n);
+    free(rp->mine);
+    free(rp->theirs);
+    free(rp->diff);
+    rp->mine = NULL;
+    rp->theirs = NULL;
+    rp->diff = NULL;
+    if (rp->retry_open) {
+        rp->retry_open = false;
+        uv_close((uv_handle_t *)&rp->retry, node__handle_closed);
+    }
+#define REPAIR_DONE_FMT                                               \
+    "comparisons=%zu failed=%zu differing=%zu leaves=%llu "           \
+    "leaves_differing=%llu keys_in=%llu keys_out=%llu bytes_in=%llu " \
+    "bytes_out=%llu ms=%llu why=%s"
+#define REPAIR_DONE_ARGS                                                      \
+    rp->nc, rp->failed, rp->differing_cmps, (unsigned long long)rp->leaves,   \
+        (unsigned long long)rp->leaves_diff, (unsigned long long)rp->keys_in, \
+        (unsigned long long)rp->keys_out, (unsigned long long)rp->bytes_in,   \
+        (unsigned long long)rp->bytes_out,                                    \
+        (unsigned long long)(rp->end_ms - rp->start_ms), why ? why : "-"
+    if (rp->failed)
+        LOG(WARN, "repair.done", REPAIR_DONE_FMT, REPAIR_DONE_ARGS);
+    else
+        LOG(INFO, "repair.done", REPAIR_DONE_FMT, REPAIR_DONE_ARGS);
+#undef REPAIR_DONE_FMT
+#undef REPAIR_DONE_ARGS
+    node__stop_progress(n);
+}
+
+/* Comparison rp->cur (or the end, past the last). */
+static void cmp_start(struct node_repair *rp)
+{
+    node *n = rp->n;
+    while (rp->cur < rp->nc) {
+        if (n->stopping || !n->ring || n->ring_stale ||
+            ring_epoch(n->ring) != rp->epoch) {
+            rp->failed += rp->nc - rp->cur;
+            if (!rp->first_err) {
+                rp->first_err = n->stopping ? RK_ECLOSED : RK_ESTALE;
+                snprintf(rp->first_err_at, sizeof(rp->first_err_at), "%s",
+                         n->stopping ? "the node stopped"
+                                     : "the ring changed; run repair again");
+            }
+            rp->cur = rp->nc;
+            repair_end(rp, n->stopping ? "stopping" : "ring_changed");
+            return;
+        }
+        const struct repair_cmp *c = &rp->c[rp->cur];
+        rp->phase = P_MERKLE;
+        rp->have_mine = rp->have_theirs = false;
+        rp->merkle_err = rp->peer_err = 0;
+        rp->retries = 0;
+        rp->depth = pick_depth(n, c->arc);
+        free(rp->mine);
+        free(rp->theirs);
+        rp->mine = malloc(sizeof(uint64_t) << rp->depth);
+        rp->theirs = malloc((size_t)8 << rp->depth);
+        if (!rp->mine || !rp->theirs) {
+            cmp_fail(rp, "memory", -ENOMEM); /* and the next */
+            return;
+        }
+        cmp_step(rp);
+        return;
+    }
+    repair_end(rp, NULL);
+}
+
+static int repair_check(node *n, uint32_t *self, char *why, size_t cap)
+{
+    if (n->repair && n->repair->running) {
+        snprintf(why, cap, "a repair is already running on %.64s",
+                 n->cfg.node_name);
+        return RK_EBADREQ;
+    }
+    return node__ring_settled(n, "repair", self, why, cap);
+}
+
+/* The comparisons: every arc of the ring this node replicates, once per
+ * other replica of it. */
+static int plan(node *n, uint32_t self, struct repair_cmp **out, size_t *nout)
+{
+    const ring *r = n->ring;
+    size_t na = ring_token_count(r), nc = 0;
+    struct repair_cmp *c = calloc(na * RING_MAX_REPLICAS + 1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    for (size_t i = 0; i < na; i++) {
+        struct ring_range arc = ring_arc_range(r, i);
+        uint32_t rep[RING_MAX_REPLICAS];
+        size_t nr = ring_replicas(r, arc.end, rep, RING_MAX_REPLICAS);
+        bool mine = false;
+        for (size_t k = 0; k < nr && k < RING_MAX_REPLICAS; k++)
+            mine |= rep[k] == self;
+        for (size_t k = 0; mine && k < nr && k < RING_MAX_REPLICAS; k++) {
+            struct ring_node_info ni;
+            if (rep[k] == self || ring_node_get(r, &ni, rep[k]) < 0)
+                continue;
+            c[nc].arc = arc;
+            snprintf(c[nc].peer, sizeof(c[nc].peer), "%s", ni.name);
+            nc++;
+        }
+    }
+    *out = c;
+    *nout = nc;
+    return 0;
+}
+
+int node__repair_begin(node *n, char **text, size_t *len)
+{
+    char msg[512];
+    uint32_t self = RING_NONE;
+    int rc = repair_check(n, &self, msg, sizeof(msg));
+    struct node_repair *rp = n->repair;
+    if (rc == 0 && !rp) {
+        rp = n->repair = calloc(1, sizeof(*rp));
+        if (!rp)
+            rc = -ENOMEM;
+    }
+    struct repair_cmp *c = NULL;
+    size_t nc = 0;
+    if (rc == 0)
+        rc = plan(n, self, &c, &nc);
+    if (rc == 0) {
+        free(rp->c);
+        rpc_buf_free(&rp->msg);
+        *rp = (struct node_repair){.n = n,
+                                   .c = c,
+                                   .nc = nc,
+                                   .running = true,
+                                   .epoch = ring_epoch(n->ring),
+                                   .start_ms = node__mono_ms(n),
+                                   .msg = RPC_BUF_INIT};
+        uv_timer_init(n->loop, &rp->retry);
+        rp->retry.data = n;
+        rp->retry_open = true;
+        n->pending_closes++;
+        LOG(INFO, "repair.start", "comparisons=%zu epoch=%llu", nc,
+            (unsigned long long)rp->epoch);
+        snprintf(msg, sizeof(msg),
+                 "repair started: %zu comparisons (each arc %.64s replicates, "
+                 "with each of its other replicas) of ring epoch %llu; "
+                 "`ringkv netstats` shows progress",
+                 nc, n->cfg.node_name, (unsigned long long)rp->epoch);
+        cmp_start(rp); /* the first comparison, or the end */
+    } else if (rc == -ENOMEM) {
+        snprintf(msg, sizeof(msg), "cannot start: %s", rk_strerror(rc));
+    }
+    *text = strdup(msg);
+    if (!*text)
+        return -ENOMEM;
+    *len = strlen(*text);
+    return rc;
+}
+
+void node__repair_text(node *n, FILE *f)
+{
+    const struct node_repair *rp = n->repair;
+    if (!rp)
+        return;
+    char in[32], out[32];
+    node__human_bytes(in, sizeof(in), rp->bytes_in);
+    node__human_bytes(out, sizeof(out), rp->bytes_out);
+    if (rp->running) {
+        const struct repair_cmp *c = &rp->c[rp->cur < rp->nc ? rp->cur : 0];
+        fprintf(f,
+                "Repair: running for %.1f s: comparison %zu of %zu (range "
+                "(%llu,%llu] with %s, %s); %llu of %llu leaves differed; "
+                "%llu keys (%s) pulled, %llu keys (%s) pushed.\n",
+                (double)(node__mono_ms(n) - rp->start_ms) / 1000, rp->cur + 1,
+                rp->nc, (unsigned long long)c->arc.start,
+                (unsigned long long)c->arc.end, c->peer, phase_name(rp->phase),
+                (unsigned long long)rp->leaves_diff,
+                (unsigned long long)rp->leaves, (unsigned long long)rp->keys_in,
+                in, (unsigned long long)rp->keys_out, out);
+        return;
+    }
+    fprintf(f,
+            "Repair: %s in %.1f s: %zu comparisons, %zu differed (%llu of "
+            "%llu leaves); %llu keys (%s) pulled, %llu keys (%s) pushed",
+            rp->failed ? "done with failures" : "done",
+            (double)(rp->end_ms - rp->start_ms) / 1000, rp->nc,
+            rp->differing_cmps, (unsigned long long)rp->leaves_diff,
+            (unsigned long long)rp->leaves, (unsigned long long)rp->keys_in, in,
+            (unsigned long long)rp->keys_out, out);
+    if (rp->failed)
+        fprintf(f, "; %zu failed, the first: %s: %s", rp->failed,
+                rp->first_err_at, rk_strerror(rp->first_err));
+    fprintf(f, ".\n");
+}
+
+void node__repair_free(node *n)
+{
+    struct node_repair *rp = n->repair;
+    if (!rp)
+        return;
+    free(rp->c);
+    free(rp->mine);
+    free(rp->theirs);
+    free(rp->diff);
+    rpc_buf_free(&rp->msg);
+    free(rp);
+    n->repair = NULL;
+}
