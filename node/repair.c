@@ -20,10 +20,12 @@
  * pulled from the replica with RPC_MSG_STREAM (the join's donor scan) and
  * committed here through the group commit, then read here (the same scan)
  * and pushed to the replica with RPC_MSG_STREAM_PUSH, which commits it
- * (leave.c's ingest). Records merge last-write-wins on both sides, tombstones
- * included, so afterwards both hold the newest version of every key of the
- * sub-arc. Bytes moved are proportional to the differing leaves, not to the
- * range.
+ * (leave.c's ingest) -- except the records the pull just brought (a
+ * fingerprint of key and version each, 8 bytes, kept for the sub-arc), so
+ * that a stale replica's repair does not send back what it fetched. Records
+ * merge last-write-wins on both sides, tombstones included, so afterwards both
+ * hold the newest version of every key of the sub-arc. Bytes moved are
+ * proportional to the differing leaves, not to the range.
  *
  * The leaves are compared as one flat list (8 bytes a leaf, at most 128
  * KiB a comparison) rather than a tree walked level by level: the list
@@ -50,7 +52,8 @@
 #define REPAIR_TIMEOUT_MS 30000 /* per request */
 #define REPAIR_RETRY_MS   200   /* after OVERLOADED */
 #define REPAIR_RETRIES    50
-#define REPAIR_SERVE_JOBS 2 /* leaf computations a node runs for others */
+#define REPAIR_SERVE_JOBS 2   /* leaf computations a node runs for others */
+#define REPAIR_BUDGET_MS  100 /* waiting for stream_throughput_mb */
 
 struct repair_cmp {
     struct ring_range arc;
@@ -86,11 +89,18 @@ struct node_repair {
     struct rpc_stream_pos at, next;
     uint8_t at_last[RPC_STREAM_LAST_MAX], next_last[RPC_STREAM_LAST_MAX];
     struct rpc_buf msg;
-    uint32_t pending; /* pulled records not yet committed */
+    bool budget; /* a chunk's stream budget taken, not yet settled */
+    /* what the current sub-arc's pull brought (key and version
+     * fingerprints, sorted for the push): not pushed back */
+    uint64_t *got;
+    size_t ngot, capgot;
+    struct rpc_buf items; /* a push chunk's items, filtered */
+    uint32_t pending;     /* pulled records not yet committed */
     int commit_err;
     uint64_t chunk_keys, chunk_bytes;
     uv_timer_t retry;
     bool retry_open;
+    bool retry_closing; /* closed at the end; not reusable until then */
     int retries;
     /* totals */
     uint64_t leaves, leaves_diff;
@@ -111,6 +121,7 @@ struct merkle_job {
 
 static void cmp_step(struct node_repair *rp);
 static void cmp_start(struct node_repair *rp);
+static void budget_settle(struct node_repair *rp, uint64_t moved);
 
 /* The current comparison is over: the next one. */
 static void cmp_next(struct node_repair *rp)
@@ -131,6 +142,20 @@ static uint64_t get_be64(const uint8_t *p)
     for (int i = 0; i < 8; i++)
         v = v << 8 | p[i];
     return v;
+}
+
+/* A record's identity for not pushing back what was just pulled: its
+ * key's token and its version. */
+static uint64_t fingerprint(struct rk_slice key, const struct rpc_record *rec)
+{
+    return rk_token(key.p, key.len) ^ (rec->ts * 0x9E3779B97F4A7C15ull) ^
+           ((uint64_t)rec->flags << 56) ^ rec->expiry;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
 }
 
 /* ---- the replica's side: leaf hashes for another node ----------------- */
@@ -186,7 +211,7 @@ static void serve_after(uv_work_t *w, int status)
 
 void node__repair_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f)
 {
-    struct rpc_merkle_req rq;
+    struct rpc_merkle_req rq = {0};
     int rc = rpc_merkle_req_decode(&rq, f);
     struct store_range arc = {rq.start, rq.end};
     if (rc == 0 && store_merkle_depth(arc, rq.depth) != rq.depth)
@@ -242,6 +267,7 @@ static const char *phase_name(enum rphase p)
 static void cmp_fail(struct node_repair *rp, const char *why, int err)
 {
     const struct repair_cmp *c = &rp->c[rp->cur];
+    budget_settle(rp, 0);
     rp->failed++;
     if (!rp->first_err) {
         rp->first_err = err ? err : RK_EUNAVAILABLE;
@@ -268,6 +294,7 @@ static bool retry_later(struct node_repair *rp, int err)
         rp->n->stopping || !rp->retry_open)
         return false;
     rp->retries++;
+    budget_settle(rp, 0);
     uv_timer_start(&rp->retry, on_retry, REPAIR_RETRY_MS, 0);
     return true;
 }
@@ -277,6 +304,14 @@ static const struct node_peer *cmp_peer(struct node_repair *rp)
     const struct node_peer *p =
         node__peer_by_name(rp->n, rp->c[rp->cur].peer, NULL);
     return p && p->up && !p->self && p->iaddr[0] ? p : NULL;
+}
+
+/* The chunk's budget back, less what it moved (stream_throughput_mb). */
+static void budget_settle(struct node_repair *rp, uint64_t moved)
+{
+    if (rp->budget)
+        node__stream_budget_settle(rp->n, moved);
+    rp->budget = false;
 }
 
 static void set_at(struct node_repair *rp, struct store_range r)
@@ -431,8 +466,10 @@ static void run_done(struct node_repair *rp)
 {
     if (rp->phase == P_PULL) {
         rp->phase = P_PUSH;
+        qsort(rp->got, rp->ngot, sizeof(*rp->got), u64_cmp);
     } else {
         rp->phase = P_PULL;
+        rp->ngot = 0;
         if (++rp->dcur == rp->ndiff) {
             cmp_next(rp);
             return;
@@ -448,6 +485,7 @@ static void pull_committed(struct node_repair *rp)
         cmp_fail(rp, "commit", rp->commit_err);
         return;
     }
+    budget_settle(rp, rp->chunk_bytes);
     rp->keys_in += rp->chunk_keys;
     rp->bytes_in += rp->chunk_bytes;
     rp->n->stats.repair_in_keys += rp->chunk_keys;
@@ -503,6 +541,17 @@ static void on_pull_chunk(void *arg, int status, struct rk_slice resp)
     rp->pending = 1; /* held while adding */
     for (it = ch.items; rpc_stream_item_next(&it, &key, &rec) == 1;) {
         rp->chunk_bytes += key.len + rec.value.len;
+        if (rp->ngot == rp->capgot) {
+            size_t cap = rp->capgot ? rp->capgot * 2 : 1024;
+            uint64_t *g = realloc(rp->got, cap * sizeof(*g));
+            if (!g) {
+                rp->commit_err = -ENOMEM;
+                break;
+            }
+            rp->got = g;
+            rp->capgot = cap;
+        }
+        rp->got[rp->ngot++] = fingerprint(key, &rec);
         rp->pending++;
         int rc = node__local_write(n, key, &rec, on_pull_item, rp);
         if (rc < 0) {
@@ -518,6 +567,7 @@ static void on_pull_chunk(void *arg, int status, struct rk_slice resp)
 static void push_done(struct node_repair *rp)
 {
     node__stream_pos_copy(&rp->at, rp->at_last, &rp->next);
+    budget_settle(rp, rp->chunk_bytes);
     rp->keys_out += rp->chunk_keys;
     rp->bytes_out += rp->chunk_bytes;
     rp->n->stats.repair_out_keys += rp->chunk_keys;
@@ -567,12 +617,41 @@ static void on_push_scanned(void *arg,
     node__stream_pos_copy(&rp->next, rp->next_last, &ch->next);
     rp->chunk_keys = ch->count;
     rp->chunk_bytes = kv_bytes;
-    if (ch->count == 0) { /* nothing (more) here */
+    struct rpc_buf view = {.data = (uint8_t *)frame.p, .len = frame.len};
+    if (rp->ngot && ch->count) {
+        /* leave out what the pull of this sub-arc brought from there */
+        struct rk_slice it = ch->items, key;
+        struct rpc_record rec;
+        int rc = 0;
+        rpc_buf_reset(&rp->items);
+        rp->chunk_keys = 0;
+        rp->chunk_bytes = 0;
+        while (rc == 0 && rpc_stream_item_next(&it, &key, &rec) == 1) {
+            uint64_t fp = fingerprint(key, &rec);
+            if (bsearch(&fp, rp->got, rp->ngot, sizeof(fp), u64_cmp))
+                continue;
+            rc = rpc_stream_item_add(&rp->items, key, &rec);
+            rp->chunk_keys++;
+            rp->chunk_bytes += key.len + rec.value.len;
+        }
+        struct rpc_stream_chunk pc = *ch;
+        pc.status = 0;
+        pc.count = (uint32_t)rp->chunk_keys;
+        pc.items = RK_SLICE(rp->items.data, rp->items.len);
+        rpc_buf_reset(&rp->msg);
+        if (rc == 0 && rp->chunk_keys)
+            rc = rpc_stream_push_encode(&rp->msg, &pc);
+        if (rc < 0) {
+            cmp_fail(rp, "push", rc);
+            return;
+        }
+        view = rp->msg;
+    }
+    if (rp->chunk_keys == 0) { /* nothing (more) to send */
         push_done(rp);
         return;
     }
     const struct node_peer *p = cmp_peer(rp);
-    struct rpc_buf view = {.data = (uint8_t *)frame.p, .len = frame.len};
     int rc = p ? node__rpc_addr(n, p->iaddr, &view, REPAIR_TIMEOUT_MS, 0,
                                 on_pushed, rp)
                : RK_EUNAVAILABLE;
@@ -596,6 +675,14 @@ static void cmp_step(struct node_repair *rp)
     if (!p) {
         cmp_fail(rp, "the replica is not UP", RK_EUNAVAILABLE);
         return;
+    }
+    /* a chunk at a time within stream_throughput_mb, as joins and leaves */
+    if (!rp->budget) {
+        if (!node__stream_budget_take(n)) {
+            uv_timer_start(&rp->retry, on_retry, REPAIR_BUDGET_MS, 0);
+            return;
+        }
+        rp->budget = true;
     }
     int rc;
     if (rp->phase == P_PULL) {
@@ -637,6 +724,14 @@ static unsigned pick_depth(node *n, struct ring_range arc)
     return store_merkle_depth((struct store_range){arc.start, arc.end}, d);
 }
 
+static void retry_closed(uv_handle_t *h)
+{
+    node *n = h->data;
+    n->repair->retry_closing = false;
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
 static void repair_end(struct node_repair *rp, const char *why)
 {
     node *n = rp->n;
@@ -650,7 +745,8 @@ static void repair_end(struct node_repair *rp, const char *why)
     rp->diff = NULL;
     if (rp->retry_open) {
         rp->retry_open = false;
-        uv_close((uv_handle_t *)&rp->retry, node__handle_closed);
+        rp->retry_closing = true;
+        uv_close((uv_handle_t *)&rp->retry, retry_closed);
     }
 #define REPAIR_DONE_FMT                                               \
     "comparisons=%zu failed=%zu differing=%zu leaves=%llu "           \
@@ -691,6 +787,7 @@ static void cmp_start(struct node_repair *rp)
         }
         const struct repair_cmp *c = &rp->c[rp->cur];
         rp->phase = P_MERKLE;
+        rp->ngot = 0;
         rp->have_mine = rp->have_theirs = false;
         rp->merkle_err = rp->peer_err = 0;
         rp->retries = 0;
@@ -711,7 +808,7 @@ static void cmp_start(struct node_repair *rp)
 
 static int repair_check(node *n, uint32_t *self, char *why, size_t cap)
 {
-    if (n->repair && n->repair->running) {
+    if (n->repair && (n->repair->running || n->repair->retry_closing)) {
         snprintf(why, cap, "a repair is already running on %.64s",
                  n->cfg.node_name);
         return RK_EBADREQ;
@@ -766,14 +863,17 @@ int node__repair_begin(node *n, char **text, size_t *len)
         rc = plan(n, self, &c, &nc);
     if (rc == 0) {
         free(rp->c);
+        free(rp->got);
         rpc_buf_free(&rp->msg);
+        rpc_buf_free(&rp->items);
         *rp = (struct node_repair){.n = n,
                                    .c = c,
                                    .nc = nc,
                                    .running = true,
                                    .epoch = ring_epoch(n->ring),
                                    .start_ms = node__mono_ms(n),
-                                   .msg = RPC_BUF_INIT};
+                                   .msg = RPC_BUF_INIT,
+                                   .items = RPC_BUF_INIT};
         uv_timer_init(n->loop, &rp->retry);
         rp->retry.data = n;
         rp->retry_open = true;
@@ -841,7 +941,9 @@ void node__repair_free(node *n)
     free(rp->mine);
     free(rp->theirs);
     free(rp->diff);
+    free(rp->got);
     rpc_buf_free(&rp->msg);
+    rpc_buf_free(&rp->items);
     free(rp);
     n->repair = NULL;
 }
