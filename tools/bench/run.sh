@@ -13,3 +13,5 @@ echo "== RESP: redis-benchmark against a 3-node demo cluster and redis-server"
 "$root/tools/bench/resp.sh" --demo "$build" 127.0.0.11:6379
 echo "== streaming: join, cleanup, decommission vs cp of the data directory"
 python3 "$root/tools/bench/stream.py" --build "$build"
+echo "== repair: comparing and exchanging what differs vs cp of the data directory"
+python3 "$root/tools/bench/repair.py" --build "$build"
