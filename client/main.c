@@ -769,8 +769,10 @@ static const struct cmd cmds[] = {
      0, 0, cmd_admin, WIRE_COP_DECOMMISSION},
     {"removenode", "NODE", "Remove a dead node from the ring.", 1, 1, cmd_admin,
      WIRE_COP_REMOVENODE},
-    {"repair", "", "Make the node's replicas agree with the others' (Merkle).",
-     0, 0, cmd_admin, WIRE_COP_REPAIR},
+    {"repair", "[START,END]",
+     "Make the node's replicas agree with the others' (Merkle), or only "
+     "those of the tokens (START, END].",
+     0, 1, cmd_admin, WIRE_COP_REPAIR},
     {"cleanup", "", "Drop data the node no longer replicates.", 0, 0, cmd_admin,
      WIRE_COP_CLEANUP},
     {"netstats", "", "Streaming sessions: bytes, keys, rate, ETA.", 0, 0,

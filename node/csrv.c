@@ -215,6 +215,34 @@ static void send_err(
 
 /* An admin op's answer: its text, or the error with the text as message
  * (frees t). */
+/* "START,END", two decimal tokens: the arc (START, END]. */
+static int parse_arc(struct ring_range *out, struct rk_slice a)
+{
+    char buf[64];
+    if (a.len == 0 || a.len >= sizeof(buf))
+        return RK_EBADREQ;
+    memcpy(buf, a.p, a.len);
+    buf[a.len] = '\0';
+    char *comma = strchr(buf, ',');
+    if (!comma)
+        return RK_EBADREQ;
+    *comma = '\0';
+    const char *part[2] = {buf, comma + 1};
+    uint64_t v[2];
+    for (int i = 0; i < 2; i++) {
+        char *end;
+        if (part[i][0] < '0' || part[i][0] > '9')
+            return RK_EBADREQ;
+        errno = 0;
+        unsigned long long x = strtoull(part[i], &end, 10);
+        if (errno || *end)
+            return RK_EBADREQ;
+        v[i] = x;
+    }
+    *out = (struct ring_range){v[0], v[1]};
+    return 0;
+}
+
 static void send_text(
     struct csrv_conn *c, const struct wire_creq *q, int rc, char *t, size_t len)
 {
@@ -648,15 +676,18 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
         return;
     }
     case WIRE_COP_REPAIR: {
-        if ((q->has & WIRE_CREQ_ARGS) && q->nargs > 0) {
+        struct ring_range only;
+        bool one = (q->has & WIRE_CREQ_ARGS) && q->nargs > 0;
+        if (one && (q->nargs != 1 || parse_arc(&only, q->args[0]) < 0)) {
             send_err(c, q->id, q->op, RK_EBADREQ,
-                     "REPAIR of one range is not supported: run it without "
-                     "an argument (every range this node replicates)");
+                     "REPAIR takes no argument (every range this node "
+                     "replicates) or one: START,END, the tokens (START, END] "
+                     "(decimal; START equal to END: the whole ring)");
             return;
         }
         char *t = NULL;
         size_t len = 0;
-        int rc = node__repair_begin(n, &t, &len);
+        int rc = node__repair_begin(n, one ? &only : NULL, &t, &len);
         send_text(c, q, rc, t, len);
         return;
     }

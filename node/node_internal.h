@@ -424,9 +424,13 @@ void node__stream_budget_settle(node *n, uint64_t moved);
 
 /* ---- repair.c ---- */
 /* `ringkv repair`: compare this node's replicas of every arc it replicates
- * with the other replicas' (Merkle leaves) and exchange the sub-arcs that
- * differ. Returns at once with the text to answer. */
-int node__repair_begin(node *n, char **text, size_t *len);
+ * (only the parts inside `only`, unless NULL) with the other replicas'
+ * (Merkle leaves) and exchange the sub-arcs that differ. Returns at once
+ * with the text to answer. */
+int node__repair_begin(node *n,
+                       const struct ring_range *only,
+                       char **text,
+                       size_t *len);
 void node__repair_text(node *n, FILE *f); /* NETSTATS line, if any */
 void node__repair_free(node *n);
 /* An RPC_MSG_MERKLE request from another node's repair. */

@@ -816,17 +816,54 @@ static int repair_check(node *n, uint32_t *self, char *why, size_t cap)
     return node__ring_settled(n, "repair", self, why, cap);
 }
 
-/* The comparisons: every arc of the ring this node replicates, once per
- * other replica of it. */
-static int plan(node *n, uint32_t self, struct repair_cmp **out, size_t *nout)
+/* The pieces of the arcs of ring r inside `only` (start == end: the
+ * whole ring), one per arc it touches, in ring order from only.start;
+ * without `only`, every arc. Returns how many (at most cap). */
+static size_t pieces(const ring *r,
+                     const struct ring_range *only,
+                     struct ring_range *out,
+                     size_t cap)
+{
+    size_t na = ring_token_count(r), np = 0;
+    if (!only) {
+        for (size_t i = 0; i < na && np < cap; i++)
+            out[np++] = ring_arc_range(r, i);
+        return np;
+    }
+    size_t i = ring_arc_find(r, only->start + 1);
+    uint64_t from = only->start;
+    for (size_t k = 0; k <= na && np < cap; k++, i = (i + 1) % na) {
+        struct ring_range arc = ring_arc_range(r, i);
+        bool last =
+            ring_range_contains((struct ring_range){from, arc.end}, only->end);
+        out[np++] = (struct ring_range){from, last ? only->end : arc.end};
+        if (last)
+            break;
+        from = arc.end;
+    }
+    return np;
+}
+
+/* The comparisons: every arc of the ring this node replicates (or its
+ * piece inside `only`), once per other replica of it. */
+static int plan(node *n,
+                uint32_t self,
+                const struct ring_range *only,
+                struct repair_cmp **out,
+                size_t *nout)
 {
     const ring *r = n->ring;
-    size_t na = ring_token_count(r), nc = 0;
+    size_t na = ring_token_count(r) + 1, nc = 0;
+    struct ring_range *pc = calloc(na, sizeof(*pc));
     struct repair_cmp *c = calloc(na * RING_MAX_REPLICAS + 1, sizeof(*c));
-    if (!c)
+    if (!c || !pc) {
+        free(pc);
+        free(c);
         return -ENOMEM;
-    for (size_t i = 0; i < na; i++) {
-        struct ring_range arc = ring_arc_range(r, i);
+    }
+    size_t np = pieces(r, only, pc, na);
+    for (size_t i = 0; i < np; i++) {
+        struct ring_range arc = pc[i];
         uint32_t rep[RING_MAX_REPLICAS];
         size_t nr = ring_replicas(r, arc.end, rep, RING_MAX_REPLICAS);
         bool mine = false;
@@ -841,12 +878,16 @@ static int plan(node *n, uint32_t self, struct repair_cmp **out, size_t *nout)
             nc++;
         }
     }
+    free(pc);
     *out = c;
     *nout = nc;
     return 0;
 }
 
-int node__repair_begin(node *n, char **text, size_t *len)
+int node__repair_begin(node *n,
+                       const struct ring_range *only,
+                       char **text,
+                       size_t *len)
 {
     char msg[512];
     uint32_t self = RING_NONE;
@@ -860,7 +901,7 @@ int node__repair_begin(node *n, char **text, size_t *len)
     struct repair_cmp *c = NULL;
     size_t nc = 0;
     if (rc == 0)
-        rc = plan(n, self, &c, &nc);
+        rc = plan(n, self, only, &c, &nc);
     if (rc == 0) {
         free(rp->c);
         free(rp->got);
@@ -880,11 +921,17 @@ int node__repair_begin(node *n, char **text, size_t *len)
         n->pending_closes++;
         LOG(INFO, "repair.start", "comparisons=%zu epoch=%llu", nc,
             (unsigned long long)rp->epoch);
-        snprintf(msg, sizeof(msg),
-                 "repair started: %zu comparisons (each arc %.64s replicates, "
-                 "with each of its other replicas) of ring epoch %llu; "
-                 "`ringkv netstats` shows progress",
-                 nc, n->cfg.node_name, (unsigned long long)rp->epoch);
+        char what[96] = "";
+        if (only)
+            snprintf(what, sizeof(what), " inside (%llu,%llu]",
+                     (unsigned long long)only->start,
+                     (unsigned long long)only->end);
+        snprintf(
+            msg, sizeof(msg),
+            "repair started: %zu comparisons (each arc %.64s replicates%s, "
+            "with each of its other replicas) of ring epoch %llu; "
+            "`ringkv netstats` shows progress",
+            nc, n->cfg.node_name, what, (unsigned long long)rp->epoch);
         cmp_start(rp); /* the first comparison, or the end */
     } else if (rc == -ENOMEM) {
         snprintf(msg, sizeof(msg), "cannot start: %s", rk_strerror(rc));

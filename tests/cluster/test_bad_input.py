@@ -103,9 +103,11 @@ def main():
     h.check(r.err == "BAD_REQUEST", "array body: %r" % r)
     r = cl.call("JOIN")
     h.check(r.err == "NOT_IMPLEMENTED", "admin op: %r" % r)
-    r = cl.call("REPAIR", args=["0,100"])
-    h.check(r.err == "BAD_REQUEST" and "one range" in (r.msg or ""),
-            "REPAIR of a range: %r" % r)
+    for args in (["0-100"], ["1,"], [",1"], ["a,b"], ["1,2", "3,4"],
+                 ["99999999999999999999,1"], ["-1,5"]):
+        r = cl.call("REPAIR", args=args)
+        h.check(r.err == "BAD_REQUEST" and "START,END" in (r.msg or ""),
+                "REPAIR %r: %r" % (args, r))
     # the last node of its data centre may not leave
     r = cl.call("DECOMMISSION")
     h.check(r.err == "BAD_REQUEST" and "add a node first" in (r.msg or ""),

@@ -14,7 +14,11 @@ off so that nothing else repairs) hold 3,000 keys (300 deleted).
    ones.
 2. n1 is stopped and the same kind of writes go through n2; `ringkv repair`
    on n1 once it is back pulls them in from n2 and n3.
-3. A repair right after finds no leaf that differs and moves nothing.
+3. A repair right after (of the range 7,7: the whole ring) finds no leaf
+   that differs and moves nothing.
+   Then n3 misses 30 more writes and `ringkv repair 0,9223372036854775808`
+   on n1 fixes those of the tokens (0, 2^63] only; a malformed range is
+   refused (exit 6).
 4. With n3 DOWN, repair on n1 still makes its comparisons with n2; those
    with n3 fail and the run ends "done with failures" (exit 8 under
    --wait), naming the first.
@@ -134,9 +138,40 @@ def main():
             "metrics: %r" % {k: v for k, v in m.items() if "repair" in k})
 
     # 3: nothing differs any more
-    rc, out = repair(n2)
+    # (as a range: 7,7 is the whole ring, cut at token 7)
+    rc, out = repair(n2, "7,7")
     h.check(rc == 0 and " 0 differed (0 of " in out and
-            moved(out) == (0, 0), "a second repair: %r" % out)
+            "inside (7,7]" in out and moved(out) == (0, 0),
+            "a second repair: %r" % out)
+
+    # 3b: one range only: n3 misses 30 writes; repair of the tokens
+    # (0, 2^63] on n1 fixes those keys there and leaves the others stale
+    h.check(n3.stop() == 0, "n3 unclean exit")
+    c.wait_state(n1, "n3", "DN", timeout=60)
+    changed = sum(change(n1, expect, gone, "c"), [])
+    n3.start()
+    c.wait_converged(timeout=60)
+    cl = n1.client()
+    try:
+        toks = {k: r.get(37) for k, r in zip(changed, cl.pipeline(
+            [("ENDPOINTS", {"key": k}) for k in changed]))}
+    finally:
+        cl.close()
+    half = 1 << 63
+    inside = [k for k in changed if 0 < toks[k] <= half]
+    outside = [k for k in changed if k not in inside]
+    h.check(inside and outside, "tokens all on one side: %r" % toks)
+    rc, out = repair(n1, "0,%d" % half)
+    h.check(rc == 0 and "inside (0,%d]" % half in out,
+            "repair of a range: %d %r" % (rc, out))
+    h.check(stale_on(n3, expect, gone, inside) == 0,
+            "n3 still stale inside the range repaired")
+    h.check(stale_on(n3, expect, gone, outside) == len(outside),
+            "keys outside the range were repaired too")
+    print("repair of (0,2^63]: %d keys fixed inside, %d outside left" %
+          (len(inside), len(outside)))
+    rc, out = h.cli(n1, "repair", "12,x")
+    h.check(rc == 6 and "START,END" in out, "a bad range: %d %r" % (rc, out))
 
     # 4: a replica down: its comparisons fail, the others are made
     n3.kill9()
@@ -194,6 +229,7 @@ def main():
             len(w.acked))
     for n in (n1, n2, n3):
         h.check_served(n, w.acked, [])
+    h.check_served(n3, expect, gone)  # 3b's keys outside, fixed by now
     print("%d writes during the repair, none failed; every node serves "
           "them" % len(w.acked))
 
