@@ -59,7 +59,7 @@ enum wire_cop {
     WIRE_COP_JOIN = 40,      /* reserved admin ops: result is text */
     WIRE_COP_DECOMMISSION = 41,
     WIRE_COP_REMOVENODE = 42, /* args: node name */
-    WIRE_COP_REPAIR = 43,     /* args: optional range */
+    WIRE_COP_REPAIR = 43,     /* args: none, or "START,END" */
     WIRE_COP_CLEANUP = 44,
     WIRE_COP_NETSTATS = 45
 };
