@@ -51,12 +51,12 @@
  * RING_STALE at once: the request waits, counted in flight like any
  * other, until the ring catches up (node__coord_unpark, from gshell.c)
  * and then starts as if it had just arrived; it is answered RING_STALE
- * only if its timeout (write_timeout_ms, or the read's deadline) passes
- * first. Until 2026-12-04 every request in that window was refused, and
- * Redis clients, which do not retry, saw errors during every join and
- * decommission. A node settling after a restart (no peer heard yet)
- * still refuses at once: that can last seconds, and a client with
- * several hosts does better elsewhere.
+ * only if its deadline (write_timeout_ms from its arrival, or the read's
+ * deadline) passes first; one that starts has what is left of it. Until
+ * 2026-12-04 every request in that window was refused, and Redis clients, which
+ * do not retry, saw errors during every join and decommission. A node settling
+ * after a restart (no peer heard yet) still refuses at once: that can last
+ * seconds, and a client with several hosts does better elsewhere.
  *
  * Admission. max_inflight bounds the requests not yet answered
  * (n->coord_inflight). A request answered at its level may still wait for
@@ -588,7 +588,6 @@ void node__coord_stop(node *n)
 {
     if (!n->wake_open)
         return;
-    node__coord_unpark(n); /* stopping: each answered CLOSED */
     while (n->wake_head) {
         struct creq *q = n->wake_head;
         wake_unlink(q);
@@ -774,6 +773,15 @@ static void write_unsent(struct creq *q, uint32_t i)
 
 /* Send the write in q->wmsg to replica i (local or remote). 0 if an answer
  * will come. */
+/* What is left of a write's deadline (at least 1 ms): a write that waited
+ * for the ring has only the rest of its write_timeout_ms. */
+static uint32_t write_left(const struct creq *q)
+{
+    uint64_t now = uv_now(q->n->loop);
+    uint64_t left = q->deadline > now ? q->deadline - now : 1;
+    return left < UINT32_MAX ? (uint32_t)left : UINT32_MAX;
+}
+
 static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
 {
     node *n = q->n;
@@ -784,9 +792,9 @@ static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
         rc = node__local_write(n, RK_SLICE(q->key, q->klen), rec,
                                on_local_write, c);
     else /* not to a peer silent for a write timeout: write_unsent */
-        rc = node__rpc_addr(
-            n, q->rp[i].iaddr, &q->wmsg, (uint32_t)n->cfg.write_timeout_ms,
-            (uint32_t)n->cfg.write_timeout_ms, on_remote_write, c);
+        rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg, write_left(q),
+                            (uint32_t)n->cfg.write_timeout_ms, on_remote_write,
+                            c);
     if (rc < 0)
         return rc;
     q->refs++;
@@ -895,8 +903,9 @@ static struct creq *creq_new(node *n,
     return q;
 }
 
-/* Plans and sends q's write (its callback then runs from the loop);
- * returns an error, having sent nothing, when it cannot start. */
+/* Plans and sends q's write, answered by q->deadline (its callback then
+ * runs from the loop); returns an error, having sent nothing, when it
+ * cannot start. */
 static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
 {
     node *n = q->n;
@@ -938,10 +947,8 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
             local = true;
         }
     }
-    if (local) { /* the commit has no deadline of its own: the write's */
-        q->deadline = uv_now(n->loop) + (uint64_t)n->cfg.write_timeout_ms;
+    if (local) /* the commit has no deadline of its own: the write's */
         wake_link(q, q->deadline);
-    }
     defer(q); /* settles at the end of the turn if already decided */
     return 0;
 }
@@ -963,6 +970,7 @@ static int coord_write(node *n,
     struct creq *q = creq_new(n, op, key, cl, cb, arg);
     if (!q)
         return -ENOMEM;
+    q->deadline = uv_now(n->loop) + (uint64_t)n->cfg.write_timeout_ms;
     if (rc == COORD_PARK) {
         if (value.p) {
             q->pval = malloc(value.len ? value.len : 1);
@@ -975,7 +983,7 @@ static int coord_write(node *n,
             q->pval_set = true;
         }
         q->pttl = ttl_ms;
-        park(q, uv_now(n->loop) + (uint64_t)n->cfg.write_timeout_ms);
+        park(q, q->deadline);
     } else {
         rc = write_start(q, value, ttl_ms);
         if (rc < 0)
