@@ -58,3 +58,9 @@ int rk_errcode(const char *name)
             return rk__errs[i].code;
     return 0;
 }
+
+int rk_u64_cmp(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}

@@ -58,6 +58,9 @@ const char *rk_errname(int err);
 /* The inverse of rk_errname for the protocol names; 0 if unknown. */
 int rk_errcode(const char *name);
 
+/* qsort / bsearch comparator of uint64_t, ascending. */
+int rk_u64_cmp(const void *a, const void *b);
+
 /* Hard limits, enforced by storage and every protocol decoder. */
 #define RK_MAX_KEY   (64u * 1024u)         /* bytes, keys may not be empty */
 #define RK_MAX_VALUE (16u * 1024u * 1024u) /* bytes */

@@ -1011,14 +1011,14 @@ static bool syn_lacks(const gossip *g, const struct wire_gossip_msg *m)
 /* An ACK answers only for the endpoints a SYN lists, so a node learns of
  * a new one only from a SYN that lists it: one of the nodes that know it
  * must pick it as a target, which can take several rounds (in a cluster of
- * four, a node goes a round without any SYN from the three others about
- * 3 times in 10). Meanwhile it has heard of the new node's epoch through
- * the others' RING_EPOCH and its ring is stale: its requests wait
- * (node/coord.c). So a node whose SYN misses endpoints gets a SYN back at
- * once, and asks for them in its ACK. At most one per sender per half
- * interval: a sender that cannot take an endpoint (a tombstone) would
- * otherwise be sent one per SYN, and two such nodes would SYN each other
- * back and forth. */
+ * four, with each of the others picking one of its three peers, no SYN
+ * reaches a given node in a round with probability (2/3)^3, about 3 in 10).
+ * Meanwhile it has heard of the new node's epoch through the others' RING_EPOCH
+ * and its ring is stale: its requests wait (node/coord.c). So a node whose SYN
+ * misses endpoints gets a SYN back at once, and asks for them in its ACK. At
+ * most one per sender per half interval: a sender that cannot take an endpoint
+ * (a tombstone) would otherwise be sent one per SYN, and two such nodes would
+ * SYN each other back and forth. */
 static int syn_back(struct recv_ctx *c,
                     const struct wire_gossip_msg *m,
                     const char *reply_to)

@@ -47,12 +47,6 @@ static bool kept(const struct node_cleanup *cu, uint64_t t)
     return false;
 }
 
-static int u64_cmp(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int drop(struct node_cleanup *cu, struct store_range r)
 {
     store *s = cu->n->store;
@@ -86,7 +80,7 @@ static int clean_range(struct node_cleanup *cu, struct store_range r)
             if (store_range_contains(r, b[k]) && b[k] != r.end)
                 cut[nc++] = b[k] - r.start; /* distance along r */
     }
-    qsort(cut, nc, sizeof(*cut), u64_cmp);
+    qsort(cut, nc, sizeof(*cut), rk_u64_cmp);
     /* the pieces between those points are each kept or not as a whole:
      * split where the verdict changes */
     size_t m = 0;

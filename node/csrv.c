@@ -213,8 +213,6 @@ static void send_err(
     conn_send(c, &r);
 }
 
-/* An admin op's answer: its text, or the error with the text as message
- * (frees t). */
 /* "START,END", two decimal tokens: the arc (START, END]. */
 static int parse_arc(struct ring_range *out, struct rk_slice a)
 {
@@ -243,6 +241,8 @@ static int parse_arc(struct ring_range *out, struct rk_slice a)
     return 0;
 }
 
+/* An admin op's answer: its text, or the error with the text as message
+ * (frees t). */
 static void send_text(
     struct csrv_conn *c, const struct wire_creq *q, int rc, char *t, size_t len)
 {

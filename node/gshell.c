@@ -315,12 +315,6 @@ static void fill_repl(node *n, struct ring_config *rc, struct ring_dc_rf *rdc)
     }
 }
 
-static int u64_cmp(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Does one of this node's tokens equal a token of a placed member with a
  * smaller name? */
 static bool tokens_collide(node *n, const struct ring_member *m, size_t nm)
@@ -329,7 +323,7 @@ static bool tokens_collide(node *n, const struct ring_member *m, size_t nm)
     if (!mine)
         return false;
     memcpy(mine, n->st.tokens, sizeof(uint64_t) * (size_t)n->st.ntokens);
-    qsort(mine, (size_t)n->st.ntokens, sizeof(uint64_t), u64_cmp);
+    qsort(mine, (size_t)n->st.ntokens, sizeof(uint64_t), rk_u64_cmp);
     bool hit = false;
     for (size_t i = 0; i < nm && !hit; i++) {
         if (m[i].state == RING_BOOT || m[i].state == RING_LEFT ||
@@ -339,7 +333,7 @@ static bool tokens_collide(node *n, const struct ring_member *m, size_t nm)
             continue;
         for (size_t k = 0; k < m[i].ntokens && !hit; k++)
             hit = bsearch(&m[i].tokens[k], mine, (size_t)n->st.ntokens,
-                          sizeof(uint64_t), u64_cmp) != NULL;
+                          sizeof(uint64_t), rk_u64_cmp) != NULL;
     }
     free(mine);
     return hit;

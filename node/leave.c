@@ -176,13 +176,7 @@ static void sess_chunk_in_place(struct leave_sess *ls)
 static void on_pushed(void *arg, int status, struct rk_slice resp)
 {
     struct leave_sess *ls = arg;
-    if (status == 0) {
-        struct rpc_write_ack a;
-        int rc = rpc_write_ack_decode(&a, resp);
-        if (rc < 0)
-            ls->n->stats.internode_bad++;
-        status = rc < 0 ? rc : a.status;
-    }
+    status = node__write_ack_status(ls->n, status, resp);
     if (status < 0) {
         sess_fail(ls, "push", status);
         return;
@@ -193,12 +187,18 @@ static void on_pushed(void *arg, int status, struct rk_slice resp)
 static int ingest_items(node *n,
                         struct ring_range rg,
                         struct rk_slice items,
-                        void (*cb)(void *arg, int status),
+                        node_items_cb cb,
                         void *arg);
 
-static void on_self_ingested(void *arg, int status)
+static void
+on_self_ingested(void *arg, int status, uint32_t keys, uint64_t bytes)
 {
     struct leave_sess *ls = arg;
+    node *n = ls->n;
+    if (status == 0) {
+        n->stats.stream_in_keys += keys;
+        n->stats.stream_in_bytes += bytes;
+    }
     if (status < 0) {
         sess_fail(ls, "commit", status);
         return;
@@ -316,7 +316,8 @@ static void sess_scan(struct leave_sess *ls)
     }
     int rc;
     if (!n->leave->relay || (p && p->self)) {
-        rc = node__stream_scan(n, &ls->at, NODE_STREAM_CHUNK, on_scanned, ls);
+        rc = node__stream_scan(n, &ls->at, NODE_STREAM_CHUNK, NULL, 0,
+                               on_scanned, ls);
     } else if (!p) {
         rc = RK_EUNAVAILABLE;
     } else {
@@ -919,32 +920,6 @@ int node__remove_begin(node *n, const char *name, char **text, size_t *len)
 
 /* ---- the gaining side --------------------------------------------------- */
 
-struct ingest {
-    node *n;
-    void (*cb)(void *arg, int status);
-    void *arg;
-    uint32_t pending; /* records not yet committed, +1 while adding */
-    int err;
-    uint32_t keys;
-    uint64_t bytes;
-};
-
-static void on_ingested(int status, void *arg)
-{
-    struct ingest *g = arg;
-    if (status < 0 && !g->err)
-        g->err = status;
-    if (--g->pending)
-        return;
-    node *n = g->n;
-    if (!g->err) {
-        n->stats.stream_in_keys += g->keys;
-        n->stats.stream_in_bytes += g->bytes;
-    }
-    g->cb(g->arg, g->err);
-    free(g);
-}
-
 /* Whether `name` is a replica of token t in ring r (NULL: no). */
 static bool replicates(const ring *r, const char *name, uint64_t t)
 {
@@ -959,47 +934,20 @@ static bool replicates(const ring *r, const char *name, uint64_t t)
 }
 
 /* Commit the items of arc rg, which this node must replicate in its
- * pending ring (a leave's push) or its ring (a repair's), each key inside rg;
- * cb(arg, status) once every one is committed. Without calling cb: RK_ESTALE
- * (no pending ring: it has not heard of the leave yet), RK_EBADREQ (not its
- * arc), RK_EPROTO (a key outside it), RK_ECLOSED, -ENOMEM. */
+ * pending ring (a leave's push) or its ring (a repair's), each key inside
+ * rg (node__commit_items). Without calling cb: RK_ESTALE (no pending ring:
+ * it has not heard of the leave yet), RK_EBADREQ (not its arc), and
+ * node__commit_items's errors. */
 static int ingest_items(node *n,
                         struct ring_range rg,
                         struct rk_slice items,
-                        void (*cb)(void *arg, int status),
+                        node_items_cb cb,
                         void *arg)
 {
-    if (!n->store || n->stopping)
-        return RK_ECLOSED;
     if (!replicates(n->ring_pending, n->cfg.node_name, rg.end) &&
         !replicates(n->ring, n->cfg.node_name, rg.end))
         return n->ring_pending ? RK_EBADREQ : RK_ESTALE;
-    struct rk_slice it = items, key;
-    struct rpc_record rec;
-    while (rpc_stream_item_next(&it, &key, &rec) == 1)
-        if (!ring_range_contains(rg, rk_token(key.p, key.len)))
-            return RK_EPROTO;
-    struct ingest *g = calloc(1, sizeof(*g));
-    if (!g)
-        return -ENOMEM;
-    g->n = n;
-    g->cb = cb;
-    g->arg = arg;
-    g->pending = 1; /* held while adding */
-    it = items;
-    while (rpc_stream_item_next(&it, &key, &rec) == 1) {
-        g->pending++;
-        int rc = node__local_write(n, key, &rec, on_ingested, g);
-        if (rc < 0) {
-            g->pending--;
-            g->err = rc;
-            break;
-        }
-        g->keys++;
-        g->bytes += key.len + rec.value.len;
-    }
-    on_ingested(0, g); /* the hold */
-    return 0;
+    return node__commit_items(n, rg, items, cb, arg);
 }
 
 struct push_reply {
@@ -1008,9 +956,14 @@ struct push_reply {
     uint64_t id;
 };
 
-static void on_push_committed(void *arg, int status)
+static void
+on_push_committed(void *arg, int status, uint32_t keys, uint64_t bytes)
 {
     struct push_reply *r = arg;
+    if (status == 0) {
+        r->n->stats.stream_in_keys += keys;
+        r->n->stats.stream_in_bytes += bytes;
+    }
     node__reply_status(r->n, r->c, r->id, RPC_MSG_WRITE, status);
     net_conn_unref(r->c);
     free(r);
@@ -1038,6 +991,6 @@ void node__leave_ingest(node *n, net_conn *c, uint64_t id, struct rk_slice f)
                       ch.items, on_push_committed, r);
     if (rc < 0) {
         n->stats.internode_bad += rc == RK_EPROTO;
-        on_push_committed(r, rc);
+        on_push_committed(r, rc, 0, 0);
     }
 }

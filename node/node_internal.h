@@ -318,6 +318,10 @@ void node__hint_flush(node *n);
 bool node__hint_rejected_for_good(int status);
 /* The peer table's entry for `name` (and its index, if idx), or NULL. */
 struct node_peer *node__peer_by_name(node *n, const char *name, uint32_t *idx);
+/* The outcome of a request answered with an RPC_MSG_WRITE_ACK: status
+ * (net/'s: the request failed) or else the acknowledgement's, or the
+ * decoder's error for a malformed one (counted as a bad internode frame). */
+int node__write_ack_status(node *n, int status, struct rk_slice resp);
 /* Answer an internode request with only a status: a READ_RESP for
  * type RPC_MSG_READ, else a WRITE_ACK (with this node's HLC). */
 void node__reply_status(
@@ -388,11 +392,17 @@ char *node__stream_text(node *n, size_t *len);
 void node__stream_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f);
 /* Streams move chunks of about this many bytes of keys and values. */
 #define NODE_STREAM_CHUNK (1u << 20)
+/* A record's identity (its key's token and its version) in 8 bytes, for
+ * leaving out of a scan what the other side just sent (repair.c). */
+uint64_t node__record_fingerprint(struct rk_slice key,
+                                  const struct rpc_record *rec);
 /* Scan the arc of `at` from `at` on the libuv pool (as a donor does) and
  * call cb on the loop with the chunk read (ch: its records, and where the
  * scan stands after them; borrowed from the job, copy what you keep), their
  * keys' and values' bytes, and the chunk encoded as an RPC_MSG_STREAM_PUSH
- * frame. status < 0: ch and frame are NULL / empty. Returns 0, or
+ * frame. Records whose node__record_fingerprint is in skip[] (nskip of
+ * them, sorted; borrowed until cb) are left out. status < 0: ch and
+ * frame are NULL / empty. Returns 0, or
  * RK_EOVERLOADED (STREAM_DONOR_JOBS scans running: ask again later),
  * RK_ECLOSED, RK_EBADREQ, -ENOMEM without calling cb. */
 typedef void (*node_scan_cb)(void *arg,
@@ -403,8 +413,26 @@ typedef void (*node_scan_cb)(void *arg,
 int node__stream_scan(node *n,
                       const struct rpc_stream_pos *at,
                       uint32_t max_bytes,
+                      const uint64_t *skip,
+                      size_t nskip,
                       node_scan_cb cb,
                       void *arg);
+/* Commit the records of a chunk of arc rg (rpc_stream_item encoded)
+ * through the group commit, as a join's, a leave's and a repair's streams
+ * do: every key must lie in rg. cb(arg, status, keys, bytes) once every
+ * record is committed (status: the first failure; keys and bytes: the
+ * records' and their keys' and values'), maybe before this returns (an
+ * empty chunk). Without calling cb: RK_EPROTO (a key outside rg, nothing
+ * committed), RK_ECLOSED, -ENOMEM. */
+typedef void (*node_items_cb)(void *arg,
+                              int status,
+                              uint32_t keys,
+                              uint64_t bytes);
+int node__commit_items(node *n,
+                       struct ring_range rg,
+                       struct rk_slice items,
+                       node_items_cb cb,
+                       void *arg);
 /* Copy a stream cursor, its last key into to_last (RPC_STREAM_LAST_MAX). */
 void node__stream_pos_copy(struct rpc_stream_pos *to,
                            uint8_t *to_last,

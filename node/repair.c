@@ -48,7 +48,7 @@
 #include "node/log.h"
 #include "node/node_internal.h"
 
-#define REPAIR_LEAF_KEYS  8     /* keys a leaf, about */
+#define REPAIR_LEAF_KEYS  8     /* keys a leaf, at most: 4 to 8 */
 #define REPAIR_TIMEOUT_MS 30000 /* per request */
 #define REPAIR_RETRY_MS   200   /* after OVERLOADED */
 #define REPAIR_RETRIES    50
@@ -75,8 +75,7 @@ struct node_repair {
     /* the current comparison */
     enum rphase phase;
     unsigned depth;
-    uint64_t *mine; /* 2^depth leaf hashes */
-    uint8_t *theirs;
+    uint64_t *mine, *theirs; /* 2^depth leaf hashes each */
     bool have_mine, have_theirs;
     bool work_busy, rpc_busy; /* the two halves of the leaf comparison */
     int merkle_err;           /* the local computation's (the pool thread's) */
@@ -94,9 +93,6 @@ struct node_repair {
      * fingerprints, sorted for the push): not pushed back */
     uint64_t *got;
     size_t ngot, capgot;
-    struct rpc_buf items; /* a push chunk's items, filtered */
-    uint32_t pending;     /* pulled records not yet committed */
-    int commit_err;
     uint64_t chunk_keys, chunk_bytes;
     uv_timer_t retry;
     bool retry_open;
@@ -142,20 +138,6 @@ static uint64_t get_be64(const uint8_t *p)
     for (int i = 0; i < 8; i++)
         v = v << 8 | p[i];
     return v;
-}
-
-/* A record's identity for not pushing back what was just pulled: its
- * key's token and its version. */
-static uint64_t fingerprint(struct rk_slice key, const struct rpc_record *rec)
-{
-    return rk_token(key.p, key.len) ^ (rec->ts * 0x9E3779B97F4A7C15ull) ^
-           ((uint64_t)rec->flags << 56) ^ rec->expiry;
-}
-
-static int u64_cmp(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* ---- the replica's side: leaf hashes for another node ----------------- */
@@ -330,8 +312,7 @@ static void compare(struct node_repair *rp)
     rp->diff = NULL;
     size_t nd = 0;
     for (size_t i = 0; i < nl; i++)
-        if (rp->mine[i] != get_be64(rp->theirs + 8 * i))
-            nd++;
+        nd += rp->mine[i] != rp->theirs[i];
     rp->leaves += nl;
     rp->leaves_diff += nd;
     if (nd == 0) {
@@ -345,7 +326,7 @@ static void compare(struct node_repair *rp)
         return;
     }
     for (size_t i = 0; i < nl; i++) {
-        if (rp->mine[i] == get_be64(rp->theirs + 8 * i))
+        if (rp->mine[i] == rp->theirs[i])
             continue;
         struct store_range l = store_merkle_leaf(arc, rp->depth, i);
         if (rp->ndiff && rp->diff[rp->ndiff - 1].end == l.start)
@@ -417,7 +398,8 @@ static void on_merkle(void *arg, int status, struct rk_slice resp)
     }
     rp->peer_err = status;
     if (status == 0) {
-        memcpy(rp->theirs, r.leaves.p, r.leaves.len);
+        for (size_t i = 0; i < r.leaves.len / 8; i++)
+            rp->theirs[i] = get_be64(r.leaves.p + 8 * i);
         rp->have_theirs = true;
     }
     merkle_join(rp);
@@ -466,7 +448,7 @@ static void run_done(struct node_repair *rp)
 {
     if (rp->phase == P_PULL) {
         rp->phase = P_PUSH;
-        qsort(rp->got, rp->ngot, sizeof(*rp->got), u64_cmp);
+        qsort(rp->got, rp->ngot, sizeof(*rp->got), rk_u64_cmp);
     } else {
         rp->phase = P_PULL;
         rp->ngot = 0;
@@ -479,30 +461,42 @@ static void run_done(struct node_repair *rp)
     cmp_step(rp);
 }
 
-static void pull_committed(struct node_repair *rp)
+static void on_pulled(void *arg, int status, uint32_t keys, uint64_t bytes)
 {
-    if (rp->commit_err) {
-        cmp_fail(rp, "commit", rp->commit_err);
+    struct node_repair *rp = arg;
+    if (status < 0) {
+        cmp_fail(rp, "commit", status);
         return;
     }
-    budget_settle(rp, rp->chunk_bytes);
-    rp->keys_in += rp->chunk_keys;
-    rp->bytes_in += rp->chunk_bytes;
-    rp->n->stats.repair_in_keys += rp->chunk_keys;
-    rp->n->stats.repair_in_bytes += rp->chunk_bytes;
+    budget_settle(rp, bytes);
+    rp->keys_in += keys;
+    rp->bytes_in += bytes;
+    rp->n->stats.repair_in_keys += keys;
+    rp->n->stats.repair_in_bytes += bytes;
     if (rp->at.done)
         run_done(rp);
     else
         cmp_step(rp);
 }
 
-static void on_pull_item(int status, void *arg)
+/* Note what a pulled chunk brings (not to be pushed back): false if out
+ * of memory. */
+static bool note_got(struct node_repair *rp, struct rk_slice items)
 {
-    struct node_repair *rp = arg;
-    if (status < 0 && !rp->commit_err)
-        rp->commit_err = status;
-    if (--rp->pending == 0)
-        pull_committed(rp);
+    struct rk_slice it = items, key;
+    struct rpc_record rec;
+    while (rpc_stream_item_next(&it, &key, &rec) == 1) {
+        if (rp->ngot == rp->capgot) {
+            size_t cap = rp->capgot ? rp->capgot * 2 : 1024;
+            uint64_t *g = realloc(rp->got, cap * sizeof(*g));
+            if (!g)
+                return false;
+            rp->got = g;
+            rp->capgot = cap;
+        }
+        rp->got[rp->ngot++] = node__record_fingerprint(key, &rec);
+    }
+    return true;
 }
 
 static void on_pull_chunk(void *arg, int status, struct rk_slice resp)
@@ -510,7 +504,6 @@ static void on_pull_chunk(void *arg, int status, struct rk_slice resp)
     struct node_repair *rp = arg;
     node *n = rp->n;
     struct rpc_stream_chunk ch;
-    memset(&ch, 0, sizeof(ch));
     if (status == 0) {
         status = rpc_stream_chunk_decode(&ch, resp);
         if (status < 0)
@@ -520,47 +513,15 @@ static void on_pull_chunk(void *arg, int status, struct rk_slice resp)
         else if (ch.next.start != rp->at.start || ch.next.end != rp->at.end)
             status = RK_EPROTO;
     }
-    if (status == 0 && n->stopping)
-        status = RK_ECLOSED;
-    struct rk_slice it, key;
-    struct rpc_record rec;
-    for (it = ch.items;
-         status == 0 && rpc_stream_item_next(&it, &key, &rec) == 1;)
-        if (!ring_range_contains((struct ring_range){rp->at.start, rp->at.end},
-                                 rk_token(key.p, key.len)))
-            status = RK_EPROTO;
-    if (status < 0) {
-        if (!retry_later(rp, status))
-            cmp_fail(rp, "pull", status);
-        return;
+    if (status == 0 && !note_got(rp, ch.items))
+        status = -ENOMEM;
+    if (status == 0) {
+        struct ring_range arc = {rp->at.start, rp->at.end};
+        node__stream_pos_copy(&rp->at, rp->at_last, &ch.next);
+        status = node__commit_items(n, arc, ch.items, on_pulled, rp);
     }
-    node__stream_pos_copy(&rp->at, rp->at_last, &ch.next);
-    rp->commit_err = 0;
-    rp->chunk_keys = ch.count;
-    rp->chunk_bytes = 0;
-    rp->pending = 1; /* held while adding */
-    for (it = ch.items; rpc_stream_item_next(&it, &key, &rec) == 1;) {
-        rp->chunk_bytes += key.len + rec.value.len;
-        if (rp->ngot == rp->capgot) {
-            size_t cap = rp->capgot ? rp->capgot * 2 : 1024;
-            uint64_t *g = realloc(rp->got, cap * sizeof(*g));
-            if (!g) {
-                rp->commit_err = -ENOMEM;
-                break;
-            }
-            rp->got = g;
-            rp->capgot = cap;
-        }
-        rp->got[rp->ngot++] = fingerprint(key, &rec);
-        rp->pending++;
-        int rc = node__local_write(n, key, &rec, on_pull_item, rp);
-        if (rc < 0) {
-            rp->pending--;
-            rp->commit_err = rc;
-            break;
-        }
-    }
-    on_pull_item(0, rp); /* the hold */
+    if (status < 0 && !retry_later(rp, status))
+        cmp_fail(rp, "pull", status);
 }
 
 /* The chunk scanned last is in place on the replica (or was empty). */
@@ -581,14 +542,7 @@ static void push_done(struct node_repair *rp)
 static void on_pushed(void *arg, int status, struct rk_slice resp)
 {
     struct node_repair *rp = arg;
-    if (status == 0) {
-        struct rpc_write_ack a;
-        status = rpc_write_ack_decode(&a, resp);
-        if (status < 0)
-            rp->n->stats.internode_bad++;
-        else
-            status = a.status;
-    }
+    status = node__write_ack_status(rp->n, status, resp);
     if (status < 0) {
         if (!retry_later(rp, status))
             cmp_fail(rp, "push", status);
@@ -597,8 +551,10 @@ static void on_pushed(void *arg, int status, struct rk_slice resp)
     push_done(rp);
 }
 
-/* A chunk of the sub-arc read here: to the replica (the next position is
- * taken only once it has it: a failed push is scanned and sent again). */
+/* A chunk of the sub-arc read here (less what the pull of the sub-arc
+ * brought: the scan leaves those out on the pool) to the replica; the
+ * next position is taken only once it has it: a failed push is scanned
+ * and sent again. */
 static void on_push_scanned(void *arg,
                             int status,
                             const struct rpc_stream_chunk *ch,
@@ -617,40 +573,11 @@ static void on_push_scanned(void *arg,
     node__stream_pos_copy(&rp->next, rp->next_last, &ch->next);
     rp->chunk_keys = ch->count;
     rp->chunk_bytes = kv_bytes;
-    struct rpc_buf view = {.data = (uint8_t *)frame.p, .len = frame.len};
-    if (rp->ngot && ch->count) {
-        /* leave out what the pull of this sub-arc brought from there */
-        struct rk_slice it = ch->items, key;
-        struct rpc_record rec;
-        int rc = 0;
-        rpc_buf_reset(&rp->items);
-        rp->chunk_keys = 0;
-        rp->chunk_bytes = 0;
-        while (rc == 0 && rpc_stream_item_next(&it, &key, &rec) == 1) {
-            uint64_t fp = fingerprint(key, &rec);
-            if (bsearch(&fp, rp->got, rp->ngot, sizeof(fp), u64_cmp))
-                continue;
-            rc = rpc_stream_item_add(&rp->items, key, &rec);
-            rp->chunk_keys++;
-            rp->chunk_bytes += key.len + rec.value.len;
-        }
-        struct rpc_stream_chunk pc = *ch;
-        pc.status = 0;
-        pc.count = (uint32_t)rp->chunk_keys;
-        pc.items = RK_SLICE(rp->items.data, rp->items.len);
-        rpc_buf_reset(&rp->msg);
-        if (rc == 0 && rp->chunk_keys)
-            rc = rpc_stream_push_encode(&rp->msg, &pc);
-        if (rc < 0) {
-            cmp_fail(rp, "push", rc);
-            return;
-        }
-        view = rp->msg;
-    }
-    if (rp->chunk_keys == 0) { /* nothing (more) to send */
+    if (ch->count == 0) { /* nothing (more) to send */
         push_done(rp);
         return;
     }
+    struct rpc_buf view = {.data = (uint8_t *)frame.p, .len = frame.len};
     const struct node_peer *p = cmp_peer(rp);
     int rc = p ? node__rpc_addr(n, p->iaddr, &view, REPAIR_TIMEOUT_MS, 0,
                                 on_pushed, rp)
@@ -694,14 +621,14 @@ static void cmp_step(struct node_repair *rp)
             rc = node__rpc_addr(n, p->iaddr, &rp->msg, REPAIR_TIMEOUT_MS, 0,
                                 on_pull_chunk, rp);
     } else {
-        rc = node__stream_scan(n, &rp->at, NODE_STREAM_CHUNK, on_push_scanned,
-                               rp);
+        rc = node__stream_scan(n, &rp->at, NODE_STREAM_CHUNK, rp->got, rp->ngot,
+                               on_push_scanned, rp);
     }
     if (rc < 0 && !retry_later(rp, rc))
         cmp_fail(rp, rp->phase == P_PULL ? "pull" : "scan", rc);
 }
 
-/* Depth for an arc: about REPAIR_LEAF_KEYS keys a leaf, estimating the
+/* Depth for an arc: at most REPAIR_LEAF_KEYS keys a leaf, estimating the
  * arc's keys from those of the local range holding it, in proportion to
  * the part of the range the arc covers. */
 static unsigned pick_depth(node *n, struct ring_range arc)
@@ -795,7 +722,7 @@ static void cmp_start(struct node_repair *rp)
         free(rp->mine);
         free(rp->theirs);
         rp->mine = malloc(sizeof(uint64_t) << rp->depth);
-        rp->theirs = malloc((size_t)8 << rp->depth);
+        rp->theirs = malloc(sizeof(uint64_t) << rp->depth);
         if (!rp->mine || !rp->theirs) {
             cmp_fail(rp, "memory", -ENOMEM); /* and the next */
             return;
@@ -906,15 +833,13 @@ int node__repair_begin(node *n,
         free(rp->c);
         free(rp->got);
         rpc_buf_free(&rp->msg);
-        rpc_buf_free(&rp->items);
         *rp = (struct node_repair){.n = n,
                                    .c = c,
                                    .nc = nc,
                                    .running = true,
                                    .epoch = ring_epoch(n->ring),
                                    .start_ms = node__mono_ms(n),
-                                   .msg = RPC_BUF_INIT,
-                                   .items = RPC_BUF_INIT};
+                                   .msg = RPC_BUF_INIT};
         uv_timer_init(n->loop, &rp->retry);
         rp->retry.data = n;
         rp->retry_open = true;
@@ -990,7 +915,6 @@ void node__repair_free(node *n)
     free(rp->diff);
     free(rp->got);
     rpc_buf_free(&rp->msg);
-    rpc_buf_free(&rp->items);
     free(rp);
     n->repair = NULL;
 }

@@ -203,6 +203,19 @@ void node__replica_free(node *n)
     }
 }
 
+int node__write_ack_status(node *n, int status, struct rk_slice resp)
+{
+    if (status < 0)
+        return status;
+    struct rpc_write_ack a;
+    int rc = rpc_write_ack_decode(&a, resp);
+    if (rc < 0) {
+        n->stats.internode_bad++;
+        return rc;
+    }
+    return a.status;
+}
+
 void node__reply_status(node *n, net_conn *c, uint64_t id, int type, int status)
 {
     struct rpc_buf *b = &n->reply_buf;

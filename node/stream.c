@@ -65,7 +65,6 @@ struct stream_sess {
      * ends (its last bytes copied: the answer's buffer is borrowed) */
     struct rpc_stream_pos at, next;
     uint8_t at_last[RPC_STREAM_LAST_MAX], next_last[RPC_STREAM_LAST_MAX];
-    uint32_t pending; /* writes of the chunk not yet committed */
     int commit_err;
     uint64_t chunk_keys, chunk_bytes;
     uint64_t keys, bytes;
@@ -177,13 +176,14 @@ static void sess_chunk_committed(struct stream_sess *ss)
     stream_kick(n);
 }
 
-static void on_item_committed(int status, void *arg)
+static void
+on_chunk_committed(void *arg, int status, uint32_t keys, uint64_t bytes)
 {
     struct stream_sess *ss = arg;
-    if (status < 0 && !ss->commit_err)
-        ss->commit_err = status;
-    if (--ss->pending == 0)
-        sess_chunk_committed(ss);
+    ss->commit_err = status;
+    ss->chunk_keys = keys;
+    ss->chunk_bytes = bytes;
+    sess_chunk_committed(ss);
 }
 
 static void on_chunk(void *arg, int status, struct rk_slice resp)
@@ -213,34 +213,12 @@ static void on_chunk(void *arg, int status, struct rk_slice resp)
         sess_fail(ss, "stopping", RK_ECLOSED, false);
         return;
     }
-    /* every key must lie in the range asked for */
-    struct rk_slice it = ch.items, key;
-    struct rpc_record rec;
-    while (rpc_stream_item_next(&it, &key, &rec) == 1) {
-        if (!ring_range_contains(ss->range, rk_token(key.p, key.len))) {
-            sess_fail(ss, "key outside the range", RK_EPROTO, false);
-            return;
-        }
-    }
     node__stream_pos_copy(&ss->next, ss->next_last, &ch.next);
     ss->state = S_COMMITTING;
-    ss->commit_err = 0;
-    ss->chunk_keys = ch.count;
-    ss->chunk_bytes = 0;
-    ss->pending = 1; /* held while adding */
-    it = ch.items;
-    while (rpc_stream_item_next(&it, &key, &rec) == 1) {
-        ss->chunk_bytes += key.len + rec.value.len;
-        ss->pending++;
-        rc = node__local_write(n, key, &rec, on_item_committed, ss);
-        if (rc < 0) {
-            ss->pending--;
-            if (!ss->commit_err)
-                ss->commit_err = rc;
-            break;
-        }
-    }
-    on_item_committed(0, ss); /* the hold */
+    rc = node__commit_items(n, ss->range, ch.items, on_chunk_committed, ss);
+    if (rc < 0)
+        sess_fail(ss, rc == RK_EPROTO ? "key outside the range" : "commit", rc,
+                  false);
 }
 
 static void sess_ask(struct stream_sess *ss)
@@ -616,12 +594,21 @@ struct donor_job {
     size_t max_bytes, frame_left;
     struct rpc_buf items, out;
     uint32_t count;
-    uint64_t kv_bytes; /* the items' keys and values */
-    uint64_t hlc;      /* the donor's HLC when asked (read on the loop) */
+    uint64_t kv_bytes;    /* the items' keys and values */
+    uint64_t hlc;         /* the donor's HLC when asked (read on the loop) */
+    const uint64_t *skip; /* fingerprints left out (sorted), borrowed */
+    size_t nskip;
     int status;
 };
 
 #define DONOR_FULL 1 /* the chunk is full before this item */
+
+uint64_t node__record_fingerprint(struct rk_slice key,
+                                  const struct rpc_record *rec)
+{
+    return rk_token(key.p, key.len) ^ (rec->ts * 0x9E3779B97F4A7C15ull) ^
+           ((uint64_t)rec->flags << 56) ^ rec->expiry;
+}
 
 static int donor_item(const struct store_item *it, void *arg)
 {
@@ -630,16 +617,21 @@ static int donor_item(const struct store_item *it, void *arg)
     int rc = store_record_decode(&sr, it->rec.p, it->rec.len);
     if (rc < 0)
         return rc;
-    size_t need = it->key.len + sr.value.len + 64;
-    if (j->count > 0 && (j->count >= RPC_STREAM_ITEMS_MAX ||
-                         j->items.len + need > j->frame_left))
-        return DONOR_FULL; /* the cursor stays before this item */
     struct rpc_record rec = {
         .ts = sr.ts,
         .flags = (sr.flags & STORE_REC_TOMBSTONE) ? RPC_REC_TOMBSTONE : 0,
         .expiry = (sr.flags & STORE_REC_EXPIRES) ? sr.expiry_ms : 0,
         .value =
             (sr.flags & STORE_REC_TOMBSTONE) ? RK_SLICE(NULL, 0) : sr.value};
+    if (j->nskip) {
+        uint64_t fp = node__record_fingerprint(it->key, &rec);
+        if (bsearch(&fp, j->skip, j->nskip, sizeof(fp), rk_u64_cmp))
+            return 0; /* the other side has just this */
+    }
+    size_t need = it->key.len + sr.value.len + 64;
+    if (j->count > 0 && (j->count >= RPC_STREAM_ITEMS_MAX ||
+                         j->items.len + need > j->frame_left))
+        return DONOR_FULL; /* the cursor stays before this item */
     rc = rpc_stream_item_add(&j->items, it->key, &rec);
     if (rc < 0)
         return rc;
@@ -779,6 +771,8 @@ void node__stream_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f)
 int node__stream_scan(node *n,
                       const struct rpc_stream_pos *at,
                       uint32_t max_bytes,
+                      const uint64_t *skip,
+                      size_t nskip,
                       node_scan_cb cb,
                       void *arg)
 {
@@ -793,5 +787,63 @@ int node__stream_scan(node *n,
         return -ENOMEM;
     j->cb = cb;
     j->cb_arg = arg;
+    j->skip = skip;
+    j->nskip = nskip;
     return donor_start(n, j, at, max_bytes);
+}
+
+/* ---- committing a chunk ------------------------------------------------ */
+
+struct commit_items {
+    node_items_cb cb;
+    void *arg;
+    uint32_t pending; /* records not yet committed, +1 while adding */
+    int err;
+    uint32_t keys;
+    uint64_t bytes;
+};
+
+static void on_item_committed(int status, void *arg)
+{
+    struct commit_items *g = arg;
+    if (status < 0 && !g->err)
+        g->err = status;
+    if (--g->pending)
+        return;
+    g->cb(g->arg, g->err, g->keys, g->bytes);
+    free(g);
+}
+
+int node__commit_items(node *n,
+                       struct ring_range rg,
+                       struct rk_slice items,
+                       node_items_cb cb,
+                       void *arg)
+{
+    if (!n->store || n->stopping)
+        return RK_ECLOSED;
+    struct rk_slice it = items, key;
+    struct rpc_record rec;
+    while (rpc_stream_item_next(&it, &key, &rec) == 1)
+        if (!ring_range_contains(rg, rk_token(key.p, key.len)))
+            return RK_EPROTO;
+    struct commit_items *g = calloc(1, sizeof(*g));
+    if (!g)
+        return -ENOMEM;
+    g->cb = cb;
+    g->arg = arg;
+    g->pending = 1; /* held while adding */
+    for (it = items; rpc_stream_item_next(&it, &key, &rec) == 1;) {
+        g->pending++;
+        int rc = node__local_write(n, key, &rec, on_item_committed, g);
+        if (rc < 0) {
+            g->pending--;
+            g->err = rc;
+            break;
+        }
+        g->keys++;
+        g->bytes += key.len + rec.value.len;
+    }
+    on_item_committed(0, g); /* the hold */
+    return 0;
 }

@@ -71,12 +71,6 @@ void ring_free(ring *r)
 /* ---- building -------------------------------------------------------------
  */
 
-static int ring__cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static int ring__cmp_node(const void *a, const void *b)
 {
     return strcmp(((const struct ring__node *)a)->name,
@@ -158,7 +152,7 @@ static int ring__copy_members(ring *r, const struct ring_config *cfg)
         if (!n->name || !n->dc || !n->rack || !n->tokens)
             return -ENOMEM;
         memcpy(n->tokens, m->tokens, m->ntokens * sizeof(uint64_t));
-        qsort(n->tokens, m->ntokens, sizeof(uint64_t), ring__cmp_u64);
+        qsort(n->tokens, m->ntokens, sizeof(uint64_t), rk_u64_cmp);
         n->ntokens = m->ntokens;
         n->weight = m->weight ? m->weight : RING_WEIGHT_UNIT;
         n->state = m->state;

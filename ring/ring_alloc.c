@@ -89,12 +89,6 @@ static int alloc__taken(const ring *r, uint64_t t)
     return 0;
 }
 
-static int alloc__cmp_u64(const void *a, const void *b)
-{
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
 static int alloc__chosen(const uint64_t *out, size_t k, uint64_t t)
 {
     for (size_t i = 0; i < k; i++)
@@ -860,6 +854,6 @@ int ring_tokens_alloc(uint64_t *out,
     } else {
         return RK_ECONFIG;
     }
-    qsort(out, n, sizeof(uint64_t), alloc__cmp_u64);
+    qsort(out, n, sizeof(uint64_t), rk_u64_cmp);
     return 0;
 }
