@@ -769,6 +769,41 @@ def load_keys(node, keys=3000, every=10):
     return expect, gone
 
 
+def put_all(node, keys, value, cl="QUORUM"):
+    """Writes every key of `keys` with `value` through node at level cl,
+    2,000 to a pipeline; fails (check) if any write does."""
+    c = node.client()
+    try:
+        for b in range(0, len(keys), 2000):
+            res = c.pipeline([("PUT", {"key": k, "value": value, "cl": cl})
+                              for k in keys[b:b + 2000]])
+            bad = [r.err for r in res if r.err]
+            check(not bad, "writes failed: %r" % bad[:3])
+    finally:
+        c.close()
+
+
+def copy_reference(path):
+    """The reference of the streaming and repair benchmarks: `cp -r` +
+    `sync` of a live node's data directory on the same disk (tried again if
+    a range the compactor rewrites vanishes under cp). Returns (seconds,
+    bytes copied)."""
+    for attempt in range(5):
+        dst = tempfile.mkdtemp(prefix="ringkv-bench-cp-")
+        t0 = time.time()
+        ok = subprocess.run(["cp", "-r", path, dst],
+                            stderr=subprocess.DEVNULL).returncode == 0
+        subprocess.run(["sync"], check=True)
+        took = time.time() - t0
+        du = int(subprocess.run(["du", "-sb", dst], check=True,
+                                stdout=subprocess.PIPE).stdout.split()[0])
+        shutil.rmtree(dst)
+        if ok:
+            return took, du
+        time.sleep(1)
+    raise AssertionError("cp of %s kept failing" % path)
+
+
 def cli(node, *args):
     """Runs `ringkv -h <node> args...`: (exit status, output)."""
     p = subprocess.run([RINGKV, "-h", node.ip] + list(args),

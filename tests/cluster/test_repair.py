@@ -185,13 +185,7 @@ def main():
     # (the budget holds a second of the cap and a chunk may start on its
     # last byte; uncapped the same repair takes a fraction of a second)
     val = b"r" * 1024
-    cl = n1.client()
-    for b in range(0, 6000, 2000):
-        res = cl.pipeline([("PUT", {"key": "big%d" % i, "value": val,
-                                    "cl": "QUORUM"})
-                           for i in range(b, b + 2000)])
-        h.check(not [r for r in res if r.err], "big writes failed")
-    cl.close()
+    h.put_all(n1, ["big%d" % i for i in range(6000)], val)
     n3.extra["stream_throughput_mb"] = 1
     n3.start()
     c.wait_converged(timeout=60)

@@ -31,14 +31,7 @@ def main():
     ips = ["127.0.0.246", "127.0.0.247", "127.0.0.248"]
     c = h.racked_cluster(ips, replication="dc1:2")
     n1 = c.nodes[0]
-    val = b"v" * 1024
-    cl = n1.client()
-    for b in range(0, 16000, 2000):
-        res = cl.pipeline([("PUT", {"key": "k%d" % i, "value": val,
-                                    "cl": "QUORUM"})
-                           for i in range(b, b + 2000)])
-        h.check(not [r for r in res if r.err], "writes failed")
-    cl.close()
+    h.put_all(n1, ["k%d" % i for i in range(16000)], b"v" * 1024)
 
     n4 = h.Node(c, "n4", "127.0.0.249",
                 {"rack": "r4", "stream_throughput_mb": 1})

@@ -22,11 +22,7 @@ without a network, as tools/bench/stream.py does).
 import argparse
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
@@ -48,20 +44,8 @@ def main():
     n1, _, n3 = c.nodes
     val = b"x" * o.value_bytes
 
-    def write(keys, v):
-        cl = n1.client()
-        try:
-            for b in range(0, len(keys), 2000):
-                res = cl.pipeline([("PUT", {"key": k, "value": v,
-                                            "cl": "QUORUM"})
-                                   for k in keys[b:b + 2000]])
-                if [r for r in res if r.err]:
-                    raise SystemExit("writes failed")
-        finally:
-            cl.close()
-
     keys = ["k%d" % i for i in range(o.keys)]
-    write(keys, val)
+    h.put_all(n1, keys, val)
     total = o.keys * (o.value_bytes + len("k%d" % (o.keys // 2)))
 
     def repair(name):
@@ -81,26 +65,12 @@ def main():
             raise SystemExit("n3 unclean exit")
         c.wait_state(n1, "n3", "DN", timeout=60)
         step = max(1, o.keys // n)
-        write(keys[::step][:n], (tag * o.value_bytes).encode())
+        h.put_all(n1, keys[::step][:n], (tag * o.value_bytes).encode())
         n3.start()
         c.wait_converged(timeout=120)
         repair("%d keys changed" % n)
 
-    for attempt in range(5):
-        dst = tempfile.mkdtemp(prefix="ringkv-bench-cp-")
-        t0 = time.time()
-        ok = subprocess.run(["cp", "-r", n3.data_dir, dst],
-                            stderr=subprocess.DEVNULL).returncode == 0
-        subprocess.run(["sync"], check=True)
-        cp_s = time.time() - t0
-        du = int(subprocess.run(["du", "-sb", dst], check=True,
-                                stdout=subprocess.PIPE).stdout.split()[0])
-        shutil.rmtree(dst)
-        if ok:
-            break
-        time.sleep(1)
-    else:
-        raise SystemExit("cp of n3's data_dir kept failing")
+    cp_s, du = h.copy_reference(n3.data_dir)
 
     print("%d values of %d bytes (%.1f MiB of keys and values on n3), RF 3, "
           "3 nodes on this machine; repair on n3" %

@@ -18,11 +18,7 @@ import argparse
 import datetime
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 sys.path.insert(0, os.path.join(ROOT, "tests", "cluster"))
@@ -48,15 +44,7 @@ def main():
     c = h.racked_cluster(["127.0.0.251", "127.0.0.252", "127.0.0.253"],
                          replication="dc1:2", gossip_interval_ms=1000)
     n1 = c.nodes[0]
-    val = b"x" * o.value_bytes
-    cl = n1.client()
-    for b in range(0, o.keys, 2000):
-        res = cl.pipeline([("PUT", {"key": "k%d" % i, "value": val,
-                                    "cl": "QUORUM"})
-                           for i in range(b, min(b + 2000, o.keys))])
-        if [r for r in res if r.err]:
-            raise SystemExit("load failed")
-    cl.close()
+    h.put_all(n1, ["k%d" % i for i in range(o.keys)], b"x" * o.value_bytes)
     rows = []
 
     n4 = h.Node(c, "n4", "127.0.0.254", {"rack": "r4"})
@@ -73,21 +61,7 @@ def main():
     # the reference: copying n4's data directory on the same disk (the
     # node is live: a range its compactor rewrites meanwhile vanishes under
     # cp, which is then tried again)
-    for attempt in range(5):
-        dst = tempfile.mkdtemp(prefix="ringkv-bench-cp-")
-        t0 = time.time()
-        ok = subprocess.run(["cp", "-r", n4.data_dir, dst],
-                            stderr=subprocess.DEVNULL).returncode == 0
-        subprocess.run(["sync"], check=True)
-        cp_s = time.time() - t0
-        du = int(subprocess.run(["du", "-sb", dst], check=True,
-                                stdout=subprocess.PIPE).stdout.split()[0])
-        shutil.rmtree(dst)
-        if ok:
-            break
-        time.sleep(1)
-    else:
-        raise SystemExit("cp of n4's data_dir kept failing")
+    cp_s, du = h.copy_reference(n4.data_dir)
 
     dropped = 0
     spent = 0.0
