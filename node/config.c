@@ -98,6 +98,7 @@ static const struct key keys[] = {
     {"phi_convict_threshold", K_DBL, OFF(phi_convict_threshold), 0, 1, 100, 0,
      NULL},
     {"hinted_handoff", K_BOOL, OFF(hinted_handoff), 0, 0, 0, 0, NULL},
+    {"log_direct_io", K_BOOL, OFF(log_direct_io), 0, 0, 0, 0, NULL},
     {"max_hint_window_ms", K_I64, OFF(max_hint_window_ms), 0, 0,
      30.0 * 86400 * 1000, 0, NULL},
     {"gc_grace_seconds", K_I64, OFF(gc_grace_seconds), 0, 0, 365.0 * 86400, 0,
@@ -985,6 +986,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         node_cl_name(c->default_consistency),
         c->auto_bootstrap ? "true" : "false", durability_names[c->durability],
         sched_names[c->cpu_scheduling]);
+    OUT("log_direct_io: %s\n", c->log_direct_io ? "true" : "false");
     OUT("periodic_sync_ms: %d\nread_timeout_ms: %d\nwrite_timeout_ms: %d\n"
         "connect_timeout_ms: %d\ngossip_interval_ms: %d\n"
         "phi_convict_threshold: %.17g\n",

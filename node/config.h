@@ -90,6 +90,7 @@ struct node_config {
     enum node_durability durability;
     enum node_cpu_sched cpu_scheduling;
     int periodic_sync_ms;
+    int log_direct_io; /* commit log with O_DIRECT where it works */
     int read_timeout_ms;
     int write_timeout_ms;
     int connect_timeout_ms;
@@ -109,23 +110,23 @@ struct node_config {
 };
 
 /* The defaults, as documented in docs/config.md. */
-#define NODE_CONFIG_INIT                                                     \
-    {                                                                        \
-        .cluster_name = "ringkv", .datacenter = "dc1", .rack = "rack1",      \
-        .listen_address = "127.0.0.1", .gossip_port = 7000,                  \
-        .internode_port = 7001, .client_port = 7380, .resp_port = 6379,      \
-        .metrics_port = 9180, .data_dir = "./data", .num_tokens = 16,        \
-        .token_allocation = NODE_ALLOC_BALANCED, .weight = 1.0, .ndcs = 1,   \
-        .replication = {{"dc1", 3}}, .default_consistency = NODE_CL_QUORUM,  \
-        .auto_bootstrap = 1, .durability = NODE_DURABILITY_GROUP,            \
-        .cpu_scheduling = NODE_SCHED_BATCH, .periodic_sync_ms = 1000,        \
-        .read_timeout_ms = 2000, .write_timeout_ms = 2000,                   \
-        .connect_timeout_ms = 1000, .gossip_interval_ms = 1000,              \
-        .phi_convict_threshold = 8.0, .hinted_handoff = 1,                   \
-        .max_hint_window_ms = 3 * 3600 * 1000LL,                             \
-        .gc_grace_seconds = 10 * 86400LL, .memtable_mb = 16,                 \
-        .auto_compact_pct = 25, .max_inflight = 10000, .max_pipeline = 1024, \
-        .log_level = NODE_LOG_INFO,                                          \
+#define NODE_CONFIG_INIT                                                       \
+    {                                                                          \
+        .cluster_name = "ringkv", .datacenter = "dc1", .rack = "rack1",        \
+        .listen_address = "127.0.0.1", .gossip_port = 7000,                    \
+        .internode_port = 7001, .client_port = 7380, .resp_port = 6379,        \
+        .metrics_port = 9180, .data_dir = "./data", .num_tokens = 16,          \
+        .token_allocation = NODE_ALLOC_BALANCED, .weight = 1.0, .ndcs = 1,     \
+        .replication = {{"dc1", 3}}, .default_consistency = NODE_CL_QUORUM,    \
+        .auto_bootstrap = 1, .durability = NODE_DURABILITY_GROUP,              \
+        .cpu_scheduling = NODE_SCHED_BATCH, .periodic_sync_ms = 1000,          \
+        .log_direct_io = 1, .read_timeout_ms = 2000, .write_timeout_ms = 2000, \
+        .connect_timeout_ms = 1000, .gossip_interval_ms = 1000,                \
+        .phi_convict_threshold = 8.0, .hinted_handoff = 1,                     \
+        .max_hint_window_ms = 3 * 3600 * 1000LL,                               \
+        .gc_grace_seconds = 10 * 86400LL, .memtable_mb = 16,                   \
+        .auto_compact_pct = 25, .max_inflight = 10000, .max_pipeline = 1024,   \
+        .log_level = NODE_LOG_INFO,                                            \
     }
 
 /* Set one key from its string form. Unknown keys and bad values are errors

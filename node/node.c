@@ -296,6 +296,7 @@ static int node__store_open(node *n, char *err, size_t errlen)
     so.periodic_ms = (uint32_t)n->cfg.periodic_sync_ms;
     so.gc_grace_ms = (uint64_t)n->cfg.gc_grace_seconds * 1000u;
     so.memtable_bytes = (size_t)n->cfg.memtable_mb << 20;
+    so.log_buffered = !n->cfg.log_direct_io;
     /* 0 means "the store's default" there; the config says 25 itself */
     so.auto_compact_pct =
         n->cfg.auto_compact_pct ? n->cfg.auto_compact_pct : -1;

@@ -559,8 +559,11 @@ int store_open(store **out, const struct store_opts *opts)
     /* Replay whatever the log still holds into the recovered envs, make
      * them durable, and only then delete the old segments (after logging
      * again what could not be applied). */
-    if ((rc = store__wal_open(&s->wal, logdir, s->o.log_segment_bytes)) ||
-        (rc = store__replay(s)) || (rc = store__sync_envs(s)))
+    if ((rc = store__wal_open(&s->wal, logdir, s->o.log_segment_bytes)))
+        goto close_all;
+    if (s->o.log_buffered)
+        store__wal_buffered(s->wal);
+    if ((rc = store__replay(s)) || (rc = store__sync_envs(s)))
         goto close_all;
     if (store__mem_count(s->mem) == 0) {
         rc = store__wal_start(s->wal, true);

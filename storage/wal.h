@@ -44,6 +44,10 @@ typedef struct store__wal store__wal;
  * @note The caller owns *out (store__wal_free). */
 int store__wal_open(store__wal **out, const char *dir, uint64_t seg_bytes);
 
+/* Write segments through the page cache, never with O_DIRECT (which is
+ * used where the file system takes it, wal.c). Before store__wal_start. */
+void store__wal_buffered(store__wal *w);
+
 /* Close (no sync). NULL is a no-op. */
 void store__wal_free(store__wal *w);
 

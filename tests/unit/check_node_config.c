@@ -237,9 +237,18 @@ START_TEST(storage_knobs)
     ck_assert_int_eq(
         node_config_set(&c, "stream-throughput-mb", "25", err, sizeof(err)), 0);
     ck_assert_int_eq(c.stream_throughput_mb, 25);
+    /* the commit log: direct writes by default, `false` keeps it buffered */
+    ck_assert_int_eq(c.log_direct_io, 1);
+    ck_assert_int_eq(
+        node_config_set(&c, "log_direct_io", "maybe", err, sizeof(err)),
+        RK_ECONFIG);
+    ck_assert_int_eq(
+        node_config_set(&c, "log-direct-io", "false", err, sizeof(err)), 0);
+    ck_assert_int_eq(c.log_direct_io, 0);
     char dump[8192];
     node_config_dump(&c, dump, sizeof(dump));
     ck_assert_ptr_nonnull(strstr(dump, "stream_throughput_mb: 25\n"));
+    ck_assert_ptr_nonnull(strstr(dump, "log_direct_io: false\n"));
 }
 END_TEST
 

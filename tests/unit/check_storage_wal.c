@@ -13,9 +13,11 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/kcmp.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +93,35 @@ static off_t fsize(const char *p)
     return st.st_size;
 }
 
+/* Where the records of segment file `p` end: the offset of the first
+ * header without the magic (zeros written ahead, the padding of a direct
+ * write) or the end of the file. Checksums are not checked. */
+static off_t log_end(const char *p)
+{
+    FILE *f = fopen(p, "rb");
+    ck_assert_ptr_nonnull(f);
+    off_t at = 0;
+    uint8_t h[8];
+    while (fseeko(f, at, SEEK_SET) == 0 && fread(h, 1, 8, f) == 8 &&
+           h[0] == 'R' && h[1] == 'K' && h[2] == 'L' && h[3] == '1')
+        at += STORE__WAL_HDR +
+              ((off_t)h[4] << 24 | (off_t)h[5] << 16 | (off_t)h[6] << 8 | h[7]);
+    fclose(f);
+    return at;
+}
+
+/* The test's logs are written through the page cache when set
+ * (store__wal_buffered), else with O_DIRECT where the file system takes
+ * it, as the store does by default. */
+static bool buffered_log;
+
+static void wal_open_for_test(store__wal **w, uint64_t seg_bytes)
+{
+    ck_assert_int_eq(store__wal_open(w, logdir, seg_bytes), 0);
+    if (buffered_log)
+        store__wal_buffered(*w);
+}
+
 static void key_of(char *k, size_t n, int i)
 {
     snprintf(k, n, "wal:%d", i);
@@ -139,7 +170,7 @@ static size_t payload(uint8_t *out, int first, int n)
 static void log_keys(int nrec, int per, uint64_t seg_bytes)
 {
     store__wal *w;
-    ck_assert_int_eq(store__wal_open(&w, logdir, seg_bytes), 0);
+    wal_open_for_test(&w, seg_bytes);
     ck_assert_int_eq(store__wal_start(w, true), 0);
     static uint8_t buf[1 << 16];
     uint64_t lsn = 0;
@@ -171,6 +202,29 @@ ssize_t pwrite(int fd, const void *p, size_t n, off_t at)
                                                                    "pwrite");
     atomic_fetch_add(&pwrites, 1);
     return real(fd, p, n, at);
+}
+
+/* openat with O_DIRECT fails with EINVAL while set, as on a file system
+ * without direct I/O. */
+static atomic_int refuse_direct;
+
+int openat(int dirfd, const char *path, int flags, ...)
+{
+    static int (*real)(int, const char *, int, ...);
+    if (real == NULL)
+        real = (int (*)(int, const char *, int, ...))dlsym(RTLD_NEXT, "openat");
+    int mode = 0;
+    if ((flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE) {
+        va_list ap;
+        va_start(ap, flags);
+        mode = va_arg(ap, int);
+        va_end(ap);
+    }
+    if ((flags & O_DIRECT) && atomic_load(&refuse_direct)) {
+        errno = EINVAL;
+        return -1;
+    }
+    return real(dirfd, path, flags, mode);
 }
 
 /* A writeback error as Linux reports it (errseq): once armed, the next
@@ -318,7 +372,7 @@ static int replay_seen(struct seen *s, uint64_t seg_bytes)
 static void append_n(uint64_t seg_bytes, int n, int *out_sealed)
 {
     store__wal *w;
-    ck_assert_int_eq(store__wal_open(&w, logdir, seg_bytes), 0);
+    wal_open_for_test(&w, seg_bytes);
     ck_assert_int_eq(store__wal_start(w, true), 0);
     uint64_t lsn = 0, prev = 0;
     *out_sealed = 0;
@@ -338,7 +392,7 @@ static void append_n(uint64_t seg_bytes, int n, int *out_sealed)
     store__wal_free(w);
 }
 
-START_TEST(log_append_replay_round_trip)
+static void round_trip(void)
 {
     mk_tmp();
     int sealed;
@@ -364,6 +418,19 @@ START_TEST(log_append_replay_round_trip)
         ck_assert_uint_eq(s.first[i], (uint8_t)i);
     rm_tmp();
 }
+
+START_TEST(log_append_replay_round_trip)
+{
+    round_trip();
+}
+END_TEST
+
+START_TEST(log_append_replay_round_trip_buffered)
+{
+    buffered_log = true;
+    round_trip();
+    buffered_log = false;
+}
 END_TEST
 
 START_TEST(log_torn_tail_ends_replay)
@@ -373,7 +440,7 @@ START_TEST(log_torn_tail_ends_replay)
     append_n(1 << 20, 5, &sealed);
     char p[400];
     seg_path(p, sizeof(p), 1);
-    off_t full = fsize(p);
+    off_t full = log_end(p);
     /* Every cut inside the last record (header or payload) drops only it. */
     off_t last = STORE__WAL_HDR + 14; /* record 4: 32-byte header + 14 */
     for (off_t cut = full - last + 1; cut < full; cut += 7) {
@@ -434,7 +501,7 @@ START_TEST(log_corruption_in_sealed_segment_is_error)
     mk_tmp();
     append_n(200, 20, &sealed);
     seg_path(p, sizeof(p), 2);
-    ck_assert_int_eq(truncate(p, fsize(p) - 1), 0);
+    ck_assert_int_eq(truncate(p, log_end(p) - 1), 0);
     ck_assert_int_eq(replay_seen(&s, 200), RK_ECORRUPT);
     /* ... and the store refuses to open rather than lose what follows
      * (it opens the same log uncorrupted). */
@@ -450,7 +517,7 @@ START_TEST(log_corruption_in_sealed_segment_is_error)
     mk_tmp();
     log_keys(20, 1, 200);
     seg_path(p, sizeof(p), 1);
-    ck_assert_int_eq(truncate(p, fsize(p) - 1), 0);
+    ck_assert_int_eq(truncate(p, log_end(p) - 1), 0);
     o.data_dir = tmpdir;
     st = NULL;
     ck_assert_int_eq(store_open(&st, &o), RK_ECORRUPT);
@@ -490,6 +557,200 @@ START_TEST(log_prefill_zeros_are_skipped)
     ck_assert_int_eq(s.n, 40);
     for (int i = 0; i < 40; i++)
         ck_assert_uint_eq(s.first[i], (uint8_t)i);
+    rm_tmp();
+}
+END_TEST
+
+/* The open flags of this process's descriptor of segment `seq`, or -1. */
+static int seg_fd_flags(uint64_t seq)
+{
+    char want[400], link[400], path[300];
+    seg_path(want, sizeof(want), seq);
+    char real_want[PATH_MAX];
+    ck_assert_ptr_nonnull(realpath(want, real_want));
+    DIR *d = opendir("/proc/self/fd");
+    ck_assert_ptr_nonnull(d);
+    int flags = -1;
+    struct dirent *e;
+    while (flags < 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        ssize_t n = readlink(path, link, sizeof(link) - 1);
+        if (n <= 0)
+            continue;
+        link[n] = 0;
+        if (strcmp(link, real_want) != 0)
+            continue;
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", e->d_name);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        char line[128];
+        while (fgets(line, sizeof(line), f))
+            if (strncmp(line, "flags:", 6) == 0)
+                flags = (int)strtol(line + 6, NULL, 8);
+        fclose(f);
+    }
+    closedir(d);
+    return flags;
+}
+
+/* Whether the file system of the test's directory takes a direct write of
+ * one 4 KiB block. */
+static bool fs_takes_direct(void)
+{
+    char p[400];
+    snprintf(p, sizeof(p), "%s/probe", tmpdir);
+    int fd = open(p, O_WRONLY | O_CREAT | O_DIRECT, 0644);
+    bool ok = false;
+    if (fd >= 0) {
+        void *b;
+        ck_assert_int_eq(posix_memalign(&b, 4096, 4096), 0);
+        memset(b, 0, 4096);
+        ok = pwrite(fd, b, 4096, 0) == 4096;
+        free(b);
+        close(fd);
+    }
+    unlink(p);
+    return ok;
+}
+
+/* Records of 10, 5,000 and 7 bytes, synced, then one of 3,000 more: each
+ * append but the first starts inside a block a direct write rewrites.
+ * Replay finds them after the `before` records the log had. */
+static void append_odd_sizes_and_replay(store__wal *w, int before)
+{
+    static uint8_t b[4][5000];
+    size_t len[4] = {10, 5000, 7, 3000};
+    struct store__wal_rec r[3];
+    for (int i = 0; i < 4; i++)
+        memset(b[i], 'a' + i, len[i]);
+    for (int i = 0; i < 3; i++)
+        r[i] = (struct store__wal_rec){b[i], len[i], 0};
+    int flags;
+    ck_assert_int_eq(store__wal_append_many(&flags, w, r, 1), 0);
+    ck_assert_int_eq(store__wal_append_many(&flags, w, r + 1, 2), 0);
+    ck_assert_int_eq(store__wal_sync(w, r[2].lsn), 0);
+    uint64_t lsn;
+    ck_assert_int_eq(store__wal_append(&lsn, &flags, w, b[3], len[3]), 0);
+    ck_assert_int_eq(store__wal_sync(w, lsn), 0);
+    store__wal_free(w);
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 1 << 20), 0);
+    ck_assert_int_eq(s.n, before + 4);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_uint_eq(s.len[before + i], len[i]);
+        ck_assert_uint_eq(s.first[before + i], 'a' + i);
+    }
+}
+
+/* The log is written with O_DIRECT exactly where the file system takes
+ * direct writes (less CPU and a shorter commit; wal.c), and never when
+ * asked to stay buffered; both replay what they wrote. */
+START_TEST(log_direct_where_the_file_system_takes_it)
+{
+    mk_tmp();
+    bool direct = fs_takes_direct();
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    int fl = seg_fd_flags(1);
+    ck_assert_int_ge(fl, 0);
+    ck_assert_int_eq((fl & O_DIRECT) != 0, direct);
+    append_odd_sizes_and_replay(w, 0);
+    rm_tmp();
+    mk_tmp();
+    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
+    store__wal_buffered(w);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    fl = seg_fd_flags(1);
+    ck_assert_int_ge(fl, 0);
+    ck_assert_int_eq(fl & O_DIRECT, 0);
+    append_odd_sizes_and_replay(w, 0);
+    rm_tmp();
+}
+END_TEST
+
+struct filler {
+    store__wal *w;
+    atomic_int stop;
+    int fills;
+};
+
+static void *fill_thread(void *arg)
+{
+    struct filler *f = arg;
+    while (!atomic_load(&f->stop)) {
+        ck_assert_int_eq(store__wal_prefill(f->w), 0);
+        f->fills++;
+    }
+    return NULL;
+}
+
+/* The zero fill writes outside the log's lock: appends that reach past
+ * what it has filled wait for it, so its zeros never land on a record.
+ * Big appends here outrun the fill again and again; every record must be
+ * replayed, in order, in both write modes. */
+START_TEST(log_appends_during_prefill_are_kept)
+{
+    static uint8_t b[200000];
+    for (int mode = 0; mode < 2; mode++) {
+        mk_tmp();
+        buffered_log = mode == 1;
+        store__wal *w;
+        wal_open_for_test(&w, 64 << 20);
+        buffered_log = false;
+        ck_assert_int_eq(store__wal_start(w, true), 0);
+        struct filler f = {.w = w};
+        pthread_t th;
+        ck_assert_int_eq(pthread_create(&th, NULL, fill_thread, &f), 0);
+        uint64_t lsn = 0;
+        int flags;
+        for (int i = 0; i < 60; i++) {
+            memset(b, i + 1, sizeof(b));
+            size_t len = sizeof(b) - (size_t)i * 997; /* odd sizes */
+            ck_assert_int_eq(store__wal_append(&lsn, &flags, w, b, len), 0);
+            if (i % 4 == 3)
+                ck_assert_int_eq(store__wal_sync(w, lsn), 0);
+        }
+        ck_assert_int_eq(store__wal_sync(w, lsn), 0);
+        atomic_store(&f.stop, 1);
+        pthread_join(th, NULL);
+        ck_assert_int_gt(f.fills, 0);
+        store__wal_free(w);
+        struct seen s;
+        ck_assert_int_eq(replay_seen(&s, 64 << 20), 0);
+        ck_assert_int_eq(s.n, 60);
+        for (int i = 0; i < 60; i++) {
+            ck_assert_uint_eq(s.len[i], sizeof(b) - (size_t)i * 997);
+            ck_assert_uint_eq(s.first[i], (uint8_t)(i + 1));
+        }
+        rm_tmp();
+    }
+}
+END_TEST
+
+/* Where O_DIRECT is refused (tmpfs before Linux 6.6, some network file
+ * systems) the log is written through the page cache, as before. */
+START_TEST(log_buffered_where_direct_is_refused)
+{
+    mk_tmp();
+    atomic_store(&refuse_direct, 1);
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    int fl = seg_fd_flags(1);
+    ck_assert_int_ge(fl, 0);
+    ck_assert_int_eq(fl & O_DIRECT, 0);
+    uint8_t b[100000];
+    memset(b, 1, sizeof(b));
+    uint64_t lsn;
+    int flags;
+    ck_assert_int_eq(store__wal_append(&lsn, &flags, w, b, sizeof(b)), 0);
+    ck_assert_int_ne(flags & STORE__WAL_FILL, 0);
+    ck_assert_int_eq(store__wal_prefill(w), 0); /* its own fd: buffered */
+    atomic_store(&refuse_direct, 0);
+    append_odd_sizes_and_replay(w, 1);
     rm_tmp();
 }
 END_TEST
@@ -786,7 +1047,7 @@ START_TEST(store_replays_log_only_writes)
     char p[400];
     seg_path(p, sizeof(p), 1); /* a clean close leaves an empty log */
     ck_assert_int_eq(nsegs(), 1);
-    ck_assert_int_eq(fsize(p), 0);
+    ck_assert_int_eq(log_end(p), 0);
     log_keys(10, 30, 1 << 20);
     s = open_store();
     for (int i = 0; i < 300; i++)
@@ -1030,6 +1291,10 @@ static Suite *wal_suite(void)
     Suite *s = suite_create("storage_wal");
     TCase *tc = tcase_create("log");
     tcase_add_test(tc, log_append_replay_round_trip);
+    tcase_add_test(tc, log_append_replay_round_trip_buffered);
+    tcase_add_test(tc, log_direct_where_the_file_system_takes_it);
+    tcase_add_test(tc, log_buffered_where_direct_is_refused);
+    tcase_add_test(tc, log_appends_during_prefill_are_kept);
     tcase_add_test(tc, log_torn_tail_ends_replay);
     tcase_add_test(tc, log_corruption_in_newest_segment_stops);
     tcase_add_test(tc, log_corruption_in_sealed_segment_is_error);
