@@ -354,9 +354,20 @@ static int wal_new_seg(store__wal *w, uint64_t seq)
 static int wal_write(store__wal *w, const uint8_t *p, size_t len);
 static int wal_write_recs(store__wal *w, struct store__wal_rec *r, size_t n);
 
+/* Whether a zero fill in flight outside mu may still write where `bytes`
+ * appended at the append position would go (it writes beyond `filled`
+ * only, whole blocks when the log is direct). */
+static bool wal_fill_in_way(const store__wal *w, uint64_t bytes)
+{
+    uint64_t end = w->off + bytes;
+    end = (end + w->align - 1) / w->align * w->align;
+    return w->filling_seq == w->seq && end > w->filled;
+}
+
 static int wal_rotate(store__wal *w)
 {
-    while (w->nsyncing > 0)
+    while (w->nsyncing > 0 ||
+           (!w->sealed && wal_fill_in_way(w, STORE__WAL_HDR)))
         pthread_cond_wait(&w->cv, &w->mu);
     if (w->broken) /* the sync waited for failed: the seal's would not do */
         return w->broken;
@@ -531,10 +542,7 @@ static int wal_write_recs(store__wal *w, struct store__wal_rec *r, size_t n)
     int rc = wal_reserve(w, wlen);
     if (rc)
         return rc;
-    /* A zero fill in flight outside mu writes beyond `filled`: wait for it
-     * before writing there (it never writes below). */
-    while (w->filling_seq == w->seq && at + wlen > w->filled)
-        pthread_cond_wait(&w->cv, &w->mu);
+    /* the callers waited for a zero fill in the way (wal_fill_in_way) */
     memcpy(w->buf, w->tail, tl);
     uint8_t *q = w->buf + tl;
     for (size_t i = 0; i < n; i++) {
@@ -639,6 +647,10 @@ int store__wal_append_many(int *out_flags,
                end + STORE__WAL_HDR + r[i + k].len <= w->seg_bytes) {
             end += STORE__WAL_HDR + r[i + k].len;
             k++;
+        }
+        if (wal_fill_in_way(w, end - w->off)) {
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue; /* mu was let go: everything is decided again */
         }
         rc = wal_write_recs(w, r + i, k);
         i += k;
