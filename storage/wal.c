@@ -291,15 +291,15 @@ int store__wal_replay(store__wal *w,
 /* ---- Segments ----------------------------------------------------------- */
 
 /* Open segment file `name` for writing (flags: O_CREAT | O_TRUNC or 0),
- * with O_DIRECT unless the log is buffered or the filesystem refuses it;
- * *align = WAL_DIO for a direct descriptor, else 1. A new direct segment's
- * first block is written (zeros) to find out whether direct writes of
- * WAL_DIO blocks work here at all. */
-static int
-wal_open_seg(store__wal *w, const char *name, int flags, size_t *align)
+ * with O_DIRECT if `direct` and the file system takes it; *align = WAL_DIO
+ * for a direct descriptor, else 1. A new direct segment's first block is
+ * written (zeros) to find out whether direct writes of WAL_DIO blocks work
+ * here at all. */
+static int wal_open_seg(
+    store__wal *w, const char *name, int flags, bool direct, size_t *align)
 {
     flags |= O_WRONLY | O_CLOEXEC;
-    if (!w->buffered) {
+    if (direct) {
         int fd = openat(w->dir_fd, name, flags | O_DIRECT, 0644);
         int e = fd < 0 ? errno : 0;
         if (fd >= 0 && (flags & O_CREAT)) {
@@ -331,7 +331,7 @@ static int wal_new_seg(store__wal *w, uint64_t seq)
     char name[32];
     wal_name(name, sizeof(name), seq);
     size_t align;
-    int fd = wal_open_seg(w, name, O_CREAT | O_TRUNC, &align);
+    int fd = wal_open_seg(w, name, O_CREAT | O_TRUNC, !w->buffered, &align);
     if (fd < 0)
         return fd;
     int rc = wal_push(w, seq);
@@ -698,18 +698,19 @@ int store__wal_prefill(store__wal *w)
             char name[32];
             seq = w->seq;
             wal_name(name, sizeof(name), seq);
-            size_t align;
-            if ((fd = wal_open_seg(w, name, 0, &align)) < 0) {
+            size_t align; /* as the segment was opened, or written to */
+            if ((fd = wal_open_seg(w, name, 0, w->align > 1, &align)) < 0) {
                 rc = fd;
                 break;
             }
-            if (align != w->align) { /* cannot be: the same file system */
+            if (align != w->align) { /* it was opened direct just now */
                 rc = -EINVAL;
                 break;
             }
         }
         /* Up to a MiB at a time, beyond every record, outside mu: appends
-         * that would write past `filled` wait for it (wal_write_recs). */
+         * and seals that would write past `filled` wait for it
+         * (wal_fill_in_way). */
         uint64_t from = w->filled, end = from + ((uint64_t)1 << 20);
         if (end > target)
             end = target;

@@ -191,10 +191,12 @@ static void log_keys(int nrec, int per, uint64_t seg_bytes)
 static atomic_int hold_sync; /* the next fdatasync waits for release_sync,
                                 then fails with EIO */
 static atomic_int sync_entered, sync_released;
-static atomic_int fail_syncfs; /* syncfs calls to fail with EIO */
-static atomic_int pwrites;     /* pwrite calls, counted always */
-static atomic_int slow_zeros;  /* writes of 4 KiB or more of zeros (the
-                                  zero fill's) take 1 ms more while set */
+static atomic_int fail_syncfs;          /* syncfs calls to fail with EIO */
+static atomic_int pwrites;              /* pwrite calls, counted always */
+static atomic_int refuse_direct_writes; /* writes to an O_DIRECT fd fail
+                                           with EINVAL while set */
+static atomic_int slow_zeros;           /* writes of 4 KiB or more of zeros (the
+                                           zero fill's) take 1 ms more while set */
 
 ssize_t pwrite(int fd, const void *p, size_t n, off_t at)
 {
@@ -204,6 +206,10 @@ ssize_t pwrite(int fd, const void *p, size_t n, off_t at)
         real = (ssize_t(*)(int, const void *, size_t, off_t))dlsym(RTLD_NEXT,
                                                                    "pwrite");
     atomic_fetch_add(&pwrites, 1);
+    if (atomic_load(&refuse_direct_writes) && (fcntl(fd, F_GETFL) & O_DIRECT)) {
+        errno = EINVAL;
+        return -1;
+    }
     if (atomic_load(&slow_zeros) && n >= sizeof(zero) &&
         memcmp(p, zero, sizeof(zero)) == 0 &&
         memcmp((const uint8_t *)p + n - sizeof(zero), zero, sizeof(zero)) == 0)
@@ -746,24 +752,30 @@ END_TEST
  * systems) the log is written through the page cache, as before. */
 START_TEST(log_buffered_where_direct_is_refused)
 {
-    mk_tmp();
-    atomic_store(&refuse_direct, 1);
-    store__wal *w;
-    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
-    ck_assert_int_eq(store__wal_start(w, true), 0);
-    int fl = seg_fd_flags(1);
-    ck_assert_int_ge(fl, 0);
-    ck_assert_int_eq(fl & O_DIRECT, 0);
-    uint8_t b[100000];
-    memset(b, 1, sizeof(b));
-    uint64_t lsn;
-    int flags;
-    ck_assert_int_eq(store__wal_append(&lsn, &flags, w, b, sizeof(b)), 0);
-    ck_assert_int_ne(flags & STORE__WAL_FILL, 0);
-    ck_assert_int_eq(store__wal_prefill(w), 0); /* its own fd: buffered */
-    atomic_store(&refuse_direct, 0);
-    append_odd_sizes_and_replay(w, 1);
-    rm_tmp();
+    /* refused by open, then by the first direct write (open takes it) */
+    for (int how = 0; how < 2; how++) {
+        mk_tmp();
+        atomic_store(how == 0 ? &refuse_direct : &refuse_direct_writes, 1);
+        store__wal *w;
+        ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
+        ck_assert_int_eq(store__wal_start(w, true), 0);
+        int fl = seg_fd_flags(1);
+        ck_assert_int_ge(fl, 0);
+        ck_assert_int_eq(fl & O_DIRECT, 0);
+        uint8_t b[100000];
+        memset(b, 1, sizeof(b));
+        uint64_t lsn;
+        int flags;
+        ck_assert_int_eq(store__wal_append(&lsn, &flags, w, b, sizeof(b)), 0);
+        ck_assert_int_ne(flags & STORE__WAL_FILL, 0);
+        /* its own fd, buffered as the segment's (was -EINVAL when open
+         * took O_DIRECT) */
+        ck_assert_int_eq(store__wal_prefill(w), 0);
+        append_odd_sizes_and_replay(w, 1);
+        atomic_store(&refuse_direct, 0);
+        atomic_store(&refuse_direct_writes, 0);
+        rm_tmp();
+    }
 }
 END_TEST
 
