@@ -306,6 +306,10 @@ static int node__store_open(node *n, char *err, size_t errlen)
                     "data_dir: cannot open the store in "
                     "'%s': %s",
                     n->cfg.data_dir, rk_strerror(rc));
+    bool direct = store_log_direct(n->store);
+    LOG(INFO, "store.commit_log", "direct_io=%s%s", direct ? "true" : "false",
+        !direct && n->cfg.log_direct_io ? " why=\"the file system refuses it\""
+                                        : "");
     return 0;
 }
 

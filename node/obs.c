@@ -49,7 +49,7 @@ struct obs {
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes, *repl_diff;
     metrics_family *owned, *ranges, *keys, *bytes, *mem_writes, *mem_bytes;
-    metrics_family *store_failed;
+    metrics_family *store_failed, *log_direct;
     bool store_failed_logged;
     metrics_family *inflight, *coord_inflight, *coord_background;
     metrics_family *conns_total, *conns_open, *bad_frames, *resp_perr;
@@ -209,6 +209,10 @@ static int obs_register(struct obs *o)
     F(store_failed, "ringkv_storage_failed",
       "1 after a commit log or range env sync failed: commits or "
       "checkpoints fail until the node is restarted (docs/storage.md).",
+      METRICS_GAUGE, 0, NULL);
+    F(log_direct, "ringkv_commit_log_direct",
+      "1 while the commit log is written with O_DIRECT (log_direct_io and a "
+      "file system that takes it), 0 through the page cache.",
       METRICS_GAUGE, 0, NULL);
     F(inflight, "ringkv_client_inflight_requests",
       "Client requests in flight (admission control bound: max_inflight).",
@@ -418,6 +422,7 @@ static void obs_sync(struct obs *o)
         metrics_gauge_set(o->mem_writes, 0, (int64_t)mi.writes);
         metrics_gauge_set(o->mem_bytes, 0, (int64_t)mi.bytes);
         metrics_gauge_set(o->store_failed, 0, node__obs_store_watch(n) != 0);
+        metrics_gauge_set(o->log_direct, 0, store_log_direct(n->store));
     }
     metrics_gauge_set(o->inflight, 0, n->inflight);
     metrics_gauge_set(o->coord_inflight, 0, n->coord_inflight);

@@ -1436,6 +1436,11 @@ int store_failed(store *s)
     return rc ? rc : atomic_load(&s->env_sync_err);
 }
 
+bool store_log_direct(store *s)
+{
+    return store__wal_direct(s->wal);
+}
+
 int store_flush(store *s)
 {
     pthread_mutex_lock(&s->flmu);

@@ -332,6 +332,10 @@ void store_mem_info(struct store_mem_info *out, store *s);
  * reopened, which replays the log. Takes no lock. */
 int store_failed(store *s);
 
+/* Whether the commit log is written with O_DIRECT now (store_opts
+ * log_buffered unset and the file system takes direct writes). */
+bool store_log_direct(store *s);
+
 /* One stored entry, as seen by a scan.
  * @note key and rec borrow from LMDB and live only during the callback. */
 struct store_item {

@@ -193,6 +193,14 @@ void store__wal_buffered(store__wal *w)
     w->buffered = true;
 }
 
+bool store__wal_direct(store__wal *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool d = w->started && w->align > 1;
+    pthread_mutex_unlock(&w->mu);
+    return d;
+}
+
 void store__wal_free(store__wal *w)
 {
     if (w == NULL)

@@ -48,6 +48,10 @@ int store__wal_open(store__wal **out, const char *dir, uint64_t seg_bytes);
  * used where the file system takes it, wal.c). Before store__wal_start. */
 void store__wal_buffered(store__wal *w);
 
+/* Whether the current segment is written with O_DIRECT (false before
+ * store__wal_start). Under the log's lock. */
+bool store__wal_direct(store__wal *w);
+
 /* Close (no sync). NULL is a no-op. */
 void store__wal_free(store__wal *w);
 

@@ -1062,6 +1062,25 @@ END_TEST
 
 /* ---- the store and its log ---------------------------------------------- */
 
+/* store_log_direct says how the log is written (the node's metric and log
+ * line): direct where the file system takes it, unless log_buffered. */
+START_TEST(store_log_direct_reports_mode)
+{
+    mk_tmp();
+    bool direct = fs_takes_direct();
+    store *s = open_store();
+    ck_assert_int_eq(store_log_direct(s), direct);
+    store_free(s);
+    struct store_opts o = STORE_OPTS_INIT;
+    o.log_buffered = true;
+    s = open_opts(&o);
+    ck_assert_int_eq(store_log_direct(s), 0);
+    ck_assert_int_eq(seg_fd_flags(2) & O_DIRECT, 0); /* 1 was retired */
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(store_replays_log_only_writes)
 {
     mk_tmp();
@@ -1333,6 +1352,7 @@ static Suite *wal_suite(void)
     tc = tcase_create("store");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, store_replays_log_only_writes);
+    tcase_add_test(tc, store_log_direct_reports_mode);
     tcase_add_test(tc, store_replay_lands_in_split_ranges);
     tcase_add_test(tc, store_replay_skips_tokens_not_held);
     tcase_add_test(tc, store_checkpoint_retires_segments);
