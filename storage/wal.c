@@ -9,7 +9,7 @@
  * 24 header bytes before the checksum, so a record left over from another
  * segment or run (wrong seq or number) or a torn one never verifies.
  *
- * Segments are written with O_DIRECT where the filesystem takes it (not
+ * Segments are written with O_DIRECT where the file system takes it (not
  * tmpfs, say): an append goes straight to the device and the commit's
  * fdatasync only flushes the device's cache, with no page cache copy, no
  * dirty pages and no writeback to wait for. On the development VM a 4 KiB
