@@ -36,6 +36,7 @@ struct node_cleanup {
     size_t dropped, splits;
     uint64_t keys, bytes; /* of the dropped ranges */
     uint64_t start_ms, end_ms;
+    uint64_t split_ns, drop_ns; /* time in store_range_split, _drop */
 };
 
 /* Whether token t lies in one of the kept arcs. */
@@ -52,7 +53,9 @@ static int drop(struct node_cleanup *cu, struct store_range r)
     store *s = cu->n->store;
     struct store_range_info info = {0};
     store_range_info(&info, s, r);
+    uint64_t t0 = uv_hrtime();
     int rc = store_range_drop(s, r);
+    cu->drop_ns += uv_hrtime() - t0;
     if (rc == 0) {
         cu->dropped++;
         cu->keys += info.keys;
@@ -102,7 +105,9 @@ static int clean_range(struct node_cleanup *cu, struct store_range r)
     for (size_t i = 0; i <= m && rc == 0; i++) {
         struct store_range piece = cur;
         if (i < m) {
+            uint64_t t0 = uv_hrtime();
             rc = store_range_split(cu->n->store, cur, at[i]);
+            cu->split_ns += uv_hrtime() - t0;
             if (rc < 0)
                 break;
             cu->splits++;
@@ -144,10 +149,13 @@ static void cleanup_after(uv_work_t *w, int status)
             cu->splits, (unsigned long long)cu->keys, rk_strerror(cu->status));
     else
         LOG(INFO, "cleanup.done",
-            "dropped=%zu splits=%zu keys=%llu bytes=%llu ms=%llu", cu->dropped,
-            cu->splits, (unsigned long long)cu->keys,
+            "dropped=%zu splits=%zu keys=%llu bytes=%llu ms=%llu "
+            "split_ms=%llu drop_ms=%llu",
+            cu->dropped, cu->splits, (unsigned long long)cu->keys,
             (unsigned long long)cu->bytes,
-            (unsigned long long)(cu->end_ms - cu->start_ms));
+            (unsigned long long)(cu->end_ms - cu->start_ms),
+            (unsigned long long)(cu->split_ns / 1000000u),
+            (unsigned long long)(cu->drop_ns / 1000000u));
     n->pending_closes--;
     if (!n->stopping)
         node__ranges_ensure(n);

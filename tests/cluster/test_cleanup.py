@@ -13,6 +13,7 @@ only in part; every node then serves every key it replicates at ONE and no
 deleted key comes back. Before cleanup existed the command answered
 NOT_IMPLEMENTED.
 """
+import re
 import time
 
 import harness as h
@@ -75,7 +76,14 @@ def main():
         mine, _ = h.check_served(n, expect, gone)
         print("%s serves its %d keys" % (n.name, len(mine)))
     log = n1.log()
-    h.check("cleanup.done" in log, "n1's log lacks cleanup.done")
+    m = re.search(r"event=cleanup\.done dropped=(\d+) splits=(\d+) .* "
+                  r"ms=(\d+) split_ms=(\d+) drop_ms=(\d+)", log)
+    h.check(m is not None, "n1's log lacks cleanup.done with its times")
+    dropped, splits, ms, split_ms, drop_ms = map(int, m.groups())
+    print("n1 cleanup.done: dropped %d, splits %d, %d ms (%d splitting, %d "
+          "dropping)" % (dropped, splits, ms, split_ms, drop_ms))
+    h.check(dropped > 0 and split_ms + drop_ms <= ms + 1,
+            "n1's cleanup.done times: %r" % m.group(0))
 
 
 if __name__ == "__main__":
