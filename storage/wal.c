@@ -47,6 +47,10 @@
  * block size up to 4 KiB divides it. */
 #define WAL_DIO 4096u
 
+/* Zeros to write from: the zero fill's, and a new direct segment's first
+ * block (aligned for direct writes). */
+static const uint8_t wal_zeros[1 << 16] __attribute__((aligned(WAL_DIO)));
+
 struct store__wal {
     char *dir;
     int dir_fd;
@@ -64,8 +68,10 @@ struct store__wal {
     uint64_t filling_seq;  /* a zero fill of this segment is in flight
                               outside mu, beyond `filled` (0: none) */
     bool buffered;         /* no O_DIRECT (store__wal_buffered) */
-    size_t align;          /* of writes to fd: WAL_DIO when direct, else 1 */
-    uint8_t tail[WAL_DIO]; /* bytes [off - off % align, off) of the segment */
+    atomic_bool direct;    /* fd is O_DIRECT: writes in WAL_DIO blocks (set
+                              under mu; store__wal_direct reads it without) */
+    uint8_t tail[WAL_DIO]; /* bytes [off - off % align, off) of the segment,
+                              align = wal_align(w) */
     uint8_t *buf; /* what is being written: tail, records, zero padding */
     bool sealed;  /* the current segment ends in its seal: rotate first */
     size_t bufcap;
@@ -195,10 +201,20 @@ void store__wal_buffered(store__wal *w)
 
 bool store__wal_direct(store__wal *w)
 {
-    pthread_mutex_lock(&w->mu);
-    bool d = w->started && w->align > 1;
-    pthread_mutex_unlock(&w->mu);
-    return d;
+    return atomic_load(&w->direct); /* no mu: held across disk writes */
+}
+
+/* The size writes to the current segment come in: WAL_DIO, or 1. */
+static uint64_t wal_align(const store__wal *w)
+{
+    return atomic_load(&w->direct) ? WAL_DIO : 1;
+}
+
+/* x rounded up to a whole number of wal_align(w). */
+static uint64_t wal_up(const store__wal *w, uint64_t x)
+{
+    uint64_t a = wal_align(w);
+    return (x + a - 1) / a * a;
 }
 
 void store__wal_free(store__wal *w)
@@ -299,36 +315,31 @@ int store__wal_replay(store__wal *w,
 /* ---- Segments ----------------------------------------------------------- */
 
 /* Open segment file `name` for writing (flags: O_CREAT | O_TRUNC or 0),
- * with O_DIRECT if `direct` and the file system takes it; *align = WAL_DIO
- * for a direct descriptor, else 1. A new direct segment's first block is
- * written (zeros) to find out whether direct writes of WAL_DIO blocks work
- * here at all. */
-static int wal_open_seg(
-    store__wal *w, const char *name, int flags, bool direct, size_t *align)
+ * with O_DIRECT if *direct and the file system takes it; *direct says
+ * which it got. A new direct segment's first block is written (zeros) to
+ * find out whether direct writes of WAL_DIO blocks work here at all. */
+static int
+wal_open_seg(store__wal *w, const char *name, int flags, bool *direct)
 {
     flags |= O_WRONLY | O_CLOEXEC;
-    if (direct) {
+    if (*direct) {
         int fd = openat(w->dir_fd, name, flags | O_DIRECT, 0644);
         int e = fd < 0 ? errno : 0;
         if (fd >= 0 && (flags & O_CREAT)) {
-            static const uint8_t zeros[WAL_DIO]
-                __attribute__((aligned(WAL_DIO)));
-            ssize_t r = pwrite(fd, zeros, sizeof(zeros), 0);
-            if (r != (ssize_t)sizeof(zeros)) {
+            ssize_t r = pwrite(fd, wal_zeros, WAL_DIO, 0);
+            if (r != (ssize_t)WAL_DIO) {
                 e = r < 0 ? errno : EIO;
                 close(fd);
                 fd = -1;
             }
         }
-        if (fd >= 0) {
-            *align = WAL_DIO;
+        if (fd >= 0)
             return fd;
-        }
         if (e != EINVAL)
             return -e;
         /* the file system does not take direct writes (of these blocks) */
+        *direct = false;
     }
-    *align = 1;
     int fd = openat(w->dir_fd, name, flags, 0644);
     return fd >= 0 ? fd : -errno;
 }
@@ -338,8 +349,8 @@ static int wal_new_seg(store__wal *w, uint64_t seq)
 {
     char name[32];
     wal_name(name, sizeof(name), seq);
-    size_t align;
-    int fd = wal_open_seg(w, name, O_CREAT | O_TRUNC, !w->buffered, &align);
+    bool direct = !w->buffered;
+    int fd = wal_open_seg(w, name, O_CREAT | O_TRUNC, &direct);
     if (fd < 0)
         return fd;
     int rc = wal_push(w, seq);
@@ -350,10 +361,10 @@ static int wal_new_seg(store__wal *w, uint64_t seq)
         return rc;
     }
     w->fd = fd;
-    w->align = align;
+    atomic_store(&w->direct, direct);
     w->seq = seq;
     w->off = 0;
-    w->filled = align > 1 ? align : 0; /* the probe's zeros */
+    w->filled = direct ? WAL_DIO : 0; /* the probe's zeros */
     return 0;
 }
 
@@ -367,9 +378,7 @@ static int wal_write_recs(store__wal *w, struct store__wal_rec *r, size_t n);
  * only, whole blocks when the log is direct). */
 static bool wal_fill_in_way(const store__wal *w, uint64_t bytes)
 {
-    uint64_t end = w->off + bytes;
-    end = (end + w->align - 1) / w->align * w->align;
-    return w->filling_seq == w->seq && end > w->filled;
+    return w->filling_seq == w->seq && wal_up(w, w->off + bytes) > w->filled;
 }
 
 static int wal_rotate(store__wal *w)
@@ -543,10 +552,10 @@ static int wal_write_recs(store__wal *w, struct store__wal_rec *r, size_t n)
     size_t total = 0;
     for (size_t i = 0; i < n; i++)
         total += STORE__WAL_HDR + r[i].len;
-    size_t tl = (size_t)(w->off % w->align); /* bytes kept in tail */
+    size_t tl = (size_t)(w->off % wal_align(w)); /* bytes kept in tail */
     uint64_t at = w->off - tl;
     size_t len = tl + total;
-    size_t wlen = (len + w->align - 1) / w->align * w->align;
+    size_t wlen = (size_t)wal_up(w, len);
     int rc = wal_reserve(w, wlen);
     if (rc)
         return rc;
@@ -573,7 +582,7 @@ static int wal_write_recs(store__wal *w, struct store__wal_rec *r, size_t n)
          * for its successors (regression: failed_append_replayed). Zeros
          * (after the tail, rewritten as it was) are harmless. */
         size_t z = done > tl + STORE__WAL_HDR ? done : tl + STORE__WAL_HDR;
-        z = (z + w->align - 1) / w->align * w->align;
+        z = (size_t)wal_up(w, z);
         if (z > wlen)
             z = wlen;
         memset(w->buf + tl, 0, z - tl);
@@ -583,7 +592,7 @@ static int wal_write_recs(store__wal *w, struct store__wal_rec *r, size_t n)
         w->off += total;
         if (at + wlen > w->filled)
             w->filled = at + wlen;
-        size_t ntl = (size_t)(w->off % w->align);
+        size_t ntl = (size_t)(w->off % wal_align(w));
         memcpy(w->tail, w->buf + len - ntl, ntl);
         w->rno += n;
         for (size_t i = 0; i < n; i++)
@@ -685,7 +694,6 @@ int store__wal_append(uint64_t *out_lsn,
 
 int store__wal_prefill(store__wal *w)
 {
-    static const uint8_t zeros[1 << 16] __attribute__((aligned(WAL_DIO)));
     int rc = 0, fd = -1;
     uint64_t seq = 0;
     pthread_mutex_lock(&w->mu);
@@ -695,7 +703,7 @@ int store__wal_prefill(store__wal *w)
         uint64_t target = w->off + wal_ahead(w);
         if (target > w->seg_bytes)
             target = w->seg_bytes;
-        target = (target + w->align - 1) / w->align * w->align;
+        target = wal_up(w, target);
         if (w->filled >= target)
             break;
         if (fd < 0) {
@@ -706,12 +714,12 @@ int store__wal_prefill(store__wal *w)
             char name[32];
             seq = w->seq;
             wal_name(name, sizeof(name), seq);
-            size_t align; /* as the segment was opened, or written to */
-            if ((fd = wal_open_seg(w, name, 0, w->align > 1, &align)) < 0) {
+            bool direct = atomic_load(&w->direct); /* as the segment is */
+            if ((fd = wal_open_seg(w, name, 0, &direct)) < 0) {
                 rc = fd;
                 break;
             }
-            if (align != w->align) { /* it was opened direct just now */
+            if (direct != atomic_load(&w->direct)) { /* refused now */
                 rc = -EINVAL;
                 break;
             }
@@ -726,9 +734,9 @@ int store__wal_prefill(store__wal *w)
         pthread_mutex_unlock(&w->mu);
         uint64_t at = from;
         while (rc == 0 && at < end) {
-            size_t n =
-                end - at < sizeof(zeros) ? (size_t)(end - at) : sizeof(zeros);
-            ssize_t r = pwrite(fd, zeros, n, (off_t)at);
+            size_t n = end - at < sizeof(wal_zeros) ? (size_t)(end - at)
+                                                    : sizeof(wal_zeros);
+            ssize_t r = pwrite(fd, wal_zeros, n, (off_t)at);
             if (r <= 0)
                 rc = r < 0 ? -errno : -EIO;
             else

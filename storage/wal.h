@@ -49,7 +49,8 @@ int store__wal_open(store__wal **out, const char *dir, uint64_t seg_bytes);
 void store__wal_buffered(store__wal *w);
 
 /* Whether the current segment is written with O_DIRECT (false before
- * store__wal_start). Under the log's lock. */
+ * store__wal_start). Takes no lock: the log's is held across disk writes,
+ * and the node reads this on its event loop (metrics). */
 bool store__wal_direct(store__wal *w);
 
 /* Close (no sync). NULL is a no-op. */

@@ -981,6 +981,50 @@ START_TEST(regression_acked_after_failed_sync)
 }
 END_TEST
 
+static void *append_thread(void *arg)
+{
+    struct syncer_arg *a = arg;
+    int flags;
+    static const uint8_t big[80];
+    a->rc = store__wal_append(&a->lsn, &flags, a->w, big, sizeof(big));
+    return NULL;
+}
+
+/* Regression (metrics_wait_for_log_sync): store__wal_direct took the log's
+ * lock, which a rotation holds across the seal's fdatasync, and the node
+ * asks it on its event loop for every metrics scrape: the loop stalled for
+ * a sync. Here the seal's sync is held until store__wal_direct returns; it
+ * deadlocked (the test timed out) and must now answer at once. */
+START_TEST(regression_metrics_wait_for_log_sync)
+{
+    mk_tmp();
+    store__wal *w;
+    ck_assert_int_eq(store__wal_open(&w, logdir, 100), 0);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    bool direct = store__wal_direct(w);
+    uint64_t lsn;
+    int flags;
+    ck_assert_int_eq(
+        store__wal_append(&lsn, &flags, w, (const uint8_t *)"first record", 12),
+        0);
+    atomic_store(&sync_entered, 0);
+    atomic_store(&sync_released, 0);
+    atomic_store(&hold_sync, 1);
+    struct syncer_arg a = {w, 0, 1};
+    pthread_t t;
+    /* 44 + 112 bytes pass the 100-byte segment: seal, fdatasync (held) */
+    ck_assert_int_eq(pthread_create(&t, NULL, append_thread, &a), 0);
+    while (!atomic_load(&sync_entered))
+        usleep(1000);
+    ck_assert_int_eq(store__wal_direct(w), direct); /* blocked here */
+    atomic_store(&sync_released, 1);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(a.rc, -EIO); /* the held sync fails */
+    store__wal_free(w);
+    rm_tmp();
+}
+END_TEST
+
 /* Regression (prefill_sync_hid_log_error): the zero fill synced through a
  * dup of the log's fd -- the same open file description -- so a writeback
  * error was reported to the fill's fdatasync (whose result nobody reads)
@@ -1348,6 +1392,7 @@ static Suite *wal_suite(void)
     tcase_add_test(tc, regression_write_after_seal_lost);
     tcase_add_test(tc, regression_acked_after_failed_sync);
     tcase_add_test(tc, regression_prefill_sync_hid_log_error);
+    tcase_add_test(tc, regression_metrics_wait_for_log_sync);
     suite_add_tcase(s, tc);
     tc = tcase_create("store");
     tcase_set_timeout(tc, 60);
