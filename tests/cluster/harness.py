@@ -685,6 +685,55 @@ def resp_serving(ip, port, timeout=30):
         time.sleep(0.2)
 
 
+def reply_later(conn, *args):
+    """Send one RESP request on `conn` now; a thread collects its reply.
+    Returns (thread, box): box gets "reply" (as RespConn.reply gives it) or
+    "error" (what was raised) when the thread ends."""
+    box = {}
+
+    def run():
+        try:
+            box["reply"] = conn.reply()
+        except Exception as e:  # noqa: BLE001 -- reported by the caller
+            box["error"] = repr(e)
+
+    conn.s.sendall(resp_cmd(*args))
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, box
+
+
+def stale_ring_cluster(ips, joiner_ip, joiner, n1_extra=None):
+    """Three nodes on `ips` (RF 3, QUORUM, RESP on 6379, a rack each), the
+    first (n1, with n1_extra settings) started deaf to every gossip packet
+    that mentions `joiner` (drop_udp); a SET through n1 works; then a
+    fourth node named `joiner` joins at joiner_ip. n1 hears the others'
+    ring epoch move but never the join, so its ring stays stale. Returns
+    (cluster, n1, a RESP connection to n1, the fault's marker: remove it
+    and n1 hears of the join) once n1 reports ringkv_ring_stale 1."""
+    c = Cluster(ips, seeds=ips[1:3], replication="dc1:3",
+                default_consistency="QUORUM", resp_port=6379)
+    for i, n in enumerate(c.nodes):
+        n.extra["rack"] = "r%d" % (i + 1)
+    n1 = c.nodes[0]
+    n1.extra.update(n1_extra or {})
+    deaf = drop_udp(n1, joiner, "deaf-to-joiner")
+    c.start()
+    c.wait_converged(timeout=60)
+    r1 = resp_serving(n1.ip, 6379)
+    check(r1.call("SET", "before", "v0") == b"+OK", "SET before the join")
+    d = Node(c, joiner, joiner_ip, {"rack": "r4"})
+    c.nodes.append(d)
+    d.start()
+    c.wait_state(c.nodes[1], joiner, ("UJ", "UN"), timeout=60)
+    got = wait_metric(n1, "ringkv_ring_stale", 1, timeout=30)
+    check(got == 1, "n1's ring never went stale (ringkv_ring_stale %r)" %
+          got)
+    check(not n1.status()["rows"].get(joiner),
+          "n1 heard of the joiner through the fault")
+    return c, n1, r1, deaf
+
+
 # What a sanitizer prints when it stops a process (UBSan does not recover
 # in these builds), and the signals no test sends but a crash raises.
 _CRASH_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer",

@@ -22,7 +22,6 @@ and the value, and the SET's key reads back. Before the fix the SET and
 the GET were answered -RING_STALE at once.
 """
 import os
-import threading
 import time
 
 import harness as h
@@ -31,43 +30,8 @@ IPS = ["127.0.0.216", "127.0.0.217", "127.0.0.218"]
 JOINER = "joiner-node-four"  # matched in n1's datagrams: no short name
 
 
-def answer_later(conn, *args):
-    """Send a RESP request now; the reply is collected by a thread."""
-    box = {}
-
-    def run():
-        try:
-            box["reply"] = conn.reply()
-        except Exception as e:  # noqa: BLE001 -- reported by the caller
-            box["error"] = repr(e)
-
-    conn.s.sendall(h.resp_cmd(*args))
-    t = threading.Thread(target=run, daemon=True)
-    t.start()
-    return t, box
-
-
 def main():
-    c = h.Cluster(IPS, seeds=IPS[1:3], replication="dc1:3",
-                  default_consistency="QUORUM", resp_port=6379)
-    for i, n in enumerate(c.nodes):
-        n.extra["rack"] = "r%d" % (i + 1)
-    n1 = c.nodes[0]
-    deaf = h.drop_udp(n1, JOINER, "deaf-to-joiner")
-    c.start()
-    c.wait_converged(timeout=60)
-    r1 = h.resp_serving(n1.ip, 6379)
-    h.check(r1.call("SET", "before", "v0") == b"+OK", "SET before the join")
-
-    d = h.Node(c, JOINER, "127.0.0.219", {"rack": "r4"})
-    c.nodes.append(d)
-    d.start()
-    c.wait_state(c.nodes[1], JOINER, ("UJ", "UN"), timeout=60)
-    got = h.wait_metric(n1, "ringkv_ring_stale", 1, timeout=30)
-    h.check(got == 1, "n1's ring never went stale (ringkv_ring_stale %r)" %
-            got)
-    h.check(not n1.status()["rows"].get(JOINER),
-            "n1 heard of the joiner through the fault")
+    _, n1, r1, deaf = h.stale_ring_cluster(IPS, "127.0.0.219", JOINER)
     waits0 = n1.metrics().get("ringkv_ring_stale_waits_total", 0)
 
     # still stale at its timeout (write_timeout_ms 1500): RING_STALE
@@ -81,8 +45,8 @@ def main():
     # a SET and a GET wait; the fault ends; both are served
     w1 = h.RespConn(n1.ip, 6379)
     w2 = h.RespConn(n1.ip, 6379)
-    ts, bs = answer_later(w1, "SET", "during", "v1")
-    tg, bg = answer_later(w2, "GET", "before")
+    ts, bs = h.reply_later(w1, "SET", "during", "v1")
+    tg, bg = h.reply_later(w2, "GET", "before")
     got = h.wait_metric(n1, "ringkv_ring_stale_waits_total", waits0 + 3,
                         timeout=10)
     h.check(got >= waits0 + 3,

@@ -662,25 +662,20 @@ static void append_odd_sizes_and_replay(store__wal *w, int before)
  * asked to stay buffered; both replay what they wrote. */
 START_TEST(log_direct_where_the_file_system_takes_it)
 {
-    mk_tmp();
-    bool direct = fs_takes_direct();
-    store__wal *w;
-    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
-    ck_assert_int_eq(store__wal_start(w, true), 0);
-    int fl = seg_fd_flags(1);
-    ck_assert_int_ge(fl, 0);
-    ck_assert_int_eq((fl & O_DIRECT) != 0, direct);
-    append_odd_sizes_and_replay(w, 0);
-    rm_tmp();
-    mk_tmp();
-    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
-    store__wal_buffered(w);
-    ck_assert_int_eq(store__wal_start(w, true), 0);
-    fl = seg_fd_flags(1);
-    ck_assert_int_ge(fl, 0);
-    ck_assert_int_eq(fl & O_DIRECT, 0);
-    append_odd_sizes_and_replay(w, 0);
-    rm_tmp();
+    for (int mode = 0; mode < 2; mode++) {
+        mk_tmp();
+        bool direct = mode == 0 && fs_takes_direct();
+        buffered_log = mode == 1;
+        store__wal *w;
+        wal_open_for_test(&w, 1 << 20);
+        buffered_log = false;
+        ck_assert_int_eq(store__wal_start(w, true), 0);
+        int fl = seg_fd_flags(1);
+        ck_assert_int_ge(fl, 0);
+        ck_assert_int_eq((fl & O_DIRECT) != 0, direct);
+        append_odd_sizes_and_replay(w, 0);
+        rm_tmp();
+    }
 }
 END_TEST
 
