@@ -10,9 +10,12 @@
  * so they only take disk space. Cleanup, asked of one node, computes on the
  * loop the arcs the node replicates in its current ring, then, on the libuv
  * pool, goes through its local ranges (one LMDB environment each): a range
- * wholly outside those arcs is dropped (store_range_drop, crash-safe), a
- * range partly outside is first split where replication changes
- * (store_range_split) and its outside pieces dropped. It refuses while the
+ * wholly outside those arcs is dropped (store_range_drop), a range partly
+ * outside is rewritten to the pieces of it that are kept, each an env of
+ * its own (store_range_keep: one copy of what is kept, the rest freed);
+ * both crash-safe. A split per boundary, with the outside pieces dropped,
+ * did that before: it copied each upper piece again at every boundary and
+ * spent 94% of a cleanup (docs/performance.md). It refuses while the
  * ring is moving (a join, decommission or removenode under way: the pending
  * ring's ranges are being filled) or is behind the cluster's. When it is
  * done the node makes sure again that it holds a range for every arc it
@@ -33,10 +36,11 @@ struct node_cleanup {
     size_t nkeep;
     bool running;
     int status;
-    size_t dropped, splits;
-    uint64_t keys, bytes; /* of the dropped ranges */
+    size_t dropped, rewritten, splits;
+    uint64_t keys, bytes; /* dropped, and disk space freed */
     uint64_t start_ms, end_ms;
-    uint64_t split_ns, drop_ns; /* time in store_range_split, _drop */
+    /* time in store_range_keep, _split, _drop */
+    uint64_t keep_ns, split_ns, drop_ns;
 };
 
 /* Whether token t lies in one of the kept arcs. */
@@ -64,16 +68,46 @@ static int drop(struct node_cleanup *cu, struct store_range r)
     return rc;
 }
 
+/* Keep arcs k[0..nk) of local range r (store_range_keep: one pass that
+ * copies what is kept into envs of their own and frees the rest). */
+static int keep_arcs(struct node_cleanup *cu,
+                     struct store_range r,
+                     const struct store_range *k,
+                     size_t nk)
+{
+    store *s = cu->n->store;
+    struct store_range_info before = {0}, after;
+    store_range_info(&before, s, r);
+    uint64_t t0 = uv_hrtime();
+    int rc = store_range_keep(s, r, k, nk);
+    cu->keep_ns += uv_hrtime() - t0;
+    if (rc < 0)
+        return rc;
+    cu->rewritten++;
+    uint64_t keys = 0, bytes = 0;
+    for (size_t i = 0; i < nk; i++)
+        if (store_range_info(&after, s, k[i]) == 0) {
+            keys += after.keys;
+            bytes += after.disk_bytes;
+        }
+    cu->keys += before.keys > keys ? before.keys - keys : 0;
+    cu->bytes += before.disk_bytes > bytes ? before.disk_bytes - bytes : 0;
+    return 0;
+}
+
 /* One local range r: the points strictly inside it where being kept
- * changes (the kept arcs' ends, along r from r.start), then split there
- * and drop the pieces not kept. */
+ * changes (the kept arcs' ends, along r from r.start) cut it into pieces,
+ * each kept or not as a whole. No kept piece: r is dropped; else r is
+ * rewritten to its kept pieces (STORE_KEEP_MAX at a time: past that, the
+ * rest is split off first and goes the same way). */
 static int clean_range(struct node_cleanup *cu, struct store_range r)
 {
-    uint64_t *cut = malloc((cu->nkeep * 2 + 1) * sizeof(*cut));
-    uint64_t *at = malloc((cu->nkeep * 2 + 1) * sizeof(*at));
-    if (!cut || !at) {
+    size_t cap = cu->nkeep * 2 + 1;
+    uint64_t *cut = malloc(cap * sizeof(*cut));
+    struct store_range *piece = malloc(cap * sizeof(*piece));
+    if (!cut || !piece) {
         free(cut);
-        free(at);
+        free(piece);
         return -ENOMEM;
     }
     size_t nc = 0;
@@ -84,41 +118,49 @@ static int clean_range(struct node_cleanup *cu, struct store_range r)
                 cut[nc++] = b[k] - r.start; /* distance along r */
     }
     qsort(cut, nc, sizeof(*cut), rk_u64_cmp);
-    /* the pieces between those points are each kept or not as a whole:
-     * split where the verdict changes */
-    size_t m = 0;
+    /* the kept pieces, in order along r, neighbours joined */
+    size_t np = 0;
     uint64_t from = r.start;
-    bool prev = false, first = true;
     for (size_t i = 0; i <= nc; i++) {
         if (i < nc && i > 0 && cut[i] == cut[i - 1])
             continue;
         uint64_t end = i < nc ? r.start + cut[i] : r.end;
-        bool k = kept(cu, end);
-        if (!first && k != prev)
-            at[m++] = from;
-        first = false;
-        prev = k;
+        if (kept(cu, end)) {
+            if (np > 0 && piece[np - 1].end == from)
+                piece[np - 1].end = end;
+            else
+                piece[np++] = (struct store_range){from, end};
+        }
         from = end;
     }
     int rc = 0;
     struct store_range cur = r;
-    for (size_t i = 0; i <= m && rc == 0; i++) {
-        struct store_range piece = cur;
-        if (i < m) {
+    size_t first = 0;
+    if (np == 0)
+        rc = drop(cu, r);
+    while (rc == 0 && first < np) {
+        size_t k = np - first;
+        if (k > STORE_KEEP_MAX) {
+            /* split after the last kept piece of this group */
+            k = STORE_KEEP_MAX;
+            uint64_t at = piece[first + k - 1].end;
             uint64_t t0 = uv_hrtime();
-            rc = store_range_split(cu->n->store, cur, at[i]);
+            rc = store_range_split(cu->n->store, cur, at);
             cu->split_ns += uv_hrtime() - t0;
             if (rc < 0)
                 break;
             cu->splits++;
-            piece.end = at[i];
-            cur.start = at[i];
+            rc = keep_arcs(cu, (struct store_range){cur.start, at},
+                           piece + first, k);
+            cur.start = at;
+        } else if (!(k == 1 && piece[first].start == cur.start &&
+                     piece[first].end == cur.end)) { /* else all is kept */
+            rc = keep_arcs(cu, cur, piece + first, k);
         }
-        if (!kept(cu, piece.end))
-            rc = drop(cu, piece);
+        first += k;
     }
     free(cut);
-    free(at);
+    free(piece);
     return rc;
 }
 
@@ -145,15 +187,17 @@ static void cleanup_after(uv_work_t *w, int status)
     cu->keep = NULL;
     if (cu->status < 0)
         LOG(ERROR, "cleanup.fail",
-            "dropped=%zu splits=%zu keys=%llu error=\"%s\"", cu->dropped,
-            cu->splits, (unsigned long long)cu->keys, rk_strerror(cu->status));
+            "dropped=%zu rewritten=%zu splits=%zu keys=%llu error=\"%s\"",
+            cu->dropped, cu->rewritten, cu->splits,
+            (unsigned long long)cu->keys, rk_strerror(cu->status));
     else
         LOG(INFO, "cleanup.done",
-            "dropped=%zu splits=%zu keys=%llu bytes=%llu ms=%llu "
-            "split_ms=%llu drop_ms=%llu",
-            cu->dropped, cu->splits, (unsigned long long)cu->keys,
-            (unsigned long long)cu->bytes,
+            "dropped=%zu rewritten=%zu splits=%zu keys=%llu bytes=%llu "
+            "ms=%llu keep_ms=%llu split_ms=%llu drop_ms=%llu",
+            cu->dropped, cu->rewritten, cu->splits,
+            (unsigned long long)cu->keys, (unsigned long long)cu->bytes,
             (unsigned long long)(cu->end_ms - cu->start_ms),
+            (unsigned long long)(cu->keep_ns / 1000000u),
             (unsigned long long)(cu->split_ns / 1000000u),
             (unsigned long long)(cu->drop_ns / 1000000u));
     n->pending_closes--;
@@ -275,15 +319,19 @@ void node__cleanup_text(node *n, FILE *f)
     char b[32];
     node__human_bytes(b, sizeof(b), cu->bytes);
     if (cu->running)
-        fprintf(f, "Cleanup: running for %.1f s; %zu ranges dropped so far.\n",
-                (double)(node__mono_ms(n) - cu->start_ms) / 1000, cu->dropped);
+        fprintf(f,
+                "Cleanup: running for %.1f s; %zu ranges dropped, %zu "
+                "rewritten so far.\n",
+                (double)(node__mono_ms(n) - cu->start_ms) / 1000, cu->dropped,
+                cu->rewritten);
     else
         fprintf(f,
-                "Cleanup: %s in %.1f s: %zu ranges dropped (%llu keys, %s), "
-                "%zu splits%s%s.\n",
+                "Cleanup: %s in %.1f s: %zu ranges dropped, %zu rewritten "
+                "without their parts not replicated (%llu keys, %s freed)"
+                "%s%s.\n",
                 cu->status < 0 ? "failed" : "done",
                 (double)(cu->end_ms - cu->start_ms) / 1000, cu->dropped,
-                (unsigned long long)cu->keys, b, cu->splits,
+                cu->rewritten, (unsigned long long)cu->keys, b,
                 cu->status < 0 ? "; error: " : "",
                 cu->status < 0 ? rk_strerror(cu->status) : "");
 }

@@ -584,27 +584,94 @@ unlock:
     return rc;
 }
 
-/* ---- Compaction --------------------------------------------------------- */
+/* ---- Compaction and keeping sub-arcs ------------------------------------ */
 
-/* Copy the next chunk of src's entries (those inside dst's range) into dst
- * in key order with MDB_APPEND, so dst's leaf pages are packed full.
- * last/last_len hold the last key copied (0: none yet); *done is set at the
- * end of src. Called under the shared map lock. */
-static int store__append_chunk(struct store__range *src,
-                               struct store__range *dst,
+/* A rewrite of the env of range r into one fresh env per kept arc. */
+struct store__rw {
+    store *s;
+    struct store_range r;
+    const struct store_range *keep; /* in order along r, disjoint */
+    size_t nkeep;
+    struct store__range *old;
+    struct store__range **nr; /* nkeep: the new envs */
+    MDB_txn **wt;             /* nkeep: a write txn on each, while open */
+    MDB_cursor **wcur;
+    struct store__wlog *log;
+    store_batch *work; /* an empty batch, swapped with the log's */
+};
+
+/* Where token t (in r) lies along r: 0 just after r.start. */
+static uint64_t store__pos(struct store_range r, uint64_t t)
+{
+    return t - r.start - 1;
+}
+
+/* The kept arc holding token t, or nkeep (t is dropped): a binary search,
+ * the arcs being in order along r. */
+static size_t store__rw_arc(const struct store__rw *w, uint64_t t)
+{
+    uint64_t p = store__pos(w->r, t);
+    size_t lo = 0, hi = w->nkeep;
+    while (lo < hi) { /* the first arc ending at or after t */
+        size_t mid = lo + (hi - lo) / 2;
+        if (store__pos(w->r, w->keep[mid].end) < p)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < w->nkeep && store_range_contains(w->keep[lo], t) ? lo
+                                                                 : w->nkeep;
+}
+
+/* A cursor of a write txn on new env i, begun when first needed. */
+static int store__rw_cursor(struct store__rw *w, size_t i, MDB_cursor **out)
+{
+    if (w->wt[i] == NULL) {
+        int rc = mdb_txn_begin(w->nr[i]->env, NULL, 0, &w->wt[i]);
+        if (rc == 0 &&
+            (rc = mdb_cursor_open(w->wt[i], w->nr[i]->dbi, &w->wcur[i])) != 0) {
+            mdb_txn_abort(w->wt[i]);
+            w->wt[i] = NULL;
+        }
+        if (rc)
+            return rc;
+    }
+    *out = w->wcur[i];
+    return 0;
+}
+
+/* Commit (rc 0) or abort every write txn begun; the first error. */
+static int store__rw_end(struct store__rw *w, int rc)
+{
+    for (size_t i = 0; i < w->nkeep; i++) {
+        if (w->wt[i] == NULL)
+            continue;
+        if (rc == 0)
+            rc = mdb_txn_commit(w->wt[i]); /* closes the cursor */
+        else
+            mdb_txn_abort(w->wt[i]);
+        w->wt[i] = NULL;
+    }
+    return rc;
+}
+
+/* Copy the next chunk of old's entries into the new env of the kept arc
+ * holding each (an entry in none is left behind), in key order with
+ * MDB_APPEND, so the new envs' leaf pages are packed full. last/last_len
+ * hold the last key copied (0: none yet); *done is set at the end of old.
+ * Called under the shared map lock. */
+static int store__append_chunk(struct store__rw *w,
                                uint8_t *last,
                                size_t *last_len,
                                bool *done)
 {
-    MDB_txn *rt = NULL, *wt = NULL;
-    MDB_cursor *rcur = NULL, *wcur = NULL;
-    int rc = mdb_txn_begin(src->env, NULL, MDB_RDONLY, &rt);
+    MDB_txn *rt = NULL;
+    MDB_cursor *rcur = NULL, *wc;
+    int rc = mdb_txn_begin(w->old->env, NULL, MDB_RDONLY, &rt);
     if (rc)
         return store__err(rc);
-    if ((rc = mdb_txn_begin(dst->env, NULL, 0, &wt)) ||
-        (rc = mdb_cursor_open(rt, src->dbi, &rcur)) ||
-        (rc = mdb_cursor_open(wt, dst->dbi, &wcur)))
-        goto abort;
+    if ((rc = mdb_cursor_open(rt, w->old->dbi, &rcur)))
+        goto end;
     MDB_val k = {*last_len, last}, v;
     if (*last_len == 0) {
         rc = mdb_cursor_get(rcur, &k, &v, MDB_FIRST);
@@ -620,78 +687,159 @@ static int store__append_chunk(struct store__range *src,
             break;
         if (k.mv_size < 9 || k.mv_size > STORE__IKEY_MAX) {
             rc = RK_ECORRUPT;
-            goto abort;
+            goto end;
         }
-        if (store_range_contains(dst->r, store__get64(k.mv_data)) &&
-            (rc = mdb_cursor_put(wcur, &k, &v, MDB_APPEND)) != 0)
-            goto abort;
+        size_t i = store__rw_arc(w, store__get64(k.mv_data));
+        if (i < w->nkeep) {
+            if ((rc = store__rw_cursor(w, i, &wc)) ||
+                (rc = mdb_cursor_put(wc, &k, &v, MDB_APPEND)))
+                goto end;
+            bytes += k.mv_size + v.mv_size;
+        }
         memcpy(last, k.mv_data, k.mv_size);
         *last_len = k.mv_size;
         n++;
-        bytes += k.mv_size + v.mv_size;
     }
-    if (rc != 0 && rc != MDB_NOTFOUND)
-        goto abort;
-    *done = rc == MDB_NOTFOUND;
-    mdb_cursor_close(rcur);
-    mdb_txn_abort(rt);
-    return store__err(mdb_txn_commit(wt)); /* closes wcur */
-abort:
+    if (rc == MDB_NOTFOUND)
+        *done = true;
+    if (rc == MDB_NOTFOUND || rc == 0)
+        rc = 0;
+end:
     if (rcur)
         mdb_cursor_close(rcur);
     mdb_txn_abort(rt);
-    if (wt)
-        mdb_txn_abort(wt);
-    return store__err(rc);
+    return store__err(store__rw_end(w, rc));
 }
 
-/* Merge (LWW) the writes logged so far into dst, in one write txn. `work`
- * is an empty batch swapped with the log's. */
-static int store__drain(struct store__wlog *log,
-                        store_batch **work,
-                        struct store__range *dst,
-                        size_t *out_n)
+/* Merge (LWW) the writes logged so far into the new env of the kept arc
+ * holding each (writes in none are dropped). */
+static int store__drain(struct store__rw *w, size_t *out_n)
 {
+    struct store__wlog *log = w->log;
     pthread_mutex_lock(&log->mu);
     store_batch *b = log->b;
-    log->b = *work;
-    *work = b;
+    log->b = w->work;
+    w->work = b;
     bool failed = log->failed;
     pthread_mutex_unlock(&log->mu);
     *out_n = store_batch_count(b);
     if (failed)
         return -ENOMEM;
-    if (*out_n == 0)
-        return 0;
-    MDB_txn *txn = NULL;
-    MDB_cursor *cur = NULL;
-    int rc = mdb_txn_begin(dst->env, NULL, 0, &txn);
-    if (rc == 0)
-        rc = mdb_cursor_open(txn, dst->dbi, &cur);
-    for (size_t i = 0; rc == 0 && i < *out_n; i++)
-        rc = store__batch_apply(cur, b, i);
-    if (cur != NULL)
-        mdb_cursor_close(cur);
-    if (rc == 0)
-        rc = mdb_txn_commit(txn);
-    else if (txn != NULL)
-        mdb_txn_abort(txn);
+    int rc = 0;
+    MDB_cursor *wc;
+    for (size_t j = 0; rc == 0 && j < *out_n; j++) {
+        size_t i = store__rw_arc(w, store__batch_token(b, j));
+        if (i < w->nkeep && (rc = store__rw_cursor(w, i, &wc)) == 0)
+            rc = store__batch_apply(wc, b, j);
+    }
     store_batch_reset(b);
-    return store__err(rc);
+    return store__err(store__rw_end(w, rc));
 }
 
-int store_range_compact(store *s, struct store_range r)
+/* The switch, under the exclusive map lock: stop logging old's writes,
+ * merge the last of them, sync the new envs, name them in the map in one
+ * synced txn (r's entry goes unless the kept arc is r itself) and put them
+ * in old's place. On error before the map txn old stays as it was and the
+ * new envs are left to the caller; after it they are the store's. */
+static int store__rw_switch(struct store__rw *w)
 {
-    int rc;
-    struct store__range *nr = NULL, *old = NULL;
+    store *s = w->s;
+    size_t n;
+    w->old->shadow_log = NULL;
+    int rc = store__drain(w, &n);
+    for (size_t i = 0; rc == 0 && i < w->nkeep; i++)
+        rc = store__err(mdb_env_sync(w->nr[i]->env, 1));
+    if (rc)
+        return rc;
+    const char **names = malloc(w->nkeep * sizeof(*names));
+    if (names == NULL)
+        return -ENOMEM;
+    for (size_t i = 0; i < w->nkeep; i++)
+        names[i] = w->nr[i]->dir;
+    bool same = w->keep[0].start == w->r.start && w->keep[0].end == w->r.end;
+    rc = store__map_put(s, w->keep, w->nkeep, names, NULL, &w->r, same ? 0 : 1);
+    free(names);
+    if (rc)
+        return rc;
+    /* The map now names the new envs: from here on they are the store's. */
+    store__remove(s, (size_t)store__range_index(s, w->r)); /* opmu held */
+    store__discard_env(w->old); /* else recovery deletes it (not in the map) */
+    w->old = NULL;
+    for (size_t i = 0; i < w->nkeep; i++) {
+        if (rc == 0 && (rc = store__insert(s, w->nr[i])) == 0)
+            w->nr[i] = NULL;
+        if (w->nr[i] != NULL) { /* recovery reopens it from the map */
+            store__range_close(w->nr[i]);
+            w->nr[i] = NULL;
+        }
+    }
+    (void)store__fsync_ranges_dir(s);
+    return rc;
+}
+
+/* The switch of a rewrite that drops part of r, at a checkpoint's cut (as
+ * store_range_drop's, below, and for the same reason). */
+static int store__rw_at_cut(store *s, void *arg)
+{
+    pthread_rwlock_wrlock(&s->maplock);
+    int rc = store__rw_switch(arg);
+    pthread_rwlock_unlock(&s->maplock);
+    return rc;
+}
+
+/* Whether keep[0..n) are disjoint sub-arcs of r in order along it; *whole
+ * is set when the one kept arc is r itself. */
+static bool store__keep_ok(struct store_range r,
+                           const struct store_range *keep,
+                           size_t n,
+                           bool *whole)
+{
+    *whole = n == 1 && keep[0].start == r.start && keep[0].end == r.end;
+    if (n == 0 || n > STORE_KEEP_MAX)
+        return false;
+    for (size_t i = 0; i < n && !*whole; i++) {
+        uint64_t a = keep[i].start, b = keep[i].end;
+        if (a == b || !store_range_contains(r, b))
+            return false;
+        if (a == r.start ? i > 0
+                         : !store_range_contains(r, a) ||
+                               store__pos(r, a) >= store__pos(r, b) ||
+                               (i > 0 && store__pos(r, a) <
+                                             store__pos(r, keep[i - 1].end)))
+            return false;
+    }
+    return true;
+}
+
+/* Rewrite the env of the local range that is exactly r into one fresh env
+ * per keep[i] in key order, while reads and writes go on (old's writes are
+ * logged and merged into the new envs), then switch: the new envs replace
+ * old in the map and what lies outside every keep[i] is gone. With keep =
+ * {r} that is a compaction; else the switch runs at a checkpoint's cut.
+ * Crash-safe: the map names either old or the new envs, and recovery
+ * deletes the others. */
+static int store__rewrite(store *s,
+                          struct store_range r,
+                          const struct store_range *keep,
+                          size_t nkeep)
+{
+    bool whole;
+    if (!store__keep_ok(r, keep, nkeep, &whole))
+        return RK_EBADREQ;
+    int rc = -ENOMEM;
     struct store__wlog log = {.b = NULL, .failed = false};
-    store_batch *work = NULL;
+    struct store__rw w = {.s = s, .r = r, .keep = keep, .nkeep = nkeep};
+    w.log = &log;
     uint8_t last[STORE__IKEY_MAX];
     size_t last_len = 0, n;
     bool done = false;
     pthread_mutex_init(&log.mu, NULL);
-    if ((rc = store_batch_new(&log.b)) || (rc = store_batch_new(&work)))
-        goto free_log;
+    w.nr = calloc(nkeep, sizeof(*w.nr));
+    w.wt = calloc(nkeep, sizeof(*w.wt));
+    w.wcur = calloc(nkeep, sizeof(*w.wcur));
+    if (!w.nr || !w.wt || !w.wcur || (rc = store_batch_new(&log.b)) ||
+        (rc = store_batch_new(&w.work)))
+        goto free_all;
     pthread_mutex_lock(&s->opmu);
     pthread_rwlock_wrlock(&s->maplock);
     int idx = store__range_index(s, r);
@@ -699,51 +847,77 @@ int store_range_compact(store *s, struct store_range r)
         rc = idx;
         goto unlock;
     }
-    old = s->ranges[idx];
-    if ((rc = store__new_env(&nr, s, r)) ||
-        (rc = store__map_atleast(s, nr, 2 * old->map_size)))
-        goto discard;
+    w.old = s->ranges[idx];
+    for (size_t i = 0; i < nkeep; i++)
+        if ((rc = store__new_env(&w.nr[i], s, keep[i])) ||
+            (rc = store__map_atleast(s, w.nr[i], 2 * w.old->map_size)))
+            goto discard;
     /* From here on every commit to old is logged; the copy below starts
      * later, so each write is in the copy, in the log, or in both (LWW
      * merges make that harmless). */
-    old->shadow_log = &log;
+    w.old->shadow_log = &log;
     pthread_rwlock_unlock(&s->maplock);
     while (rc == 0 && !done) {
         pthread_rwlock_rdlock(&s->maplock);
-        rc = store__append_chunk(old, nr, last, &last_len, &done);
+        rc = store__append_chunk(&w, last, &last_len, &done);
         pthread_rwlock_unlock(&s->maplock);
     }
     /* Catch up with the log while commits go on, until it is short. */
     for (int i = 0; rc == 0 && i < 16; i++)
-        if ((rc = store__drain(&log, &work, nr, &n)) == 0 && n < 256)
+        if ((rc = store__drain(&w, &n)) == 0 && n < 256)
             break;
-    pthread_rwlock_wrlock(&s->maplock);
-    old->shadow_log = NULL;
-    if (rc != 0 || (rc = store__drain(&log, &work, nr, &n)) ||
-        (rc = store__err(mdb_env_sync(nr->env, 1))))
-        goto discard;
-    /* The switch: the map names the new env for r. */
-    const char *names[1] = {nr->dir};
-    if ((rc = store__map_put(s, &r, 1, names, NULL, NULL, 0)))
-        goto discard;
-    s->ranges[store__range_index(s, r)] = nr; /* opmu: r is still there */
-    store__discard_env(old); /* else recovery deletes it (not in the map) */
-    (void)store__fsync_ranges_dir(s);
-    rc = store__canonicalize(s, nr);
+    if (rc == 0 && !whole) {
+        pthread_mutex_lock(&s->flmu);
+        pthread_mutex_lock(&s->ckmu);
+        rc = store__checkpoint_locked(s, store__rw_at_cut, &w);
+        pthread_mutex_unlock(&s->ckmu);
+        pthread_mutex_unlock(&s->flmu);
+        pthread_rwlock_wrlock(&s->maplock);
+    } else {
+        pthread_rwlock_wrlock(&s->maplock);
+        if (rc == 0)
+            rc = store__rw_switch(&w);
+    }
+    if (rc)
+        goto discard; /* after the switch only the checkpoint's tail failed */
+    for (size_t i = 0; i < nkeep; i++) {
+        idx = store__range_index(s, keep[i]);
+        if (idx >= 0 && (rc = store__canonicalize(s, s->ranges[idx])))
+            break;
+    }
     goto unlock;
 discard:
-    if (old)
-        old->shadow_log = NULL;
-    if (nr)
-        store__discard_env(nr);
+    if (w.old)
+        w.old->shadow_log = NULL;
+    for (size_t i = 0; i < nkeep; i++)
+        if (w.nr[i])
+            store__discard_env(w.nr[i]);
 unlock:
     pthread_rwlock_unlock(&s->maplock);
     pthread_mutex_unlock(&s->opmu);
-free_log:
+free_all:
     store_batch_free(log.b);
-    store_batch_free(work);
+    store_batch_free(w.work);
+    free(w.nr);
+    free(w.wt);
+    free(w.wcur);
     pthread_mutex_destroy(&log.mu);
     return rc;
+}
+
+int store_range_compact(store *s, struct store_range r)
+{
+    return store__rewrite(s, r, &r, 1);
+}
+
+int store_range_keep(store *s,
+                     struct store_range r,
+                     const struct store_range *keep,
+                     size_t nkeep)
+{
+    if (nkeep == 0)
+        return store_range_drop(s, r);
+    return store__rewrite(s, r, keep, nkeep);
 }
 
 /* The log and the memtable may hold writes for r. They must not outlive

@@ -934,6 +934,11 @@ int store__batch_apply(MDB_cursor *cur, const store_batch *b, size_t i)
     return store__apply(cur, &b->w[i], NULL);
 }
 
+uint64_t store__batch_token(const store_batch *b, size_t i)
+{
+    return b->w[i].token;
+}
+
 /* Merge the writes ord[i..j) that fall in rr's shadow arc into the shadow
  * env (a split or merge in progress); a failure fails that operation. */
 static void store__mirror(struct store__range *rr,

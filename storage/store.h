@@ -292,6 +292,27 @@ int store_range_compact(store *s, struct store_range r);
 /* Drop a local range and its data. Crash-safe. */
 int store_range_drop(store *s, struct store_range r);
 
+/* Keep only the arcs keep[0..nkeep) of the local range that is exactly
+ * `r` and drop the rest of its data: each kept arc becomes a local range
+ * of its own, in a fresh env holding its entries in key order (written as
+ * store_range_compact writes, so the dropped data's disk space is freed),
+ * and the old env goes. The kept arcs are disjoint sub-arcs of r in order
+ * along it (from r.start), at most STORE_KEEP_MAX of them; none is a drop
+ * (store_range_drop), {r} a compaction. One pass over the old env copies
+ * only what is kept, so it costs about the kept bytes, where a split per
+ * boundary copied the upper piece each time. Reads and writes go on
+ * meanwhile (writes to the old env are logged and merged into the new
+ * envs); the switch runs at a checkpoint's cut, as a drop does, so no
+ * write to a dropped arc is replayed after it. Crash-safe: the store
+ * reopens with the old env or with the new ones. RK_ENOTFOUND if `r` is not
+ * a local range, RK_EBADREQ for arcs that are not disjoint sub-arcs of r
+ * in order. Blocks: off the loop thread. */
+#define STORE_KEEP_MAX 4096
+int store_range_keep(store *s,
+                     struct store_range r,
+                     const struct store_range *keep,
+                     size_t nkeep);
+
 /* Purge, from every range, tombstones and expired records older than
  * gc_grace at `now_ms` (a tombstone's age is its timestamp's wall time).
  * *out_purged (may be NULL) counts them. */

@@ -193,6 +193,8 @@ int store__batch_push(store_batch *b,
  * write transaction (LMDB or RK_ code); one cursor for a whole pass, so
  * sorted writes find their page without a search from the root. */
 int store__batch_apply(MDB_cursor *cur, const store_batch *b, size_t i);
+/* The token of write i of b. */
+uint64_t store__batch_token(const store_batch *b, size_t i);
 
 /* Range map (store.c). */
 struct store__range *store__lookup(store *s, uint64_t t);

@@ -8,8 +8,8 @@ the join is under way. Once n4 is UN, cleanup on n1, n2 and n3 (each
 answering at once; netstats then says "Cleanup: done") leaves each of them
 holding about the keys it still replicates (ringkv_keys, tombstones
 included, falls from what it held to at most that number, plus a small
-allowance for the metric's memtable count), splitting ranges that it keeps
-only in part; every node then serves every key it replicates at ONE and no
+allowance for the metric's memtable count), rewriting ranges that it keeps
+only in part to those parts (store_range_keep); every node then serves every key it replicates at ONE and no
 deleted key comes back. Before cleanup existed the command answered
 NOT_IMPLEMENTED.
 """
@@ -76,15 +76,18 @@ def main():
         mine, _ = h.check_served(n, expect, gone)
         print("%s serves its %d keys" % (n.name, len(mine)))
     log = n1.log()
-    m = re.search(r"event=cleanup\.done dropped=(\d+) splits=(\d+) .* "
-                  r"ms=(\d+) split_ms=(\d+) drop_ms=(\d+)", log)
+    m = re.search(r"event=cleanup\.done dropped=(\d+) rewritten=(\d+) "
+                  r"splits=(\d+) .* ms=(\d+) keep_ms=(\d+) split_ms=(\d+) "
+                  r"drop_ms=(\d+)", log)
     h.check(m is not None, "n1's log lacks cleanup.done with its times")
-    dropped, splits, ms, split_ms, drop_ms = map(int, m.groups())
-    print("n1 cleanup.done: dropped %d, splits %d, %d ms (%d splitting, %d "
-          "dropping)" % (dropped, splits, ms, split_ms, drop_ms))
-    h.check(dropped > 0 and split_ms + drop_ms <= ms + 1,
+    dropped, rewritten, splits, ms, keep_ms, split_ms, drop_ms = \
+        map(int, m.groups())
+    print("n1 cleanup.done: dropped %d, rewritten %d, splits %d, %d ms (%d "
+          "rewriting, %d splitting, %d dropping)" %
+          (dropped, rewritten, splits, ms, keep_ms, split_ms, drop_ms))
+    h.check(dropped + rewritten > 0 and
+            keep_ms + split_ms + drop_ms <= ms + 1,
             "n1's cleanup.done times: %r" % m.group(0))
-
 
 if __name__ == "__main__":
     h.run(main)

@@ -2156,6 +2156,227 @@ START_TEST(drop_forgets_memtable_writes)
 }
 END_TEST
 
+/* Each key:i of fill(): whether its token lies in one of arcs[0..n). */
+static bool key_in(int i, const struct store_range *arcs, size_t n)
+{
+    char k[32];
+    snprintf(k, sizeof(k), "key:%d", i);
+    uint64_t t = rk_token(k, strlen(k));
+    for (size_t j = 0; j < n; j++)
+        if (store_range_contains(arcs[j], t))
+            return true;
+    return false;
+}
+
+/* fill(nk, ts)'s keys in `held` (the ranges left) have their values, the
+ * others none. Returns how many were present. */
+static int check_held(
+    store *s, int nk, uint64_t ts, const struct store_range *held, size_t nheld)
+{
+    int n = 0;
+    for (int i = 0; i < nk; i++) {
+        char k[32], v[32];
+        snprintf(k, sizeof(k), "key:%d", i);
+        snprintf(v, sizeof(v), "val:%d:%llu", i, (unsigned long long)ts);
+        bool in = key_in(i, held, nheld);
+        expect(s, k, in ? v : NULL);
+        n += in;
+    }
+    return n;
+}
+
+/* store_range_keep leaves exactly the kept arcs, each its own range with
+ * its content (applied writes and writes still in the memtable alike), in
+ * a smaller file; what it dropped does not come back when its tokens get a
+ * range again, nor after reopening. */
+START_TEST(keep_drops_the_rest)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    uint64_t q = UINT64_MAX / 4;
+    struct store_range lo = {3 * q, q}, hi = {q, 3 * q}; /* lo wraps */
+    ck_assert_int_eq(store_range_create(s, lo), 0);
+    ck_assert_int_eq(store_range_create(s, hi), 0);
+    fill_mixed(s, 4000, 9);
+    fill(s, NK, 1);
+    ck_assert_int_eq(store_flush(s), 0);             /* in the envs */
+    fill(s, NK, 2);                                  /* in the memtable */
+    struct store_range klo = {3 * q + q / 2, q / 2}; /* wraps over 0 */
+    struct store_range khi[2] = {{q, q + q / 2}, {2 * q, 3 * q}};
+    struct store_digest d0, d1, dh0[2], dh1[2];
+    struct store_range_info i0, i1;
+    ck_assert_int_eq(store_digest(&d0, s, klo), 0);
+    for (int j = 0; j < 2; j++)
+        ck_assert_int_eq(store_digest(&dh0[j], s, khi[j]), 0);
+    ck_assert_int_eq(store_flush(s), 0);
+    ck_assert_int_eq(store_range_info(&i0, s, lo), 0);
+
+    /* arcs that are not disjoint sub-arcs of the range */
+    struct store_range bad[][2] = {
+        {{3 * q, 2 * q}, {0, 0}},         /* reaches past lo's end */
+        {{q / 2, 3 * q + q / 2}, {0, 0}}, /* wraps the other way round */
+        {{3 * q, 0}, {q / 4, q}},         /* fine */
+        {{3 * q, q / 2}, {q / 4, q}},     /* overlapping */
+        {{q / 4, q}, {3 * q, 0}},         /* out of order */
+        {{5, 5}, {0, 0}},                 /* empty */
+    };
+    for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++)
+        if (b != 2)
+            ck_assert_int_eq(
+                store_range_keep(s, lo, bad[b], b == 3 || b == 4 ? 2 : 1),
+                RK_EBADREQ);
+    struct store_range *many = malloc((STORE_KEEP_MAX + 1) * sizeof(*many));
+    for (uint64_t j = 0; j <= STORE_KEEP_MAX; j++)
+        many[j] = (struct store_range){q + j * 1000, q + j * 1000 + 500};
+    ck_assert_int_eq(store_range_keep(s, hi, many, STORE_KEEP_MAX + 1),
+                     RK_EBADREQ);
+    free(many);
+    struct store_range none = {1, 9}, part = {1, 5};
+    ck_assert_int_eq(store_range_keep(s, none, &part, 1), RK_ENOTFOUND);
+
+    /* writes to the arcs about to go, still in the memtable at the keep */
+    struct store_range held[3] = {klo, khi[0], khi[1]}; /* by end */
+    for (int i = 0; i < NK; i++)
+        if (!key_in(i, held, 3)) {
+            char k[32];
+            snprintf(k, sizeof(k), "key:%d", i);
+            ck_assert_int_eq(put(s, k, 3, "late"), 0);
+        }
+    struct store_mem_info mi;
+    store_mem_info(&mi, s);
+    ck_assert_uint_gt(mi.writes, 0);
+    ck_assert_int_eq(store_range_keep(s, lo, &klo, 1), 0);
+    ck_assert_int_eq(store_range_keep(s, hi, khi, 2), 0);
+    struct store_range *rs;
+    size_t n;
+    ck_assert_int_eq(store_range_list(&rs, &n, s), 0);
+    ck_assert_uint_eq(n, 3);
+    for (size_t j = 0; j < n; j++) {
+        ck_assert_uint_eq(rs[j].start, held[j].start);
+        ck_assert_uint_eq(rs[j].end, held[j].end);
+    }
+    free(rs);
+    ck_assert_int_eq(store_digest(&d1, s, klo), 0);
+    ck_assert_uint_eq(d1.hash, d0.hash);
+    ck_assert_uint_eq(d1.keys, d0.keys);
+    for (int j = 0; j < 2; j++) {
+        ck_assert_int_eq(store_digest(&dh1[j], s, khi[j]), 0);
+        ck_assert_uint_eq(dh1[j].hash, dh0[j].hash);
+    }
+    ck_assert_int_eq(store_range_info(&i1, s, klo), 0);
+    /* half of lo's tokens, in a file of their own: the space is freed */
+    ck_assert_msg(i1.disk_bytes < i0.disk_bytes / 4 * 3, "%llu vs %llu",
+                  (unsigned long long)i1.disk_bytes,
+                  (unsigned long long)i0.disk_bytes);
+    int kept = check_held(s, NK, 2, held, 3);
+    ck_assert_int_gt(kept, 0);
+    ck_assert_int_lt(kept, NK);
+    ck_assert_uint_eq(check_placement(s), d1.keys + dh1[0].keys + dh1[1].keys);
+    check_dirs_canonical();
+
+    /* the dropped arcs get ranges again: empty */
+    struct store_range gone[3] = {
+        {q / 2, q}, {q + q / 2, 2 * q}, {3 * q, 3 * q + q / 2}};
+    for (int j = 0; j < 3; j++)
+        ck_assert_int_eq(store_range_create(s, gone[j]), 0);
+    check_held(s, NK, 2, held, 3);
+    ck_assert_int_eq(store_flush(s), 0);
+    check_held(s, NK, 2, held, 3);
+    store_free(s);
+    s = open_store(NULL);
+    check_held(s, NK, 2, held, 3);
+    for (int j = 0; j < 3; j++) {
+        struct store_range_info info;
+        ck_assert_int_eq(store_range_info(&info, s, gone[j]), 0);
+        ck_assert_uint_eq(info.keys, 0);
+    }
+    check_dirs_canonical();
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* Many kept arcs (the first at the range's start, the last at its end)
+ * each get their env in one pass. */
+START_TEST(keep_many_arcs)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill(s, NK, 1);
+    enum { NA = 100 };
+    uint64_t step = UINT64_MAX / NA;
+    struct store_range k[NA];
+    for (int i = 0; i < NA; i++) /* the first half of each step */
+        k[i] = (struct store_range){i * step, i * step + step / 2};
+    k[NA - 1].end = 0; /* the last one reaches the ring's end */
+    ck_assert_int_eq(store_range_keep(s, WHOLE, k, NA), 0);
+    int kept = check_held(s, NK, 1, k, NA);
+    ck_assert_int_gt(kept, NK / 3);
+    ck_assert_int_lt(kept, NK * 2 / 3);
+    ck_assert_uint_eq(check_placement(s), (uint64_t)kept);
+    store_free(s);
+    s = open_store(NULL);
+    check_held(s, NK, 1, k, NA);
+    struct store_range *rs;
+    size_t n;
+    ck_assert_int_eq(store_range_list(&rs, &n, s), 0);
+    ck_assert_uint_eq(n, NA);
+    free(rs);
+    check_dirs_canonical();
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* Writes committed while store_range_keep copies are logged and merged
+ * into the new envs: none is lost. Keeping every piece of the ring, so
+ * the writers never meet a token without a range; merged back between
+ * rounds. */
+START_TEST(writes_during_keep)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill_mixed(s, 20000, 13);
+    fill(s, NK, 1);
+    pthread_t th[4];
+    struct thr a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (struct thr){s, i, 400};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &a[i]), 0);
+    }
+    uint64_t t = UINT64_MAX / 3;
+    struct store_range k[3] = {{0, t}, {t, 2 * t}, {2 * t, 0}};
+    for (int r = 0; r < 4; r++) {
+        ck_assert_int_eq(store_range_keep(s, WHOLE, k, 3), 0);
+        ck_assert_int_eq(store_range_merge(s, k[0], k[1]), 0);
+        ck_assert_int_eq(
+            store_range_merge(s, (struct store_range){0, 2 * t}, k[2]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        void *ret;
+        pthread_join(th[i], &ret);
+        ck_assert_ptr_null(ret);
+    }
+    check_all(s, NK, 1);
+    for (int w = 0; w < 4; w++)
+        for (int i = 0; i < 400; i++) {
+            char key[32], v[32];
+            snprintf(key, sizeof(key), "t%d:%d", w, i);
+            snprintf(v, sizeof(v), "v%d", i);
+            expect(s, key, v);
+        }
+    uint64_t total = check_placement(s);
+    store_free(s);
+    s = open_store(NULL);
+    ck_assert_uint_eq(check_placement(s), total);
+    check_dirs_canonical();
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 /* Scans and digests see the writes the memtable holds. */
 START_TEST(scan_sees_memtable_writes)
 {
@@ -2263,6 +2484,9 @@ static Suite *storage_suite(void)
     tc = tcase_create("memtable");
     tcase_add_test(tc, memtable_reads_merge_with_env);
     tcase_add_test(tc, drop_forgets_memtable_writes);
+    tcase_add_test(tc, keep_drops_the_rest);
+    tcase_add_test(tc, keep_many_arcs);
+    tcase_add_test(tc, writes_during_keep);
     tcase_add_test(tc, scan_sees_memtable_writes);
     tcase_add_test(tc, auto_compaction_packs_pages);
     tcase_add_test(tc, apply_overwrites_resized_values);

@@ -4,12 +4,13 @@
  * A child process opens the store in group-commit mode and writes batches
  * of new keys; after store_batch_commit returns it reports each key's id on
  * a pipe (its acknowledgement). Now and then it splits a range at a random
- * token, merges two neighbours back or compacts a range, so kills also
- * land inside range operations. The parent SIGKILLs it after a random delay,
- * reopens the store (recovery) and checks that every acknowledged key is there
- * with its value and that every entry sits in exactly one env, inside its
- * range. 24 rounds on one data_dir, then 8 in periodic mode (acknowledged at
- * commit, before any sync); the seed is printed.
+ * token, merges two neighbours back, compacts a range or keeps it as two
+ * arcs (store_range_keep), so kills also land inside range operations. The
+ * parent SIGKILLs it after a random delay, reopens the store (recovery) and
+ * checks that every acknowledged key is there with its value and that every
+ * entry sits in exactly one env, inside its range. 24 rounds on one data_dir,
+ * then 8 in periodic mode (acknowledged at commit, before any sync); the seed
+ * is printed.
  *
  * A kill -9 leaves the page cache, so the envs still hold every applied
  * write. The last test also throws away every env write since the round
@@ -92,8 +93,12 @@ static void child(int wfd, unsigned first_id, unsigned seed)
     for (;;) {
         int r = rand_r(&seed) % 10;
         if (lose_env_writes)
-            r = 9;    /* range ops sync envs: no env write may be lost */
-        if (r == 0) { /* split a random range at a random inner token */
+            r = 9; /* range ops sync envs: no env write may be lost */
+        if (r == 0 || r == 3) {
+            /* split a random range at a random inner token, or keep it
+             * as the same two arcs (store_range_keep: nothing
+             * acknowledged goes, but the switch runs at a checkpoint's
+             * cut, as a real drop's) */
             struct store_range *rs;
             size_t n;
             if (store_range_list(&rs, &n, s) != 0)
@@ -103,8 +108,10 @@ static void child(int wfd, unsigned first_id, unsigned seed)
                           ((uint64_t)rand_r(&seed) << 11) ^
                           (uint64_t)rand_r(&seed);
             if (n < 12 && store_range_contains(x, at) && at != x.end) {
-                mark(wfd, OP_BEGIN + 0);
-                if (store_range_split(s, x, at) != 0)
+                struct store_range k[2] = {{x.start, at}, {at, x.end}};
+                mark(wfd, OP_BEGIN + (unsigned)r);
+                if ((r == 0 ? store_range_split(s, x, at)
+                            : store_range_keep(s, x, k, 2)) != 0)
                     _exit(5);
                 mark(wfd, OP_END);
             }
@@ -271,7 +278,7 @@ static void run_rounds(int rounds)
     unsigned char *acked = calloc(MAXK, 1);
     unsigned next = 0;
     int total_acked = 0;
-    int inside[3] = {0, 0, 0}; /* kills inside split, merge, compact */
+    int inside[4] = {0}; /* kills inside split, merge, compact, keep */
     for (int round = 0; round < rounds; round++) {
         char snap[300];
         snprintf(snap, sizeof(snap), "%s.snap", dir);
@@ -334,7 +341,7 @@ static void run_rounds(int rounds)
                 top = ack + 1;
         }
         close(pfd[0]);
-        if (op >= 0 && op < 3)
+        if (op >= 0 && op < 4)
             inside[op]++;
         int status;
         ck_assert_int_eq(waitpid(pid, &status, 0), pid);
@@ -355,8 +362,8 @@ static void run_rounds(int rounds)
     ck_assert_int_gt(total_acked, 0);
     fprintf(stderr,
             "check_storage_crash: %d rounds, killed inside a split %d, "
-            "a merge %d, a compaction %d times\n",
-            rounds, inside[0], inside[1], inside[2]);
+            "a merge %d, a compaction %d, a keep %d times\n",
+            rounds, inside[0], inside[1], inside[2], inside[3]);
     free(acked);
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

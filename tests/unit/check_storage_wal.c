@@ -1231,20 +1231,23 @@ START_TEST(store_checkpoint_retires_segments)
 END_TEST
 
 /* A dropped range's logged writes must not come back at replay into a
- * range created again over the same tokens. The child writes, drops,
- * re-creates and exits without closing (no checkpoint but the drop's). */
-START_TEST(store_drop_is_not_resurrected_by_replay)
+ * range created again over the same tokens. The child writes, drops (or
+ * keeps the other half of a range: store_range_keep), re-creates and exits
+ * without closing (no checkpoint but the drop's). */
+static void not_resurrected(bool keep)
 {
     mk_tmp();
     struct store_range a = {0, 1ull << 63}, bb = {1ull << 63, 0};
+    struct store_range whole = {0, 0};
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         store *s = NULL;
         struct store_opts o = STORE_OPTS_INIT;
         o.data_dir = tmpdir;
-        if (store_open(&s, &o) || store_range_create(s, a) ||
-            store_range_create(s, bb))
+        if (store_open(&s, &o) ||
+            (keep ? store_range_create(s, whole)
+                  : store_range_create(s, a) || store_range_create(s, bb)))
             _exit(2);
         store_batch *b;
         if (store_batch_new(&b))
@@ -1257,7 +1260,9 @@ START_TEST(store_drop_is_not_resurrected_by_replay)
             if (store_batch_add(b, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl)))
                 _exit(3);
         }
-        if (store_batch_commit(s, b) || store_range_drop(s, a) ||
+        if (store_batch_commit(s, b) ||
+            (keep ? store_range_keep(s, whole, &bb, 1)
+                  : store_range_drop(s, a)) ||
             store_range_create(s, a))
             _exit(4);
         _exit(0);
@@ -1272,14 +1277,25 @@ START_TEST(store_drop_is_not_resurrected_by_replay)
         key_of(k, sizeof(k), i);
         bool in_a = store_range_contains(a, rk_token(k, strlen(k)));
         ck_assert_msg(has_key(s, i) == !in_a,
-                      "key %d: %s after drop + create + replay", i,
-                      in_a ? "resurrected" : "lost");
+                      "key %d: %s after %s + create + replay", i,
+                      in_a ? "resurrected" : "lost", keep ? "keep" : "drop");
         inb += !in_a;
     }
     ck_assert_int_gt(inb, 0);
     check_placement(s);
     store_free(s);
     rm_tmp();
+}
+
+START_TEST(store_drop_is_not_resurrected_by_replay)
+{
+    not_resurrected(false);
+}
+END_TEST
+
+START_TEST(store_keep_is_not_resurrected_by_replay)
+{
+    not_resurrected(true);
 }
 END_TEST
 
@@ -1397,6 +1413,7 @@ static Suite *wal_suite(void)
     tcase_add_test(tc, store_replay_skips_tokens_not_held);
     tcase_add_test(tc, store_checkpoint_retires_segments);
     tcase_add_test(tc, store_drop_is_not_resurrected_by_replay);
+    tcase_add_test(tc, store_keep_is_not_resurrected_by_replay);
     tcase_add_test(tc, store_periodic_logs_writes);
     tcase_add_test(tc, regression_env_sync_retry_retired_log);
     tcase_add_test(tc, store_checkpoints_during_writes_and_splits);
