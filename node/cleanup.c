@@ -43,15 +43,6 @@ struct node_cleanup {
     uint64_t keep_ns, split_ns, drop_ns;
 };
 
-/* Whether token t lies in one of the kept arcs. */
-static bool kept(const struct node_cleanup *cu, uint64_t t)
-{
-    for (size_t i = 0; i < cu->nkeep; i++)
-        if (store_range_contains(cu->keep[i], t))
-            return true;
-    return false;
-}
-
 static int drop(struct node_cleanup *cu, struct store_range r)
 {
     store *s = cu->n->store;
@@ -95,37 +86,37 @@ static int keep_arcs(struct node_cleanup *cu,
     return 0;
 }
 
-/* One local range r: the points strictly inside it where being kept
- * changes (the kept arcs' ends, along r from r.start) cut it into pieces,
- * each kept or not as a whole. No kept piece: r is dropped; else r is
- * rewritten to its kept pieces (STORE_KEEP_MAX at a time: past that, the
- * rest is split off first and goes the same way). */
-static int clean_range(struct node_cleanup *cu, struct store_range r)
+/* The pieces of local range r kept by arcs keep[0..nkeep), in order
+ * along r, neighbours joined, into piece (room for nkeep * 2 + 1): the
+ * points strictly inside r where being kept changes (the kept arcs' ends,
+ * along r from r.start) cut it into pieces, each kept or not as a whole.
+ * Returns their number, or -ENOMEM. */
+static ssize_t kept_pieces(const struct store_range *keep,
+                           size_t nkeep,
+                           struct store_range r,
+                           struct store_range *piece)
 {
-    size_t cap = cu->nkeep * 2 + 1;
-    uint64_t *cut = malloc(cap * sizeof(*cut));
-    struct store_range *piece = malloc(cap * sizeof(*piece));
-    if (!cut || !piece) {
-        free(cut);
-        free(piece);
+    uint64_t *cut = malloc((nkeep * 2 + 1) * sizeof(*cut));
+    if (!cut)
         return -ENOMEM;
-    }
     size_t nc = 0;
-    for (size_t i = 0; i < cu->nkeep; i++) {
-        uint64_t b[2] = {cu->keep[i].start, cu->keep[i].end};
+    for (size_t i = 0; i < nkeep; i++) {
+        uint64_t b[2] = {keep[i].start, keep[i].end};
         for (int k = 0; k < 2; k++)
             if (store_range_contains(r, b[k]) && b[k] != r.end)
                 cut[nc++] = b[k] - r.start; /* distance along r */
     }
     qsort(cut, nc, sizeof(*cut), rk_u64_cmp);
-    /* the kept pieces, in order along r, neighbours joined */
     size_t np = 0;
     uint64_t from = r.start;
     for (size_t i = 0; i <= nc; i++) {
         if (i < nc && i > 0 && cut[i] == cut[i - 1])
             continue;
         uint64_t end = i < nc ? r.start + cut[i] : r.end;
-        if (kept(cu, end)) {
+        bool k = false;
+        for (size_t j = 0; j < nkeep && !k; j++)
+            k = store_range_contains(keep[j], end);
+        if (k) {
             if (np > 0 && piece[np - 1].end == from)
                 piece[np - 1].end = end;
             else
@@ -133,6 +124,24 @@ static int clean_range(struct node_cleanup *cu, struct store_range r)
         }
         from = end;
     }
+    free(cut);
+    return (ssize_t)np;
+}
+
+/* One local range r: dropped if none of it is kept; else rewritten to its
+ * kept pieces (STORE_KEEP_MAX at a time: past that, the rest is split off
+ * first and goes the same way). */
+static int clean_range(struct node_cleanup *cu, struct store_range r)
+{
+    struct store_range *piece = malloc((cu->nkeep * 2 + 1) * sizeof(*piece));
+    if (!piece)
+        return -ENOMEM;
+    ssize_t got = kept_pieces(cu->keep, cu->nkeep, r, piece);
+    if (got < 0) {
+        free(piece);
+        return (int)got;
+    }
+    size_t np = (size_t)got;
     int rc = 0;
     struct store_range cur = r;
     size_t first = 0;
@@ -159,7 +168,6 @@ static int clean_range(struct node_cleanup *cu, struct store_range r)
         }
         first += k;
     }
-    free(cut);
     free(piece);
     return rc;
 }
@@ -259,6 +267,27 @@ static int cleanup_check(node *n, uint32_t *self, char *why, size_t cap)
     return node__ring_settled(n, "clean up", self, why, cap);
 }
 
+/* The arcs node `self` replicates in n's ring, malloc'd into *out. */
+static int
+replicated(node *n, uint32_t self, struct store_range **out, size_t *nout)
+{
+    size_t want = ring_node_ranges(n->ring, self, NULL, 0);
+    struct ring_range *rr = calloc(want ? want : 1, sizeof(*rr));
+    struct store_range *keep = calloc(want ? want : 1, sizeof(*keep));
+    if (!rr || !keep) {
+        free(rr);
+        free(keep);
+        return -ENOMEM;
+    }
+    ring_node_ranges(n->ring, self, rr, want);
+    for (size_t i = 0; i < want; i++)
+        keep[i] = (struct store_range){rr[i].start, rr[i].end};
+    free(rr);
+    *out = keep;
+    *nout = want;
+    return 0;
+}
+
 int node__cleanup_begin(node *n, char **text, size_t *len)
 {
     char msg[512];
@@ -269,18 +298,10 @@ int node__cleanup_begin(node *n, char **text, size_t *len)
         struct node_cleanup *cu = n->cleanup;
         if (!cu)
             cu = n->cleanup = calloc(1, sizeof(*cu));
-        size_t want = cu ? ring_node_ranges(r, self, NULL, 0) : 0;
-        struct ring_range *rr = calloc(want ? want : 1, sizeof(*rr));
-        struct store_range *keep = calloc(want ? want : 1, sizeof(*keep));
-        if (!cu || !rr || !keep) {
-            free(rr);
-            free(keep);
+        struct store_range *keep = NULL;
+        size_t want = 0;
+        if (!cu || replicated(n, self, &keep, &want) < 0)
             return -ENOMEM;
-        }
-        ring_node_ranges(r, self, rr, want);
-        for (size_t i = 0; i < want; i++)
-            keep[i] = (struct store_range){rr[i].start, rr[i].end};
-        free(rr);
         *cu = (struct node_cleanup){.n = n,
                                     .keep = keep,
                                     .nkeep = want,
@@ -309,6 +330,68 @@ int node__cleanup_begin(node *n, char **text, size_t *len)
         return -ENOMEM;
     *len = strlen(*text);
     return rc;
+}
+
+/* Whether a local range holds anything outside the arcs n replicates. */
+static bool holds_unreplicated(node *n, uint32_t self)
+{
+    struct store_range *keep = NULL, *have = NULL, *piece = NULL;
+    size_t nkeep = 0, nhave = 0;
+    bool found = false;
+    if (replicated(n, self, &keep, &nkeep) < 0 ||
+        store_range_list(&have, &nhave, n->store) < 0 ||
+        !(piece = malloc((nkeep * 2 + 1) * sizeof(*piece))))
+        goto out;
+    for (size_t i = 0; i < nhave && !found; i++) {
+        ssize_t np = kept_pieces(keep, nkeep, have[i], piece);
+        if (np < 0)
+            break;
+        found = !(np == 1 && piece[0].start == have[i].start &&
+                  piece[0].end == have[i].end); /* not all of it kept */
+    }
+out:
+    free(keep);
+    free(have);
+    free(piece);
+    return found;
+}
+
+void node__cleanup_auto(node *n)
+{
+    if (n->cfg.auto_cleanup_s <= 0 || !n->ring || !n->store)
+        return;
+    uint64_t now = node__mono_ms(n), epoch = ring_epoch(n->ring);
+    if (epoch != n->acu_epoch) { /* the ring changed: wait from now */
+        n->acu_epoch = epoch;
+        n->acu_since_ms = now;
+        n->acu_checked = false;
+        return;
+    }
+    if (n->acu_checked ||
+        now - n->acu_since_ms < (uint64_t)n->cfg.auto_cleanup_s * 1000u)
+        return;
+    char why[512];
+    uint32_t self;
+    /* Nor while a peer's replication setting differs: writes may sit on
+     * nodes that are not their replicas by this node's ring until a
+     * repair after the settings agree moves them (docs/operations.md). */
+    if (cleanup_check(n, &self, why, sizeof(why)) < 0 ||
+        node__repl_mismatches(n) > 0) {
+        n->acu_since_ms = now; /* not settled (or busy): wait again */
+        return;
+    }
+    n->acu_checked = true; /* once per ring epoch */
+    if (!holds_unreplicated(n, self))
+        return;
+    LOG(INFO, "cleanup.auto", "epoch=%llu settled_s=%d",
+        (unsigned long long)epoch, n->cfg.auto_cleanup_s);
+    char *t = NULL;
+    size_t len;
+    int rc = node__cleanup_begin(n, &t, &len);
+    if (rc < 0)
+        LOG(WARN, "cleanup.auto_fail", "error=\"%s\" why=\"%s\"",
+            rk_strerror(rc), t ? t : "");
+    free(t);
 }
 
 void node__cleanup_text(node *n, FILE *f)

@@ -107,6 +107,7 @@ static const struct key keys[] = {
     {"stream_throughput_mb", K_INT, OFF(stream_throughput_mb), 0, 0, 1000000, 0,
      NULL},
     {"auto_compact_pct", K_INT, OFF(auto_compact_pct), 0, -1, 1000000, 0, NULL},
+    {"auto_cleanup_s", K_INT, OFF(auto_cleanup_s), 0, 0, 30 * 86400, 0, NULL},
     {"max_inflight", K_INT, OFF(max_inflight), 0, 1, 10000000, 0, NULL},
     {"max_pipeline", K_INT, OFF(max_pipeline), 0, 1, 1000000, 0, NULL},
     {"requirepass", K_STR, OFF(requirepass), SZ(requirepass), 0, 0, 1, NULL},
@@ -996,6 +997,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         "gc_grace_seconds: %lld\nmemtable_mb: %d\nauto_compact_pct: %d\n",
         c->hinted_handoff ? "true" : "false", (long long)c->max_hint_window_ms,
         (long long)c->gc_grace_seconds, c->memtable_mb, c->auto_compact_pct);
+    OUT("auto_cleanup_s: %d\n", c->auto_cleanup_s);
     OUT("stream_throughput_mb: %d\n", c->stream_throughput_mb);
     OUT("max_inflight: %d\nmax_pipeline: %d\nrequirepass: %s\n",
         c->max_inflight, c->max_pipeline, c->requirepass[0] ? "<set>" : "\"\"");

@@ -839,6 +839,7 @@ static void on_tick(uv_timer_t *t)
     boot_try(n, now);
     node__stream_tick(n);
     node__leave_tick(n);
+    node__cleanup_auto(n);
     silence_watch(n);
     if (n->settling && now >= n->settle_until) {
         n->settling = false;

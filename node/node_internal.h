@@ -199,7 +199,11 @@ struct node {
     struct node_stream *stream;   /* this node's join (stream.c), or NULL */
     struct node_leave *leave;     /* its decommission (leave.c), or NULL */
     struct node_cleanup *cleanup; /* the last cleanup (cleanup.c), or NULL */
-    struct node_repair *repair;   /* the last repair (repair.c), or NULL */
+    /* automatic cleanup (auto_cleanup_s): the ring epoch watched, since
+     * when it has been settled, and whether it was looked at already */
+    uint64_t acu_epoch, acu_since_ms;
+    bool acu_checked;
+    struct node_repair *repair; /* the last repair (repair.c), or NULL */
     int repair_jobs; /* leaf computations for other nodes (repair.c) */
     void (*self_stop_cb)(void *arg); /* node_stop's done when it stops */
     void *self_stop_arg;             /* by itself (after leaving) */
@@ -470,6 +474,9 @@ void node__repair_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f);
  * RK_EBADREQ / RK_ESTALE / RK_ECLOSED with *text saying why, -ENOMEM. */
 int node__cleanup_begin(node *n, char **text, size_t *len);
 void node__cleanup_text(node *n, FILE *f); /* NETSTATS line, if any */
+/* Each gossip tick: start a cleanup auto_cleanup_s after the ring settled
+ * if this node holds data it no longer replicates. */
+void node__cleanup_auto(node *n);
 void node__cleanup_free(node *n);
 /* Cleanup and repair need the ring still: this node NORMAL in it, its ring
  * the cluster's (node__ring_ready), no node joining or leaving. 0 (*self:
