@@ -798,6 +798,20 @@ def endpoints(node, keys):
     return {k: [e[0] for e in r.get(36)] for k, r in zip(keys, res)}
 
 
+def check_cleaned(nodes, before, eps):
+    """After a cleanup: each node's ringkv_keys fell below before[name] and
+    is at most the keys of eps ({key: replica names}, from endpoints) it
+    replicates, plus a small allowance for the metric's memtable count."""
+    for n in nodes:
+        mine = sum(1 for k in eps if n.name in eps[k])
+        after = n.metrics()["ringkv_keys"]
+        check(after < before[n.name] and after <= mine + 30,
+              "%s holds %r keys after cleanup (%r before); it replicates "
+              "%d" % (n.name, after, before[n.name], mine))
+        print("%s: %d keys before, %d after; it replicates %d" %
+              (n.name, before[n.name], after, mine))
+
+
 def load_keys(node, keys=3000, every=10):
     """Writes k0..k<keys-1> (value v<i>) at QUORUM through node, then
     deletes every `every`-th; returns ({live key: value}, [deleted keys])."""

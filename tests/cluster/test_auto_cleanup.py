@@ -69,14 +69,7 @@ def main():
           (time.time() - settled))
     time.sleep(1.5)
     eps = h.endpoints(n1, list(expect) + gone)
-    for n in (n1, n2):
-        mine = sum(1 for k in eps if n.name in eps[k])
-        after = n.metrics()["ringkv_keys"]
-        h.check(after < before[n.name] and after <= mine + 30,
-                "%s holds %r keys after its cleanup (%r before); it "
-                "replicates %d" % (n.name, after, before[n.name], mine))
-        print("%s: %d keys before, %d after; it replicates %d" %
-              (n.name, before[n.name], after, mine))
+    h.check_cleaned((n1, n2), before, eps)
     # n3 (auto_cleanup_s 0) keeps what it held; n4 has nothing to drop
     h.check("event=cleanup" not in n3.log(), "n3 cleaned up with 0")
     after3 = n3.metrics()["ringkv_keys"]

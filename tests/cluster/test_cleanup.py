@@ -64,14 +64,7 @@ def main():
             "cleanup --wait on n3: %d %r" % (rc, out))
     print("n3: ringkv cleanup --wait: %r" % out)
     time.sleep(1.5)
-    for n in (n1, n2, n3):
-        mine = sum(1 for k in eps if n.name in eps[k])
-        after = n.metrics()["ringkv_keys"]
-        h.check(after < before[n.name] and after <= mine + 30,
-                "%s holds %r keys after cleanup (%r before); it replicates "
-                "%d" % (n.name, after, before[n.name], mine))
-        print("%s: %d keys before, %d after; it replicates %d" %
-              (n.name, before[n.name], after, mine))
+    h.check_cleaned((n1, n2, n3), before, eps)
     for n in (n1, n2, n3, n4):
         mine, _ = h.check_served(n, expect, gone)
         print("%s serves its %d keys" % (n.name, len(mine)))
