@@ -242,9 +242,10 @@ static int plan(node *n, struct creq *q)
      * Cassandra, a pending replica that is DOWN is not waited for (it gets
      * a hint, as any DOWN replica): a joiner that died would otherwise
      * make every write of its ranges need all the old replicas until it
-     * came back, and when it does it streams every range again from the
-     * start (stream.c), which brings it what it missed. Both rings hold
-     * the same members, so their node indices agree. */
+     * came back. When it does, it resumes each range where it was, the
+     * hints bringing what it missed meanwhile, or, down past the hint
+     * window, streams every range again from the start (stream.c). Both
+     * rings hold the same members, so their node indices agree. */
     uint32_t nat = (uint32_t)nr;
     if (q->op != C_GET && n->ring_pending) {
         uint32_t pr[RING_MAX_REPLICAS];

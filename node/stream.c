@@ -24,9 +24,9 @@
  * announces NORMAL (a new epoch) and clears joining.
  *
  * A restart during the join (joining=1 in node.state) announces BOOT with
- * the same tokens again and streams every range again from its start: the
- * records already streamed are sent again and merge away. Progress within
- * a range is not persisted yet.
+ * the same tokens again and resumes each range from the position saved
+ * after its last committed chunk ("progress kept across restarts",
+ * below), or from its start when the node was down past the hint window.
  *
  * The donor side (node__stream_serve): a STREAM request carries the scan
  * cursor (wire/rpc_msg.h), so a donor keeps no session. The scan runs on
@@ -69,6 +69,7 @@ struct stream_sess {
     uint64_t chunk_keys, chunk_bytes;
     uint64_t keys, bytes;
     struct rpc_buf msg;
+    bool unsaved; /* `at` moved since its position was last persisted */
 };
 
 struct node_stream {
@@ -80,6 +81,23 @@ struct node_stream {
     uint64_t start_ms;
     uint64_t last_log_ms;
     uint64_t keys, bytes; /* committed so far, all sessions */
+    bool saving;          /* a save job on the pool */
+    bool purge_due;       /* joined: the saved positions are to go */
+};
+
+/* A job on the pool that persists (or deletes, len SIZE_MAX) sessions'
+ * positions, each a system value; then the save time. */
+struct stream_save {
+    uv_work_t w;
+    node *n;
+    size_t k;
+    uint64_t saved_at; /* wall ms; 0: none (a purge) */
+    char time_name[64];
+    struct {
+        char name[80];
+        size_t len;
+        uint8_t *p;
+    } v[];
 };
 
 static void sess_ask(struct stream_sess *ss);
@@ -155,6 +173,7 @@ static void sess_chunk_committed(struct stream_sess *ss)
     n->stats.stream_in_bytes += ss->chunk_bytes;
     ss->fails = 0;
     node__stream_pos_copy(&ss->at, ss->at_last, &ss->next);
+    ss->unsaved = true;
     if (ss->at.done) {
         ss->state = S_DONE;
         st->asking--;
@@ -255,6 +274,171 @@ static void sess_ask(struct stream_sess *ss)
         sess_fail(ss, "send", rc, false);
 }
 
+/* ---- progress kept across restarts ------------------------------------ */
+
+/* Each session's position after its last committed chunk is kept in a
+ * system value of its own (a STREAM_CHUNK message with no items: its
+ * decoder is the wire's, fuzzed), named after the join (this node's first
+ * token) and the range, saved on the pool at most once a gossip tick; and
+ * the wall time of the save. A node restarted while joining resumes each
+ * range from there (done ones are skipped), unless it was down longer than
+ * max_hint_window_ms or hinted handoff is off: what it missed meanwhile
+ * for the ranges it had streamed comes from hints, as for any restarted
+ * replica, and past that window there are none, so it streams every range
+ * again from its start. The values go once the join is done. */
+
+static void save_name(const node *n, struct ring_range r, char *out, size_t cap)
+{
+    snprintf(out, cap, "stream.at.%016llx.%016llx_%016llx",
+             (unsigned long long)(n->st.ntokens ? n->st.tokens[0] : 0),
+             (unsigned long long)r.start, (unsigned long long)r.end);
+}
+
+static void save_time_name(const node *n, char *out, size_t cap)
+{
+    snprintf(out, cap, "stream.saved_ms.%016llx",
+             (unsigned long long)(n->st.ntokens ? n->st.tokens[0] : 0));
+}
+
+static void save_work(uv_work_t *w)
+{
+    struct stream_save *sv = w->data;
+    store *s = sv->n->store;
+    int rc = 0;
+    for (size_t i = 0; i < sv->k && rc == 0; i++) {
+        if (sv->v[i].len == SIZE_MAX) {
+            rc = store_sys_del(s, sv->v[i].name);
+            rc = rc == RK_ENOTFOUND ? 0 : rc;
+        } else {
+            rc = store_sys_set(s, sv->v[i].name,
+                               RK_SLICE(sv->v[i].p, sv->v[i].len));
+        }
+    }
+    if (rc == 0 && sv->saved_at)
+        rc = store_sys_set_u64(s, sv->time_name, sv->saved_at);
+    else if (rc == 0) {
+        rc = store_sys_del(s, sv->time_name);
+        rc = rc == RK_ENOTFOUND ? 0 : rc;
+    }
+    if (rc < 0)
+        LOG(WARN, "stream.save_fail", "error=\"%s\"", rk_strerror(rc));
+}
+
+static void save_after(uv_work_t *w, int status)
+{
+    struct stream_save *sv = w->data;
+    node *n = sv->n;
+    (void)status;
+    if (n->stream)
+        n->stream->saving = false;
+    for (size_t i = 0; i < sv->k; i++)
+        free(sv->v[i].p);
+    free(sv);
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
+/* Start a job saving the moved positions (or, once joined, deleting them
+ * all), if there is something to do and no job is running. */
+static void stream_save(node *n)
+{
+    struct node_stream *st = n->stream;
+    if (!st || !st->planned || st->saving || !n->store)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < st->ns; i++)
+        k += st->purge_due || st->s[i].unsaved;
+    if (k == 0)
+        return;
+    struct stream_save *sv = calloc(1, sizeof(*sv) + k * sizeof(sv->v[0]));
+    if (!sv)
+        return;
+    sv->n = n;
+    sv->saved_at = st->purge_due ? 0 : node__now_ms();
+    save_time_name(n, sv->time_name, sizeof(sv->time_name));
+    struct rpc_buf b = {0};
+    for (size_t i = 0; i < st->ns; i++) {
+        struct stream_sess *ss = &st->s[i];
+        if (!st->purge_due && !ss->unsaved)
+            continue;
+        save_name(n, ss->range, sv->v[sv->k].name, sizeof(sv->v[0].name));
+        if (st->purge_due) {
+            sv->v[sv->k++].len = SIZE_MAX;
+            continue;
+        }
+        struct rpc_stream_chunk ch = {.next = ss->at};
+        rpc_buf_reset(&b);
+        uint8_t *p = NULL;
+        if (rpc_stream_chunk_encode(&b, &ch) < 0 ||
+            !(p = malloc(b.len ? b.len : 1))) {
+            free(p);
+            continue; /* kept unsaved: tried again next time */
+        }
+        memcpy(p, b.data, b.len);
+        sv->v[sv->k].p = p;
+        sv->v[sv->k++].len = b.len;
+        ss->unsaved = false;
+    }
+    rpc_buf_free(&b);
+    if (st->purge_due)
+        st->purge_due = false;
+    sv->w.data = sv;
+    if (uv_queue_work(n->loop, &sv->w, save_work, save_after) < 0) {
+        for (size_t i = 0; i < sv->k; i++)
+            free(sv->v[i].p);
+        free(sv);
+        return;
+    }
+    st->saving = true;
+    n->pending_closes++;
+}
+
+/* Sessions resumed from the saved positions of this join, if recent
+ * enough; logs what it found. */
+static void stream_resume(node *n)
+{
+    struct node_stream *st = n->stream;
+    char name[80];
+    uint64_t saved = 0, now = node__now_ms();
+    save_time_name(n, name, sizeof(name));
+    if (!n->store || store_sys_get_u64(&saved, n->store, name) < 0)
+        return; /* a join from its start */
+    if (!n->cfg.hinted_handoff ||
+        now - saved > (uint64_t)n->cfg.max_hint_window_ms) {
+        LOG(WARN, "stream.resume_skipped",
+            "saved_s_ago=%llu note=\"down longer than max_hint_window_ms "
+            "(or hinted_handoff off): no hints for what it missed, every "
+            "range is streamed again from its start\"",
+            (unsigned long long)((now - saved) / 1000));
+        return;
+    }
+    size_t whole = 0, part = 0;
+    for (size_t i = 0; i < st->ns; i++) {
+        struct stream_sess *ss = &st->s[i];
+        uint8_t *p = NULL;
+        size_t len = 0;
+        struct rpc_stream_chunk ch;
+        save_name(n, ss->range, name, sizeof(name));
+        if (store_sys_get(&p, &len, n->store, name) < 0)
+            continue;
+        if (rpc_stream_chunk_decode(&ch, RK_SLICE(p, len)) == 0 &&
+            ch.next.start == ss->range.start && ch.next.end == ss->range.end &&
+            ch.next.last.len <= RPC_STREAM_LAST_MAX) {
+            node__stream_pos_copy(&ss->at, ss->at_last, &ch.next);
+            if (ss->at.done) {
+                ss->state = S_DONE;
+                whole++;
+            } else {
+                part += ss->at.started;
+            }
+        }
+        free(p);
+    }
+    LOG(INFO, "stream.resumed",
+        "ranges_done=%zu ranges_partly=%zu ranges=%zu saved_s_ago=%llu", whole,
+        part, st->ns, (unsigned long long)((now - saved) / 1000));
+}
+
 /* The movement plan from the ring to the pending ring: a session for every
  * range this node gains. */
 static int stream_plan(node *n)
@@ -306,6 +490,7 @@ static int stream_plan(node *n)
     st->planned = true;
     LOG(INFO, "stream.planned", "ranges=%zu epoch=%llu", st->ns,
         (unsigned long long)(from ? ring_epoch(from) : 0));
+    stream_resume(n);
     return 0;
 }
 
@@ -325,6 +510,8 @@ static void stream_finish(node *n)
     if (rc < 0)
         LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
     n->boot = NODE_BOOT_DONE;
+    st->purge_due = true; /* the positions saved: no longer needed */
+    stream_save(n);
     uint64_t ms = node__mono_ms(n) - st->start_ms;
     LOG(INFO, "boot.joined",
         "tokens=%d epoch=%llu ranges=%zu keys=%llu bytes=%llu ms=%llu "
@@ -380,6 +567,8 @@ int node__stream_begin(node *n)
 void node__stream_tick(node *n)
 {
     struct node_stream *st = n->stream;
+    if (st && !n->stopping)
+        stream_save(n); /* positions moved, or the purge after the join */
     if (n->boot != NODE_BOOT_STREAM || !st || n->stopping)
         return;
     uint64_t now = node__mono_ms(n);
