@@ -918,7 +918,7 @@ int node__gossip_start(node *n, char *err, size_t errlen)
         gossip_tokens_set(n->g, n->st.tokens, (size_t)n->st.ntokens);
         uint64_t ep = 0;
         /* a join cut short by the restart: BOOT with the same tokens, and
-         * streaming again (stream.c); a leave: LEAVING again (leave.c) */
+         * streaming resumed (stream.c); a leave: LEAVING again (leave.c) */
         rc = gossip_status_set(n->g,
                                n->st.joining   ? GOSSIP_STATUS_BOOT
                                : n->st.leaving ? GOSSIP_STATUS_LEAVING
@@ -938,7 +938,7 @@ int node__gossip_start(node *n, char *err, size_t errlen)
             }
             LOG(INFO, "boot.joining",
                 "tokens=%d epoch=%llu resumed=1 note=\"a join was cut short: "
-                "streaming its ranges again\"",
+                "resuming it (stream.resumed says from where)\"",
                 n->st.ntokens, (unsigned long long)ep);
         } else if (n->st.leaving) {
             rc = node__leave_resume(n);
