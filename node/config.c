@@ -86,6 +86,7 @@ static const struct key keys[] = {
     {"replication", K_REPL, 0, 0, 0, 0, 0, NULL},
     {"default_consistency", K_CL, OFF(default_consistency), 0, 0, 0, 0, NULL},
     {"auto_bootstrap", K_BOOL, OFF(auto_bootstrap), 0, 0, 0, 0, NULL},
+    {"join_ring", K_BOOL, OFF(join_ring), 0, 0, 0, 0, NULL},
     {"durability", K_ENUM, OFF(durability), 0, 0, 0, 0, durability_names},
     {"cpu_scheduling", K_ENUM, OFF(cpu_scheduling), 0, 0, 0, 0, sched_names},
     {"periodic_sync_ms", K_INT, OFF(periodic_sync_ms), 0, 1, 600000, 0, NULL},
@@ -988,6 +989,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         c->auto_bootstrap ? "true" : "false", durability_names[c->durability],
         sched_names[c->cpu_scheduling]);
     OUT("log_direct_io: %s\n", c->log_direct_io ? "true" : "false");
+    OUT("join_ring: %s\n", c->join_ring ? "true" : "false");
     OUT("periodic_sync_ms: %d\nread_timeout_ms: %d\nwrite_timeout_ms: %d\n"
         "connect_timeout_ms: %d\ngossip_interval_ms: %d\n"
         "phi_convict_threshold: %.17g\n",

@@ -87,6 +87,7 @@ struct node_config {
     struct node_config_dc replication[NODE_CONFIG_MAX_DCS];
     enum node_cl default_consistency;
     int auto_bootstrap;
+    int join_ring; /* 0: a fresh node waits for `ringkv join` */
     enum node_durability durability;
     enum node_cpu_sched cpu_scheduling;
     int periodic_sync_ms;
@@ -119,7 +120,8 @@ struct node_config {
         .metrics_port = 9180, .data_dir = "./data", .num_tokens = 16,          \
         .token_allocation = NODE_ALLOC_BALANCED, .weight = 1.0, .ndcs = 1,     \
         .replication = {{"dc1", 3}}, .default_consistency = NODE_CL_QUORUM,    \
-        .auto_bootstrap = 1, .durability = NODE_DURABILITY_GROUP,              \
+        .auto_bootstrap = 1, .join_ring = 1,                                   \
+        .durability = NODE_DURABILITY_GROUP,                                   \
         .cpu_scheduling = NODE_SCHED_BATCH, .periodic_sync_ms = 1000,          \
         .log_direct_io = 1, .read_timeout_ms = 2000, .write_timeout_ms = 2000, \
         .connect_timeout_ms = 1000, .gossip_interval_ms = 1000,                \

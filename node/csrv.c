@@ -692,10 +692,10 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
         return;
     }
     case WIRE_COP_JOIN: {
-        char msg[128];
-        snprintf(msg, sizeof(msg), "%s is not implemented by this ringkvd yet",
-                 wire_cop_name(q->op));
-        send_err(c, q->id, q->op, -ENOSYS, msg);
+        char msg[512];
+        int rc = node__join(n, msg, sizeof(msg));
+        char *t = strdup(msg);
+        send_text(c, q, rc, t, t ? strlen(t) : 0);
         return;
     }
     default:

@@ -113,6 +113,20 @@ static void gossip_send_all(node *n)
 
 /* ---- peer table and ring ---------------------------------------------- */
 
+/* Whether SCHEMA holds the word `flag` (after the first). */
+static bool peer_flag(const struct rk_slice *schema, const char *flag)
+{
+    char buf[GOSSIP_VALUE_MAX + 2];
+    size_t l = schema->len < GOSSIP_VALUE_MAX ? schema->len : GOSSIP_VALUE_MAX;
+    if (l)
+        memcpy(buf, schema->p, l);
+    buf[l] = ' ';
+    buf[l + 1] = '\0';
+    char pat[32];
+    snprintf(pat, sizeof(pat), " %s ", flag);
+    return strstr(buf, pat) != NULL;
+}
+
 static uint32_t
 peer_port(const struct rk_slice *schema, const char *key, uint32_t dflt)
 {
@@ -680,7 +694,7 @@ static void handle_events(node *n)
 
 static void boot_try(node *n, uint64_t now)
 {
-    if (n->boot != NODE_BOOT_WAIT)
+    if (n->boot != NODE_BOOT_WAIT || n->parked)
         return;
     size_t cnt = gossip_peer_count(n->g);
     /* listen until the set of known endpoints has been stable a while */
@@ -700,8 +714,9 @@ static void boot_try(node *n, uint64_t now)
         if (gossip_peer_get(&pi, n->g, i, now) < 0 || pi.self)
             continue;
         others++;
-        if (pi.quarantined)
-            continue;
+        if (pi.quarantined ||
+            peer_flag(&pi.state[GOSSIP_KEY_SCHEMA], "join=wait"))
+            continue; /* parked: it joins when asked, not in turn */
         bool alive = pi.up || pi.phi < n->cfg.phi_convict_threshold;
         bool booting = pi.status == GOSSIP_STATUS_BOOT ||
                        pi.status == GOSSIP_STATUS_UNKNOWN;
@@ -862,6 +877,58 @@ static void on_udp(void *arg, struct rk_slice pkt, const struct sockaddr *from)
     handle_events(n);
 }
 
+/* SCHEMA: "repl=dc1:3,... internode=7001 client=7380", and " join=wait"
+ * while parked (peers do not wait for such a node to join first). */
+static void schema_set(node *n)
+{
+    const struct node_config *c = &n->cfg;
+    char v[GOSSIP_VALUE_MAX];
+    /* DCs by name: the order a config lists them in places nothing, and
+     * peers compare this text (regression: repl_order_mismatch) */
+    int ord[NODE_CONFIG_MAX_DCS];
+    for (int i = 0; i < c->ndcs; i++) {
+        int j = i;
+        for (; j > 0 && strcmp(c->replication[ord[j - 1]].name,
+                               c->replication[i].name) > 0;
+             j--)
+            ord[j] = ord[j - 1];
+        ord[j] = i;
+    }
+    int l = snprintf(v, sizeof(v), "repl=");
+    for (int i = 0; i < c->ndcs; i++)
+        l += snprintf(v + l, sizeof(v) - (size_t)l, "%s%s:%d", i ? "," : "",
+                      c->replication[ord[i]].name, c->replication[ord[i]].rf);
+    l += snprintf(v + l, sizeof(v) - (size_t)l, " internode=%d client=%d%s",
+                  c->internode_port, c->client_port,
+                  n->parked ? " join=wait" : "");
+    gossip_state_set(n->g, GOSSIP_KEY_SCHEMA, v, (size_t)l);
+}
+
+int node__join(node *n, char *why, size_t cap)
+{
+    if (!n->parked) {
+        snprintf(why, cap, "%.64s is not waiting to join: %s", n->cfg.node_name,
+                 n->boot == NODE_BOOT_DONE
+                     ? "it is a member of the ring already"
+                     : "it is joining already (join_ring is true, or "
+                       "`ringkv join` was sent)");
+        return RK_EBADREQ;
+    }
+    n->parked = false;
+    schema_set(n);
+    gossip_status_set(n->g, GOSSIP_STATUS_BOOT, 0, NULL);
+    n->boot_stable_ticks = 0;
+    LOG(INFO, "boot.join_requested",
+        "note=\"joining: learning the "
+        "cluster, then choosing tokens and streaming its ranges in\"");
+    snprintf(why, cap,
+             "%.64s is joining: it chooses its tokens once it has listened to "
+             "the cluster a few gossip rounds, then streams its ranges in; "
+             "`ringkv netstats` shows the progress",
+             n->cfg.node_name);
+    return 0;
+}
+
 int node__gossip_start(node *n, char *err, size_t errlen)
 {
     struct node_config *c = &n->cfg;
@@ -896,24 +963,8 @@ int node__gossip_start(node *n, char *err, size_t errlen)
     gossip_state_set(n->g, GOSSIP_KEY_ADDRESS, v, (size_t)l);
     gossip_state_set(n->g, GOSSIP_KEY_DC, c->datacenter, strlen(c->datacenter));
     gossip_state_set(n->g, GOSSIP_KEY_RACK, c->rack, strlen(c->rack));
-    /* DCs by name: the order a config lists them in places nothing, and
-     * peers compare this text (regression: repl_order_mismatch) */
-    int ord[NODE_CONFIG_MAX_DCS];
-    for (int i = 0; i < c->ndcs; i++) {
-        int j = i;
-        for (; j > 0 && strcmp(c->replication[ord[j - 1]].name,
-                               c->replication[i].name) > 0;
-             j--)
-            ord[j] = ord[j - 1];
-        ord[j] = i;
-    }
-    l = snprintf(v, sizeof(v), "repl=");
-    for (int i = 0; i < c->ndcs; i++)
-        l += snprintf(v + l, sizeof(v) - (size_t)l, "%s%s:%d", i ? "," : "",
-                      c->replication[ord[i]].name, c->replication[ord[i]].rf);
-    l += snprintf(v + l, sizeof(v) - (size_t)l, " internode=%d client=%d",
-                  c->internode_port, c->client_port);
-    gossip_state_set(n->g, GOSSIP_KEY_SCHEMA, v, (size_t)l);
+    n->parked = n->fresh && !c->join_ring;
+    schema_set(n);
     if (!n->fresh) {
         gossip_tokens_set(n->g, n->st.tokens, (size_t)n->st.ntokens);
         uint64_t ep = 0;
@@ -968,6 +1019,11 @@ int node__gossip_start(node *n, char *err, size_t errlen)
                 node__mono_ms(n) +
                 SETTLE_INTERVALS * (uint64_t)c->gossip_interval_ms;
         }
+    } else if (n->parked) {
+        n->boot = NODE_BOOT_WAIT; /* no STATUS: not in anyone's ring */
+        LOG(INFO, "boot.parked",
+            "note=\"join_ring is false: this node stays out of the ring "
+            "until `ringkv join`\"");
     } else {
         gossip_status_set(n->g, GOSSIP_STATUS_BOOT, 0, NULL);
         n->boot = NODE_BOOT_WAIT;

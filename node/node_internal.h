@@ -146,6 +146,9 @@ struct node {
     struct node_config cfg;
     struct node_state st;
     int fresh;
+    /* fresh with join_ring false: not in the ring, no STATUS announced,
+     * "join=wait" in its SCHEMA, until `ringkv join` (node__join) */
+    bool parked;
     int stopping;       /* 1 draining/closing, 2 stopped */
     int closing_parts;  /* node__stop_close ran */
     int pending_closes; /* handles and jobs still to finish */
@@ -384,6 +387,10 @@ void node__commit_flush(node *n);
 int node__commit_start(node *n);
 /* Stop them; fails a batch still open (only once nothing is committing). */
 void node__commit_free(node *n);
+
+/* `ringkv join` on a node started with join_ring false: 0 and it joins
+ * as a fresh node does; RK_EBADREQ (why) if it is not waiting for that. */
+int node__join(node *n, char *why, size_t cap);
 
 /* ---- stream.c ---- */
 /* Announced BOOT with tokens: stream the ranges in, then NORMAL. */

@@ -733,8 +733,10 @@ char *node__stream_text(node *n, size_t *len)
         node__leave_text(n, f);
     } else {
         fprintf(f, "Mode: %s\n",
-                n->boot == NODE_BOOT_WAIT ? "STARTING (learning the cluster)"
-                                          : "NORMAL");
+                n->parked ? "WAITING (join_ring is false: `ringkv join` makes "
+                            "it join)"
+                : n->boot == NODE_BOOT_WAIT ? "STARTING (learning the cluster)"
+                                            : "NORMAL");
         if (st && st->planned)
             fprintf(f, "Joined with %zu ranges streamed in: %llu keys.\n",
                     st->ns, (unsigned long long)st->keys);
