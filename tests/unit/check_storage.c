@@ -2332,11 +2332,13 @@ END_TEST
 /* Writes committed while store_range_keep copies are logged and merged
  * into the new envs: none is lost. Keeping every piece of the ring, so
  * the writers never meet a token without a range; merged back between
- * rounds. */
+ * rounds. With and without write_map. */
 START_TEST(writes_during_keep)
 {
     mk_tmp();
-    store *s = open_store(NULL);
+    struct store_opts o = STORE_OPTS_INIT;
+    o.write_map = _i;
+    store *s = open_store(&o);
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     fill_mixed(s, 20000, 13);
     fill(s, NK, 1);
@@ -2369,7 +2371,7 @@ START_TEST(writes_during_keep)
         }
     uint64_t total = check_placement(s);
     store_free(s);
-    s = open_store(NULL);
+    s = open_store(&o);
     ck_assert_uint_eq(check_placement(s), total);
     check_dirs_canonical();
     store_free(s);
@@ -2486,7 +2488,7 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, drop_forgets_memtable_writes);
     tcase_add_test(tc, keep_drops_the_rest);
     tcase_add_test(tc, keep_many_arcs);
-    tcase_add_test(tc, writes_during_keep);
+    tcase_add_loop_test(tc, writes_during_keep, 0, 2); /* write_map off, on */
     tcase_add_test(tc, scan_sees_memtable_writes);
     tcase_add_test(tc, auto_compaction_packs_pages);
     tcase_add_test(tc, apply_overwrites_resized_values);
