@@ -980,6 +980,8 @@ int node__gossip_start(node *n, char *err, size_t errlen)
             node_state_save(&n->st, c->data_dir);
         }
         n->boot = NODE_BOOT_DONE;
+        if (!n->st.joining)
+            node__stream_leftover(n);
         if (n->st.joining) {
             rc = node__stream_begin(n);
             if (rc < 0) {

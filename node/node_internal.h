@@ -396,6 +396,9 @@ int node__join(node *n, char *why, size_t cap);
 /* Announced BOOT with tokens: stream the ranges in, then NORMAL. */
 int node__stream_begin(node *n);
 void node__stream_tick(node *n); /* every gossip tick */
+/* At start, not joining: a finished join's saved time still there is
+ * logged (stream.leftover_progress) and deleted. */
+void node__stream_leftover(node *n);
 void node__stream_free(node *n);
 /* NETSTATS: the join's sessions and what was sent, as text (malloc'd). */
 char *node__stream_text(node *n, size_t *len);

@@ -83,6 +83,7 @@ struct node_stream {
     uint64_t keys, bytes; /* committed so far, all sessions */
     bool saving;          /* a save job on the pool */
     bool purge_due;       /* joined: the saved positions are to go */
+    bool purged;          /* and their deletion queued: nothing more saved */
 };
 
 /* A job on the pool that persists (or deletes, len SIZE_MAX) sessions'
@@ -343,7 +344,7 @@ static void save_after(uv_work_t *w, int status)
 static void stream_save(node *n)
 {
     struct node_stream *st = n->stream;
-    if (!st || !st->planned || st->saving || !n->store)
+    if (!st || !st->planned || st->saving || st->purged || !n->store)
         return;
     size_t k = 0;
     for (size_t i = 0; i < st->ns; i++)
@@ -363,6 +364,7 @@ static void stream_save(node *n)
             continue;
         save_name(n, ss->range, sv->v[sv->k].name, sizeof(sv->v[0].name));
         if (st->purge_due) {
+            ss->unsaved = false;
             sv->v[sv->k++].len = SIZE_MAX;
             continue;
         }
@@ -380,8 +382,11 @@ static void stream_save(node *n)
         ss->unsaved = false;
     }
     rpc_buf_free(&b);
-    if (st->purge_due)
-        st->purge_due = false;
+    /* Once the deletion is queued nothing is saved again: a session whose
+     * position moved since its last save would otherwise write it back
+     * after the deletion (regression: stream_progress_left_after_join) */
+    st->purged = st->purge_due;
+    st->purge_due = false;
     sv->w.data = sv;
     if (uv_queue_work(n->loop, &sv->w, save_work, save_after) < 0) {
         for (size_t i = 0; i < sv->k; i++)
@@ -391,6 +396,21 @@ static void stream_save(node *n)
     }
     st->saving = true;
     n->pending_closes++;
+}
+
+void node__stream_leftover(node *n)
+{
+    char name[80];
+    uint64_t saved = 0;
+    save_time_name(n, name, sizeof(name));
+    if (!n->store || store_sys_get_u64(&saved, n->store, name) < 0)
+        return;
+    /* the join finished (joining=0) but its positions were not deleted */
+    LOG(WARN, "stream.leftover_progress",
+        "saved_s_ago=%llu note=\"the positions of a finished join were "
+        "still saved: the time of the last save is deleted now\"",
+        (unsigned long long)((node__now_ms() - saved) / 1000));
+    (void)store_sys_del(n->store, name);
 }
 
 /* Sessions resumed from the saved positions of this join, if recent

@@ -17,7 +17,9 @@ as hints), and no deleted key. A fifth node, killed the same way but
 restarted with max_hint_window_ms 500 after a longer pause, does not trust
 its saved positions (no hints cover what it missed that long) and streams
 every range again from its start (`stream.resume_skipped`), ending with its
-share of the data too. Before positions were saved, a restarted join
+share of the data too. After the join n4's saved positions are gone: a
+restart logs no stream.leftover_progress (until 2026-12-04 a position
+saved after the deletion came back: stream_progress_left_after_join). Before positions were saved, a restarted join
 always streamed everything again.
 """
 import re
@@ -106,6 +108,15 @@ def main():
     mine, dead = map(len, h.check_served(n4, expect, gone))
     print("n4 serves its %d keys (%d written during the join) and none of "
           "its %d deleted ones" % (mine, len(w.acked), dead))
+    # the saved positions went with the join: a restart finds none
+    # (regression: stream_progress_left_after_join)
+    time.sleep(1)
+    h.check(n4.stop() == 0, "n4 did not stop cleanly")
+    mark = len(n4.log())
+    n4.start()
+    c.wait_converged(timeout=60)
+    h.check("event=stream.leftover_progress" not in n4.log()[mark:],
+            "n4's saved positions outlived its join")
 
     # n5: down longer than its hint window: everything again
     n5 = h.Node(c, "n5", "127.0.0.237",
