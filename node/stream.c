@@ -86,19 +86,16 @@ struct node_stream {
     bool purged;          /* and their deletion queued: nothing more saved */
 };
 
-/* A job on the pool that persists (or deletes, len SIZE_MAX) sessions'
- * positions, each a system value; then the save time. */
+/* A job on the pool that writes sessions' positions and the save time (or
+ * deletes them: p NULL), each a system value, in one synced transaction. */
 struct stream_save {
     uv_work_t w;
     node *n;
     size_t k;
-    uint64_t saved_at; /* wall ms; 0: none (a purge) */
-    char time_name[64];
-    struct {
-        char name[80];
-        size_t len;
-        uint8_t *p;
-    } v[];
+    uint8_t time[8]; /* the save's wall ms, big-endian */
+    const char **names;
+    struct rk_slice *vals;
+    char (*buf)[80]; /* the names */
 };
 
 static void sess_ask(struct stream_sess *ss);
@@ -280,13 +277,13 @@ static void sess_ask(struct stream_sess *ss)
 /* Each session's position after its last committed chunk is kept in a
  * system value of its own (a STREAM_CHUNK message with no items: its
  * decoder is the wire's, fuzzed), named after the join (this node's first
- * token) and the range, saved on the pool at most once a gossip tick; and
- * the wall time of the save. A node restarted while joining resumes each
- * range from there (done ones are skipped), unless it was down longer than
- * max_hint_window_ms or hinted handoff is off: what it missed meanwhile
- * for the ranges it had streamed comes from hints, as for any restarted
- * replica, and past that window there are none, so it streams every range
- * again from its start. The values go once the join is done. */
+ * token) and the range, saved on the pool at most once a gossip tick with
+ * the wall time of the save, all in one synced transaction. A node restarted
+ * while joining resumes each range from there (done ones are skipped), unless
+ * it was down longer than max_hint_window_ms or hinted handoff is off: what it
+ * missed meanwhile for the ranges it had streamed comes from hints, as for any
+ * restarted replica, and past that window there are none, so it streams every
+ * range again from its start. The values go once the join is done. */
 
 static void save_name(const node *n, struct ring_range r, char *out, size_t cap)
 {
@@ -304,25 +301,20 @@ static void save_time_name(const node *n, char *out, size_t cap)
 static void save_work(uv_work_t *w)
 {
     struct stream_save *sv = w->data;
-    store *s = sv->n->store;
-    int rc = 0;
-    for (size_t i = 0; i < sv->k && rc == 0; i++) {
-        if (sv->v[i].len == SIZE_MAX) {
-            rc = store_sys_del(s, sv->v[i].name);
-            rc = rc == RK_ENOTFOUND ? 0 : rc;
-        } else {
-            rc = store_sys_set(s, sv->v[i].name,
-                               RK_SLICE(sv->v[i].p, sv->v[i].len));
-        }
-    }
-    if (rc == 0 && sv->saved_at)
-        rc = store_sys_set_u64(s, sv->time_name, sv->saved_at);
-    else if (rc == 0) {
-        rc = store_sys_del(s, sv->time_name);
-        rc = rc == RK_ENOTFOUND ? 0 : rc;
-    }
+    int rc = store_sys_write(sv->n->store, sv->names, sv->vals, sv->k);
     if (rc < 0)
         LOG(WARN, "stream.save_fail", "error=\"%s\"", rk_strerror(rc));
+}
+
+static void save_free(struct stream_save *sv)
+{
+    for (size_t i = 0; i < sv->k; i++)
+        if (sv->vals[i].p != sv->time)
+            free((void *)sv->vals[i].p);
+    free(sv->names);
+    free(sv->vals);
+    free(sv->buf);
+    free(sv);
 }
 
 static void save_after(uv_work_t *w, int status)
@@ -330,11 +322,8 @@ static void save_after(uv_work_t *w, int status)
     struct stream_save *sv = w->data;
     node *n = sv->n;
     (void)status;
-    if (n->stream)
-        n->stream->saving = false;
-    for (size_t i = 0; i < sv->k; i++)
-        free(sv->v[i].p);
-    free(sv);
+    n->stream->saving = false;
+    save_free(sv);
     n->pending_closes--;
     node__stop_progress(n);
 }
@@ -351,37 +340,42 @@ static void stream_save(node *n)
         k += st->purge_due || st->s[i].unsaved;
     if (k == 0)
         return;
-    struct stream_save *sv = calloc(1, sizeof(*sv) + k * sizeof(sv->v[0]));
-    if (!sv)
+    k++; /* the save time */
+    struct stream_save *sv = calloc(1, sizeof(*sv));
+    if (!sv || !(sv->names = calloc(k, sizeof(*sv->names))) ||
+        !(sv->vals = calloc(k, sizeof(*sv->vals))) ||
+        !(sv->buf = calloc(k, sizeof(*sv->buf)))) {
+        if (sv)
+            save_free(sv);
         return;
+    }
     sv->n = n;
-    sv->saved_at = st->purge_due ? 0 : node__now_ms();
-    save_time_name(n, sv->time_name, sizeof(sv->time_name));
     struct rpc_buf b = {0};
     for (size_t i = 0; i < st->ns; i++) {
         struct stream_sess *ss = &st->s[i];
         if (!st->purge_due && !ss->unsaved)
             continue;
-        save_name(n, ss->range, sv->v[sv->k].name, sizeof(sv->v[0].name));
-        if (st->purge_due) {
-            ss->unsaved = false;
-            sv->v[sv->k++].len = SIZE_MAX;
-            continue;
-        }
-        struct rpc_stream_chunk ch = {.next = ss->at};
-        rpc_buf_reset(&b);
         uint8_t *p = NULL;
-        if (rpc_stream_chunk_encode(&b, &ch) < 0 ||
-            !(p = malloc(b.len ? b.len : 1))) {
-            free(p);
-            continue; /* kept unsaved: tried again next time */
+        if (!st->purge_due) { /* else a delete: p stays NULL */
+            struct rpc_stream_chunk ch = {.next = ss->at};
+            rpc_buf_reset(&b);
+            if (rpc_stream_chunk_encode(&b, &ch) < 0 ||
+                !(p = malloc(b.len ? b.len : 1)))
+                continue; /* kept unsaved: tried again next time */
+            memcpy(p, b.data, b.len);
         }
-        memcpy(p, b.data, b.len);
-        sv->v[sv->k].p = p;
-        sv->v[sv->k++].len = b.len;
+        save_name(n, ss->range, sv->buf[sv->k], sizeof(sv->buf[0]));
+        sv->names[sv->k] = sv->buf[sv->k];
+        sv->vals[sv->k++] = RK_SLICE(p, p ? b.len : 0);
         ss->unsaved = false;
     }
     rpc_buf_free(&b);
+    uint64_t now = node__now_ms();
+    for (int i = 0; i < 8; i++)
+        sv->time[i] = (uint8_t)(now >> (56 - 8 * i));
+    save_time_name(n, sv->buf[sv->k], sizeof(sv->buf[0]));
+    sv->names[sv->k] = sv->buf[sv->k];
+    sv->vals[sv->k++] = RK_SLICE(st->purge_due ? NULL : sv->time, 8);
     /* Once the deletion is queued nothing is saved again: a session whose
      * position moved since its last save would otherwise write it back
      * after the deletion (regression: stream_progress_left_after_join) */
@@ -389,9 +383,7 @@ static void stream_save(node *n)
     st->purge_due = false;
     sv->w.data = sv;
     if (uv_queue_work(n->loop, &sv->w, save_work, save_after) < 0) {
-        for (size_t i = 0; i < sv->k; i++)
-            free(sv->v[i].p);
-        free(sv);
+        save_free(sv);
         return;
     }
     st->saving = true;

@@ -457,6 +457,15 @@ int store_sys_get(uint8_t **out, size_t *out_len, store *s, const char *name);
 
 int store_sys_del(store *s, const char *name); /* RK_ENOTFOUND if absent */
 
+/* Set names[i] to vals[i] for i in [0, n), or delete it where vals[i].p is
+ * NULL (absent is fine), in one synced transaction: all or none, one
+ * fsync. RK_EBADREQ / RK_ETOOLARGE for a bad name or value, nothing
+ * written. */
+int store_sys_write(store *s,
+                    const char *const *names,
+                    const struct rk_slice *vals,
+                    size_t n);
+
 /* Typed helpers over the same names: a u64 (generation, ring epoch, a
  * stream's last token done) and an array of tokens. */
 int store_sys_set_u64(store *s, const char *name, uint64_t v);

@@ -208,24 +208,43 @@ static int store__sysname(uint8_t *kb, size_t *klen, const char *name)
     return 0;
 }
 
-int store_sys_set(store *s, const char *name, struct rk_slice val)
+int store_sys_write(store *s,
+                    const char *const *names,
+                    const struct rk_slice *vals,
+                    size_t n)
 {
     uint8_t kb[STORE__NAME_MAX + 1];
     size_t kl;
-    int rc = store__sysname(kb, &kl, name);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++)
+        if ((rc = store__sysname(kb, &kl, names[i])) == 0 &&
+            vals[i].len > STORE__SYSVAL_MAX)
+            rc = RK_ETOOLARGE;
     if (rc)
         return rc;
-    if (val.len > STORE__SYSVAL_MAX)
-        return RK_ETOOLARGE;
     MDB_txn *txn;
-    MDB_val k = {kl, kb}, v = {val.len, (void *)val.p};
     if ((rc = mdb_txn_begin(s->sys_env, NULL, 0, &txn)))
         return store__err(rc);
-    if ((rc = mdb_put(txn, s->sys_dbi, &k, &v, 0))) {
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        store__sysname(kb, &kl, names[i]);
+        MDB_val k = {kl, kb}, v = {vals[i].len, (void *)vals[i].p};
+        rc = vals[i].p ? mdb_put(txn, s->sys_dbi, &k, &v, 0)
+                       : mdb_del(txn, s->sys_dbi, &k, NULL);
+        if (rc == MDB_NOTFOUND)
+            rc = 0;
+    }
+    if (rc) {
         mdb_txn_abort(txn);
         return store__err(rc);
     }
     return store__err(mdb_txn_commit(txn));
+}
+
+int store_sys_set(store *s, const char *name, struct rk_slice val)
+{
+    if (val.p == NULL) /* an empty value, not a delete */
+        val.p = (const uint8_t *)"";
+    return store_sys_write(s, &name, &val, 1);
 }
 
 int store_sys_get(uint8_t **out, size_t *out_len, store *s, const char *name)

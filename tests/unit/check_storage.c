@@ -1400,6 +1400,37 @@ END_TEST
 
 /* ---- system state and hints --------------------------------------------- */
 
+/* store_sys_write: sets and deletes in one transaction, all or none. */
+START_TEST(system_write_many)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_sys_set(s, "gone", RK_SLICE("x", 1)), 0);
+    const char *names[] = {"a", "b", "gone", "never"};
+    struct rk_slice vals[] = {RK_SLICE("1", 1), RK_SLICE("22", 2),
+                              RK_SLICE(NULL, 0), RK_SLICE(NULL, 0)};
+    ck_assert_int_eq(store_sys_write(s, names, vals, 4), 0);
+    uint8_t *p;
+    size_t n;
+    ck_assert_int_eq(store_sys_get(&p, &n, s, "b"), 0);
+    ck_assert(n == 2 && memcmp(p, "22", 2) == 0);
+    free(p);
+    ck_assert_int_eq(store_sys_get(&p, &n, s, "gone"), RK_ENOTFOUND);
+    /* a bad name anywhere: nothing is written */
+    const char *bad[] = {"a", ""};
+    struct rk_slice bv[] = {RK_SLICE("9", 1), RK_SLICE("9", 1)};
+    ck_assert_int_eq(store_sys_write(s, bad, bv, 2), RK_EBADREQ);
+    store_free(s);
+    s = open_store(NULL);
+    ck_assert_int_eq(store_sys_get(&p, &n, s, "a"), 0);
+    ck_assert(n == 1 && p[0] == '1');
+    free(p);
+    ck_assert_int_eq(store_sys_get(&p, &n, s, "gone"), RK_ENOTFOUND);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(system_state)
 {
     mk_tmp();
@@ -2496,6 +2527,7 @@ static Suite *storage_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("system");
     tcase_add_test(tc, system_state);
+    tcase_add_test(tc, system_write_many);
     tcase_add_test(tc, hints);
     tcase_add_test(tc, hints_add_many);
     tcase_add_test(tc, hints_byte_bound);
