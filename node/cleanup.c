@@ -264,6 +264,17 @@ static int cleanup_check(node *n, uint32_t *self, char *why, size_t cap)
         snprintf(why, cap, "a cleanup is already running");
         return RK_EBADREQ;
     }
+    /* Writes may sit on nodes that are not their replicas by this node's
+     * ring until a repair after the settings agree moves them. */
+    if (node__repl_mismatches(n) > 0) {
+        snprintf(why, cap,
+                 "a peer's replication setting differs from this node's "
+                 "(`ringkv status` shows each): cleanup could drop writes "
+                 "that no replica holds yet; set the same replication "
+                 "everywhere, restart the nodes that differ, repair, then "
+                 "clean up");
+        return RK_EBADREQ;
+    }
     return node__ring_settled(n, "clean up", self, why, cap);
 }
 
@@ -372,11 +383,7 @@ void node__cleanup_auto(node *n)
         return;
     char why[512];
     uint32_t self;
-    /* Nor while a peer's replication setting differs: writes may sit on
-     * nodes that are not their replicas by this node's ring until a
-     * repair after the settings agree moves them (docs/operations.md). */
-    if (cleanup_check(n, &self, why, sizeof(why)) < 0 ||
-        node__repl_mismatches(n) > 0) {
+    if (cleanup_check(n, &self, why, sizeof(why)) < 0) {
         n->acu_since_ms = now; /* not settled (or busy): wait again */
         return;
     }

@@ -3,7 +3,9 @@
 differently (what one writes, the other may look for elsewhere). Each must
 say so: `cluster.replication_mismatch` logged at ERROR with both settings,
 ringkv_replication_mismatch 1, and a WARNING in `ringkv status` naming each
-node's setting; once the odd node is restarted with the same setting,
+node's setting; `ringkv cleanup` is refused meanwhile (it could drop
+writes that sit on non-replicas; only the automatic cleanup refused before
+2026-12-04); once the odd node is restarted with the same setting,
 `cluster.replication_agrees`, the gauge back to 0 and `Replication: dc1:2`.
 The same setting listed in another order is no mismatch (regression:
 repl_order_mismatch).
@@ -59,7 +61,10 @@ def main():
     h.check("  n1: dc1:2\n" in out and "  n2: dc1:1\n" in out,
             "status does not name each node's setting:\n" + out)
     h.check("Replication: " not in out, "status claims agreement:\n" + out)
-    print("mismatch: logged, counted, shown")
+    rc, out = h.cli(n1, "cleanup")
+    h.check(rc == 6 and "replication setting differs" in out,
+            "cleanup during the mismatch: %d %r" % (rc, out))
+    print("mismatch: logged, counted, shown; cleanup refused")
 
     h.check(n2.stop() == 0, "n2: unclean exit")
     n2.extra["replication"] = "dc1:2"
