@@ -1740,6 +1740,32 @@ static void *writer(void *arg)
     return NULL;
 }
 
+/* Four writer threads of `per` puts each (t<id>:<i> = v<i>). */
+static void writers_start(store *s, pthread_t *th, struct thr *a, int per)
+{
+    for (int i = 0; i < 4; i++) {
+        a[i] = (struct thr){s, i, per};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &a[i]), 0);
+    }
+}
+
+/* Join them: every put succeeded and is there. */
+static void writers_check(store *s, pthread_t *th, int per)
+{
+    for (int i = 0; i < 4; i++) {
+        void *ret;
+        pthread_join(th[i], &ret);
+        ck_assert_ptr_null(ret);
+    }
+    for (int t = 0; t < 4; t++)
+        for (int i = 0; i < per; i++) {
+            char k[32], v[32];
+            snprintf(k, sizeof(k), "t%d:%d", t, i);
+            snprintf(v, sizeof(v), "v%d", i);
+            expect(s, k, v);
+        }
+}
+
 static void *reader(void *arg)
 {
     struct thr *t = arg;
@@ -1827,25 +1853,11 @@ START_TEST(writes_during_split_and_merge)
     struct thr a[4];
     struct splitter sp = {s, 6, 0};
     ck_assert_int_eq(pthread_create(&sth, NULL, splitter, &sp), 0);
-    for (int i = 0; i < 4; i++) {
-        a[i] = (struct thr){s, i, 200};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &a[i]), 0);
-    }
-    for (int i = 0; i < 4; i++) {
-        void *ret;
-        pthread_join(th[i], &ret);
-        ck_assert_ptr_null(ret);
-    }
+    writers_start(s, th, a, 200);
+    writers_check(s, th, 200);
     pthread_join(sth, NULL);
     ck_assert_int_eq(sp.rc, 0);
     check_all(s, NK, 1);
-    for (int t = 0; t < 4; t++)
-        for (int i = 0; i < 200; i++) {
-            char k[32], v[32];
-            snprintf(k, sizeof(k), "t%d:%d", t, i);
-            snprintf(v, sizeof(v), "v%d", i);
-            expect(s, k, v);
-        }
     ck_assert_uint_eq(check_placement(s), NK + 800);
     store_free(s);
     s = open_store(NULL);
@@ -1895,6 +1907,18 @@ static void check_dirs_canonical(void)
     char cmd[400];
     snprintf(cmd, sizeof(cmd), "ls '%s/ranges' | grep -q '~'", tmpdir);
     ck_assert_int_ne(system(cmd), 0);
+}
+
+/* Close s and reopen with o: the same entries, each in its own range, and
+ * no temporary directory left. */
+static void check_reopened(store *s, struct store_opts *o)
+{
+    uint64_t total = check_placement(s);
+    store_free(s);
+    s = open_store(o);
+    ck_assert_uint_eq(check_placement(s), total);
+    check_dirs_canonical();
+    store_free(s);
 }
 
 START_TEST(compact_keeps_content)
@@ -1977,31 +2001,12 @@ START_TEST(writes_during_compaction)
     struct thr a[4];
     struct compactor c = {s, 8, 0};
     ck_assert_int_eq(pthread_create(&cth, NULL, compactor, &c), 0);
-    for (int i = 0; i < 4; i++) {
-        a[i] = (struct thr){s, i, 300};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &a[i]), 0);
-    }
-    for (int i = 0; i < 4; i++) {
-        void *ret;
-        pthread_join(th[i], &ret);
-        ck_assert_ptr_null(ret);
-    }
+    writers_start(s, th, a, 300);
+    writers_check(s, th, 300);
     pthread_join(cth, NULL);
     ck_assert_int_eq(c.rc, 0);
     check_all(s, NK, 1);
-    for (int t = 0; t < 4; t++)
-        for (int i = 0; i < 300; i++) {
-            char k[32], v[32];
-            snprintf(k, sizeof(k), "t%d:%d", t, i);
-            snprintf(v, sizeof(v), "v%d", i);
-            expect(s, k, v);
-        }
-    uint64_t total = check_placement(s);
-    store_free(s);
-    s = open_store(&o);
-    ck_assert_uint_eq(check_placement(s), total);
-    check_dirs_canonical();
-    store_free(s);
+    check_reopened(s, &o);
     rm_tmp();
 }
 END_TEST
@@ -2242,20 +2247,20 @@ START_TEST(keep_drops_the_rest)
     ck_assert_int_eq(store_flush(s), 0);
     ck_assert_int_eq(store_range_info(&i0, s, lo), 0);
 
-    /* arcs that are not disjoint sub-arcs of the range */
-    struct store_range bad[][2] = {
-        {{3 * q, 2 * q}, {0, 0}},         /* reaches past lo's end */
-        {{q / 2, 3 * q + q / 2}, {0, 0}}, /* wraps the other way round */
-        {{3 * q, 0}, {q / 4, q}},         /* fine */
-        {{3 * q, q / 2}, {q / 4, q}},     /* overlapping */
-        {{q / 4, q}, {3 * q, 0}},         /* out of order */
-        {{5, 5}, {0, 0}},                 /* empty */
+    /* arcs that are not disjoint sub-arcs of the range, in order */
+    struct {
+        struct store_range k[2];
+        size_t n;
+    } bad[] = {
+        {{{3 * q, 2 * q}}, 1},             /* reaches past lo's end */
+        {{{q / 2, 3 * q + q / 2}}, 1},     /* wraps the other way round */
+        {{{3 * q, q / 2}, {q / 4, q}}, 2}, /* overlapping */
+        {{{q / 4, q}, {3 * q, 0}}, 2},     /* out of order */
+        {{{5, 5}}, 1},                     /* empty */
     };
     for (size_t b = 0; b < sizeof(bad) / sizeof(bad[0]); b++)
-        if (b != 2)
-            ck_assert_int_eq(
-                store_range_keep(s, lo, bad[b], b == 3 || b == 4 ? 2 : 1),
-                RK_EBADREQ);
+        ck_assert_int_eq(store_range_keep(s, lo, bad[b].k, bad[b].n),
+                         RK_EBADREQ);
     struct store_range *many = malloc((STORE_KEEP_MAX + 1) * sizeof(*many));
     for (uint64_t j = 0; j <= STORE_KEEP_MAX; j++)
         many[j] = (struct store_range){q + j * 1000, q + j * 1000 + 500};
@@ -2375,10 +2380,7 @@ START_TEST(writes_during_keep)
     fill(s, NK, 1);
     pthread_t th[4];
     struct thr a[4];
-    for (int i = 0; i < 4; i++) {
-        a[i] = (struct thr){s, i, 400};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, writer, &a[i]), 0);
-    }
+    writers_start(s, th, a, 400);
     uint64_t t = UINT64_MAX / 3;
     struct store_range k[3] = {{0, t}, {t, 2 * t}, {2 * t, 0}};
     for (int r = 0; r < 4; r++) {
@@ -2387,25 +2389,9 @@ START_TEST(writes_during_keep)
         ck_assert_int_eq(
             store_range_merge(s, (struct store_range){0, 2 * t}, k[2]), 0);
     }
-    for (int i = 0; i < 4; i++) {
-        void *ret;
-        pthread_join(th[i], &ret);
-        ck_assert_ptr_null(ret);
-    }
+    writers_check(s, th, 400);
     check_all(s, NK, 1);
-    for (int w = 0; w < 4; w++)
-        for (int i = 0; i < 400; i++) {
-            char key[32], v[32];
-            snprintf(key, sizeof(key), "t%d:%d", w, i);
-            snprintf(v, sizeof(v), "v%d", i);
-            expect(s, key, v);
-        }
-    uint64_t total = check_placement(s);
-    store_free(s);
-    s = open_store(&o);
-    ck_assert_uint_eq(check_placement(s), total);
-    check_dirs_canonical();
-    store_free(s);
+    check_reopened(s, &o);
     rm_tmp();
 }
 END_TEST
