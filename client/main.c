@@ -454,7 +454,7 @@ static void status_table(const struct wire_cresp *r)
         size_t ul = 12 + dc.len;
         for (size_t i = 0; i < ul; i++)
             fputc('=', stdout);
-        printf("\nStatus=Up/Down\n|/ State=Normal/Leaving/Joining/Moving\n");
+        printf("\nStatus=Up/Down\n|/ State=Normal/Leaving/Joining/Waiting\n");
         int wa = 7, wl = 4, wt = 6, wo = 16, wh = 4;
         char load[32], owns[32];
         for (size_t i = d; i < r->nnodes; i++) {
@@ -511,6 +511,19 @@ static void print_silent(const struct wire_cresp *r)
                (const char *)r->node.p,
                r->node.len ? "'s" : "the answering node's",
                (double)n->silent_ms / 1000.0);
+    }
+}
+
+/* Nodes started with join_ring: false, waiting for `ringkv join`. */
+static void print_waiting(const struct wire_cresp *r)
+{
+    for (size_t i = 0; i < r->nnodes; i++) {
+        const struct wire_cnode *n = &r->nodes[i];
+        if (n->state.len != 2 || ((const char *)n->state.p)[1] != 'W')
+            continue;
+        printf("Waiting: %.*s holds no tokens until `ringkv -h %.*s join`\n",
+               (int)n->name.len, (const char *)n->name.p, (int)n->addr.len,
+               (const char *)n->addr.p);
     }
 }
 
@@ -614,6 +627,7 @@ static int cmd_status(struct cli *a, ringkv *c)
                    (const char *)r.cluster.p);
         status_table(&r);
         print_silent(&r);
+        print_waiting(&r);
         print_ring_line(&r);
         print_replication(&r);
     }
@@ -752,8 +766,9 @@ static const struct cmd cmds[] = {
     {"ping", "", "Check that the node answers.", 0, 0, cmd_ping, 0},
     {"status", "",
      "One row per node: state, address, load, tokens, effective ownership, "
-     "host, rack, by data centre; peers that leave this node's requests "
-     "unanswered; then the ring epoch and fingerprint.",
+     "host, rack, by data centre (nodes waiting for `join` too, as UW); "
+     "peers that leave this node's requests unanswered; then the ring epoch "
+     "and fingerprint.",
      0, 0, cmd_status, 0},
     {"ring", "", "Every token of the ring and the node that owns it.", 0, 0,
      cmd_ring, 0},

@@ -58,15 +58,41 @@ state_code(node *n, uint32_t i, enum ring_node_state st)
     }
 }
 
+/* A status row's load and replication, from the node's gossip state; the
+ * replication is copied into repl[0..cap) (gossip's changes with the next
+ * packet). */
+static void status_gossip(struct wire_cnode *row,
+                          char *repl,
+                          size_t cap,
+                          const struct gossip_peer_info *pi)
+{
+    char lb[32];
+    struct rk_slice l = pi->state[GOSSIP_KEY_LOAD];
+    size_t ll = l.len < sizeof(lb) - 1 ? l.len : sizeof(lb) - 1;
+    if (ll) /* no LOAD heard yet: l.p is NULL (UBSan aborted the node on
+             * STATUS just after a restart) */
+        memcpy(lb, l.p, ll);
+    lb[ll] = '\0';
+    row->load = strtoull(lb, NULL, 10);
+    struct rk_slice rp = node__schema_repl(pi->state[GOSSIP_KEY_SCHEMA]);
+    if (rp.len > 0 && rp.len <= cap) {
+        memcpy(repl, rp.p, rp.len);
+        row->repl = RK_SLICE(repl, rp.len);
+    }
+}
+
 static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
 {
     ring *rg = n->ring;
     size_t cnt = rg ? ring_node_count(rg) : 0;
-    struct wire_cnode *rows = ab_alloc(b, cnt * sizeof(*rows));
-    char(*addrs)[GOSSIP_ADDR_MAX + 16] = ab_alloc(b, cnt * sizeof(*addrs));
+    /* the ring's nodes, then those waiting for `ringkv join` */
+    size_t gcnt = n->g ? gossip_peer_count(n->g) : 0;
+    size_t rows_max = cnt + gcnt;
+    struct wire_cnode *rows = ab_alloc(b, rows_max * sizeof(*rows));
+    char(*addrs)[GOSSIP_ADDR_MAX + 16] = ab_alloc(b, rows_max * sizeof(*addrs));
     /* "dc:rf," for every DC a config may name */
     char(*repls)[NODE_CONFIG_MAX_DCS * (GOSSIP_NAME_MAX + 4)] =
-        ab_alloc(b, cnt * sizeof(*repls));
+        ab_alloc(b, rows_max * sizeof(*repls));
     if (!rows || !addrs || !repls)
         return -ENOMEM;
     size_t k = 0;
@@ -95,22 +121,26 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
                              : 0;
         rows[k].silent_ms = quiet >= coord_quiet_limit(n) ? quiet : 0;
         struct gossip_peer_info pi;
-        if (n->g && gossip_peer_find(&pi, n->g, ni.name, now) == 0) {
-            char lb[32];
-            struct rk_slice l = pi.state[GOSSIP_KEY_LOAD];
-            size_t ll = l.len < sizeof(lb) - 1 ? l.len : sizeof(lb) - 1;
-            if (ll) /* no LOAD heard yet: l.p is NULL (UBSan aborted the
-                     * node on STATUS just after a restart) */
-                memcpy(lb, l.p, ll);
-            lb[ll] = '\0';
-            rows[k].load = strtoull(lb, NULL, 10);
-            /* a copy: gossip's changes with the next packet */
-            struct rk_slice rp = node__schema_repl(pi.state[GOSSIP_KEY_SCHEMA]);
-            if (rp.len > 0 && rp.len <= sizeof(repls[k])) {
-                memcpy(repls[k], rp.p, rp.len);
-                rows[k].repl = RK_SLICE(repls[k], rp.len);
-            }
-        }
+        if (n->g && gossip_peer_find(&pi, n->g, ni.name, now) == 0)
+            status_gossip(&rows[k], repls[k], sizeof(repls[k]), &pi);
+        k++;
+    }
+    /* Nodes started with join_ring: false, in gossip but not in the ring
+     * until `ringkv join`: "UW" (up, waiting) or "DW". */
+    for (size_t i = 0; i < gcnt; i++) {
+        struct gossip_peer_info pi;
+        if (gossip_peer_get(&pi, n->g, i, now) < 0 ||
+            (rg && ring_node_find(rg, pi.name) != RING_NONE) ||
+            !node__peer_waiting(n, &pi, addrs[k], sizeof(addrs[k])))
+            continue;
+        rows[k].name = S(pi.name);
+        rows[k].addr = S(addrs[k]);
+        rows[k].dc = pi.state[GOSSIP_KEY_DC];
+        rows[k].rack = pi.state[GOSSIP_KEY_RACK];
+        rows[k].state = S(pi.up ? "UW" : "DW");
+        rows[k].tokens = 0;
+        rows[k].owns = -1.0;
+        status_gossip(&rows[k], repls[k], sizeof(repls[k]), &pi);
         k++;
     }
     r->nodes = rows;

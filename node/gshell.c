@@ -175,6 +175,22 @@ static void host_of(char *out, size_t len, struct rk_slice addr)
         *colon = '\0';
 }
 
+bool node__peer_waiting(node *n,
+                        const struct gossip_peer_info *pi,
+                        char *caddr,
+                        size_t cap)
+{
+    if (pi->quarantined ||
+        !peer_flag(&pi->state[GOSSIP_KEY_SCHEMA], "join=wait"))
+        return false;
+    char host[GOSSIP_ADDR_MAX + 1];
+    host_of(host, sizeof(host), pi->state[GOSSIP_KEY_ADDRESS]);
+    snprintf(caddr, cap, "%s:%u", host,
+             peer_port(&pi->state[GOSSIP_KEY_SCHEMA], "client",
+                       (uint32_t)n->cfg.client_port));
+    return true;
+}
+
 static enum ring_node_state ring_state_of(enum gossip_status s)
 {
     switch (s) {

@@ -350,6 +350,13 @@ int node__rpc_addr(node *n,
                    uint32_t max_quiet_ms,
                    net_rpc_cb cb,
                    void *arg);
+/* Whether gossip endpoint pi is a node waiting for `ringkv join`
+ * (join_ring: false, SCHEMA " join=wait"); if so its client "host:port"
+ * goes to caddr[0..cap). */
+bool node__peer_waiting(node *n,
+                        const struct gossip_peer_info *pi,
+                        char *caddr,
+                        size_t cap);
 /* How long the peer at iaddr has been silent with a request to answer
  * (net_peers_quiet_ms); 0 if it is not. */
 uint64_t node__peer_quiet_ms(node *n, const char *iaddr);

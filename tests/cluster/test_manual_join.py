@@ -4,7 +4,8 @@ until asked, then joins as any new node does.
 
 Proves: three nodes (RF 2, a rack each) hold 3,000 keys (300 deleted). n4
 starts with join_ring false: it logs boot.parked, its NETSTATS says
-WAITING, and no node's `ringkv status` lists it, for as long as nobody asks
+WAITING, and every node's `ringkv status` lists it as UW (up, waiting)
+with no tokens and says how to join it, for as long as nobody asks
 (several seconds, many more gossip rounds than a join waits). Meanwhile
 it holds nobody back: n5, started normally, joins (n4's name comes first,
 and joiners otherwise take turns by name), and `ringkv cleanup` on n1 is
@@ -12,7 +13,9 @@ accepted (a parked node is not a node joining). `ringkv join` is refused on
 a member (n1); on n4 it answers that n4 is joining, and n4 then streams
 its ranges in and becomes UN, serving every key it replicates and no
 deleted one; a second `ringkv join` on it is refused. Before this, `ringkv
-join` answered NOT_IMPLEMENTED and join_ring did not exist.
+join` answered NOT_IMPLEMENTED and join_ring did not exist; until
+2026-12-04 (regression status_hides_waiting_node) status did not list a
+waiting node at all, and an operator could not see it.
 """
 import time
 
@@ -46,11 +49,16 @@ def main():
     c.wait_converged(timeout=60, up=[x for x in c.nodes if x is not n4])
     h.check("for=n4" not in n5.log(), "n5 waited for the parked n4")
     for n in c.nodes:
-        if n is n4:
-            continue
         rc, st = h.cli(n, "status")
-        h.check(rc == 0 and "n4" not in st,
-                "%s's status lists the parked n4: %r" % (n.name, st))
+        row = [l for l in st.splitlines()
+               if l[:1] in "UD" and " n4 " in l]
+        h.check(rc == 0 and len(row) == 1 and row[0].startswith("UW ") and
+                "127.0.0.245:" in row[0] and "Waiting: n4 " in st,
+                "%s's status does not show n4 waiting: %r" % (n.name, st))
+        w = n.status()["rows"].get("n4", {})
+        h.check(w.get(5) == "UW" and not w.get(7),
+                "%s's STATUS row of n4: %r" % (n.name, w))
+    print("every status shows n4 waiting: %r" % row[0])
     rc, out = h.cli(n1, "cleanup", "--wait")
     h.check(rc == 0 and "Cleanup: done" in out,
             "cleanup on n1 while n4 waits: %d %r" % (rc, out))
