@@ -32,7 +32,9 @@
  * again (node.c).
  *
  * A restart while leaving (leaving=1) announces LEAVING again under the same
- * epoch and sends every range again from its start.
+ * epoch and resumes each range from the last chunk the gaining node had
+ * committed (positions saved each gossip tick, below); until 2026-12-04 it
+ * sent every range again from its start.
  *
  * removenode (node__remove_begin) moves a dead node's ranges the same way,
  * driven by the node asked: it announces the dead node LEAVING on its behalf
@@ -90,6 +92,7 @@ struct leave_sess {
     uint8_t at_last[RPC_STREAM_LAST_MAX], next_last[RPC_STREAM_LAST_MAX];
     uint32_t chunk_keys;
     uint64_t chunk_bytes, keys, bytes;
+    bool unsaved; /* decommission: `at` moved since it was last saved */
 };
 
 struct node_leave {
@@ -107,6 +110,7 @@ struct node_leave {
     char target[GOSSIP_NAME_MAX + 1];
     bool relay;
     bool aborted; /* removenode: the target came back */
+    bool saving;  /* decommission: a job saving positions on the pool */
 };
 
 static void leave_kick(node *n);
@@ -159,6 +163,7 @@ static void sess_chunk_in_place(struct leave_sess *ls)
     n->stats.stream_out_bytes += ls->chunk_bytes;
     ls->fails = 0;
     node__stream_pos_copy(&ls->at, ls->at_last, &ls->next);
+    ls->unsaved = !lv->relay;
     lv->busy--;
     if (ls->at.done) {
         ls->state = L_DONE;
@@ -334,6 +339,88 @@ static void sess_scan(struct leave_sess *ls)
         sess_fail(ls, p || !n->leave->relay ? "read" : "no live source", rc);
 }
 
+/* ---- a decommission's progress, kept across restarts ------------------- */
+
+/* Each session's position after its last chunk in place on the gaining
+ * node is kept in a system value of its own, named after the leave (this
+ * node's first token), the range and the node gaining it, saved on the pool
+ * at most once a gossip tick, all in one synced transaction (stream.c's
+ * position jobs). A node restarted while leaving plans the same sessions
+ * (the same rings) and resumes each from there, done ones skipped: what it
+ * pushed is committed on the gaining nodes, and every write since it
+ * announced LEAVING went to them as well (pending replicas), whether this
+ * node was up or not. The values are not deleted: a node that has left
+ * never starts on its data_dir again. A removenode's progress is not kept
+ * (it is another node's leave). */
+
+static void leave_save_name(const node *n,
+                            const struct leave_sess *ls,
+                            char *out,
+                            size_t cap)
+{
+    snprintf(out, cap, "leave.at.%016llx.%016llx_%016llx.%s",
+             (unsigned long long)(n->st.ntokens ? n->st.tokens[0] : 0),
+             (unsigned long long)ls->range.start,
+             (unsigned long long)ls->range.end, ls->dest);
+}
+
+static void leave_save_after(node *n)
+{
+    if (n->leave)
+        n->leave->saving = false;
+}
+
+static void leave_save(node *n)
+{
+    struct node_leave *lv = n->leave;
+    if (!lv || lv->relay || !lv->planned || lv->saving || !n->store)
+        return;
+    size_t k = 0;
+    for (size_t i = 0; i < lv->ns; i++)
+        k += lv->s[i].unsaved;
+    if (k == 0)
+        return;
+    struct node_pos_job *j =
+        node__pos_job_new(n, k, "decommission", leave_save_after);
+    if (!j)
+        return;
+    char name[GOSSIP_NAME_MAX + 80];
+    for (size_t i = 0; i < lv->ns; i++) {
+        struct leave_sess *ls = &lv->s[i];
+        if (!ls->unsaved)
+            continue;
+        leave_save_name(n, ls, name, sizeof(name));
+        if (node__pos_job_add(j, name, &ls->at) == 0)
+            ls->unsaved = false; /* else tried again next time */
+    }
+    if (node__pos_job_run(j) == 0)
+        lv->saving = true;
+}
+
+/* The sessions of a restarted decommission start where they were. */
+static void leave_resume(node *n)
+{
+    struct node_leave *lv = n->leave;
+    char name[GOSSIP_NAME_MAX + 80];
+    size_t whole = 0, part = 0;
+    for (size_t i = 0; n->store && i < lv->ns; i++) {
+        struct leave_sess *ls = &lv->s[i];
+        leave_save_name(n, ls, name, sizeof(name));
+        if (node__pos_load(n, name, ls->range, &ls->at, ls->at_last) < 0)
+            continue;
+        if (ls->at.done) {
+            ls->state = L_DONE;
+            whole++;
+        } else {
+            part += ls->at.started;
+        }
+    }
+    if (whole || part)
+        LOG(INFO, "leave.resumed",
+            "ranges_done=%zu ranges_partly=%zu ranges=%zu", whole, part,
+            lv->ns);
+}
+
 /* The movement plan from the ring to the pending ring (the target gone): a
  * session for every range it loses, to the node that gains it. */
 static int leave_plan(node *n)
@@ -395,6 +482,8 @@ static int leave_plan(node *n)
     }
     free(mine);
     ring_plan_free(mv);
+    if (!lv->relay)
+        leave_resume(n);
     lv->planned = true;
     lv->plan_ms = node__mono_ms(n);
     LOG(INFO, lv->relay ? "removenode.planned" : "leave.planned",
@@ -677,6 +766,7 @@ void node__leave_tick(node *n)
     struct node_leave *lv = n->leave;
     if (!lv || n->stopping)
         return;
+    leave_save(n);
     uint64_t now = node__mono_ms(n);
     if (lv->relay && !lv->left && !lv->aborted && n->ring && !n->ring_stale) {
         /* a dead node that comes back is NORMAL again by its own word */

@@ -458,6 +458,34 @@ int node__commit_items(node *n,
 void node__stream_pos_copy(struct rpc_stream_pos *to,
                            uint8_t *to_last,
                            const struct rpc_stream_pos *from);
+/* Range positions kept across restarts (a join's, a leave's): a job on the
+ * pool that sets or deletes system values in one synced transaction
+ * (store_sys_write), a position stored as a STREAM_CHUNK message with no
+ * items (its decoder is the wire's, fuzzed). new: a job for up to cap
+ * values (NULL: -ENOMEM), what names it in a failure's log line, after(n)
+ * runs on the loop once it has run. add: name set to *at, or deleted (at
+ * NULL); u64: name set to v (big-endian), or deleted. run: queues it (the
+ * node's stop waits for it) or frees it and returns the error. */
+struct node_pos_job;
+struct node_pos_job *
+node__pos_job_new(node *n, size_t cap, const char *what, void (*after)(node *));
+int node__pos_job_add(struct node_pos_job *j,
+                      const char *name,
+                      const struct rpc_stream_pos *at);
+int node__pos_job_u64(struct node_pos_job *j,
+                      const char *name,
+                      uint64_t v,
+                      bool del);
+int node__pos_job_run(struct node_pos_job *j);
+void node__pos_job_free(struct node_pos_job *j);
+/* The position saved under name for range r, into at (its last key into
+ * at_last): 0, RK_ENOTFOUND, or RK_EPROTO when it does not decode or is of
+ * another range. */
+int node__pos_load(node *n,
+                   const char *name,
+                   struct ring_range r,
+                   struct rpc_stream_pos *at,
+                   uint8_t *at_last);
 /* netstats: how far along range a cursor is, [0, 1], by the token it
  * reached (keys hash uniformly); a 20-column bar of it; byte counts. */
 double node__stream_fraction(struct ring_range range,

@@ -86,18 +86,6 @@ struct node_stream {
     bool purged;          /* and their deletion queued: nothing more saved */
 };
 
-/* A job on the pool that writes sessions' positions and the save time (or
- * deletes them: p NULL), each a system value, in one synced transaction. */
-struct stream_save {
-    uv_work_t w;
-    node *n;
-    size_t k;
-    uint8_t time[8]; /* the save's wall ms, big-endian */
-    const char **names;
-    struct rk_slice *vals;
-    char (*buf)[80]; /* the names */
-};
-
 static void sess_ask(struct stream_sess *ss);
 static void stream_kick(node *n);
 
@@ -298,34 +286,154 @@ static void save_time_name(const node *n, char *out, size_t cap)
              (unsigned long long)(n->st.ntokens ? n->st.tokens[0] : 0));
 }
 
-static void save_work(uv_work_t *w)
+/* ---- the position jobs (also leave.c's) ---- */
+
+struct node_pos_job {
+    uv_work_t w;
+    node *n;
+    size_t k, cap;
+    char **names;
+    struct rk_slice *vals; /* malloc'd; p NULL: delete */
+    const char *what;      /* the log event's prefix */
+    void (*after)(node *n);
+};
+
+void node__pos_job_free(struct node_pos_job *j)
 {
-    struct stream_save *sv = w->data;
-    int rc = store_sys_write(sv->n->store, sv->names, sv->vals, sv->k);
+    if (!j)
+        return;
+    for (size_t i = 0; i < j->k; i++) {
+        free(j->names[i]);
+        free((void *)j->vals[i].p);
+    }
+    free(j->names);
+    free(j->vals);
+    free(j);
+}
+
+struct node_pos_job *
+node__pos_job_new(node *n, size_t cap, const char *what, void (*after)(node *))
+{
+    struct node_pos_job *j = calloc(1, sizeof(*j));
+    if (!j || !(j->names = calloc(cap ? cap : 1, sizeof(*j->names))) ||
+        !(j->vals = calloc(cap ? cap : 1, sizeof(*j->vals)))) {
+        node__pos_job_free(j);
+        return NULL;
+    }
+    j->n = n;
+    j->cap = cap;
+    j->what = what;
+    j->after = after;
+    return j;
+}
+
+/* Adds name = v[0..len) (copied; v NULL: a deletion). */
+static int pos_job_put(struct node_pos_job *j,
+                       const char *name,
+                       const uint8_t *v,
+                       size_t len)
+{
+    if (j->k == j->cap)
+        return -ENOBUFS;
+    char *nm = strdup(name);
+    uint8_t *p = v ? malloc(len ? len : 1) : NULL;
+    if (!nm || (v && !p)) {
+        free(nm);
+        free(p);
+        return -ENOMEM;
+    }
+    if (v)
+        memcpy(p, v, len);
+    j->names[j->k] = nm;
+    j->vals[j->k++] = RK_SLICE(p, v ? len : 0);
+    return 0;
+}
+
+int node__pos_job_add(struct node_pos_job *j,
+                      const char *name,
+                      const struct rpc_stream_pos *at)
+{
+    if (!at)
+        return pos_job_put(j, name, NULL, 0);
+    struct rpc_stream_chunk ch = {.next = *at};
+    struct rpc_buf b = {0};
+    int rc = rpc_stream_chunk_encode(&b, &ch);
+    if (rc == 0)
+        rc = pos_job_put(j, name, b.data, b.len);
+    rpc_buf_free(&b);
+    return rc;
+}
+
+int node__pos_job_u64(struct node_pos_job *j,
+                      const char *name,
+                      uint64_t v,
+                      bool del)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (56 - 8 * i));
+    return pos_job_put(j, name, del ? NULL : b, 8);
+}
+
+static void pos_job_work(uv_work_t *w)
+{
+    struct node_pos_job *j = w->data;
+    int rc =
+        store_sys_write(j->n->store, (const char **)j->names, j->vals, j->k);
     if (rc < 0)
-        LOG(WARN, "stream.save_fail", "error=\"%s\"", rk_strerror(rc));
+        LOG(WARN, "progress.save_fail", "of=%s error=\"%s\"", j->what,
+            rk_strerror(rc));
 }
 
-static void save_free(struct stream_save *sv)
+static void pos_job_after(uv_work_t *w, int status)
 {
-    for (size_t i = 0; i < sv->k; i++)
-        if (sv->vals[i].p != sv->time)
-            free((void *)sv->vals[i].p);
-    free(sv->names);
-    free(sv->vals);
-    free(sv->buf);
-    free(sv);
-}
-
-static void save_after(uv_work_t *w, int status)
-{
-    struct stream_save *sv = w->data;
-    node *n = sv->n;
+    struct node_pos_job *j = w->data;
+    node *n = j->n;
     (void)status;
-    n->stream->saving = false;
-    save_free(sv);
+    j->after(n);
+    node__pos_job_free(j);
     n->pending_closes--;
     node__stop_progress(n);
+}
+
+int node__pos_job_run(struct node_pos_job *j)
+{
+    j->w.data = j;
+    int rc = uv_queue_work(j->n->loop, &j->w, pos_job_work, pos_job_after);
+    if (rc < 0) {
+        node__pos_job_free(j);
+        return rc;
+    }
+    j->n->pending_closes++;
+    return 0;
+}
+
+int node__pos_load(node *n,
+                   const char *name,
+                   struct ring_range r,
+                   struct rpc_stream_pos *at,
+                   uint8_t *at_last)
+{
+    uint8_t *p = NULL;
+    size_t len = 0;
+    struct rpc_stream_chunk ch;
+    int rc = store_sys_get(&p, &len, n->store, name);
+    if (rc < 0)
+        return rc;
+    rc = rpc_stream_chunk_decode(&ch, RK_SLICE(p, len));
+    if (rc == 0 && (ch.next.start != r.start || ch.next.end != r.end ||
+                    ch.next.last.len > RPC_STREAM_LAST_MAX))
+        rc = RK_EPROTO;
+    if (rc == 0)
+        node__stream_pos_copy(at, at_last, &ch.next);
+    free(p);
+    return rc;
+}
+
+static void save_after(node *n)
+{
+    if (n->stream)
+        n->stream->saving = false;
 }
 
 /* Start a job saving the moved positions (or, once joined, deleting them
@@ -340,54 +448,31 @@ static void stream_save(node *n)
         k += st->purge_due || st->s[i].unsaved;
     if (k == 0)
         return;
-    k++; /* the save time */
-    struct stream_save *sv = calloc(1, sizeof(*sv));
-    if (!sv || !(sv->names = calloc(k, sizeof(*sv->names))) ||
-        !(sv->vals = calloc(k, sizeof(*sv->vals))) ||
-        !(sv->buf = calloc(k, sizeof(*sv->buf)))) {
-        if (sv)
-            save_free(sv);
+    struct node_pos_job *j = node__pos_job_new(n, k + 1, "join", save_after);
+    if (!j)
         return;
-    }
-    sv->n = n;
-    struct rpc_buf b = {0};
+    char name[80];
     for (size_t i = 0; i < st->ns; i++) {
         struct stream_sess *ss = &st->s[i];
         if (!st->purge_due && !ss->unsaved)
             continue;
-        uint8_t *p = NULL;
-        if (!st->purge_due) { /* else a delete: p stays NULL */
-            struct rpc_stream_chunk ch = {.next = ss->at};
-            rpc_buf_reset(&b);
-            if (rpc_stream_chunk_encode(&b, &ch) < 0 ||
-                !(p = malloc(b.len ? b.len : 1)))
-                continue; /* kept unsaved: tried again next time */
-            memcpy(p, b.data, b.len);
-        }
-        save_name(n, ss->range, sv->buf[sv->k], sizeof(sv->buf[0]));
-        sv->names[sv->k] = sv->buf[sv->k];
-        sv->vals[sv->k++] = RK_SLICE(p, p ? b.len : 0);
+        save_name(n, ss->range, name, sizeof(name));
+        if (node__pos_job_add(j, name, st->purge_due ? NULL : &ss->at) < 0)
+            continue; /* kept unsaved: tried again next time */
         ss->unsaved = false;
     }
-    rpc_buf_free(&b);
-    uint64_t now = node__now_ms();
-    for (int i = 0; i < 8; i++)
-        sv->time[i] = (uint8_t)(now >> (56 - 8 * i));
-    save_time_name(n, sv->buf[sv->k], sizeof(sv->buf[0]));
-    sv->names[sv->k] = sv->buf[sv->k];
-    sv->vals[sv->k++] = RK_SLICE(st->purge_due ? NULL : sv->time, 8);
+    save_time_name(n, name, sizeof(name));
+    if (node__pos_job_u64(j, name, node__now_ms(), st->purge_due) < 0) {
+        node__pos_job_free(j);
+        return;
+    }
     /* Once the deletion is queued nothing is saved again: a session whose
      * position moved since its last save would otherwise write it back
      * after the deletion (regression: stream_progress_left_after_join) */
     st->purged = st->purge_due;
     st->purge_due = false;
-    sv->w.data = sv;
-    if (uv_queue_work(n->loop, &sv->w, save_work, save_after) < 0) {
-        save_free(sv);
-        return;
-    }
-    st->saving = true;
-    n->pending_closes++;
+    if (node__pos_job_run(j) == 0)
+        st->saving = true;
 }
 
 void node__stream_leftover(node *n)
@@ -427,24 +512,15 @@ static void stream_resume(node *n)
     size_t whole = 0, part = 0;
     for (size_t i = 0; i < st->ns; i++) {
         struct stream_sess *ss = &st->s[i];
-        uint8_t *p = NULL;
-        size_t len = 0;
-        struct rpc_stream_chunk ch;
         save_name(n, ss->range, name, sizeof(name));
-        if (store_sys_get(&p, &len, n->store, name) < 0)
+        if (node__pos_load(n, name, ss->range, &ss->at, ss->at_last) < 0)
             continue;
-        if (rpc_stream_chunk_decode(&ch, RK_SLICE(p, len)) == 0 &&
-            ch.next.start == ss->range.start && ch.next.end == ss->range.end &&
-            ch.next.last.len <= RPC_STREAM_LAST_MAX) {
-            node__stream_pos_copy(&ss->at, ss->at_last, &ch.next);
-            if (ss->at.done) {
-                ss->state = S_DONE;
-                whole++;
-            } else {
-                part += ss->at.started;
-            }
+        if (ss->at.done) {
+            ss->state = S_DONE;
+            whole++;
+        } else {
+            part += ss->at.started;
         }
-        free(p);
     }
     LOG(INFO, "stream.resumed",
         "ranges_done=%zu ranges_partly=%zu ranges=%zu saved_s_ago=%llu", whole,

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""A decommission cut short resumes where it was: a leaving node killed -9
+while pushing its ranges out keeps what the gaining nodes had committed,
+and on restart pushes only the rest.
+
+Proves: four nodes (RF 2, a rack each) hold 3,000 keys (300 deleted) and
+3,000 values of 2,000 bytes; n4, restarted with stream_throughput_mb 1 (so
+its leave takes seconds), is decommissioned while a writer keeps writing at
+QUORUM through n1 (writes to n4's ranges fail while n4 is down and not yet
+seen so, or need it: they are not counted). Once n4 has pushed at least one
+whole range it is killed -9 (node.state still says leaving=1) and
+restarted without the cap: its log says `leave.resumed` with at least the
+ranges it had done a gossip tick before the kill (positions are saved each
+tick), it pushes none of those again (`leave.range_done`), and
+the rest of the leave moves fewer bytes than the whole leave needs (the
+bytes of every range, summed over both runs). n4 then announces LEFT and
+exits 0, and each remaining node serves every key it replicates, written
+before or during the leave, and no deleted key. Until 2026-12-04 a
+restarted decommission pushed every range again from its start
+(regression: decommission_resends_everything).
+"""
+import re
+import subprocess
+import time
+
+import harness as h
+
+KEYS = 3000
+
+
+def range_bytes(log):
+    """{range: bytes} of each leave.range_done in log."""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"event=leave\.range_done range=(\S+) .*bytes=(\d+)", log)}
+
+
+def main():
+    ips = ["127.0.0.4", "127.0.0.5", "127.0.0.6", "127.0.0.7"]
+    c = h.racked_cluster(ips, replication="dc1:2")
+    n1, n4 = c.nodes[0], c.nodes[3]
+    expect, gone = h.load_keys(n1, KEYS)
+    big = {"b%d" % i: b"x" * 2000 for i in range(KEYS)}
+    h.put_all(n1, list(big), b"x" * 2000)
+    expect.update(big)
+    h.check(n4.stop() == 0, "n4 did not stop cleanly")
+    n4.extra["stream_throughput_mb"] = 1
+    n4.start()
+    c.wait_converged(timeout=60)
+
+    w = h.Writer(n1, "live")
+    w.start()
+    rc, out = h.cli(n4, "decommission")
+    h.check(rc == 0 and "is leaving" in out,
+            "decommission: %d %r" % (rc, out))
+    deadline = time.time() + 120
+    while "event=leave.range_done" not in n4.log():
+        h.check(time.time() < deadline, "n4 never pushed a whole range")
+        h.check("event=leave.left" not in n4.log(),
+                "n4 left before it could be killed")
+        time.sleep(0.05)
+    # ranges done by now are saved by the time of the kill (a save each
+    # gossip tick); the ones done meanwhile may or may not be
+    saved = range_bytes(n4.log())
+    time.sleep(1.5)
+    before = range_bytes(n4.log())
+    n4.kill9()
+    h.check("leaving=1" in open(n4.data_dir + "/node.state").read(),
+            "n4's node.state does not say it was leaving")
+    print("n4 killed after pushing %d ranges (%d bytes)" %
+          (len(before), sum(before.values())))
+    time.sleep(1)
+    del n4.extra["stream_throughput_mb"]
+    mark = len(n4.log())
+    n4.start()
+    try:
+        rc = n4.proc.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        c.dump_logs()
+        raise AssertionError("n4 did not finish leaving within 180 s")
+    h.check(rc == 0, "n4 exited %d after leaving" % rc)
+    log = n4.log()[mark:]
+    m = re.search(r"event=leave\.resumed ranges_done=(\d+) "
+                  r"ranges_partly=(\d+) ranges=(\d+)", log)
+    h.check(m is not None, "n4 did not resume from its saved positions")
+    done, partly, ranges = map(int, m.groups())
+    h.check(done >= len(saved),
+            "n4 resumed %d ranges done, %d were done a gossip tick before "
+            "the kill" % (done, len(saved)))
+    after = range_bytes(log)
+    h.check(not set(after) & set(saved),
+            "n4 pushed again ranges it had done: %r" %
+            sorted(set(after) & set(saved)))
+    for r in set(after) & set(before):
+        before.pop(r)  # done just before the kill, not saved yet
+    left = re.search(r"event=leave\.left .* bytes=(\d+)", log)
+    h.check(left is not None, "n4 did not log leave.left")
+    whole = sum(before.values()) + sum(after.values())
+    h.check(int(left.group(1)) < whole,
+            "the resumed leave pushed %s bytes, the whole leave %d" %
+            (left.group(1), whole))
+    print("n4 resumed %d of %d ranges done (%d partly) and pushed %s of "
+          "the leave's %d bytes after its restart" %
+          (done, ranges, partly, left.group(1), whole))
+
+    rest = c.nodes[:3]
+    c.nodes = rest
+    c.wait_converged(timeout=60)
+    w.stop.set()
+    w.join(timeout=30)
+    bad = [e for _, e in w.errors if e not in ("TIMEOUT", "UNAVAILABLE")]
+    h.check(not bad, "writes failed during the leave: %r" % bad[:5])
+    h.check(len(w.acked) > 100, "only %d writes acknowledged" % len(w.acked))
+    expect.update(w.acked)
+    for n in rest:
+        mine, dead = map(len, h.check_served(n, expect, gone))
+        print("%s serves its %d keys and none of its %d deleted ones" %
+              (n.name, mine, dead))
+
+
+if __name__ == "__main__":
+    h.run(main)
