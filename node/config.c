@@ -109,6 +109,7 @@ static const struct key keys[] = {
      NULL},
     {"auto_compact_pct", K_INT, OFF(auto_compact_pct), 0, -1, 1000000, 0, NULL},
     {"auto_cleanup_s", K_INT, OFF(auto_cleanup_s), 0, 0, 30 * 86400, 0, NULL},
+    {"repair_after_join", K_BOOL, OFF(repair_after_join), 0, 0, 0, 0, NULL},
     {"max_inflight", K_INT, OFF(max_inflight), 0, 1, 10000000, 0, NULL},
     {"max_pipeline", K_INT, OFF(max_pipeline), 0, 1, 1000000, 0, NULL},
     {"requirepass", K_STR, OFF(requirepass), SZ(requirepass), 0, 0, 1, NULL},
@@ -1000,6 +1001,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         c->hinted_handoff ? "true" : "false", (long long)c->max_hint_window_ms,
         (long long)c->gc_grace_seconds, c->memtable_mb, c->auto_compact_pct);
     OUT("auto_cleanup_s: %d\n", c->auto_cleanup_s);
+    OUT("repair_after_join: %s\n", c->repair_after_join ? "true" : "false");
     OUT("stream_throughput_mb: %d\n", c->stream_throughput_mb);
     OUT("max_inflight: %d\nmax_pipeline: %d\nrequirepass: %s\n",
         c->max_inflight, c->max_pipeline, c->requirepass[0] ? "<set>" : "\"\"");

@@ -103,6 +103,7 @@ struct node_config {
     int memtable_mb;      /* committed writes kept in memory before applied */
     int auto_compact_pct; /* compact a range at this % new keys; -1: never */
     int auto_cleanup_s;   /* clean up this long after the ring settled; 0: no */
+    int repair_after_join;    /* a streamed join repairs its ranges after */
     int stream_throughput_mb; /* MiB/s a node streams in or out; 0: no cap */
     int max_inflight;         /* admission control: requests in flight */
     int max_pipeline;         /* per client connection */
@@ -129,7 +130,8 @@ struct node_config {
         .max_hint_window_ms = 3 * 3600 * 1000LL,                               \
         .gc_grace_seconds = 10 * 86400LL, .memtable_mb = 16,                   \
         .auto_compact_pct = 25, .auto_cleanup_s = 3600, .max_inflight = 10000, \
-        .max_pipeline = 1024, .log_level = NODE_LOG_INFO,                      \
+        .repair_after_join = 1, .max_pipeline = 1024,                          \
+        .log_level = NODE_LOG_INFO,                                            \
     }
 
 /* Set one key from its string form. Unknown keys and bad values are errors

@@ -871,6 +871,7 @@ static void on_tick(uv_timer_t *t)
     node__stream_tick(n);
     node__leave_tick(n);
     node__cleanup_auto(n);
+    node__repair_after_join(n);
     silence_watch(n);
     if (n->settling && now >= n->settle_until) {
         n->settling = false;

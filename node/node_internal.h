@@ -205,6 +205,7 @@ struct node {
     /* automatic cleanup (auto_cleanup_s): the ring epoch watched, since
      * when it has been settled, and whether it was looked at already */
     uint64_t acu_epoch, acu_since_ms;
+    uint64_t raj_since_ms; /* repair after join: mono ms joined/started */
     bool acu_checked;
     struct node_repair *repair; /* the last repair (repair.c), or NULL */
     int repair_jobs; /* leaf computations for other nodes (repair.c) */
@@ -522,6 +523,10 @@ void node__cleanup_text(node *n, FILE *f); /* NETSTATS line, if any */
 /* Each gossip tick: start a cleanup auto_cleanup_s after the ring settled
  * if this node holds data it no longer replicates. */
 void node__cleanup_auto(node *n);
+/* Every gossip tick: a node that joined by streaming (node.state
+ * repair_due) repairs its ranges once the ring has settled
+ * (repair_after_join), again after a restart until one has run. */
+void node__repair_after_join(node *n);
 void node__cleanup_free(node *n);
 /* Cleanup and repair need the ring still: this node NORMAL in it, its ring
  * the cluster's (node__ring_ready), no node joining or leaving. 0 (*self:

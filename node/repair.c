@@ -3,6 +3,13 @@
  * other replicas of every arc it replicates, moving only what differs
  * (shared/DESIGN.md, "Repair").
  *
+ * A node that joined by streaming runs one by itself once the ring has
+ * settled (node__repair_after_join, repair_after_join): it streamed each
+ * range from one replica, and a write that replica missed while the
+ * coordinators did not know of the join yet is on the others only.
+ * node.state's repair_due keeps it due across restarts until one ends
+ * (a stop or a ring change keeps it due).
+ *
  * Read repair and hints cover most divergence; a replica that was down
  * longer than the hint window, or lost writes some other way, is brought
  * back by repair, which must also run within gc_grace_seconds so that a
@@ -33,7 +40,8 @@
  * any depth.
  *
  * One comparison at a time; a step refused OVERLOADED (the replica's scans
- * busy) is tried again after REPAIR_RETRY_MS, any other failure ends that
+ * busy) or RING_STALE (its ring not yet the same as this node's) is tried
+ * again after REPAIR_RETRY_MS, any other failure ends that
  * comparison (counted, and the run ends "done with failures"). Repair
  * refuses to start while a node joins or leaves, and stops if the ring
  * changes under it (run it again). A replica that is DOWN fails its
@@ -67,7 +75,8 @@ struct node_repair {
     struct repair_cmp *c;
     size_t nc, cur;
     bool running;
-    uint64_t epoch; /* the ring's at the start */
+    bool after_join; /* started by node__repair_after_join */
+    uint64_t epoch;  /* the ring's at the start */
     uint64_t start_ms, end_ms;
     int first_err;
     char first_err_at[96];
@@ -263,7 +272,9 @@ static void cmp_fail(struct node_repair *rp, const char *why, int err)
     cmp_next(rp);
 }
 
-/* A step refused OVERLOADED: the same step again shortly, a few times. */
+/* A step refused OVERLOADED (the replica's scans busy) or RING_STALE (its
+ * ring a gossip round behind or ahead: if ahead, this node's ring changes
+ * too and the run ends): the same step again shortly, a few times. */
 static void on_retry(uv_timer_t *t)
 {
     node *n = t->data;
@@ -272,8 +283,8 @@ static void on_retry(uv_timer_t *t)
 
 static bool retry_later(struct node_repair *rp, int err)
 {
-    if (err != RK_EOVERLOADED || rp->retries >= REPAIR_RETRIES ||
-        rp->n->stopping || !rp->retry_open)
+    if ((err != RK_EOVERLOADED && err != RK_ESTALE) ||
+        rp->retries >= REPAIR_RETRIES || rp->n->stopping || !rp->retry_open)
         return false;
     rp->retries++;
     budget_settle(rp, 0);
@@ -691,10 +702,61 @@ static void repair_end(struct node_repair *rp, const char *why)
         LOG(INFO, "repair.done", REPAIR_DONE_FMT, REPAIR_DONE_ARGS);
 #undef REPAIR_DONE_FMT
 #undef REPAIR_DONE_ARGS
+    /* a repair after a join cut short by a stop or a ring change runs
+     * again (after the restart, or once the ring settles) */
+    if (rp->after_join && !(why && (strcmp(why, "stopping") == 0 ||
+                                    strcmp(why, "ring_changed") == 0))) {
+        if (rp->failed)
+            LOG(WARN, "repair.after_join_incomplete",
+                "failed=%zu note=\"some of the ranges it streamed in were "
+                "not compared with every other replica; run `ringkv repair` "
+                "on it once they are all UP\"",
+                rp->failed);
+        n->st.repair_due = 0;
+        int rc = node_state_save(&n->st, n->cfg.data_dir);
+        if (rc < 0)
+            LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+    }
     node__stop_progress(n);
 }
 
 /* Comparison rp->cur (or the end, past the last). */
+static void cmp_start(struct node_repair *rp);
+
+void node__repair_after_join(node *n)
+{
+    if (!n->st.repair_due || n->stopping)
+        return;
+    uint64_t now = node__mono_ms(n);
+    if (!n->cfg.repair_after_join) {
+        n->st.repair_due = 0; /* turned off since the join */
+        node_state_save(&n->st, n->cfg.data_dir);
+        return;
+    }
+    if (n->raj_since_ms == 0) /* restarted since the join */
+        n->raj_since_ms = now ? now : 1;
+    /* every node has heard of the ring with this node NORMAL */
+    uint64_t wait = 5 * (uint64_t)n->cfg.gossip_interval_ms;
+    if (now - n->raj_since_ms < (wait > 3000 ? wait : 3000))
+        return;
+    char *t = NULL;
+    size_t len = 0;
+    int rc = node__repair_begin(n, NULL, &t, &len);
+    if (rc == 0) {
+        n->repair->after_join = true;
+        LOG(INFO, "repair.after_join",
+            "comparisons=%zu note=\"each range streamed in from one replica "
+            "is compared with the others, which may hold writes that one "
+            "missed\"",
+            n->repair->nc);
+    } else if (now - n->raj_since_ms >= 60000 &&
+               (now - n->raj_since_ms) % 60000 <
+                   (uint64_t)n->cfg.gossip_interval_ms) {
+        LOG(INFO, "repair.after_join_waiting", "why=\"%s\"", t ? t : "");
+    }
+    free(t);
+}
+
 static void cmp_start(struct node_repair *rp)
 {
     node *n = rp->n;

@@ -89,6 +89,8 @@ int node_state_load(struct node_state *out, const char *dir)
             out->leaving = strcmp(v, "0") != 0;
         } else if (strcmp(k, "left") == 0) {
             out->left = strcmp(v, "0") != 0;
+        } else if (strcmp(k, "repair_due") == 0) {
+            out->repair_due = strcmp(v, "0") != 0;
         } else if (strcmp(k, "tokens") == 0) {
             const char *p = v;
             while (*p) {
@@ -129,9 +131,10 @@ int node_state_save(const struct node_state *st, const char *dir)
     fprintf(f,
             "node_name=%s\ncluster_name=%s\ngeneration=%" PRId64
             "\nring_epoch=%" PRIu64
-            "\njoining=%d\nleaving=%d\nleft=%d\ntokens=",
+            "\njoining=%d\nleaving=%d\nleft=%d\nrepair_due=%d\ntokens=",
             st->node_name, st->cluster_name, st->generation, st->ring_epoch,
-            st->joining ? 1 : 0, st->leaving ? 1 : 0, st->left ? 1 : 0);
+            st->joining ? 1 : 0, st->leaving ? 1 : 0, st->left ? 1 : 0,
+            st->repair_due ? 1 : 0);
     for (int i = 0; i < st->ntokens; i++)
         fprintf(f, "%s%" PRIu64, i ? "," : "", st->tokens[i]);
     fprintf(f, "\n");

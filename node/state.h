@@ -20,12 +20,15 @@ struct node_state {
     char cluster_name[256];
     int64_t generation;
     uint64_t ring_epoch;
-    int joining; /* tokens chosen and announced BOOT, data not all
-                    streamed in yet: a restart streams again (stream.c) */
-    int leaving; /* decommissioning: announced LEAVING, its ranges not all
-                    streamed out yet: a restart streams again (stream.c) */
-    int left;    /* decommissioned (announced LEFT): ringkvd refuses to
-                    start on this data_dir */
+    int joining;    /* tokens chosen and announced BOOT, data not all
+                       streamed in yet: a restart streams again (stream.c) */
+    int leaving;    /* decommissioning: announced LEAVING, its ranges not all
+                       streamed out yet: a restart streams again (stream.c) */
+    int left;       /* decommissioned (announced LEFT): ringkvd refuses to
+                       start on this data_dir */
+    int repair_due; /* joined by streaming: the repair of its ranges
+                       against their other replicas has not started yet
+                       (repair_after_join, repair.c) */
     int ntokens;
     uint64_t tokens[NODE_STATE_MAX_TOKENS];
 };

@@ -846,6 +846,14 @@ def put_all(node, keys, value, cl="QUORUM"):
         c.close()
 
 
+def load_big(node, expect, count, size=2000):
+    """Writes b0..b<count-1>, each `size` bytes, through node at QUORUM
+    (for moves that take a while) and adds them to expect."""
+    keys = ["b%d" % i for i in range(count)]
+    put_all(node, keys, b"x" * size)
+    expect.update((k, b"x" * size) for k in keys)
+
+
 def copy_reference(path):
     """The reference of the streaming and repair benchmarks: `cp -r` +
     `sync` of a live node's data directory on the same disk (tried again if

@@ -57,9 +57,7 @@ def main():
     c = h.racked_cluster(ips, replication="dc1:2")
     n1 = c.nodes[0]
     expect, gone = h.load_keys(n1, KEYS)
-    big = {"b%d" % i: b"x" * 2000 for i in range(KEYS)}
-    h.put_all(n1, list(big), b"x" * 2000)
-    expect.update(big)
+    h.load_big(n1, expect, KEYS)
 
     w = h.Writer(n1, "live")
     w.start()

@@ -39,9 +39,7 @@ def main():
     c = h.racked_cluster(ips, replication="dc1:2")
     n1, n4 = c.nodes[0], c.nodes[3]
     expect, gone = h.load_keys(n1, KEYS)
-    big = {"b%d" % i: b"x" * 2000 for i in range(KEYS)}
-    h.put_all(n1, list(big), b"x" * 2000)
-    expect.update(big)
+    h.load_big(n1, expect, KEYS)
     h.check(n4.stop() == 0, "n4 did not stop cleanly")
     n4.extra["stream_throughput_mb"] = 1
     n4.start()

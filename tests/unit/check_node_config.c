@@ -447,7 +447,15 @@ START_TEST(state_roundtrip)
     ck_assert_int_eq(node_state_load(&got, sub), 0);
     ck_assert_int_eq(got.leaving, 0);
     ck_assert_int_eq(got.left, 1);
+    ck_assert_int_eq(got.repair_due, 0);
     st.left = 0;
+    /* a streamed join whose repair has not run (node/repair.c) */
+    st.repair_due = 1;
+    ck_assert_int_eq(node_state_save(&st, sub), 0);
+    ck_assert_int_eq(node_state_load(&got, sub), 0);
+    ck_assert_int_eq(got.repair_due, 1);
+    ck_assert_int_eq(got.joining, 0);
+    st.repair_due = 0;
     char path[512];
     snprintf(path, sizeof(path), "%s/node.state", sub);
     FILE *f = fopen(path, "w");
