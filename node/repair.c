@@ -743,12 +743,19 @@ void node__repair_after_join(node *n)
     size_t len = 0;
     int rc = node__repair_begin(n, NULL, &t, &len);
     if (rc == 0) {
-        n->repair->after_join = true;
         LOG(INFO, "repair.after_join",
             "comparisons=%zu note=\"each range streamed in from one replica "
             "is compared with the others, which may hold writes that one "
             "missed\"",
             n->repair->nc);
+        if (n->repair->running) {
+            n->repair->after_join = true; /* repair_end clears the due */
+        } else { /* over already: no other replica to compare with (RF 1) */
+            n->st.repair_due = 0;
+            int e = node_state_save(&n->st, n->cfg.data_dir);
+            if (e < 0)
+                LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(e));
+        }
     } else if (now - n->raj_since_ms >= 60000 &&
                (now - n->raj_since_ms) % 60000 <
                    (uint64_t)n->cfg.gossip_interval_ms) {
