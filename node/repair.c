@@ -459,7 +459,11 @@ static void run_done(struct node_repair *rp)
 {
     if (rp->phase == P_PULL) {
         rp->phase = P_PUSH;
-        qsort(rp->got, rp->ngot, sizeof(*rp->got), rk_u64_cmp);
+        /* a first pull that brought nothing leaves got NULL, and qsort's
+         * base must not be NULL even for no elements (UBSan aborted the
+         * node: regression repair_first_pull_empty) */
+        if (rp->ngot > 1)
+            qsort(rp->got, rp->ngot, sizeof(*rp->got), rk_u64_cmp);
     } else {
         rp->phase = P_PULL;
         rp->ngot = 0;
@@ -937,11 +941,22 @@ int node__repair_begin(node *n,
     return rc;
 }
 
+static void repair_text(node *n, FILE *f);
+
 void node__repair_text(node *n, FILE *f)
 {
     const struct node_repair *rp = n->repair;
     if (!rp)
         return;
+    repair_text(n, f);
+    if (rp->after_join)
+        fprintf(f, "(The repair a node runs after joining by streaming: "
+                   "repair_after_join.)\n");
+}
+
+static void repair_text(node *n, FILE *f)
+{
+    const struct node_repair *rp = n->repair;
     char in[32], out[32];
     node__human_bytes(in, sizeof(in), rp->bytes_in);
     node__human_bytes(out, sizeof(out), rp->bytes_out);

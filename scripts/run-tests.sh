@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Runs ctest in each build folder given, prints every Check runner's summary
 # line, and ends with ctest's own summary. Exits non-zero if any test failed.
+# Four tests at once by default (RK_TEST_JOBS): the cluster tests mostly
+# wait (for gossip, timeouts, restarts) -- at two at once the machine was
+# ~90% idle -- and each has loopback addresses of its own.
 set -uo pipefail
 status=0
 summaries=()
 for dir in "$@"; do
     echo "== ctest in $dir"
-    (cd "$dir" && ctest --output-on-failure -j "${RK_TEST_JOBS:-2}" \
+    (cd "$dir" && ctest --output-on-failure -j "${RK_TEST_JOBS:-4}" \
         --timeout 900) | tee "$dir/ctest.out"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     echo "== Check summaries in $dir"

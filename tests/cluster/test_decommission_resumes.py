@@ -4,7 +4,7 @@ while pushing its ranges out keeps what the gaining nodes had committed,
 and on restart pushes only the rest.
 
 Proves: four nodes (RF 2, a rack each) hold 3,000 keys (300 deleted) and
-3,000 values of 2,000 bytes; n4, restarted with stream_throughput_mb 1 (so
+8,000 values of 2,000 bytes; n4, restarted with stream_throughput_mb 1 (so
 its leave takes seconds), is decommissioned while a writer keeps writing at
 QUORUM through n1 (writes to n4's ranges fail while n4 is down and not yet
 seen so, or need it: they are not counted). Once n4 has pushed at least one
@@ -26,6 +26,7 @@ import time
 import harness as h
 
 KEYS = 3000
+BIG = 8000  # 2,000 bytes each: about 8 MB on n4, 8 s at 1 MB/s
 
 
 def range_bytes(log):
@@ -39,7 +40,7 @@ def main():
     c = h.racked_cluster(ips, replication="dc1:2")
     n1, n4 = c.nodes[0], c.nodes[3]
     expect, gone = h.load_keys(n1, KEYS)
-    h.load_big(n1, expect, KEYS)
+    h.load_big(n1, expect, BIG)
     h.check(n4.stop() == 0, "n4 did not stop cleanly")
     n4.extra["stream_throughput_mb"] = 1
     n4.start()

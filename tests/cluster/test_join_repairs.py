@@ -8,7 +8,8 @@ brings a down replica what it missed) hold 1,000 keys; n2 is killed -9 and
 back without them. n4 joins: it streams each range it gains from the
 replica that loses it, n2 for about a third of them, so right after the
 join it lacks some of the second 1,000 keys; it then logs
-`repair.after_join` and `repair.done` with keys pulled, and serves (ONE,
+`repair.after_join` and `repair.done` with keys pulled (its netstats
+says so), and serves (ONE,
 from its own replica) every key it replicates; node.state says
 repair_due=0. Until 2026-12-04 a join did not repair, and n4 served
 NOT_FOUND at ONE for the writes its source had missed until a read repair
@@ -72,6 +73,9 @@ def main():
     pulled = int(m.group(3))
     h.check(pulled > 0, "the repair after the join pulled nothing: the "
             "stream from n2 lacked nothing")
+    rc, ns = h.cli(n4, "netstats")
+    h.check(rc == 0 and "Repair: done in" in ns and
+            "after joining by streaming" in ns, "n4's netstats: %r" % ns)
     mine, _ = h.check_served(n4, expect, [])
     h.check("repair_due=0" in open(n4.data_dir + "/node.state").read(),
             "n4's node.state still has a repair due")
