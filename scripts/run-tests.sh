@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs ctest in each build folder given, prints every Check runner's summary
 # line, and ends with ctest's own summary. Exits non-zero if any test failed.
-# Four tests at once by default (RK_TEST_JOBS): the cluster tests mostly
-# wait (for gossip, timeouts, restarts) -- at two at once the machine was
-# ~90% idle -- and each has loopback addresses of its own.
+# Four tests at once by default (RK_TEST_JOBS): unit tests, and the
+# cluster tests marked to run alongside others (tests/CMakeLists.txt); the
+# other cluster tests run one at a time whatever the count.
 set -uo pipefail
 status=0
 summaries=()

@@ -19,6 +19,7 @@ before or during the leave, and no deleted key. Until 2026-12-04 a
 restarted decommission pushed every range again from its start
 (regression: decommission_resends_everything).
 """
+# ctest: alongside others
 import re
 import subprocess
 import time

@@ -16,6 +16,7 @@ NOT_FOUND at ONE for the writes its source had missed until a read repair
 or a `ringkv repair` (regression: join_misses_writes_source_missed). A
 fifth node joining with repair_after_join false logs no repair.
 """
+# ctest: alongside others
 import re
 import time
 

@@ -11,6 +11,7 @@ after it is UN its log has exactly one `repair.after_join` (with
 comparisons=0) and one `repair.start`, node.state says repair_due=0, and
 it serves every key it now owns.
 """
+# ctest: alongside others
 import time
 
 import harness as h

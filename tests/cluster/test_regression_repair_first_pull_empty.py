@@ -12,6 +12,7 @@ written at ONE through n1; n2 comes back without it; `ringkv repair
 --wait` on n1 ends `done` with nothing pulled and the key pushed, n1 is
 still running, and n2 then serves the key at ONE from its own replica.
 """
+# ctest: alongside others
 import re
 
 import harness as h
