@@ -175,6 +175,20 @@ static void host_of(char *out, size_t len, struct rk_slice addr)
         *colon = '\0';
 }
 
+/* A peer's "host:port" for one of its TCP services ("client",
+ * "internode"), from the address and SCHEMA it gossips. */
+static void peer_service(char *out,
+                         size_t cap,
+                         const struct gossip_peer_info *pi,
+                         const char *service,
+                         int dflt)
+{
+    char host[GOSSIP_ADDR_MAX + 1];
+    host_of(host, sizeof(host), pi->state[GOSSIP_KEY_ADDRESS]);
+    snprintf(out, cap, "%s:%u", host,
+             peer_port(&pi->state[GOSSIP_KEY_SCHEMA], service, (uint32_t)dflt));
+}
+
 bool node__peer_waiting(node *n,
                         const struct gossip_peer_info *pi,
                         char *caddr,
@@ -183,11 +197,7 @@ bool node__peer_waiting(node *n,
     if (pi->quarantined ||
         !peer_flag(&pi->state[GOSSIP_KEY_SCHEMA], "join=wait"))
         return false;
-    char host[GOSSIP_ADDR_MAX + 1];
-    host_of(host, sizeof(host), pi->state[GOSSIP_KEY_ADDRESS]);
-    snprintf(caddr, cap, "%s:%u", host,
-             peer_port(&pi->state[GOSSIP_KEY_SCHEMA], "client",
-                       (uint32_t)n->cfg.client_port));
+    peer_service(caddr, cap, pi, "client", n->cfg.client_port);
     return true;
 }
 
@@ -563,14 +573,10 @@ void node__ring_rebuild(node *n)
         struct gossip_peer_info pi;
         struct rk_slice theirs = RK_SLICE(NULL, 0); /* its replication */
         if (gossip_peer_find(&pi, n->g, ni.name, now) == 0) {
-            char host[GOSSIP_ADDR_MAX + 1];
-            host_of(host, sizeof(host), pi.state[GOSSIP_KEY_ADDRESS]);
-            snprintf(pt[i].iaddr, sizeof(pt[i].iaddr), "%s:%u", host,
-                     peer_port(&pi.state[GOSSIP_KEY_SCHEMA], "internode",
-                               (uint32_t)n->cfg.internode_port));
-            snprintf(pt[i].caddr, sizeof(pt[i].caddr), "%s:%u", host,
-                     peer_port(&pi.state[GOSSIP_KEY_SCHEMA], "client",
-                               (uint32_t)n->cfg.client_port));
+            peer_service(pt[i].iaddr, sizeof(pt[i].iaddr), &pi, "internode",
+                         n->cfg.internode_port);
+            peer_service(pt[i].caddr, sizeof(pt[i].caddr), &pi, "client",
+                         n->cfg.client_port);
             pt[i].up = pi.up;
             pt[i].self = pi.self;
             theirs = node__schema_repl(pi.state[GOSSIP_KEY_SCHEMA]);

@@ -109,8 +109,9 @@ struct node_leave {
      * dead peer, whose ranges are read from their other replicas */
     char target[GOSSIP_NAME_MAX + 1];
     bool relay;
-    bool aborted; /* removenode: the target came back */
-    bool saving;  /* decommission: a job saving positions on the pool */
+    bool aborted;   /* removenode: the target came back */
+    bool saving;    /* decommission: a job saving positions on the pool */
+    bool restarted; /* decommission: resumed after a restart (positions) */
 };
 
 static void leave_kick(node *n);
@@ -482,7 +483,7 @@ static int leave_plan(node *n)
     }
     free(mine);
     ring_plan_free(mv);
-    if (!lv->relay)
+    if (lv->restarted)
         leave_resume(n);
     lv->planned = true;
     lv->plan_ms = node__mono_ms(n);
@@ -758,7 +759,10 @@ int node__leave_begin(node *n, char **text, size_t *len)
 int node__leave_resume(node *n)
 {
     n->leave = leave_new(n);
-    return n->leave ? 0 : -ENOMEM;
+    if (!n->leave)
+        return -ENOMEM;
+    n->leave->restarted = true; /* its saved positions are read at plan */
+    return 0;
 }
 
 void node__leave_tick(node *n)

@@ -205,7 +205,7 @@ struct node {
     /* automatic cleanup (auto_cleanup_s): the ring epoch watched, since
      * when it has been settled, and whether it was looked at already */
     uint64_t acu_epoch, acu_since_ms;
-    uint64_t raj_since_ms; /* repair after join: mono ms joined/started */
+    uint64_t raj_since_ms; /* repair after join: mono ms joined, restarted or refused */
     bool acu_checked;
     struct node_repair *repair; /* the last repair (repair.c), or NULL */
     int repair_jobs; /* leaf computations for other nodes (repair.c) */
@@ -465,8 +465,9 @@ void node__stream_pos_copy(struct rpc_stream_pos *to,
  * items (its decoder is the wire's, fuzzed). new: a job for up to cap
  * values (NULL: -ENOMEM), what names it in a failure's log line, after(n)
  * runs on the loop once it has run. add: name set to *at, or deleted (at
- * NULL); u64: name set to v (big-endian), or deleted. run: queues it (the
- * node's stop waits for it) or frees it and returns the error. */
+ * NULL); u64: name set to v (as store_sys_set_u64 does), or deleted. run:
+ * queues it (the node's stop waits for it) or frees it and returns the error.
+ */
 struct node_pos_job;
 struct node_pos_job *
 node__pos_job_new(node *n, size_t cap, const char *what, void (*after)(node *));

@@ -674,6 +674,15 @@ static void retry_closed(uv_handle_t *h)
     node__stop_progress(n);
 }
 
+/* The repair after a join has run (or is off): no longer due. */
+static void repair_due_clear(node *n)
+{
+    n->st.repair_due = 0;
+    int rc = node_state_save(&n->st, n->cfg.data_dir);
+    if (rc < 0)
+        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+}
+
 static void repair_end(struct node_repair *rp, const char *why)
 {
     node *n = rp->n;
@@ -706,20 +715,18 @@ static void repair_end(struct node_repair *rp, const char *why)
         LOG(INFO, "repair.done", REPAIR_DONE_FMT, REPAIR_DONE_ARGS);
 #undef REPAIR_DONE_FMT
 #undef REPAIR_DONE_ARGS
-    /* a repair after a join cut short by a stop or a ring change runs
-     * again (after the restart, or once the ring settles) */
-    if (rp->after_join && !(why && (strcmp(why, "stopping") == 0 ||
-                                    strcmp(why, "ring_changed") == 0))) {
+    /* a repair after a join cut short by a stop or a ring change stays
+     * due (after the restart, or once the ring settles) */
+    bool cut_short = n->stopping || !n->ring || n->ring_stale ||
+                     ring_epoch(n->ring) != rp->epoch;
+    if (rp->after_join && !cut_short) {
         if (rp->failed)
             LOG(WARN, "repair.after_join_incomplete",
                 "failed=%zu note=\"some of the ranges it streamed in were "
                 "not compared with every other replica; run `ringkv repair` "
                 "on it once they are all UP\"",
                 rp->failed);
-        n->st.repair_due = 0;
-        int rc = node_state_save(&n->st, n->cfg.data_dir);
-        if (rc < 0)
-            LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+        repair_due_clear(n);
     }
     node__stop_progress(n);
 }
@@ -732,9 +739,8 @@ void node__repair_after_join(node *n)
     if (!n->st.repair_due || n->stopping)
         return;
     uint64_t now = node__mono_ms(n);
-    if (!n->cfg.repair_after_join) {
-        n->st.repair_due = 0; /* turned off since the join */
-        node_state_save(&n->st, n->cfg.data_dir);
+    if (!n->cfg.repair_after_join) { /* turned off since the join */
+        repair_due_clear(n);
         return;
     }
     if (n->raj_since_ms == 0) /* restarted since the join */
@@ -752,18 +758,13 @@ void node__repair_after_join(node *n)
             "is compared with the others, which may hold writes that one "
             "missed\"",
             n->repair->nc);
-        if (n->repair->running) {
+        if (n->repair->running)
             n->repair->after_join = true; /* repair_end clears the due */
-        } else { /* over already: no other replica to compare with (RF 1) */
-            n->st.repair_due = 0;
-            int e = node_state_save(&n->st, n->cfg.data_dir);
-            if (e < 0)
-                LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(e));
-        }
-    } else if (now - n->raj_since_ms >= 60000 &&
-               (now - n->raj_since_ms) % 60000 <
-                   (uint64_t)n->cfg.gossip_interval_ms) {
-        LOG(INFO, "repair.after_join_waiting", "why=\"%s\"", t ? t : "");
+        else /* over already: no other replica to compare with (RF 1) */
+            repair_due_clear(n);
+    } else { /* not now (a node moving, a repair running): settle again */
+        n->raj_since_ms = now;
+        LOG(DEBUG, "repair.after_join_waiting", "why=\"%s\"", t ? t : "");
     }
     free(t);
 }
@@ -941,22 +942,14 @@ int node__repair_begin(node *n,
     return rc;
 }
 
-static void repair_text(node *n, FILE *f);
-
 void node__repair_text(node *n, FILE *f)
 {
     const struct node_repair *rp = n->repair;
     if (!rp)
         return;
-    repair_text(n, f);
     if (rp->after_join)
-        fprintf(f, "(The repair a node runs after joining by streaming: "
-                   "repair_after_join.)\n");
-}
-
-static void repair_text(node *n, FILE *f)
-{
-    const struct node_repair *rp = n->repair;
+        fprintf(f, "The repair a node runs after joining by streaming "
+                   "(repair_after_join):\n");
     char in[32], out[32];
     node__human_bytes(in, sizeof(in), rp->bytes_in);
     node__human_bytes(out, sizeof(out), rp->bytes_out);

@@ -370,8 +370,7 @@ int node__pos_job_u64(struct node_pos_job *j,
                       bool del)
 {
     uint8_t b[8];
-    for (int i = 0; i < 8; i++)
-        b[i] = (uint8_t)(v >> (56 - 8 * i));
+    store_sys_u64_value(b, v);
     return pos_job_put(j, name, del ? NULL : b, 8);
 }
 

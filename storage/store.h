@@ -469,6 +469,8 @@ int store_sys_write(store *s,
 /* Typed helpers over the same names: a u64 (generation, ring epoch, a
  * stream's last token done) and an array of tokens. */
 int store_sys_set_u64(store *s, const char *name, uint64_t v);
+/* The 8 bytes store_sys_set_u64 stores for v (for store_sys_write). */
+void store_sys_u64_value(uint8_t out[8], uint64_t v);
 int store_sys_get_u64(uint64_t *out, store *s, const char *name);
 int store_sys_set_tokens(store *s,
                          const char *name,

@@ -290,10 +290,15 @@ int store_sys_del(store *s, const char *name)
     return store__err(mdb_txn_commit(txn));
 }
 
+void store_sys_u64_value(uint8_t out[8], uint64_t v)
+{
+    store__be64(out, v);
+}
+
 int store_sys_set_u64(store *s, const char *name, uint64_t v)
 {
     uint8_t b[8];
-    store__be64(b, v);
+    store_sys_u64_value(b, v);
     return store_sys_set(s, name, RK_SLICE(b, 8));
 }
 
