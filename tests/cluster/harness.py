@@ -846,6 +846,18 @@ def put_all(node, keys, value, cl="QUORUM"):
         c.close()
 
 
+def wait_log(node, event, timeout=120, unless=None):
+    """Until node's log has `event=<event> `; fails after timeout, or at
+    once if `event=<unless> ` shows first (it came too late to matter)."""
+    deadline = time.time() + timeout
+    while "event=%s " % event not in node.log():
+        check(time.time() < deadline, "%s never logged %s" %
+              (node.name, event))
+        check(unless is None or "event=%s " % unless not in node.log(),
+              "%s logged %s before %s" % (node.name, unless, event))
+        time.sleep(0.05)
+
+
 def load_big(node, expect, count, size=2000):
     """Writes b0..b<count-1>, each `size` bytes, through node at QUORUM
     (for moves that take a while) and adds them to expect."""
@@ -934,6 +946,19 @@ class Writer(threading.Thread):
         self.acked, self.errors = {}, []
         self.stale = 0
         self.stop = threading.Event()
+
+    def finish(self, allowed=(), at_least=100):
+        """Stops it; fails if a write failed with an error not in
+        `allowed` or fewer than at_least were acknowledged. Returns the
+        acknowledged writes."""
+        self.stop.set()
+        self.join(timeout=60)
+        bad = [(k, e) for k, e in self.errors if e not in allowed]
+        check(not bad, "%d QUORUM writes through %s failed, e.g. %r" %
+              (len(bad), self.node.name, bad[:5]))
+        check(len(self.acked) >= at_least, "only %d writes acknowledged" %
+              len(self.acked))
+        return self.acked
 
     def run(self):
         cl = self.node.client()

@@ -37,13 +37,7 @@ def range_bytes(log):
 
 
 def kill_after_first_range(node):
-    deadline = time.time() + 120
-    while "event=stream.range_done" not in node.log():
-        h.check(time.time() < deadline, "%s never finished a range" %
-                node.name)
-        h.check("event=boot.joined" not in node.log(),
-                "%s joined before it could be killed" % node.name)
-        time.sleep(0.05)
+    h.wait_log(node, "stream.range_done", unless="boot.joined")
     time.sleep(1)  # a save (each gossip tick) after that chunk
     done = range_bytes(node.log())
     node.kill9()

@@ -34,14 +34,6 @@ def put_keys(node, prefix, count):
     return {"%s%d" % (prefix, i): ("v%d" % i).encode() for i in range(count)}
 
 
-def wait_log(node, event, timeout=120):
-    deadline = time.time() + timeout
-    while "event=%s " % event not in node.log():
-        h.check(time.time() < deadline, "%s never logged %s" %
-                (node.name, event))
-        time.sleep(0.2)
-
-
 def main():
     ips = ["127.0.0.35", "127.0.0.36", "127.0.0.37"]
     c = h.racked_cluster(ips, replication="dc1:3", hinted_handoff="false")
@@ -63,7 +55,7 @@ def main():
     c.nodes.append(n4)
     n4.start()
     c.wait_state(n1, "n4", "UN", timeout=120)
-    wait_log(n4, "repair.done")
+    h.wait_log(n4, "repair.done")
     log = n4.log()
     h.check("event=repair.after_join " in log,
             "n4 did not start a repair after its join")

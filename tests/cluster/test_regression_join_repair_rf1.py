@@ -26,10 +26,7 @@ def main():
     c.nodes.append(n3)
     n3.start()
     c.wait_state(n1, "n3", "UN", timeout=120)
-    deadline = time.time() + 30
-    while "event=repair.after_join " not in n3.log():
-        h.check(time.time() < deadline, "n3 never started its repair")
-        time.sleep(0.2)
+    h.wait_log(n3, "repair.after_join", timeout=30)
     time.sleep(5)  # 25 gossip ticks
     log = n3.log()
     after, starts = (log.count("event=repair.after_join "),
