@@ -205,7 +205,7 @@ struct node {
     /* automatic cleanup (auto_cleanup_s): the ring epoch watched, since
      * when it has been settled, and whether it was looked at already */
     uint64_t acu_epoch, acu_since_ms;
-    uint64_t raj_since_ms; /* repair after join: mono ms joined, restarted or refused */
+    uint64_t raj_since_ms; /* repair after join: mono ms joined or restarted */
     bool acu_checked;
     struct node_repair *repair; /* the last repair (repair.c), or NULL */
     int repair_jobs; /* leaf computations for other nodes (repair.c) */

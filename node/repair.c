@@ -762,8 +762,7 @@ void node__repair_after_join(node *n)
             n->repair->after_join = true; /* repair_end clears the due */
         else /* over already: no other replica to compare with (RF 1) */
             repair_due_clear(n);
-    } else { /* not now (a node moving, a repair running): settle again */
-        n->raj_since_ms = now;
+    } else { /* not now (a node moving, a repair running): next tick */
         LOG(DEBUG, "repair.after_join_waiting", "why=\"%s\"", t ? t : "");
     }
     free(t);

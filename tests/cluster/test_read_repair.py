@@ -22,7 +22,7 @@ def local_value(node, key):
 def main():
     ips = ["127.0.0.44", "127.0.0.45", "127.0.0.46"]
     c = h.Cluster(ips, seeds=ips[:1], replication="dc1:3",
-                  hinted_handoff="false")
+                  hinted_handoff="false", repair_after_join="false")
     c.start()
     c.wait_converged(timeout=60)
     n1, n2, n3 = c.nodes

@@ -106,6 +106,7 @@ def main():
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:3",
                   read_timeout_ms=T, gossip_interval_ms=1000,
                   phi_convict_threshold=16, hinted_handoff="false",
+                  repair_after_join="false",
                   resp_port=RESP_PORT)
     for i, n in enumerate(c.nodes):
         n.extra["rack"] = "r%d" % (i + 1)

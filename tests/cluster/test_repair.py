@@ -92,7 +92,8 @@ def moved(out):
 
 
 def main():
-    c = h.racked_cluster(IPS, replication="dc1:3", hinted_handoff="false")
+    c = h.racked_cluster(IPS, replication="dc1:3", hinted_handoff="false",
+                         repair_after_join="false")
     n1, n2, n3 = c.nodes
     expect, gone = h.load_keys(n1, KEYS)
 
