@@ -58,10 +58,10 @@
 
 #define REPAIR_LEAF_KEYS  8     /* keys a leaf, at most: 4 to 8 */
 #define REPAIR_TIMEOUT_MS 30000 /* per request */
-#define REPAIR_RETRY_MS   200   /* after OVERLOADED */
-#define REPAIR_RETRIES    50
-#define REPAIR_SERVE_JOBS 2   /* leaf computations a node runs for others */
-#define REPAIR_BUDGET_MS  100 /* waiting for stream_throughput_mb */
+#define REPAIR_RETRY_MS   200   /* after OVERLOADED or RING_STALE */
+#define REPAIR_RETRIES    50    /* per comparison: 10 s of them */
+#define REPAIR_SERVE_JOBS 2     /* leaf computations a node runs for others */
+#define REPAIR_BUDGET_MS  100   /* waiting for stream_throughput_mb */
 
 struct repair_cmp {
     struct ring_range arc;
@@ -106,8 +106,10 @@ struct node_repair {
     uv_timer_t retry;
     bool retry_open;
     bool retry_closing; /* closed at the end; not reusable until then */
-    int retries;
+    int retries;        /* the current comparison's */
+    int retry_err;      /* what its last retried step was answered */
     /* totals */
+    uint64_t retried; /* steps asked again (OVERLOADED, RING_STALE) */
     uint64_t leaves, leaves_diff;
     uint64_t keys_in, bytes_in, keys_out, bytes_out;
 };
@@ -286,7 +288,17 @@ static bool retry_later(struct node_repair *rp, int err)
     if ((err != RK_EOVERLOADED && err != RK_ESTALE) ||
         rp->retries >= REPAIR_RETRIES || rp->n->stopping || !rp->retry_open)
         return false;
-    rp->retries++;
+    if (rp->retries++ == 0) { /* once a comparison: then netstats says */
+        const struct repair_cmp *c = &rp->c[rp->cur];
+        LOG(INFO, "repair.retry",
+            "range=(%llu,%llu] peer=%s phase=%s error=%s every_ms=%d "
+            "at_most=%d",
+            (unsigned long long)c->arc.start, (unsigned long long)c->arc.end,
+            c->peer, phase_name(rp->phase), rk_errname(err), REPAIR_RETRY_MS,
+            REPAIR_RETRIES);
+    }
+    rp->retried++;
+    rp->retry_err = err;
     budget_settle(rp, 0);
     uv_timer_start(&rp->retry, on_retry, REPAIR_RETRY_MS, 0);
     return true;
@@ -702,12 +714,12 @@ static void repair_end(struct node_repair *rp, const char *why)
 #define REPAIR_DONE_FMT                                               \
     "comparisons=%zu failed=%zu differing=%zu leaves=%llu "           \
     "leaves_differing=%llu keys_in=%llu keys_out=%llu bytes_in=%llu " \
-    "bytes_out=%llu ms=%llu why=%s"
+    "bytes_out=%llu retried=%llu ms=%llu why=%s"
 #define REPAIR_DONE_ARGS                                                      \
     rp->nc, rp->failed, rp->differing_cmps, (unsigned long long)rp->leaves,   \
         (unsigned long long)rp->leaves_diff, (unsigned long long)rp->keys_in, \
         (unsigned long long)rp->keys_out, (unsigned long long)rp->bytes_in,   \
-        (unsigned long long)rp->bytes_out,                                    \
+        (unsigned long long)rp->bytes_out, (unsigned long long)rp->retried,   \
         (unsigned long long)(rp->end_ms - rp->start_ms), why ? why : "-"
     if (rp->failed)
         LOG(WARN, "repair.done", REPAIR_DONE_FMT, REPAIR_DONE_ARGS);
@@ -957,13 +969,20 @@ void node__repair_text(node *n, FILE *f)
         fprintf(f,
                 "Repair: running for %.1f s: comparison %zu of %zu (range "
                 "(%llu,%llu] with %s, %s); %llu of %llu leaves differed; "
-                "%llu keys (%s) pulled, %llu keys (%s) pushed.\n",
+                "%llu keys (%s) pulled, %llu keys (%s) pushed",
                 (double)(node__mono_ms(n) - rp->start_ms) / 1000, rp->cur + 1,
                 rp->nc, (unsigned long long)c->arc.start,
                 (unsigned long long)c->arc.end, c->peer, phase_name(rp->phase),
                 (unsigned long long)rp->leaves_diff,
                 (unsigned long long)rp->leaves, (unsigned long long)rp->keys_in,
                 in, (unsigned long long)rp->keys_out, out);
+        if (uv_is_active((const uv_handle_t *)&rp->retry))
+            fprintf(f,
+                    "; waiting: %s answered %s, asked again every %d ms (%d "
+                    "of %d)",
+                    c->peer, rk_errname(rp->retry_err), REPAIR_RETRY_MS,
+                    rp->retries, REPAIR_RETRIES);
+        fprintf(f, ".\n");
         return;
     }
     fprintf(f,
@@ -974,6 +993,10 @@ void node__repair_text(node *n, FILE *f)
             rp->differing_cmps, (unsigned long long)rp->leaves_diff,
             (unsigned long long)rp->leaves, (unsigned long long)rp->keys_in, in,
             (unsigned long long)rp->keys_out, out);
+    if (rp->retried)
+        fprintf(f,
+                "; %llu step%s asked again (a replica busy or its ring behind)",
+                (unsigned long long)rp->retried, rp->retried == 1 ? "" : "s");
     if (rp->failed)
         fprintf(f, "; %zu failed, the first: %s: %s", rp->failed,
                 rp->first_err_at, rk_strerror(rp->first_err));

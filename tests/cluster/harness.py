@@ -703,8 +703,9 @@ def reply_later(conn, *args):
     return t, box
 
 
-def stale_ring_cluster(ips, joiner_ip, joiner, n1_extra=None):
-    """Three nodes on `ips` (RF 3, QUORUM, RESP on 6379, a rack each), the
+def stale_ring_cluster(ips, joiner_ip, joiner, n1_extra=None, **common):
+    """Three nodes on `ips` (RF 3, QUORUM, RESP on 6379, a rack each, and
+    any other `common` settings), the
     first (n1, with n1_extra settings) started deaf to every gossip packet
     that mentions `joiner` (drop_udp); a SET through n1 works; then a
     fourth node named `joiner` joins at joiner_ip. n1 hears the others'
@@ -712,7 +713,7 @@ def stale_ring_cluster(ips, joiner_ip, joiner, n1_extra=None):
     (cluster, n1, a RESP connection to n1, the fault's marker: remove it
     and n1 hears of the join) once n1 reports ringkv_ring_stale 1."""
     c = Cluster(ips, seeds=ips[1:3], replication="dc1:3",
-                default_consistency="QUORUM", resp_port=6379)
+                default_consistency="QUORUM", resp_port=6379, **common)
     for i, n in enumerate(c.nodes):
         n.extra["rack"] = "r%d" % (i + 1)
     n1 = c.nodes[0]

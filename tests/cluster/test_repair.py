@@ -204,7 +204,7 @@ def main():
     h.check(kin >= 6000 and kout < kin // 10,
             "n3 pulled %d keys and pushed %d back" % (kin, kout))
     m = re.findall(r"event=repair\.done .* bytes_in=(\d+) bytes_out=(\d+) "
-                   r"ms=(\d+)", n3.log())
+                   r".*\bms=(\d+)", n3.log())
     h.check(m, "no repair.done in n3's log")
     mib = (int(m[-1][0]) + int(m[-1][1])) / 1048576
     took = int(m[-1][2]) / 1000

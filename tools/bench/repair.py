@@ -54,7 +54,7 @@ def main():
             raise SystemExit("repair: %s" % out)
         m = re.findall(r"event=repair\.done .* leaves=(\d+) "
                        r"leaves_differing=(\d+) keys_in=(\d+) keys_out=(\d+) "
-                       r"bytes_in=(\d+) bytes_out=(\d+) ms=(\d+)", n3.log())
+                       r"bytes_in=(\d+) bytes_out=(\d+) .*\bms=(\d+)", n3.log())
         lv, ld, ki, ko, bi, bo, ms = (int(x) for x in m[-1])
         rows.append((name, lv, ld, ki + ko, (bi + bo) / 1048576, ms / 1000))
 
