@@ -46,9 +46,16 @@
  * that gains the range (or commits them itself when it is that node). When
  * every range is in place it announces the dead node REMOVED. If the dead
  * node comes back meanwhile (NORMAL again by its own word) the removal
- * stops and removes nothing. Its progress is not persisted: asked again
- * after a restart (of any node), removenode takes the node, still LEAVING,
- * from the start.
+ * stops and removes nothing. The node driving it persists removing=NAME
+ * in node.state and saves each range's position as a decommission does
+ * (named by the target, the ring epoch, the range and the gaining node); a
+ * restart takes the removal up again by itself once the ring allows
+ * (remove_take_up) and resumes each range from its position (log
+ * removenode.resumed); the positions are deleted and removing= cleared
+ * when the removal ends. Asked on another node meanwhile, the removal
+ * starts over there (the positions are the first driver's). Until
+ * 2026-12-05 a removal cut short waited to be asked again, and then
+ * started over.
  *
  * The gaining side (node__leave_ingest) takes a push only for a range it
  * replicates in its pending ring and only keys inside that range, commits
@@ -92,7 +99,7 @@ struct leave_sess {
     uint8_t at_last[RPC_STREAM_LAST_MAX], next_last[RPC_STREAM_LAST_MAX];
     uint32_t chunk_keys;
     uint64_t chunk_bytes, keys, bytes;
-    bool unsaved; /* decommission: `at` moved since it was last saved */
+    bool unsaved; /* `at` moved since it was last saved */
 };
 
 struct node_leave {
@@ -110,11 +117,14 @@ struct node_leave {
     char target[GOSSIP_NAME_MAX + 1];
     bool relay;
     bool aborted;   /* removenode: the target came back */
-    bool saving;    /* decommission: a job saving positions on the pool */
-    bool restarted; /* decommission: resumed after a restart (positions) */
+    bool saving;    /* a job saving positions on the pool */
+    bool restarted; /* resumed after a restart: saved positions are read */
+    bool purged;    /* removenode: its saved positions deleted at the end */
+    uint64_t epoch; /* the ring's at the plan (names removenode's positions) */
 };
 
 static void leave_kick(node *n);
+static void remove_take_up(node *n);
 
 static uint64_t at_least(uint64_t ms, const node *n)
 {
@@ -164,7 +174,7 @@ static void sess_chunk_in_place(struct leave_sess *ls)
     n->stats.stream_out_bytes += ls->chunk_bytes;
     ls->fails = 0;
     node__stream_pos_copy(&ls->at, ls->at_last, &ls->next);
-    ls->unsaved = !lv->relay;
+    ls->unsaved = true;
     lv->busy--;
     if (ls->at.done) {
         ls->state = L_DONE;
@@ -359,10 +369,17 @@ static void leave_save_name(const node *n,
                             char *out,
                             size_t cap)
 {
-    snprintf(out, cap, "leave.at.%016llx.%016llx_%016llx.%s",
-             (unsigned long long)(n->st.ntokens ? n->st.tokens[0] : 0),
-             (unsigned long long)ls->range.start,
-             (unsigned long long)ls->range.end, ls->dest);
+    const struct node_leave *lv = n->leave;
+    if (lv->relay) /* the epoch: a later LEAVING of the same node is another */
+        snprintf(out, cap, "remove.at.%s.%016llx.%016llx_%016llx.%s",
+                 lv->target, (unsigned long long)lv->epoch,
+                 (unsigned long long)ls->range.start,
+                 (unsigned long long)ls->range.end, ls->dest);
+    else
+        snprintf(out, cap, "leave.at.%016llx.%016llx_%016llx.%s",
+                 (unsigned long long)(n->st.ntokens ? n->st.tokens[0] : 0),
+                 (unsigned long long)ls->range.start,
+                 (unsigned long long)ls->range.end, ls->dest);
 }
 
 static void leave_save_after(node *n)
@@ -374,18 +391,18 @@ static void leave_save_after(node *n)
 static void leave_save(node *n)
 {
     struct node_leave *lv = n->leave;
-    if (!lv || lv->relay || !lv->planned || lv->saving || !n->store)
+    if (!lv || !lv->planned || lv->saving || !n->store)
         return;
     size_t k = 0;
     for (size_t i = 0; i < lv->ns; i++)
         k += lv->s[i].unsaved;
     if (k == 0)
         return;
-    struct node_pos_job *j =
-        node__pos_job_new(n, k, "decommission", leave_save_after);
+    struct node_pos_job *j = node__pos_job_new(
+        n, k, lv->relay ? "removenode" : "decommission", leave_save_after);
     if (!j)
         return;
-    char name[GOSSIP_NAME_MAX + 80];
+    char name[2 * GOSSIP_NAME_MAX + 96];
     for (size_t i = 0; i < lv->ns; i++) {
         struct leave_sess *ls = &lv->s[i];
         if (!ls->unsaved)
@@ -398,11 +415,37 @@ static void leave_save(node *n)
         lv->saving = true;
 }
 
-/* The sessions of a restarted decommission start where they were. */
+/* A removal that has ended (done or aborted) deletes the positions it
+ * saved: they are of no use to another. */
+static void remove_purge(node *n)
+{
+    struct node_leave *lv = n->leave;
+    if (!lv->planned || lv->purged || lv->saving || !n->store)
+        return;
+    struct node_pos_job *j =
+        node__pos_job_new(n, lv->ns, "removenode", leave_save_after);
+    if (!j)
+        return;
+    char name[2 * GOSSIP_NAME_MAX + 96];
+    for (size_t i = 0; i < lv->ns; i++) {
+        leave_save_name(n, &lv->s[i], name, sizeof(name));
+        if (node__pos_job_add(j, name, NULL) < 0) {
+            node__pos_job_free(j);
+            return; /* next tick */
+        }
+    }
+    if (node__pos_job_run(j) == 0) {
+        lv->saving = true;
+        lv->purged = true;
+    }
+}
+
+/* The sessions of a restarted decommission, or of a removal asked again
+ * after the node driving it restarted, start where they were. */
 static void leave_resume(node *n)
 {
     struct node_leave *lv = n->leave;
-    char name[GOSSIP_NAME_MAX + 80];
+    char name[2 * GOSSIP_NAME_MAX + 96];
     size_t whole = 0, part = 0;
     for (size_t i = 0; n->store && i < lv->ns; i++) {
         struct leave_sess *ls = &lv->s[i];
@@ -417,7 +460,7 @@ static void leave_resume(node *n)
         }
     }
     if (whole || part)
-        LOG(INFO, "leave.resumed",
+        LOG(INFO, lv->relay ? "removenode.resumed" : "leave.resumed",
             "ranges_done=%zu ranges_partly=%zu ranges=%zu", whole, part,
             lv->ns);
 }
@@ -483,6 +526,7 @@ static int leave_plan(node *n)
     }
     free(mine);
     ring_plan_free(mv);
+    lv->epoch = ring_epoch(from);
     if (lv->restarted)
         leave_resume(n);
     lv->planned = true;
@@ -491,6 +535,18 @@ static int leave_plan(node *n)
         "node=%s ranges=%zu epoch=%llu", lv->target, lv->ns,
         (unsigned long long)ring_epoch(from));
     return 0;
+}
+
+/* node.state's removing=: the removal this node drives ("" when none), so
+ * that a restart takes it up again (remove_take_up). */
+static void remove_state_save(node *n, const char *name)
+{
+    if (strcmp(n->st.removing, name) == 0)
+        return;
+    snprintf(n->st.removing, sizeof(n->st.removing), "%s", name);
+    int rc = node_state_save(&n->st, n->cfg.data_dir);
+    if (rc < 0)
+        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
 }
 
 /* Every range is in place: the target REMOVED (removenode), a new epoch. */
@@ -506,6 +562,7 @@ static void remove_finish(node *n)
     }
     lv->left = true;
     lv->left_at = node__mono_ms(n);
+    remove_state_save(n, "");
     LOG(INFO, "removenode.done",
         "node=%s epoch=%llu ranges=%zu keys=%llu bytes=%llu ms=%llu "
         "streaming_ms=%llu",
@@ -698,7 +755,8 @@ static struct node_leave *leave_new(node *n)
 static void drop_ended_removal(node *n)
 {
     const struct node_leave *lv = n->leave;
-    if (lv && lv->relay && (lv->left || lv->aborted) && lv->busy == 0)
+    if (lv && lv->relay && (lv->left || lv->aborted) && lv->busy == 0 &&
+        !lv->saving)
         node__leave_free(n);
 }
 
@@ -768,9 +826,12 @@ int node__leave_resume(node *n)
 void node__leave_tick(node *n)
 {
     struct node_leave *lv = n->leave;
-    if (!lv || n->stopping)
+    if (n->stopping)
         return;
-    leave_save(n);
+    if (!lv) {
+        remove_take_up(n);
+        return;
+    }
     uint64_t now = node__mono_ms(n);
     if (lv->relay && !lv->left && !lv->aborted && n->ring && !n->ring_stale) {
         /* a dead node that comes back is NORMAL again by its own word */
@@ -779,14 +840,18 @@ void node__leave_tick(node *n)
         if (t == RING_NONE || ring_node_get(n->ring, &ti, t) < 0 ||
             ti.state != RING_LEAVING) {
             lv->aborted = true;
+            remove_state_save(n, "");
             LOG(WARN, "removenode.aborted",
                 "node=%s note=\"it is no longer LEAVING (it came back?): "
                 "nothing removed\"",
                 lv->target);
         }
     }
-    if (lv->relay && (lv->left || lv->aborted))
+    if (lv->relay && (lv->left || lv->aborted)) {
+        remove_purge(n);
         return;
+    }
+    leave_save(n);
     if (lv->left) {
         if (now >= lv->left_at + at_least(LEAVE_LINGER_MS, n)) {
             LOG(INFO, "node.decommissioned",
@@ -822,6 +887,14 @@ void node__leave_tick(node *n)
 void node__leave_text(node *n, FILE *f)
 {
     const struct node_leave *lv = n->leave;
+    if (!lv && n->st.removing[0]) {
+        fprintf(f,
+                "Removing %s was cut short by a restart of this node: it is "
+                "taken up again once the ring allows%s%s.\n",
+                n->st.removing, n->remove_why[0] ? "; now: " : "",
+                n->remove_why);
+        return;
+    }
     if (!lv)
         return;
     uint64_t ms = node__mono_ms(n) - lv->start_ms;
@@ -989,6 +1062,10 @@ int node__remove_begin(node *n, const char *name, char **text, size_t *len)
         } else {
             snprintf(lv->target, sizeof(lv->target), "%s", name);
             lv->relay = true;
+            remove_state_save(n, name);
+            /* LEAVING already: perhaps this node's own removal, cut short
+             * by a restart; its saved positions are read at the plan */
+            lv->restarted = leaving;
             n->leave = lv;
             LOG(INFO, "removenode.leaving", "node=%s epoch=%llu resumed=%d",
                 name, (unsigned long long)epoch, leaving ? 1 : 0);
@@ -1010,6 +1087,48 @@ int node__remove_begin(node *n, const char *name, char **text, size_t *len)
         return -ENOMEM;
     *len = strlen(*text);
     return rc;
+}
+
+/* A removal this node drove when it stopped (node.state removing=NAME):
+ * once its ring is the cluster's, taken up again as if asked (its ranges
+ * resume from their saved positions), tried each second while it cannot
+ * be (another node DOWN: remove_why says why); forgotten when the node is
+ * no longer LEAVING (removed by another node meanwhile, or it came back). */
+static void remove_take_up(node *n)
+{
+    const char *name = n->st.removing;
+    uint64_t now = node__mono_ms(n);
+    if (!name[0] || !n->ring || n->ring_stale || n->settling ||
+        now < n->remove_try_ms)
+        return;
+    n->remove_try_ms = now + 1000;
+    uint32_t t = ring_node_find(n->ring, name);
+    struct ring_node_info ti;
+    if (t == RING_NONE || ring_node_get(n->ring, &ti, t) < 0 ||
+        ti.state != RING_LEAVING) {
+        LOG(INFO, "removenode.forgotten",
+            "node=%s note=\"no longer LEAVING: removed by another node, or "
+            "it came back\"",
+            name);
+        n->remove_why[0] = '\0';
+        remove_state_save(n, "");
+        return;
+    }
+    char target[sizeof(n->st.removing)];
+    snprintf(target, sizeof(target), "%s", name);
+    char *text = NULL;
+    size_t len = 0;
+    int rc = node__remove_begin(n, target, &text, &len);
+    if (rc == 0) {
+        LOG(INFO, "removenode.taken_up",
+            "node=%s note=\"this node was removing it when it stopped\"",
+            target);
+        n->remove_why[0] = '\0';
+    } else if (text && strcmp(text, n->remove_why) != 0) {
+        LOG(WARN, "removenode.waiting", "node=%s why=\"%s\"", target, text);
+        snprintf(n->remove_why, sizeof(n->remove_why), "%s", text);
+    }
+    free(text);
 }
 
 /* ---- the gaining side --------------------------------------------------- */

@@ -207,6 +207,10 @@ struct node {
     uint64_t acu_epoch, acu_since_ms;
     uint64_t raj_since_ms; /* repair after join: mono ms joined or restarted */
     bool acu_checked;
+    /* a removal this node drove, cut short by a restart (st.removing):
+     * when it was last tried, and why it could not be taken up then */
+    uint64_t remove_try_ms;
+    char remove_why[256];
     struct node_repair *repair; /* the last repair (repair.c), or NULL */
     int repair_jobs; /* leaf computations for other nodes (repair.c) */
     void (*self_stop_cb)(void *arg); /* node_stop's done when it stops */

@@ -45,78 +45,134 @@ int64_t node_state_next_generation(int64_t prev, int64_t now_s)
     return now_s > prev ? now_s : prev + 1;
 }
 
+/* One line, NUL-terminated, without its newline. */
+static int parse_line(struct node_state *out, char *line, int *have)
+{
+    char *eq = strchr(line, '=');
+    if (!eq)
+        return RK_ECORRUPT;
+    *eq = '\0';
+    const char *k = line, *v = eq + 1;
+    if (strcmp(k, "node_name") == 0) {
+        snprintf(out->node_name, sizeof(out->node_name), "%s", v);
+        *have |= 1;
+    } else if (strcmp(k, "cluster_name") == 0) {
+        snprintf(out->cluster_name, sizeof(out->cluster_name), "%s", v);
+    } else if (strcmp(k, "generation") == 0) {
+        out->generation = strtoll(v, NULL, 10);
+        *have |= 2;
+    } else if (strcmp(k, "ring_epoch") == 0) {
+        out->ring_epoch = strtoull(v, NULL, 10);
+    } else if (strcmp(k, "joining") == 0) {
+        out->joining = strcmp(v, "0") != 0;
+    } else if (strcmp(k, "leaving") == 0) {
+        out->leaving = strcmp(v, "0") != 0;
+    } else if (strcmp(k, "left") == 0) {
+        out->left = strcmp(v, "0") != 0;
+    } else if (strcmp(k, "repair_due") == 0) {
+        out->repair_due = strcmp(v, "0") != 0;
+    } else if (strcmp(k, "removing") == 0) {
+        snprintf(out->removing, sizeof(out->removing), "%s", v);
+    } else if (strcmp(k, "tokens") == 0) {
+        const char *p = v;
+        while (*p) {
+            char *end;
+            errno = 0;
+            uint64_t t = strtoull(p, &end, 10);
+            if (end == p || errno || out->ntokens == NODE_STATE_MAX_TOKENS)
+                return RK_ECORRUPT;
+            out->tokens[out->ntokens++] = t;
+            p = end;
+            if (*p == ',')
+                p++;
+        }
+    }
+    return 0;
+}
+
+int node_state_parse(struct node_state *out, const char *text, size_t len)
+{
+    memset(out, 0, sizeof(*out));
+    if (memchr(text, '\0', len))
+        return RK_ECORRUPT;
+    char *buf = malloc(len + 1); /* a tokens line is up to ~21 KB */
+    if (!buf)
+        return -ENOMEM;
+    memcpy(buf, text, len);
+    buf[len] = '\0';
+    int rc = 0, have = 0;
+    char *line = buf;
+    while (rc == 0 && line < buf + len) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        rc = parse_line(out, line, &have);
+        line = nl ? nl + 1 : buf + len;
+    }
+    free(buf);
+    if (rc == 0 && have != 3)
+        rc = RK_ECORRUPT;
+    return rc;
+}
+
 int node_state_load(struct node_state *out, const char *dir)
 {
     char path[4096];
-    char *line = NULL; /* a tokens line is up to ~21 KB: getline */
-    size_t cap = 0;
-    int rc = 0;
     snprintf(path, sizeof(path), "%s/%s", dir, STATE_FILE);
     FILE *f = fopen(path, "r");
     if (!f)
         return errno == ENOENT ? RK_ENOTFOUND : -errno;
-    memset(out, 0, sizeof(*out));
-    int have_name = 0, have_gen = 0;
-    ssize_t got;
-    while ((got = getline(&line, &cap, f)) >= 0) {
-        size_t l = (size_t)got;
-        if (strlen(line) != l) { /* a NUL byte */
-            rc = RK_ECORRUPT;
-            goto out;
-        }
-        if (l && line[l - 1] == '\n')
-            line[--l] = '\0';
-        char *eq = strchr(line, '=');
-        if (!eq) {
-            rc = RK_ECORRUPT;
-            goto out;
-        }
-        *eq = '\0';
-        const char *k = line, *v = eq + 1;
-        if (strcmp(k, "node_name") == 0) {
-            snprintf(out->node_name, sizeof(out->node_name), "%s", v);
-            have_name = 1;
-        } else if (strcmp(k, "cluster_name") == 0) {
-            snprintf(out->cluster_name, sizeof(out->cluster_name), "%s", v);
-        } else if (strcmp(k, "generation") == 0) {
-            out->generation = strtoll(v, NULL, 10);
-            have_gen = 1;
-        } else if (strcmp(k, "ring_epoch") == 0) {
-            out->ring_epoch = strtoull(v, NULL, 10);
-        } else if (strcmp(k, "joining") == 0) {
-            out->joining = strcmp(v, "0") != 0;
-        } else if (strcmp(k, "leaving") == 0) {
-            out->leaving = strcmp(v, "0") != 0;
-        } else if (strcmp(k, "left") == 0) {
-            out->left = strcmp(v, "0") != 0;
-        } else if (strcmp(k, "repair_due") == 0) {
-            out->repair_due = strcmp(v, "0") != 0;
-        } else if (strcmp(k, "tokens") == 0) {
-            const char *p = v;
-            while (*p) {
-                char *end;
-                errno = 0;
-                uint64_t t = strtoull(p, &end, 10);
-                if (end == p || errno ||
-                    out->ntokens == NODE_STATE_MAX_TOKENS) {
-                    rc = RK_ECORRUPT;
-                    goto out;
-                }
-                out->tokens[out->ntokens++] = t;
-                p = end;
-                if (*p == ',')
-                    p++;
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (len == cap) {
+            size_t ncap = cap ? cap * 2 : 4096;
+            char *p = ncap <= (1u << 24) ? realloc(text, ncap) : NULL;
+            if (!p) {
+                rc = ncap <= (1u << 24) ? -ENOMEM : RK_ECORRUPT;
+                break;
             }
+            text = p;
+            cap = ncap;
         }
+        size_t got = fread(text + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
     }
-    if (ferror(f))
+    if (rc == 0 && ferror(f))
         rc = -EIO;
-    else if (!have_name || !have_gen)
-        rc = RK_ECORRUPT;
-out:
-    free(line);
     fclose(f);
+    if (rc == 0)
+        rc = node_state_parse(out, text ? text : "", len);
+    free(text);
     return rc;
+}
+
+char *node_state_format(const struct node_state *st)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    fprintf(f,
+            "node_name=%s\ncluster_name=%s\ngeneration=%" PRId64
+            "\nring_epoch=%" PRIu64
+            "\njoining=%d\nleaving=%d\nleft=%d\nrepair_due=%d\nremoving=%s"
+            "\ntokens=",
+            st->node_name, st->cluster_name, st->generation, st->ring_epoch,
+            st->joining ? 1 : 0, st->leaving ? 1 : 0, st->left ? 1 : 0,
+            st->repair_due ? 1 : 0, st->removing);
+    for (int i = 0; i < st->ntokens; i++)
+        fprintf(f, "%s%" PRIu64, i ? "," : "", st->tokens[i]);
+    fprintf(f, "\n");
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
 }
 
 int node_state_save(const struct node_state *st, const char *dir)
@@ -124,20 +180,18 @@ int node_state_save(const struct node_state *st, const char *dir)
     char path[4096], tmp[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, STATE_FILE);
     snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, STATE_FILE);
+    char *text = node_state_format(st);
+    if (!text)
+        return -ENOMEM;
     int rc = 0;
     FILE *f = fopen(tmp, "w");
-    if (!f)
-        return -errno;
-    fprintf(f,
-            "node_name=%s\ncluster_name=%s\ngeneration=%" PRId64
-            "\nring_epoch=%" PRIu64
-            "\njoining=%d\nleaving=%d\nleft=%d\nrepair_due=%d\ntokens=",
-            st->node_name, st->cluster_name, st->generation, st->ring_epoch,
-            st->joining ? 1 : 0, st->leaving ? 1 : 0, st->left ? 1 : 0,
-            st->repair_due ? 1 : 0);
-    for (int i = 0; i < st->ntokens; i++)
-        fprintf(f, "%s%" PRIu64, i ? "," : "", st->tokens[i]);
-    fprintf(f, "\n");
+    if (!f) {
+        rc = -errno;
+        free(text);
+        return rc;
+    }
+    fputs(text, f);
+    free(text);
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
         rc = -errno;
         fclose(f);

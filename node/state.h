@@ -29,9 +29,21 @@ struct node_state {
     int repair_due; /* joined by streaming: the repair of its ranges
                        against their other replicas has not started yet
                        (repair_after_join, repair.c) */
+    char removing[256]; /* the dead node whose removal (removenode) this
+                           node drives, not finished yet: a restart takes it
+                           up again (leave.c); "" when none */
     int ntokens;
     uint64_t tokens[NODE_STATE_MAX_TOKENS];
 };
+
+/* Parse the text of a node.state file (len bytes) into `out`: 0, or
+ * RK_ECORRUPT for a line without '=', a NUL byte, a bad token or no
+ * node_name or generation (-ENOMEM). Unknown keys are ignored. */
+int node_state_parse(struct node_state *out, const char *text, size_t len);
+
+/* The text of `st` as node.state holds it (malloc'd, NUL-terminated), or
+ * NULL without memory. node_state_parse reads it back to the same state. */
+char *node_state_format(const struct node_state *st);
 
 /* Read `dir`/node.state into `out`. RK_ENOTFOUND if there is none (a new
  * data_dir), RK_ECORRUPT if it cannot be parsed, -errno on I/O errors. */

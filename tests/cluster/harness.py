@@ -12,6 +12,7 @@ uses .11-.13).
 import atexit
 import ctypes
 import os
+import re
 import shutil
 import signal
 import socket
@@ -859,6 +860,67 @@ def wait_log(node, event, timeout=120, unless=None):
         time.sleep(0.05)
 
 
+def range_bytes(log, event):
+    """{range: bytes} of each `event` (stream.range_done, leave.range_done)
+    in log."""
+    return {m.group(1): int(m.group(2)) for m in re.finditer(
+        r"event=%s range=(\S+) .*bytes=(\d+)" % re.escape(event), log)}
+
+
+def kill_after_first_range(node, range_event, unless, state_line,
+                           wait_s=1.5):
+    """Kills `node` -9 wait_s after the first `range_event` in its log
+    (failing if `unless` came first) and checks that its node.state has
+    `state_line` (what makes a restart go on). Returns the ranges done when
+    the first came (saved by the kill: a save each gossip tick) and those
+    done by the kill (the last ones perhaps not saved)."""
+    wait_log(node, range_event, unless=unless)
+    saved = range_bytes(node.log(), range_event)
+    time.sleep(wait_s)
+    done = range_bytes(node.log(), range_event)
+    node.kill9()
+    check(state_line in open(node.data_dir + "/node.state").read(),
+          "%s's node.state lacks %r" % (node.name, state_line))
+    print("%s killed after %d ranges (%d bytes)" %
+          (node.name, len(done), sum(done.values())))
+    return saved, done
+
+
+def check_resumed(node, log, what, resumed, range_event, done_event, saved,
+                  before):
+    """The checks after a range movement (`what`: join, leave, removal) was
+    cut short by a kill -9 of `node` and taken up again: `log` (node's,
+    since the restart) has the event `resumed` with at least the ranges of
+    `saved` (those done a save before the kill) done; none of them is moved
+    again (`range_event`); and `done_event` counts fewer bytes than the
+    whole movement needed (every range's bytes, over both runs: `before`,
+    the ranges done before the kill, and those done after). Prints the
+    figures."""
+    m = re.search(r"event=%s ranges_done=(\d+) ranges_partly=(\d+) "
+                  r"ranges=(\d+)" % re.escape(resumed), log)
+    check(m is not None, "%s did not resume from its saved positions" %
+          node.name)
+    done, partly, ranges = map(int, m.groups())
+    check(done >= len(saved),
+          "%s resumed %d ranges done, %d were done a save before the kill" %
+          (node.name, done, len(saved)))
+    after = range_bytes(log, range_event)
+    again = set(after) & set(saved)
+    check(not again, "%s moved again ranges it had done: %r" %
+          (node.name, sorted(again)))
+    # done just before the kill, not saved yet, and again: counted once
+    before = {r: b for r, b in before.items() if r not in after}
+    end = re.search(r"event=%s .* bytes=(\d+)" % re.escape(done_event), log)
+    check(end is not None, "%s did not log %s" % (node.name, done_event))
+    moved = int(end.group(1))
+    whole = sum(before.values()) + sum(after.values())
+    check(moved < whole, "the resumed %s moved %d bytes, the whole %s %d" %
+          (what, moved, what, whole))
+    print("%s resumed %d of %d ranges done (%d partly) and moved %d of the "
+          "%s's %d bytes after its restart" %
+          (node.name, done, ranges, partly, moved, what, whole))
+
+
 def load_big(node, expect, count, size=2000):
     """Writes b0..b<count-1>, each `size` bytes, through node at QUORUM
     (for moves that take a while) and adds them to expect."""
@@ -917,6 +979,14 @@ def check_served(node, expect, gone):
     finally:
         cl.close()
     return mine, dead
+
+
+def check_served_by(nodes, expect, gone):
+    """check_served on each of nodes, printing what each serves."""
+    for n in nodes:
+        mine, dead = check_served(n, expect, gone)
+        print("%s serves its %d keys and none of its %d deleted ones" %
+              (n.name, len(mine), len(dead)))
 
 
 def check_gained(nodes, expect, gone, before):

@@ -8,8 +8,9 @@ fourth joins with stream_throughput_mb 1 (so the join takes seconds) while
 a writer keeps writing at QUORUM through n1 (writes to n4's ranges may
 time out while n4 is down and not yet seen so: they are not counted). Once n4 has streamed at least
 one whole range it is killed -9, and restarted (without the cap) after a
-second: its log says `stream.resumed` with the ranges it had done (at
-least one), and the join then streams fewer bytes than the whole join
+second: its log says `stream.resumed` with at least the ranges it had
+done a second before the kill (positions are saved each gossip tick), it
+streams none of those again, and the join then streams fewer bytes than the whole join
 needs (the bytes of every range n4 gains, `stream.range_done` summed over
 both runs, minus those done before the kill). n4 then serves every key it
 replicates, written before, during or while it was down (those reach it
@@ -22,28 +23,11 @@ restart logs no stream.leftover_progress (until 2026-12-04 a position
 saved after the deletion came back: stream_progress_left_after_join). Before positions were saved, a restarted join
 always streamed everything again.
 """
-import re
 import time
 
 import harness as h
 
 KEYS = 3000
-
-
-def range_bytes(log):
-    """{range: bytes} of each stream.range_done in log."""
-    return {m.group(1): int(m.group(2)) for m in re.finditer(
-        r"event=stream\.range_done range=(\S+) .*bytes=(\d+)", log)}
-
-
-def kill_after_first_range(node):
-    h.wait_log(node, "stream.range_done", unless="boot.joined")
-    time.sleep(1)  # a save (each gossip tick) after that chunk
-    done = range_bytes(node.log())
-    node.kill9()
-    h.check("joining=1" in open(node.data_dir + "/node.state").read(),
-            "%s's node.state does not say it was joining" % node.name)
-    return done
 
 
 def main():
@@ -59,9 +43,8 @@ def main():
                 {"rack": "r4", "stream_throughput_mb": 1})
     c.nodes.append(n4)
     n4.start()
-    before = kill_after_first_range(n4)
-    print("n4 killed after %d ranges (%d bytes)" %
-          (len(before), sum(before.values())))
+    saved, before = h.kill_after_first_range(
+        n4, "stream.range_done", "boot.joined", "joining=1\n", wait_s=1)
     time.sleep(1)
     del n4.extra["stream_throughput_mb"]
     mark = len(n4.log())
@@ -75,27 +58,8 @@ def main():
     bad = [e for _, e in w.errors if e not in ("TIMEOUT", "UNAVAILABLE")]
     h.check(not bad, "writes failed during the join: %r" % bad[:5])
     h.check(len(w.acked) > 100, "only %d writes acknowledged" % len(w.acked))
-    log = n4.log()[mark:]
-    m = re.search(r"event=stream\.resumed ranges_done=(\d+) "
-                  r"ranges_partly=(\d+) ranges=(\d+)", log)
-    h.check(m is not None, "n4 did not resume from its saved positions")
-    done, partly, ranges = map(int, m.groups())
-    h.check(done >= len(before),
-            "n4 resumed %d ranges done, %d were done before the kill" %
-            (done, len(before)))
-    after = range_bytes(log)
-    h.check(not set(after) & set(before),
-            "n4 streamed again ranges it had done: %r" %
-            sorted(set(after) & set(before)))
-    joined = int(re.search(r"event=boot\.joined .* bytes=(\d+)",
-                           log).group(1))
-    whole = sum(before.values()) + sum(after.values())
-    h.check(joined < whole,
-            "the resumed join streamed %d bytes, the whole join %d" %
-            (joined, whole))
-    print("n4 resumed %d of %d ranges done (%d partly) and streamed %d of "
-          "the join's %d bytes after its restart" %
-          (done, ranges, partly, joined, whole))
+    h.check_resumed(n4, n4.log()[mark:], "join", "stream.resumed",
+                    "stream.range_done", "boot.joined", saved, before)
     expect.update(w.acked)
     mine, dead = map(len, h.check_served(n4, expect, gone))
     print("n4 serves its %d keys (%d written during the join) and none of "
@@ -115,7 +79,8 @@ def main():
                 {"rack": "r5", "stream_throughput_mb": 1})
     c.nodes.append(n5)
     n5.start()
-    kill_after_first_range(n5)
+    h.kill_after_first_range(n5, "stream.range_done", "boot.joined",
+                             "joining=1\n", wait_s=1)
     del n5.extra["stream_throughput_mb"]
     n5.extra["max_hint_window_ms"] = 500
     time.sleep(2)

@@ -20,7 +20,6 @@ restarted decommission pushed every range again from its start
 (regression: decommission_resends_everything).
 """
 # ctest: alongside others
-import re
 import subprocess
 import time
 
@@ -28,12 +27,6 @@ import harness as h
 
 KEYS = 3000
 BIG = 8000  # 2,000 bytes each: about 8 MB on n4, 8 s at 1 MB/s
-
-
-def range_bytes(log):
-    """{range: bytes} of each leave.range_done in log."""
-    return {m.group(1): int(m.group(2)) for m in re.finditer(
-        r"event=leave\.range_done range=(\S+) .*bytes=(\d+)", log)}
 
 
 def main():
@@ -52,17 +45,8 @@ def main():
     rc, out = h.cli(n4, "decommission")
     h.check(rc == 0 and "is leaving" in out,
             "decommission: %d %r" % (rc, out))
-    h.wait_log(n4, "leave.range_done", unless="leave.left")
-    # ranges done by now are saved by the time of the kill (a save each
-    # gossip tick); the ones done meanwhile may or may not be
-    saved = range_bytes(n4.log())
-    time.sleep(1.5)
-    before = range_bytes(n4.log())
-    n4.kill9()
-    h.check("leaving=1" in open(n4.data_dir + "/node.state").read(),
-            "n4's node.state does not say it was leaving")
-    print("n4 killed after pushing %d ranges (%d bytes)" %
-          (len(before), sum(before.values())))
+    saved, before = h.kill_after_first_range(n4, "leave.range_done",
+                                             "leave.left", "leaving=1\n")
     time.sleep(1)
     del n4.extra["stream_throughput_mb"]
     mark = len(n4.log())
@@ -73,38 +57,14 @@ def main():
         c.dump_logs()
         raise AssertionError("n4 did not finish leaving within 180 s")
     h.check(rc == 0, "n4 exited %d after leaving" % rc)
-    log = n4.log()[mark:]
-    m = re.search(r"event=leave\.resumed ranges_done=(\d+) "
-                  r"ranges_partly=(\d+) ranges=(\d+)", log)
-    h.check(m is not None, "n4 did not resume from its saved positions")
-    done, partly, ranges = map(int, m.groups())
-    h.check(done >= len(saved),
-            "n4 resumed %d ranges done, %d were done a gossip tick before "
-            "the kill" % (done, len(saved)))
-    after = range_bytes(log)
-    h.check(not set(after) & set(saved),
-            "n4 pushed again ranges it had done: %r" %
-            sorted(set(after) & set(saved)))
-    for r in set(after) & set(before):
-        before.pop(r)  # done just before the kill, not saved yet
-    left = re.search(r"event=leave\.left .* bytes=(\d+)", log)
-    h.check(left is not None, "n4 did not log leave.left")
-    whole = sum(before.values()) + sum(after.values())
-    h.check(int(left.group(1)) < whole,
-            "the resumed leave pushed %s bytes, the whole leave %d" %
-            (left.group(1), whole))
-    print("n4 resumed %d of %d ranges done (%d partly) and pushed %s of "
-          "the leave's %d bytes after its restart" %
-          (done, ranges, partly, left.group(1), whole))
+    h.check_resumed(n4, n4.log()[mark:], "leave", "leave.resumed",
+                    "leave.range_done", "leave.left", saved, before)
 
     rest = c.nodes[:3]
     c.nodes = rest
     c.wait_converged(timeout=60)
     expect.update(w.finish(allowed=("TIMEOUT", "UNAVAILABLE")))
-    for n in rest:
-        mine, dead = map(len, h.check_served(n, expect, gone))
-        print("%s serves its %d keys and none of its %d deleted ones" %
-              (n.name, mine, dead))
+    h.check_served_by(rest, expect, gone)
 
 
 if __name__ == "__main__":

@@ -396,6 +396,37 @@ START_TEST(regression_state_many_tokens_unreadable)
 }
 END_TEST
 
+/* What node_state_parse refuses, and a file of an older version (no
+ * removing= line, no trailing newline) it reads. */
+START_TEST(state_parse_bad_and_old)
+{
+    static struct node_state st;
+    static const char *const bad[] = {
+        "",                                /* no name, no generation */
+        "node_name=n1\n",                  /* no generation */
+        "node_name=n1\ngeneration=1\n\n",  /* an empty line */
+        "node_name=n1\ngeneration=1\nx\n", /* a line without '=' */
+        "node_name=n1\ngeneration=1\ntokens=1,,2\n", /* a bad token */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(node_state_parse(&st, bad[i], strlen(bad[i])) ==
+                          RK_ECORRUPT,
+                      "accepted %s", bad[i]);
+    static const char nul[] = "node_name=n1\0\ngeneration=1\n";
+    ck_assert_int_eq(node_state_parse(&st, nul, sizeof(nul) - 1), RK_ECORRUPT);
+    const char *old = "node_name=n1\ncluster_name=c\ngeneration=9\n"
+                      "ring_epoch=3\njoining=0\nleaving=1\nleft=0\n"
+                      "repair_due=0\ntokens=5,6";
+    ck_assert_int_eq(node_state_parse(&st, old, strlen(old)), 0);
+    ck_assert_str_eq(st.node_name, "n1");
+    ck_assert_int_eq(st.generation, 9);
+    ck_assert_int_eq(st.leaving, 1);
+    ck_assert_str_eq(st.removing, "");
+    ck_assert_int_eq(st.ntokens, 2);
+    ck_assert(st.tokens[1] == 6);
+}
+END_TEST
+
 START_TEST(state_roundtrip)
 {
     char dir[] = "/tmp/check_node_config.XXXXXX";
@@ -456,6 +487,17 @@ START_TEST(state_roundtrip)
     ck_assert_int_eq(got.repair_due, 1);
     ck_assert_int_eq(got.joining, 0);
     st.repair_due = 0;
+    ck_assert_str_eq(got.removing, "");
+    /* a removal this node drove, cut short (node/leave.c takes it up) */
+    snprintf(st.removing, sizeof(st.removing), "n4");
+    ck_assert_int_eq(node_state_save(&st, sub), 0);
+    ck_assert_int_eq(node_state_load(&got, sub), 0);
+    ck_assert_str_eq(got.removing, "n4");
+    ck_assert_int_eq(got.ntokens, 3);
+    st.removing[0] = '\0';
+    ck_assert_int_eq(node_state_save(&st, sub), 0);
+    ck_assert_int_eq(node_state_load(&got, sub), 0);
+    ck_assert_str_eq(got.removing, "");
     char path[512];
     snprintf(path, sizeof(path), "%s/node.state", sub);
     FILE *f = fopen(path, "w");
@@ -511,6 +553,7 @@ static Suite *node_config_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("state");
     tcase_add_test(tc, state_roundtrip);
+    tcase_add_test(tc, state_parse_bad_and_old);
     tcase_add_test(tc, regression_state_many_tokens_unreadable);
     tcase_add_test(tc, generation_increases);
     tcase_add_test(tc, log_quoting);
