@@ -11,6 +11,7 @@ client port, the internode port (which wants a handshake) and the gossip
 port change nothing; after all of it the node still serves correct reads
 and writes.
 """
+# ctest: alongside others
 import os
 import random
 import socket

@@ -23,6 +23,7 @@ restart logs no stream.leftover_progress (until 2026-12-04 a position
 saved after the deletion came back: stream_progress_left_after_join). Before positions were saved, a restarted join
 always streamed everything again.
 """
+# ctest: alongside others
 import time
 
 import harness as h

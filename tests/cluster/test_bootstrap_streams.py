@@ -14,6 +14,7 @@ restarted (joining=1 in its node.state; log resumed=1) and ends with its
 share of the data too. Before streaming existed, the new node answered
 NOT_FOUND for every key written before it joined.
 """
+# ctest: alongside others
 import time
 
 import harness as h

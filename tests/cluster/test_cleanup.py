@@ -13,6 +13,7 @@ only in part to those parts (store_range_keep); every node then serves every key
 deleted key comes back. Before cleanup existed the command answered
 NOT_IMPLEMENTED.
 """
+# ctest: alongside others
 import re
 import time
 

@@ -16,6 +16,7 @@ killed -9 while leaving and, restarted, resumes and finishes. Last, with two
 nodes left for RF 2, decommission is refused. Before decommission existed
 the command answered NOT_IMPLEMENTED.
 """
+# ctest: alongside others
 import subprocess
 import time
 

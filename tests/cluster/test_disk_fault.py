@@ -14,6 +14,7 @@ SCHED_BATCH by default, none with `normal`.
 Regression: with metrics_port 0 the failure was only computed when someone
 asked for metrics, so nothing was ever logged (storage_failed_not_logged).
 """
+# ctest: alongside others
 import os
 import time
 

@@ -4,6 +4,7 @@ error naming the config key, for the native port and for the Redis port
 (both servers share one listen helper), and starts normally once the port
 is free.
 """
+# ctest: alongside others
 import socket
 
 import harness as h

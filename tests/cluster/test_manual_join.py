@@ -17,6 +17,7 @@ join` answered NOT_IMPLEMENTED and join_ring did not exist; until
 2026-12-04 (regression status_hides_waiting_node) status did not list a
 waiting node at all, and an operator could not see it.
 """
+# ctest: alongside others
 import time
 
 import harness as h

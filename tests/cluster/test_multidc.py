@@ -6,6 +6,7 @@ with dc2 entirely down, LOCAL_QUORUM and LOCAL_ONE from dc1 succeed while
 EACH_QUORUM and ALL answer UNAVAILABLE and QUORUM (3 of 4) too; a dc1
 node's LOCAL_QUORUM read returns what it wrote.
 """
+# ctest: alongside others
 import harness as h
 
 

@@ -9,6 +9,7 @@ it is back, replayed to it (it serves them from its own storage at ONE),
 and ALL reads see every write. The restarted node keeps its name, tokens
 and data, with a higher generation.
 """
+# ctest: alongside others
 import time
 
 import harness as h

@@ -8,6 +8,7 @@ value, and the replica it read alongside is repaired before the answer
 (checked by reading each node's own copy at ONE). A second QUORUM read
 through a repaired node returns the newest value too.
 """
+# ctest: alongside others
 import harness as h
 
 

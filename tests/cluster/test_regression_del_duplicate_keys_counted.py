@@ -13,6 +13,7 @@ must count each existing key once and delete it; a DEL of 100 keys named 3
 times each answers 100; pipelined SET k, DEL k k, GET k still run in order;
 EXISTS k k still answers 2.
 """
+# ctest: alongside others
 
 import harness as h
 

@@ -19,6 +19,7 @@ commands and the start of a third, which must not run; (d) 20 GETs of a
 let the node read again. Each must get all its replies, in order, then
 EOF. Last the node must still serve, and exit cleanly.
 """
+# ctest: alongside others
 import socket
 import time
 

@@ -16,6 +16,7 @@ segfault, a sanitizer report in stderr and a restarted node whose first
 run crashed; PASS for a node a test killed with SIGKILL and for one left
 frozen with SIGSTOP (the harness wakes it to stop it).
 """
+# ctest: alongside others
 import os
 import signal
 import subprocess

@@ -19,6 +19,7 @@ those past the first batch; the damaged hints and the rejected ones are
 dropped (counted in ringkv_hints_dropped_total, logged as hints.dropped),
 the others counted as replayed, and n1 keeps none.
 """
+# ctest: alongside others
 import time
 
 import harness as h

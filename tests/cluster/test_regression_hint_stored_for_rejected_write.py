@@ -20,6 +20,7 @@ for the writes n2 refused, and dropped none; the refusals are counted
 (ringkv_writes_refused_total) and logged once (coord.write_refused, at
 most every 10 s) instead of vanishing.
 """
+# ctest: alongside others
 import harness as h
 
 KEYS = 40

@@ -20,6 +20,7 @@ peer's LOAD copied from a NULL pointer (memcpy of 0 bytes), which the
 sanitizer build aborted on: n2 died under wait_converged's STATUS, 4 runs
 of 4 under ASan+UBSan.
 """
+# ctest: alongside others
 import socket
 import time
 

@@ -17,6 +17,7 @@ name and write nothing; the largest expiries that do fit (a relative one
 a little under the limit, PXAT at the limit) must be taken, with PTTL and
 TTL answering them; and the node must still serve and exit cleanly.
 """
+# ctest: alongside others
 import time
 
 import harness as h

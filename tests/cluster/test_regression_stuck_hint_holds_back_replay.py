@@ -19,6 +19,7 @@ the first batch too) while STUCK's hint keeps timing out, is counted
 neither replayed nor dropped, and is kept: once the relay lets it through,
 it is delivered too.
 """
+# ctest: alongside others
 import socket
 import threading
 import time

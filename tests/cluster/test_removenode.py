@@ -18,6 +18,7 @@ back. Then n3 is killed -9 while decommissioning itself, and removenode on
 n2 finishes its leave: n1 and n2 then hold every key. Before removenode
 existed the command answered NOT_IMPLEMENTED.
 """
+# ctest: alongside others
 import time
 
 import harness as h

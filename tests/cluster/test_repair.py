@@ -27,6 +27,7 @@ off so that nothing else repairs) hold 3,000 keys (300 deleted).
    (the cap test's bound) while writes go on through n1 (none fails), and
    it then serves them all, and every node the writes.
 """
+# ctest: alongside others
 import re
 
 import harness as h

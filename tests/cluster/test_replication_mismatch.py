@@ -10,6 +10,7 @@ writes that sit on non-replicas; only the automatic cleanup refused before
 The same setting listed in another order is no mismatch (regression:
 repl_order_mismatch).
 """
+# ctest: alongside others
 import json
 import subprocess
 import time
