@@ -107,7 +107,8 @@ struct node_repair {
     bool retry_open;
     bool retry_closing; /* closed at the end; not reusable until then */
     int retries;        /* the current comparison's */
-    int retry_err;      /* what its last retried step was answered */
+    int retry_err;      /* what its last retried step was answered (0: the
+                           retry timer waits for the stream budget) */
     /* totals */
     uint64_t retried; /* steps asked again (OVERLOADED, RING_STALE) */
     uint64_t leaves, leaves_diff;
@@ -633,6 +634,7 @@ static void cmp_step(struct node_repair *rp)
     /* a chunk at a time within stream_throughput_mb, as joins and leaves */
     if (!rp->budget) {
         if (!node__stream_budget_take(n)) {
+            rp->retry_err = 0; /* netstats: waiting for the budget */
             uv_timer_start(&rp->retry, on_retry, REPAIR_BUDGET_MS, 0);
             return;
         }
@@ -976,7 +978,10 @@ void node__repair_text(node *n, FILE *f)
                 (unsigned long long)rp->leaves_diff,
                 (unsigned long long)rp->leaves, (unsigned long long)rp->keys_in,
                 in, (unsigned long long)rp->keys_out, out);
-        if (uv_is_active((const uv_handle_t *)&rp->retry))
+        bool waiting = uv_is_active((const uv_handle_t *)&rp->retry);
+        if (waiting && !rp->retry_err)
+            fprintf(f, "; waiting for its share of stream_throughput_mb");
+        else if (waiting)
             fprintf(f,
                     "; waiting: %s answered %s, asked again every %d ms (%d "
                     "of %d)",

@@ -199,6 +199,12 @@ def main():
     h.check(not w.errors, "writes failed during the repair: %r" %
             w.errors[:5])
     h.check(rc == 0 and "Repair: done in" in out, "capped repair: %r" % out)
+    # --wait printed the running line each second: mostly waiting for the
+    # cap, and saying so (regression repair_budget_wait_shown_as_error: it
+    # said "waiting: n1 answered ERR", the retry timer being the same)
+    h.check("answered ERR" not in out and
+            "waiting for its share of stream_throughput_mb" in out,
+            "capped repair's progress: %r" % out)
     kin, kout = moved(out)
     # not what it pulled (without the filter: all of it again); only some
     # of the writes made meanwhile, which reached n3 before the others
