@@ -981,10 +981,21 @@ def check_served(node, expect, gone):
     return mine, dead
 
 
-def check_served_by(nodes, expect, gone):
-    """check_served on each of nodes, printing what each serves."""
+def check_served_by(nodes, expect, gone, wait_s=0):
+    """check_served on each of nodes, printing what each serves; for up to
+    wait_s, again each second while a node lacks keys (a node that was down
+    gets the writes it missed as hints, replayed every 5 s)."""
+    t0 = time.time()
     for n in nodes:
-        mine, dead = check_served(n, expect, gone)
+        while True:
+            try:
+                mine, dead = check_served(n, expect, gone)
+                break
+            except AssertionError as e:
+                if time.time() >= t0 + wait_s:
+                    raise
+                print("%.0f s: %s" % (time.time() - t0, e))
+                time.sleep(1)
         print("%s serves its %d keys and none of its %d deleted ones" %
               (n.name, len(mine), len(dead)))
 
