@@ -1,8 +1,11 @@
 /*
- * rk.c - names for ringkv's error codes.
+ * rk.c - names for ringkv's error codes, and reading a file whole.
  */
 #include "common/rk.h"
 
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct {
@@ -63,4 +66,46 @@ int rk_u64_cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
+}
+
+int rk_read_file(const char *path, size_t max, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -errno;
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
+    int rc = 0;
+    for (;;) {
+        if (n + 1 >= cap) { /* room for the next read and the NUL */
+            size_t ncap = cap ? cap * 2 : 4096;
+            /* full past max + 1 bytes: more than max */
+            char *nb = cap > max + 1 ? NULL : realloc(buf, ncap);
+            if (!nb) {
+                rc = cap > max + 1 ? -EFBIG : -ENOMEM;
+                break;
+            }
+            buf = nb;
+            cap = ncap;
+        }
+        size_t r = fread(buf + n, 1, cap - 1 - n, f);
+        n += r;
+        if (r == 0)
+            break;
+    }
+    if (rc == 0 && ferror(f))
+        rc = -EIO;
+    else if (rc == 0 && n > max)
+        rc = -EFBIG;
+    fclose(f);
+    if (rc < 0) {
+        free(buf);
+        return rc;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return 0;
 }

@@ -58,6 +58,11 @@ const char *rk_errname(int err);
 /* The inverse of rk_errname for the protocol names; 0 if unknown. */
 int rk_errcode(const char *name);
 
+/* The whole of the file at `path` in *out (malloc'd, NUL-terminated after
+ * its *len bytes; the caller frees it). 0, -EFBIG if it is longer than
+ * `max` bytes, -ENOMEM, or the -errno of opening or reading it. */
+int rk_read_file(const char *path, size_t max, char **out, size_t *len);
+
 /* qsort / bsearch comparator of uint64_t, ascending. */
 int rk_u64_cmp(const void *a, const void *b);
 

@@ -646,48 +646,17 @@ int node_config_load_file(struct node_config *c,
                           char *err,
                           size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        int e = -errno;
-        fail(err, errlen, "%s: cannot open: %s", path, strerror(-e));
-        return e;
-    }
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    int rc = 0;
-    if (!buf) {
-        rc = -ENOMEM;
-        goto out_file;
-    }
-    for (;;) {
-        if (len == cap) {
-            if (cap >= (1u << 20)) {
-                rc = fail(err, errlen, "%s: file larger than 1 MiB", path);
-                goto out_buf;
-            }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                rc = -ENOMEM;
-                goto out_buf;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t r = fread(buf + len, 1, cap - len, f);
-        len += r;
-        if (r == 0)
-            break;
-    }
-    if (ferror(f)) {
-        rc = -EIO;
-        fail(err, errlen, "%s: read error", path);
-        goto out_buf;
+    char *buf;
+    size_t len;
+    int rc = rk_read_file(path, 1u << 20, &buf, &len);
+    if (rc == -EFBIG)
+        return fail(err, errlen, "%s: file larger than 1 MiB", path);
+    if (rc < 0) {
+        fail(err, errlen, "%s: cannot read: %s", path, strerror(-rc));
+        return rc;
     }
     rc = node_config_parse_yaml(c, buf, len, path, err, errlen);
-out_buf:
     free(buf);
-out_file:
-    fclose(f);
     return rc;
 }
 

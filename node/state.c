@@ -119,33 +119,16 @@ int node_state_load(struct node_state *out, const char *dir)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s/%s", dir, STATE_FILE);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return errno == ENOENT ? RK_ENOTFOUND : -errno;
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    int rc = 0;
-    for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? cap * 2 : 4096;
-            char *p = ncap <= (1u << 24) ? realloc(text, ncap) : NULL;
-            if (!p) {
-                rc = ncap <= (1u << 24) ? -ENOMEM : RK_ECORRUPT;
-                break;
-            }
-            text = p;
-            cap = ncap;
-        }
-        size_t got = fread(text + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    if (rc == 0 && ferror(f))
-        rc = -EIO;
-    fclose(f);
-    if (rc == 0)
-        rc = node_state_parse(out, text ? text : "", len);
+    char *text;
+    size_t len;
+    int rc = rk_read_file(path, 1u << 20, &text, &len); /* ~21 KB at most */
+    if (rc == -ENOENT)
+        return RK_ENOTFOUND;
+    if (rc == -EFBIG)
+        return RK_ECORRUPT;
+    if (rc < 0)
+        return rc;
+    rc = node_state_parse(out, text, len);
     free(text);
     return rc;
 }

@@ -8,8 +8,10 @@
 #include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <check.h>
 
@@ -115,6 +117,38 @@ START_TEST(pool_reuses_last_released_and_bounds)
 }
 END_TEST
 
+/* rk_read_file: the whole file, NUL-terminated; exactly `max` bytes are
+ * read, one more is -EFBIG; a missing file is -ENOENT. */
+START_TEST(read_file_whole_and_bounded)
+{
+    char path[] = "/tmp/check_common.XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    size_t max = 10000; /* past the first buffer, not a power of two */
+    char *data = malloc(max + 1);
+    ck_assert_ptr_nonnull(data);
+    for (size_t i = 0; i <= max; i++)
+        data[i] = (char)('a' + i % 26);
+    ck_assert_int_eq(write(fd, data, max), (ssize_t)max);
+    char *got;
+    size_t len;
+    ck_assert_int_eq(rk_read_file(path, max, &got, &len), 0);
+    ck_assert_uint_eq(len, max);
+    ck_assert(memcmp(got, data, max) == 0 && got[max] == '\0');
+    free(got);
+    ck_assert_int_eq(write(fd, data, 1), 1); /* max + 1 bytes */
+    ck_assert_int_eq(rk_read_file(path, max, &got, &len), -EFBIG);
+    ck_assert_ptr_null(got);
+    ck_assert_int_eq(rk_read_file(path, max + 1, &got, &len), 0);
+    ck_assert_uint_eq(len, max + 1);
+    free(got);
+    close(fd);
+    unlink(path);
+    ck_assert_int_eq(rk_read_file(path, max, &got, &len), -ENOENT);
+    free(data);
+}
+END_TEST
+
 static Suite *common_suite(void)
 {
     Suite *s = suite_create("common");
@@ -125,6 +159,9 @@ static Suite *common_suite(void)
     tc = tcase_create("errors");
     tcase_add_test(tc, errors_named_both_ways);
     tcase_add_test(tc, not_implemented_has_a_code);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("files");
+    tcase_add_test(tc, read_file_whole_and_bounded);
     suite_add_tcase(s, tc);
     tc = tcase_create("pool");
     tcase_add_test(tc, pool_reuses_last_released_and_bounds);
