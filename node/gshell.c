@@ -808,9 +808,7 @@ static void announce_tokens(node *n, size_t nt, size_t others, bool stream)
         return;
     }
     n->st.ring_epoch = epoch;
-    rc = node_state_save(&n->st, n->cfg.data_dir);
-    if (rc < 0)
-        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+    node__state_save(n);
     const char *alloc =
         n->cfg.token_allocation == NODE_ALLOC_RANDOM ? "random" : "balanced";
     if (stream) {

@@ -388,14 +388,18 @@ static void leave_save_after(node *n)
         n->leave->saving = false;
 }
 
+/* A job saving the positions that moved since the last one, if no job
+ * runs; once a removal has ended (done or aborted), one deleting them all:
+ * they are of no use to another. */
 static void leave_save(node *n)
 {
     struct node_leave *lv = n->leave;
-    if (!lv || !lv->planned || lv->saving || !n->store)
+    if (!lv || !lv->planned || lv->saving || lv->purged || !n->store)
         return;
+    bool purge = lv->relay && (lv->left || lv->aborted);
     size_t k = 0;
     for (size_t i = 0; i < lv->ns; i++)
-        k += lv->s[i].unsaved;
+        k += purge || lv->s[i].unsaved;
     if (k == 0)
         return;
     struct node_pos_job *j = node__pos_job_new(
@@ -405,39 +409,20 @@ static void leave_save(node *n)
     char name[2 * GOSSIP_NAME_MAX + 96];
     for (size_t i = 0; i < lv->ns; i++) {
         struct leave_sess *ls = &lv->s[i];
-        if (!ls->unsaved)
+        if (!purge && !ls->unsaved)
             continue;
         leave_save_name(n, ls, name, sizeof(name));
-        if (node__pos_job_add(j, name, &ls->at) == 0)
-            ls->unsaved = false; /* else tried again next time */
-    }
-    if (node__pos_job_run(j) == 0)
-        lv->saving = true;
-}
-
-/* A removal that has ended (done or aborted) deletes the positions it
- * saved: they are of no use to another. */
-static void remove_purge(node *n)
-{
-    struct node_leave *lv = n->leave;
-    if (!lv->planned || lv->purged || lv->saving || !n->store)
-        return;
-    struct node_pos_job *j =
-        node__pos_job_new(n, lv->ns, "removenode", leave_save_after);
-    if (!j)
-        return;
-    char name[2 * GOSSIP_NAME_MAX + 96];
-    for (size_t i = 0; i < lv->ns; i++) {
-        leave_save_name(n, &lv->s[i], name, sizeof(name));
-        if (node__pos_job_add(j, name, NULL) < 0) {
+        if (node__pos_job_add(j, name, purge ? NULL : &ls->at) < 0) {
             node__pos_job_free(j);
-            return; /* next tick */
+            return; /* all again next time */
         }
     }
-    if (node__pos_job_run(j) == 0) {
-        lv->saving = true;
-        lv->purged = true;
-    }
+    if (node__pos_job_run(j) < 0)
+        return;
+    lv->saving = true;
+    lv->purged = purge;
+    for (size_t i = 0; i < lv->ns; i++)
+        lv->s[i].unsaved = false;
 }
 
 /* The sessions of a restarted decommission, or of a removal asked again
@@ -544,9 +529,7 @@ static void remove_state_save(node *n, const char *name)
     if (strcmp(n->st.removing, name) == 0)
         return;
     snprintf(n->st.removing, sizeof(n->st.removing), "%s", name);
-    int rc = node_state_save(&n->st, n->cfg.data_dir);
-    if (rc < 0)
-        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+    node__state_save(n);
 }
 
 /* Every range is in place: the target REMOVED (removenode), a new epoch. */
@@ -590,9 +573,7 @@ static void leave_finish(node *n)
     n->st.ring_epoch = epoch;
     n->st.leaving = 0;
     n->st.left = 1;
-    rc = node_state_save(&n->st, n->cfg.data_dir);
-    if (rc < 0)
-        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+    node__state_save(n);
     lv->left = true;
     lv->left_at = node__mono_ms(n);
     LOG(INFO, "leave.left",
@@ -629,6 +610,15 @@ static bool hints_pending(node *n)
         return true;
     }
     return false;
+}
+
+/* Whether `name` is LEAVING in ring r. */
+static bool is_leaving(const ring *r, const char *name)
+{
+    struct ring_node_info ti;
+    uint32_t t = ring_node_find(r, name);
+    return t != RING_NONE && ring_node_get(r, &ti, t) == 0 &&
+           ti.state == RING_LEAVING;
 }
 
 static void leave_kick(node *n)
@@ -835,10 +825,7 @@ void node__leave_tick(node *n)
     uint64_t now = node__mono_ms(n);
     if (lv->relay && !lv->left && !lv->aborted && n->ring && !n->ring_stale) {
         /* a dead node that comes back is NORMAL again by its own word */
-        struct ring_node_info ti;
-        uint32_t t = ring_node_find(n->ring, lv->target);
-        if (t == RING_NONE || ring_node_get(n->ring, &ti, t) < 0 ||
-            ti.state != RING_LEAVING) {
+        if (!is_leaving(n->ring, lv->target)) {
             lv->aborted = true;
             remove_state_save(n, "");
             LOG(WARN, "removenode.aborted",
@@ -847,11 +834,9 @@ void node__leave_tick(node *n)
                 lv->target);
         }
     }
-    if (lv->relay && (lv->left || lv->aborted)) {
-        remove_purge(n);
-        return;
-    }
     leave_save(n);
+    if (lv->relay && (lv->left || lv->aborted))
+        return;
     if (lv->left) {
         if (now >= lv->left_at + at_least(LEAVE_LINGER_MS, n)) {
             LOG(INFO, "node.decommissioned",
@@ -1102,10 +1087,7 @@ static void remove_take_up(node *n)
         now < n->remove_try_ms)
         return;
     n->remove_try_ms = now + 1000;
-    uint32_t t = ring_node_find(n->ring, name);
-    struct ring_node_info ti;
-    if (t == RING_NONE || ring_node_get(n->ring, &ti, t) < 0 ||
-        ti.state != RING_LEAVING) {
+    if (!is_leaving(n->ring, name)) {
         LOG(INFO, "removenode.forgotten",
             "node=%s note=\"no longer LEAVING: removed by another node, or "
             "it came back\"",

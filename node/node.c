@@ -205,6 +205,14 @@ static int node__identity(node *n, char *err, size_t errlen)
     return 0;
 }
 
+int node__state_save(node *n)
+{
+    int rc = node_state_save(&n->st, n->cfg.data_dir);
+    if (rc < 0)
+        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+    return rc;
+}
+
 static int node__secret(node *n, char *err, size_t errlen)
 {
     const struct node_config *c = &n->cfg;

@@ -498,6 +498,10 @@ double node__stream_fraction(struct ring_range range,
                              const struct rpc_stream_pos *at);
 void node__stream_bar(char bar[21], double fraction);
 void node__human_bytes(char *out, size_t cap, uint64_t b);
+
+/* node_state_save of n->st into data_dir, a failure logged
+ * (state.save_fail). 0 or the error. */
+int node__state_save(node *n);
 /* The throughput cap (stream_throughput_mb): a session takes a chunk's
  * worth of the budget before it asks for or reads a chunk (false: not
  * now, the next tick or finished chunk tries again), and settles it with

@@ -692,9 +692,7 @@ static void retry_closed(uv_handle_t *h)
 static void repair_due_clear(node *n)
 {
     n->st.repair_due = 0;
-    int rc = node_state_save(&n->st, n->cfg.data_dir);
-    if (rc < 0)
-        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+    node__state_save(n);
 }
 
 static void repair_end(struct node_repair *rp, const char *why)

@@ -595,9 +595,7 @@ static void stream_finish(node *n)
     n->st.joining = 0;
     n->st.repair_due = n->cfg.repair_after_join; /* repair.c */
     n->raj_since_ms = node__mono_ms(n);
-    rc = node_state_save(&n->st, n->cfg.data_dir);
-    if (rc < 0)
-        LOG(ERROR, "state.save_fail", "error=\"%s\"", rk_strerror(rc));
+    node__state_save(n);
     n->boot = NODE_BOOT_DONE;
     st->purge_due = true; /* the positions saved: no longer needed */
     stream_save(n);
