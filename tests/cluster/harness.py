@@ -518,12 +518,14 @@ class Cluster:
                 pass
 
 
-def racked_cluster(ips, **common):
+def racked_cluster(ips, node_extra=None, **common):
     """A started, converged cluster seeded by ips[0], each node in a rack of
-    its own (r1, r2, ...); `common` as for Cluster."""
+    its own (r1, r2, ...); `common` as for Cluster; node_extra: {index:
+    {setting: value}} for single nodes."""
     c = Cluster(ips, seeds=ips[:1], **common)
     for i, n in enumerate(c.nodes):
         n.extra["rack"] = "r%d" % (i + 1)
+        n.extra.update((node_extra or {}).get(i, {}))
     c.start()
     c.wait_converged(timeout=60)
     return c
@@ -1036,8 +1038,8 @@ class Writer(threading.Thread):
         self.stop.set()
         self.join(timeout=60)
         bad = [(k, e) for k, e in self.errors if e not in allowed]
-        check(not bad, "%d QUORUM writes through %s failed, e.g. %r" %
-              (len(bad), self.node.name, bad[:5]))
+        check(not bad, "%d %s writes through %s failed, e.g. %r" %
+              (len(bad), self.cl, self.node.name, bad[:5]))
         check(len(self.acked) >= at_least, "only %d writes acknowledged" %
               len(self.acked))
         return self.acked
