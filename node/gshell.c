@@ -240,101 +240,43 @@ static void ranges_ensure_in(node *n, const ring *r, uint32_t self)
     if (!want)
         return;
     struct ring_range *rr = calloc(want, sizeof(*rr));
-    if (!rr)
-        return;
-    ring_node_ranges(r, self, rr, want);
     struct store_range *have = NULL;
-    size_t nhave = 0;
-    if (store_range_list(&have, &nhave, n->store) < 0) {
-        free(rr);
-        return;
+    struct ring_range *hr = NULL, *gaps = NULL;
+    size_t nhave = 0, ngaps = 0;
+    int created = 0, rc = rr ? 0 : -ENOMEM;
+    if (rc == 0) {
+        ring_node_ranges(r, self, rr, want);
+        rc = store_range_list(&have, &nhave, n->store);
     }
-    /* Work on the line [0, 2^64): a wrapping arc (s, e] with s >= e is
-     * (s, MAX] plus (-1, e]. Linear pieces are (lo, hi], lo = -1 meaning
-     * "from 0". Gaps found are created as ranges, a gap ending at MAX and
-     * one starting at 0 joined into one wrapping range. */
-    typedef struct {
-        __int128 lo, hi;
-    } lin;
-    size_t cap = 2 * (nhave + 1), gcap = 2 * want + 2, ng = 0;
-    int created = 0;
-    lin *hl = calloc(cap, sizeof(*hl));
-    lin *gaps = calloc(gcap, sizeof(*gaps));
-    size_t nh = 0;
-    for (size_t i = 0; hl && i < nhave; i++) {
-        __int128 s0 = have[i].start, e0 = have[i].end;
-        if (have[i].start < have[i].end) {
-            hl[nh++] = (lin){s0, e0};
-        } else {
-            hl[nh++] = (lin){s0, (__int128)UINT64_MAX};
-            hl[nh++] = (lin){-1, e0};
-        }
+    if (rc == 0 && nhave) {
+        hr = calloc(nhave, sizeof(*hr));
+        rc = hr ? 0 : -ENOMEM;
     }
-    for (size_t k = 0; hl && gaps && k < want; k++) {
-        lin pieces[2];
-        int np = 0;
-        __int128 s0 = rr[k].start, e0 = rr[k].end;
-        if (rr[k].start < rr[k].end) {
-            pieces[np++] = (lin){s0, e0};
-        } else {
-            pieces[np++] = (lin){s0, (__int128)UINT64_MAX};
-            pieces[np++] = (lin){-1, e0};
-        }
-        for (int p = 0; p < np; p++) {
-            __int128 cur = pieces[p].lo;
-            while (cur < pieces[p].hi) {
-                __int128 next_cov = pieces[p].hi, cov_end = -2;
-                for (size_t i = 0; i < nh; i++) {
-                    if (hl[i].lo <= cur && cur < hl[i].hi) {
-                        cov_end = hl[i].hi;
-                        break;
-                    }
-                    if (hl[i].lo > cur && hl[i].lo < next_cov)
-                        next_cov = hl[i].lo;
-                }
-                if (cov_end != -2) {
-                    cur = cov_end;
-                    continue;
-                }
-                if (ng == gcap)
-                    goto out;
-                gaps[ng++] = (lin){cur, next_cov};
-                cur = next_cov;
-            }
-        }
-    }
-    /* join the gap that ends at MAX with the one that starts at 0 */
-    int tail = -1, head = -1;
-    for (size_t i = 0; i < ng; i++) {
-        if (gaps[i].hi == (__int128)UINT64_MAX && gaps[i].lo >= 0)
-            tail = (int)i;
-        if (gaps[i].lo == -1)
-            head = (int)i;
-    }
-    for (size_t i = 0; i < ng; i++) {
-        if ((int)i == head && tail >= 0)
-            continue; /* created with the tail */
-        struct store_range nr;
-        nr.start = gaps[i].lo < 0 ? UINT64_MAX : (uint64_t)gaps[i].lo;
-        nr.end = (uint64_t)gaps[i].hi;
-        if ((int)i == tail && head >= 0)
-            nr.end = (uint64_t)gaps[head].hi;
-        int rc = store_range_create(n->store, nr);
-        if (rc < 0) {
+    for (size_t i = 0; rc == 0 && i < nhave; i++)
+        hr[i] = (struct ring_range){have[i].start, have[i].end};
+    /* until 2026-12-06 the gaps went into a buffer of 2 * want + 2: a
+     * node holding more separate ranges than that, and now replicating
+     * fewer, larger arcs (the whole ring), created nothing, silently */
+    if (rc == 0)
+        rc = ring_ranges_uncovered(&gaps, &ngaps, rr, want, hr, nhave);
+    if (rc < 0)
+        LOG(ERROR, "store.ranges_fail", "error=\"%s\"", rk_strerror(rc));
+    for (size_t i = 0; rc == 0 && i < ngaps; i++) {
+        struct store_range nr = {gaps[i].start, gaps[i].end};
+        rc = store_range_create(n->store, nr);
+        if (rc < 0)
             LOG(ERROR, "store.range_create_fail",
                 "start=%llu end=%llu error=\"%s\"",
                 (unsigned long long)nr.start, (unsigned long long)nr.end,
                 rk_strerror(rc));
-            goto out;
-        }
-        created++;
+        else
+            created++;
     }
-out:
     if (created)
-        LOG(INFO, "store.ranges", "created=%d replicated_arcs=%zu", created,
-            want);
+        LOG(INFO, "store.ranges", "created=%d replicated_arcs=%zu held=%zu",
+            created, want, nhave);
     free(gaps);
-    free(hl);
+    free(hr);
     free(have);
     free(rr);
 }

@@ -242,6 +242,20 @@ int ring_plan_new(struct ring_move **out,
 
 void ring_plan_free(struct ring_move *plan);
 
+/* The parts of the ranges `want[0..nwant)` that none of `have[0..nhave)`
+ * covers, as ranges in ring order (a part that wraps through zero is one
+ * range; the whole ring is start == end). `want` ranges must not overlap
+ * each other; `have` ranges may. However many pieces `have` cuts `want`
+ * into, all are returned. On success *out is a malloc'd array of *nout
+ * entries (NULL if none) that the caller frees with free(). Errors:
+ * -ENOMEM (*out NULL, *nout 0). */
+int ring_ranges_uncovered(struct ring_range **out,
+                          size_t *nout,
+                          const struct ring_range *want,
+                          size_t nwant,
+                          const struct ring_range *have,
+                          size_t nhave);
+
 /* Length of a range as a fraction of the ring, (0, 1]. */
 double ring_range_fraction(struct ring_range rg);
 

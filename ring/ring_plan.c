@@ -10,6 +10,7 @@
  * are merged into one. O((Ta + Tb) * RF) time.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,4 +171,131 @@ out_free:
     free(b2a);
     free(pos);
     return err;
+}
+
+/* ---- uncovered parts ----------------------------------------------------- */
+
+/* A piece of the line [0, 2^64): tokens t with lo < t <= hi, lo = -1
+ * standing for "from 0". A range (s, e] is one piece, or two when it wraps
+ * (s >= e): (s, MAX] and (-1, e]. */
+struct piece {
+    __int128 lo, hi;
+};
+
+static int piece_split(struct piece *out, struct ring_range r)
+{
+    if (r.start < r.end) {
+        out[0] = (struct piece){r.start, r.end};
+        return 1;
+    }
+    out[0] = (struct piece){r.start, (__int128)UINT64_MAX};
+    out[1] = (struct piece){-1, r.end};
+    return 2;
+}
+
+static int piece_cmp(const void *a, const void *b)
+{
+    const struct piece *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+struct pieces {
+    struct piece *p;
+    size_t n, cap;
+};
+
+static int pieces_add(struct pieces *v, __int128 lo, __int128 hi)
+{
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 16;
+        struct piece *p = realloc(v->p, cap * sizeof(*p));
+        if (!p)
+            return -ENOMEM;
+        v->p = p;
+        v->cap = cap;
+    }
+    v->p[v->n++] = (struct piece){lo, hi};
+    return 0;
+}
+
+int ring_ranges_uncovered(struct ring_range **out,
+                          size_t *nout,
+                          const struct ring_range *want,
+                          size_t nwant,
+                          const struct ring_range *have,
+                          size_t nhave)
+{
+    *out = NULL;
+    *nout = 0;
+    struct pieces h = {0}, gaps = {0};
+    struct ring_range *res = NULL;
+    int rc = 0;
+    /* what is held, as sorted pieces merged where they touch or overlap */
+    for (size_t i = 0; i < nhave && rc == 0; i++) {
+        struct piece two[2];
+        int np = piece_split(two, have[i]);
+        for (int k = 0; k < np && rc == 0; k++)
+            rc = pieces_add(&h, two[k].lo, two[k].hi);
+    }
+    if (rc < 0)
+        goto free_pieces;
+    if (h.n)
+        qsort(h.p, h.n, sizeof(*h.p), piece_cmp);
+    size_t nh = 0;
+    for (size_t i = 0; i < h.n; i++) {
+        if (nh && h.p[i].lo <= h.p[nh - 1].hi) {
+            if (h.p[i].hi > h.p[nh - 1].hi)
+                h.p[nh - 1].hi = h.p[i].hi;
+        } else {
+            h.p[nh++] = h.p[i];
+        }
+    }
+    /* sweep each wanted piece along the held ones */
+    for (size_t i = 0; i < nwant && rc == 0; i++) {
+        struct piece two[2];
+        int np = piece_split(two, want[i]);
+        for (int k = 0; k < np && rc == 0; k++) {
+            __int128 cur = two[k].lo, end = two[k].hi;
+            for (size_t j = 0; j < nh && cur < end && rc == 0; j++) {
+                if (h.p[j].hi <= cur)
+                    continue;
+                if (h.p[j].lo >= end)
+                    break;
+                if (h.p[j].lo > cur)
+                    rc = pieces_add(&gaps, cur, h.p[j].lo);
+                cur = h.p[j].hi;
+            }
+            if (rc == 0 && cur < end)
+                rc = pieces_add(&gaps, cur, end);
+        }
+    }
+    if (rc < 0)
+        goto free_pieces;
+    if (gaps.n == 0)
+        goto free_pieces;
+    qsort(gaps.p, gaps.n, sizeof(*gaps.p), piece_cmp);
+    /* a gap from 0 and one to MAX are one range through zero */
+    bool join = gaps.n > 1 && gaps.p[0].lo == -1 &&
+                gaps.p[gaps.n - 1].hi == (__int128)UINT64_MAX;
+    size_t first = join ? 1 : 0;
+    res = malloc((gaps.n - first) * sizeof(*res));
+    if (!res) {
+        rc = -ENOMEM;
+        goto free_pieces;
+    }
+    size_t nr = 0;
+    for (size_t i = first; i < gaps.n; i++) {
+        struct piece g = gaps.p[i];
+        res[nr].start = g.lo < 0 ? UINT64_MAX : (uint64_t)g.lo;
+        res[nr].end = (uint64_t)g.hi;
+        if (join && i == gaps.n - 1)
+            res[nr].end = (uint64_t)gaps.p[0].hi;
+        nr++;
+    }
+    *out = res;
+    *nout = nr;
+free_pieces:
+    free(gaps.p);
+    free(h.p);
+    return rc;
 }

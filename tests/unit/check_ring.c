@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1096,6 +1097,144 @@ START_TEST(plan_join_balanced_shape)
 }
 END_TEST
 
+/* ---- uncovered parts ---------------------------------------------------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Random disjoint ranges: cut the circle at n sorted random points and keep
+ * each arc between two cuts with probability keep_pct (the first may wrap). */
+static size_t
+random_arcs(struct ring_range *out, size_t n, unsigned keep_pct, uint64_t *s)
+{
+    uint64_t cut[64];
+    for (size_t i = 0; i < n; i++)
+        cut[i] = rng_next(s);
+    qsort(cut, n, sizeof(cut[0]), cmp_u64);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct ring_range r = {cut[i], cut[(i + 1) % n]};
+        if (r.start != r.end && rng_below(s, 100) < keep_pct)
+            out[k++] = r;
+    }
+    return k;
+}
+
+static bool in_any(const struct ring_range *r, size_t n, uint64_t t)
+{
+    for (size_t i = 0; i < n; i++)
+        if (ring_range_contains(r[i], t))
+            return true;
+    return false;
+}
+
+/* Against the definition, at every boundary and its neighbours and at
+ * random tokens: t is in a gap exactly when it is wanted and not held, and
+ * no two gaps overlap. */
+static void check_uncovered(const struct ring_range *want,
+                            size_t nwant,
+                            const struct ring_range *have,
+                            size_t nhave,
+                            uint64_t *s)
+{
+    struct ring_range *gaps = NULL;
+    size_t ng = 99;
+    ck_assert_int_eq(
+        ring_ranges_uncovered(&gaps, &ng, want, nwant, have, nhave), 0);
+    uint64_t probe[1024];
+    size_t np = 0;
+    const struct ring_range *sets[] = {want, have, gaps};
+    size_t ns[] = {nwant, nhave, ng};
+    for (int k = 0; k < 3; k++)
+        for (size_t i = 0; i < ns[k] && np + 6 <= 900; i++) {
+            uint64_t e[2] = {sets[k][i].start, sets[k][i].end};
+            for (int j = 0; j < 2; j++) {
+                probe[np++] = e[j] - 1;
+                probe[np++] = e[j];
+                probe[np++] = e[j] + 1;
+            }
+        }
+    probe[np++] = 0;
+    probe[np++] = UINT64_MAX;
+    while (np < 1024)
+        probe[np++] = rng_next(s);
+    for (size_t i = 0; i < np; i++) {
+        uint64_t t = probe[i];
+        bool expect = in_any(want, nwant, t) && !in_any(have, nhave, t);
+        size_t hits = 0;
+        for (size_t g = 0; g < ng; g++)
+            hits += ring_range_contains(gaps[g], t) != 0;
+        ck_assert_msg(hits == (expect ? 1u : 0u),
+                      "token %llu: in %zu gaps, expected %d (want %zu, "
+                      "have %zu, gaps %zu)",
+                      (unsigned long long)t, hits, expect, nwant, nhave, ng);
+    }
+    free(gaps);
+}
+
+START_TEST(uncovered_matches_brute_force)
+{
+    uint64_t s = 9100 + (uint64_t)_i;
+    struct ring_range want[64], have[64];
+    size_t nwant, nhave;
+    if (_i % 4 == 0) {
+        /* the whole ring wanted (start == end) */
+        uint64_t t = rng_next(&s);
+        want[0] = (struct ring_range){t, t};
+        nwant = 1;
+    } else {
+        nwant = random_arcs(want, 1 + rng_below(&s, 40), 60, &s);
+    }
+    nhave = random_arcs(have, 1 + rng_below(&s, 60), 50, &s);
+    if (_i % 7 == 0) { /* overlapping held ranges */
+        uint64_t t = rng_next(&s);
+        have[nhave++] = (struct ring_range){t, t + (UINT64_MAX >> 3)};
+    }
+    check_uncovered(want, nwant, have, nhave, &s);
+    check_uncovered(want, nwant, NULL, 0, &s);
+    check_uncovered(want, nwant, want, nwant, &s);
+}
+END_TEST
+
+/* regression decommission_stalls_after_join: a node holding 6 separate
+ * ranges that comes to replicate the whole ring (a 4-node cluster of RF 3
+ * losing a node) was given none of the 6 gaps, from a fixed buffer of
+ * 2 * wanted + 2 pieces in gshell.c; every push of a gap answered "not
+ * found" and the decommission never ended */
+START_TEST(uncovered_more_gaps_than_wanted_ranges)
+{
+    struct ring_range want = {1000, 1000}; /* the whole ring */
+    struct ring_range have[6];
+    for (int i = 0; i < 6; i++) {
+        uint64_t a = (uint64_t)i * (UINT64_MAX / 6) + 100;
+        have[i] = (struct ring_range){a, a + 1000};
+    }
+    struct ring_range *gaps = NULL;
+    size_t ng = 0;
+    ck_assert_int_eq(ring_ranges_uncovered(&gaps, &ng, &want, 1, have, 6), 0);
+    ck_assert_uint_eq(ng, 6);
+    /* in ring order, the last wrapping through zero */
+    for (int i = 0; i < 5; i++) {
+        ck_assert_uint_eq(gaps[i].start, have[i].end);
+        ck_assert_uint_eq(gaps[i].end, have[i + 1].start);
+    }
+    ck_assert_uint_eq(gaps[5].start, have[5].end);
+    ck_assert_uint_eq(gaps[5].end, have[0].start);
+    free(gaps);
+    /* nothing held: the whole ring, one range; all held: none */
+    ck_assert_int_eq(ring_ranges_uncovered(&gaps, &ng, &want, 1, NULL, 0), 0);
+    ck_assert_uint_eq(ng, 1);
+    ck_assert_uint_eq(gaps[0].start, gaps[0].end);
+    free(gaps);
+    ck_assert_int_eq(ring_ranges_uncovered(&gaps, &ng, &want, 1, &want, 1), 0);
+    ck_assert_uint_eq(ng, 0);
+    ck_assert_ptr_null(gaps);
+}
+END_TEST
+
 static Suite *ring_suite(void)
 {
     Suite *s = suite_create("ring");
@@ -1140,6 +1279,11 @@ static Suite *ring_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, plan_matches_brute_force, 0, 40);
     tcase_add_test(tc, plan_join_balanced_shape);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("uncovered");
+    tcase_add_loop_test(tc, uncovered_matches_brute_force, 0, 200);
+    tcase_add_test(tc, uncovered_more_gaps_than_wanted_ranges);
     suite_add_tcase(s, tc);
     return s;
 }
