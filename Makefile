@@ -15,13 +15,14 @@ deps:
 	@./scripts/install-deps.sh
 
 $(BUILD)/CMakeCache.txt:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRK_WERROR=ON
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
 $(ASAN_BUILD)/CMakeCache.txt:
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DRK_SANITIZE=ON
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DRK_SANITIZE=ON \
+		-DRK_WERROR=ON
 
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
@@ -39,7 +40,7 @@ test-asan: build-asan
 # libFuzzer targets built with clang; each runs for FUZZ_SECONDS.
 FUZZ_SECONDS ?= 60
 fuzz: deps
-	CC=clang cmake -S . -B $(FUZZ_BUILD) -DRK_FUZZ=ON -DRK_SANITIZE=ON \
+	CC=clang cmake -S . -B $(FUZZ_BUILD) -DRK_FUZZ=ON -DRK_SANITIZE=ON -DRK_WERROR=ON \
 		-DRK_CLUSTER_TESTS=OFF
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	./scripts/fuzz.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)

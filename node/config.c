@@ -910,20 +910,33 @@ static const char *dump_quote(char *dst, size_t cap, const char *str)
     return dst;
 }
 
+/* node_config_dump's output: appended to buf while it has room (buf may
+ * be NULL, len 0, to measure), counted in *total either way. */
+struct dump_out {
+    char *buf;
+    size_t len, used;
+    int total;
+};
+
+__attribute__((format(printf, 2, 3))) static void
+dump_out(struct dump_out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = o->buf && o->used < o->len ? o->len - o->used : 0;
+    int w = vsnprintf(room ? o->buf + o->used : NULL, room, fmt, ap);
+    va_end(ap);
+    if (w > 0) {
+        o->total += w;
+        o->used = o->used + (size_t)w < o->len ? o->used + (size_t)w : o->len;
+    }
+}
+
 int node_config_dump(const struct node_config *c, char *buf, size_t len)
 {
-    size_t used = 0;
-    int total = 0;
+    struct dump_out o = {buf, len, 0, 0};
     char q[4 * NODE_CONFIG_STR + 14], q2[4 * NODE_CONFIG_STR + 14];
-#define OUT(...)                                                      \
-    do {                                                              \
-        int w_ = snprintf(buf ? buf + used : NULL,                    \
-                          used < len ? len - used : 0, __VA_ARGS__);  \
-        if (w_ > 0) {                                                 \
-            total += w_;                                              \
-            used = used + (size_t)w_ < len ? used + (size_t)w_ : len; \
-        }                                                             \
-    } while (0)
+#define OUT(...) dump_out(&o, __VA_ARGS__)
     OUT("cluster_name: %s\n", dump_quote(q, sizeof(q), c->cluster_name));
     OUT("cluster_secret_file: %s\n",
         dump_quote(q, sizeof(q), c->cluster_secret_file));
@@ -977,5 +990,5 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
     OUT("log_level: %s\nlog_file: %s\n", loglevel_names[c->log_level],
         dump_quote(q, sizeof(q), c->log_file));
 #undef OUT
-    return total;
+    return o.total;
 }

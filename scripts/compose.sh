@@ -59,11 +59,13 @@ metrics 9180). Try:
   redis-cli -h $net.13 GET greeting
   docker exec ${RINGKV_PROJECT:-ringkv}_node2_1 /usr/bin/ringkv -h $net.12 get greeting
   docker-compose -p ${RINGKV_PROJECT:-ringkv} -f deploy/docker-compose.yml kill node3
+  docker-compose -p ${RINGKV_PROJECT:-ringkv} -f deploy/docker-compose.yml up -d node4   (a fourth node joins)
 Stop with: make compose-stop (data kept; ./scripts/compose.sh destroy deletes it)
 EOT
     ;;
 status) status ;;
-down) compose stop && compose rm -f ;;
-destroy) compose down -v ;;
+# --profile extra: node4 too, when it was added (docs/operations.md)
+down) compose --profile extra stop && compose --profile extra rm -f ;;
+destroy) compose --profile extra down -v ;;
 *) die "unknown command '$cmd' (up, status, down, destroy)" ;;
 esac

@@ -20,7 +20,13 @@ addresses on the bridge network, never to anything off this machine.
 4. A rolling restart (`docker-compose restart`, one node at a time, waiting
    for UN in between), then every key reads at ALL: data survives in the
    volumes.
-5. Stop: every container exits 0 on SIGTERM and no log holds a sanitizer
+5. Add one node, then decommission another, with data (regression
+   decommission_stalls_after_join): 2,000 more keys, node4 (profile
+   "extra") joins by streaming, then `ringkv decommission --wait` takes
+   node1 out; it ends (it stalled at "21 of 27 ranges" before 2026-12-06,
+   every push to node4 answering "not found"), node1 exits 0 and every
+   key reads at ALL through node2, node3 and node4.
+6. Stop: every container exits 0 on SIGTERM and no log holds a sanitizer
    report (harness._CRASH_MARKS).
 """
 import os
@@ -36,7 +42,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.path.dirname(h.BIN_DIR)
 PROJECT = "rktest"
 NET = "172.28.6"
-IP = {"node1": NET + ".11", "node2": NET + ".12", "node3": NET + ".13"}
+IP = {"node1": NET + ".11", "node2": NET + ".12", "node3": NET + ".13",
+      "node4": NET + ".14"}
 IMAGE = "ringkv:test-" + os.path.basename(BUILD).lower()
 
 
@@ -46,7 +53,7 @@ def env():
               "RINGKV_CLUSTER_NAME": PROJECT,
               "RINGKV_SECRET_FILE": SECRET,
               "RINGKV_GOSSIP_INTERVAL_MS": "200",
-              "RINGKV_NUM_TOKENS": "8",
+              "RINGKV_NUM_TOKENS": "16",
               "RINGKV_READ_TIMEOUT_MS": "1500",
               "RINGKV_WRITE_TIMEOUT_MS": "1500"})
     return e
@@ -151,11 +158,11 @@ def main():
     SECRET = os.path.join(h.tmpdir(), "secret")
     with open(SECRET, "w") as f:
         f.write("compose-test-secret\n")
-    dc("down", "-v", "--remove-orphans", check=False)
+    dc("--profile", "extra", "down", "-v", "--remove-orphans", check=False)
     print(run(os.path.join(ROOT, "scripts", "docker-image.sh"), BUILD, IMAGE))
     try:
         scenario()
-        dc("stop", "-t", "30")
+        dc("--profile", "extra", "stop", "-t", "30")
         crashes = []
         for n in IP:
             code = run("docker", "inspect", "-f", "{{.State.ExitCode}}",
@@ -167,7 +174,8 @@ def main():
                         for m in h._CRASH_MARKS if m in log]
         h.check(not crashes, "a node crashed:\n" + "\n".join(crashes))
     finally:
-        dc("down", "-v", "--remove-orphans", check=False)
+        dc("--profile", "extra", "down", "-v", "--remove-orphans",
+           check=False)
         run("docker", "rmi", IMAGE, check=False)
 
 
@@ -232,6 +240,31 @@ def scenario():
     h.check(missing(IP["node2"], keys + lost + cut + rolled, "ALL") == [],
             "keys missing after the rolling restart")
     print("rolling restart: every key at ALL")
+
+    # add one node, then decommission another, with data
+    more = ["more%04d" % i for i in range(2000)]
+    put_all(IP["node2"], more)
+    t0 = time.time()
+    dc("up", "-d", "node4")
+    all4 = all3 + ["node4"]
+    wait_states(all4, {n: "UN" for n in all4}, timeout=180)
+    held = metric(IP["node4"], "ringkv_stored_ranges")
+    print("node4 joined in %.1f s, holding %d separate ranges" %
+          (time.time() - t0, held))
+    t0 = time.time()
+    out = run("docker", "exec", container("node2"), "/usr/bin/ringkv", "-h",
+              IP["node1"], "decommission", "--wait", timeout=240)
+    print("node1 decommissioned in %.1f s: %r" %
+          (time.time() - t0, out.strip().splitlines()[-1]))
+    code = run("docker", "wait", container("node1"), timeout=60).strip()
+    h.check(code == "0", "node1 exited %s after leaving" % code)
+    rest = ["node2", "node3", "node4"]
+    wait_states(rest, {n: "UN" for n in rest})
+    everything = keys + lost + cut + rolled + more
+    for n in rest:
+        h.check(missing(IP[n], everything, "ALL") == [],
+                "keys missing at ALL through %s after node1 left" % n)
+    print("node4 added, node1 decommissioned: every key at ALL")
 
 
 if __name__ == "__main__":
