@@ -419,6 +419,7 @@ static void become_ready(net_conn *c)
 {
     c->state = NET__READY;
     c->hold = false;
+    c->rbuf.max_frame = c->base->max_frame;
     uv_timer_stop(&c->timer);
     update_reading(c);
     c->base->on_ready(c->base, c);
@@ -426,28 +427,42 @@ static void become_ready(net_conn *c)
         dirty_link(c);
 }
 
+/* Makes this side's next handshake frame (answering peer, which may be
+ * empty), keeps it in hs_sent for the check of the reply, and sends it. */
+static int handshake_send(net_conn *c, struct rk_slice peer)
+{
+    struct net__base *b = c->base;
+    size_t len = 0;
+    int rc = b->hs.make(b->hs.arg, c->dialed, peer, c->hs_sent,
+                        sizeof(c->hs_sent), &len);
+    if (rc == 0 && len > sizeof(c->hs_sent))
+        rc = RK_EINTERNAL;
+    if (rc == 0)
+        c->hs_sent_len = len;
+    if (rc == 0)
+        rc = write_now(c, c->hs_sent, len);
+    return rc;
+}
+
+/* One frame received during the handshake. The connecting side sent its
+ * first frame at the start: what comes back is checked against it, and its
+ * last frame answers it. The accepting side answers the first frame and
+ * checks the second against its answer. */
 static int handshake_step(net_conn *c, struct rk_slice frame)
 {
     struct net__base *b = c->base;
-    struct rk_slice none = {NULL, 0};
+    struct rk_slice sent = {c->hs_sent, c->hs_sent_len};
     int rc;
     c->name[0] = '\0';
-    if (c->outbound) {
-        uint8_t out[NET_HANDSHAKE_MAX];
-        size_t len = 0;
-        rc = b->hs.check(b->hs.arg, frame, none, c->name, sizeof(c->name));
-        if (rc == 0)
-            rc = b->hs.make(b->hs.arg, frame, out, sizeof(out), &len);
-        if (rc == 0 && len > sizeof(out))
-            rc = RK_EINTERNAL;
-        if (rc == 0)
-            rc = write_now(c, out, len);
-    } else {
-        rc = b->hs.check(b->hs.arg, frame,
-                         (struct rk_slice){c->hs_sent, c->hs_sent_len}, c->name,
-                         sizeof(c->name));
+    if (!c->outbound && c->hs_sent_len == 0) {
+        rc = handshake_send(c, frame);
+        return rc > 0 ? RK_EAUTH : rc;
     }
+    rc = b->hs.check(b->hs.arg, c->dialed, frame, sent, c->name,
+                     sizeof(c->name));
     c->name[sizeof(c->name) - 1] = '\0';
+    if (rc == 0 && c->outbound)
+        rc = handshake_send(c, frame);
     if (rc > 0)
         rc = RK_EAUTH;
     if (rc == 0)
@@ -555,14 +570,10 @@ int net__conn_start(net_conn *c)
     if (b->has_hs) {
         c->state = NET__HANDSHAKE;
         c->hold = c->outbound;
-        if (!c->outbound) {
-            int rc =
-                b->hs.make(b->hs.arg, (struct rk_slice){NULL, 0}, c->hs_sent,
-                           sizeof(c->hs_sent), &c->hs_sent_len);
-            if (rc == 0 && c->hs_sent_len > sizeof(c->hs_sent))
-                rc = RK_EINTERNAL;
-            if (rc == 0)
-                rc = write_now(c, c->hs_sent, c->hs_sent_len);
+        /* Until authenticated, a peer may send only small frames. */
+        c->rbuf.max_frame = NET_HANDSHAKE_MAX;
+        if (c->outbound) {
+            int rc = handshake_send(c, (struct rk_slice){NULL, 0});
             if (rc)
                 return rc > 0 ? RK_EINTERNAL : rc;
         }

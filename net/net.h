@@ -25,16 +25,20 @@
  * its queue is over max_queued / 2 and resumes under max_queued / 4, so a
  * client that sends without reading cannot grow the server's memory.
  *
- * Handshake hook (optional, internode): the accepting side speaks first.
- *   accept:  make(peer = empty) -> challenge sent; the first frame received
- *            is passed to check(got, sent = the challenge); only then is the
- *            connection announced (on_accept) and its frames delivered.
- *   connect: the first frame received is check(got, sent = empty); then
- *            make(peer = that frame) -> response sent; requests queued
+ * Handshake hook (optional, internode): the connecting side speaks first,
+ * three messages, each a frame of at most NET_HANDSHAKE_MAX bytes (a larger
+ * one is refused before authentication: RK_ETOOLARGE).
+ *   connect: make(to = the "host:port" dialed, peer = empty) -> sent; the
+ *            first frame received is check(got, sent = that); then
+ *            make(peer = the frame received) -> sent; requests queued
  *            meanwhile go out right after it.
- * A failing check (or a handshake not finished in handshake_timeout_ms)
- * closes the connection and counts stats.handshake_failed. wire/rpc_msg.h
- * provides rpc_handshake_make/check for these two slots.
+ *   accept:  make(to = NULL, peer = the first frame received) -> sent; the
+ *            second frame received is check(got, sent = that); only then is
+ *            the connection announced (on_accept) and its frames delivered.
+ * A failing make or check (or a handshake not finished in
+ * handshake_timeout_ms) closes the connection and counts
+ * stats.handshake_failed. wire/rpc_msg.h provides rpc_handshake_make/check
+ * for these two slots.
  *
  * Borrowed memory: every rk_slice passed to a callback lives only for that
  * call. Slices passed in are copied before the call returns.
@@ -121,20 +125,23 @@ int net_addr_format(char *out, size_t cap, const struct sockaddr *sa);
 /* ---- handshake hook ----------------------------------------------------- */
 
 struct net_handshake {
-    /* Writes this side's handshake frame into out[0..cap) (cap is
-     * NET_HANDSHAKE_MAX) and sets *out_len. peer is empty on the accepting
-     * side, the peer's challenge on the connecting side. Nonzero refuses
-     * the connection. */
+    /* Writes this side's next handshake frame into out[0..cap) (cap is
+     * NET_HANDSHAKE_MAX) and sets *out_len. to is the "host:port" the
+     * connecting side dialed (net_peers' key), NULL on the accepting side;
+     * peer is the frame last received (empty for the connecting side's
+     * first). Nonzero refuses the connection. */
     int (*make)(void *arg,
+                const char *to,
                 struct rk_slice peer,
                 uint8_t *out,
                 size_t cap,
                 size_t *out_len);
-    /* Checks the first frame received. sent is what this side sent (the
-     * challenge) on the accepting side, empty on the connecting side. On
-     * success writes the peer's name (NUL-terminated) into name[0..cap) and
-     * returns 0; anything else refuses the connection. */
+    /* Checks the frame received after this side's frame sent (as make
+     * wrote it). to as for make. On success writes the peer's name
+     * (NUL-terminated) into name[0..cap) and returns 0; anything else
+     * refuses the connection. */
     int (*check)(void *arg,
+                 const char *to,
                  struct rk_slice got,
                  struct rk_slice sent,
                  char *name,

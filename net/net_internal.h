@@ -98,8 +98,9 @@ struct net_conn {
     struct net_conn *prev, *next;   /* base's list of all conns */
     void *data;                     /* user data (server) */
     void *owner;                    /* peers: the net__peer */
+    const char *dialed;             /* peers: the "host:port" (peer's key) */
     char name[NET_NAME_MAX];
-    uint8_t hs_sent[NET_HANDSHAKE_MAX];
+    uint8_t hs_sent[NET_HANDSHAKE_MAX]; /* this side's last handshake frame */
     size_t hs_sent_len;
 };
 

@@ -356,6 +356,7 @@ static int peer_connect(net_peers *p, struct peer *e)
         return rc;
     c->outbound = true;
     c->owner = e;
+    c->dialed = e->name; /* e outlives its connections */
     e->conn = c;
     net__conn_deadline(c, p->connect_timeout_ms);
     if (net_addr_parse(&ss, e->name) == 0) {

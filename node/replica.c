@@ -3,11 +3,12 @@
  * and reads from coordinators), the authenticated outbound connections
  * (net_peers), local reads and writes, and hinted handoff.
  *
- * Every internode connection starts with the challenge/response handshake
- * of wire/rpc_msg.h under the cluster key; a peer without the secret never
- * gets a frame delivered. A malformed request is answered with an error
- * status (BAD_REQUEST / PROTOCOL); a frame that breaks the framing closes
- * that one connection.
+ * Every internode connection starts with the mutual challenge-response
+ * handshake of wire/rpc_msg.h under the cluster key; a peer without the
+ * secret never gets a frame delivered, and a connection to a member's
+ * address is used only once the node there has proved it is that member. A
+ * malformed request is answered with an error status (BAD_REQUEST / PROTOCOL);
+ * a frame that breaks the framing closes that one connection.
  *
  * Hints: a write for a DOWN (or unreachable) replica is stored in the store's
  * hints env (on the thread pool: it fsyncs), the hints of one loop turn in one
@@ -60,20 +61,68 @@
 
 /* ---- handshake -------------------------------------------------------- */
 
-static int hs_make(
-    void *arg, struct rk_slice peer, uint8_t *out, size_t cap, size_t *out_len)
+/* The ring member at internode address iaddr: the node this one means to
+ * reach when it dials iaddr (connections are keyed by address, and every
+ * request goes to a member's address). Should two members give one address
+ * (a node replaced under a new name before the old is removed), the one
+ * gossip has UP. NULL if none does. */
+static const char *member_at(node *n, const char *iaddr)
+{
+    const char *found = NULL;
+    for (size_t i = 0; i < n->npeers; i++) {
+        const struct node_peer *p = &n->peer[i];
+        if (strcmp(p->iaddr, iaddr) != 0)
+            continue;
+        if (p->up || p->self)
+            return p->name;
+        if (found == NULL)
+            found = p->name;
+    }
+    return found;
+}
+
+static void hs_failed(node *n, const char *to, int rc)
+{
+    n->stats.internode_auth_fail++;
+    if (to != NULL)
+        LOG(WARN, "internode.handshake_fail", "side=connect to=%s error=%s", to,
+            rk_errname(rc));
+    else
+        LOG(WARN, "internode.handshake_fail", "side=accept error=%s",
+            rk_errname(rc));
+}
+
+static int hs_make(void *arg,
+                   const char *to,
+                   struct rk_slice peer,
+                   uint8_t *out,
+                   size_t cap,
+                   size_t *out_len)
 {
     node *n = arg;
     uint8_t nonce[RPC_NONCE_BYTES];
+    const char *want = "";
+    if (to != NULL && peer.len == 0) {
+        want = member_at(n, to);
+        if (want == NULL) { /* no longer a member's address */
+            LOG(WARN, "internode.handshake_fail",
+                "side=connect to=%s error=UNAVAILABLE reason=no_member", to);
+            return RK_EUNAVAILABLE;
+        }
+    }
     randombytes_buf(nonce, sizeof(nonce));
-    return rpc_handshake_make(
+    int rc = rpc_handshake_make(
         out, cap, out_len, n->rpc_key,
         RK_SLICE(n->cfg.cluster_name, strlen(n->cfg.cluster_name)),
-        RK_SLICE(n->cfg.node_name, strlen(n->cfg.node_name)), nonce,
-        node__now_ms(), peer);
+        RK_SLICE(n->cfg.node_name, strlen(n->cfg.node_name)),
+        RK_SLICE(want, strlen(want)), nonce, node__now_ms(), peer);
+    if (rc < 0)
+        hs_failed(n, to, rc);
+    return rc;
 }
 
 static int hs_check(void *arg,
+                    const char *to,
                     struct rk_slice got,
                     struct rk_slice sent,
                     char *name,
@@ -84,10 +133,8 @@ static int hs_check(void *arg,
         got, sent, n->rpc_key,
         RK_SLICE(n->cfg.cluster_name, strlen(n->cfg.cluster_name)), name,
         name_cap);
-    if (rc < 0) {
-        n->stats.internode_auth_fail++;
-        LOG(WARN, "internode.handshake_fail", "error=%s", rk_errname(rc));
-    }
+    if (rc < 0)
+        hs_failed(n, to, rc);
     return rc;
 }
 

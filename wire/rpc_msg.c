@@ -4,7 +4,8 @@
  * MAC.
  *
  * Wire layout (each a msgpack array; names are str, keys/values/nonces bin):
- *   HANDSHAKE  [1, version, role, cluster, node, nonce, peer_nonce, time, mac]
+ *   HANDSHAKE  [1, version, role, cluster, from, to, nonce, peer_nonce, time,
+ *               mac]
  *   WRITE      [2, token, epoch, key, ts, flags, expiry, value]
  *   WRITE_ACK  [3, status, hlc]
  *   READ       [4, token, epoch, key, digest?]
@@ -271,45 +272,65 @@ static int check_name(struct rk_slice s)
     return 0;
 }
 
-/* The MAC'd bytes: a domain tag, then every field in fixed order with
- * one-byte name lengths. Returns the length written into buf. */
+static int check_names(const struct rpc_handshake *hs)
+{
+    int rc = check_name(hs->cluster);
+    if (rc == 0)
+        rc = check_name(hs->from);
+    if (rc == 0)
+        rc = check_name(hs->to);
+    return rc;
+}
+
+static bool same_name(struct rk_slice a, struct rk_slice b)
+{
+    return a.len == b.len && (a.len == 0 || memcmp(a.p, b.p, a.len) == 0);
+}
+
+static size_t put_name(uint8_t *buf, struct rk_slice s)
+{
+    buf[0] = (uint8_t)s.len;
+    memcpy(buf + 1, s.p, s.len);
+    return 1 + s.len;
+}
+
+/* The MAC'd bytes of an ANSWER or a PROOF: a tag naming the direction, so
+ * that one side's MAC is never valid as the other's, then the version, the
+ * cluster, the receiver's nonce, the sender's, the sender's name, the
+ * receiver's and the time, names with one-byte lengths. Returns the length
+ * written into buf. */
 static size_t hs_mac_input(uint8_t *buf, const struct rpc_handshake *hs)
 {
-    static const char tag[] = "ringkv-hs";
-    size_t n = 0;
-    memcpy(buf, tag, sizeof(tag) - 1);
-    n += sizeof(tag) - 1;
+    static const char tag_s[] = "ringkv-hs-s", tag_c[] = "ringkv-hs-c";
+    const char *tag = hs->role == RPC_HS_ANSWER ? tag_s : tag_c;
+    size_t n = sizeof(tag_s) - 1;
+    memcpy(buf, tag, n);
     for (int i = 3; i >= 0; i--)
         buf[n++] = (uint8_t)(hs->version >> (8 * i));
-    for (int i = 3; i >= 0; i--)
-        buf[n++] = (uint8_t)(hs->role >> (8 * i));
-    buf[n++] = (uint8_t)hs->cluster.len;
-    memcpy(buf + n, hs->cluster.p, hs->cluster.len);
-    n += hs->cluster.len;
-    buf[n++] = (uint8_t)hs->node.len;
-    memcpy(buf + n, hs->node.p, hs->node.len);
-    n += hs->node.len;
-    memcpy(buf + n, hs->nonce, RPC_NONCE_BYTES);
-    n += RPC_NONCE_BYTES;
+    n += put_name(buf + n, hs->cluster);
     memcpy(buf + n, hs->peer_nonce, RPC_NONCE_BYTES);
     n += RPC_NONCE_BYTES;
+    memcpy(buf + n, hs->nonce, RPC_NONCE_BYTES);
+    n += RPC_NONCE_BYTES;
+    n += put_name(buf + n, hs->from);
+    n += put_name(buf + n, hs->to);
     for (int i = 7; i >= 0; i--)
         buf[n++] = (uint8_t)(hs->time_ms >> (8 * i));
     return n;
 }
 
 #define HS_MAC_INPUT_MAX \
-    (9 + 4 + 4 + 2 * (1 + RPC_NAME_MAX) + 2 * RPC_NONCE_BYTES + 8)
+    (11 + 4 + 3 * (1 + RPC_NAME_MAX) + 2 * RPC_NONCE_BYTES + 8)
 
 int rpc_handshake_sign(struct rpc_handshake *hs,
                        const uint8_t key[RPC_KEY_BYTES])
 {
     uint8_t buf[HS_MAC_INPUT_MAX];
-    int rc = check_name(hs->cluster);
-    if (rc == 0)
-        rc = check_name(hs->node);
+    int rc = check_names(hs);
     if (rc)
         return rc;
+    if (hs->role != RPC_HS_ANSWER && hs->role != RPC_HS_PROOF)
+        return RK_EBADREQ;
     size_t n = hs_mac_input(buf, hs);
     crypto_auth(hs->mac, buf, n, key);
     return 0;
@@ -319,7 +340,8 @@ int rpc_handshake_verify(const struct rpc_handshake *hs,
                          const uint8_t key[RPC_KEY_BYTES])
 {
     uint8_t buf[HS_MAC_INPUT_MAX];
-    if (check_name(hs->cluster) || check_name(hs->node))
+    if (check_names(hs) != 0 ||
+        (hs->role != RPC_HS_ANSWER && hs->role != RPC_HS_PROOF))
         return RK_EAUTH;
     size_t n = hs_mac_input(buf, hs);
     return crypto_auth_verify(hs->mac, buf, n, key) == 0 ? 0 : RK_EAUTH;
@@ -328,18 +350,17 @@ int rpc_handshake_verify(const struct rpc_handshake *hs,
 int rpc_handshake_encode(struct rpc_buf *out, const struct rpc_handshake *hs)
 {
     struct rpc__enc e;
-    int rc = check_name(hs->cluster);
-    if (rc == 0)
-        rc = check_name(hs->node);
+    int rc = check_names(hs);
     if (rc)
         return rc;
     rpc__enc_init(&e, out);
-    enc_array(&e, 9);
+    enc_array(&e, 10);
     enc_u64(&e, RPC_MSG_HANDSHAKE);
     enc_u64(&e, hs->version);
     enc_u64(&e, hs->role);
     enc_str(&e, hs->cluster);
-    enc_str(&e, hs->node);
+    enc_str(&e, hs->from);
+    enc_str(&e, hs->to);
     enc_bin(&e, hs->nonce, RPC_NONCE_BYTES);
     enc_bin(&e, hs->peer_nonce, RPC_NONCE_BYTES);
     enc_u64(&e, hs->time_ms);
@@ -353,20 +374,23 @@ int rpc_handshake_decode(struct rpc_handshake *out, struct rk_slice buf)
     uint64_t extra;
     struct rpc_handshake hs;
     memset(&hs, 0, sizeof(hs));
-    int rc = rd_open(&r, buf, RPC_MSG_HANDSHAKE, 9, &extra);
+    int rc = rd_open(&r, buf, RPC_MSG_HANDSHAKE, 10, &extra);
     if (rc == 0)
         rc = wire__rd_uint32(&r, &hs.version);
     if (rc == 0 && hs.version != RPC_HS_VERSION)
         rc = RK_EVERSION;
     if (rc == 0)
         rc = wire__rd_uint32(&r, &hs.role);
-    if (rc == 0 && hs.role != RPC_HS_CHALLENGE && hs.role != RPC_HS_RESPONSE)
+    if (rc == 0 && hs.role != RPC_HS_HELLO && hs.role != RPC_HS_ANSWER &&
+        hs.role != RPC_HS_PROOF)
         rc = RK_EPROTO;
     if (rc == 0)
         rc = rd_bytes(&r, WIRE__RD_STR, RPC_NAME_MAX, &hs.cluster);
     if (rc == 0)
-        rc = rd_bytes(&r, WIRE__RD_STR, RPC_NAME_MAX, &hs.node);
-    if (rc == 0 && (hs.cluster.len == 0 || hs.node.len == 0))
+        rc = rd_bytes(&r, WIRE__RD_STR, RPC_NAME_MAX, &hs.from);
+    if (rc == 0)
+        rc = rd_bytes(&r, WIRE__RD_STR, RPC_NAME_MAX, &hs.to);
+    if (rc == 0 && check_names(&hs) != 0)
         rc = RK_EPROTO;
     if (rc == 0)
         rc = rd_fixed(&r, hs.nonce, RPC_NONCE_BYTES);
@@ -384,37 +408,60 @@ int rpc_handshake_decode(struct rpc_handshake *out, struct rk_slice buf)
     return 0;
 }
 
+/* Decodes a handshake message from the peer for rpc_handshake_make:
+ * RK_EVERSION or RK_EPROTO. */
+static int decode_peer(struct rpc_handshake *out, struct rk_slice buf)
+{
+    int rc = rpc_handshake_decode(out, buf);
+    if (rc)
+        return rc == RK_EVERSION ? rc : RK_EPROTO;
+    return 0;
+}
+
 int rpc_handshake_make(uint8_t *out,
                        size_t cap,
                        size_t *out_len,
                        const uint8_t key[RPC_KEY_BYTES],
                        struct rk_slice cluster,
-                       struct rk_slice node,
+                       struct rk_slice self,
+                       struct rk_slice to,
                        const uint8_t nonce[RPC_NONCE_BYTES],
                        uint64_t now_ms,
                        struct rk_slice peer)
 {
-    struct rpc_handshake hs;
+    struct rpc_handshake hs, got;
     struct rpc_buf b = RPC_BUF_INIT;
     int rc;
     memset(&hs, 0, sizeof(hs));
     hs.version = RPC_HS_VERSION;
-    hs.role = RPC_HS_CHALLENGE;
     hs.cluster = cluster;
-    hs.node = node;
-    memcpy(hs.nonce, nonce, RPC_NONCE_BYTES);
+    hs.from = self;
     hs.time_ms = now_ms;
-    if (peer.len != 0) {
-        struct rpc_handshake ch;
-        rc = rpc_handshake_decode(&ch, peer);
+    if (peer.len == 0) {
+        hs.role = RPC_HS_HELLO;
+        hs.to = to;
+        memcpy(hs.nonce, nonce, RPC_NONCE_BYTES);
+        rc = check_names(&hs);
+    } else {
+        rc = decode_peer(&got, peer);
         if (rc)
-            return rc == RK_EVERSION ? rc : RK_EPROTO;
-        if (ch.role != RPC_HS_CHALLENGE)
+            return rc;
+        if (got.role == RPC_HS_HELLO) {
+            /* Sign nothing for a HELLO meant for another node or cluster. */
+            if (!same_name(got.cluster, cluster) || !same_name(got.to, self))
+                return RK_EAUTH;
+            hs.role = RPC_HS_ANSWER;
+            memcpy(hs.nonce, nonce, RPC_NONCE_BYTES);
+        } else if (got.role == RPC_HS_ANSWER) {
+            hs.role = RPC_HS_PROOF;
+            memcpy(hs.nonce, got.peer_nonce, RPC_NONCE_BYTES);
+        } else {
             return RK_EPROTO;
-        hs.role = RPC_HS_RESPONSE;
-        memcpy(hs.peer_nonce, ch.nonce, RPC_NONCE_BYTES);
+        }
+        hs.to = got.from;
+        memcpy(hs.peer_nonce, got.nonce, RPC_NONCE_BYTES);
+        rc = rpc_handshake_sign(&hs, key);
     }
-    rc = rpc_handshake_sign(&hs, key);
     if (rc)
         return rc;
     rc = rpc_handshake_encode(&b, &hs);
@@ -438,29 +485,32 @@ int rpc_handshake_check(struct rk_slice got,
                         char *name,
                         size_t name_cap)
 {
-    struct rpc_handshake hs;
+    struct rpc_handshake hs, mine;
     int rc = rpc_handshake_decode(&hs, got);
     if (rc)
         return rc;
+    /* Nothing is accepted but an answer to a message of ours: our own
+     * fresh nonce is what makes a recorded message useless. */
+    if (sent.len == 0 || rpc_handshake_decode(&mine, sent) != 0)
+        return RK_EPROTO;
+    if (!(mine.role == RPC_HS_HELLO && hs.role == RPC_HS_ANSWER) &&
+        !(mine.role == RPC_HS_ANSWER && hs.role == RPC_HS_PROOF))
+        return RK_EPROTO;
     if (rpc_handshake_verify(&hs, key))
         return RK_EAUTH;
-    if (hs.cluster.len != cluster.len ||
-        memcmp(hs.cluster.p, cluster.p, cluster.len) != 0)
+    /* got must bind our nonce, and a PROOF also the one it answers. */
+    if (sodium_memcmp(hs.peer_nonce, mine.nonce, RPC_NONCE_BYTES) != 0 ||
+        (hs.role == RPC_HS_PROOF &&
+         sodium_memcmp(hs.nonce, mine.peer_nonce, RPC_NONCE_BYTES) != 0))
+        return RK_EPROTO;
+    /* The two names of this exchange: for a HELLO of ours, the acceptor
+     * must be the node we meant to reach. */
+    if (!same_name(hs.cluster, cluster) || !same_name(hs.to, mine.from) ||
+        !same_name(hs.from, mine.to))
         return RK_EAUTH;
-    if (sent.len == 0) {
-        if (hs.role != RPC_HS_CHALLENGE)
-            return RK_EPROTO;
-    } else {
-        struct rpc_handshake mine;
-        if (rpc_handshake_decode(&mine, sent))
-            return RK_EPROTO;
-        if (hs.role != RPC_HS_RESPONSE ||
-            sodium_memcmp(hs.peer_nonce, mine.nonce, RPC_NONCE_BYTES) != 0)
-            return RK_EPROTO;
-    }
     if (name != NULL && name_cap > 0) {
-        size_t n = hs.node.len < name_cap - 1 ? hs.node.len : name_cap - 1;
-        memcpy(name, hs.node.p, n);
+        size_t n = hs.from.len < name_cap - 1 ? hs.from.len : name_cap - 1;
+        memcpy(name, hs.from.p, n);
         name[n] = '\0';
     }
     return 0;

@@ -23,13 +23,24 @@
  *
  * Authentication (the handshake) uses libsodium's crypto_auth
  * (HMAC-SHA-512-256) under a 32-byte key derived from the cluster secret with
- * crypto_generichash (BLAKE2b). The protocol, "server speaks first":
- *   1. the accepting node sends a CHALLENGE: its cluster, name, a fresh
- *      random nonce, its clock, MAC;
- *   2. the connecting node checks it and answers with a RESPONSE that echoes
- *      the challenge nonce (peer_nonce) under its own MAC;
- *   3. the accepting node checks that the response is MAC'd under the cluster
- *      key and binds the nonce it sent, so a recorded response is useless.
+ * crypto_generichash (BLAKE2b). The protocol (version 2), a mutual
+ * challenge-response in which the connecting node speaks first:
+ *   1. HELLO (connector -> acceptor): its cluster, its name, the name of the
+ *      node it means to reach, a fresh random nonce_c; no MAC;
+ *   2. ANSWER (acceptor -> connector), sent only if the HELLO names this
+ *      cluster and this node: its name, a fresh nonce_s, and
+ *      MAC("ringkv-hs-s" | nonce_c | nonce_s | acceptor | connector);
+ *   3. the connector checks the MAC, that it covers its own nonce_c and that
+ *      the acceptor is the node it meant to reach, and sends a PROOF:
+ *      MAC("ringkv-hs-c" | nonce_s | nonce_c | connector | acceptor);
+ *   4. the acceptor checks the PROOF against the ANSWER it sent.
+ * Each side's MAC covers the other side's fresh nonce, so nothing recorded
+ * from one connection is accepted on another; the two directions have their
+ * own tags, so a MAC cannot be reflected; both names are covered, so an
+ * ANSWER from one node is no use in the name of another. (Version 1 had the
+ * acceptor speak first with a CHALLENGE that bound no nonce of the
+ * connector's: a challenge read from any node could be replayed to make a
+ * connecting node take an impostor for a peer.)
  * rpc_handshake_make() / rpc_handshake_check() implement both sides; the
  * daemon plugs them into net/'s handshake hook (docs/internode.md).
  */
@@ -57,13 +68,14 @@ enum rpc_msg_type {
     RPC_MSG_MERKLE_RESP = 10,
 };
 
-#define RPC_HS_VERSION  1 /* the handshake protocol version we speak */
+#define RPC_HS_VERSION  2 /* the handshake protocol version we speak */
 #define RPC_NONCE_BYTES 16
 #define RPC_MAC_BYTES   32  /* crypto_auth_BYTES */
 #define RPC_KEY_BYTES   32  /* crypto_auth_KEYBYTES */
 #define RPC_NAME_MAX    255 /* cluster and node names, bytes */
-/* An encoded handshake never exceeds this many bytes. */
-#define RPC_HANDSHAKE_MAX 640
+/* An encoded handshake never exceeds this many bytes (three longest
+ * names). */
+#define RPC_HANDSHAKE_MAX 896
 
 /* Record flags (rpc_record.flags). Unknown bits are carried unchanged. */
 #define RPC_REC_TOMBSTONE 0x1u
@@ -117,32 +129,40 @@ void rpc_record_digest(struct rpc_digest *out, const struct rpc_record *rec);
 /* ---- handshake ---------------------------------------------------------- */
 
 enum rpc_hs_role {
-    RPC_HS_CHALLENGE = 0, /* sent first, by the accepting node */
-    RPC_HS_RESPONSE = 1,  /* the connecting node's answer */
+    RPC_HS_HELLO = 0,  /* sent first, by the connecting node */
+    RPC_HS_ANSWER = 1, /* the accepting node's answer */
+    RPC_HS_PROOF = 2,  /* the connecting node's last word */
 };
 
 struct rpc_handshake {
     uint32_t version;        /* RPC_HS_VERSION */
     uint32_t role;           /* enum rpc_hs_role */
     struct rk_slice cluster; /* cluster name, 1..RPC_NAME_MAX bytes */
-    struct rk_slice node;    /* sender's node name, 1..RPC_NAME_MAX bytes */
-    uint8_t nonce[RPC_NONCE_BYTES];      /* sender's fresh random bytes */
-    uint8_t peer_nonce[RPC_NONCE_BYTES]; /* RESPONSE: the challenge's nonce;
-                                            CHALLENGE: zeros */
+    struct rk_slice from;    /* sender's node name, 1..RPC_NAME_MAX bytes */
+    struct rk_slice to;      /* the node it is meant for, 1..RPC_NAME_MAX */
+    uint8_t nonce[RPC_NONCE_BYTES];      /* HELLO, ANSWER: the sender's fresh
+                                            random bytes; PROOF: its HELLO's */
+    uint8_t peer_nonce[RPC_NONCE_BYTES]; /* ANSWER, PROOF: the other side's
+                                            nonce; HELLO: zeros */
     uint64_t time_ms;           /* sender's wall clock, informational */
-    uint8_t mac[RPC_MAC_BYTES]; /* over every field above */
+    uint8_t mac[RPC_MAC_BYTES]; /* ANSWER, PROOF: see rpc_handshake_sign;
+                                   HELLO: zeros */
 };
 
 /* The MAC key from the cluster secret (any length, may be empty):
  * crypto_generichash(secret) with the fixed key "ringkv-internode-v1". */
 void rpc_key_derive(uint8_t out[RPC_KEY_BYTES], struct rk_slice secret);
 
-/* Computes hs->mac from the other fields under key. Returns 0, or
- * RK_ETOOLARGE / RK_EBADREQ if a name is over RPC_NAME_MAX or empty. */
+/* Computes hs->mac under key over a tag naming the direction ("ringkv-hs-s"
+ * for an ANSWER, "ringkv-hs-c" for a PROOF), then version, cluster,
+ * peer_nonce, nonce, from, to and time (names with one-byte lengths).
+ * Returns 0, RK_ETOOLARGE / RK_EBADREQ if a name is over RPC_NAME_MAX or
+ * empty, RK_EBADREQ for a HELLO (which carries no MAC). */
 int rpc_handshake_sign(struct rpc_handshake *hs,
                        const uint8_t key[RPC_KEY_BYTES]);
 
-/* Checks hs->mac in constant time. Returns 0 or RK_EAUTH. */
+/* Checks hs->mac in constant time. Returns 0 or RK_EAUTH (also for a
+ * HELLO). */
 int rpc_handshake_verify(const struct rpc_handshake *hs,
                          const uint8_t key[RPC_KEY_BYTES]);
 
@@ -153,31 +173,44 @@ int rpc_handshake_encode(struct rpc_buf *out, const struct rpc_handshake *hs);
  * MAC. RK_EVERSION if version != RPC_HS_VERSION. */
 int rpc_handshake_decode(struct rpc_handshake *out, struct rk_slice buf);
 
-/* One side of the handshake, ready for net/'s hook. Writes into
- * out[0..cap) the encoded, signed handshake this node sends and sets
- * *out_len: a CHALLENGE if peer is empty, otherwise a RESPONSE to the
- * challenge in peer (which must decode; its nonce is echoed). nonce is this
- * side's fresh random bytes (the caller draws them: this file takes no
- * randomness), now_ms its clock.
- * Returns 0, RK_EPROTO (bad peer challenge), RK_ETOOLARGE (cap too small or
- * a name too long), RK_EBADREQ (empty name). */
+/* One step of the handshake, ready for net/'s hook. Writes into
+ * out[0..cap) the encoded message this node (`self`) sends and sets
+ * *out_len, by what peer holds:
+ *   empty:    a HELLO to `to`, the node this side means to reach, with
+ *             nonce (connecting side, first);
+ *   a HELLO:  the signed ANSWER, with nonce (accepting side); refused with
+ *             RK_EAUTH unless the HELLO names cluster and self;
+ *   an ANSWER (which rpc_handshake_check has passed): the signed PROOF
+ *             (connecting side); nonce is not used.
+ * `to` is used for a HELLO only. nonce is this side's fresh random bytes
+ * (the caller draws them: this file takes no randomness), now_ms its clock.
+ * Returns 0, RK_EPROTO (peer malformed, or a PROOF), RK_EVERSION,
+ * RK_EAUTH, RK_ETOOLARGE (cap too small or a name too long), RK_EBADREQ
+ * (empty name). */
 int rpc_handshake_make(uint8_t *out,
                        size_t cap,
                        size_t *out_len,
                        const uint8_t key[RPC_KEY_BYTES],
                        struct rk_slice cluster,
-                       struct rk_slice node,
+                       struct rk_slice self,
+                       struct rk_slice to,
                        const uint8_t nonce[RPC_NONCE_BYTES],
                        uint64_t now_ms,
                        struct rk_slice peer);
 
-/* Checks a received handshake. sent empty: got must be a CHALLENGE (we are
- * the connecting side). sent = the challenge we sent: got must be a
- * RESPONSE whose peer_nonce equals sent's nonce. In both cases got must be
- * MAC'd under key, name cluster, and have our version. On success copies
- * the peer's node name, NUL-terminated, into name[0..name_cap) (truncated
- * if longer; name may be NULL) and returns 0. Errors: RK_EPROTO (malformed,
- * wrong role or nonce), RK_EVERSION, RK_EAUTH (bad MAC or wrong cluster). */
+/* Checks a received handshake message against the one this side sent:
+ *   sent = our HELLO:  got must be an ANSWER from the node the HELLO names,
+ *                      to us, whose peer_nonce is the HELLO's nonce;
+ *   sent = our ANSWER: got must be a PROOF from the node the ANSWER
+ *                      answered, to us, binding both nonces of the ANSWER.
+ * In both cases got must be MAC'd under key, name cluster, and have our
+ * version; nothing is accepted without a message of ours to bind it (sent
+ * empty or a PROOF: RK_EPROTO). On success copies the peer's node name,
+ * NUL-terminated, into name[0..name_cap) (truncated if longer; name may be
+ * NULL) and returns 0. Errors: RK_EPROTO (malformed, wrong role, or a nonce
+ * not ours: a message recorded from another exchange), RK_EVERSION,
+ * RK_EAUTH (bad MAC, wrong cluster, or names other than the two of this
+ * exchange: e.g. an acceptor that is not the node the HELLO meant). */
 int rpc_handshake_check(struct rk_slice got,
                         struct rk_slice sent,
                         const uint8_t key[RPC_KEY_BYTES],

@@ -105,13 +105,44 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rpc_handshake_decode(&h, in) == 0) {
         check(rpc_handshake_encode(&b, &h) == 0);
         check(rpc_handshake_decode(&h2, RK_SLICE(b.data, b.len)) == 0);
-        check(same(h.cluster, h2.cluster) && same(h.node, h2.node) &&
+        check(h.role == h2.role && same(h.cluster, h2.cluster) &&
+              same(h.from, h2.from) && same(h.to, h2.to) &&
+              memcmp(h.nonce, h2.nonce, sizeof(h.nonce)) == 0 &&
+              memcmp(h.peer_nonce, h2.peer_nonce, sizeof(h.nonce)) == 0 &&
+              h.time_ms == h2.time_ms &&
               memcmp(h.mac, h2.mac, sizeof(h.mac)) == 0);
-        uint8_t key[RPC_KEY_BYTES];
+        rpc_buf_reset(&b);
+        uint8_t key[RPC_KEY_BYTES], nonce[RPC_NONCE_BYTES] = {7};
         rpc_key_derive(key, RK_SLICE("fuzz", 4));
         (void)rpc_handshake_verify(&h, key);
-        (void)rpc_handshake_check(in, RK_SLICE(NULL, 0), key, h.cluster, NULL,
-                                  0);
+        /* Nothing is accepted without a message of ours to bind it. */
+        check(rpc_handshake_check(in, RK_SLICE(NULL, 0), key, h.cluster, NULL,
+                                  0) != 0);
+        check(rpc_handshake_check(in, in, key, h.cluster, NULL, 0) != 0);
+        /* As the peer's message to its addressee: what that node answers
+         * (an ANSWER to a HELLO, a PROOF to an ANSWER) decodes, binds the
+         * peer's nonce, and an ANSWER passes the check of the HELLO it
+         * answers, and its PROOF the check of the ANSWER. */
+        uint8_t out[RPC_HANDSHAKE_MAX], out2[RPC_HANDSHAKE_MAX];
+        size_t len, len2;
+        if (rpc_handshake_make(out, sizeof(out), &len, key, h.cluster, h.to,
+                               RK_SLICE(NULL, 0), nonce, 1, in) == 0) {
+            check(h.role == RPC_HS_HELLO || h.role == RPC_HS_ANSWER);
+            check(rpc_handshake_decode(&h2, RK_SLICE(out, len)) == 0);
+            check(same(h2.from, h.to) && same(h2.to, h.from) &&
+                  memcmp(h2.peer_nonce, h.nonce, sizeof(h.nonce)) == 0);
+            check(rpc_handshake_verify(&h2, key) == 0);
+            if (h.role == RPC_HS_HELLO) {
+                check(rpc_handshake_check(RK_SLICE(out, len), in, key,
+                                          h.cluster, NULL, 0) == 0);
+                check(rpc_handshake_make(out2, sizeof(out2), &len2, key,
+                                         h.cluster, h.from, RK_SLICE(NULL, 0),
+                                         nonce, 2, RK_SLICE(out, len)) == 0);
+                check(rpc_handshake_check(RK_SLICE(out2, len2),
+                                          RK_SLICE(out, len), key, h.cluster,
+                                          NULL, 0) == 0);
+            }
+        }
     }
     struct rpc_stream_req sq, sq2;
     if (rpc_stream_req_decode(&sq, in) == 0) {

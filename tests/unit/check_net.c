@@ -1346,26 +1346,38 @@ struct hs_ctx {
     uint8_t key[RPC_KEY_BYTES];
     const char *cluster;
     const char *node;
+    const char *expect; /* connecting: the node it means to reach */
+    int made, checked;  /* calls of the hooks */
 };
 
-static int
-hs_make(void *arg, struct rk_slice peer, uint8_t *out, size_t cap, size_t *len)
+static int hs_make(void *arg,
+                   const char *to,
+                   struct rk_slice peer,
+                   uint8_t *out,
+                   size_t cap,
+                   size_t *len)
 {
     struct hs_ctx *h = arg;
     uint8_t nonce[RPC_NONCE_BYTES];
+    const char *want = to != NULL ? h->expect : "";
+    h->made++;
     randombytes_buf(nonce, sizeof(nonce));
-    return rpc_handshake_make(
-        out, cap, len, h->key, RK_SLICE(h->cluster, strlen(h->cluster)),
-        RK_SLICE(h->node, strlen(h->node)), nonce, 1, peer);
+    return rpc_handshake_make(out, cap, len, h->key,
+                              RK_SLICE(h->cluster, strlen(h->cluster)),
+                              RK_SLICE(h->node, strlen(h->node)),
+                              RK_SLICE(want, strlen(want)), nonce, 1, peer);
 }
 
 static int hs_check(void *arg,
+                    const char *to,
                     struct rk_slice got,
                     struct rk_slice sent,
                     char *name,
                     size_t cap)
 {
     struct hs_ctx *h = arg;
+    (void)to;
+    h->checked++;
     return rpc_handshake_check(
         got, sent, h->key, RK_SLICE(h->cluster, strlen(h->cluster)), name, cap);
 }
@@ -1374,14 +1386,47 @@ static void hs_init(struct hs_ctx *h,
                     struct net_handshake *hook,
                     const char *secret,
                     const char *cluster,
-                    const char *node)
+                    const char *node,
+                    const char *expect)
 {
+    memset(h, 0, sizeof(*h));
     rpc_key_derive(h->key, RK_SLICE(secret, strlen(secret)));
     h->cluster = cluster;
     h->node = node;
+    h->expect = expect;
     hook->make = hs_make;
     hook->check = hs_check;
     hook->arg = h;
+}
+
+/* The first frame a raw test client has received (waiting for it). */
+static struct rk_slice tcli_first_frame(struct env *e, struct tcli *t)
+{
+    struct rk_slice f;
+    size_t used;
+    RUN_UNTIL(e, net_frame_next(&f, &used, t->rx, t->rxlen, 4096) == 1);
+    return f;
+}
+
+/* As a raw client: sends h's HELLO and returns the server's ANSWER in
+ * answer[0..NET_HANDSHAKE_MAX) (its length in *len). */
+static void tcli_hello(struct env *e,
+                       struct tcli *t,
+                       struct hs_ctx *h,
+                       uint8_t *answer,
+                       size_t *len)
+{
+    uint8_t hello[NET_HANDSHAKE_MAX];
+    size_t hl;
+    ck_assert_int_eq(
+        hs_make(h, "server", RK_SLICE(NULL, 0), hello, sizeof(hello), &hl), 0);
+    tcli_write_frame(t, hello, hl);
+    struct rk_slice f = tcli_first_frame(e, t);
+    ck_assert_uint_le(f.len, NET_HANDSHAKE_MAX);
+    memcpy(answer, f.p, f.len);
+    *len = f.len;
+    /* the ANSWER answers our HELLO */
+    ck_assert_int_eq(hs_check(h, "server", f, RK_SLICE(hello, hl), NULL, 0), 0);
 }
 
 START_TEST(handshake_accepts_same_secret)
@@ -1391,8 +1436,8 @@ START_TEST(handshake_accepts_same_secret)
     struct hs_ctx hs_a, hs_b;
     struct net_handshake hook_a, hook_b;
     env_init(&e);
-    hs_init(&hs_a, &hook_a, "s3cret", "prod", "node-a");
-    hs_init(&hs_b, &hook_b, "s3cret", "prod", "node-b");
+    hs_init(&hs_a, &hook_a, "s3cret", "prod", "node-a", NULL);
+    hs_init(&hs_b, &hook_b, "s3cret", "prod", "node-b", "node-a");
     v.echo = true;
     srv_start(&e, &v, true, &hook_a, 0, 0);
     net_peers *p = peers_start(&e, &hook_b, 0);
@@ -1409,6 +1454,11 @@ START_TEST(handshake_accepts_same_secret)
     for (int i = 0; i < 10; i++)
         ck_assert(r[i].match);
     ck_assert_str_eq(v.peer_name, "node-b");
+    /* three messages: HELLO and PROOF from b, ANSWER from a */
+    ck_assert_int_eq(hs_b.made, 2);
+    ck_assert_int_eq(hs_b.checked, 1);
+    ck_assert_int_eq(hs_a.made, 1);
+    ck_assert_int_eq(hs_a.checked, 1);
     struct net_stats s;
     net_server_stats(v.s, &s);
     ck_assert_uint_eq(s.handshake_failed, 0);
@@ -1425,14 +1475,14 @@ START_TEST(handshake_refuses_wrong_secret)
     struct hs_ctx hs_a, hs_b;
     struct net_handshake hook_a, hook_b;
     env_init(&e);
-    hs_init(&hs_a, &hook_a, "s3cret", "prod", "node-a");
-    hs_init(&hs_b, &hook_b, "guess", "prod", "mallory");
+    hs_init(&hs_a, &hook_a, "s3cret", "prod", "node-a", NULL);
+    hs_init(&hs_b, &hook_b, "guess", "prod", "mallory", "node-a");
     v.echo = true;
     srv_start(&e, &v, true, &hook_a, 0, 0);
     char a[64];
     addr_of(a, sizeof(a), net_server_port(v.s));
 
-    /* A node with the wrong secret: it refuses the server's challenge. */
+    /* A node with the wrong secret: it refuses the server's answer. */
     net_peers *p = peers_start(&e, &hook_b, 0);
     struct rpc_res r = {0};
     ck_assert_int_eq(
@@ -1445,19 +1495,23 @@ START_TEST(handshake_refuses_wrong_secret)
     ck_assert_int_eq(net_peers_state(p, a), NET_PEER_BACKOFF);
     peers_stop(&e, p);
 
-    /* A client answering the challenge with a forged response (signed
+    /* A client answering the server's ANSWER with a forged PROOF (signed
      * under the wrong key), then an RPC: closed, counted, nothing
      * delivered. */
     struct tcli t;
+    uint8_t ans[NET_HANDSHAKE_MAX], proof[NET_HANDSHAKE_MAX];
+    size_t alen, len;
     tcli_connect(&e, &t, net_server_port(v.s), true);
-    RUN_UNTIL(&e, t.rxlen >= 4);
-    struct rk_slice ch;
-    size_t used;
-    RUN_UNTIL(&e, net_frame_next(&ch, &used, t.rx, t.rxlen, 4096) == 1);
-    uint8_t resp[NET_HANDSHAKE_MAX];
-    size_t len;
-    ck_assert_int_eq(hs_make(&hs_b, ch, resp, sizeof(resp), &len), 0);
-    tcli_write_frame(&t, resp, len);
+    uint8_t hello[NET_HANDSHAKE_MAX];
+    size_t hl;
+    ck_assert_int_eq(
+        hs_make(&hs_b, "server", RK_SLICE(NULL, 0), hello, sizeof(hello), &hl),
+        0);
+    tcli_write_frame(&t, hello, hl);
+    struct rk_slice f = tcli_first_frame(&e, &t);
+    ck_assert_int_eq(hs_make(&hs_b, "server", f, proof, sizeof(proof), &len),
+                     0);
+    tcli_write_frame(&t, proof, len);
     uint8_t req[NET_RPC_HDR + 8] = {NET_RPC_REQUEST, 0, 0, 0, 0, 0, 0, 0, 1};
     tcli_write_frame(&t, req, sizeof(req));
     RUN_UNTIL(&e, t.eof);
@@ -1473,36 +1527,171 @@ START_TEST(handshake_refuses_wrong_secret)
     RUN_UNTIL(&e, t.eof);
     net_server_stats(v.s, &s);
     ck_assert_uint_eq(s.handshake_failed, 2);
+    ck_assert_uint_eq(t.rxlen, 0); /* and got nothing signed */
     tcli_close(&e, &t);
 
-    /* A client that says nothing: closed at the handshake deadline. */
+    /* A client that says nothing: closed at the handshake deadline, and
+     * handed nothing meanwhile. */
     tcli_connect(&e, &t, net_server_port(v.s), true);
     RUN_UNTIL(&e, t.eof);
     net_server_stats(v.s, &s);
     ck_assert_uint_eq(s.handshake_failed, 3);
+    ck_assert_uint_eq(t.rxlen, 0);
     tcli_close(&e, &t);
 
-    /* A response replayed from an earlier session does not fit a new
-     * challenge. */
+    /* A PROOF replayed from an earlier session does not fit a new ANSWER. */
     struct hs_ctx hs_ok;
     struct net_handshake hook_ok;
-    hs_init(&hs_ok, &hook_ok, "s3cret", "prod", "node-c");
+    hs_init(&hs_ok, &hook_ok, "s3cret", "prod", "node-c", "node-a");
     tcli_connect(&e, &t, net_server_port(v.s), true);
-    RUN_UNTIL(&e, net_frame_next(&ch, &used, t.rx, t.rxlen, 4096) == 1);
-    ck_assert_int_eq(hs_make(&hs_ok, ch, resp, sizeof(resp), &len), 0);
+    tcli_hello(&e, &t, &hs_ok, ans, &alen);
+    ck_assert_int_eq(hs_make(&hs_ok, "server", RK_SLICE(ans, alen), proof,
+                             sizeof(proof), &len),
+                     0);
     struct tcli t2;
+    uint8_t ans2[NET_HANDSHAKE_MAX];
+    size_t alen2;
     tcli_connect(&e, &t2, net_server_port(v.s), true);
-    tcli_write_frame(&t2, resp, len); /* t's response, on t2's session */
+    tcli_hello(&e, &t2, &hs_ok, ans2, &alen2);
+    tcli_write_frame(&t2, proof, len); /* t's PROOF, on t2's session */
     RUN_UNTIL(&e, t2.eof);
     net_server_stats(v.s, &s);
     ck_assert_uint_eq(s.handshake_failed, 4);
     ck_assert_int_eq(v.accepted, 0);
-    /* The same response on its own session is fine. */
-    tcli_write_frame(&t, resp, len);
+    /* The same PROOF on its own session is fine. */
+    tcli_write_frame(&t, proof, len);
     RUN_UNTIL(&e, v.accepted == 1);
     ck_assert_str_eq(v.peer_name, "node-c");
     tcli_close(&e, &t);
     tcli_close(&e, &t2);
+
+    /* Before authentication a frame may not be large. */
+    tcli_connect(&e, &t, net_server_port(v.s), true);
+    uint8_t hdr[4];
+    net__be32_put(hdr, NET_HANDSHAKE_MAX + 1);
+    tcli_write(&t, hdr, sizeof(hdr));
+    RUN_UNTIL(&e, t.eof);
+    net_server_stats(v.s, &s);
+    ck_assert_uint_eq(s.oversize, 1);
+    tcli_close(&e, &t);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+/* An impostor at a peer's address that hands a connecting node what it
+ * captured from a real node: a raw (handshake-less) server that answers
+ * the first frame it gets with fixed bytes and counts what follows. */
+struct impostor {
+    net_server *s;
+    const uint8_t *reply;
+    size_t reply_len;
+    int frames;
+};
+
+static int
+impostor_frame(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
+{
+    struct impostor *m = arg;
+    (void)id;
+    (void)f;
+    if (m->frames++ == 0)
+        ck_assert_int_eq(net_conn_send(c, RK_SLICE(m->reply, m->reply_len)), 0);
+    return 0;
+}
+
+static void impostor_start(struct env *e, struct impostor *m)
+{
+    struct net_server_opts o = NET_SERVER_OPTS_INIT;
+    o.on_frame = impostor_frame;
+    o.arg = m;
+    ck_assert_int_eq(net_server_new(&m->s, &e->loop, &o), 0);
+}
+
+/* Regression: the connecting side accepted any correctly signed challenge,
+ * with no nonce of its own in it, and every node handed one to any TCP
+ * client: a challenge read from a node and served from a dead peer's
+ * address made the node take the impostor for that peer. Now an ANSWER
+ * captured from node-a (for a HELLO of the attacker's, even one in the
+ * connecting node's name) is refused by a node that means to reach node-a:
+ * it does not bind the nonce of its HELLO. No RPC reaches the impostor. */
+START_TEST(handshake_replayed_challenge_refused)
+{
+    struct env e;
+    struct srv v = {0};
+    struct impostor m = {0};
+    struct hs_ctx hs_a, hs_b, hs_x;
+    struct net_handshake hook_a, hook_b, hook_x;
+    env_init(&e);
+    hs_init(&hs_a, &hook_a, "s3cret", "prod", "node-a", NULL);
+    hs_init(&hs_b, &hook_b, "s3cret", "prod", "node-b", "node-a");
+    hs_init(&hs_x, &hook_x, "s3cret", "prod", "node-b", "node-a");
+    srv_start(&e, &v, true, &hook_a, 0, 0);
+
+    /* capture: a raw client says HELLO to node-a in node-b's name */
+    struct tcli t;
+    uint8_t ans[NET_HANDSHAKE_MAX];
+    size_t alen;
+    tcli_connect(&e, &t, net_server_port(v.s), true);
+    tcli_hello(&e, &t, &hs_x, ans, &alen);
+    tcli_close(&e, &t);
+
+    /* replay: node-b dials the impostor, meaning to reach node-a */
+    m.reply = ans;
+    m.reply_len = alen;
+    impostor_start(&e, &m);
+    net_peers *p = peers_start(&e, &hook_b, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(m.s));
+    struct rpc_res r = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE("12345678", 8), 60000, rpc_cb, &r), 0);
+    RUN_UNTIL(&e, r.calls == 1);
+    ck_assert_int_eq(r.status, RK_EPROTO);
+    struct net_stats s;
+    net_peers_stats(p, &s);
+    ck_assert_uint_eq(s.handshake_failed, 1);
+    ck_assert_uint_eq(s.conns_opened, 0);
+    ck_assert_int_eq(m.frames, 1); /* the HELLO; no PROOF, no request */
+    peers_stop(&e, p);
+    bool done = false;
+    net_server_close(m.s, set_flag, &done);
+    RUN_UNTIL(&e, done);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+/* A node that is not the one the connecting side means to reach is refused
+ * even with the cluster's key: it signs no ANSWER for a HELLO meant for
+ * another node, and the request fails. */
+START_TEST(handshake_wrong_peer_refused)
+{
+    struct env e;
+    struct srv v = {0};
+    struct hs_ctx hs_a, hs_b;
+    struct net_handshake hook_a, hook_b;
+    env_init(&e);
+    hs_init(&hs_a, &hook_a, "s3cret", "prod", "node-a", NULL);
+    hs_init(&hs_b, &hook_b, "s3cret", "prod", "node-b", "node-c");
+    v.echo = true;
+    srv_start(&e, &v, true, &hook_a, 0, 0);
+    net_peers *p = peers_start(&e, &hook_b, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    struct rpc_res r = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE("12345678", 8), 60000, rpc_cb, &r), 0);
+    RUN_UNTIL(&e, r.calls == 1);
+    ck_assert_int_ne(r.status, 0);
+    struct net_stats s;
+    net_server_stats(v.s, &s);
+    RUN_UNTIL(&e, (net_server_stats(v.s, &s), s.handshake_failed == 1));
+    ck_assert_int_eq(v.accepted, 0);
+    ck_assert_int_eq(v.frames, 0);
+    net_peers_stats(p, &s);
+    ck_assert_uint_eq(s.conns_opened, 0);
+    peers_stop(&e, p);
     srv_stop(&e, &v);
     env_finish(&e);
 }
@@ -1691,6 +1880,8 @@ static Suite *net_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, handshake_accepts_same_secret);
     tcase_add_test(tc, handshake_refuses_wrong_secret);
+    tcase_add_test(tc, handshake_replayed_challenge_refused);
+    tcase_add_test(tc, handshake_wrong_peer_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("udp");
     tcase_add_test(tc, udp_round_trip);

@@ -3,7 +3,7 @@
  * (a change of encoding must fail here, not split a mixed-version cluster),
  * round trips, standard msgpack (msgpack-c reads what we write), every
  * truncation and every single-byte corruption handled without a crash, size
- * limits, the handshake's MAC, roles and nonce binding, and the range
+ * limits, the handshake's MACs, roles, nonce and name binding, and the range
  * streaming messages (cursor, items checksum and count, item iteration).
  */
 #include <errno.h>
@@ -55,10 +55,22 @@ static const struct rpc_write golden_write = {
 #define GOLDEN_RR_DIG  "99050005c3c3090000cfffffffffffffffff"
 #define GOLDEN_KEY \
     "f12beaad7bc9ee4440f7e73d0ddef90bb348d9322ffee1fb297f7e86fc2cbbb0"
-#define GOLDEN_HS                                                      \
-    "99010100a26331a26e31c410aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaac4100000" \
-    "00000000000000000000000000007bc420110852c87de7375a0f01ce83aa7458" \
-    "052460ee3a8079dfdd5b6e668d82e30303"
+/* The handshake of n1 (nonce aa..) reaching n2 (nonce bb..) in cluster c1
+ * under rpc_key_derive("secret"), at times 123, 124, 125. The MACs were
+ * computed apart from this code (Python's hmac, hashlib.sha512, the first
+ * 32 bytes) over the layout of rpc_handshake_sign. */
+#define GOLDEN_HS_HELLO                                                  \
+    "9a010200a26331a26e31a26e32c410aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaac410" \
+    "000000000000000000000000000000007bc42000000000000000000000000000"   \
+    "00000000000000000000000000000000000000"
+#define GOLDEN_HS_ANSWER                                                 \
+    "9a010201a26331a26e32a26e31c410bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbc410" \
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa7cc420d9b38244f2510fd8efd722326c"   \
+    "ff3e84e4cd7bf5b54d96f2016284bd7ab483ef"
+#define GOLDEN_HS_PROOF                                                  \
+    "9a010202a26331a26e31a26e32c410aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaac410" \
+    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb7dc42032911fa07d50a1473234fa819e"   \
+    "3f13cf7e42a516b8c3427a8cab66d394eed34a"
 
 START_TEST(golden_vectors)
 {
@@ -102,15 +114,31 @@ START_TEST(golden_vectors)
     unhex(want, GOLDEN_KEY);
     ck_assert_mem_eq(key, want, RPC_KEY_BYTES);
 
-    uint8_t nonce[RPC_NONCE_BYTES], out[RPC_HANDSHAKE_MAX];
-    size_t len = 0;
-    memset(nonce, 0xaa, sizeof(nonce));
-    ck_assert_int_eq(rpc_handshake_make(out, sizeof(out), &len, key,
-                                        RK_SLICE("c1", 2), RK_SLICE("n1", 2),
-                                        nonce, 123, RK_SLICE(NULL, 0)),
+    uint8_t nc[RPC_NONCE_BYTES], ns[RPC_NONCE_BYTES];
+    uint8_t hello[RPC_HANDSHAKE_MAX], answer[RPC_HANDSHAKE_MAX];
+    uint8_t proof[RPC_HANDSHAKE_MAX];
+    size_t hl = 0, al = 0, pl = 0;
+    struct rk_slice c1 = RK_SLICE("c1", 2), none = RK_SLICE(NULL, 0);
+    memset(nc, 0xaa, sizeof(nc));
+    memset(ns, 0xbb, sizeof(ns));
+    ck_assert_int_eq(rpc_handshake_make(hello, sizeof(hello), &hl, key, c1,
+                                        RK_SLICE("n1", 2), RK_SLICE("n2", 2),
+                                        nc, 123, none),
                      0);
-    struct rpc_buf hb = {out, len, len};
-    assert_bytes(&hb, GOLDEN_HS);
+    struct rpc_buf hb = {hello, hl, hl};
+    assert_bytes(&hb, GOLDEN_HS_HELLO);
+    ck_assert_int_eq(rpc_handshake_make(answer, sizeof(answer), &al, key, c1,
+                                        RK_SLICE("n2", 2), none, ns, 124,
+                                        RK_SLICE(hello, hl)),
+                     0);
+    hb = (struct rpc_buf){answer, al, al};
+    assert_bytes(&hb, GOLDEN_HS_ANSWER);
+    ck_assert_int_eq(rpc_handshake_make(proof, sizeof(proof), &pl, key, c1,
+                                        RK_SLICE("n1", 2), none, nc, 125,
+                                        RK_SLICE(answer, al)),
+                     0);
+    hb = (struct rpc_buf){proof, pl, pl};
+    assert_bytes(&hb, GOLDEN_HS_PROOF);
 }
 END_TEST
 
@@ -407,7 +435,9 @@ static const struct {
     {GOLDEN_RR_NF, dec_rr},
     {GOLDEN_RR_DATA, dec_rr},
     {GOLDEN_RR_DIG, dec_rr},
-    {GOLDEN_HS, dec_hs},
+    {GOLDEN_HS_HELLO, dec_hs},
+    {GOLDEN_HS_ANSWER, dec_hs},
+    {GOLDEN_HS_PROOF, dec_hs},
     {GOLDEN_STREAM_REQ, dec_stream_req},
     {GOLDEN_STREAM_END, dec_stream_chunk},
     {GOLDEN_STREAM_CHUNK, dec_stream_chunk},
@@ -445,116 +475,319 @@ START_TEST(truncation_and_corruption)
 }
 END_TEST
 
+/* One exchange: node-a (connecting, meaning to reach `to`) and node-b
+ * (accepting) under the key of `secret`, cluster "prod". */
 struct hs_fixture {
     uint8_t key[RPC_KEY_BYTES];
-    uint8_t n1[RPC_NONCE_BYTES];
-    uint8_t n2[RPC_NONCE_BYTES];
-    uint8_t ch[RPC_HANDSHAKE_MAX];
-    size_t ch_len;
-    uint8_t re[RPC_HANDSHAKE_MAX];
-    size_t re_len;
+    uint8_t hello[RPC_HANDSHAKE_MAX];
+    size_t hello_len;
+    uint8_t answer[RPC_HANDSHAKE_MAX];
+    size_t answer_len;
+    uint8_t proof[RPC_HANDSHAKE_MAX];
+    size_t proof_len;
 };
 
-static void hs_setup(struct hs_fixture *f, const char *secret)
+#define HS_PROD   RK_SLICE("prod", 4)
+#define HS_NONE   RK_SLICE(NULL, 0)
+#define HELLO(f)  RK_SLICE((f)->hello, (f)->hello_len)
+#define ANSWER(f) RK_SLICE((f)->answer, (f)->answer_len)
+#define PROOF(f)  RK_SLICE((f)->proof, (f)->proof_len)
+
+/* nonce_c and nonce_s fill the two nonces; the ANSWER and PROOF are made
+ * without checks (as a peer that skipped them would). */
+static void hs_setup(struct hs_fixture *f,
+                     const char *secret,
+                     const char *to,
+                     uint8_t nonce_c,
+                     uint8_t nonce_s)
 {
+    uint8_t nc[RPC_NONCE_BYTES], ns[RPC_NONCE_BYTES];
+    memset(f, 0, sizeof(*f));
+    memset(nc, nonce_c, sizeof(nc));
+    memset(ns, nonce_s, sizeof(ns));
     rpc_key_derive(f->key, RK_SLICE(secret, strlen(secret)));
-    memset(f->n1, 1, sizeof(f->n1));
-    memset(f->n2, 2, sizeof(f->n2));
-    ck_assert_int_eq(rpc_handshake_make(f->ch, sizeof(f->ch), &f->ch_len,
-                                        f->key, RK_SLICE("prod", 4),
-                                        RK_SLICE("node-a", 6), f->n1, 1000,
-                                        RK_SLICE(NULL, 0)),
+    ck_assert_int_eq(
+        rpc_handshake_make(f->hello, sizeof(f->hello), &f->hello_len, f->key,
+                           HS_PROD, RK_SLICE("node-a", 6),
+                           RK_SLICE(to, strlen(to)), nc, 1000, HS_NONE),
+        0);
+    ck_assert_int_eq(rpc_handshake_make(f->answer, sizeof(f->answer),
+                                        &f->answer_len, f->key, HS_PROD,
+                                        RK_SLICE(to, strlen(to)), HS_NONE, ns,
+                                        1001, HELLO(f)),
                      0);
-    ck_assert_int_eq(rpc_handshake_make(f->re, sizeof(f->re), &f->re_len,
-                                        f->key, RK_SLICE("prod", 4),
-                                        RK_SLICE("node-b", 6), f->n2, 1001,
-                                        RK_SLICE(f->ch, f->ch_len)),
+    ck_assert_int_eq(rpc_handshake_make(f->proof, sizeof(f->proof),
+                                        &f->proof_len, f->key, HS_PROD,
+                                        RK_SLICE("node-a", 6), HS_NONE, nc,
+                                        1002, ANSWER(f)),
                      0);
+}
+
+/* Re-encodes the handshake message in buf[0..*len) after edit(hs) (its MAC
+ * kept as it was, unless edit signs it again). */
+static void hs_edit(uint8_t *buf,
+                    size_t *len,
+                    void (*edit)(struct rpc_handshake *hs, const void *arg),
+                    const void *arg)
+{
+    struct rpc_handshake hs;
+    uint8_t copy[RPC_HANDSHAKE_MAX];
+    memcpy(copy, buf, *len);
+    ck_assert_int_eq(rpc_handshake_decode(&hs, RK_SLICE(copy, *len)), 0);
+    edit(&hs, arg);
+    struct rpc_buf b = RPC_BUF_INIT;
+    ck_assert_int_eq(rpc_handshake_encode(&b, &hs), 0);
+    ck_assert_uint_le(b.len, RPC_HANDSHAKE_MAX);
+    memcpy(buf, b.data, b.len);
+    *len = b.len;
+    rpc_buf_free(&b);
 }
 
 START_TEST(handshake_protocol)
 {
     struct hs_fixture f;
-    hs_setup(&f, "s3cret");
+    hs_setup(&f, "s3cret", "node-b", 1, 2);
     char name[64];
-    struct rk_slice none = RK_SLICE(NULL, 0), prod = RK_SLICE("prod", 4);
-    /* Connecting side checks the challenge. */
-    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(f.ch, f.ch_len), none, f.key,
-                                         prod, name, sizeof(name)),
-                     0);
-    ck_assert_str_eq(name, "node-a");
-    /* Accepting side checks the response against the challenge it sent. */
-    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(f.re, f.re_len),
-                                         RK_SLICE(f.ch, f.ch_len), f.key, prod,
+    /* The connector checks the ANSWER against its HELLO. */
+    ck_assert_int_eq(rpc_handshake_check(ANSWER(&f), HELLO(&f), f.key, HS_PROD,
                                          name, sizeof(name)),
                      0);
     ck_assert_str_eq(name, "node-b");
-    /* Truncated name buffer. */
-    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(f.re, f.re_len),
-                                         RK_SLICE(f.ch, f.ch_len), f.key, prod,
-                                         name, 3),
+    /* The acceptor checks the PROOF against its ANSWER. */
+    ck_assert_int_eq(rpc_handshake_check(PROOF(&f), ANSWER(&f), f.key, HS_PROD,
+                                         name, sizeof(name)),
                      0);
+    ck_assert_str_eq(name, "node-a");
+    /* Truncated name buffer. */
+    ck_assert_int_eq(
+        rpc_handshake_check(PROOF(&f), ANSWER(&f), f.key, HS_PROD, name, 3), 0);
     ck_assert_str_eq(name, "no");
 
-    /* A challenge reflected back as the response is refused (role). */
-    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(f.ch, f.ch_len),
-                                         RK_SLICE(f.ch, f.ch_len), f.key, prod,
-                                         NULL, 0),
-                     RK_EPROTO);
-    /* A response recorded for another challenge is refused (nonce). */
-    struct hs_fixture g;
-    hs_setup(&g, "s3cret");
-    g.ch[30] ^= 0xff; /* inside nonce n1: a different challenge */
-    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(f.re, f.re_len),
-                                         RK_SLICE(g.ch, g.ch_len), f.key, prod,
-                                         NULL, 0),
-                     RK_EPROTO);
+    /* Messages in the wrong place are refused by their role: a HELLO is
+     * never accepted, an ANSWER or a PROOF only after ours. */
+    ck_assert_int_eq(
+        rpc_handshake_check(HELLO(&f), HELLO(&f), f.key, HS_PROD, NULL, 0),
+        RK_EPROTO);
+    ck_assert_int_eq(
+        rpc_handshake_check(PROOF(&f), HELLO(&f), f.key, HS_PROD, NULL, 0),
+        RK_EPROTO);
+    ck_assert_int_eq(
+        rpc_handshake_check(ANSWER(&f), ANSWER(&f), f.key, HS_PROD, NULL, 0),
+        RK_EPROTO);
+    ck_assert_int_eq(
+        rpc_handshake_check(ANSWER(&f), PROOF(&f), f.key, HS_PROD, NULL, 0),
+        RK_EPROTO);
     /* Wrong secret, wrong cluster name. */
     struct hs_fixture w;
-    hs_setup(&w, "other");
-    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(w.ch, w.ch_len), none, f.key,
-                                         prod, NULL, 0),
-                     RK_EAUTH);
-    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(f.ch, f.ch_len), none, f.key,
+    hs_setup(&w, "other", "node-b", 1, 2);
+    ck_assert_int_eq(
+        rpc_handshake_check(ANSWER(&w), HELLO(&f), f.key, HS_PROD, NULL, 0),
+        RK_EAUTH);
+    ck_assert_int_eq(
+        rpc_handshake_check(PROOF(&w), ANSWER(&f), f.key, HS_PROD, NULL, 0),
+        RK_EAUTH);
+    ck_assert_int_eq(rpc_handshake_check(ANSWER(&f), HELLO(&f), f.key,
                                          RK_SLICE("prox", 4), NULL, 0),
                      RK_EAUTH);
-    /* Any flipped byte in the signed part fails. */
-    for (size_t i = 1; i < f.ch_len; i++) {
+    /* An acceptor signs nothing for a HELLO of another cluster. */
+    uint8_t out[RPC_HANDSHAKE_MAX], nonce[RPC_NONCE_BYTES] = {0};
+    size_t len;
+    ck_assert_int_eq(
+        rpc_handshake_make(out, sizeof(out), &len, f.key, RK_SLICE("prox", 4),
+                           RK_SLICE("node-b", 6), HS_NONE, nonce, 0, HELLO(&f)),
+        RK_EAUTH);
+    /* Any flipped byte of an ANSWER or a PROOF fails. */
+    for (size_t i = 1; i < f.answer_len; i++) {
         uint8_t c[RPC_HANDSHAKE_MAX];
-        memcpy(c, f.ch, f.ch_len);
+        memcpy(c, f.answer, f.answer_len);
         c[i] ^= 0x01;
-        ck_assert_int_ne(rpc_handshake_check(RK_SLICE(c, f.ch_len), none, f.key,
-                                             prod, NULL, 0),
+        ck_assert_int_ne(rpc_handshake_check(RK_SLICE(c, f.answer_len),
+                                             HELLO(&f), f.key, HS_PROD, NULL,
+                                             0),
                          0);
     }
-    /* Answering something that is not a challenge. */
-    uint8_t out[RPC_HANDSHAKE_MAX];
-    size_t len;
-    ck_assert_int_eq(rpc_handshake_make(out, sizeof(out), &len, f.key, prod,
-                                        RK_SLICE("x", 1), f.n1, 0,
-                                        RK_SLICE(f.re, f.re_len)),
+    for (size_t i = 1; i < f.proof_len; i++) {
+        uint8_t c[RPC_HANDSHAKE_MAX];
+        memcpy(c, f.proof, f.proof_len);
+        c[i] ^= 0x01;
+        ck_assert_int_ne(rpc_handshake_check(RK_SLICE(c, f.proof_len),
+                                             ANSWER(&f), f.key, HS_PROD, NULL,
+                                             0),
+                         0);
+    }
+    /* A PROOF answers only an ANSWER; nothing answers a PROOF. */
+    ck_assert_int_eq(rpc_handshake_make(out, sizeof(out), &len, f.key, HS_PROD,
+                                        RK_SLICE("x", 1), HS_NONE, nonce, 0,
+                                        PROOF(&f)),
                      RK_EPROTO);
-    ck_assert_int_eq(rpc_handshake_make(out, 10, &len, f.key, prod,
-                                        RK_SLICE("x", 1), f.n1, 0, none),
+    ck_assert_int_eq(rpc_handshake_make(out, 10, &len, f.key, HS_PROD,
+                                        RK_SLICE("x", 1), RK_SLICE("y", 1),
+                                        nonce, 0, HS_NONE),
                      RK_ETOOLARGE);
+    /* A HELLO needs the name of the node it is for. */
+    ck_assert_int_eq(rpc_handshake_make(out, sizeof(out), &len, f.key, HS_PROD,
+                                        RK_SLICE("x", 1), HS_NONE, nonce, 0,
+                                        HS_NONE),
+                     RK_EBADREQ);
     /* Longest names fit in RPC_HANDSHAKE_MAX; longer ones are refused. */
     char lname[RPC_NAME_MAX + 2];
     memset(lname, 'n', sizeof(lname));
-    ck_assert_int_eq(rpc_handshake_make(out, sizeof(out), &len, f.key,
-                                        RK_SLICE(lname, RPC_NAME_MAX),
-                                        RK_SLICE(lname, RPC_NAME_MAX), f.n1,
-                                        UINT64_MAX, none),
+    struct rk_slice longest = RK_SLICE(lname, RPC_NAME_MAX);
+    uint8_t lh[RPC_HANDSHAKE_MAX], la[RPC_HANDSHAKE_MAX];
+    size_t lhl, lal;
+    ck_assert_int_eq(rpc_handshake_make(lh, sizeof(lh), &lhl, f.key, longest,
+                                        longest, longest, nonce, UINT64_MAX,
+                                        HS_NONE),
+                     0);
+    ck_assert_int_eq(rpc_handshake_make(la, sizeof(la), &lal, f.key, longest,
+                                        longest, HS_NONE, nonce, UINT64_MAX,
+                                        RK_SLICE(lh, lhl)),
+                     0);
+    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(la, lal), RK_SLICE(lh, lhl),
+                                         f.key, longest, NULL, 0),
                      0);
     ck_assert_int_eq(rpc_handshake_make(out, sizeof(out), &len, f.key,
                                         RK_SLICE(lname, RPC_NAME_MAX + 1),
-                                        RK_SLICE("x", 1), f.n1, 0, none),
+                                        RK_SLICE("x", 1), RK_SLICE("y", 1),
+                                        nonce, 0, HS_NONE),
                      RK_ETOOLARGE);
-    /* Version from the future. */
-    memcpy(out, f.ch, f.ch_len);
-    out[2] = 2;
-    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(out, f.ch_len), none, f.key,
-                                         prod, NULL, 0),
+    /* Version 1 (or one from the future) is refused. */
+    memcpy(out, f.answer, f.answer_len);
+    out[2] = 1;
+    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(out, f.answer_len), HELLO(&f),
+                                         f.key, HS_PROD, NULL, 0),
                      RK_EVERSION);
+    out[2] = 3;
+    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(out, f.answer_len), HELLO(&f),
+                                         f.key, HS_PROD, NULL, 0),
+                     RK_EVERSION);
+}
+END_TEST
+
+static void set_role(struct rpc_handshake *hs, const void *arg)
+{
+    hs->role = *(const uint32_t *)arg;
+}
+
+/* Regression: the connecting side accepted any correctly signed challenge
+ * (rpc_handshake_check with nothing sent), so a challenge read from a node
+ * by any TCP client and served from a dead peer's address passed. Now an
+ * ANSWER or a PROOF recorded from one exchange is refused in another: each
+ * side's MAC covers the other side's fresh nonce. */
+START_TEST(handshake_replayed_challenge_refused)
+{
+    struct hs_fixture one, two, mine;
+    hs_setup(&one, "s3cret", "node-b", 1, 2);
+    hs_setup(&two, "s3cret", "node-b", 3, 4);
+    /* A message checked against nothing of ours is never accepted. */
+    ck_assert_int_eq(
+        rpc_handshake_check(ANSWER(&one), HS_NONE, one.key, HS_PROD, NULL, 0),
+        RK_EPROTO);
+    /* The ANSWER of exchange one replayed to the HELLO of exchange two. */
+    ck_assert_int_eq(rpc_handshake_check(ANSWER(&one), HELLO(&two), one.key,
+                                         HS_PROD, NULL, 0),
+                     RK_EPROTO);
+    /* The PROOF of exchange one replayed to the ANSWER of exchange two. */
+    ck_assert_int_eq(rpc_handshake_check(PROOF(&one), ANSWER(&two), one.key,
+                                         HS_PROD, NULL, 0),
+                     RK_EPROTO);
+    /* Same connector nonce, other acceptor nonce: the PROOF binds both. */
+    hs_setup(&mine, "s3cret", "node-b", 1, 5);
+    ck_assert_int_eq(rpc_handshake_check(PROOF(&one), ANSWER(&mine), one.key,
+                                         HS_PROD, NULL, 0),
+                     RK_EPROTO);
+    /* The attack: anyone may say HELLO to node-b, in node-a's name, and
+     * get an ANSWER signed by node-b (exchange one, made by the attacker);
+     * node-a, meaning to reach node-b, sends its own HELLO (exchange two)
+     * to the attacker, who serves the captured ANSWER: refused. */
+    ck_assert_int_eq(rpc_handshake_check(ANSWER(&one), HELLO(&two), one.key,
+                                         HS_PROD, NULL, 0),
+                     RK_EPROTO);
+    /* Reflection: node-b's own ANSWER sent back to it as a PROOF (role
+     * changed, MAC kept) fails the MAC: the two directions are tagged
+     * apart. */
+    uint8_t refl[RPC_HANDSHAKE_MAX];
+    size_t rl = one.answer_len;
+    memcpy(refl, one.answer, rl);
+    uint32_t proof_role = RPC_HS_PROOF;
+    hs_edit(refl, &rl, set_role, &proof_role);
+    struct rpc_handshake d;
+    ck_assert_int_eq(rpc_handshake_decode(&d, RK_SLICE(refl, rl)), 0);
+    ck_assert_int_eq(rpc_handshake_verify(&d, one.key), RK_EAUTH);
+    /* Each message still passes in its own exchange. */
+    ck_assert_int_eq(rpc_handshake_check(ANSWER(&two), HELLO(&two), two.key,
+                                         HS_PROD, NULL, 0),
+                     0);
+    ck_assert_int_eq(rpc_handshake_check(PROOF(&two), ANSWER(&two), two.key,
+                                         HS_PROD, NULL, 0),
+                     0);
+}
+END_TEST
+
+static void sign_as(struct rpc_handshake *hs, const void *arg)
+{
+    const struct hs_fixture *f = arg;
+    ck_assert_int_eq(rpc_handshake_sign(hs, f->key), 0);
+}
+
+static void set_from(struct rpc_handshake *hs, const void *arg)
+{
+    const char *name = arg;
+    hs->from = RK_SLICE(name, strlen(name));
+}
+
+static void set_to(struct rpc_handshake *hs, const void *arg)
+{
+    const char *name = arg;
+    hs->to = RK_SLICE(name, strlen(name));
+}
+
+/* An acceptor that is not the node the connector means to reach is refused,
+ * even with the cluster's key: node-c signs no ANSWER to a HELLO meant for
+ * node-b, and an ANSWER node-c signs anyway (or one it made for another
+ * connector) fails the connector's check. */
+START_TEST(handshake_wrong_peer_refused)
+{
+    struct hs_fixture f, c;
+    hs_setup(&f, "s3cret", "node-b", 1, 2);
+    uint8_t out[RPC_HANDSHAKE_MAX], nonce[RPC_NONCE_BYTES] = {0};
+    size_t len;
+    ck_assert_int_eq(rpc_handshake_make(out, sizeof(out), &len, f.key, HS_PROD,
+                                        RK_SLICE("node-c", 6), HS_NONE, nonce,
+                                        0, HELLO(&f)),
+                     RK_EAUTH);
+    /* node-c's own ANSWER (to a HELLO for node-c with node-a's nonce),
+     * served to node-a's HELLO for node-b. */
+    hs_setup(&c, "s3cret", "node-c", 1, 2);
+    ck_assert_int_eq(
+        rpc_handshake_check(ANSWER(&c), HELLO(&c), c.key, HS_PROD, NULL, 0), 0);
+    ck_assert_int_eq(
+        rpc_handshake_check(ANSWER(&c), HELLO(&f), f.key, HS_PROD, NULL, 0),
+        RK_EAUTH);
+    /* node-b's ANSWER re-signed as if from node-c: still not node-b. */
+    memcpy(out, f.answer, f.answer_len);
+    len = f.answer_len;
+    hs_edit(out, &len, set_from, "node-c");
+    hs_edit(out, &len, sign_as, &f);
+    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(out, len), HELLO(&f), f.key,
+                                         HS_PROD, NULL, 0),
+                     RK_EAUTH);
+    /* An ANSWER node-b made for another connector (node-x). */
+    memcpy(out, f.answer, f.answer_len);
+    len = f.answer_len;
+    hs_edit(out, &len, set_to, "node-x");
+    hs_edit(out, &len, sign_as, &f);
+    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(out, len), HELLO(&f), f.key,
+                                         HS_PROD, NULL, 0),
+                     RK_EAUTH);
+    /* A PROOF in another connector's name, to the acceptor. */
+    memcpy(out, f.proof, f.proof_len);
+    len = f.proof_len;
+    hs_edit(out, &len, set_from, "node-x");
+    hs_edit(out, &len, sign_as, &f);
+    ck_assert_int_eq(rpc_handshake_check(RK_SLICE(out, len), ANSWER(&f), f.key,
+                                         HS_PROD, NULL, 0),
+                     RK_EAUTH);
 }
 END_TEST
 
@@ -1474,6 +1707,8 @@ static Suite *wire_rpc_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("handshake");
     tcase_add_test(tc, handshake_protocol);
+    tcase_add_test(tc, handshake_replayed_challenge_refused);
+    tcase_add_test(tc, handshake_wrong_peer_refused);
     suite_add_tcase(s, tc);
     tc = tcase_create("stream");
     tcase_set_timeout(tc, 120);
