@@ -13,7 +13,10 @@
  * wholly outside those arcs is dropped (store_range_drop), a range partly
  * outside is rewritten to the pieces of it that are kept, each an env of
  * its own (store_range_keep: one copy of what is kept, the rest freed);
- * both crash-safe. A split per boundary, with the outside pieces dropped,
+ * both crash-safe. A rewrite the disk has no room for is skipped
+ * (-ENOSPC, nothing written) and the others go on; the cleanup then ends
+ * failed with -ENOSPC and automatic cleanup tries again auto_cleanup_s
+ * later. A split per boundary, with the outside pieces dropped,
  * did that before: it copied each upper piece again at every boundary and
  * spent 94% of a cleanup (docs/performance.md). It refuses while the
  * ring is moving (a join, decommission or removenode under way: the pending
@@ -37,6 +40,7 @@ struct node_cleanup {
     bool running;
     int status;
     size_t dropped, rewritten, splits;
+    size_t skipped;       /* ranges left for lack of disk space (-ENOSPC) */
     uint64_t keys, bytes; /* dropped, and disk space freed */
     uint64_t start_ms, end_ms;
     /* time in store_range_keep, _split, _drop */
@@ -178,10 +182,15 @@ static void cleanup_work(uv_work_t *w)
     struct store_range *have = NULL;
     size_t nhave = 0;
     int rc = store_range_list(&have, &nhave, cu->n->store);
-    for (size_t i = 0; rc == 0 && i < nhave; i++)
+    for (size_t i = 0; rc == 0 && i < nhave; i++) {
         rc = clean_range(cu, have[i]);
+        if (rc == -ENOSPC) { /* no room for its copy: a drop may free some */
+            cu->skipped++;
+            rc = 0;
+        }
+    }
     free(have);
-    cu->status = rc;
+    cu->status = rc == 0 && cu->skipped > 0 ? -ENOSPC : rc;
 }
 
 static void cleanup_after(uv_work_t *w, int status)
@@ -193,10 +202,17 @@ static void cleanup_after(uv_work_t *w, int status)
     cu->end_ms = node__mono_ms(n);
     free(cu->keep);
     cu->keep = NULL;
+    if (cu->status == -ENOSPC) {
+        /* ranges left for lack of disk space: try again as automatic
+         * cleanup would, auto_cleanup_s from now */
+        n->acu_checked = false;
+        n->acu_since_ms = cu->end_ms;
+    }
     if (cu->status < 0)
         LOG(ERROR, "cleanup.fail",
-            "dropped=%zu rewritten=%zu splits=%zu keys=%llu error=\"%s\"",
-            cu->dropped, cu->rewritten, cu->splits,
+            "dropped=%zu rewritten=%zu splits=%zu skipped=%zu keys=%llu "
+            "error=\"%s\"",
+            cu->dropped, cu->rewritten, cu->splits, cu->skipped,
             (unsigned long long)cu->keys, rk_strerror(cu->status));
     else
         LOG(INFO, "cleanup.done",

@@ -49,8 +49,9 @@ struct obs {
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes, *repl_diff;
     metrics_family *owned, *ranges, *keys, *bytes, *mem_writes, *mem_bytes;
-    metrics_family *store_failed, *log_direct;
+    metrics_family *store_failed, *log_direct, *space_skips;
     bool store_failed_logged;
+    uint64_t space_skips_last;
     metrics_family *inflight, *coord_inflight, *coord_background;
     metrics_family *conns_total, *conns_open, *bad_frames, *resp_perr;
     metrics_family *auth_fail;
@@ -210,6 +211,11 @@ static int obs_register(struct obs *o)
       "1 after a commit log or range env sync failed: commits or "
       "checkpoints fail until the node is restarted (docs/storage.md).",
       METRICS_GAUGE, 0, NULL);
+    F(space_skips, "ringkv_storage_jobs_skipped_total",
+      "Range jobs (compaction, cleanup's keep, split) skipped for lack of "
+      "disk space; a skipped compaction is tried again every few seconds "
+      "(docs/storage.md).",
+      METRICS_COUNTER, 0, NULL);
     F(log_direct, "ringkv_commit_log_direct",
       "1 while the commit log is written with O_DIRECT (log_direct_io and a "
       "file system that takes it), 0 through the page cache.",
@@ -423,6 +429,8 @@ static void obs_sync(struct obs *o)
         metrics_gauge_set(o->mem_bytes, 0, (int64_t)mi.bytes);
         metrics_gauge_set(o->store_failed, 0, node__obs_store_watch(n) != 0);
         metrics_gauge_set(o->log_direct, 0, store_log_direct(n->store));
+        ctr(o->space_skips, 0, store_space_skips(n->store),
+            &o->space_skips_last);
     }
     metrics_gauge_set(o->inflight, 0, n->inflight);
     metrics_gauge_set(o->coord_inflight, 0, n->coord_inflight);
@@ -440,6 +448,19 @@ int node__obs_store_watch(node *n)
             "restart; the commit log is kept\"",
             rk_strerror(failed));
     }
+    struct store_space_skip sk[STORE_SKIPS_QUEUED];
+    size_t nsk =
+        n->store ? store_space_skips_take(sk, STORE_SKIPS_QUEUED, n->store) : 0;
+    for (size_t i = 0; i < nsk; i++)
+        LOG(WARN, "store.job_skipped",
+            "job=%s range=%016llx_%016llx need_mb=%llu free_mb=%llu "
+            "skips=%llu note=\"not enough disk space; tried again "
+            "when there is\"",
+            sk[i].job, (unsigned long long)sk[i].r.start,
+            (unsigned long long)sk[i].r.end,
+            (unsigned long long)(sk[i].need >> 20),
+            (unsigned long long)(sk[i].avail >> 20),
+            (unsigned long long)sk[i].skips);
     return failed;
 }
 

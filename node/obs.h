@@ -47,8 +47,11 @@ void node__obs_commit(node *n, uint64_t us);
 void node__obs_overloaded(node *n, int op, enum node_cl cl);
 
 /* The store's sticky failure (a failed log or env sync: store_failed), 0
- * if none; logs `store.sync_failed` the first time it sees one. Called
- * every gossip tick, so the log line does not wait for a metrics scrape. */
+ * if none; logs `store.sync_failed` the first time it sees one, and
+ * `store.job_skipped` for each range job the store reports skipped for
+ * lack of disk space (store_space_skips_take: once a minute per range at
+ * most). Called every gossip tick, so the log lines do not wait for a
+ * metrics scrape. */
 int node__obs_store_watch(node *n);
 
 /* The current Prometheus text (fresh values). NULL on -ENOMEM or when not

@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -293,11 +295,108 @@ static int store__map_atleast(store *s, struct store__range *rr, size_t size)
         size = s->o.map_size_max;
     if (size <= rr->map_size)
         return 0;
-    int rc = mdb_env_set_mapsize(rr->env, size);
-    if (rc)
-        return store__err(rc);
-    rr->map_size = size;
-    return 0;
+    return store__map_set(s, rr, size);
+}
+
+/* ---- Disk space --------------------------------------------------------- */
+
+#define STORE__SKIP_REPORT_MS 60000 /* a range's skips reported this often */
+
+/* Count a skip of a job on rr, and report it unless rr's last report is
+ * under a minute old (opmu held: rr stays). */
+static void store__skip_note(store *s,
+                             struct store__range *rr,
+                             const char *job,
+                             uint64_t need,
+                             uint64_t avail)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    pthread_mutex_lock(&s->skipmu);
+    s->space_skips++;
+    rr->skips_unreported++;
+    if ((!rr->skip_reported ||
+         now - rr->skip_reported_ms >= STORE__SKIP_REPORT_MS) &&
+        s->nskipq < STORE_SKIPS_QUEUED) {
+        s->skipq[s->nskipq++] = (struct store_space_skip){
+            rr->r, job, need, avail, rr->skips_unreported};
+        rr->skips_unreported = 0;
+        rr->skip_reported = true;
+        rr->skip_reported_ms = now;
+    }
+    pthread_mutex_unlock(&s->skipmu);
+}
+
+/* 0 if data_dir's file system has room for a job on rr that writes about
+ * `bytes` (store.h: plus an eighth and STORE_SPACE_MARGIN); else -ENOSPC,
+ * the skip noted. opmu and maplock held. */
+static int store__space_check(store *s,
+                              struct store__range *rr,
+                              const char *job,
+                              uint64_t bytes)
+{
+    struct statvfs vs;
+    if (statvfs(s->dir, &vs) != 0)
+        return -errno;
+    uint64_t avail = (uint64_t)vs.f_bavail * vs.f_frsize;
+    uint64_t need = bytes + bytes / 8 + STORE_SPACE_MARGIN;
+    if (avail >= need)
+        return 0;
+    store__skip_note(s, rr, job, need, avail);
+    return -ENOSPC;
+}
+
+/* rr's pages in use, in bytes: what a packed copy of it takes at most. */
+static uint64_t store__live_bytes(struct store__range *rr)
+{
+    MDB_stat st;
+    if (mdb_env_stat(rr->env, &st) != 0)
+        return rr->map_size; /* cannot happen on an open env; be safe */
+    return (uint64_t)st.ms_psize *
+           (st.ms_branch_pages + st.ms_leaf_pages + st.ms_overflow_pages);
+}
+
+/* The map of a new env filled with (part of) rr's entries: twice rr's.
+ * With write_map the map is allocated whole on disk, so it is sized by
+ * what is copied instead: twice rr's pages in use, at least map_size (a
+ * keep then a merge, over and over, would double it each time). */
+static size_t store__copy_map(store *s, struct store__range *rr)
+{
+    if (!s->o.write_map)
+        return 2 * rr->map_size;
+    uint64_t want = 2 * store__live_bytes(rr);
+    return want > s->o.map_size ? (size_t)want : s->o.map_size;
+}
+
+/* The bytes `maps` new envs copying rr's entries take: its pages in use,
+ * or with write_map their maps (allocated whole). */
+static uint64_t
+store__copy_bytes(store *s, struct store__range *rr, size_t maps)
+{
+    if (s->o.write_map)
+        return (uint64_t)maps * store__copy_map(s, rr);
+    return store__live_bytes(rr);
+}
+
+uint64_t store_space_skips(store *s)
+{
+    pthread_mutex_lock(&s->skipmu);
+    uint64_t n = s->space_skips;
+    pthread_mutex_unlock(&s->skipmu);
+    return n;
+}
+
+size_t
+store_space_skips_take(struct store_space_skip *out, size_t max, store *s)
+{
+    pthread_mutex_lock(&s->skipmu);
+    size_t n = s->nskipq < max ? s->nskipq : max;
+    memcpy(out, s->skipq, n * sizeof(*out));
+    memmove(s->skipq, s->skipq + n, (s->nskipq - n) * sizeof(*s->skipq));
+    s->nskipq -= n;
+    pthread_mutex_unlock(&s->skipmu);
+    return n;
 }
 
 /* ---- Recovery ----------------------------------------------------------- */
@@ -517,8 +616,11 @@ int store_range_split(store *s, struct store_range r, uint64_t at)
     }
     old = s->ranges[idx];
     struct store_range lo = {r.start, at}, hi = {at, r.end};
+    if ((rc =
+             store__space_check(s, old, "split", store__copy_bytes(s, old, 1))))
+        goto unlock;
     if ((rc = store__new_env(&nr, s, hi)) ||
-        (rc = store__map_atleast(s, nr, 2 * old->map_size)))
+        (rc = store__map_atleast(s, nr, store__copy_map(s, old))))
         goto discard;
     /* Fill the new env while commits go on, mirroring into it. */
     if ((rc = store__fill_shadowed(s, old, nr, hi)) ||
@@ -562,7 +664,9 @@ int store_range_merge(store *s, struct store_range a, struct store_range b)
     }
     struct store__range *A = s->ranges[ia], *B = s->ranges[ib];
     struct store_range m = {a.start, b.end};
-    if ((rc = store__map_atleast(s, A, A->map_size + B->map_size)))
+    size_t grow = s->o.write_map ? store__copy_map(s, B) : B->map_size;
+    if ((rc = store__space_check(s, B, "merge", store__copy_bytes(s, B, 1))) ||
+        (rc = store__map_atleast(s, A, A->map_size + grow)))
         goto unlock;
     /* Copy B into A while commits go on, mirroring B's writes into A. */
     if ((rc = store__fill_shadowed(s, B, A, b))) {
@@ -848,9 +952,12 @@ static int store__rewrite(store *s,
         goto unlock;
     }
     w.old = s->ranges[idx];
+    if ((rc = store__space_check(s, w.old, whole ? "compact" : "keep",
+                                 store__copy_bytes(s, w.old, nkeep))))
+        goto unlock;
     for (size_t i = 0; i < nkeep; i++)
         if ((rc = store__new_env(&w.nr[i], s, keep[i])) ||
-            (rc = store__map_atleast(s, w.nr[i], 2 * w.old->map_size)))
+            (rc = store__map_atleast(s, w.nr[i], store__copy_map(s, w.old))))
             goto discard;
     /* From here on every commit to old is logged; the copy below starts
      * later, so each write is in the copy, in the log, or in both (LWW

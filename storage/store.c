@@ -137,6 +137,27 @@ int store__range_index(store *s, struct store_range r)
     return RK_ENOTFOUND;
 }
 
+/* Allocate the blocks of dir/name up to `len` bytes (and any holes below
+ * its current size), creating it if missing. */
+static int store__falloc(const char *dir, const char *name, uint64_t len)
+{
+    char *p = store__path(dir, name);
+    if (p == NULL)
+        return -ENOMEM;
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    free(p);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    int rc = fstat(fd, &st) == 0 ? 0 : -errno;
+    if (rc == 0 && (uint64_t)st.st_size > len)
+        len = (uint64_t)st.st_size;
+    if (rc == 0)
+        rc = -posix_fallocate(fd, 0, (off_t)len); /* returns an errno */
+    close(fd);
+    return rc;
+}
+
 int store__env_open(MDB_env **out,
                     MDB_dbi *out_dbi,
                     const char *dir,
@@ -148,15 +169,33 @@ int store__env_open(MDB_env **out,
     int rc = mkdir(dir, 0755);
     if (rc != 0 && errno != EEXIST)
         return -errno;
+    /* LMDB writes its lock file through a shared map, and with
+     * MDB_WRITEMAP data.mdb too, which it extends to the map size as a
+     * hole: on a full disk a write fault on a hole there is SIGBUS, not
+     * ENOSPC. So their blocks are allocated before LMDB writes them, and a
+     * full disk fails the open with -ENOSPC (regression:
+     * env_open_full_disk_enospc): the lock file before the open; data.mdb
+     * after it (a new env must start empty; the open writes its meta pages
+     * with pwrite and nothing through the map) and before the first txn. */
+    if ((rc = store__falloc(dir, "lock.mdb", STORE__LOCK_BYTES)))
+        return rc;
     rc = mdb_env_create(&env);
     if (rc)
         return store__err(rc);
     if ((rc = mdb_env_set_mapsize(env, map_size)) ||
-        (rc = mdb_env_set_maxreaders(env, 256)))
+        (rc = mdb_env_set_maxreaders(env, STORE__MAXREADERS)))
         goto close_env;
     rc = mdb_env_open(env, dir, flags | MDB_NOTLS, 0644);
     if (rc)
         goto close_env;
+    if (flags & MDB_WRITEMAP) {
+        MDB_envinfo info;
+        mdb_env_info(env, &info);
+        if ((rc = store__falloc(dir, "data.mdb", info.me_mapsize))) {
+            mdb_env_close(env);
+            return rc;
+        }
+    }
     rc = mdb_txn_begin(env, NULL, 0, &txn);
     if (rc)
         goto close_env;
@@ -219,6 +258,21 @@ void store__range_close(struct store__range *rr)
     free(rr);
 }
 
+int store__map_set(store *s, struct store__range *rr, size_t size)
+{
+    int rc;
+    /* With write_map LMDB extends data.mdb to the map size as a hole:
+     * allocate it first (see store__env_open). */
+    if (s->o.write_map && (rc = store__falloc(rr->dir, "data.mdb", size)))
+        return rc;
+    if ((rc = mdb_env_set_mapsize(rr->env, size)))
+        return store__err(rc);
+    MDB_envinfo info;
+    mdb_env_info(rr->env, &info);
+    rr->map_size = info.me_mapsize;
+    return 0;
+}
+
 /* Under maplock held exclusively. */
 int store__grow(store *s, struct store__range *rr)
 {
@@ -227,13 +281,7 @@ int store__grow(store *s, struct store__range *rr)
         return RK_EFULL;
     if (want > s->o.map_size_max)
         want = s->o.map_size_max;
-    int rc = mdb_env_set_mapsize(rr->env, want);
-    if (rc)
-        return store__err(rc);
-    MDB_envinfo info;
-    mdb_env_info(rr->env, &info);
-    rr->map_size = info.me_mapsize;
-    return 0;
+    return store__map_set(s, rr, want);
 }
 
 static int store__rtxn(MDB_txn **out, struct store__range *rr)
@@ -439,8 +487,10 @@ static void *store__syncer_main(void *arg)
 
 /* The compactor thread: once a second, rewrites the range env that most
  * needs it (store__compact_due, range.c), one at a time, off the syncer's
- * way (a big env takes seconds); after a failed compaction (a full disk:
- * the copy needs room) it waits twice as long each time, up to 5 min. */
+ * way (a big env takes seconds). One skipped for lack of disk space
+ * (-ENOSPC: checked before anything is written, store.h) is tried again
+ * every STORE_SPACE_RETRY_S seconds, so it runs soon after space is freed;
+ * after another failure it waits twice as long each time, up to 5 min. */
 static void *store__compactor_main(void *arg)
 {
     store *s = arg;
@@ -456,7 +506,10 @@ static void *store__compactor_main(void *arg)
             break;
         pthread_mutex_unlock(&s->smu);
         struct store_range r;
-        if (store__compact_due(s, &r) && store_range_compact(s, r) != 0)
+        int rc = store__compact_due(s, &r) ? store_range_compact(s, r) : 0;
+        if (rc == -ENOSPC)
+            wait_s = STORE_SPACE_RETRY_S;
+        else if (rc != 0)
             wait_s = wait_s < 150 ? wait_s * 2 : 300;
         else
             wait_s = 1;
@@ -546,6 +599,7 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_cond_init(&s->ccv, NULL);
     pthread_mutex_init(&s->memmu, NULL);
     pthread_mutex_init(&s->flmu, NULL);
+    pthread_mutex_init(&s->skipmu, NULL);
     s->mem_limit = s->o.memtable_bytes ? s->o.memtable_bytes : (size_t)16 << 20;
     if ((rc = store__mem_new(&s->mem, 0)))
         goto close_all;
@@ -638,6 +692,7 @@ void store_free(store *s)
     pthread_cond_destroy(&s->ccv);
     pthread_mutex_destroy(&s->memmu);
     pthread_mutex_destroy(&s->flmu);
+    pthread_mutex_destroy(&s->skipmu);
     close(s->dir_fd);
     free(s->dir);
     free(s);

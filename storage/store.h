@@ -313,6 +313,43 @@ int store_range_keep(store *s,
                      const struct store_range *keep,
                      size_t nkeep);
 
+/* ---- Disk space of range operations ------------------------------------ */
+
+/* A compaction, keep, split or merge copies a range into an env that is
+ * new or grows, beside the old one until its switch. Before it writes
+ * anything it checks that data_dir's file system has room for that copy:
+ * the range's bytes in use (its pages, not its file: freed pages are not
+ * copied; with write_map the new maps, allocated whole) plus an eighth
+ * plus STORE_SPACE_MARGIN for the writes meanwhile; else it returns
+ * -ENOSPC at once, having changed nothing, and the skip is counted and
+ * reported (below). The automatic compactor tries again every
+ * STORE_SPACE_RETRY_S seconds, so it goes ahead once space is freed. Each
+ * env, and each map growth with write_map, has its mapped files allocated
+ * first (posix_fallocate), so a full disk is -ENOSPC, never SIGBUS. */
+#define STORE_SPACE_MARGIN  ((uint64_t)8 << 20)
+#define STORE_SPACE_RETRY_S 5
+#define STORE_SKIPS_QUEUED  16
+
+/* A range operation skipped for lack of disk space. */
+struct store_space_skip {
+    struct store_range r;
+    const char *job; /* "compact", "keep", "split" or "merge" (static) */
+    uint64_t need;   /* bytes it wanted free */
+    uint64_t avail;  /* bytes free for an unprivileged user */
+    uint64_t skips;  /* skips of r since its last report, this one too */
+};
+
+/* Skips since the store was opened. Thread-safe. */
+uint64_t store_space_skips(store *s);
+
+/* Move the reported skips not yet taken (at most max) into out, oldest
+ * first; their number. A range's skip is reported at most once a minute
+ * (those in between are counted in its next report's `skips`), and at
+ * most STORE_SKIPS_QUEUED reports wait to be taken (a skip finding the
+ * queue full is reported later). For a caller's log. Thread-safe. */
+size_t
+store_space_skips_take(struct store_space_skip *out, size_t max, store *s);
+
 /* Purge, from every range, tombstones and expired records older than
  * gc_grace at `now_ms` (a tombstone's age is its timestamp's wall time).
  * *out_purged (may be NULL) counts them. */

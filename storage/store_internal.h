@@ -21,6 +21,17 @@
 #define STORE__IKEY_MAX  (8u + STORE__SHORT + 16u)
 #define STORE__LONG_IKEY STORE__IKEY_MAX
 
+/* Reader slots of an env, and the bytes of its lock file allocated before
+ * LMDB maps it. LMDB wants sizeof(MDB_txninfo) + (maxreaders - 1) * 64
+ * bytes (a 64-byte slot per reader; the header is 192 bytes on x86-64
+ * Linux, a few cache lines anywhere). It extends a shorter file with
+ * ftruncate (a hole: SIGBUS when first written on a full disk) but maps a
+ * longer one whole, as it is, taking the extra bytes as more reader slots
+ * (mdb_env_setup_locks). So a file allocated to this bound, which holds
+ * any header up to 4 KiB, is used without a hole. */
+#define STORE__MAXREADERS 256
+#define STORE__LOCK_BYTES ((uint64_t)STORE__MAXREADERS * 64 + 4096)
+
 /* While a compaction rewrites an env, every write committed to it is also
  * copied here (the new env is filled with MDB_APPEND, which takes keys in
  * order only), and merged into the new env before the switch. */
@@ -56,6 +67,11 @@ struct store__range {
     /* Keys new to this env since it was written whole (created, compacted,
      * adopted): splits they caused left pages half full. */
     atomic_uint_fast64_t inserts;
+    /* Jobs on this env skipped for lack of disk space since the last one
+     * reported, and when that was (monotonic ms; under skipmu). */
+    uint64_t skips_unreported;
+    uint64_t skip_reported_ms;
+    bool skip_reported;
 };
 
 /* The memtable (mem.c): writes committed (logged) but not yet applied to
@@ -146,6 +162,12 @@ struct store {
     pthread_t compactor;
     bool compactor_on;
     pthread_cond_t ccv;
+    /* Range jobs skipped for lack of disk space (store_space_skips_take):
+     * the count, and those reported but not yet taken. */
+    pthread_mutex_t skipmu;
+    uint64_t space_skips;
+    struct store_space_skip skipq[STORE_SKIPS_QUEUED];
+    size_t nskipq;
 };
 
 /* LMDB and system codes to ringkv codes. */
@@ -209,6 +231,9 @@ int store__range_open(struct store__range **out,
                       struct store_range r,
                       const char *dir);
 void store__range_close(struct store__range *rr);
+/* Set rr's map to `size` (allocating data.mdb first with write_map);
+ * maplock held exclusively. */
+int store__map_set(store *s, struct store__range *rr, size_t size);
 int store__grow(store *s, struct store__range *rr);
 int store__sync_ranges(store *s, struct store__range **rs, size_t n);
 /* Make every env write committed before the call durable; hold ckmu. */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -2467,6 +2468,181 @@ START_TEST(auto_compaction_packs_pages)
 }
 END_TEST
 
+/* ---- full disk ---------------------------------------------------------- */
+
+/* A small tmpfs of its own (we run as root in CI; mount(2) is tried and the
+ * tests say they were skipped when it is refused), mounted and unmounted
+ * by the parent (unchecked fixture), so a test killed by a signal leaves
+ * no mount behind. Each test starts by emptying it. */
+#define FULL_DISK_MB 32
+static char fulldisk[200];
+static bool fulldisk_ok;
+
+static void fulldisk_mount(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(fulldisk, sizeof(fulldisk), "%s/rk_full_XXXXXX", t ? t : "/tmp");
+    if (mkdtemp(fulldisk) == NULL)
+        return;
+    char opt[32];
+    snprintf(opt, sizeof(opt), "size=%dm", FULL_DISK_MB);
+    fulldisk_ok = mount("tmpfs", fulldisk, "tmpfs", 0, opt) == 0;
+    if (!fulldisk_ok)
+        fprintf(stderr,
+                "full_disk tests skipped: mount tmpfs on %s: %s (they need "
+                "root)\n",
+                fulldisk, strerror(errno));
+}
+
+static void fulldisk_unmount(void)
+{
+    if (fulldisk_ok)
+        umount2(fulldisk, MNT_DETACH);
+    rmdir(fulldisk);
+    fulldisk_ok = false;
+}
+
+/* Use the tmpfs, emptied, as tmpdir; false (test skipped) without it. */
+static bool fulldisk_begin(void)
+{
+    if (!fulldisk_ok)
+        return false;
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'/*", fulldisk);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(tmpdir, sizeof(tmpdir), "%s/store", fulldisk);
+    return true;
+}
+
+/* Write zeros to `name` under the tmpfs until it is full. */
+static void fill_disk(const char *name)
+{
+    char p[300];
+    snprintf(p, sizeof(p), "%s/%s", fulldisk, name);
+    int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    static const char zeros[1 << 16];
+    ssize_t w;
+    while ((w = write(fd, zeros, sizeof(zeros))) > 0)
+        ;
+    ck_assert_msg(w < 0 && errno == ENOSPC, "filling %s: %s", p,
+                  strerror(errno));
+    close(fd);
+}
+
+static void free_disk(const char *name)
+{
+    char p[300];
+    snprintf(p, sizeof(p), "%s/%s", fulldisk, name);
+    ck_assert_int_eq(unlink(p), 0);
+}
+
+/* Whether every byte of dir/name has its blocks (no hole to fault on). */
+static void check_allocated(const char *dir, const char *name)
+{
+    char p[600];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    struct stat st;
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_msg((uint64_t)st.st_blocks * 512 >= (uint64_t)st.st_size,
+                  "%s: %lld bytes, %lld allocated", p, (long long)st.st_size,
+                  (long long)st.st_blocks * 512);
+}
+
+static struct store_opts small_opts(bool write_map)
+{
+    struct store_opts o = STORE_OPTS_INIT;
+    o.map_size = (size_t)1 << 20;
+    o.log_segment_bytes = (uint64_t)1 << 20;
+    o.auto_compact_pct = -1;
+    o.write_map = write_map;
+    return o;
+}
+
+/* Regression env_open_full_disk_enospc: LMDB writes its new lock file
+ * (and data.mdb with write_map) through a map of a hole, so opening an env
+ * on a full disk died of SIGBUS; it fails with -ENOSPC, the store serves
+ * on, and once space is freed the env opens with its mapped files
+ * allocated. Both ways of opening range envs. */
+START_TEST(env_open_full_disk_enospc)
+{
+    if (!fulldisk_begin())
+        return;
+    struct store_opts o = small_opts(_i);
+    store *s = open_store(&o);
+    uint64_t q = UINT64_MAX / 2;
+    struct store_range a = {0, q}, b = {q, 0};
+    if (!store_range_contains(a, rk_token("k", 1))) { /* a holds "k" */
+        a = (struct store_range){q, 0};
+        b = (struct store_range){0, q};
+    }
+    ck_assert_int_eq(store_range_create(s, a), 0);
+    ck_assert_int_eq(put(s, "k", 1, "v"), 0);
+    ck_assert_int_eq(store_flush(s), 0);
+    fill_disk("filler");
+    int rc = store_range_create(s, b);
+    ck_assert_msg(rc == -ENOSPC, "create on a full disk: %s", rk_strerror(rc));
+    expect(s, "k", "v");
+    free_disk("filler");
+    ck_assert_int_eq(store_range_create(s, b), 0);
+    char dir[512];
+    snprintf(dir, sizeof(dir), "%s/ranges/%016llx_%016llx", tmpdir,
+             (unsigned long long)b.start, (unsigned long long)b.end);
+    check_allocated(dir, "lock.mdb");
+    if (o.write_map)
+        check_allocated(dir, "data.mdb");
+    store_free(s);
+    s = open_store(&o);
+    expect(s, "k", "v");
+    store_free(s);
+}
+END_TEST
+
+/* Regression compaction_on_full_disk_no_sigbus: the compactor's new env on
+ * a full disk died of SIGBUS (store__rewrite -> store__new_env ->
+ * mdb_env_open). A compaction (and a keep, a split) with no room for its
+ * copy is skipped with -ENOSPC before it writes anything, counted and
+ * reported once a minute per range; the data stays readable and writable
+ * enough to serve, and with space freed the compaction runs. */
+START_TEST(compaction_on_full_disk_no_sigbus)
+{
+    if (!fulldisk_begin())
+        return;
+    struct store_opts o = small_opts(false);
+    o.memtable_bytes = 1; /* applied at once: pages half full */
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill(s, NK, 3);
+    ck_assert_int_eq(store_checkpoint(s), 0);
+    struct store_digest d0, d1;
+    ck_assert_int_eq(store_digest(&d0, s, WHOLE), 0);
+    fill_disk("filler");
+    int rc = store_range_compact(s, WHOLE);
+    ck_assert_msg(rc == -ENOSPC, "compact on a full disk: %s", rk_strerror(rc));
+    struct store_range half[1] = {{0, UINT64_MAX / 2}};
+    ck_assert_int_eq(store_range_keep(s, WHOLE, half, 1), -ENOSPC);
+    ck_assert_int_eq(store_range_split(s, WHOLE, UINT64_MAX / 2), -ENOSPC);
+    ck_assert_uint_eq(store_space_skips(s), 3);
+    struct store_space_skip sk[4];
+    ck_assert_uint_eq(store_space_skips_take(sk, 4, s), 1); /* a minute */
+    ck_assert_str_eq(sk[0].job, "compact");
+    ck_assert_uint_eq(sk[0].skips, 1);
+    ck_assert(sk[0].r.start == 0 && sk[0].r.end == 0);
+    ck_assert_uint_lt(sk[0].avail, sk[0].need);
+    ck_assert_uint_eq(store_space_skips_take(sk, 4, s), 0);
+    check_all(s, NK, 3);
+    free_disk("filler");
+    ck_assert_int_eq(store_range_compact(s, WHOLE), 0);
+    ck_assert_int_eq(store_digest(&d1, s, WHOLE), 0);
+    ck_assert_uint_eq(d1.hash, d0.hash);
+    ck_assert_uint_eq(d1.keys, d0.keys);
+    store_free(s);
+    s = open_store(&o);
+    check_all(s, NK, 3);
+    store_free(s);
+}
+END_TEST
+
 static Suite *storage_suite(void)
 {
     Suite *s = suite_create("storage");
@@ -2530,6 +2706,12 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, stuck_retried_every_second);
     tcase_add_test(tc, regression_replay_retries_kept_writes);
     tcase_add_loop_test(tc, writes_during_compaction, 0, 2);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("full_disk");
+    tcase_set_timeout(tc, 60);
+    tcase_add_unchecked_fixture(tc, fulldisk_mount, fulldisk_unmount);
+    tcase_add_loop_test(tc, env_open_full_disk_enospc, 0, 2); /* write_map */
+    tcase_add_test(tc, compaction_on_full_disk_no_sigbus);
     suite_add_tcase(s, tc);
     tc = tcase_create("full_range");
     tcase_set_timeout(tc, 60);
