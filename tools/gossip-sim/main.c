@@ -116,7 +116,7 @@ int main(int argc, char **argv)
     struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
     size_t runs = 20, steady_s = 30, partition = 1;
     uint64_t first_seed = 1;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* --option value */
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (v == NULL) {
@@ -147,7 +147,6 @@ int main(int argc, char **argv)
             usage();
             return 2;
         }
-        i++;
     }
     if (runs == 0 || cfg.n_nodes < 2) {
         usage();
