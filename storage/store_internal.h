@@ -279,4 +279,16 @@ int store__purge_outside(struct store__range *rr);
 bool store__compact_due(store *s, struct store_range *out);
 int store__recover(store *s);
 
+/* Shared by store.c and writes.c */
+/* RK_EBADREQ for an empty key, RK_ETOOLARGE past RK_MAX_KEY, else 0. */
+int store__key_check(struct rk_slice key);
+#define STORE__FLUSH_DUE 0x100 /* beside the STORE__WAL_* flags */
+/* Ask the background thread (store.c) for a checkpoint, zero fill and/or a
+ * memtable flush: STORE__WAL_SEALED, STORE__WAL_FILL, STORE__FLUSH_DUE. */
+void store__bg_due(store *s, int flags);
+/* At open (writes.c): apply the commit log's records since the last
+ * checkpoint; then write what replay kept in the memtable to a fresh log. */
+int store__replay(store *s);
+int store__relog(store *s);
+
 #endif
