@@ -30,6 +30,8 @@ static const struct {
     {RK_ECLOSED, "CLOSED", "closed"},
     {RK_EINTERNAL, "INTERNAL", "internal error"},
     {RK_ENOTSUP, "NOT_IMPLEMENTED", "not implemented in this version"},
+    {RK_ECLOCKSKEW, "CLOCK_SKEW",
+     "timestamp more than max_clock_drift_ms ahead of a replica's clock"},
 };
 
 #define RK__NERRS (sizeof(rk__errs) / sizeof(rk__errs[0]))

@@ -22,9 +22,10 @@ struct rk_slice {
 
 #define RK_SLICE(ptr, n) ((struct rk_slice){(const uint8_t *)(ptr), (n)})
 
-/* ringkv's own error codes. The first eight and RK_ENOTSUP are the typed
- * errors that cross the client protocols; their names (rk_errname) are part
- * of the protocol. New codes go at the end, below the last one. */
+/* ringkv's own error codes. The first eight, RK_ENOTSUP and RK_ECLOCKSKEW
+ * are the typed errors that cross the client protocols; their names
+ * (rk_errname) are part of the protocol. New codes go at the end, below the
+ * last one. */
 #define RK_ERR_BASE -31000
 enum rk_err {
     RK_EUNAVAILABLE = RK_ERR_BASE,    /* too few live replicas for the level */
@@ -44,7 +45,8 @@ enum rk_err {
     RK_ECLOSED = RK_ERR_BASE - 14,    /* connection or object closed */
     RK_EINTERNAL = RK_ERR_BASE - 15,  /* a bug: an invariant failed */
     RK_ENOTSUP = RK_ERR_BASE - 16,    /* NOT_IMPLEMENTED in this version */
-    RK_ERR_LAST = RK_ERR_BASE - 16
+    RK_ECLOCKSKEW = RK_ERR_BASE - 17, /* timestamp too far ahead of a clock */
+    RK_ERR_LAST = RK_ERR_BASE - 17
 };
 
 /* Human-readable description of any code: 0, -errno or RK_E*. Never NULL;

@@ -102,6 +102,8 @@ static const struct key keys[] = {
     {"log_direct_io", K_BOOL, OFF(log_direct_io), 0, 0, 0, 0, NULL},
     {"max_hint_window_ms", K_I64, OFF(max_hint_window_ms), 0, 0,
      30.0 * 86400 * 1000, 0, NULL},
+    {"max_clock_drift_ms", K_INT, OFF(max_clock_drift_ms), 0, 0, 86400000, 0,
+     NULL},
     {"gc_grace_seconds", K_I64, OFF(gc_grace_seconds), 0, 0, 365.0 * 86400, 0,
      NULL},
     {"memtable_mb", K_INT, OFF(memtable_mb), 0, 1, 65536, 0, NULL},
@@ -982,6 +984,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         "gc_grace_seconds: %lld\nmemtable_mb: %d\nauto_compact_pct: %d\n",
         c->hinted_handoff ? "true" : "false", (long long)c->max_hint_window_ms,
         (long long)c->gc_grace_seconds, c->memtable_mb, c->auto_compact_pct);
+    OUT("max_clock_drift_ms: %d\n", c->max_clock_drift_ms);
     OUT("auto_cleanup_s: %d\n", c->auto_cleanup_s);
     OUT("repair_after_join: %s\n", c->repair_after_join ? "true" : "false");
     OUT("stream_throughput_mb: %d\n", c->stream_throughput_mb);

@@ -100,9 +100,10 @@ struct node_config {
     int hinted_handoff; /* store hints for DOWN replicas */
     int64_t max_hint_window_ms;
     int64_t gc_grace_seconds;
-    int memtable_mb;      /* committed writes kept in memory before applied */
-    int auto_compact_pct; /* compact a range at this % new keys; -1: never */
-    int auto_cleanup_s;   /* clean up this long after the ring settled; 0: no */
+    int max_clock_drift_ms; /* refuse timestamps this far ahead; 0: off */
+    int memtable_mb;        /* committed writes kept in memory before applied */
+    int auto_compact_pct;   /* compact a range at this % new keys; -1: never */
+    int auto_cleanup_s; /* clean up this long after the ring settled; 0: no */
     int repair_after_join;    /* a streamed join repairs its ranges after */
     int stream_throughput_mb; /* MiB/s a node streams in or out; 0: no cap */
     int max_inflight;         /* admission control: requests in flight */
@@ -128,9 +129,9 @@ struct node_config {
         .connect_timeout_ms = 1000, .gossip_interval_ms = 1000,                \
         .phi_convict_threshold = 8.0, .hinted_handoff = 1,                     \
         .max_hint_window_ms = 3 * 3600 * 1000LL,                               \
-        .gc_grace_seconds = 10 * 86400LL, .memtable_mb = 16,                   \
-        .auto_compact_pct = 25, .auto_cleanup_s = 3600, .max_inflight = 10000, \
-        .repair_after_join = 1, .max_pipeline = 1024,                          \
+        .gc_grace_seconds = 10 * 86400LL, .max_clock_drift_ms = 500,           \
+        .memtable_mb = 16, .auto_compact_pct = 25, .auto_cleanup_s = 3600,     \
+        .max_inflight = 10000, .repair_after_join = 1, .max_pipeline = 1024,   \
         .log_level = NODE_LOG_INFO,                                            \
     }
 

@@ -719,8 +719,9 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
         struct rpc_write_ack a;
         st = rpc_write_ack_decode(&a, resp);
         if (st == 0) {
-            uint64_t after;
-            hlc_recv(&after, &n->hlc, node__now_ms(), a.hlc);
+            /* a clock too far ahead is counted and logged, not followed;
+             * a ceiling not saved fails the next write this node stamps */
+            (void)node__clock_recv(n, a.hlc, q->rp[i].name);
             st = a.status;
             told = true;
         }
@@ -918,8 +919,11 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
             n->stats.unavailable[sop][q->cl]++;
         return rc;
     }
+    struct rpc_record rec = {0};
+    rc = node__clock_now(&rec.ts, n);
+    if (rc < 0)
+        return rc;
     uint64_t now = node__now_ms();
-    struct rpc_record rec = {.ts = hlc_now(&n->hlc, now)};
     if (q->op == C_DEL) {
         rec.flags = RPC_REC_TOMBSTONE;
     } else {
@@ -1235,13 +1239,16 @@ static void read_decide(struct creq *q)
         }
         struct cctx *c = &q->ctx[i]; /* its read has answered */
         int rc;
-        if (q->rp[i].self)
-            rc = node__local_write(n, RK_SLICE(q->key, q->klen), best,
-                                   on_repair_done, c);
-        else
+        if (q->rp[i].self) {
+            rc = node__clock_seen(n, best->ts);
+            if (rc == 0)
+                rc = node__local_write(n, RK_SLICE(q->key, q->klen), best,
+                                       on_repair_done, c);
+        } else {
             rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
                                 (uint32_t)n->cfg.write_timeout_ms, 0,
                                 on_repair_remote, c);
+        }
         if (rc < 0)
             continue;
         n->stats.read_repairs++;
@@ -1318,8 +1325,7 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
     if (st == 0) {
         st = rpc_read_resp_decode(&rr, resp);
         if (st == 0) {
-            uint64_t after;
-            hlc_recv(&after, &n->hlc, node__now_ms(), rr.hlc);
+            (void)node__clock_recv(n, rr.hlc, q->rp[i].name);
             st = rr.status;
             told = true;
         }
@@ -1366,6 +1372,13 @@ void coord_errmsg(
                  acks, need);
     else if (err == RK_EOVERLOADED)
         snprintf(buf, len, "too many requests in flight, retry later");
+    else if (err == RK_ECLOCKSKEW)
+        snprintf(buf, len,
+                 "replicas refused the write's timestamp, more than their "
+                 "max_clock_drift_ms ahead of their clocks: this node's "
+                 "clock is ahead (check NTP), write through another node; "
+                 "%u of %u replicas answered",
+                 acks, need);
     else
         snprintf(buf, len, "%s", rk_strerror(err));
 }

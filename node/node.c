@@ -345,12 +345,16 @@ int node_new(node **out,
         rc = node__addresses(n, err, errlen);
     if (rc == 0)
         rc = node__store_open(n, err, errlen);
+    if (rc == 0) {
+        rc = node__clock_open(n, err, errlen);
+        if (rc < 0)
+            store_free(n->store);
+    }
     if (rc < 0) {
         gossip_out_free(&n->gout);
         free(n);
         return rc;
     }
-    hlc_now(&n->hlc, node__now_ms());
     *out = n;
     return 0;
 }
@@ -457,6 +461,7 @@ void node__stop_progress(node *n)
         uv_close((uv_handle_t *)&n->check, NULL);
         uv_close((uv_handle_t *)&n->prepare, NULL);
         if (n->store) {
+            node__clock_close(n);
             store_free(n->store);
             n->store = NULL;
             LOG(INFO, "store.closed", "%s", "");

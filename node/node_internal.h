@@ -53,7 +53,8 @@ struct node_stats {
     uint64_t hints_stored;
     uint64_t hints_replayed;
     uint64_t hints_dropped;
-    uint64_t writes_refused; /* by a replica for good: no hint kept */
+    uint64_t writes_refused;     /* by a replica for good: no hint kept */
+    uint64_t clock_skew_refused; /* timestamps past max_clock_drift_ms */
     uint64_t gossip_in, gossip_out, gossip_bad;
     uint64_t client_conns, client_bad_frames, client_auth_fail;
     uint64_t commits, commit_writes;
@@ -244,6 +245,9 @@ struct node {
     int64_t coord_background;   /* answered, replica requests outstanding */
     uint64_t refused_logged_ms; /* coord.write_refused: last logged */
     uint64_t refused_unlogged;  /* refusals since */
+    uint64_t skew_logged_ms;    /* hlc.refused: last logged (clock.c) */
+    uint64_t skew_unlogged;     /* timestamps refused since */
+    bool clock_failing;         /* the last ceiling save failed */
     struct creq *deferred;      /* decisions due at the end of the turn */
     /* coord.c: reads waiting for replicas (by hedge point, deadline) and
      * writes waiting for the local commit (by deadline) */
@@ -277,6 +281,23 @@ struct node {
 /* ---- node.c ---- */
 uint64_t node__now_ms(void);     /* wall clock, ms */
 uint64_t node__mono_ms(node *n); /* loop's monotonic clock */
+
+/* The node's hybrid logical clock (clock.c), its ceiling kept in the
+ * system store. open: at start, once the store is open: restores the clock
+ * from the ceiling saved (waiting out a crash's window), 0 or an error
+ * with why in err. close: at a clean stop, before the store closes, saves
+ * the clock itself. now: a timestamp for a write this node coordinates, 0
+ * or the error of a ceiling that could not be saved. recv: a timestamp a
+ * peer sent (a replica write's record, the clock in a replica's answer):
+ * 0, RK_ECLOCKSKEW (more than max_clock_drift_ms ahead: the clock stays;
+ * counted and logged, from naming the peer) or a save's error. seen: a
+ * record copied from a peer (stream, read repair), stored whatever its
+ * timestamp: 0 or a save's error. */
+int node__clock_open(node *n, char *err, size_t errlen);
+void node__clock_close(node *n);
+int node__clock_now(uint64_t *out, node *n);
+int node__clock_recv(node *n, uint64_t remote, const char *from);
+int node__clock_seen(node *n, uint64_t ts);
 void node__stop_progress(node *n);
 int node__resolve(struct sockaddr_storage *out, const char *host, int port);
 int node__resolve_str(char *out, size_t len, const char *host_port);

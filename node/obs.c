@@ -44,7 +44,7 @@ struct obs {
     metrics_family *overloaded, *stale, *stale_waits, *repairs, *hedges,
         *passed_over, *unsent;
     metrics_family *hints_stored, *hints_replayed, *hints_dropped;
-    metrics_family *writes_refused;
+    metrics_family *writes_refused, *clock_skew;
     metrics_family *gossip_in, *gossip_out, *gossip_bad, *gossip_auth;
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes, *repl_diff;
@@ -159,6 +159,11 @@ static int obs_register(struct obs *o)
       "Replica writes a replica refused for good (malformed, or a key in "
       "no range it holds, as when its replication or ring differs): no "
       "hint is kept for them.",
+      METRICS_COUNTER, 0, NULL);
+    F(clock_skew, "ringkv_clock_skew_refused_total",
+      "Timestamps refused for being more than max_clock_drift_ms ahead of "
+      "this node's clock: replica writes answered CLOCK_SKEW, and peers' "
+      "clocks in answers the node's clock did not follow.",
       METRICS_COUNTER, 0, NULL);
     F(gossip_in, "ringkv_gossip_packets_in_total", "Gossip packets received.",
       METRICS_COUNTER, 0, NULL);
@@ -354,6 +359,7 @@ static void obs_sync(struct obs *o)
     ctr(o->hints_replayed, 0, s->hints_replayed, &l->hints_replayed);
     ctr(o->hints_dropped, 0, s->hints_dropped, &l->hints_dropped);
     ctr(o->writes_refused, 0, s->writes_refused, &l->writes_refused);
+    ctr(o->clock_skew, 0, s->clock_skew_refused, &l->clock_skew_refused);
     ctr(o->gossip_in, 0, s->gossip_in, &l->gossip_in);
     ctr(o->gossip_out, 0, s->gossip_out, &l->gossip_out);
     ctr(o->gossip_bad, 0, s->gossip_bad, &l->gossip_bad);

@@ -160,8 +160,6 @@ int node__local_write(node *n,
                       node_commit_cb cb,
                       void *arg)
 {
-    uint64_t after;
-    hlc_recv(&after, &n->hlc, node__now_ms(), rec->ts);
     struct store_record sr;
     record_to_store(&sr, rec);
     size_t need = store_record_size(&sr), len = 0;
@@ -313,6 +311,13 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
             return 0;
         }
         n->stats.replica_writes++;
+        /* a timestamp too far ahead is refused (CLOCK_SKEW), and the
+         * ceiling is saved before a record above it is stored */
+        rc = node__clock_recv(n, w.rec.ts, net_conn_peer_name(c));
+        if (rc < 0) {
+            node__reply_status(n, c, id, RPC_MSG_WRITE, rc);
+            return 0;
+        }
         struct iwrite *iw = iwrite_get(n);
         if (!iw) {
             node__reply_status(n, c, id, RPC_MSG_WRITE, -ENOMEM);
@@ -557,6 +562,7 @@ bool node__hint_rejected_for_good(int status)
     case RK_EPROTO:
     case RK_ENOTFOUND:
     case RK_ENOTSUP:
+    case RK_ECLOCKSKEW:
         return true;
     default:
         return false;

@@ -1113,7 +1113,9 @@ int node__commit_items(node *n,
     g->pending = 1; /* held while adding */
     for (it = items; rpc_stream_item_next(&it, &key, &rec) == 1;) {
         g->pending++;
-        int rc = node__local_write(n, key, &rec, on_item_committed, g);
+        int rc = node__clock_seen(n, rec.ts);
+        if (rc == 0)
+            rc = node__local_write(n, key, &rec, on_item_committed, g);
         if (rc < 0) {
             g->pending--;
             g->err = rc;

@@ -7,36 +7,80 @@
  */
 #include "storage/hlc.h"
 
+#include <errno.h>
+
 #include "common/rk.h"
 
-/* Wall time as a timestamp; milliseconds past 2^48 (year 10889) clamp. */
-static uint64_t hlc__wall(uint64_t wall_ms)
+#define HLC_MAX_MS (UINT64_MAX >> HLC_LOGICAL_BITS)
+
+/* Milliseconds past 2^48 (year 10889) clamp. */
+static uint64_t clamp_ms(uint64_t ms)
 {
-    const uint64_t max_ms = UINT64_MAX >> HLC_LOGICAL_BITS;
-    return hlc_ts_make(wall_ms > max_ms ? max_ms : wall_ms, 0);
+    return ms > HLC_MAX_MS ? HLC_MAX_MS : ms;
+}
+
+/* a + b in milliseconds, clamped. */
+static uint64_t add_ms(uint64_t a, uint64_t b)
+{
+    return b > HLC_MAX_MS - clamp_ms(a) ? HLC_MAX_MS : clamp_ms(a) + b;
+}
+
+/* The timestamp that follows h->last at wall time wall_ms. */
+static uint64_t next_ts(const struct hlc *h, uint64_t wall_ms)
+{
+    uint64_t w = hlc_ts_make(clamp_ms(wall_ms), 0);
+    /* UINT64_MAX is the one value with no successor; stay on it. */
+    uint64_t next = h->last == UINT64_MAX ? UINT64_MAX : h->last + 1;
+    return w > next ? w : next;
 }
 
 void hlc_restore(struct hlc *h, uint64_t floor)
 {
     if (floor > h->last)
         h->last = floor;
+    if (floor > h->ceiling)
+        h->ceiling = floor;
 }
 
-uint64_t hlc_now(struct hlc *h, uint64_t wall_ms)
+uint64_t hlc_ceiling_due(const struct hlc *h, uint64_t wall_ms)
 {
-    uint64_t w = hlc__wall(wall_ms);
-    /* UINT64_MAX is the one value with no successor; stay on it. */
-    uint64_t next = h->last == UINT64_MAX ? UINT64_MAX : h->last + 1;
-    h->last = w > next ? w : next;
-    return h->last;
+    if (h->window_ms == 0)
+        return 0;
+    uint64_t base = clamp_ms(wall_ms);
+    if (hlc_ts_ms(h->last) > base)
+        base = hlc_ts_ms(h->last);
+    /* at least a millisecond ahead of both (the next timestamp fits), or
+     * the end of time */
+    uint64_t margin = (h->window_ms + 1) / 2;
+    if (h->ceiling >= hlc_ts_make(add_ms(base, margin), HLC_LOGICAL_MASK))
+        return 0;
+    return hlc_ts_make(add_ms(base, h->window_ms), HLC_LOGICAL_MASK);
+}
+
+void hlc_ceiling_set(struct hlc *h, uint64_t c)
+{
+    if (c > h->ceiling)
+        h->ceiling = c;
+}
+
+int hlc_now(uint64_t *out, struct hlc *h, uint64_t wall_ms)
+{
+    uint64_t next = next_ts(h, wall_ms);
+    if (h->window_ms != 0 && next > h->ceiling)
+        return -EAGAIN;
+    h->last = next;
+    *out = next;
+    return 0;
 }
 
 int hlc_recv(uint64_t *out, struct hlc *h, uint64_t wall_ms, uint64_t remote)
 {
-    if (h->max_drift_ms != 0 && hlc_ts_ms(remote) > wall_ms + h->max_drift_ms)
-        return RK_EBADREQ;
+    if (h->max_drift_ms != 0 &&
+        hlc_ts_ms(remote) > add_ms(wall_ms, h->max_drift_ms))
+        return RK_ECLOCKSKEW;
     if (remote > h->last)
         h->last = remote;
-    *out = hlc_now(h, wall_ms);
+    h->last = next_ts(h, wall_ms);
+    *out = h->last;
     return 0;
 }

@@ -590,6 +590,18 @@ def drop_udp(node, match, name):
     return marker
 
 
+def fake_clock(node, offset_ms):
+    """Start `node` with fakeclock.c preloaded: its wall clock (not its
+    monotonic one) runs offset_ms ahead of the real one (behind if
+    negative). Start it without: node.env = {}."""
+    lib = os.environ.get("RINGKV_FAKECLOCK")
+    check(lib and os.path.exists(lib),
+          "RINGKV_FAKECLOCK (the fakeclock library) not found: %r" % lib)
+    node.env = {"LD_PRELOAD": lib,
+                "RINGKV_FAKE_CLOCK_OFFSET_MS": str(int(offset_ms)),
+                "ASAN_OPTIONS": asan_options("verify_asan_link_order=0")}
+
+
 def small_asan_quarantine():
     """Keep ASan's quarantine (256 MiB by default) small in nodes started
     after this, so their RSS measures the daemon, not ASan."""

@@ -60,6 +60,7 @@ START_TEST(yaml_full_document)
                     "durability: periodic\n"
                     "cpu_scheduling: normal\n"
                     "write_timeout_ms: 500\n"
+                    "max_clock_drift_ms: 250\n"
                     "requirepass: s3cret\n"
                     "log_level: debug\n";
     ck_assert_int_eq(parse(&c, y), 0);
@@ -81,6 +82,7 @@ START_TEST(yaml_full_document)
     ck_assert_int_eq(c.durability, NODE_DURABILITY_PERIODIC);
     ck_assert_int_eq(c.cpu_scheduling, NODE_SCHED_NORMAL);
     ck_assert_int_eq(c.write_timeout_ms, 500);
+    ck_assert_int_eq(c.max_clock_drift_ms, 250);
     ck_assert_str_eq(c.requirepass, "s3cret");
     ck_assert_int_eq(c.log_level, NODE_LOG_DEBUG);
     ck_assert_int_eq(node_config_validate(&c, err, sizeof(err)), 0);
@@ -105,6 +107,7 @@ START_TEST(yaml_errors_name_the_key)
         {"auto_bootstrap: maybe\n", "auto_bootstrap"},
         {"token_allocation: magic\n", "token_allocation"},
         {"weight: -1\n", "weight"},
+        {"max_clock_drift_ms: -1\n", "max_clock_drift_ms"},
         {"cluster_name: \"\"\n", "cluster_name"},
         {"a: [1, 2\n", "YAML error"},
         {"- just\n- a list\n", "mapping"},
@@ -249,6 +252,12 @@ START_TEST(storage_knobs)
     node_config_dump(&c, dump, sizeof(dump));
     ck_assert_ptr_nonnull(strstr(dump, "stream_throughput_mb: 25\n"));
     ck_assert_ptr_nonnull(strstr(dump, "log_direct_io: false\n"));
+    /* the clock drift refused: 500 ms by default, 0 turns it off */
+    ck_assert_int_eq(c.max_clock_drift_ms, 500);
+    ck_assert_ptr_nonnull(strstr(dump, "max_clock_drift_ms: 500\n"));
+    ck_assert_int_eq(
+        node_config_set(&c, "max-clock-drift-ms", "0", err, sizeof(err)), 0);
+    ck_assert_int_eq(c.max_clock_drift_ms, 0);
 }
 END_TEST
 
