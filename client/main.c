@@ -790,8 +790,14 @@ static const struct cmd cmds[] = {
      0, 1, cmd_admin, WIRE_COP_REPAIR},
     {"cleanup", "", "Drop data the node no longer replicates.", 0, 0, cmd_admin,
      WIRE_COP_CLEANUP},
-    {"netstats", "", "Streaming sessions: bytes, keys, rate, ETA.", 0, 0,
-     cmd_admin, WIRE_COP_NETSTATS},
+    {"netstats", "",
+     "Streaming sessions: bytes, keys, rate, ETA; a line 'Stalled: ...' when "
+     "an operation has made no progress for stall_warning_s.",
+     0, 0, cmd_admin, WIRE_COP_NETSTATS},
+    {"abort", "",
+     "Stop the node's decommission, or the removenode it drives, and put the "
+     "ring back as it was (the node, or the removed one, NORMAL again).",
+     0, 0, cmd_admin, WIRE_COP_ABORT},
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
@@ -814,12 +820,90 @@ stats_line(char *out, size_t cap, struct rk_slice text, const char *prefix)
     }
 }
 
+/* --wait warns when the progress line has not moved for this long and the
+ * node reports no stall itself: stall_warning_s's default (docs/cli.md). */
+#define WAIT_STALL_S 30
+
+/* The part of a progress line that moves only with progress: without the
+ * elapsed time, the rate and the ETA ("Sending 27 ranges: ...; 12 keys,
+ * 3.4 MiB in 12.3 s (1.0 MiB/s), ETA 5 s", "Cleanup: running for 2.0 s;
+ * 3 ranges dropped ..."). */
+static void progress_key(char *out, size_t cap, const char *line)
+{
+    const char *p = strstr(line, "running for ");
+    if (p) {
+        const char *rest = strpbrk(p, ";:");
+        snprintf(out, cap, "%.*s%s", (int)(p - line), line, rest ? rest : "");
+        return;
+    }
+    p = strstr(line, " in ");
+    snprintf(out, cap, "%.*s", p ? (int)(p - line) : (int)strlen(line), line);
+}
+
+/* What a NETSTATS "Stalled: ..." line says is wrong, without how long it
+ * has been nor how many failures: its part between the first "; " and the
+ * next ("last error: push to n4: not found"). */
+static void stall_key(char *out, size_t cap, const char *line)
+{
+    const char *p = strstr(line, "; ");
+    snprintf(out, cap, "%s", p ? p + 2 : line);
+    char *q = strstr(out, "; ");
+    if (q)
+        *q = '\0';
+}
+
+/* Each poll of --wait: the node's stall line printed to stderr when it
+ * appears and when its reason changes; without one, a warning of ours once
+ * the progress line has not moved for WAIT_STALL_S. */
+struct wait_stall {
+    char seen[512]; /* the last poll's Stalled line, or "" */
+    char said[512]; /* the reason last printed */
+    char key[512];  /* the progress line's moving part */
+    time_t moved;   /* when it last changed */
+    bool warned;    /* our own warning printed since */
+};
+
+static void wait_stall_poll(struct wait_stall *w,
+                            const char *cmd,
+                            struct rk_slice text,
+                            const char *line)
+{
+    char key[512];
+    time_t now = time(NULL);
+    progress_key(key, sizeof(key), line);
+    if (!w->moved || strcmp(key, w->key) != 0) {
+        snprintf(w->key, sizeof(w->key), "%s", key);
+        w->moved = now;
+        w->warned = false;
+    }
+    stats_line(w->seen, sizeof(w->seen), text, "Stalled:");
+    if (w->seen[0]) {
+        stall_key(key, sizeof(key), w->seen);
+        if (strcmp(key, w->said) != 0) {
+            fprintf(stderr, "ringkv %s: warning: %s\n", cmd, w->seen);
+            snprintf(w->said, sizeof(w->said), "%s", key);
+        }
+        return;
+    }
+    w->said[0] = '\0';
+    if (line[0] && !w->warned && now - w->moved >= WAIT_STALL_S) {
+        fprintf(stderr,
+                "ringkv %s: warning: no progress seen for %d s (the node "
+                "reports no stall; `ringkv netstats` on it shows each "
+                "session)\n",
+                cmd, (int)(now - w->moved));
+        w->warned = true;
+    }
+}
+
 /* --wait: follow the node's NETSTATS every second until the operation is
- * over, printing its progress line when it changes. A decommission is
- * over when the node stops answering (it exits once it has left). */
+ * over, printing its progress line when it changes, and a warning when it
+ * stalls (wait_stall_poll). A decommission is over when the node stops
+ * answering (it exits once it has left), or aborted. */
 static int wait_done(struct cli *a, ringkv *c, const char *started)
 {
     char last[512] = "", line[512], done_line[512] = "";
+    struct wait_stall ws = {0};
     bool dec = strcmp(a->cmd, "decommission") == 0;
     char node[256]; /* the node asked: progress is only known there */
     snprintf(node, sizeof(node), "%s", ringkv_peer(c));
@@ -856,6 +940,8 @@ static int wait_done(struct cli *a, ringkv *c, const char *started)
         if (dec) {
             stats_line(line, sizeof(line), t, "Mode: LEFT");
             seen_left |= line[0] != '\0';
+            stats_line(done_line, sizeof(done_line), t, "Decommission aborted");
+            code = done_line[0] ? EXIT_OTHER : EXIT_OK;
             stats_line(line, sizeof(line), t, "Sending");
         } else if (strcmp(a->cmd, "cleanup") == 0) {
             stats_line(line, sizeof(line), t, "Cleanup:");
@@ -883,6 +969,8 @@ static int wait_done(struct cli *a, ringkv *c, const char *started)
                 code = done_line[0] ? EXIT_OTHER : EXIT_OK;
             }
         }
+        if (!done_line[0])
+            wait_stall_poll(&ws, a->cmd, t, line);
         wire_cresp_clear(&r);
         if (done_line[0])
             break;
@@ -897,6 +985,10 @@ static int wait_done(struct cli *a, ringkv *c, const char *started)
         json_cstr(stdout, started);
         printf(",\"done\":");
         json_cstr(stdout, done_line);
+        if (ws.seen[0]) {
+            printf(",\"stalled\":");
+            json_cstr(stdout, ws.seen);
+        }
         printf("}\n");
     } else {
         printf("%s\n", done_line);
@@ -945,7 +1037,8 @@ static const char global_help[] =
     "      --ttl SECONDS        put: expire the value\n"
     "      --json               one JSON object on stdout\n"
     "      --wait               decommission, removenode, cleanup, repair:\n"
-    "                           follow the progress until it is over\n"
+    "                           follow the progress until it is over (a\n"
+    "                           warning on stderr when it stalls)\n"
     "      --help               this help, or a command's\n"
     "  --                       end of options (keys that start with '-')\n"
     "Exit codes: 0 ok, 1 not found, 2 usage, 3 cannot connect, 4 auth,\n"

@@ -158,7 +158,7 @@ int ringkv_recv(ringkv *c, struct wire_cresp *out, int timeout_ms);
  * outcome is unknown: HELLO, PING, GET, MGET, STATUS, RING, ENDPOINTS,
  * METRICS, NETSTATS. Not PUT or DEL (see ringkv_call) nor the admin ops
  * that change the cluster (JOIN, DECOMMISSION, REMOVENODE, REPAIR,
- * CLEANUP). */
+ * CLEANUP, ABORT). */
 bool ringkv_idempotent(const struct wire_creq *req);
 
 /* Send req and wait for its response (opts.timeout_ms). On a connection

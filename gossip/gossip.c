@@ -1457,8 +1457,11 @@ int gossip_peer_status_set(gossip *g,
         return RK_ENOTFOUND;
     struct gossip__ep *e = &g->eps[idx];
     if (idx == 0 || e->quarantined ||
-        (status != GOSSIP_STATUS_REMOVED && status != GOSSIP_STATUS_LEAVING) ||
-        (status == GOSSIP_STATUS_LEAVING && e->status != GOSSIP_STATUS_NORMAL))
+        (status != GOSSIP_STATUS_REMOVED && status != GOSSIP_STATUS_LEAVING &&
+         status != GOSSIP_STATUS_NORMAL) ||
+        (status == GOSSIP_STATUS_LEAVING &&
+         e->status != GOSSIP_STATUS_NORMAL) ||
+        (status == GOSSIP_STATUS_NORMAL && e->status != GOSSIP_STATUS_LEAVING))
         return RK_EBADREQ;
     uint64_t epoch = g->max_epoch + 1;
     char buf[48];

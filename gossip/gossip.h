@@ -198,9 +198,10 @@ int gossip_peer_remove(gossip *g,
                        uint64_t *out_epoch);
 
 /* The same for STATUS LEAVING (a peer NORMAL until then: removenode
- * streams a dead node's ranges away on its behalf before REMOVED) or
- * REMOVED (gossip_peer_remove). RK_EBADREQ for any other status, or
- * LEAVING for a peer that is not NORMAL. */
+ * streams a dead node's ranges away on its behalf before REMOVED), NORMAL
+ * (a peer LEAVING until then: a removenode aborted, `ringkv abort`) or
+ * REMOVED (gossip_peer_remove). RK_EBADREQ for any other status, LEAVING
+ * for a peer that is not NORMAL, or NORMAL for one that is not LEAVING. */
 int gossip_peer_status_set(gossip *g,
                            const char *name,
                            enum gossip_status status,

@@ -25,6 +25,7 @@
  * replicates (gshell.c), in case the ring changed meanwhile.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,11 @@ struct node_cleanup {
     uint64_t start_ms, end_ms;
     /* time in store_range_keep, _split, _drop */
     uint64_t keep_ns, split_ns, drop_ns;
+    /* local ranges looked at, counted by the job as it goes: the loop
+     * reads it each tick (seen: the last count it read) for its stall */
+    atomic_size_t looked_at;
+    size_t seen;
+    struct node_stall stall;
 };
 
 static int drop(struct node_cleanup *cu, struct store_range r)
@@ -188,6 +194,7 @@ static void cleanup_work(uv_work_t *w)
             cu->skipped++;
             rc = 0;
         }
+        atomic_fetch_add(&cu->looked_at, 1);
     }
     free(have);
     cu->status = rc == 0 && cu->skipped > 0 ? -ENOSPC : rc;
@@ -252,8 +259,8 @@ int node__ring_settled(
     const ring *r = n->ring;
     struct ring_node_info me;
     *self = r ? ring_node_find(r, n->cfg.node_name) : RING_NONE;
-    if (n->leave || *self == RING_NONE || ring_node_get(r, &me, *self) < 0 ||
-        me.state != RING_NORMAL) {
+    if (node__leave_running(n) || *self == RING_NONE ||
+        ring_node_get(r, &me, *self) < 0 || me.state != RING_NORMAL) {
         snprintf(why, cap, "%.64s is leaving or holds no tokens: nothing to %s",
                  n->cfg.node_name, what);
         return RK_EBADREQ;
@@ -334,6 +341,8 @@ int node__cleanup_begin(node *n, char **text, size_t *len)
                                     .nkeep = want,
                                     .running = true,
                                     .start_ms = node__mono_ms(n)};
+        atomic_init(&cu->looked_at, 0);
+        node__stall_start(n, &cu->stall, "cleanup", "cleanup");
         cu->w.data = cu;
         rc = uv_queue_work(n->loop, &cu->w, cleanup_work, cleanup_after);
         if (rc < 0) {
@@ -383,8 +392,25 @@ out:
     return found;
 }
 
+/* A running cleanup made progress when its job has looked at another local
+ * range since the last tick; it is stalled when one range takes
+ * stall_warning_s (a disk that does not answer). */
+static void cleanup_watch(node *n)
+{
+    struct node_cleanup *cu = n->cleanup;
+    if (!cu)
+        return;
+    size_t k = atomic_load(&cu->looked_at);
+    if (k != cu->seen) {
+        cu->seen = k;
+        node__stall_progress(n, &cu->stall);
+    }
+    node__stall_check(n, &cu->stall, cu->running);
+}
+
 void node__cleanup_auto(node *n)
 {
+    cleanup_watch(n);
     if (n->cfg.auto_cleanup_s <= 0 || !n->ring || !n->store)
         return;
     uint64_t now = node__mono_ms(n), epoch = ring_epoch(n->ring);
@@ -424,22 +450,24 @@ void node__cleanup_text(node *n, FILE *f)
         return;
     char b[32];
     node__human_bytes(b, sizeof(b), cu->bytes);
-    if (cu->running)
+    if (cu->running) {
         fprintf(f,
                 "Cleanup: running for %.1f s; %zu ranges dropped, %zu "
                 "rewritten so far.\n",
                 (double)(node__mono_ms(n) - cu->start_ms) / 1000, cu->dropped,
                 cu->rewritten);
-    else
-        fprintf(f,
-                "Cleanup: %s in %.1f s: %zu ranges dropped, %zu rewritten "
-                "without their parts not replicated (%llu keys, %s freed)"
-                "%s%s.\n",
-                cu->status < 0 ? "failed" : "done",
-                (double)(cu->end_ms - cu->start_ms) / 1000, cu->dropped,
-                cu->rewritten, (unsigned long long)cu->keys, b,
-                cu->status < 0 ? "; error: " : "",
-                cu->status < 0 ? rk_strerror(cu->status) : "");
+        node__stall_text(n, &cu->stall, f);
+        return;
+    }
+    fprintf(f,
+            "Cleanup: %s in %.1f s: %zu ranges dropped, %zu rewritten "
+            "without their parts not replicated (%llu keys, %s freed)"
+            "%s%s.\n",
+            cu->status < 0 ? "failed" : "done",
+            (double)(cu->end_ms - cu->start_ms) / 1000, cu->dropped,
+            cu->rewritten, (unsigned long long)cu->keys, b,
+            cu->status < 0 ? "; error: " : "",
+            cu->status < 0 ? rk_strerror(cu->status) : "");
 }
 
 void node__cleanup_free(node *n)

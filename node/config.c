@@ -109,6 +109,7 @@ static const struct key keys[] = {
     {"memtable_mb", K_INT, OFF(memtable_mb), 0, 1, 65536, 0, NULL},
     {"stream_throughput_mb", K_INT, OFF(stream_throughput_mb), 0, 0, 1000000, 0,
      NULL},
+    {"stall_warning_s", K_INT, OFF(stall_warning_s), 0, 1, 86400, 0, NULL},
     {"auto_compact_pct", K_INT, OFF(auto_compact_pct), 0, -1, 1000000, 0, NULL},
     {"auto_cleanup_s", K_INT, OFF(auto_cleanup_s), 0, 0, 30 * 86400, 0, NULL},
     {"repair_after_join", K_BOOL, OFF(repair_after_join), 0, 0, 0, 0, NULL},
@@ -988,6 +989,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
     OUT("auto_cleanup_s: %d\n", c->auto_cleanup_s);
     OUT("repair_after_join: %s\n", c->repair_after_join ? "true" : "false");
     OUT("stream_throughput_mb: %d\n", c->stream_throughput_mb);
+    OUT("stall_warning_s: %d\n", c->stall_warning_s);
     OUT("max_inflight: %d\nmax_pipeline: %d\nrequirepass: %s\n",
         c->max_inflight, c->max_pipeline, c->requirepass[0] ? "<set>" : "\"\"");
     OUT("log_level: %s\nlog_file: %s\n", loglevel_names[c->log_level],

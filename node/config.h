@@ -106,6 +106,8 @@ struct node_config {
     int auto_cleanup_s; /* clean up this long after the ring settled; 0: no */
     int repair_after_join;    /* a streamed join repairs its ranges after */
     int stream_throughput_mb; /* MiB/s a node streams in or out; 0: no cap */
+    int stall_warning_s;      /* a long operation without progress this long is
+                                 reported stalled (node/stall.c) */
     int max_inflight;         /* admission control: requests in flight */
     int max_pipeline;         /* per client connection */
     char requirepass[NODE_CONFIG_STR]; /* "" = no password */
@@ -132,6 +134,7 @@ struct node_config {
         .gc_grace_seconds = 10 * 86400LL, .max_clock_drift_ms = 500,           \
         .memtable_mb = 16, .auto_compact_pct = 25, .auto_cleanup_s = 3600,     \
         .max_inflight = 10000, .repair_after_join = 1, .max_pipeline = 1024,   \
+        .stall_warning_s = 30,                                                 \
         .log_level = NODE_LOG_INFO,                                            \
     }
 

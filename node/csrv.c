@@ -675,6 +675,13 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
         send_text(c, q, rc, t, len);
         return;
     }
+    case WIRE_COP_ABORT: {
+        char *t = NULL;
+        size_t len = 0;
+        int rc = node__abort(n, &t, &len);
+        send_text(c, q, rc, t, len);
+        return;
+    }
     case WIRE_COP_REPAIR: {
         struct ring_range only;
         bool one = (q->has & WIRE_CREQ_ARGS) && q->nargs > 0;

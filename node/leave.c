@@ -57,6 +57,16 @@
  * 2026-12-05 a removal cut short waited to be asked again, and then
  * started over.
  *
+ * `ringkv abort` (node__abort) stops either before its end: a
+ * decommission announces NORMAL again (a new epoch, leaving=0), a removal
+ * announces its target NORMAL again on its behalf (removing= cleared); the
+ * positions are deleted, every node drops its pending ring, and the ring
+ * is as before. Sessions with a request or a scan in flight are not freed
+ * under it: the ended movement stays (for netstats) until the next is
+ * asked, and is freed only once nothing of it is in flight (drop_ended).
+ * Each movement tracks its last progress and last failure (stall.c), so
+ * one whose every retry fails says so in netstats and the log.
+ *
  * The gaining side (node__leave_ingest) takes a push only for a range it
  * replicates in its pending ring and only keys inside that range, commits
  * the records through the group commit, and answers with a WRITE_ACK.
@@ -116,11 +126,14 @@ struct node_leave {
      * dead peer, whose ranges are read from their other replicas */
     char target[GOSSIP_NAME_MAX + 1];
     bool relay;
-    bool aborted;   /* removenode: the target came back */
-    bool saving;    /* a job saving positions on the pool */
+    bool aborted;     /* the target came back (removenode), or `ringkv abort` */
+    bool by_operator; /* aborted by `ringkv abort` */
+    uint64_t aborted_epoch; /* the epoch of the NORMAL it announced then */
+    bool saving;            /* a job saving positions on the pool */
     bool restarted; /* resumed after a restart: saved positions are read */
     bool purged;    /* removenode: its saved positions deleted at the end */
     uint64_t epoch; /* the ring's at the plan (names removenode's positions) */
+    struct node_stall stall; /* a chunk in place (stall.c) */
 };
 
 static void leave_kick(node *n);
@@ -145,7 +158,16 @@ static void sess_fail(struct leave_sess *ls, const char *why, int err)
         lv->busy--;
         node__stream_budget_settle(n, 0);
     }
+    ls->state = L_WAIT;
+    if (lv->aborted) /* what was in flight at the abort: nothing more */
+        return;
     ls->fails++;
+    char peer[GOSSIP_NAME_MAX + 8] = "";
+    if (!reading)
+        snprintf(peer, sizeof(peer), "to %s", ls->dest);
+    else if (lv->relay && ls->nsrc)
+        snprintf(peer, sizeof(peer), "from %s", ls->src[ls->cur]);
+    node__stall_fail(&lv->stall, why, peer, &ls->range, err);
     if (ls->fails == 1 || ls->fails % 10 == 0)
         LOG(WARN, "leave.retry",
             "range=(%llu,%llu] from=%s to=%s why=\"%s\" error=\"%s\" "
@@ -156,7 +178,6 @@ static void sess_fail(struct leave_sess *ls, const char *why, int err)
             ls->fails);
     if (reading && ls->nsrc)
         ls->cur = (ls->cur + 1) % ls->nsrc;
-    ls->state = L_WAIT;
     ls->retry_at = node__mono_ms(n) + LEAVE_RETRY_MS;
 }
 
@@ -173,6 +194,7 @@ static void sess_chunk_in_place(struct leave_sess *ls)
     n->stats.stream_out_keys += ls->chunk_keys;
     n->stats.stream_out_bytes += ls->chunk_bytes;
     ls->fails = 0;
+    node__stall_progress(n, &lv->stall);
     node__stream_pos_copy(&ls->at, ls->at_last, &ls->next);
     ls->unsaved = true;
     lv->busy--;
@@ -231,7 +253,7 @@ static void deliver(struct leave_sess *ls,
                     struct rk_slice push)
 {
     node *n = ls->n;
-    if (n->stopping) {
+    if (n->stopping || n->leave->aborted) {
         sess_fail(ls, "stopping", RK_ECLOSED);
         return;
     }
@@ -389,14 +411,16 @@ static void leave_save_after(node *n)
 }
 
 /* A job saving the positions that moved since the last one, if no job
- * runs; once a removal has ended (done or aborted), one deleting them all:
- * they are of no use to another. */
+ * runs; once a removal has ended (done or aborted) or a decommission was
+ * aborted, one deleting them all: they are of no use to another, and a
+ * later decommission restarted would resume from them although the writes
+ * made between the abort and its LEAVING never went to the gaining nodes. */
 static void leave_save(node *n)
 {
     struct node_leave *lv = n->leave;
     if (!lv || !lv->planned || lv->saving || lv->purged || !n->store)
         return;
-    bool purge = lv->relay && (lv->left || lv->aborted);
+    bool purge = lv->aborted || (lv->relay && lv->left);
     size_t k = 0;
     for (size_t i = 0; i < lv->ns; i++)
         k += purge || lv->s[i].unsaved;
@@ -516,6 +540,8 @@ static int leave_plan(node *n)
         leave_resume(n);
     lv->planned = true;
     lv->plan_ms = node__mono_ms(n);
+    node__stall_start(n, &lv->stall, lv->relay ? "removenode" : "decommission",
+                      lv->relay ? "removenode" : "leave");
     LOG(INFO, lv->relay ? "removenode.planned" : "leave.planned",
         "node=%s ranges=%zu epoch=%llu", lv->target, lv->ns,
         (unsigned long long)ring_epoch(from));
@@ -741,21 +767,49 @@ static struct node_leave *leave_new(node *n)
     return lv;
 }
 
-/* A removenode that has ended is kept only for netstats. */
-static void drop_ended_removal(node *n)
+/* Whether the movement has ended (a removal done, or either aborted). */
+static bool ended(const struct node_leave *lv)
+{
+    return lv->aborted || (lv->relay && lv->left);
+}
+
+/* A movement that has ended is kept only for netstats: freed once nothing
+ * of it is in flight (its sessions' requests and scans, a position job)
+ * and its positions' deletion is queued. */
+static void drop_ended(node *n)
 {
     const struct node_leave *lv = n->leave;
-    if (lv && lv->relay && (lv->left || lv->aborted) && lv->busy == 0 &&
-        !lv->saving)
+    if (lv && ended(lv) && lv->busy == 0 && !lv->saving &&
+        (lv->purged || !lv->planned || !n->store))
         node__leave_free(n);
+}
+
+/* Why a new movement cannot start while an aborted one winds down. */
+static int winding_down(node *n, char *why, size_t cap)
+{
+    const struct node_leave *lv = n->leave;
+    snprintf(why, cap,
+             "%s's aborted %s of %s is still winding down (%zu request%s or "
+             "scan%s in flight, each over within %d s): try again shortly",
+             n->cfg.node_name, lv->relay ? "removal" : "decommission",
+             lv->target, lv->busy, lv->busy == 1 ? "" : "s",
+             lv->busy == 1 ? "" : "s", LEAVE_TIMEOUT_MS / 1000);
+    return RK_EBADREQ;
+}
+
+bool node__leave_running(const node *n)
+{
+    return n->leave && !ended(n->leave);
 }
 
 int node__leave_begin(node *n, char **text, size_t *len)
 {
     char msg[512];
     int rc = 0;
-    drop_ended_removal(n);
-    if (n->leave && n->leave->relay) {
+    drop_ended(n);
+    if (n->leave && n->leave->aborted) {
+        rc = winding_down(n, msg, sizeof(msg));
+    } else if (n->leave && n->leave->relay) {
         snprintf(msg, sizeof(msg),
                  "%s is removing %s: one range movement at a time; try again "
                  "once it is done (`ringkv netstats`)",
@@ -813,6 +867,17 @@ int node__leave_resume(node *n)
     return 0;
 }
 
+/* The removal stops with nothing removed (the target came back, or
+ * `ringkv abort`): removing= cleared; its positions are deleted at the
+ * next tick (leave_save); the sessions in flight end by themselves. */
+static void remove_stop(node *n, const char *note)
+{
+    struct node_leave *lv = n->leave;
+    lv->aborted = true;
+    remove_state_save(n, "");
+    LOG(WARN, "removenode.aborted", "node=%s note=\"%s\"", lv->target, note);
+}
+
 void node__leave_tick(node *n)
 {
     struct node_leave *lv = n->leave;
@@ -825,17 +890,12 @@ void node__leave_tick(node *n)
     uint64_t now = node__mono_ms(n);
     if (lv->relay && !lv->left && !lv->aborted && n->ring && !n->ring_stale) {
         /* a dead node that comes back is NORMAL again by its own word */
-        if (!is_leaving(n->ring, lv->target)) {
-            lv->aborted = true;
-            remove_state_save(n, "");
-            LOG(WARN, "removenode.aborted",
-                "node=%s note=\"it is no longer LEAVING (it came back?): "
-                "nothing removed\"",
-                lv->target);
-        }
+        if (!is_leaving(n->ring, lv->target))
+            remove_stop(n, "it is no longer LEAVING (it came back?): nothing "
+                           "removed");
     }
     leave_save(n);
-    if (lv->relay && (lv->left || lv->aborted))
+    if (lv->aborted || (lv->relay && lv->left))
         return;
     if (lv->left) {
         if (now >= lv->left_at + at_least(LEAVE_LINGER_MS, n)) {
@@ -856,11 +916,12 @@ void node__leave_tick(node *n)
             return;
         }
     }
+    size_t done = 0;
+    for (size_t i = 0; i < lv->ns; i++)
+        done += lv->s[i].state == L_DONE;
+    node__stall_check(n, &lv->stall, !lv->left && done < lv->ns);
     if (now - lv->last_log_ms >= 10000 && lv->ns) {
         lv->last_log_ms = now;
-        size_t done = 0;
-        for (size_t i = 0; i < lv->ns; i++)
-            done += lv->s[i].state == L_DONE;
         LOG(INFO, lv->relay ? "removenode.progress" : "leave.progress",
             "node=%s ranges_done=%zu ranges=%zu keys=%llu bytes=%llu",
             lv->target, done, lv->ns, (unsigned long long)lv->keys,
@@ -886,7 +947,13 @@ void node__leave_text(node *n, FILE *f)
     char b1[32], b2[32];
     if (lv->relay) {
         fprintf(f, "Mode: NORMAL\n");
-        if (lv->aborted)
+        if (lv->aborted && lv->by_operator)
+            fprintf(f,
+                    "Removal of %s aborted by `ringkv abort`: announced it "
+                    "NORMAL again on its behalf (ring epoch %llu); nothing "
+                    "was removed.\n",
+                    lv->target, (unsigned long long)lv->aborted_epoch);
+        else if (lv->aborted)
             fprintf(f,
                     "Removal of %s aborted: it is no longer LEAVING (it came "
                     "back?); nothing was removed.\n",
@@ -908,6 +975,15 @@ void node__leave_text(node *n, FILE *f)
         }
     } else if (lv->left) {
         fprintf(f, "Mode: LEFT (stopping)\n");
+    } else if (lv->aborted) {
+        fprintf(f,
+                "Mode: NORMAL\nDecommission aborted by `ringkv abort`: "
+                "announced NORMAL again (ring epoch %llu); the node keeps "
+                "its ranges, the gaining nodes drop what they received at "
+                "their next cleanup.\n",
+                (unsigned long long)lv->aborted_epoch);
+        if (!lv->planned)
+            return;
     } else {
         fprintf(f, "Mode: LEAVING\n");
         if (!lv->planned) {
@@ -944,7 +1020,9 @@ void node__leave_text(node *n, FILE *f)
     if (n->cfg.stream_throughput_mb > 0)
         fprintf(f, " (capped at %d MiB/s)", n->cfg.stream_throughput_mb);
     fprintf(f, "\n");
-    if (!lv->left && lv->hints_for[0])
+    if (!lv->left && !lv->aborted)
+        node__stall_text(n, &lv->stall, f);
+    if (!lv->left && !lv->aborted && lv->hints_for[0])
         fprintf(f,
                 "Every range is out; waiting for the %llu hint%s it keeps "
                 "for %s to be replayed before leaving.\n",
@@ -1021,8 +1099,10 @@ int node__remove_begin(node *n, const char *name, char **text, size_t *len)
     char msg[1536];
     bool leaving = false;
     int rc = 0;
-    drop_ended_removal(n);
-    if (n->leave) {
+    drop_ended(n);
+    if (n->leave && n->leave->aborted) {
+        rc = winding_down(n, msg, sizeof(msg));
+    } else if (n->leave) {
         snprintf(msg, sizeof(msg),
                  n->leave->relay
                      ? "%s is already removing %s; `ringkv netstats` shows the "
@@ -1111,6 +1191,163 @@ static void remove_take_up(node *n)
         snprintf(n->remove_why, sizeof(n->remove_why), "%s", text);
     }
     free(text);
+}
+
+/* ---- `ringkv abort` ------------------------------------------------------ */
+
+/* Stop this node's decommission: leaving=0 persisted before the announce
+ * (as leaving=1 is before LEAVING), then NORMAL under a new epoch; every
+ * node drops its pending ring (gshell.c) and writes go to the old replicas
+ * only. The sessions stop where they are; those with a request or a scan
+ * in flight end when it comes back (sess_fail), and the structure is freed
+ * only then (drop_ended), as a position job may also still run. */
+static int leave_abort(node *n, char *msg, size_t cap)
+{
+    struct node_leave *lv = n->leave;
+    n->st.leaving = 0;
+    int rc = node__state_save(n);
+    uint64_t epoch = 0;
+    if (rc == 0)
+        rc = gossip_status_set(n->g, GOSSIP_STATUS_NORMAL, 0, &epoch);
+    if (rc < 0) {
+        n->st.leaving = 1;
+        node__state_save(n);
+        snprintf(msg, cap, "cannot announce NORMAL again: %s", rk_strerror(rc));
+        return rc;
+    }
+    n->st.ring_epoch = epoch;
+    node__state_save(n);
+    lv->aborted = true;
+    lv->by_operator = true;
+    lv->aborted_epoch = epoch;
+    size_t done = 0;
+    for (size_t i = 0; i < lv->ns; i++)
+        done += lv->s[i].state == L_DONE;
+    LOG(WARN, "leave.aborted",
+        "epoch=%llu ranges_done=%zu ranges=%zu keys=%llu bytes=%llu "
+        "in_flight=%zu note=\"`ringkv abort`: NORMAL again\"",
+        (unsigned long long)epoch, done, lv->ns, (unsigned long long)lv->keys,
+        (unsigned long long)lv->bytes, lv->busy);
+    node__ring_rebuild(n);
+    leave_save(n); /* the positions go (or at the next tick) */
+    snprintf(msg, cap,
+             "%s's decommission aborted: announced NORMAL again (ring epoch "
+             "%llu); it keeps serving its ranges. %zu of %zu ranges had been "
+             "pushed: the nodes that received them drop that data at their "
+             "next cleanup.",
+             n->cfg.node_name, (unsigned long long)epoch, done, lv->ns);
+    return 0;
+}
+
+/* Stop the removal this node drives: the target NORMAL again on its
+ * behalf (a new epoch; it was NORMAL before, or LEAVING by its own word
+ * when it died decommissioning, and then its restart announces LEAVING
+ * again), then as when it comes back (remove_stop). */
+static int remove_abort(node *n, char *msg, size_t cap)
+{
+    struct node_leave *lv = n->leave;
+    uint64_t epoch = 0;
+    int rc = gossip_peer_status_set(n->g, lv->target, GOSSIP_STATUS_NORMAL,
+                                    node__mono_ms(n), &epoch);
+    if (rc < 0) {
+        snprintf(msg, cap, "cannot announce %s NORMAL again: %s", lv->target,
+                 rk_strerror(rc));
+        return rc;
+    }
+    lv->by_operator = true;
+    lv->aborted_epoch = epoch;
+    remove_stop(n, "`ringkv abort`: announced NORMAL again on its behalf");
+    node__ring_rebuild(n);
+    leave_save(n);
+    snprintf(msg, cap,
+             "removal of %s aborted: announced it NORMAL again on its behalf "
+             "(ring epoch %llu); nothing was removed. The nodes that received "
+             "copies of its ranges drop them at their next cleanup.",
+             lv->target, (unsigned long long)epoch);
+    return 0;
+}
+
+/* A removal this node drove, cut short by a restart and not taken up
+ * again yet (removing= in node.state): forgotten, its target NORMAL again
+ * if it is still LEAVING. Its positions stay: named by the epoch of its
+ * plan, no later removal reads them. */
+static int remove_forget(node *n, char *msg, size_t cap)
+{
+    char name[sizeof(n->st.removing)];
+    snprintf(name, sizeof(name), "%s", n->st.removing);
+    int rc = node__ring_ready(n, msg, cap);
+    if (rc < 0)
+        return rc;
+    uint64_t epoch = 0;
+    if (n->ring && is_leaving(n->ring, name)) {
+        rc = gossip_peer_status_set(n->g, name, GOSSIP_STATUS_NORMAL,
+                                    node__mono_ms(n), &epoch);
+        if (rc < 0) {
+            snprintf(msg, cap, "cannot announce %s NORMAL again: %s", name,
+                     rk_strerror(rc));
+            return rc;
+        }
+    }
+    remove_state_save(n, "");
+    n->remove_why[0] = '\0';
+    LOG(WARN, "removenode.aborted",
+        "node=%s epoch=%llu note=\"`ringkv abort` before it was taken up "
+        "again after a restart\"",
+        name, (unsigned long long)epoch);
+    if (epoch)
+        node__ring_rebuild(n);
+    snprintf(msg, cap,
+             "removal of %s aborted (it was to be taken up again after a "
+             "restart of %s)%s; nothing was removed.",
+             name, n->cfg.node_name,
+             epoch ? ": announced it NORMAL again on its behalf" : "");
+    return 0;
+}
+
+int node__abort(node *n, char **text, size_t *len)
+{
+    char msg[1024];
+    int rc = RK_EBADREQ;
+    struct node_leave *lv = n->leave;
+    if (n->boot == NODE_BOOT_STREAM) {
+        snprintf(msg, sizeof(msg),
+                 "%s is joining (streaming its ranges in): aborting a join is "
+                 "not supported in this version. `ringkv netstats` on it "
+                 "shows what it waits for; a stopped node resumes its join "
+                 "when started again, and no other range movement can start "
+                 "until it has joined",
+                 n->cfg.node_name);
+        rc = RK_ENOTSUP;
+    } else if (lv && lv->aborted) {
+        snprintf(msg, sizeof(msg),
+                 "nothing to abort on %s: the %s of %s was aborted already",
+                 n->cfg.node_name, lv->relay ? "removal" : "decommission",
+                 lv->target);
+    } else if (lv && !lv->relay && lv->left) {
+        snprintf(msg, sizeof(msg),
+                 "%s has announced LEFT: its decommission is over and cannot "
+                 "be undone; it stops in a few seconds",
+                 n->cfg.node_name);
+    } else if (lv && lv->left) {
+        snprintf(msg, sizeof(msg),
+                 "nothing to abort on %s: the removal of %s is over (REMOVED)",
+                 n->cfg.node_name, lv->target);
+    } else if (lv) {
+        rc = lv->relay ? remove_abort(n, msg, sizeof(msg))
+                       : leave_abort(n, msg, sizeof(msg));
+    } else if (n->st.removing[0]) {
+        rc = remove_forget(n, msg, sizeof(msg));
+    } else {
+        snprintf(msg, sizeof(msg),
+                 "nothing to abort on %s: no decommission, removenode or "
+                 "join is running there",
+                 n->cfg.node_name);
+    }
+    *text = strdup(msg);
+    if (!*text)
+        return -ENOMEM;
+    *len = strlen(*text);
+    return rc;
 }
 
 /* ---- the gaining side --------------------------------------------------- */

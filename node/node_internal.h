@@ -530,6 +530,42 @@ int node__state_save(node *n);
 bool node__stream_budget_take(node *n);
 void node__stream_budget_settle(node *n, uint64_t moved);
 
+/* ---- stall.c ---- */
+/* A long operation's last progress and the last step that failed since
+ * (stall.c says what is reported, and when: stall_warning_s). */
+#define NODE_STALL_PREFIX "Stalled:" /* netstats' line; the CLI looks for it \
+                                      */
+struct node_stall {
+    const char *what;     /* the operation, for people: "decommission" */
+    const char *ev;       /* its log events' prefix: "leave" */
+    uint64_t progress_ms; /* loop ms of the last progress, or the start */
+    uint64_t failures;    /* steps failed since */
+    int err;              /* the last one's error; 0: none failed */
+    char step[32];        /* which step it was ("push", "request") */
+    char peer[GOSSIP_NAME_MAX + 8]; /* "to n4", "from n2", or "" */
+    struct ring_range range;        /* its range, if has_range */
+    bool has_range;
+    bool stalled; /* logged <ev>.stalled, no progress since */
+};
+/* Start: no failure, progress now (what and ev: static strings). */
+void node__stall_start(node *n,
+                       struct node_stall *s,
+                       const char *what,
+                       const char *ev);
+/* Progress made (a chunk in place, a range done): not stalled. */
+void node__stall_progress(node *n, struct node_stall *s);
+/* A step failed (peer: "to n4", "from n2", or NULL; range may be NULL). */
+void node__stall_fail(struct node_stall *s,
+                      const char *step,
+                      const char *peer,
+                      const struct ring_range *range,
+                      int err);
+/* Every gossip tick while the operation runs: stalled once no progress
+ * came for stall_warning_s while work_left (logged once). */
+void node__stall_check(node *n, struct node_stall *s, bool work_left);
+/* netstats: the NODE_STALL_PREFIX line, if stalled. */
+void node__stall_text(node *n, const struct node_stall *s, FILE *f);
+
 /* ---- repair.c ---- */
 /* `ringkv repair`: compare this node's replicas of every arc it replicates
  * (only the parts inside `only`, unless NULL) with the other replicas'
@@ -551,11 +587,13 @@ void node__repair_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f);
 int node__cleanup_begin(node *n, char **text, size_t *len);
 void node__cleanup_text(node *n, FILE *f); /* NETSTATS line, if any */
 /* Each gossip tick: start a cleanup auto_cleanup_s after the ring settled
- * if this node holds data it no longer replicates. */
+ * if this node holds data it no longer replicates; watch a running one
+ * for a stall (stall.c). */
 void node__cleanup_auto(node *n);
 /* Every gossip tick: a node that joined by streaming (node.state
  * repair_due) repairs its ranges once the ring has settled
- * (repair_after_join), again after a restart until one has run. */
+ * (repair_after_join), again after a restart until one has run; and a
+ * running repair is watched for a stall (stall.c). */
 void node__repair_after_join(node *n);
 void node__cleanup_free(node *n);
 /* Cleanup and repair need the ring still: this node NORMAL in it, its ring
@@ -577,6 +615,15 @@ int node__leave_begin(node *n, char **text, size_t *len);
  * each of its ranges from the other replicas to the node that gains it,
  * then announce it REMOVED. Errors as node__leave_begin. */
 int node__remove_begin(node *n, const char *name, char **text, size_t *len);
+/* `ringkv abort`: stop this node's decommission (NORMAL again) or the
+ * removal it drives (its target NORMAL again on its behalf), with the
+ * ring back as it was (text: what the operator is told, malloc'd).
+ * Errors: RK_EBADREQ with *text saying why (nothing to abort, LEFT
+ * already), RK_ENOTSUP (a join), RK_ESTALE, gossip's, -ENOMEM. */
+int node__abort(node *n, char **text, size_t *len);
+/* A decommission or removal this node drives, not ended (done or
+ * aborted). */
+bool node__leave_running(const node *n);
 /* A restart with leaving=1: LEAVING was announced again; stream again. */
 int node__leave_resume(node *n);
 void node__leave_tick(node *n); /* every gossip tick */

@@ -113,6 +113,7 @@ struct node_repair {
     uint64_t retried; /* steps asked again (OVERLOADED, RING_STALE) */
     uint64_t leaves, leaves_diff;
     uint64_t keys_in, bytes_in, keys_out, bytes_out;
+    struct node_stall stall; /* a comparison begun, a chunk moved */
 };
 
 struct merkle_job {
@@ -300,6 +301,10 @@ static bool retry_later(struct node_repair *rp, int err)
     }
     rp->retried++;
     rp->retry_err = err;
+    char peer[GOSSIP_NAME_MAX + 8];
+    snprintf(peer, sizeof(peer), "with %s", rp->c[rp->cur].peer);
+    node__stall_fail(&rp->stall, phase_name(rp->phase), peer,
+                     &rp->c[rp->cur].arc, err);
     budget_settle(rp, 0);
     uv_timer_start(&rp->retry, on_retry, REPAIR_RETRY_MS, 0);
     return true;
@@ -318,6 +323,8 @@ static void budget_settle(struct node_repair *rp, uint64_t moved)
     if (rp->budget)
         node__stream_budget_settle(rp->n, moved);
     rp->budget = false;
+    if (moved)
+        node__stall_progress(rp->n, &rp->stall);
 }
 
 static void set_at(struct node_repair *rp, struct store_range r)
@@ -748,6 +755,8 @@ static void cmp_start(struct node_repair *rp);
 
 void node__repair_after_join(node *n)
 {
+    if (n->repair)
+        node__stall_check(n, &n->repair->stall, n->repair->running);
     if (!n->st.repair_due || n->stopping)
         return;
     uint64_t now = node__mono_ms(n);
@@ -798,6 +807,7 @@ static void cmp_start(struct node_repair *rp)
             return;
         }
         const struct repair_cmp *c = &rp->c[rp->cur];
+        node__stall_progress(n, &rp->stall);
         rp->phase = P_MERKLE;
         rp->ngot = 0;
         rp->have_mine = rp->have_theirs = false;
@@ -925,6 +935,7 @@ int node__repair_begin(node *n,
                                    .epoch = ring_epoch(n->ring),
                                    .start_ms = node__mono_ms(n),
                                    .msg = RPC_BUF_INIT};
+        node__stall_start(n, &rp->stall, "repair", "repair");
         uv_timer_init(n->loop, &rp->retry);
         rp->retry.data = n;
         rp->retry_open = true;
@@ -986,6 +997,7 @@ void node__repair_text(node *n, FILE *f)
                     c->peer, rk_errname(rp->retry_err), REPAIR_RETRY_MS,
                     rp->retries, REPAIR_RETRIES);
         fprintf(f, ".\n");
+        node__stall_text(n, &rp->stall, f);
         return;
     }
     fprintf(f,

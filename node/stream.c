@@ -80,10 +80,11 @@ struct node_stream {
     uint64_t ready_at; /* mono ms: plan from then */
     uint64_t start_ms;
     uint64_t last_log_ms;
-    uint64_t keys, bytes; /* committed so far, all sessions */
-    bool saving;          /* a save job on the pool */
-    bool purge_due;       /* joined: the saved positions are to go */
-    bool purged;          /* and their deletion queued: nothing more saved */
+    uint64_t keys, bytes;    /* committed so far, all sessions */
+    bool saving;             /* a save job on the pool */
+    bool purge_due;          /* joined: the saved positions are to go */
+    bool purged;             /* and their deletion queued: nothing more saved */
+    struct node_stall stall; /* a chunk committed (stall.c) */
 };
 
 static void sess_ask(struct stream_sess *ss);
@@ -125,6 +126,10 @@ sess_fail(struct stream_sess *ss, const char *why, int err, bool wait)
         node__stream_budget_settle(n, 0);
     }
     ss->fails++;
+    char from[GOSSIP_NAME_MAX + 8] = "";
+    if (ss->nsrc)
+        snprintf(from, sizeof(from), "from %s", ss->src[ss->cur]);
+    node__stall_fail(&st->stall, why, from, &ss->range, err);
     int round = ss->nsrc > 0 ? ss->nsrc : 1;
     if (ss->fails == 1 || ss->fails % round == 0)
         LOG(WARN, "stream.retry",
@@ -158,6 +163,7 @@ static void sess_chunk_committed(struct stream_sess *ss)
     n->stats.stream_in_keys += ss->chunk_keys;
     n->stats.stream_in_bytes += ss->chunk_bytes;
     ss->fails = 0;
+    node__stall_progress(n, &st->stall);
     node__stream_pos_copy(&ss->at, ss->at_last, &ss->next);
     ss->unsaved = true;
     if (ss->at.done) {
@@ -575,6 +581,7 @@ static int stream_plan(node *n)
     }
     ring_plan_free(mv);
     st->planned = true;
+    node__stall_start(n, &st->stall, "join", "join");
     LOG(INFO, "stream.planned", "ranges=%zu epoch=%llu", st->ns,
         (unsigned long long)(from ? ring_epoch(from) : 0));
     stream_resume(n);
@@ -670,11 +677,12 @@ void node__stream_tick(node *n)
             return;
         }
     }
+    size_t done = 0;
+    for (size_t i = 0; i < st->ns; i++)
+        done += st->s[i].state == S_DONE;
+    node__stall_check(n, &st->stall, done < st->ns);
     if (now - st->last_log_ms >= 10000 && st->ns) {
         st->last_log_ms = now;
-        size_t done = 0;
-        for (size_t i = 0; i < st->ns; i++)
-            done += st->s[i].state == S_DONE;
         LOG(INFO, "stream.progress",
             "ranges_done=%zu ranges=%zu keys=%llu bytes=%llu", done, st->ns,
             (unsigned long long)st->keys, (unsigned long long)st->bytes);
@@ -799,6 +807,7 @@ char *node__stream_text(node *n, size_t *len)
                 fprintf(f, " (capped at %d MiB/s)",
                         n->cfg.stream_throughput_mb);
             fprintf(f, "\n");
+            node__stall_text(n, &st->stall, f);
             for (size_t i = 0; i < st->ns; i++) {
                 const struct stream_sess *ss = &st->s[i];
                 double fr = sess_fraction(ss);

@@ -46,6 +46,7 @@ static const struct {
     {WIRE_COP_REPAIR, "REPAIR"},
     {WIRE_COP_CLEANUP, "CLEANUP"},
     {WIRE_COP_NETSTATS, "NETSTATS"},
+    {WIRE_COP_ABORT, "ABORT"},
 };
 
 #define WIRE__NOPS (sizeof(wire__ops) / sizeof(wire__ops[0]))

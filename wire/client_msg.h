@@ -61,7 +61,8 @@ enum wire_cop {
     WIRE_COP_REMOVENODE = 42, /* args: node name */
     WIRE_COP_REPAIR = 43,     /* args: none, or "START,END" */
     WIRE_COP_CLEANUP = 44,
-    WIRE_COP_NETSTATS = 45
+    WIRE_COP_NETSTATS = 45,
+    WIRE_COP_ABORT = 46 /* stop the node's decommission or removenode */
 };
 
 /* Consistency levels; 0 (field absent) means the server's default. */

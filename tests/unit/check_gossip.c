@@ -735,7 +735,8 @@ END_TEST
 
 /* removenode's first step: LEAVING on a dead peer's behalf spreads (not
  * quarantined: the peer is still in the ring while its ranges move), then
- * REMOVED; LEAVING only for a NORMAL peer, no other status. */
+ * REMOVED; LEAVING only for a NORMAL peer, NORMAL (an aborted removal)
+ * only for a LEAVING one, no other status. */
 START_TEST(removenode_leaving_on_behalf)
 {
     struct net net;
@@ -763,8 +764,27 @@ START_TEST(removenode_leaving_on_behalf)
     ck_assert_uint_eq(pi.status_epoch, 2);
     ck_assert(!pi.quarantined);
     ck_assert(!pi.up); /* the re-issue is not a heartbeat of C's */
-    ck_assert_int_eq(gossip_peer_remove(net.g[0], "C", now, &epoch), 0);
+    /* `ringkv abort`: NORMAL again on its behalf (only from LEAVING),
+     * then a later removal LEAVING again */
+    ck_assert_int_eq(gossip_peer_status_set(net.g[0], "C", GOSSIP_STATUS_NORMAL,
+                                            now, &epoch),
+                     0);
     ck_assert_uint_eq(epoch, 3);
+    ck_assert_int_eq(
+        gossip_peer_status_set(net.g[0], "C", GOSSIP_STATUS_NORMAL, now, NULL),
+        RK_EBADREQ); /* not LEAVING any more */
+    for (int r = 0; r < 5; r++, now += 1000)
+        net_round(&net, now, &out);
+    pi = peer(net.g[1], "C", now);
+    ck_assert_int_eq(pi.status, GOSSIP_STATUS_NORMAL);
+    ck_assert_uint_eq(pi.status_epoch, 3);
+    ck_assert(!pi.up);
+    ck_assert_int_eq(gossip_peer_status_set(net.g[0], "C",
+                                            GOSSIP_STATUS_LEAVING, now, &epoch),
+                     0);
+    ck_assert_uint_eq(epoch, 4);
+    ck_assert_int_eq(gossip_peer_remove(net.g[0], "C", now, &epoch), 0);
+    ck_assert_uint_eq(epoch, 5);
     for (int r = 0; r < 5; r++, now += 1000)
         net_round(&net, now, &out);
     pi = peer(net.g[1], "C", now);

@@ -240,6 +240,15 @@ START_TEST(storage_knobs)
     ck_assert_int_eq(
         node_config_set(&c, "stream-throughput-mb", "25", err, sizeof(err)), 0);
     ck_assert_int_eq(c.stream_throughput_mb, 25);
+    /* a long operation is reported stalled after 30 s without progress;
+     * at least a second */
+    ck_assert_int_eq(c.stall_warning_s, 30);
+    ck_assert_int_eq(
+        node_config_set(&c, "stall_warning_s", "0", err, sizeof(err)),
+        RK_ECONFIG);
+    ck_assert_int_eq(
+        node_config_set(&c, "stall-warning-s", "2", err, sizeof(err)), 0);
+    ck_assert_int_eq(c.stall_warning_s, 2);
     /* the commit log: direct writes by default, `false` keeps it buffered */
     ck_assert_int_eq(c.log_direct_io, 1);
     ck_assert_int_eq(
@@ -251,6 +260,7 @@ START_TEST(storage_knobs)
     char dump[8192];
     node_config_dump(&c, dump, sizeof(dump));
     ck_assert_ptr_nonnull(strstr(dump, "stream_throughput_mb: 25\n"));
+    ck_assert_ptr_nonnull(strstr(dump, "stall_warning_s: 2\n"));
     ck_assert_ptr_nonnull(strstr(dump, "log_direct_io: false\n"));
     /* the clock drift refused: 500 ms by default, 0 turns it off */
     ck_assert_int_eq(c.max_clock_drift_ms, 500);

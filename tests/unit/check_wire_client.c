@@ -52,6 +52,24 @@ START_TEST(golden_get_request)
 }
 END_TEST
 
+/* ABORT (46, `ringkv abort`): an admin op with no argument */
+START_TEST(golden_abort_request)
+{
+    static const uint8_t want[] = {0x00, 0x00, 0x00, 0x05, 0x82,
+                                   0x01, 0x07, 0x02, 0x2e};
+    struct wire_creq q = {.id = 7, .op = WIRE_COP_ABORT};
+    struct wire_cbuf b = {0};
+    ck_assert_int_eq(wire_creq_encode(&b, &q), 0);
+    expect_bytes(&b, want, sizeof(want));
+    wire_cbuf_release(&b);
+    struct wire_creq d;
+    ck_assert_int_eq(wire_creq_decode(&d, want + 4, sizeof(want) - 4), 0);
+    ck_assert_uint_eq(d.op, WIRE_COP_ABORT);
+    ck_assert_uint_eq(d.id, 7);
+    wire_creq_clear(&d);
+}
+END_TEST
+
 START_TEST(golden_put_request)
 {
     static const uint8_t want[] = {0x00, 0x00, 0x00, 0x15, 0x86, 0x01, 0xcd,
@@ -206,7 +224,7 @@ START_TEST(roundtrip_every_request_op)
         WIRE_COP_STATUS,     WIRE_COP_RING,   WIRE_COP_ENDPOINTS,
         WIRE_COP_METRICS,    WIRE_COP_JOIN,   WIRE_COP_DECOMMISSION,
         WIRE_COP_REMOVENODE, WIRE_COP_REPAIR, WIRE_COP_CLEANUP,
-        WIRE_COP_NETSTATS};
+        WIRE_COP_NETSTATS,   WIRE_COP_ABORT};
     struct rk_slice keys[] = {S("k1"), S("k2"), S("\x00\xff")};
     struct rk_slice args[] = {S("node-3"), S("")};
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
@@ -404,6 +422,8 @@ START_TEST(names_parse)
     ck_assert_uint_eq(wire_cop_parse("getendpoints"), 0);
     ck_assert_uint_eq(wire_cop_parse("endpoints"), WIRE_COP_ENDPOINTS);
     ck_assert_str_eq(wire_cop_name(WIRE_COP_DECOMMISSION), "DECOMMISSION");
+    ck_assert_str_eq(wire_cop_name(WIRE_COP_ABORT), "ABORT");
+    ck_assert_uint_eq(wire_cop_parse("abort"), WIRE_COP_ABORT);
     ck_assert_ptr_null(wire_cop_name(3));
 }
 END_TEST
@@ -718,6 +738,7 @@ static Suite *wire_client_suite(void)
     TCase *tc = tcase_create("golden");
     tcase_add_test(tc, golden_get_request);
     tcase_add_test(tc, golden_put_request);
+    tcase_add_test(tc, golden_abort_request);
     tcase_add_test(tc, golden_mget_hello_requests);
     tcase_add_test(tc, golden_responses);
     tcase_add_test(tc, golden_status_response);
