@@ -34,7 +34,7 @@
 /* How far ahead of the clock a node's persisted ceiling is set: a ceiling
  * is written about twice a window while timestamps are issued, and a node
  * restarted after a crash waits out at most this long (node/clock.c). */
-#define HLC_CEILING_WINDOW_MS 1000
+#define HLC_CEILING_WINDOW_MS 3000
 
 struct hlc {
     uint64_t last;         /* the highest timestamp issued or seen */
