@@ -121,8 +121,15 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
                              : 0;
         rows[k].silent_ms = quiet >= coord_quiet_limit(n) ? quiet : 0;
         struct gossip_peer_info pi;
-        if (n->g && gossip_peer_find(&pi, n->g, ni.name, now) == 0)
+        char wait_addr[sizeof(addrs[0])];
+        if (n->g && gossip_peer_find(&pi, n->g, ni.name, now) == 0) {
             status_gossip(&rows[k], repls[k], sizeof(repls[k]), &pi);
+            /* a join aborted: BOOT with no tokens, waiting for `ringkv
+             * join` as a node started with join_ring false does */
+            if (ni.state == RING_BOOT &&
+                node__peer_waiting(n, &pi, wait_addr, sizeof(wait_addr)))
+                rows[k].state = S(code[0] == 'U' ? "UW" : "DW");
+        }
         k++;
     }
     /* Nodes started with join_ring: false, in gossip but not in the ring

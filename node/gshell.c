@@ -226,6 +226,13 @@ static void ranges_ensure_in(node *n, const ring *r, uint32_t self);
  * replicated are kept until `ringkv cleanup` (cleanup.c). */
 void node__ranges_ensure(node *n)
 {
+    /* restarted and no peer heard yet: the ring holds this node alone, and
+     * would have it create ranges for the whole ring (ranges it does not
+     * replicate, which then take writes a replica must refuse: regression
+     * test_regression_hint_poison_stalls_replay, once gaps were no longer
+     * capped); done when the ring settles */
+    if (n->settling)
+        return;
     ranges_ensure_in(n, n->ring, n->self_idx);
     if (n->ring_pending)
         ranges_ensure_in(n, n->ring_pending,
@@ -608,6 +615,7 @@ static void handle_events(node *n)
                 n->settling = false;
                 n->ring_stale = stale_now(n);
                 LOG(INFO, "ring.settled", "peer=%s", e->name);
+                rebuild = true;
             }
             break;
         case GOSSIP_EV_DOWN:
@@ -814,6 +822,7 @@ static void on_tick(uv_timer_t *t)
         handle_events(n);
     }
     boot_try(n, now);
+    node__clock_tick(n);
     node__stream_tick(n);
     node__leave_tick(n);
     node__cleanup_auto(n);
@@ -825,6 +834,7 @@ static void on_tick(uv_timer_t *t)
         LOG(WARN, "ring.settle_timeout",
             "note=\"no peer heard since the restart: serving with the ring "
             "as saved\"");
+        node__ranges_ensure(n);
     }
 }
 
@@ -867,8 +877,45 @@ static void schema_set(node *n)
     gossip_state_set(n->g, GOSSIP_KEY_SCHEMA, v, (size_t)l);
 }
 
+int node__join_withdraw(node *n, uint64_t *epoch)
+{
+    int joining = n->st.joining, ntokens = n->st.ntokens;
+    n->st.joining = 0;
+    n->st.ntokens = 0;
+    n->st.wait_join = 1;
+    /* persisted before the announce: a restart must not resume the join */
+    int rc = node_state_save(&n->st, n->cfg.data_dir);
+    if (rc < 0) {
+        n->st.joining = joining;
+        n->st.ntokens = ntokens;
+        n->st.wait_join = 0;
+        return rc;
+    }
+    rc = gossip_tokens_set(n->g, NULL, 0);
+    if (rc == 0) {
+        n->parked = true;
+        n->boot = NODE_BOOT_WAIT;
+        schema_set(n);
+        rc = gossip_status_set(n->g, GOSSIP_STATUS_BOOT, 0, epoch);
+    }
+    if (rc < 0)
+        return rc;
+    n->st.ring_epoch = *epoch;
+    node__state_save(n);
+    node__ring_rebuild(n);
+    return 0;
+}
+
 int node__join(node *n, char *why, size_t cap)
 {
+    if (n->parked && node__stream_busy(n)) {
+        snprintf(why, cap,
+                 "%.64s is still winding down the join it aborted (requests "
+                 "in flight, or dropping what it had streamed in): try again "
+                 "shortly",
+                 n->cfg.node_name);
+        return RK_EBADREQ;
+    }
     if (!n->parked) {
         snprintf(why, cap, "%.64s is not waiting to join: %s", n->cfg.node_name,
                  n->boot == NODE_BOOT_DONE
@@ -876,6 +923,15 @@ int node__join(node *n, char *why, size_t cap)
                      : "it is joining already (join_ring is true, or "
                        "`ringkv join` was sent)");
         return RK_EBADREQ;
+    }
+    if (n->st.wait_join) { /* a join aborted before: joining again now */
+        n->st.wait_join = 0;
+        int rc = node_state_save(&n->st, n->cfg.data_dir);
+        if (rc < 0) {
+            n->st.wait_join = 1;
+            snprintf(why, cap, "cannot save node.state: %s", rk_strerror(rc));
+            return rc;
+        }
     }
     n->parked = false;
     schema_set(n);
@@ -926,7 +982,9 @@ int node__gossip_start(node *n, char *err, size_t errlen)
     gossip_state_set(n->g, GOSSIP_KEY_ADDRESS, v, (size_t)l);
     gossip_state_set(n->g, GOSSIP_KEY_DC, c->datacenter, strlen(c->datacenter));
     gossip_state_set(n->g, GOSSIP_KEY_RACK, c->rack, strlen(c->rack));
-    n->parked = n->fresh && !c->join_ring;
+    /* join_ring false, or a join aborted (`ringkv abort`): out of the
+     * ring until `ringkv join` */
+    n->parked = n->fresh && (!c->join_ring || n->st.wait_join);
     schema_set(n);
     if (!n->fresh) {
         gossip_tokens_set(n->g, n->st.tokens, (size_t)n->st.ntokens);

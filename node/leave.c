@@ -1310,14 +1310,30 @@ int node__abort(node *n, char **text, size_t *len)
     int rc = RK_EBADREQ;
     struct node_leave *lv = n->leave;
     if (n->boot == NODE_BOOT_STREAM) {
+        rc = node__stream_abort(n, msg, sizeof(msg));
+    } else if (n->boot == NODE_BOOT_WAIT && !n->parked) {
+        /* about to join: learning the cluster, no tokens chosen yet */
+        uint64_t epoch = 0;
+        rc = node__join_withdraw(n, &epoch);
+        if (rc < 0)
+            snprintf(msg, sizeof(msg), "cannot stop the join of %s: %s",
+                     n->cfg.node_name, rk_strerror(rc));
+        else
+            snprintf(msg, sizeof(msg),
+                     "%s will not join: it had chosen no tokens yet; it waits "
+                     "for `ringkv join` (after a restart too)",
+                     n->cfg.node_name);
+        if (rc == 0)
+            LOG(WARN, "join.aborted",
+                "epoch=%llu ranges_done=0 ranges=0 keys=0 note=\"before "
+                "choosing tokens: waiting for `ringkv join`\"",
+                (unsigned long long)epoch);
+    } else if (n->parked) {
         snprintf(msg, sizeof(msg),
-                 "%s is joining (streaming its ranges in): aborting a join is "
-                 "not supported in this version. `ringkv netstats` on it "
-                 "shows what it waits for; a stopped node resumes its join "
-                 "when started again, and no other range movement can start "
-                 "until it has joined",
-                 n->cfg.node_name);
-        rc = RK_ENOTSUP;
+                 "nothing to abort on %s: it is not in the ring, waiting for "
+                 "`ringkv join`%s",
+                 n->cfg.node_name,
+                 n->st.wait_join ? " (its join was aborted)" : "");
     } else if (lv && lv->aborted) {
         snprintf(msg, sizeof(msg),
                  "nothing to abort on %s: the %s of %s was aborted already",

@@ -248,6 +248,8 @@ struct node {
     uint64_t skew_logged_ms;    /* hlc.refused: last logged (clock.c) */
     uint64_t skew_unlogged;     /* timestamps refused since */
     bool clock_failing;         /* the last ceiling save failed */
+    bool clock_saving;          /* a ceiling save on the pool (clock.c) */
+    int clock_err;              /* the failed save's error */
     struct creq *deferred;      /* decisions due at the end of the turn */
     /* coord.c: reads waiting for replicas (by hedge point, deadline) and
      * writes waiting for the local commit (by deadline) */
@@ -298,6 +300,9 @@ void node__clock_close(node *n);
 int node__clock_now(uint64_t *out, node *n);
 int node__clock_recv(node *n, uint64_t remote, const char *from);
 int node__clock_seen(node *n, uint64_t ts);
+/* Every gossip tick: the ceiling kept ahead while the node is idle, so
+ * that its first write after a pause finds one saved. */
+void node__clock_tick(node *n);
 void node__stop_progress(node *n);
 int node__resolve(struct sockaddr_storage *out, const char *host, int port);
 int node__resolve_str(char *out, size_t len, const char *host_port);
@@ -421,9 +426,14 @@ int node__commit_start(node *n);
 /* Stop them; fails a batch still open (only once nothing is committing). */
 void node__commit_free(node *n);
 
-/* `ringkv join` on a node started with join_ring false: 0 and it joins
- * as a fresh node does; RK_EBADREQ (why) if it is not waiting for that. */
+/* `ringkv join` on a node started with join_ring false (or whose join was
+ * aborted): 0 and it joins as a fresh node does; RK_EBADREQ (why) if it is
+ * not waiting for that. */
 int node__join(node *n, char *why, size_t cap);
+/* A join aborted: tokens withdrawn, BOOT without tokens under a new epoch
+ * (*epoch), parked until `ringkv join` (wait_join=1 in node.state, saved
+ * first). 0 or the error of the save or the announce. */
+int node__join_withdraw(node *n, uint64_t *epoch);
 
 /* ---- stream.c ---- */
 /* Announced BOOT with tokens: stream the ranges in, then NORMAL. */
@@ -433,6 +443,14 @@ void node__stream_tick(node *n); /* every gossip tick */
  * logged (stream.leftover_progress) and deleted. */
 void node__stream_leftover(node *n);
 void node__stream_free(node *n);
+/* `ringkv abort` on a joining node: the join withdrawn (node__join_withdraw),
+ * no further chunk asked or committed, its saved positions deleted, and
+ * once nothing is in flight every range of the store dropped. 0 with msg
+ * saying so; RK_EBADREQ when not joining; the withdrawal's error. */
+int node__stream_abort(node *n, char *msg, size_t cap);
+/* An aborted join still winding down (requests in flight, positions being
+ * deleted, its data being dropped): no new join yet. */
+bool node__stream_busy(const node *n);
 /* NETSTATS: the join's sessions and what was sent, as text (malloc'd). */
 char *node__stream_text(node *n, size_t *len);
 /* Answer an RPC_MSG_STREAM request (the donor side). */
@@ -533,8 +551,9 @@ void node__stream_budget_settle(node *n, uint64_t moved);
 /* ---- stall.c ---- */
 /* A long operation's last progress and the last step that failed since
  * (stall.c says what is reported, and when: stall_warning_s). */
-#define NODE_STALL_PREFIX "Stalled:" /* netstats' line; the CLI looks for it \
-                                      */
+#define NODE_STALL_PREFIX                              \
+    "Stalled:" /* netstats' line; the CLI looks for it \
+                */
 struct node_stall {
     const char *what;     /* the operation, for people: "decommission" */
     const char *ev;       /* its log events' prefix: "leave" */

@@ -71,6 +71,8 @@ static int parse_line(struct node_state *out, char *line, int *have)
         out->left = strcmp(v, "0") != 0;
     } else if (strcmp(k, "repair_due") == 0) {
         out->repair_due = strcmp(v, "0") != 0;
+    } else if (strcmp(k, "wait_join") == 0) {
+        out->wait_join = strcmp(v, "0") != 0;
     } else if (strcmp(k, "removing") == 0) {
         snprintf(out->removing, sizeof(out->removing), "%s", v);
     } else if (strcmp(k, "tokens") == 0) {
@@ -143,11 +145,11 @@ char *node_state_format(const struct node_state *st)
     fprintf(f,
             "node_name=%s\ncluster_name=%s\ngeneration=%" PRId64
             "\nring_epoch=%" PRIu64
-            "\njoining=%d\nleaving=%d\nleft=%d\nrepair_due=%d\nremoving=%s"
-            "\ntokens=",
+            "\njoining=%d\nleaving=%d\nleft=%d\nrepair_due=%d\nwait_join=%d"
+            "\nremoving=%s\ntokens=",
             st->node_name, st->cluster_name, st->generation, st->ring_epoch,
             st->joining ? 1 : 0, st->leaving ? 1 : 0, st->left ? 1 : 0,
-            st->repair_due ? 1 : 0, st->removing);
+            st->repair_due ? 1 : 0, st->wait_join ? 1 : 0, st->removing);
     for (int i = 0; i < st->ntokens; i++)
         fprintf(f, "%s%" PRIu64, i ? "," : "", st->tokens[i]);
     fprintf(f, "\n");

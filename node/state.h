@@ -29,6 +29,8 @@ struct node_state {
     int repair_due; /* joined by streaming: the repair of its ranges
                        against their other replicas has not started yet
                        (repair_after_join, repair.c) */
+    int wait_join;  /* a join aborted (`ringkv abort`): it holds no tokens
+                       and waits for `ringkv join`, whatever join_ring says */
     char removing[256]; /* the dead node whose removal (removenode) this
                            node drives, not finished yet: a restart takes it
                            up again (leave.c); "" when none */

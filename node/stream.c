@@ -85,6 +85,12 @@ struct node_stream {
     bool purge_due;          /* joined: the saved positions are to go */
     bool purged;             /* and their deletion queued: nothing more saved */
     struct node_stall stall; /* a chunk committed (stall.c) */
+    /* `ringkv abort`: the join withdrawn; once nothing is in flight what
+     * it streamed in is dropped (drop_job) */
+    bool aborted, dropping, dropped;
+    uint64_t aborted_ms;
+    size_t drop_ranges;
+    int drop_err;
 };
 
 static void sess_ask(struct stream_sess *ss);
@@ -177,12 +183,13 @@ static void sess_chunk_committed(struct stream_sess *ss)
         stream_kick(n);
         return;
     }
-    if (node__stream_budget_take(n)) {
+    if (!st->aborted && node__stream_budget_take(n)) {
         ss->state = S_ASKING;
         sess_ask(ss);
         return;
     }
-    ss->state = S_IDLE; /* the cap: stream_kick starts it in time */
+    ss->state = S_IDLE; /* the cap (stream_kick starts it in time), or
+                           aborted */
     st->asking--;
     stream_kick(n);
 }
@@ -222,6 +229,12 @@ static void on_chunk(void *arg, int status, struct rk_slice resp)
     }
     if (n->stopping) {
         sess_fail(ss, "stopping", RK_ECLOSED, false);
+        return;
+    }
+    if (n->stream->aborted) { /* not committed: it is all dropped */
+        n->stream->asking--;
+        node__stream_budget_settle(n, 0);
+        ss->state = S_IDLE;
         return;
     }
     node__stream_pos_copy(&ss->next, ss->next_last, &ch.next);
@@ -643,8 +656,129 @@ static void stream_kick(node *n)
         stream_finish(n);
 }
 
+/* ---- `ringkv abort` of a join ------------------------------------------ */
+
+/* Once nothing of the aborted join is in flight, what it streamed in is
+ * dropped on the pool: every range of the store (a joining node holds
+ * nothing else: it started fresh), so that a later join starts from
+ * nothing and nothing it pulled can come back after its tombstones were
+ * purged elsewhere (gc_grace_seconds). */
+struct drop_job {
+    uv_work_t w;
+    node *n;
+    size_t dropped;
+    int status;
+};
+
+static void drop_work(uv_work_t *w)
+{
+    struct drop_job *j = w->data;
+    struct store_range *have = NULL;
+    size_t nhave = 0;
+    j->status = store_range_list(&have, &nhave, j->n->store);
+    for (size_t i = 0; j->status == 0 && i < nhave; i++) {
+        j->status = store_range_drop(j->n->store, have[i]);
+        if (j->status == 0)
+            j->dropped++;
+    }
+    free(have);
+}
+
+static void drop_after(uv_work_t *w, int status)
+{
+    struct drop_job *j = w->data;
+    node *n = j->n;
+    struct node_stream *st = n->stream;
+    if (status < 0 && j->status == 0)
+        j->status = status;
+    if (st) {
+        st->dropping = false;
+        st->dropped = j->status == 0;
+        st->drop_ranges += j->dropped;
+        st->drop_err = j->status;
+    }
+    if (j->status < 0)
+        LOG(ERROR, "join.drop_fail",
+            "ranges_dropped=%zu error=\"%s\" note=\"tried again next "
+            "tick\"",
+            j->dropped, rk_strerror(j->status));
+    else
+        LOG(INFO, "join.dropped",
+            "ranges=%zu note=\"what the aborted join streamed in is gone\"",
+            j->dropped);
+    free(j);
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
+static void drop_start(node *n)
+{
+    struct node_stream *st = n->stream;
+    if (st->dropping || st->dropped || st->asking || st->saving || !n->store)
+        return;
+    struct drop_job *j = calloc(1, sizeof(*j));
+    if (!j)
+        return;
+    j->n = n;
+    j->w.data = j;
+    if (uv_queue_work(n->loop, &j->w, drop_work, drop_after) < 0) {
+        free(j);
+        return;
+    }
+    n->pending_closes++;
+    st->dropping = true;
+}
+
+bool node__stream_busy(const node *n)
+{
+    const struct node_stream *st = n->stream;
+    return st && st->aborted &&
+           (st->asking || st->saving || st->dropping || !st->dropped);
+}
+
+int node__stream_abort(node *n, char *msg, size_t cap)
+{
+    struct node_stream *st = n->stream;
+    if (n->boot != NODE_BOOT_STREAM || !st) {
+        snprintf(msg, cap, "%s is not joining", n->cfg.node_name);
+        return RK_EBADREQ;
+    }
+    uint64_t epoch = 0;
+    int rc = node__join_withdraw(n, &epoch);
+    if (rc < 0) {
+        snprintf(msg, cap, "cannot withdraw the join of %s: %s",
+                 n->cfg.node_name, rk_strerror(rc));
+        return rc;
+    }
+    st->aborted = true;
+    st->aborted_ms = node__mono_ms(n);
+    st->purge_due = st->planned; /* its saved positions go */
+    stream_save(n);
+    size_t done = 0;
+    for (size_t i = 0; i < st->ns; i++)
+        done += st->s[i].state == S_DONE;
+    LOG(WARN, "join.aborted",
+        "epoch=%llu ranges_done=%zu ranges=%zu keys=%llu note=\"tokens "
+        "withdrawn: waiting for `ringkv join`\"",
+        (unsigned long long)epoch, done, st->ns, (unsigned long long)st->keys);
+    snprintf(msg, cap,
+             "%s aborted its join: its tokens are withdrawn (ring epoch "
+             "%llu), so the ring is as it was before it joined. It drops "
+             "the %llu keys it had streamed in (%zu of %zu ranges done) and "
+             "waits, holding no tokens, for `ringkv join` (after a restart "
+             "too)",
+             n->cfg.node_name, (unsigned long long)epoch,
+             (unsigned long long)st->keys, done, st->ns);
+    return 0;
+}
+
 int node__stream_begin(node *n)
 {
+    if (n->stream && n->stream->aborted) {
+        if (node__stream_busy(n))
+            return -EBUSY;
+        node__stream_free(n); /* a join aborted before: this one anew */
+    }
     if (!n->stream) {
         n->stream = calloc(1, sizeof(*n->stream));
         if (!n->stream)
@@ -663,6 +797,10 @@ void node__stream_tick(node *n)
     struct node_stream *st = n->stream;
     if (st && !n->stopping)
         stream_save(n); /* positions moved, or the purge after the join */
+    if (st && st->aborted && !n->stopping) {
+        drop_start(n);
+        return;
+    }
     if (n->boot != NODE_BOOT_STREAM || !st || n->stopping)
         return;
     uint64_t now = node__mono_ms(n);
@@ -829,11 +967,22 @@ char *node__stream_text(node *n, size_t *len)
         node__leave_text(n, f);
     } else {
         fprintf(f, "Mode: %s\n",
-                n->parked ? "WAITING (join_ring is false: `ringkv join` makes "
-                            "it join)"
+                n->parked && n->st.wait_join
+                    ? "WAITING (its join was aborted: `ringkv join` makes it "
+                      "join again)"
+                : n->parked ? "WAITING (join_ring is false: `ringkv join` "
+                              "makes it join)"
                 : n->boot == NODE_BOOT_WAIT ? "STARTING (learning the cluster)"
                                             : "NORMAL");
-        if (st && st->planned)
+        if (st && st->aborted)
+            fprintf(f, "Join aborted %.1f s ago: tokens withdrawn; %s.\n",
+                    (double)(node__mono_ms(n) - st->aborted_ms) / 1000,
+                    st->dropped ? "what it had streamed in is dropped"
+                    : st->drop_err
+                        ? "dropping what it had streamed in failed; tried "
+                          "again each gossip tick"
+                        : "dropping what it had streamed in");
+        else if (st && st->planned)
             fprintf(f, "Joined with %zu ranges streamed in: %llu keys.\n",
                     st->ns, (unsigned long long)st->keys);
         else

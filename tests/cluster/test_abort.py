@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`ringkv abort` stops a decommission or a removenode half-way and puts the
-ring back where it was; a join cannot be aborted and says so.
+ring back where it was, and so does a join.
 
 Proves: four nodes (RF 2, a rack each; n1 and n4 with stream_throughput_mb
 1, so their movements take seconds) hold 3,000 keys (300 deleted) and 6,000
@@ -18,8 +18,13 @@ Then n3 is killed -9 and `ringkv -h n1 removenode n3` is aborted after n1
 has planned its copies: n1 and n2 show n3 DN again, with the fingerprint of
 before the removal, n1 logs removenode.aborted and its node.state has no
 removing=; a later `removenode n3 --wait` removes it, and n1 and n2 serve
-every key. Last, a node joining by streaming (capped) refuses `abort` with
-exit 7, naming what to do instead. Before `ringkv abort` existed a stalled
+every key. Last, n5 joins by streaming (capped); once it has a range in,
+`ringkv -h n5 abort` withdraws its tokens: n1 and n2 show it UW (waiting)
+with the fingerprint of before it joined, it drops what it streamed in
+(join.dropped, no range left), node.state says wait_join=1, a second abort
+has nothing to abort, and every key reads back at QUORUM. Restarted, n5
+still waits (boot.parked); `ringkv join` then makes it join, to the end,
+and every node serves its keys. Before `ringkv abort` existed a stalled
 movement could not be stopped at all (issue tracker, defect 1).
 """
 import re
@@ -179,22 +184,53 @@ def main():
                 (n.name, len(mine), len(expect)))
     print("n3 removed after the aborted removal: n1 and n2 hold every key")
 
-    # ---- a join cannot be aborted: a clear error naming what to do
+    # ---- a join, aborted half-way, then joined again
+    c.nodes = [n1, n2]
+    fp = fingerprints(c.nodes)["n1"]
     n5 = h.Node(c, "n5", "127.0.1.105", dict(cap, rack="r5"))
     c.nodes.append(n5)
     n5.start()
-    deadline = time.time() + 60
-    while True:
-        rc, ns = h.cli(n5, "netstats")
-        if rc == 0 and "Mode: JOINING" in ns:
-            break
-        h.check(time.time() < deadline, "n5 never joined: %r" % ns)
-        time.sleep(0.1)
+    h.wait_log(n5, "stream.range_done", unless="boot.joined")
     rc, out = h.cli(n5, "abort")
-    h.check(rc == 7 and "aborting a join is not supported" in out and
-            "resumes its join" in out, "abort of a join: %d %r" % (rc, out))
-    print("refused: %r" % out.strip())
+    h.check(rc == 0 and "aborted its join" in out,
+            "abort of a join: %d %r" % (rc, out))
+    print("ringkv -h n5 abort: %r" % out.strip())
+    h.wait_log(n5, "join.dropped", unless="join.drop_fail")
+    h.check("event=boot.joined " not in n5.log(), "n5 joined after all")
+    wait_fingerprint([n1, n2], fp, "n5", "UW")
+    state = open(n5.data_dir + "/node.state").read()
+    h.check("wait_join=1\n" in state and "joining=0\n" in state,
+            "n5's node.state: %r" % state)
+    ns = h.cli(n5, "netstats")[1]
+    h.check("Join aborted" in ns and "its join was aborted" in ns,
+            "n5's netstats after the abort: %r" % ns)
+    h.check(n5.metrics().get("ringkv_stored_ranges", -1) == 0,
+            "n5 still holds ranges after the abort")
+    rc, again = h.cli(n5, "abort")
+    h.check(rc == 6 and "nothing to abort on n5" in again,
+            "abort again: %d %r" % (rc, again))
+    read_all(n1, expect, gone)
+    # a restart does not take the join up again
+    n5.stop()
+    mark = len(n5.log())
+    n5.start()
+    deadline = time.time() + 30
+    while "event=boot.parked " not in n5.log()[mark:]:
+        h.check(time.time() < deadline, "n5 restarted, not parked")
+        time.sleep(0.1)
+    time.sleep(2)
+    h.check("event=boot.joining " not in n5.log()[mark:],
+            "n5 took its join up again after a restart")
+    wait_fingerprint([n1, n2], fp, "n5", "UW")
+    print("n5 waits (UW) with no tokens, after a restart too; the ring is "
+          "as before it joined")
+    out = ask_again(n5, "join")
+    h.check("is joining" in out, "join again: %r" % out)
     c.wait_converged(timeout=120)
+    state = open(n5.data_dir + "/node.state").read()
+    h.check("wait_join=0\n" in state, "n5's node.state: %r" % state)
+    h.check_served_by(c.nodes, expect, gone)
+    print("n5 joined when asked, after its aborted join")
 
 
 if __name__ == "__main__":

@@ -506,6 +506,13 @@ START_TEST(state_roundtrip)
     ck_assert_int_eq(got.repair_due, 1);
     ck_assert_int_eq(got.joining, 0);
     st.repair_due = 0;
+    /* a join aborted: it waits for `ringkv join` (node/stream.c) */
+    ck_assert_int_eq(got.wait_join, 0);
+    st.wait_join = 1;
+    ck_assert_int_eq(node_state_save(&st, sub), 0);
+    ck_assert_int_eq(node_state_load(&got, sub), 0);
+    ck_assert_int_eq(got.wait_join, 1);
+    st.wait_join = 0;
     ck_assert_str_eq(got.removing, "");
     /* a removal this node drove, cut short (node/leave.c takes it up) */
     snprintf(st.removing, sizeof(st.removing), "n4");
