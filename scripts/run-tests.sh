@@ -10,8 +10,8 @@
 # Two trees run at the same time: the second in a network namespace of its
 # own (unshare -n, with its own loopback), so its cluster tests use the same
 # 127.0.0.x addresses as the first tree's without meeting them. A lock
-# (tests/lock-run.sh) keeps each tree's serial tests apart from everything
-# the other tree runs. The compose tests (label docker) need the host's
+# (tests/lock-run.sh) keeps the tests marked "# ctest: alone" (they load
+# the machine) apart from everything the other tree runs. The compose tests (label docker) need the host's
 # network, so the second tree runs them after, outside the namespace.
 # RK_TEST_TREES_AT_ONCE=0, or a machine where unshare is refused, runs the
 # trees one after the other as before. RK_CTEST_ARGS adds ctest arguments
@@ -21,7 +21,7 @@ jobs=${RK_TEST_JOBS:-3}
 status=0
 lock=$(mktemp /tmp/ringkv-test-lock.XXXXXX)
 export RINGKV_TEST_LOCK="$lock"
-trap 'rm -f "$lock"' EXIT
+trap 'rm -f "$lock" "$lock.turn"' EXIT
 
 # ctest in $1 with the rest as extra arguments, output to $1/ctest.out
 run_ctest() {

@@ -8,6 +8,7 @@ cluster name but the wrong secret is never admitted, and its packets are
 counted as rejected; random bytes on the gossip port are rejected too and
 the cluster keeps working.
 """
+# ctest: alone
 import os
 import socket
 import time
