@@ -1399,7 +1399,7 @@ int gossip_state_set(gossip *g,
 
 int gossip_tokens_set(gossip *g, const uint64_t *tokens, size_t n)
 {
-    if (n > GOSSIP_VALUE_MAX / 8 || (n > 0 && tokens == NULL))
+    if (n > GOSSIP_MAX_TOKENS || (n > 0 && tokens == NULL))
         return RK_ETOOLARGE;
     uint8_t buf[GOSSIP_VALUE_MAX];
     for (size_t i = 0; i < n; i++)

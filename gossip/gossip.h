@@ -42,7 +42,9 @@ typedef struct gossip gossip;
 #define GOSSIP_NAME_MAX  64   /* node and cluster names (the wire limit) */
 #define GOSSIP_ADDR_MAX  128  /* "host:port" */
 #define GOSSIP_VALUE_MAX 4096 /* one application state */
-#define GOSSIP_SEEDS_MAX 64
+/* The most tokens a node can announce: TOKENS holds 8 bytes each */
+#define GOSSIP_MAX_TOKENS (GOSSIP_VALUE_MAX / 8)
+#define GOSSIP_SEEDS_MAX  64
 
 /* Application state keys (their numbers are part of the wire format). */
 enum gossip_key {
@@ -183,7 +185,7 @@ int gossip_status_set(gossip *g,
                       uint64_t epoch,
                       uint64_t *out_epoch);
 
-/* Set this node's TOKENS (n <= GOSSIP_VALUE_MAX / 8). Does not stamp an
+/* Set this node's TOKENS (n <= GOSSIP_MAX_TOKENS). Does not stamp an
  * epoch: the STATUS change that makes them count does. */
 int gossip_tokens_set(gossip *g, const uint64_t *tokens, size_t n);
 

@@ -718,8 +718,16 @@ static void boot_try(node *n, uint64_t now)
         .rack = n->cfg.rack,
         .weight = (uint32_t)(n->cfg.weight * RING_WEIGHT_UNIT + 0.5)};
     size_t nt = ring_tokens_for_weight((unsigned)n->cfg.num_tokens, j.weight);
-    if (nt > NODE_STATE_MAX_TOKENS)
-        nt = NODE_STATE_MAX_TOKENS;
+    if (nt > GOSSIP_MAX_TOKENS) {
+        /* num_tokens x weight past what gossip can announce: until
+         * 2026-12-06 the announce failed and the node never joined
+         * (regression test_regression_many_tokens_never_join) */
+        LOG(WARN, "boot.tokens_capped",
+            "wanted=%zu tokens=%d why=\"num_tokens x weight is more than "
+            "a node can announce\"",
+            nt, GOSSIP_MAX_TOKENS);
+        nt = GOSSIP_MAX_TOKENS;
+    }
     const ring *base = n->ring && ring_token_count(n->ring) ? n->ring : NULL;
     int rc = ring_tokens_alloc(n->st.tokens, nt, base, &j,
                                n->cfg.token_allocation == NODE_ALLOC_RANDOM
@@ -732,6 +740,9 @@ static void boot_try(node *n, uint64_t now)
     n->st.ntokens = (int)nt;
     announce_tokens(n, nt, others, n->cfg.auto_bootstrap && base);
 }
+
+_Static_assert(GOSSIP_MAX_TOKENS <= NODE_STATE_MAX_TOKENS,
+               "node.state holds every token a node can announce");
 
 /* Announce this node's tokens under a new epoch and persist them: with
  * STATUS NORMAL, or, to stream the ranges in first (a cluster to take them

@@ -97,6 +97,8 @@ START_TEST(yaml_errors_name_the_key)
     } cases[] = {
         {"num_tokens: abc\n", "num_tokens"},
         {"num_tokens: 0\n", "num_tokens"},
+        /* more than gossip can announce (regression: 1024 never joined) */
+        {"num_tokens: 513\n", "num_tokens"},
         {"gossip_port: 70000\n", "gossip_port"},
         {"bogus_key: 1\n", "bogus_key: unknown"},
         {"default_consistency: MOST\n", "default_consistency"},
