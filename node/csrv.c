@@ -44,7 +44,11 @@
  * within the call (regression: native_mget_unbounded); its copies are cut
  * at a frame's size, past which the reply could not be sent anyway. */
 #define CSRV_MGET_READS 64
-#define CSRV_VERSION    "ringkvd " RK_VERSION
+/* what encoding adds to an MGET reply: a value's header (msgpack bin 32)
+ * or nil, and the reply's map, id, op and array headers (well under) */
+#define CSRV_VALUE_HDR      5u
+#define CSRV_REPLY_ENVELOPE 64u
+#define CSRV_VERSION        "ringkvd " RK_VERSION
 
 struct csrv_conn {
     uv_tcp_t tcp;
@@ -190,9 +194,16 @@ static void conn_send(struct csrv_conn *c, struct wire_cresp *resp)
         return;
     int rc = wire_cresp_encode(&c->out, resp);
     if (rc < 0) {
-        struct wire_cresp e = {
-            .id = resp->id, .op = resp->op, .err = RK_EINTERNAL};
-        e.msg = RK_SLICE("response could not be encoded", 29);
+        /* a reply over the frame limit is the request's TOO_LARGE, not an
+         * internal error (regression: mget_too_large_internal) */
+        bool big = rc == RK_ETOOLARGE;
+        struct wire_cresp e = {.id = resp->id,
+                               .op = resp->op,
+                               .err = big ? RK_ETOOLARGE : RK_EINTERNAL};
+        e.msg = big ? RK_SLICE("reply over the frame limit: ask for less "
+                               "at once",
+                               46)
+                    : RK_SLICE("response could not be encoded", 29);
         e.has = WIRE_CRESP_MSG;
         if (wire_cresp_encode(&c->out, &e) < 0) {
             conn_close(c);
@@ -441,8 +452,13 @@ static void on_mget_one(const struct coord_result *res, void *arg)
     free(s);
     r->reads--;
     if (res->err == 0 && !r->err) {
-        if (r->copied + res->value.len > WIRE_CFRAME_MAX)
-            r->err = RK_ETOOLARGE; /* the reply could not be sent */
+        /* the reply could not be sent: the values and what encoding them
+         * adds (until 2026-12-06 the values alone were counted, and four of
+         * 16 MiB answered INTERNAL: regression mget_too_large_internal) */
+        if (r->copied + res->value.len + r->nkeys * CSRV_VALUE_HDR +
+                CSRV_REPLY_ENVELOPE >
+            WIRE_CFRAME_MAX)
+            r->err = RK_ETOOLARGE;
         else if (!(r->copies[i] = malloc(res->value.len ? res->value.len : 1)))
             r->err = -ENOMEM;
         else {

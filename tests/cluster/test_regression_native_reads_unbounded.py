@@ -9,7 +9,9 @@ One node (RF 1, every read local), a 16 MiB value stored. An MGET naming
 it 40 times must raise the node's peak resident memory by less than 200
 MiB and answer TOO_LARGE (the reply cannot fit a 64 MiB frame); an MGET of
 3 of them (48 MiB) and of 100 small keys, present and absent, must answer
-every value, in order. Then (regression: native_get_pipeline_unbounded)
+every value, in order, and an MGET of 4 of them (64 MiB of values, over
+the frame with its encoding) TOO_LARGE (regression mget_too_large_internal:
+it answered INTERNAL). Then (regression: native_get_pipeline_unbounded)
 40 pipelined GETs of it, sent at once by a client that reads nothing for
 a while, must raise peak memory by less than 200 MiB, and every reply
 must then arrive, in order.
@@ -54,6 +56,12 @@ def main():
     h.check(not r.err and len(vals) == 3 and
             all(v == b"v" * BIG for v in vals), "MGET of 3 x 16 MiB: %r" %
             ((r.err, r.msg, [len(v or b"") for v in vals]),))
+    # regression mget_too_large_internal: 4 x 16 MiB is exactly 64 MiB of
+    # values, and the values alone were checked against the frame limit:
+    # the reply failed to encode and was answered INTERNAL
+    r = cl.call("MGET", keys=["big"] * 4)
+    h.check(r.err == "TOO_LARGE" and "fewer keys" in (r.msg or ""),
+            "MGET of 4 x 16 MiB answered %r %r" % (r.err, r.msg))
     r = cl.call("MGET", keys=small)
     want = [("x" + k).encode() if i % 2 == 0 else None
             for i, k in enumerate(small)]
