@@ -611,7 +611,8 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
             if (!(q->has & WIRE_CREQ_PASSWORD) || q->password.len != pl ||
                 memcmp(q->password.p, n->cfg.requirepass, pl) != 0) {
                 n->stats.client_auth_fail++;
-                LOG(WARN, "client.auth_fail", "peer=%s", c->peer);
+                LOG_LIMITED(&n->loglim.client_auth, node__mono_ms(n), WARN,
+                            "client.auth_fail", "peer=%s", c->peer);
                 send_err(c, q->id, q->op, RK_EAUTH, "wrong password");
                 return;
             }

@@ -647,13 +647,15 @@ static void handle_events(node *n)
             break;
         case GOSSIP_EV_AUTH_FAIL:
             n->stats.gossip_bad++;
-            LOG(WARN, "gossip.auth_fail", "from=%s error=%s", e->addr,
-                rk_errname(e->err));
+            LOG_LIMITED(&n->loglim.gossip_auth, node__mono_ms(n), WARN,
+                        "gossip.auth_fail", "from=%s error=%s", e->addr,
+                        rk_errname(e->err));
             break;
         case GOSSIP_EV_BAD_PACKET:
             n->stats.gossip_bad++;
-            LOG(INFO, "gossip.bad_packet", "from=%s error=%s", e->addr,
-                rk_errname(e->err));
+            LOG_LIMITED(&n->loglim.gossip_bad, node__mono_ms(n), INFO,
+                        "gossip.bad_packet", "from=%s error=%s", e->addr,
+                        rk_errname(e->err));
             break;
         }
     }

@@ -42,6 +42,20 @@ void node_log_close(void)
     log_fd = 2;
 }
 
+bool node_log_limit(struct node_log_limit *l,
+                    uint64_t now_ms,
+                    uint64_t *suppressed)
+{
+    if (l->last_ms != 0 && now_ms - l->last_ms < NODE_LOG_LIMIT_MS) {
+        l->suppressed++;
+        return false;
+    }
+    *suppressed = l->suppressed;
+    l->suppressed = 0;
+    l->last_ms = now_ms ? now_ms : 1;
+    return true;
+}
+
 const char *node_log_quote(char *buf, size_t len, const char *s)
 {
     if (!s[0])

@@ -21,6 +21,9 @@
 #ifndef NODE_LOG_H
 #define NODE_LOG_H
 
+#include <stdbool.h>
+#include <stdint.h>
+
 #include "node/config.h"
 
 /* Lowest level written; set by node_log_open(). Read-only elsewhere. */
@@ -30,6 +33,35 @@ extern enum node_log_level node_log_min;
     do {                                                 \
         if (NODE_LOG_##lvl >= node_log_min)              \
             node_log_write(NODE_LOG_##lvl, __VA_ARGS__); \
+    } while (0)
+
+/* An event that input from outside can repeat at will (a bad gossip
+ * packet, a wrong password, a failed internode handshake) is written at
+ * most once every NODE_LOG_LIMIT_MS per limiter, the line after a pause
+ * carrying how many were left out (`suppressed=N`): until 2026-12-06 a
+ * flood of bad-MAC datagrams wrote 2.6 million lines in 25 s. The
+ * limiter lives with its caller (struct node), used on one thread. */
+struct node_log_limit {
+    uint64_t last_ms;    /* when its last line was written; 0: never */
+    uint64_t suppressed; /* left out since */
+};
+#define NODE_LOG_LIMIT_MS 10000
+
+/* Whether to write a line now (monotonic now_ms); if so *suppressed is how
+ * many were left out since the last one, and the count starts again;
+ * otherwise one more is counted as left out. */
+bool node_log_limit(struct node_log_limit *l,
+                    uint64_t now_ms,
+                    uint64_t *suppressed);
+
+/* LOG through a limiter: `fmt` a string literal, at least one argument. */
+#define LOG_LIMITED(lim, now_ms, lvl, event, fmt, ...)                      \
+    do {                                                                    \
+        uint64_t sup_;                                                      \
+        if (NODE_LOG_##lvl >= node_log_min &&                               \
+            node_log_limit((lim), (now_ms), &sup_))                         \
+            node_log_write(NODE_LOG_##lvl, (event), fmt " suppressed=%llu", \
+                           __VA_ARGS__, (unsigned long long)sup_);          \
     } while (0)
 
 /* Open the log: `path` "" or NULL means stderr. `node_name` is put on every

@@ -23,6 +23,7 @@
 #include "net/net.h"
 #include "node/config.h"
 #include "node/coord.h"
+#include "node/log.h"
 #include "node/node.h"
 #include "node/state.h"
 #include "ring/ring.h"
@@ -247,10 +248,16 @@ struct node {
     uint64_t refused_unlogged;  /* refusals since */
     uint64_t skew_logged_ms;    /* hlc.refused: last logged (clock.c) */
     uint64_t skew_unlogged;     /* timestamps refused since */
-    bool clock_failing;         /* the last ceiling save failed */
-    bool clock_saving;          /* a ceiling save on the pool (clock.c) */
-    int clock_err;              /* the failed save's error */
-    struct creq *deferred;      /* decisions due at the end of the turn */
+    /* events outside input can repeat at will, written at most every
+     * NODE_LOG_LIMIT_MS each (log.h) */
+    struct {
+        struct node_log_limit gossip_auth, gossip_bad, client_auth, resp_auth,
+            inode_hs;
+    } loglim;
+    bool clock_failing;    /* the last ceiling save failed */
+    bool clock_saving;     /* a ceiling save on the pool (clock.c) */
+    int clock_err;         /* the failed save's error */
+    struct creq *deferred; /* decisions due at the end of the turn */
     /* coord.c: reads waiting for replicas (by hedge point, deadline) and
      * writes waiting for the local commit (by deadline) */
     uv_timer_t wake;

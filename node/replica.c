@@ -85,11 +85,13 @@ static void hs_failed(node *n, const char *to, int rc)
 {
     n->stats.internode_auth_fail++;
     if (to != NULL)
-        LOG(WARN, "internode.handshake_fail", "side=connect to=%s error=%s", to,
-            rk_errname(rc));
+        LOG_LIMITED(&n->loglim.inode_hs, node__mono_ms(n), WARN,
+                    "internode.handshake_fail", "side=connect to=%s error=%s",
+                    to, rk_errname(rc));
     else
-        LOG(WARN, "internode.handshake_fail", "side=accept error=%s",
-            rk_errname(rc));
+        LOG_LIMITED(&n->loglim.inode_hs, node__mono_ms(n), WARN,
+                    "internode.handshake_fail", "side=accept error=%s",
+                    rk_errname(rc));
 }
 
 static int hs_make(void *arg,
