@@ -17,11 +17,11 @@
  *
  * The node asked (node__repair_begin) takes, on the loop, every arc of its
  * ring it replicates, and for each, each other replica of it in turn: one
- * comparison. A comparison splits the arc into 2^depth leaves (storage's
- * store_merkle: equal widths, the same split on every node), depth chosen
- * from the keys of the local range holding the arc (about REPAIR_LEAF_KEYS
- * keys a leaf, at most STORE_MERKLE_MAX_DEPTH), computes its own leaf
- * hashes on the libuv pool while the replica computes its own
+ * comparison. A comparison splits the arc into 2^depth leaves
+ * (repair/merkle.h: equal widths, the same split on every node), depth
+ * chosen from the keys of the local range holding the arc (about
+ * MERKLE_LEAF_KEYS keys a leaf, at most MERKLE_MAX_DEPTH), computes its own
+ * leaf hashes on the libuv pool while the replica computes its own
  * (RPC_MSG_MERKLE, answered by node__repair_serve below), and compares
  * them. Each run of differing leaves is one sub-arc, exchanged both ways:
  * pulled from the replica with RPC_MSG_STREAM (the join's donor scan) and
@@ -37,7 +37,9 @@
  * The leaves are compared as one flat list (8 bytes a leaf, at most 128
  * KiB a comparison) rather than a tree walked level by level: the list
  * costs one round trip, and the scan that computes it costs the same at
- * any depth.
+ * any depth. The leaf plan, the depth, the leaf hashes and the runs of
+ * differing leaves are pure computation, in repair/merkle.c; this file is
+ * the session around them: the store scan, the RPCs, the transfers.
  *
  * One comparison at a time; a step refused OVERLOADED (the replica's scans
  * busy) or RING_STALE (its ring not yet the same as this node's) is tried
@@ -55,8 +57,11 @@
 
 #include "node/log.h"
 #include "node/node_internal.h"
+#include "repair/merkle.h"
 
-#define REPAIR_LEAF_KEYS  8     /* keys a leaf, at most: 4 to 8 */
+_Static_assert(MERKLE_MAX_DEPTH == RPC_MERKLE_MAX_DEPTH,
+               "the leaves a replica is asked for are the leaves planned");
+
 #define REPAIR_TIMEOUT_MS 30000 /* per request */
 #define REPAIR_RETRY_MS   200   /* after OVERLOADED or RING_STALE */
 #define REPAIR_RETRIES    50    /* per comparison: 10 s of them */
@@ -90,7 +95,7 @@ struct node_repair {
     int merkle_err;           /* the local computation's (the pool thread's) */
     int peer_err;             /* the replica's answer's */
     uv_work_t w;
-    struct store_range *diff; /* runs of differing leaves */
+    struct ring_range *diff; /* runs of differing leaves */
     size_t ndiff, dcur;
     /* where the next chunk of the current run starts; where the chunk
      * being pushed ends */
@@ -121,7 +126,7 @@ struct merkle_job {
     node *n;
     net_conn *c;
     uint64_t id;
-    struct store_range arc;
+    struct ring_range arc;
     unsigned depth;
     uint64_t *leaves;
     uint64_t keys;
@@ -139,18 +144,34 @@ static void cmp_next(struct node_repair *rp)
     cmp_start(rp);
 }
 
-static void put_be64(uint8_t *p, uint64_t v)
+static int leaves_add(const struct store_item *it, void *arg)
 {
-    for (int i = 7; i >= 0; i--, v >>= 8)
-        p[i] = (uint8_t)v;
+    return merkle_build_add(arg, it->token, it->key, it->rec);
 }
 
-static uint64_t get_be64(const uint8_t *p)
+/* The 2^depth leaf hashes of arc (all of it local) into leaves[], and the
+ * entries hashed into *keys (may be NULL): one scan of the arc on the pool
+ * thread. RK_EBADREQ for a depth merkle_depth_fit does not accept,
+ * RK_ENOTFOUND if part of the arc is not local. */
+static int local_leaves(uint64_t *leaves,
+                        uint64_t *keys,
+                        store *s,
+                        struct ring_range arc,
+                        unsigned depth)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
+    merkle_build *b = NULL;
+    int rc = merkle_build_new(&b, leaves, arc, depth);
+    if (rc < 0)
+        return rc;
+    struct store_scan sc;
+    store_scan_init(&sc, (struct store_range){arc.start, arc.end});
+    while (rc == 0 && !sc.done)
+        rc = store_scan_next(s, &sc, 4096, (size_t)16 << 20, leaves_add, b);
+    uint64_t n = merkle_build_finish(b);
+    if (rc == 0 && keys)
+        *keys = n;
+    merkle_build_free(b);
+    return rc;
 }
 
 /* ---- the replica's side: leaf hashes for another node ----------------- */
@@ -159,7 +180,7 @@ static void serve_work(uv_work_t *w)
 {
     struct merkle_job *j = w->data;
     j->status =
-        store_merkle(j->leaves, &j->keys, j->n->store, j->arc, j->depth);
+        local_leaves(j->leaves, &j->keys, j->n->store, j->arc, j->depth);
 }
 
 static void serve_reply(node *n,
@@ -176,8 +197,8 @@ static void serve_reply(node *n,
         status = -ENOMEM;
         len = 0;
     }
-    for (size_t i = 0; i < len / 8; i++)
-        put_be64(bytes + 8 * i, leaves[i]);
+    if (len)
+        merkle_leaves_put(bytes, leaves, len / 8);
     struct rpc_merkle_resp r = {.status = status,
                                 .hlc = n->hlc.last,
                                 .depth = depth,
@@ -208,8 +229,8 @@ void node__repair_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f)
 {
     struct rpc_merkle_req rq = {0};
     int rc = rpc_merkle_req_decode(&rq, f);
-    struct store_range arc = {rq.start, rq.end};
-    if (rc == 0 && store_merkle_depth(arc, rq.depth) != rq.depth)
+    struct ring_range arc = {rq.start, rq.end};
+    if (rc == 0 && merkle_depth_fit(arc, rq.depth) != rq.depth)
         rc = RK_EBADREQ;
     if (rc < 0) {
         n->stats.internode_bad++;
@@ -327,7 +348,7 @@ static void budget_settle(struct node_repair *rp, uint64_t moved)
         node__stall_progress(rp->n, &rp->stall);
 }
 
-static void set_at(struct node_repair *rp, struct store_range r)
+static void set_at(struct node_repair *rp, struct ring_range r)
 {
     rp->at = (struct rpc_stream_pos){.start = r.start, .end = r.end};
 }
@@ -337,13 +358,16 @@ static void compare(struct node_repair *rp)
 {
     size_t nl = (size_t)1 << rp->depth;
     const struct repair_cmp *c = &rp->c[rp->cur];
-    struct store_range arc = {c->arc.start, c->arc.end};
     rp->ndiff = rp->dcur = 0;
     free(rp->diff);
     rp->diff = NULL;
     size_t nd = 0;
-    for (size_t i = 0; i < nl; i++)
-        nd += rp->mine[i] != rp->theirs[i];
+    int rc = merkle_diff(&rp->diff, &rp->ndiff, &nd, c->arc, rp->depth,
+                         rp->mine, rp->theirs);
+    if (rc < 0) {
+        cmp_fail(rp, "compare", rc);
+        return;
+    }
     rp->leaves += nl;
     rp->leaves_diff += nd;
     if (nd == 0) {
@@ -351,20 +375,6 @@ static void compare(struct node_repair *rp)
         return;
     }
     rp->differing_cmps++;
-    rp->diff = calloc(nd, sizeof(*rp->diff));
-    if (!rp->diff) {
-        cmp_fail(rp, "compare", -ENOMEM);
-        return;
-    }
-    for (size_t i = 0; i < nl; i++) {
-        if (rp->mine[i] == rp->theirs[i])
-            continue;
-        struct store_range l = store_merkle_leaf(arc, rp->depth, i);
-        if (rp->ndiff && rp->diff[rp->ndiff - 1].end == l.start)
-            rp->diff[rp->ndiff - 1].end = l.end; /* the run goes on */
-        else
-            rp->diff[rp->ndiff++] = l;
-    }
     LOG(INFO, "repair.differ",
         "range=(%llu,%llu] peer=%s leaves=%zu differing=%zu runs=%zu",
         (unsigned long long)c->arc.start, (unsigned long long)c->arc.end,
@@ -379,8 +389,7 @@ static void merkle_work(uv_work_t *w)
     struct node_repair *rp = w->data;
     const struct repair_cmp *c = &rp->c[rp->cur];
     rp->merkle_err =
-        store_merkle(rp->mine, NULL, rp->n->store,
-                     (struct store_range){c->arc.start, c->arc.end}, rp->depth);
+        local_leaves(rp->mine, NULL, rp->n->store, c->arc, rp->depth);
 }
 
 /* Both halves of the leaf comparison are back (or one failed): compare,
@@ -427,12 +436,12 @@ static void on_merkle(void *arg, int status, struct rk_slice resp)
         else if (r.depth != rp->depth)
             status = RK_EPROTO;
     }
+    if (status == 0) /* the decode checked the length: it cannot fail */
+        status =
+            merkle_leaves_get(rp->theirs, (size_t)1 << rp->depth, r.leaves);
     rp->peer_err = status;
-    if (status == 0) {
-        for (size_t i = 0; i < r.leaves.len / 8; i++)
-            rp->theirs[i] = get_be64(r.leaves.p + 8 * i);
+    if (status == 0)
         rp->have_theirs = true;
-    }
     merkle_join(rp);
 }
 
@@ -442,7 +451,7 @@ static void merkle_start(struct node_repair *rp)
 {
     node *n = rp->n;
     const struct repair_cmp *c = &rp->c[rp->cur];
-    struct store_range arc = {c->arc.start, c->arc.end};
+    struct ring_range arc = c->arc;
     const struct node_peer *p = cmp_peer(rp);
     if (!p) {
         cmp_fail(rp, "the replica is not UP", RK_EUNAVAILABLE);
@@ -664,27 +673,17 @@ static void cmp_step(struct node_repair *rp)
         cmp_fail(rp, rp->phase == P_PULL ? "pull" : "scan", rc);
 }
 
-/* Depth for an arc: at most REPAIR_LEAF_KEYS keys a leaf, estimating the
- * arc's keys from those of the local range holding it, in proportion to
- * the part of the range the arc covers. */
+/* Depth for an arc (merkle_depth_choose), from the keys of the local range
+ * holding it. */
 static unsigned pick_depth(node *n, struct ring_range arc)
 {
     struct store_range r;
     struct store_range_info info = {0};
-    double keys = 0;
-    if (store_range_find(&r, n->store, arc.end) == 0 &&
-        store_range_info(&info, n->store, r) == 0) {
-        /* spans as fractions of the ring (start == end: all of it) */
-        double ra = r.start == r.end ? 1.0 : (double)(r.end - r.start) / 0x1p64;
-        double aa =
-            arc.start == arc.end ? 1.0 : (double)(arc.end - arc.start) / 0x1p64;
-        keys = (double)info.keys * (ra > 0 && aa < ra ? aa / ra : 1.0);
-    }
-    unsigned d = 0;
-    while (d < STORE_MERKLE_MAX_DEPTH &&
-           (double)((uint64_t)REPAIR_LEAF_KEYS << d) < keys)
-        d++;
-    return store_merkle_depth((struct store_range){arc.start, arc.end}, d);
+    if (store_range_find(&r, n->store, arc.end) != 0 ||
+        store_range_info(&info, n->store, r) != 0)
+        return merkle_depth_choose(arc, arc, 0);
+    return merkle_depth_choose(arc, (struct ring_range){r.start, r.end},
+                               info.keys);
 }
 
 static void retry_closed(uv_handle_t *h)

@@ -439,36 +439,10 @@ struct store_digest {
 };
 
 /* Digest of every entry in the arc (start, end] (all of it local). Two
- * stores holding the same entries there give the same digest. */
+ * stores holding the same entries there give the same digest. Repair's
+ * Merkle leaves hash their entries the same way (repair/merkle.h), so a
+ * leaf's hash is the digest of its sub-arc. */
 int store_digest(struct store_digest *out, store *s, struct store_range arc);
-
-/* ---- Merkle leaves (repair) ---------------------------------------------
- *
- * An arc split into 2^depth leaves of equal width (the last one takes the
- * remainder), each summarised by the store_digest hash of its entries; two
- * replicas holding the same entries in a leaf give it the same hash, so the
- * leaves that differ are the sub-arcs to exchange. The split depends only
- * on the arc and the depth, so both replicas compute the same leaves. */
-
-#define STORE_MERKLE_MAX_DEPTH 14 /* 16,384 leaves */
-
-/* The depth `arc` can be split to: `want`, or less for an arc narrower
- * than 2^want tokens. */
-unsigned store_merkle_depth(struct store_range arc, unsigned want);
-
-/* Leaf i of arc at depth (a depth store_merkle_depth accepts). */
-struct store_range
-store_merkle_leaf(struct store_range arc, unsigned depth, uint64_t i);
-
-/* The 2^depth leaf hashes of arc (all of it local) into leaves[], and the
- * entries counted in *keys (may be NULL). RK_EBADREQ for a depth over
- * STORE_MERKLE_MAX_DEPTH or over what store_merkle_depth allows,
- * RK_ENOTFOUND if part of the arc is not local. */
-int store_merkle(uint64_t *leaves,
-                 uint64_t *keys,
-                 store *s,
-                 struct store_range arc,
-                 unsigned depth);
 
 /* Write a compacted copy of the env of local range `r` (a complete LMDB
  * data file) to fd. Reads and writes continue meanwhile; the copy is a

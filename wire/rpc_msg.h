@@ -336,10 +336,10 @@ int rpc_stream_push_decode(struct rpc_stream_chunk *out, struct rk_slice buf);
 
 /* ---- Merkle leaves (repair) --------------------------------------------- */
 
-#define RPC_MERKLE_MAX_DEPTH 14 /* storage's STORE_MERKLE_MAX_DEPTH */
+#define RPC_MERKLE_MAX_DEPTH 14 /* repair's MERKLE_MAX_DEPTH */
 
 /* Repairing node -> replica: the leaf hashes of the arc (start, end] split
- * into 2^depth leaves (storage/store.h, store_merkle). */
+ * into 2^depth leaves (repair/merkle.h). */
 struct rpc_merkle_req {
     uint64_t epoch; /* the asker's applied ring epoch */
     uint64_t start, end;

@@ -610,66 +610,6 @@ static int collect_cb(const struct store_item *it, void *arg)
     return 0;
 }
 
-/* Merkle leaves: each is the store_digest of its sub-arc, the leaves tile
- * the arc, and a changed record changes exactly its own leaf. */
-START_TEST(merkle_leaves)
-{
-    mk_tmp();
-    store *s = open_store(NULL);
-    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
-    fill(s, NK, 1);
-    ck_assert_uint_eq(store_merkle_depth(WHOLE, 99), STORE_MERKLE_MAX_DEPTH);
-    ck_assert_uint_eq(store_merkle_depth((struct store_range){10, 14}, 5), 2);
-    ck_assert_uint_eq(store_merkle_depth((struct store_range){10, 11}, 5), 0);
-    struct store_range arcs[2] = {WHOLE, {UINT64_MAX / 3, UINT64_MAX / 3 * 2}};
-    for (int a = 0; a < 2; a++) {
-        struct store_range arc = arcs[a];
-        unsigned depth = 5;
-        uint64_t leaves[32], keys = 0, sum = 0;
-        ck_assert_int_eq(store_merkle(leaves, &keys, s, arc, depth), 0);
-        uint64_t prev_end = arc.start;
-        for (uint64_t i = 0; i < 32; i++) {
-            struct store_range l = store_merkle_leaf(arc, depth, i);
-            ck_assert_uint_eq(l.start, prev_end); /* they tile the arc */
-            prev_end = l.end;
-            struct store_digest d;
-            ck_assert_int_eq(store_digest(&d, s, l), 0);
-            ck_assert_uint_eq(d.hash, leaves[i]);
-            sum += d.keys;
-        }
-        ck_assert_uint_eq(prev_end, arc.end);
-        struct store_digest all;
-        ck_assert_int_eq(store_digest(&all, s, arc), 0);
-        ck_assert_uint_eq(keys, all.keys);
-        ck_assert_uint_eq(sum, all.keys);
-        if (a == 0)
-            ck_assert_uint_eq(keys, NK);
-    }
-    /* one newer record: its leaf alone changes */
-    uint64_t before[16], after[16];
-    ck_assert_int_eq(store_merkle(before, NULL, s, WHOLE, 4), 0);
-    size_t n;
-    uint8_t *r = rec(&n, 9, 0, 0, "new", 3);
-    ck_assert_int_eq(store_put(s, RK_SLICE("key:7", 5), RK_SLICE(r, n)), 0);
-    free(r);
-    ck_assert_int_eq(store_merkle(after, NULL, s, WHOLE, 4), 0);
-    uint64_t t = rk_token("key:7", 5);
-    for (uint64_t i = 0; i < 16; i++) {
-        struct store_range l = store_merkle_leaf(WHOLE, 4, i);
-        bool mine = store_range_contains(l, t);
-        ck_assert_msg((before[i] != after[i]) == mine, "leaf %llu",
-                      (unsigned long long)i);
-    }
-    ck_assert_int_eq(store_merkle(after, NULL, s, WHOLE, 15), RK_EBADREQ);
-    ck_assert_int_eq(
-        store_merkle(after, NULL, s, (struct store_range){10, 14}, 3),
-        RK_EBADREQ);
-    ck_assert_int_eq(store_range_drop(s, WHOLE), 0);
-    ck_assert_int_eq(store_merkle(after, NULL, s, WHOLE, 4), RK_ENOTFOUND);
-    store_free(s);
-}
-END_TEST
-
 START_TEST(split_merge_drop)
 {
     mk_tmp();
@@ -2668,7 +2608,6 @@ static Suite *storage_suite(void)
     tc = tcase_create("ranges");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, split_merge_drop);
-    tcase_add_test(tc, merkle_leaves);
     tcase_add_test(tc, scan_chunks_in_order);
     tcase_add_test(tc, digest_independent_of_order);
     tcase_add_test(tc, copy_fd_and_adopt);
