@@ -1,5 +1,8 @@
 /*
- * coord.c - the coordinator (see coord.h for the contract).
+ * coord.c - the coordinator (see coord.h for the contract): levels, the
+ * request's life, the wake list of deadlines, waiting for the ring, and the
+ * writes. The reads (asking, hedging, read repair: read_fill, read_hedge,
+ * read_expire) are in coord_read.c; coord_internal.h is what both share.
  *
  * A level is a list of constraints "at least k answers from replicas of DC
  * d (or of any DC)": ONE/TWO/QUORUM/ALL have one constraint over every
@@ -77,113 +80,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/coord_internal.h"
 #include "node/log.h"
 #include "node/node_internal.h"
 #include "node/obs.h"
 
-enum { C_GET = 0, C_PUT, C_DEL };
+#define CREQ_LINK      offsetof(struct creq, next_free)
+#define COORD_BUF_KEEP 4096 /* encode buffers kept across reuse */
+#define CREQ_ZEROED    offsetof(struct creq, rep)
 
-#define CREQ_LINK        offsetof(struct creq, next_free)
-#define COORD_KEY_INLINE 64
-#define COORD_BUF_KEEP   4096 /* encode buffers kept across reuse */
-#define COORD_QUIET_MS   100  /* see coord_quiet_limit() */
-
-struct cons {
-    int dc; /* -1: any DC */
-    uint32_t need;
-    uint32_t got;
-};
-
-/* A replica as the ring saw it when the request was planned: name and
- * iaddr point into the peer table of that moment, which the request holds
- * (the node may replace its table while the request is in flight). */
-struct crep {
-    const char *name;
-    const char *iaddr;
-    bool self, up;
-};
-
-struct creply {
-    bool asked, answered, ok, found, repairing;
-    bool slow; /* read: silent at its hedge point, no longer counted on */
-    bool passed_over; /* read: its peer was silent, asked after others */
-    struct rpc_record rec;
-    uint8_t *buf; /* owns rec.value */
-};
-
-struct creq;
-
-/* The callback argument of one replica's request: one outstanding
- * request per replica at a time (a write, a read, then maybe its repair). */
-struct cctx {
-    struct creq *q;
-    uint32_t i;
-};
-
-struct creq {
-    /* ---- zeroed for every request (creq_new) ---- */
-    node *n;
-    int op;
-    enum node_cl cl;
-    coord_cb cb;
-    void *arg;
-    uint64_t start_ns;
-    uint64_t expiry; /* get: the answered value's expiry (ms), 0: none */
-    struct creq *next_deferred;
-    struct coord_meter *meter; /* get: told what r[] holds until finish */
-    size_t metered;            /* bytes added to meter */
-    bool done;
-    bool deferred;
-    bool background; /* answered, counted in n->coord_background */
-    int refs;
-    uint8_t *key; /* kbuf or malloc'd */
-    size_t klen;
-    uint64_t token;
-    uint32_t nrep;
-    uint32_t nnat; /* rep[0..nnat) the ring's; the rest pending (plan) */
-    struct cons cons[RING_MAX_REPLICAS];
-    int ncons;
-    uint32_t acks, need;
-    int fail_err; /* first failure */
-    int cause;    /* first failure that is a replica's -errno (-EIO...) */
-    bool timed_out;
-    /* the request's deadline (loop clock, ms) and the node's wake list,
-     * ordered by `wake`: a read's hedge point, then its deadline; a write's
-     * deadline, while the local replica's commit is outstanding */
-    uint64_t deadline;
-    uint64_t wake;
-    struct creq *wprev, *wnext;
-    bool waking; /* on the wake list, which holds a reference */
-    /* waiting for the ring (on the wake list until its timeout): what the
-     * request needs to start then */
-    bool parked;
-    struct creq *pnext; /* node__coord_unpark's list */
-    uint8_t *pval;      /* put: a copy of the value (malloc'd; NULL: none) */
-    size_t pval_len;
-    bool pval_set; /* put: a value was given (it may be empty) */
-    uint64_t pttl;
-    /* read repair */
-    int phase;
-    uint32_t repair_pending;
-    int newest;                /* index into r[], -1 */
-    struct node_peer_tab *tab; /* held: rp[] points into it */
-    /* ---- set by plan() for the nrep replicas ---- */
-    uint32_t rep[RING_MAX_REPLICAS];
-    int rep_dc[RING_MAX_REPLICAS];
-    struct creply r[RING_MAX_REPLICAS];
-    struct crep rp[RING_MAX_REPLICAS];
-    /* ---- kept across reuse ---- */
-    struct cctx ctx[RING_MAX_REPLICAS]; /* {q, i}: set once at malloc */
-    struct creq *next_free;
-    struct rpc_buf wmsg; /* encoded rpc_write (or rpc_read) */
-    uint8_t *srec;       /* encoded store record (hints) */
-    size_t srec_len, srec_cap;
-    uint8_t kbuf[COORD_KEY_INLINE];
-};
-
-#define CREQ_ZEROED offsetof(struct creq, rep)
-
-static void creq_unref(struct creq *q);
 static void wake_unlink(struct creq *q);
 
 /* ---- levels ----------------------------------------------------------- */
@@ -226,7 +131,7 @@ static void plan_peers(node *n, struct creq *q)
 
 /* Fill q->rep / rep_dc from the ring and the constraints from the level.
  * dc ids: 0 is this node's DC; others numbered as met. */
-static int plan(node *n, struct creq *q)
+int node__coord_plan(node *n, struct creq *q)
 {
     ring *r = n->ring;
     if (!r || ring_token_count(r) == 0)
@@ -340,7 +245,7 @@ static int plan(node *n, struct creq *q)
     return 0;
 }
 
-static bool satisfied(const struct creq *q)
+bool node__coord_satisfied(const struct creq *q)
 {
     for (int c = 0; c < q->ncons; c++)
         if (q->cons[c].got < q->cons[c].need)
@@ -358,7 +263,7 @@ static void pending_not_ready(struct creq *q, uint32_t i)
         }
 }
 
-static void count_answer(struct creq *q, uint32_t i)
+void node__coord_count_answer(struct creq *q, uint32_t i)
 {
     q->acks++;
     for (int c = 0; c < q->ncons; c++)
@@ -369,7 +274,7 @@ static void count_answer(struct creq *q, uint32_t i)
 /* ---- completion ------------------------------------------------------- */
 
 /* A received record is held by q: its caller's meter counts its value. */
-static void meter_add(struct creq *q, const struct rpc_record *rec)
+void node__coord_meter_add(struct creq *q, const struct rpc_record *rec)
 {
     if (!q->meter)
         return;
@@ -424,7 +329,7 @@ void node__coord_free(node *n)
         creq_free(q);
 }
 
-static void creq_unref(struct creq *q)
+void node__coord_unref(struct creq *q)
 {
     if (--q->refs == 0) {
         if (q->background)
@@ -435,7 +340,7 @@ static void creq_unref(struct creq *q)
     }
 }
 
-static void finish(struct creq *q, int err, struct rk_slice value)
+void node__coord_finish(struct creq *q, int err, struct rk_slice value)
 {
     if (q->done)
         return;
@@ -460,7 +365,7 @@ static void finish(struct creq *q, int err, struct rk_slice value)
     q->cb(&res, q->arg);
     if (q->waking) { /* the caller holds another reference */
         wake_unlink(q);
-        creq_unref(q);
+        node__coord_unref(q);
     }
 }
 
@@ -472,9 +377,8 @@ static void finish(struct creq *q, int err, struct rk_slice value)
  * not answered (read_hedge), at its deadline it is answered whatever is
  * still out (read_expire). A write that asked the local replica is on it
  * until its deadline (write_expire). Most requests are answered before
- * and leave the list from finish(). */
+ * and leave the list from node__coord_finish(). */
 
-static void read_wake(struct creq *q, uint64_t now);
 static void write_expire(struct creq *q);
 static void park_expire(struct creq *q);
 
@@ -491,10 +395,10 @@ static void on_wake(uv_timer_t *t)
         if (q->parked)
             park_expire(q); /* RING_STALE */
         else if (q->op == C_GET)
-            read_wake(q, now); /* may put q back, later */
+            node__coord_read_wake(q, now); /* may put q back, later */
         else
             write_expire(q);
-        creq_unref(q); /* the list's reference */
+        node__coord_unref(q); /* the list's reference */
     }
     wake_arm(n);
 }
@@ -521,7 +425,7 @@ static void wake_arm(node *n)
 }
 
 /* Put q on the wake list for `at`, from the end nearer in time. */
-static void wake_link(struct creq *q, uint64_t at)
+void node__coord_wake_link(struct creq *q, uint64_t at)
 {
     node *n = q->n;
     if (!n->wake_open)
@@ -592,7 +496,7 @@ void node__coord_stop(node *n)
     while (n->wake_head) {
         struct creq *q = n->wake_head;
         wake_unlink(q);
-        creq_unref(q);
+        node__coord_unref(q);
     }
     n->wake_open = false;
     n->wake_at = 0;
@@ -602,7 +506,7 @@ void node__coord_stop(node *n)
 
 /* Defer a decision made inside coord_*() to the end of the loop turn, so
  * the callback never runs from inside the call. */
-static void defer(struct creq *q)
+void node__coord_defer(struct creq *q)
 {
     if (q->deferred)
         return;
@@ -612,19 +516,18 @@ static void defer(struct creq *q)
     q->n->deferred = q;
 }
 
-static void read_decide(struct creq *q);
-
 static void write_settle(struct creq *q)
 {
     if (q->done)
         return;
-    if (satisfied(q)) {
-        finish(q, 0, RK_SLICE(NULL, 0));
+    if (node__coord_satisfied(q)) {
+        node__coord_finish(q, 0, RK_SLICE(NULL, 0));
         return;
     }
     if (q->refs == 1 + q->waking) /* every answer is in */
-        finish(q, q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
-               RK_SLICE(NULL, 0));
+        node__coord_finish(
+            q, q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
+            RK_SLICE(NULL, 0));
 }
 
 void node__coord_run_deferred(node *n)
@@ -634,14 +537,14 @@ void node__coord_run_deferred(node *n)
         n->deferred = q->next_deferred;
         q->deferred = false;
         if (q->op == C_GET)
-            read_decide(q);
+            node__coord_read_decide(q);
         else
             write_settle(q);
-        creq_unref(q);
+        node__coord_unref(q);
     }
 }
 
-static void note_failure(struct creq *q, int st)
+void node__coord_note_failure(struct creq *q, int st)
 {
     if (st == RK_ETIMEOUT || st == RK_ECLOSED || st == RK_EUNAVAILABLE ||
         (st < 0 && st > -4096))
@@ -652,9 +555,9 @@ static void note_failure(struct creq *q, int st)
 
 /* A failure a replica reported itself (its disk: -EIO, -ENOSPC...), not
  * one of the network between: the first is named in a TIMEOUT reply. */
-static void note_replica_failure(struct creq *q, int st)
+void node__coord_note_replica_failure(struct creq *q, int st)
 {
-    note_failure(q, st);
+    node__coord_note_failure(q, st);
     if (st < 0 && st > -4096 && !q->cause)
         q->cause = st;
 }
@@ -667,7 +570,7 @@ static void note_replica_failure(struct creq *q, int st)
 static void write_expire(struct creq *q)
 {
     q->timed_out = true;
-    finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
+    node__coord_finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
 }
 
 static void on_local_write(int status, void *arg)
@@ -678,14 +581,14 @@ static void on_local_write(int status, void *arg)
     q->r[i].answered = true;
     if (status == 0) {
         q->r[i].ok = true;
-        count_answer(q, i);
+        node__coord_count_answer(q, i);
     } else {
-        note_replica_failure(q, status);
+        node__coord_note_replica_failure(q, status);
     }
     if (q->phase == 0) {
         write_settle(q);
     }
-    creq_unref(q);
+    node__coord_unref(q);
 }
 
 /* A replica refused a write for good: no hint (its replay would be
@@ -729,7 +632,7 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
     q->r[i].answered = true;
     if (st == 0) {
         q->r[i].ok = true;
-        count_answer(q, i);
+        node__coord_count_answer(q, i);
     } else if (told && st == RK_ESTALE && i >= q->nnat) {
         /* A pending replica that has not heard of the leave yet (gossip
          * reaches nodes one after another; it has no range for the key):
@@ -743,9 +646,9 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
                          RK_SLICE(q->srec, q->srec_len));
     } else {
         if (told)
-            note_replica_failure(q, st);
+            node__coord_note_replica_failure(q, st);
         else
-            note_failure(q, st);
+            node__coord_note_failure(q, st);
         /* the replica may not have it: keep a hint, unless the replica
          * refused the write for good (a replay would be refused too) */
         if (told && node__hint_rejected_for_good(st))
@@ -755,7 +658,7 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
                              RK_SLICE(q->srec, q->srec_len));
     }
     write_settle(q);
-    creq_unref(q);
+    node__coord_unref(q);
 }
 
 /* The write could not be sent to peer i: its connection is backing off
@@ -803,7 +706,7 @@ static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
     return 0;
 }
 
-static int encode_records(struct creq *q, const struct rpc_record *rec)
+int node__coord_encode_records(struct creq *q, const struct rpc_record *rec)
 {
     struct rpc_write w = {.token = q->token,
                           .epoch = ring_epoch(q->n->ring),
@@ -833,11 +736,7 @@ static int encode_records(struct creq *q, const struct rpc_record *rec)
     return store_record_encode(q->srec, need, &q->srec_len, &sr);
 }
 
-#define COORD_PARK 1 /* check_common: the request waits for the ring */
-
-static void park(struct creq *q, uint64_t until);
-
-static int check_common(node *n, struct rk_slice key)
+int node__coord_check(node *n, struct rk_slice key)
 {
     if (n->stopping)
         return RK_ECLOSED;
@@ -860,7 +759,7 @@ static int check_common(node *n, struct rk_slice key)
     return 0;
 }
 
-static struct creq *creq_new(node *n,
+struct creq *node__coord_new(node *n,
                              int op,
                              struct rk_slice key,
                              enum node_cl cl,
@@ -913,7 +812,7 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
     node *n = q->n;
     int sop = q->op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL;
     n->stats.req[sop][q->cl]++;
-    int rc = plan(n, q);
+    int rc = node__coord_plan(n, q);
     if (rc < 0) {
         if (rc == RK_EUNAVAILABLE)
             n->stats.unavailable[sop][q->cl]++;
@@ -932,7 +831,7 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
         if (ttl_ms)
             rec.expiry = now + ttl_ms;
     }
-    rc = encode_records(q, &rec);
+    rc = node__coord_encode_records(q, &rec);
     if (rc < 0)
         return rc;
     bool local = false;
@@ -945,7 +844,7 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
         }
         int e = send_write(q, i, &rec);
         if (e < 0) {
-            note_failure(q, e);
+            node__coord_note_failure(q, e);
             if (!p->self)
                 write_unsent(q, i);
         } else if (p->self) {
@@ -953,8 +852,9 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
         }
     }
     if (local) /* the commit has no deadline of its own: the write's */
-        wake_link(q, q->deadline);
-    defer(q); /* settles at the end of the turn if already decided */
+        node__coord_wake_link(q, q->deadline);
+    node__coord_defer(
+        q); /* settles at the end of the turn if already decided */
     return 0;
 }
 
@@ -967,12 +867,12 @@ static int coord_write(node *n,
                        coord_cb cb,
                        void *arg)
 {
-    int rc = check_common(n, key);
+    int rc = node__coord_check(n, key);
     if (rc < 0)
         return rc;
     if (value.len > RK_MAX_VALUE)
         return RK_ETOOLARGE;
-    struct creq *q = creq_new(n, op, key, cl, cb, arg);
+    struct creq *q = node__coord_new(n, op, key, cl, cb, arg);
     if (!q)
         return -ENOMEM;
     q->deadline = uv_now(n->loop) + (uint64_t)n->cfg.write_timeout_ms;
@@ -988,17 +888,17 @@ static int coord_write(node *n,
             q->pval_set = true;
         }
         q->pttl = ttl_ms;
-        park(q, q->deadline);
+        node__coord_park(q, q->deadline);
     } else {
         rc = write_start(q, value, ttl_ms);
         if (rc < 0)
             goto fail;
     }
-    creq_unref(q);
+    node__coord_unref(q);
     return 0;
 fail:
     q->done = true;
-    creq_unref(q);
+    node__coord_unref(q);
     return rc;
 }
 
@@ -1019,437 +919,18 @@ int coord_del(
     return coord_write(n, C_DEL, key, RK_SLICE(NULL, 0), 0, cl, cb, arg);
 }
 
-/* ---- reads ------------------------------------------------------------ */
-
-static int rec_cmp(const struct rpc_record *a, const struct rpc_record *b)
-{
-    struct store_record x = {.ts = a->ts}, y = {.ts = b->ts};
-    x.flags = (a->flags & RPC_REC_TOMBSTONE) ? STORE_REC_TOMBSTONE : 0;
-    y.flags = (b->flags & RPC_REC_TOMBSTONE) ? STORE_REC_TOMBSTONE : 0;
-    if (a->expiry) {
-        x.flags |= STORE_REC_EXPIRES;
-        x.expiry_ms = a->expiry;
-    }
-    if (b->expiry) {
-        y.flags |= STORE_REC_EXPIRES;
-        y.expiry_ms = b->expiry;
-    }
-    x.value = a->value;
-    y.value = b->value;
-    return store_record_cmp(&x, &y);
-}
-
-static void on_remote_read(void *arg, int status, struct rk_slice resp);
-
-static int send_read(struct creq *q, uint32_t i)
-{
-    node *n = q->n;
-    q->r[i].asked = true;
-    if (q->rp[i].self) {
-        bool found;
-        int rc = node__local_read(n, RK_SLICE(q->key, q->klen), &found,
-                                  &q->r[i].rec, &q->r[i].buf);
-        q->r[i].answered = true;
-        if (rc < 0) {
-            note_replica_failure(q, rc);
-            return rc;
-        }
-        q->r[i].ok = true;
-        q->r[i].found = found;
-        if (found)
-            meter_add(q, &q->r[i].rec);
-        count_answer(q, i);
-        return 0;
-    }
-    /* what is left of the read's deadline, not a fresh read_timeout_ms:
-     * a replica asked after another failed or stayed silent answers by
-     * the same deadline */
-    uint64_t now = uv_now(n->loop);
-    int rc = now < q->deadline ? 0 : RK_ETIMEOUT;
-    if (rc == 0 && q->wmsg.len == 0) { /* the same for every replica */
-        struct rpc_read rd = {.token = q->token,
-                              .epoch = ring_epoch(n->ring),
-                              .key = RK_SLICE(q->key, q->klen),
-                              .digest = false};
-        rc = rpc_read_encode(&q->wmsg, &rd);
-    }
-    if (rc == 0) {
-        uint64_t left = q->deadline - now;
-        rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
-                            left < UINT32_MAX ? (uint32_t)left : UINT32_MAX, 0,
-                            on_remote_read, &q->ctx[i]);
-        if (rc == 0)
-            q->refs++;
-    }
-    if (rc < 0) {
-        q->r[i].answered = true;
-        note_failure(q, rc);
-    }
-    return rc;
-}
-
-/* Would asking replica i help an unmet constraint, counting the answers
- * and the requests outstanding that are still counted on (not silent past
- * the hedge point)? */
-static bool read_helps(const struct creq *q, uint32_t i)
-{
-    for (int c = 0; c < q->ncons; c++) {
-        if (q->cons[c].dc >= 0 && q->cons[c].dc != q->rep_dc[i])
-            continue;
-        uint32_t have = 0;
-        for (uint32_t k = 0; k < q->nrep; k++) {
-            const struct creply *rk = &q->r[k];
-            if ((rk->answered ? rk->ok : rk->asked && !rk->slow) &&
-                (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[k]))
-                have++;
-        }
-        if (have < q->cons[c].need)
-            return true;
-    }
-    return false;
-}
-
-/* A peer silent this long with a request to answer (net_peers_quiet_ms)
- * is asked after the others: a quarter of the read timeout, at most
- * COORD_QUIET_MS. Healthy replicas answer in milliseconds; asking one
- * that is not last costs nothing but where the read goes. */
-uint64_t coord_quiet_limit(const node *n)
-{
-    uint64_t t = (uint64_t)n->cfg.read_timeout_ms / 4;
-    return t < COORD_QUIET_MS ? t : COORD_QUIET_MS;
-}
-
-/* Ask live, not yet asked replicas until every constraint can be met by
- * the answers and the requests outstanding that are still counted on.
- * This node first, then the peers in preference order, except that peers
- * silent with requests to answer (coord_quiet_limit) come last: without that,
- * every read that asked a replica frozen but not yet DOWN waited for its
- * hedge point, half the read timeout, until gossip convicted it (seconds),
- * and an MGET's windows of reads each waited for one, finishing near its
- * deadline. A silent peer is asked again as soon as it answers anything,
- * however late (a frozen one answers what it was sent when it resumes). */
-static void read_fill(struct creq *q)
-{
-    uint64_t limit = coord_quiet_limit(q->n);
-    /* pass 0: this node; 1: peers not silent; 2: the silent ones passed
-     * over in pass 1 (a replica that did not help then does not now) */
-    for (int pass = 0; pass < 3; pass++) {
-        for (uint32_t i = 0; i < q->nrep; i++) {
-            const struct crep *p = &q->rp[i];
-            struct creply *r = &q->r[i];
-            if (r->asked || !p->up || (pass == 0) != p->self ||
-                (pass == 2 && !r->passed_over) || !read_helps(q, i))
-                continue;
-            if (pass == 1 && node__peer_quiet_ms(q->n, p->iaddr) >= limit) {
-                if (!r->passed_over)
-                    q->n->stats.read_passed_over++;
-                r->passed_over = true;
-                continue;
-            }
-            send_read(q, i);
-        }
-    }
-}
-
-static void on_repair_done(int status, void *arg);
-
-static void on_repair_remote(void *arg, int status, struct rk_slice resp)
-{
-    int st = status;
-    if (st == 0) {
-        struct rpc_write_ack a;
-        st = rpc_write_ack_decode(&a, resp);
-        if (st == 0)
-            st = a.status;
-    }
-    on_repair_done(st, arg);
-}
-
-static void read_reply(struct creq *q)
-{
-    if (q->newest < 0) {
-        finish(q, RK_ENOTFOUND, RK_SLICE(NULL, 0));
-        return;
-    }
-    const struct rpc_record *rec = &q->r[q->newest].rec;
-    if ((rec->flags & RPC_REC_TOMBSTONE) ||
-        (rec->expiry && rec->expiry <= node__now_ms())) {
-        finish(q, RK_ENOTFOUND, RK_SLICE(NULL, 0));
-        return;
-    }
-    q->expiry = rec->expiry;
-    finish(q, 0, rec->value);
-}
-
-static void on_repair_done(int status, void *arg)
-{
-    struct cctx *c = arg;
-    struct creq *q = c->q;
-    if (status < 0)
-        LOG(DEBUG, "coord.repair_fail", "error=\"%s\"", rk_strerror(status));
-    if (--q->repair_pending == 0)
-        read_reply(q);
-    creq_unref(q);
-}
-
-static void read_decide(struct creq *q)
-{
-    if (q->done || q->phase != 0)
-        return;
-    if (!satisfied(q)) {
-        read_fill(q);
-        bool outstanding = false;
-        for (uint32_t i = 0; i < q->nrep; i++)
-            if (q->r[i].asked && !q->r[i].answered)
-                outstanding = true;
-        if (!outstanding && !satisfied(q))
-            finish(q, q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
-                   RK_SLICE(NULL, 0));
-        return;
-    }
-    /* newest among the answers */
-    node *n = q->n;
-    int newest = -1;
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        if (!q->r[i].answered || !q->r[i].ok || !q->r[i].found)
-            continue;
-        if (newest < 0 || rec_cmp(&q->r[i].rec, &q->r[newest].rec) > 0)
-            newest = (int)i;
-    }
-    q->newest = newest;
-    q->phase = 1;
-    if (newest < 0) {
-        read_reply(q);
-        return;
-    }
-    /* repair the stale ones */
-    const struct rpc_record *best = &q->r[newest].rec;
-    q->repair_pending = 1;
-    q->refs++;
-    bool encoded = false;
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        if (!q->r[i].answered || !q->r[i].ok || (int)i == newest)
-            continue;
-        if (q->r[i].found && rec_cmp(&q->r[i].rec, best) == 0)
-            continue;
-        if (!encoded) {
-            if (encode_records(q, best) < 0)
-                break;
-            encoded = true;
-        }
-        struct cctx *c = &q->ctx[i]; /* its read has answered */
-        int rc;
-        if (q->rp[i].self) {
-            rc = node__clock_seen(n, best->ts);
-            if (rc == 0)
-                rc = node__local_write(n, RK_SLICE(q->key, q->klen), best,
-                                       on_repair_done, c);
-        } else {
-            rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
-                                (uint32_t)n->cfg.write_timeout_ms, 0,
-                                on_repair_remote, c);
-        }
-        if (rc < 0)
-            continue;
-        n->stats.read_repairs++;
-        q->repair_pending++;
-        q->refs++;
-    }
-    if (--q->repair_pending == 0)
-        read_reply(q);
-    creq_unref(q);
-}
-
-/* Half of what the read had left when it started has passed without
- * enough answers: the replicas that have not answered are no longer
- * counted on (they still count if they answer in time), and the next live
- * ones are asked, by the same deadline. Without it a frozen replica (not
- * yet DOWN) made every read that asked it wait for the deadline and then
- * answer TIMEOUT, although the others could have answered. */
-static void read_hedge(struct creq *q)
-{
-    uint32_t asked = 0, now_asked = 0;
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        if (!q->r[i].asked)
-            continue;
-        asked++;
-        if (!q->r[i].answered)
-            q->r[i].slow = true;
-    }
-    read_fill(q);
-    for (uint32_t i = 0; i < q->nrep; i++)
-        now_asked += q->r[i].asked;
-    if (now_asked > asked)
-        q->n->stats.read_hedges++;
-}
-
-/* The deadline passed. Waiting for replicas: TIMEOUT. Waiting for read
- * repairs: the answer they would have given (as when a repair fails);
- * they finish in the background. */
-static void read_expire(struct creq *q)
-{
-    if (q->phase == 0) {
-        q->timed_out = true;
-        finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
-        return;
-    }
-    LOG(DEBUG, "coord.repair_late", "pending=%u", q->repair_pending);
-    read_reply(q);
-}
-
-static void read_wake(struct creq *q, uint64_t now)
-{
-    if (q->done)
-        return;
-    if (now >= q->deadline) {
-        read_expire(q);
-        return;
-    }
-    if (q->phase == 0) {
-        read_hedge(q);
-        read_decide(q);
-    }
-    if (!q->done)
-        wake_link(q, q->deadline);
-}
-
-static void on_remote_read(void *arg, int status, struct rk_slice resp)
-{
-    struct cctx *c = arg;
-    struct creq *q = c->q;
-    uint32_t i = c->i;
-    node *n = q->n;
-    int st = status;
-    bool told = false; /* st is the replica's own answer */
-    struct rpc_read_resp rr;
-    if (st == 0) {
-        st = rpc_read_resp_decode(&rr, resp);
-        if (st == 0) {
-            (void)node__clock_recv(n, rr.hlc, q->rp[i].name);
-            st = rr.status;
-            told = true;
-        }
-        if (st == 0 && rr.found && rr.is_digest)
-            st = RK_EPROTO; /* we never ask for digests */
-    }
-    q->r[i].answered = true;
-    if (st == 0) {
-        q->r[i].ok = true;
-        q->r[i].found = rr.found;
-        if (rr.found) {
-            q->r[i].rec = rr.rec;
-            q->r[i].buf = malloc(rr.rec.value.len ? rr.rec.value.len : 1);
-            if (!q->r[i].buf) {
-                q->r[i].ok = false;
-                note_failure(q, -ENOMEM);
-            } else {
-                memcpy(q->r[i].buf, rr.rec.value.p, rr.rec.value.len);
-                q->r[i].rec.value = RK_SLICE(q->r[i].buf, rr.rec.value.len);
-                meter_add(q, &q->r[i].rec);
-            }
-        }
-        if (q->r[i].ok)
-            count_answer(q, i);
-    } else if (told) {
-        note_replica_failure(q, st);
-    } else {
-        note_failure(q, st);
-    }
-    read_decide(q);
-    creq_unref(q);
-}
-
-void coord_errmsg(
-    char *buf, size_t len, int err, uint32_t acks, uint32_t need, int cause)
-{
-    if (err == RK_ETIMEOUT && need > 0 && cause != 0)
-        snprintf(buf, len,
-                 "replicas failed or did not answer in time: %u of %u "
-                 "replicas answered; a replica failed: %s",
-                 acks, need, rk_strerror(cause));
-    else if ((err == RK_ETIMEOUT || err == RK_EUNAVAILABLE) && need > 0)
-        snprintf(buf, len, "%s: %u of %u replicas answered", rk_strerror(err),
-                 acks, need);
-    else if (err == RK_EOVERLOADED)
-        snprintf(buf, len, "too many requests in flight, retry later");
-    else if (err == RK_ECLOCKSKEW)
-        snprintf(buf, len,
-                 "replicas refused the write's timestamp, more than their "
-                 "max_clock_drift_ms ahead of their clocks: this node's "
-                 "clock is ahead (check NTP), write through another node; "
-                 "%u of %u replicas answered",
-                 acks, need);
-    else
-        snprintf(buf, len, "%s", rk_strerror(err));
-}
-
-int coord_get(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
-{
-    return coord_get_metered(n, key, cl, 0, NULL, cb, arg);
-}
-
-/* Plans q's read and asks its replicas, by q->deadline; returns an
- * error, having asked nothing, when it cannot start. */
-static int read_start(struct creq *q)
-{
-    node *n = q->n;
-    n->stats.req[NODE_OP_GET][q->cl]++;
-    int rc = plan(n, q);
-    if (rc < 0) {
-        if (rc == RK_EUNAVAILABLE)
-            n->stats.unavailable[NODE_OP_GET][q->cl]++;
-        return rc;
-    }
-    uint64_t now = uv_now(n->loop);
-    read_fill(q);
-    if (!satisfied(q)) /* waits for replicas: hedge point, deadline */
-        wake_link(q, q->deadline > now ? now + (q->deadline - now) / 2
-                                       : q->deadline);
-    defer(q);
-    return 0;
-}
-
-int coord_get_metered(node *n,
-                      struct rk_slice key,
-                      enum node_cl cl,
-                      uint64_t deadline,
-                      struct coord_meter *m,
-                      coord_cb cb,
-                      void *arg)
-{
-    int rc = check_common(n, key);
-    if (rc < 0)
-        return rc;
-    struct creq *q = creq_new(n, C_GET, key, cl, cb, arg);
-    if (!q)
-        return -ENOMEM;
-    q->meter = m;
-    q->deadline = deadline ? deadline
-                           : uv_now(n->loop) + (uint64_t)n->cfg.read_timeout_ms;
-    if (rc == COORD_PARK) {
-        park(q, q->deadline);
-    } else if ((rc = read_start(q)) < 0) {
-        q->done = true;
-        creq_unref(q);
-        return rc;
-    }
-    creq_unref(q);
-    return 0;
-}
-
 /* ---- waiting for the ring --------------------------------------------- */
 
 /* q waits for the ring on the wake list, until `until` (the loop's
  * clock), when it is answered RING_STALE; node__coord_unpark finds it
  * there if the ring catches up first. */
-static void park(struct creq *q, uint64_t until)
+void node__coord_park(struct creq *q, uint64_t until)
 {
     node *n = q->n;
     n->stats.stale_waits++;
     n->coord_parked++;
     q->parked = true;
-    wake_link(q, until);
+    node__coord_wake_link(q, until);
 }
 
 /* Its time is up and the ring is still stale (on_wake). */
@@ -1458,7 +939,7 @@ static void park_expire(struct creq *q)
     q->parked = false;
     q->n->coord_parked--;
     q->n->stats.stale++;
-    finish(q, RK_ESTALE, RK_SLICE(NULL, 0));
+    node__coord_finish(q, RK_ESTALE, RK_SLICE(NULL, 0));
 }
 
 void node__coord_unpark(node *n)
@@ -1487,7 +968,7 @@ void node__coord_unpark(node *n)
         if (n->stopping)
             rc = RK_ECLOSED;
         else if (q->op == C_GET)
-            rc = read_start(q);
+            rc = node__coord_read_start(q);
         else
             rc = write_start(q,
                              q->pval_set ? RK_SLICE(q->pval, q->pval_len)
@@ -1496,7 +977,7 @@ void node__coord_unpark(node *n)
         free(q->pval);
         q->pval = NULL;
         if (rc < 0)
-            finish(q, rc, RK_SLICE(NULL, 0));
-        creq_unref(q);
+            node__coord_finish(q, rc, RK_SLICE(NULL, 0));
+        node__coord_unref(q);
     }
 }

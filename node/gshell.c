@@ -791,8 +791,9 @@ static void announce_tokens(node *n, size_t nt, size_t others, bool stream)
 /* ---- loop glue -------------------------------------------------------- */
 
 /* Log when a peer has left requests unanswered for write_timeout_ms, so
- * that reads ask it last and writes to it are hinted (node/coord.c), and
- * when it answers again: an operator sees why, before gossip says DOWN. */
+ * that reads ask it last (node/coord_read.c) and writes to it are hinted
+ * (node/coord.c), and when it answers again: an operator sees why, before
+ * gossip says DOWN. */
 static void silence_watch(node *n)
 {
     for (size_t i = 0; i < n->npeers; i++) {

@@ -1,5 +1,10 @@
 /*
- * rsrv.c - the RESP2 server (see rsrv.h; commands in docs/resp.md).
+ * rsrv.c - the RESP2 server (see rsrv.h; commands in docs/resp.md): the
+ * listener, connections, their output and reading, the queue of slots that
+ * keeps replies in order, and the commands answered on the spot. The data
+ * commands, run through the coordinator (slot_meter_writes,
+ * slot_reads_more and slot_writes_more, named below), are in
+ * resp_data_commands.c; rsrv_internal.h is what both share.
  *
  * Ordering. Every request that cannot be answered on the spot gets a slot
  * at the tail of its connection's queue. A slot that completes while it is
@@ -64,23 +69,11 @@
 #include "node/node_internal.h"
 #include "node/obs.h"
 #include "node/resp.h"
+#include "node/rsrv_internal.h"
 
 #define RSRV_READ_CHUNK (64u * 1024u)
-#define RSRV_OUT_HIGH   (4u * 1024u * 1024u)
-/* Values one MGET may return in all: past it the MGET is answered
- * -TOO_LARGE (300 keys of one 16 MiB value would have asked for 4.8 GiB of
- * copies and as much reply from a 2.7 KB request). */
-#define RSRV_MGET_MAX ((size_t)4 * RK_MAX_VALUE)
-/* The reads one EXISTS / MGET / DEL keeps in flight: more are issued as
- * they answer, while the connection's meter is under RSRV_OUT_HIGH (one
- * at least). All at once, `EXISTS big big ...` (65,536 keys a request)
- * had the coordinator copy a local 16 MiB value per key within the call
- * (regression: multikey_reads_unbounded). Never more than max_inflight:
- * key_window(). */
-#define RSRV_KEY_READS 64
-#define RSRV_VERSION   RK_VERSION
-#define RSRV_BUCKETS   256 /* key buckets for pipeline ordering */
-#define SLOT_LINK      offsetof(struct rslot, next)
+#define RSRV_VERSION    RK_VERSION
+#define SLOT_LINK       offsetof(struct rslot, next)
 
 struct rsrv {
     node *n;
@@ -96,110 +89,8 @@ struct rsrv {
     struct rk_pool slot_pool; /* finished slots (linked by next) */
 };
 
-struct rslot;
-
-struct rconn {
-    uv_tcp_t tcp;
-    struct rsrv *rs;
-    node *n;
-    struct rconn *next, *prev;
-    struct rconn *dirty_next;
-    resp_parser *p;
-    struct resp_out out;  /* replies not yet handed to the socket */
-    struct resp_out wbuf; /* bytes uv_write is sending */
-    struct rslot *head, *tail;
-    uint32_t nslots;
-    size_t queued; /* reply bytes of completed slots waiting behind head */
-    /* values held for reads in flight: by the coordinator until it
-     * answers (coord_get_metered), then MGET's copies until its reply */
-    struct coord_meter meter;
-    uint32_t inflight; /* slots waiting for the coordinator */
-    uint32_t max_queued;
-    /* pending reads / writes per key bucket, and the command held back
-     * because it conflicts with one (its argv stays valid: no parser call
-     * is made while it is held) */
-    uint32_t rpend[RSRV_BUCKETS], wpend[RSRV_BUCKETS];
-    bool held;
-    struct resp_cmd hcmd;
-    int refs;
-    enum node_cl cl;
-    bool on_dirty, closing, close_after_flush, reading, writing, authed;
-    bool stopped;    /* no more requests: QUIT or protocol error */
-    bool eof;        /* the client sent EOF: run what is buffered, then close */
-    bool in_multi;   /* after a refused MULTI (resp_multi_filter) */
-    bool processing; /* inside conn_process */
-    char peer[64];
-};
-
-/* One sub-request of a slot (one key). */
-struct rsub {
-    struct rslot *s;
-    uint8_t bk;  /* key bucket (RSRV_BUCKETS) */
-    bool rd, wr; /* registered as a pending read / write of bk */
-    bool found;
-    uint8_t *val; /* MGET: copy of the value */
-    size_t vlen;
-};
-
-enum slot_kind { K_DONE, K_GET, K_SET, K_DEL, K_EXISTS, K_MGET, K_MSET, K_TTL };
-
-struct rslot {
-    struct rconn *c;
-    struct rslot *next;
-    struct resp_out out; /* reply, when completed behind the head */
-    enum slot_kind kind;
-    bool done;
-    bool counted;     /* holds a unit of c->inflight and n->inflight */
-    uint32_t pending; /* sub-requests outstanding */
-    int err;          /* first error (not RK_ENOTFOUND) */
-    uint32_t acks, need;
-    int cause; /* coord_result.cause */
-    enum node_cl cl;
-    /* TTL / PTTL */
-    bool pttl;
-    uint64_t expiry; /* the value's, Unix ms; 0: none */
-    /* SET */
-    struct resp_set_opts set;
-    uint64_t ttl_ms;
-    bool expired;  /* EXAT/PXAT in the past: delete */
-    uint8_t *copy; /* key (and value) bytes for the second phase */
-    size_t klen, vlen;
-    /* multi-key */
-    size_t nsub;
-    struct rsub *sub;
-    struct rsub sub1;
-    size_t mget_bytes; /* MGET: value bytes copied so far */
-    uint8_t **keys;    /* EXISTS / MGET / DEL: key copies */
-    size_t *klens;
-    size_t next_key;   /* the next key to read */
-    uint32_t reads;    /* its reads in flight */
-    uint64_t deadline; /* its reads answer by then (coord_read_deadline) */
-    /* MSET / DEL's deletes */
-    size_t next_write; /* the next key to write */
-    uint32_t writes;   /* its writes in flight */
-    size_t *vlens;     /* MSET: keys[i] holds key and value past the first
-                          window (the request's bytes are gone by then) */
-    size_t wbytes;     /* SET / MSET: the keys and values it writes,
-                          counted in c->meter until its reply */
-};
-
-static void conn_unref(struct rconn *c);
 static void conn_close(struct rconn *c);
-static void conn_process(struct rconn *c);
 static void conn_update_reading(struct rconn *c);
-
-static int node_op_of(enum slot_kind k)
-{
-    switch (k) {
-    case K_SET:
-    case K_MSET:
-        return NODE_OP_PUT;
-    case K_DEL:
-        return NODE_OP_DEL;
-    default:
-        return NODE_OP_GET;
-    }
-}
 
 /* ---- server life ------------------------------------------------------ */
 
@@ -251,10 +142,10 @@ static void on_write(uv_write_t *req, int status)
         conn_flush(c);
         conn_resume(c);
     }
-    conn_unref(c);
+    node__rsrv_conn_unref(c);
 }
 
-static void conn_maybe_close(struct rconn *c)
+void node__rsrv_conn_maybe_close(struct rconn *c)
 {
     if (!c->closing && c->close_after_flush && !c->head && c->out.len == 0 &&
         !c->writing)
@@ -266,7 +157,7 @@ static void conn_flush(struct rconn *c)
     if (c->closing)
         return;
     if (c->writing || c->out.len == 0) {
-        conn_maybe_close(c);
+        node__rsrv_conn_maybe_close(c);
         return;
     }
     /* uv_buf_t's len is a size_t here: uv_buf_init's unsigned would cut
@@ -283,7 +174,7 @@ static void conn_flush(struct rconn *c)
         c->out.len = 0;
         if (c->out.cap > RSRV_OUT_HIGH)
             resp_out_free(&c->out);
-        conn_maybe_close(c);
+        node__rsrv_conn_maybe_close(c);
         return;
     }
     /* hand the rest to uv_write from wbuf; out collects what comes next */
@@ -321,7 +212,7 @@ static bool rsrv_flush(struct rsrv *rs)
             c->on_dirty = false;
             conn_flush(c);
             started |= conn_resume(c);
-            conn_unref(c);
+            node__rsrv_conn_unref(c);
             c = next;
         }
     }
@@ -345,7 +236,7 @@ static void conn_free(struct rconn *c)
     rsrv_unref(rs);
 }
 
-static void conn_unref(struct rconn *c)
+void node__rsrv_conn_unref(struct rconn *c)
 {
     if (--c->refs == 0)
         conn_free(c);
@@ -353,7 +244,7 @@ static void conn_unref(struct rconn *c)
 
 static void on_conn_closed(uv_handle_t *h)
 {
-    conn_unref(h->data);
+    node__rsrv_conn_unref(h->data);
 }
 
 static void conn_close(struct rconn *c)
@@ -375,7 +266,7 @@ static void conn_close(struct rconn *c)
 
 /* ---- slots ------------------------------------------------------------ */
 
-static struct rslot *slot_new(struct rconn *c, enum slot_kind kind)
+struct rslot *node__rsrv_slot_new(struct rconn *c, enum slot_kind kind)
 {
     struct rsrv *rs = c->rs;
     struct rslot *s = rk_pool_get(&rs->slot_pool, SLOT_LINK);
@@ -427,13 +318,13 @@ static void slot_free(struct rslot *s)
 
 /* Where the reply of s goes: the output when s is the head, else its own
  * buffer. */
-static struct resp_out *slot_out(struct rslot *s)
+struct resp_out *node__rsrv_slot_out(struct rslot *s)
 {
     return s == s->c->head ? &s->c->out : &s->out;
 }
 
 /* Move completed slots at the head into the output, in order. */
-static void conn_drain(struct rconn *c)
+void node__rsrv_conn_drain(struct rconn *c)
 {
     bool any = false;
     while (c->head && c->head->done) {
@@ -458,706 +349,13 @@ static void conn_drain(struct rconn *c)
         }
         slot_free(s);
         any = true;
-        conn_unref(c);
+        node__rsrv_conn_unref(c);
     }
     if (any || c->out.len)
         conn_mark_dirty(c);
 }
 
-/* The slot's reply is encoded: release its in-flight units and drain. */
-static void slot_complete(struct rslot *s)
-{
-    struct rconn *c = s->c;
-    s->done = true;
-    c->queued += s->out.len; /* until conn_drain moves it to the output */
-    if (s->counted) {
-        s->counted = false;
-        c->inflight--;
-        c->n->inflight--;
-    }
-    c->refs++; /* drain may drop the last slot reference */
-    conn_drain(c);
-    if (!c->closing) {
-        conn_maybe_close(c);
-        if (!c->closing && !c->stopped && !c->reading && !c->processing)
-            conn_process(c); /* resume: parse what is buffered first */
-    }
-    conn_unref(c);
-}
-
-static void
-reply_err(struct resp_out *o, int err, uint32_t acks, uint32_t need, int cause)
-{
-    char msg[192];
-    coord_errmsg(msg, sizeof(msg), err, acks, need, cause);
-    resp_out_rkerr(o, err, msg);
-}
-
-/* Record the first real error of a sub-request. */
-static void slot_note(struct rslot *s, const struct coord_result *res)
-{
-    if (res->err && res->err != RK_ENOTFOUND && !s->err) {
-        s->err = res->err;
-        s->acks = res->acks;
-        s->need = res->need;
-        s->cause = res->cause;
-    }
-}
-
-static void slot_note_rc(struct rslot *s, int rc)
-{
-    if (!s->err) {
-        s->err = rc;
-        s->acks = 0;
-        s->need = 0;
-        s->cause = 0;
-    }
-    if (rc == RK_EOVERLOADED) {
-        s->c->n->stats.overloaded++;
-        node__obs_overloaded(s->c->n, node_op_of(s->kind), s->cl);
-    }
-}
-
-/* All sub-requests are in: encode the reply. */
-static void slot_finish(struct rslot *s)
-{
-    struct rconn *c = s->c;
-    for (size_t i = 0; i < s->nsub; i++) {
-        struct rsub *u = &s->sub[i];
-        if (u->rd)
-            c->rpend[u->bk]--;
-        if (u->wr)
-            c->wpend[u->bk]--;
-        u->rd = u->wr = false;
-    }
-    assert(c->meter.bytes >= s->mget_bytes + s->wbytes);
-    c->meter.bytes -= s->mget_bytes; /* the copies become the reply */
-    c->meter.bytes -= s->wbytes;     /* the writes are answered */
-    s->mget_bytes = 0;
-    s->wbytes = 0;
-    struct resp_out *o = slot_out(s);
-    if (s->err == RK_ETOOLARGE && s->kind == K_MGET) {
-        char msg[96];
-        snprintf(msg, sizeof(msg),
-                 "MGET reply over %zu MiB: ask for fewer keys at once",
-                 RSRV_MGET_MAX >> 20);
-        resp_out_rkerr(o, s->err, msg);
-    } else if (s->err) {
-        reply_err(o, s->err, s->acks, s->need, s->cause);
-    } else {
-        switch (s->kind) {
-        case K_GET:
-            if (!s->sub1.found)
-                resp_out_null(o);
-            break;    /* found: encoded in on_get */
-        case K_TTL: { /* Redis's answers: -2 no key, -1 no expiry */
-            uint64_t now = node__now_ms();
-            uint64_t left = s->expiry > now ? s->expiry - now : 0;
-            if (left > INT64_MAX) /* unsigned: no expiry overflows it */
-                left = INT64_MAX;
-            if (!s->sub1.found)
-                resp_out_int(o, -2);
-            else if (!s->expiry)
-                resp_out_int(o, -1);
-            else
-                resp_out_int(o,
-                             (int64_t)(s->pttl ? left : (left + 500) / 1000));
-            break;
-        }
-        case K_SET:
-            if (s->set.reply_int) /* SETNX */
-                resp_out_int(o, s->sub1.found ? 0 : 1);
-            else if (s->sub1.found) /* condition failed */
-                resp_out_null(o);
-            else
-                resp_out_ok(o);
-            break;
-        case K_MSET:
-            resp_out_ok(o);
-            break;
-        case K_DEL:
-        case K_EXISTS: {
-            int64_t cnt = 0;
-            for (size_t i = 0; i < s->nsub; i++)
-                cnt += s->sub[i].found;
-            resp_out_int(o, cnt);
-            break;
-        }
-        case K_MGET:
-            resp_out_array(o, s->nsub);
-            for (size_t i = 0; i < s->nsub; i++) {
-                if (s->sub[i].found)
-                    resp_out_bulk(o, s->sub[i].val, s->sub[i].vlen);
-                else
-                    resp_out_null(o);
-            }
-            break;
-        case K_DONE:
-            break;
-        }
-    }
-    slot_complete(s);
-}
-
-/* ---- coordinator callbacks -------------------------------------------- */
-
-static void slot_reads_more(struct rslot *s);
-
-static void on_get(const struct coord_result *res, void *arg)
-{
-    struct rsub *u = arg;
-    struct rslot *s = u->s;
-    if (res->err == 0) {
-        u->found = true;
-        if (s->kind == K_GET) {
-            /* encode at once: the value is borrowed for this call only */
-            if (resp_out_bulk(slot_out(s), res->value.p, res->value.len) < 0)
-                s->err = -ENOMEM;
-        } else if (s->kind == K_TTL) {
-            s->expiry = res->expiry_ms;
-        } else if (s->kind == K_MGET) {
-            int err = 0;
-            if (s->mget_bytes + res->value.len > RSRV_MGET_MAX)
-                err = RK_ETOOLARGE; /* copy nothing more */
-            else if (!(u->val = malloc(res->value.len ? res->value.len : 1)))
-                err = -ENOMEM;
-            if (err && !s->err)
-                s->err = err;
-            if (!err) {
-                memcpy(u->val, res->value.p, res->value.len);
-                u->vlen = res->value.len;
-                s->mget_bytes += res->value.len;
-                s->c->meter.bytes += res->value.len;
-            }
-        }
-    }
-    slot_note(s, res);
-    slot_reads_more(s);
-    if (--s->pending == 0)
-        slot_finish(s);
-}
-
-static void slot_writes_more(struct rslot *s, const struct resp_request *q);
-
-static void on_write_done(const struct coord_result *res, void *arg)
-{
-    struct rsub *u = arg;
-    struct rslot *s = u->s;
-    slot_note(s, res);
-    if (s->kind == K_MSET || s->kind == K_DEL) { /* not SET */
-        s->writes--;
-        slot_writes_more(s, NULL);
-    }
-    if (--s->pending == 0)
-        slot_finish(s);
-}
-
-static int set_write(struct rslot *s, struct rk_slice key, struct rk_slice val)
-{
-    node *n = s->c->n;
-    if (s->expired)
-        return coord_del(n, key, s->cl, on_write_done, &s->sub1);
-    return coord_put(n, key, val, s->ttl_ms, s->cl, on_write_done, &s->sub1);
-}
-
-/* SET NX/XX: the read is in; write if the condition holds. */
-static void on_set_check(const struct coord_result *res, void *arg)
-{
-    struct rsub *u = arg;
-    struct rslot *s = u->s;
-    if (res->err && res->err != RK_ENOTFOUND) {
-        slot_note(s, res);
-        slot_finish(s);
-        return;
-    }
-    bool exists = res->err == 0;
-    bool go = s->set.cond == RESP_SET_NX ? !exists : exists;
-    if (!go) {
-        u->found = true; /* reply nil */
-        slot_finish(s);
-        return;
-    }
-    int rc = set_write(s, RK_SLICE(s->copy, s->klen),
-                       RK_SLICE(s->copy + s->klen, s->vlen));
-    if (rc < 0) {
-        slot_note_rc(s, rc);
-        slot_finish(s);
-    }
-}
-
-/* DEL, second phase: every read is in. If one failed (TIMEOUT,
- * UNAVAILABLE, ...) the count is unknown: answer that error and delete
- * nothing, so the reply means what it says (UNAVAILABLE: nothing was
- * written). Else delete every key, found or not, so versions the reads
- * could not see are covered too. Before, a failed read counted its key as
- * absent and the delete went out anyway: `:0` for a key that may well
- * have existed (regression: del_read_failure_not_absent). */
-static void del_send(struct rslot *s)
-{
-    if (s->err) {
-        slot_finish(s);
-        return;
-    }
-    s->pending = 1; /* held while the deletes are issued */
-    slot_writes_more(s, NULL);
-    if (--s->pending == 0)
-        slot_finish(s);
-}
-
-/* DEL: the read of one key is in (found or not). */
-static void on_del_read(const struct coord_result *res, void *arg)
-{
-    struct rsub *u = arg;
-    struct rslot *s = u->s;
-    u->found = res->err == 0;
-    slot_note(s, res);
-    slot_reads_more(s);
-    if (--s->pending == 0)
-        del_send(s);
-}
-
-/* Sub-requests one slot keeps in flight: RSRV_KEY_READS, or max_inflight
- * if that is less, so that a command of many keys can complete on an idle
- * node whatever its limit. */
-static uint32_t key_window(const node *n)
-{
-    if (n->cfg.max_inflight < RSRV_KEY_READS)
-        return n->cfg.max_inflight > 1 ? (uint32_t)n->cfg.max_inflight : 1;
-    return RSRV_KEY_READS;
-}
-
-/* The writes one MSET / DEL keeps in flight: a quarter of max_inflight
- * (the reads' window if that is more). All at once, one of more keys than
- * max_inflight was refused -OVERLOADED even on an idle node (regression:
- * multikey_writes_overloaded); a window as small as the reads' made a
- * bulk MSET wait for a disk sync every 64 pairs. */
-static uint32_t write_window(const node *n)
-{
-    uint32_t w = (uint32_t)(n->cfg.max_inflight / 4);
-    return w > key_window(n) ? w : key_window(n);
-}
-
-/* MSET / DEL's deletes: start the next writes, write_window() in flight
- * at most; q is the request while exec_data runs (an MSET's first window
- * is written from its bytes, the later pairs from the slot's copies,
- * mset_copy_rest), NULL later. None after an error: the reply is that
- * error (writes sent before it may have been applied). The caller holds a
- * unit of s->pending. */
-static void slot_writes_more(struct rslot *s, const struct resp_request *q)
-{
-    node *n = s->c->n;
-    while (s->next_write < s->nsub && !s->err && s->writes < write_window(n)) {
-        size_t i = s->next_write++;
-        s->pending++;
-        s->writes++;
-        int rc;
-        if (s->kind == K_DEL)
-            rc = coord_del(n, RK_SLICE(s->keys[i], s->klens[i]), s->cl,
-                           on_write_done, &s->sub[i]);
-        else if (s->keys && s->keys[i])
-            rc = coord_put(n, RK_SLICE(s->keys[i], s->klens[i]),
-                           RK_SLICE(s->keys[i] + s->klens[i], s->vlens[i]), 0,
-                           s->cl, on_write_done, &s->sub[i]);
-        else
-            rc = coord_put(n, q->keys[2 * i], q->keys[2 * i + 1], 0, s->cl,
-                           on_write_done, &s->sub[i]);
-        if (rc < 0) {
-            s->pending--;
-            s->writes--;
-            slot_note_rc(s, rc);
-        }
-    }
-}
-
-/* EXISTS / MGET / DEL: a read answered (or none started yet); start the
- * next ones, key_window() in flight at most, and only one while the
- * connection's meter is over RSRV_OUT_HIGH (its copies, the MGET's values
- * included). None after an error: the reply is that error. The caller
- * holds a unit of s->pending. */
-static void slot_reads_more(struct rslot *s)
-{
-    if (!s->keys)
-        return; /* GET, TTL, SET's read */
-    if (s->reads > 0)
-        s->reads--;
-    struct rconn *c = s->c;
-    while (s->next_key < s->nsub && !s->err && !c->closing &&
-           (s->reads == 0 ||
-            (s->reads < key_window(c->n) && c->meter.bytes <= RSRV_OUT_HIGH))) {
-        size_t i = s->next_key++;
-        s->pending++;
-        s->reads++;
-        int rc = coord_get_metered(
-            c->n, RK_SLICE(s->keys[i], s->klens[i]), s->cl, s->deadline,
-            &c->meter, s->kind == K_DEL ? on_del_read : on_get, &s->sub[i]);
-        if (rc < 0) {
-            s->pending--;
-            s->reads--;
-            slot_note_rc(s, rc);
-        }
-    }
-}
-
-/* ---- commands --------------------------------------------------------- */
-
-/* Admission: a slot of `kind` may start, or the reply is OVERLOADED (the
- * node is full; a full connection waits instead: exec_data). */
-static bool admit(struct rconn *c, enum slot_kind kind, struct resp_out *o)
-{
-    node *n = c->n;
-    if (n->inflight < n->cfg.max_inflight)
-        return true;
-    n->stats.overloaded++;
-    node__obs_overloaded(n, node_op_of(kind), c->cl);
-    resp_out_rkerr(o, RK_EOVERLOADED,
-                   "too many requests in flight, retry later");
-    return false;
-}
-
-static int sub_alloc(struct rslot *s, size_t nkeys)
-{
-    s->sub = calloc(nkeys, sizeof(*s->sub));
-    if (!s->sub) {
-        s->sub = &s->sub1;
-        return -ENOMEM;
-    }
-    s->nsub = nkeys;
-    for (size_t i = 0; i < nkeys; i++)
-        s->sub[i].s = s;
-    return 0;
-}
-
-/* Pipeline ordering. Commands of one connection run concurrently, but one
- * that reads a key with a write of the connection still pending (or writes
- * a key with a read pending) is held back until that completes, so a
- * pipelined SET k; GET k reads its own write. Two writes of one key need no
- * wait: the coordinator stamps them with increasing HLC timestamps in
- * issue order (an MSET that writes a window at a time counts as a read as
- * well: kind_rw). Keys are compared by bucket (a false conflict only
- * waits). */
-static size_t req_nkeys(const struct resp_request *q)
-{
-    return (q->op == RESP_OP_GET || q->op == RESP_OP_SET ||
-            q->op == RESP_OP_TTL)
-               ? 1
-               : q->nkeys;
-}
-
-static struct rk_slice req_key(const struct resp_request *q, size_t i)
-{
-    if (q->op == RESP_OP_GET || q->op == RESP_OP_SET || q->op == RESP_OP_TTL)
-        return q->key;
-    return q->op == RESP_OP_MSET ? q->keys[2 * i] : q->keys[i];
-}
-
-static uint8_t key_bucket(struct rk_slice k)
-{
-    return (uint8_t)(rk_token(k.p, k.len) >> 56);
-}
-
-static void kind_rw(const node *n,
-                    enum slot_kind kind,
-                    const struct resp_request *q,
-                    bool *rd,
-                    bool *wr)
-{
-    /* An MSET of more than one window sends its later writes once earlier
-     * ones are answered, after the commands behind it may have written
-     * the same keys: it holds their writes back as a read does, or those
-     * got the older timestamps and lost to it (regression:
-     * multikey_writes_overloaded). */
-    *rd = kind == K_GET || kind == K_TTL || kind == K_EXISTS ||
-          kind == K_MGET || kind == K_DEL ||
-          (kind == K_SET && q->set.cond != RESP_SET_ALWAYS) ||
-          (kind == K_MSET && q->nkeys > write_window(n));
-    *wr = kind == K_SET || kind == K_MSET || kind == K_DEL;
-}
-
-static bool conflicts(const struct rconn *c,
-                      const struct resp_request *q,
-                      enum slot_kind kind)
-{
-    bool rd, wr;
-    kind_rw(c->n, kind, q, &rd, &wr);
-    for (size_t i = 0; i < req_nkeys(q); i++) {
-        uint8_t b = key_bucket(req_key(q, i));
-        if ((rd && c->wpend[b]) || (wr && c->rpend[b]))
-            return true;
-    }
-    return false;
-}
-
-static void slot_register(struct rslot *s, const struct resp_request *q)
-{
-    struct rconn *c = s->c;
-    bool rd, wr;
-    kind_rw(c->n, s->kind, q, &rd, &wr);
-    for (size_t i = 0; i < s->nsub; i++) {
-        struct rsub *u = &s->sub[i];
-        /* the slot's copies when it has them: DEL's are distinct */
-        u->bk =
-            key_bucket(s->keys && s->keys[i] ? RK_SLICE(s->keys[i], s->klens[i])
-                                             : req_key(q, i));
-        u->rd = rd;
-        u->wr = wr;
-        c->rpend[u->bk] += rd;
-        c->wpend[u->bk] += wr;
-    }
-}
-
-struct key_ref {
-    struct rk_slice k;
-    size_t i; /* position in the request */
-};
-
-static int key_ref_cmp(const void *a, const void *b)
-{
-    const struct key_ref *x = a, *y = b;
-    if (x->k.len != y->k.len)
-        return x->k.len < y->k.len ? -1 : 1;
-    int d = memcmp(x->k.p, y->k.p, x->k.len);
-    if (d != 0)
-        return d;
-    return x->i < y->i ? -1 : x->i > y->i;
-}
-
-/* Set dup[i] for each of the n keys named earlier in the list. Returns
- * the number of distinct keys, or 0 if out of memory. */
-static size_t keys_mark_dups(bool *dup, const struct rk_slice *keys, size_t n)
-{
-    struct key_ref *r = malloc(n * sizeof(*r));
-    if (!r)
-        return 0;
-    for (size_t i = 0; i < n; i++)
-        r[i] = (struct key_ref){keys[i], i};
-    qsort(r, n, sizeof(*r), key_ref_cmp);
-    size_t distinct = n;
-    for (size_t j = 1; j < n; j++) {
-        if (r[j].k.len == r[j - 1].k.len &&
-            memcmp(r[j].k.p, r[j - 1].k.p, r[j].k.len) == 0) {
-            dup[r[j].i] = true;
-            distinct--;
-        }
-    }
-    free(r);
-    return distinct;
-}
-
-/* EXISTS / MGET / DEL: copy the keys into the slot (they are read a few
- * at a time, after the request's bytes are gone). DEL takes each key once:
- * Redis deletes a key at its first mention and counts it once, and `DEL k
- * k` answered 2 (regression: del_duplicate_keys_counted). EXISTS counts a
- * key named twice twice, as Redis does; MGET answers each. */
-static int slot_copy_keys(struct rslot *s, const struct resp_request *q)
-{
-    size_t n = q->nkeys, nd = n;
-    bool *dup = NULL;
-    int rc = -ENOMEM;
-    if (s->kind == K_DEL && n > 1) {
-        if (!(dup = calloc(n, sizeof(*dup))) ||
-            !(nd = keys_mark_dups(dup, q->keys, n)))
-            goto out;
-    }
-    if (nd > 1 && sub_alloc(s, nd) < 0)
-        goto out;
-    s->keys = calloc(nd, sizeof(*s->keys));
-    s->klens = calloc(nd, sizeof(*s->klens));
-    if (!s->keys || !s->klens)
-        goto out;
-    for (size_t i = 0, j = 0; i < n; i++) {
-        if (dup && dup[i])
-            continue;
-        if (!(s->keys[j] = malloc(q->keys[i].len ? q->keys[i].len : 1)))
-            goto out;
-        memcpy(s->keys[j], q->keys[i].p, q->keys[i].len);
-        s->klens[j++] = q->keys[i].len;
-    }
-    rc = 0;
-out:
-    free(dup);
-    return rc;
-}
-
-/* MSET of more pairs than one window: copy the pairs from `from` on, key
- * then value, for slot_writes_more. */
-static int
-mset_copy_rest(struct rslot *s, const struct resp_request *q, size_t from)
-{
-    s->keys = calloc(q->nkeys, sizeof(*s->keys));
-    s->klens = calloc(q->nkeys, sizeof(*s->klens));
-    s->vlens = calloc(q->nkeys, sizeof(*s->vlens));
-    if (!s->keys || !s->klens || !s->vlens)
-        return -ENOMEM;
-    for (size_t i = from; i < q->nkeys; i++) {
-        struct rk_slice k = q->keys[2 * i], v = q->keys[2 * i + 1];
-        if (!(s->keys[i] = malloc(k.len + v.len)))
-            return -ENOMEM; /* slot_free frees what was copied */
-        memcpy(s->keys[i], k.p, k.len);
-        if (v.len)
-            memcpy(s->keys[i] + k.len, v.p, v.len);
-        s->klens[i] = k.len;
-        s->vlens[i] = v.len;
-    }
-    return 0;
-}
-
-/* The bytes a SET / MSET writes count in the connection's meter until its
- * reply: the coordinator keeps a copy of each value until the replicas
- * answer (MSET's later pairs are copied here). Before, a client that
- * pipelined SETs of big values without reading their small replies had
- * max_pipeline writes' values held at once, 1 GiB for values of 1 MiB at
- * the defaults (regression: inflight_writes_unbounded). */
-static void slot_meter_writes(struct rslot *s, const struct resp_request *q)
-{
-    size_t n = 0;
-    if (s->kind == K_SET)
-        n = q->key.len + q->value.len;
-    else
-        for (size_t i = 0; i < 2 * q->nkeys; i++)
-            n += q->keys[i].len;
-    s->wbytes = n;
-    s->c->meter.bytes += n;
-}
-
-/* A relative expiry that passes INT64_MAX ms once the clock is added:
- * refused, as Redis does. It was taken, and TTL / PTTL of the key then
- * overflowed (regression: set_expire_overflow). */
-static bool set_expiry_overflows(const struct resp_request *q)
-{
-    return q->set.has_expire && !q->set.expire_at &&
-           q->set.expire_ms > INT64_MAX - (int64_t)node__now_ms();
-}
-
-/* Start a data command in a new slot. Returns 0 (the slot completes
- * later, or has completed), 1 (held back: conflicts with a pending
- * command, or the connection has max_pipeline in flight; nothing done) or
- * -ENOMEM (nothing queued). */
-static int exec_data(struct rconn *c, const struct resp_request *q)
-{
-    node *n = c->n;
-    enum slot_kind kind;
-    switch (q->op) {
-    case RESP_OP_GET:
-        kind = K_GET;
-        break;
-    case RESP_OP_TTL:
-        kind = K_TTL;
-        break;
-    case RESP_OP_SET:
-        kind = K_SET;
-        break;
-    case RESP_OP_DEL:
-        kind = K_DEL;
-        break;
-    case RESP_OP_EXISTS:
-        kind = K_EXISTS;
-        break;
-    case RESP_OP_MGET:
-        kind = K_MGET;
-        break;
-    default:
-        kind = K_MSET;
-        break;
-    }
-    if (c->head &&
-        (c->inflight >= (uint32_t)n->cfg.max_pipeline || conflicts(c, q, kind)))
-        return 1;
-    struct rslot *s = slot_new(c, kind);
-    if (!s)
-        return -ENOMEM;
-    if (kind == K_SET && set_expiry_overflows(q)) {
-        resp_out_errorf(slot_out(s), "ERR invalid expire time in '%s' command",
-                        q->name);
-        slot_complete(s);
-        return 0;
-    }
-    if (!admit(c, kind, slot_out(s))) {
-        slot_complete(s);
-        return 0;
-    }
-    s->counted = true;
-    c->inflight++;
-    n->inflight++;
-    s->pending = 1; /* held while sub-requests are issued */
-    int rc = 0;
-    switch (kind) {
-    case K_TTL: /* a GET whose reply is the expiry */
-    case K_GET:
-        s->pttl = q->pttl;
-        s->pending++;
-        rc =
-            coord_get_metered(n, q->key, s->cl, 0, &c->meter, on_get, &s->sub1);
-        if (rc < 0)
-            s->pending--;
-        break;
-    case K_SET: {
-        slot_meter_writes(s, q);
-        s->set = q->set;
-        if (q->set.has_expire) {
-            int64_t ms = q->set.expire_ms;
-            if (q->set.expire_at)
-                ms -= (int64_t)node__now_ms();
-            if (ms <= 0)
-                s->expired = true;
-            else
-                s->ttl_ms = (uint64_t)ms;
-        }
-        s->pending++;
-        if (q->set.cond == RESP_SET_ALWAYS) {
-            rc = set_write(s, q->key, q->value);
-        } else {
-            s->copy = malloc(q->key.len + q->value.len + 1);
-            if (!s->copy) {
-                rc = -ENOMEM;
-            } else {
-                memcpy(s->copy, q->key.p, q->key.len);
-                if (q->value.len)
-                    memcpy(s->copy + q->key.len, q->value.p, q->value.len);
-                s->klen = q->key.len;
-                s->vlen = q->value.len;
-                rc = coord_get_metered(n, q->key, s->cl, 0, &c->meter,
-                                       on_set_check, &s->sub1);
-            }
-        }
-        if (rc < 0)
-            s->pending--;
-        break;
-    }
-    case K_EXISTS:
-    case K_MGET:
-    case K_DEL:
-        rc = slot_copy_keys(s, q);
-        if (rc == 0) {
-            /* one deadline for all its reads, however late each starts */
-            s->deadline = coord_read_deadline(n);
-            slot_reads_more(s); /* the first window */
-        }
-        break;
-    case K_MSET:
-        slot_meter_writes(s, q);
-        if (q->nkeys > 1 && sub_alloc(s, q->nkeys) < 0) {
-            rc = -ENOMEM;
-            break;
-        }
-        if (q->nkeys > write_window(n))
-            rc = mset_copy_rest(s, q, write_window(n));
-        if (rc == 0)
-            slot_writes_more(s, q); /* the first window */
-        break;
-    case K_DONE:
-        break;
-    }
-    slot_register(s, q);
-    if (rc < 0)
-        slot_note_rc(s, rc);
-    if (--s->pending == 0) {
-        if (kind == K_DEL)
-            del_send(s); /* finishes at once after a failure */
-        else
-            slot_finish(s);
-    }
-    return 0;
-}
+/* ---- commands answered on the spot ------------------------------------ */
 
 /* A reply known now: straight to the output when nothing is pending,
  * else into a completed slot. The callback fills `o`. */
@@ -1166,14 +364,14 @@ static struct resp_out *sync_out(struct rconn *c, struct rslot **slot)
     *slot = NULL;
     if (!c->head)
         return &c->out;
-    *slot = slot_new(c, K_DONE);
+    *slot = node__rsrv_slot_new(c, K_DONE);
     return *slot ? &(*slot)->out : NULL;
 }
 
 static void sync_done(struct rconn *c, struct rslot *s)
 {
     if (s)
-        slot_complete(s);
+        node__rsrv_slot_complete(s);
     else
         conn_mark_dirty(c);
 }
@@ -1336,7 +534,8 @@ static void exec_local(struct rconn *c, const struct resp_request *q)
         } else if ((q->user.len && !arg_is(q->user, "default")) ||
                    !pass_ok(n, q->password)) {
             n->stats.client_auth_fail++;
-            LOG(WARN, "resp.auth_fail", "peer=%s", c->peer);
+            LOG_LIMITED(&n->loglim.resp_auth, node__mono_ms(n), WARN,
+                        "resp.auth_fail", "peer=%s", c->peer);
             resp_out_error(o, "WRONGPASS",
                            "invalid username-password pair or user is "
                            "disabled.");
@@ -1396,7 +595,7 @@ static bool conn_full(const struct rconn *c)
 
 /* Execute the commands buffered in the parser until it needs more bytes,
  * the connection is full, or it stops. */
-static void conn_process(struct rconn *c)
+void node__rsrv_conn_process(struct rconn *c)
 {
     c->refs++;
     c->processing = true;
@@ -1414,7 +613,7 @@ static void conn_process(struct rconn *c)
             if (c->eof) { /* all it sent is run: close once answered */
                 c->stopped = true;
                 c->close_after_flush = true;
-                conn_maybe_close(c);
+                node__rsrv_conn_maybe_close(c);
             }
             break;
         }
@@ -1459,21 +658,21 @@ static void conn_process(struct rconn *c)
             rc = resp_request_parse(&q, &cmd, o);
         if (rc == RESP_REQ_ANSWERED) {
             if (c->head) { /* queue the reply behind the pending ones */
-                s = slot_new(c, K_DONE);
+                s = node__rsrv_slot_new(c, K_DONE);
                 if (!s) {
                     resp_out_free(&scratch);
                     conn_close(c);
                     break;
                 }
                 s->out = scratch;
-                slot_complete(s);
+                node__rsrv_slot_complete(s);
             } else {
                 conn_mark_dirty(c);
             }
             if (q.close) {
                 c->stopped = true;
                 c->close_after_flush = true;
-                conn_maybe_close(c);
+                node__rsrv_conn_maybe_close(c);
             }
             continue;
         }
@@ -1490,7 +689,7 @@ static void conn_process(struct rconn *c)
         case RESP_OP_EXISTS:
         case RESP_OP_MGET:
         case RESP_OP_MSET:
-            rc = exec_data(c, &q);
+            rc = node__rsrv_exec_data(c, &q);
             if (rc < 0) {
                 conn_close(c);
             } else if (rc == 1) { /* wait for the conflicting command */
@@ -1507,7 +706,7 @@ static void conn_process(struct rconn *c)
     }
     c->processing = false;
     conn_update_reading(c);
-    conn_unref(c);
+    node__rsrv_conn_unref(c);
 }
 
 /* ---- reading ---------------------------------------------------------- */
@@ -1539,7 +738,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
          * (regression: half_close_drops_replies). libuv stopped reading. */
         c->reading = false;
         c->eof = true;
-        conn_process(c);
+        node__rsrv_conn_process(c);
         return;
     }
     if (nread < 0) {
@@ -1551,14 +750,14 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (nread == 0)
         return;
     resp_parser_commit(c->p, (size_t)nread);
-    conn_process(c);
+    node__rsrv_conn_process(c);
 }
 
 /* Output was written: a connection that stopped because it was full runs
- * what it had buffered or held back (conn_process restarts reading at its
- * end); one that is still reading only updates that. Before this, a command
- * held back (pipeline full) while the output was over its bound was never
- * run once the output drained (regression: held_after_full_output). */
+ * what it had buffered or held back (node__rsrv_conn_process restarts reading
+ * at its end); one that is still reading only updates that. Before this, a
+ * command held back (pipeline full) while the output was over its bound was
+ * never run once the output drained (regression: held_after_full_output). */
 static bool conn_resume(struct rconn *c)
 {
     if (c->closing)
@@ -1567,7 +766,7 @@ static bool conn_resume(struct rconn *c)
         (c->held || !c->reading)) {
         uint64_t before = c->rs->commands;
         bool held = c->held;
-        conn_process(c);
+        node__rsrv_conn_process(c);
         return held || c->rs->commands != before;
     }
     conn_update_reading(c);

@@ -279,6 +279,20 @@ int store__purge_outside(struct store__range *rr);
 bool store__compact_due(store *s, struct store_range *out);
 int store__recover(store *s);
 
+/* Walking an arc (scan.c) */
+typedef int (*store__walk_cb)(MDB_cursor *cur,
+                              const MDB_val *k,
+                              const MDB_val *v,
+                              void *arg);
+/* Visit, in arc order, every entry of txn's dbi whose token is in `arc`.
+ * cb may delete the current entry. Returns 0, cb's nonzero return, or an
+ * error. */
+int store__walk(MDB_txn *txn,
+                MDB_dbi dbi,
+                struct store_range arc,
+                store__walk_cb cb,
+                void *arg);
+
 /* Shared by store.c and writes.c */
 /* RK_EBADREQ for an empty key, RK_ETOOLARGE past RK_MAX_KEY, else 0. */
 int store__key_check(struct rk_slice key);
