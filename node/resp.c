@@ -51,6 +51,9 @@ struct resp_parser {
     long long bulk;     /* length of the bulk being read; -1: header next */
     size_t argc;        /* elements parsed so far */
     size_t payload;     /* sum of bulk lengths so far */
+    size_t skip;        /* bytes of a bulk over max_bulk (and its CRLF)
+                           still to drop */
+    size_t too_large;   /* the request's first such bulk's length */
     struct resp__off *offs;
     size_t offs_cap;
     struct rk_slice *argv;
@@ -284,6 +287,8 @@ static int resp__finish(struct resp_cmd *out, resp_parser *p)
         p->argv[i] = RK_SLICE(p->buf + p->offs[i].off, p->offs[i].len);
     out->argc = p->argc;
     out->argv = p->argv;
+    out->too_large = p->too_large;
+    p->too_large = 0;
     p->start = p->pos;
     p->nargs = -1;
     p->bulk = -1;
@@ -495,6 +500,19 @@ int resp_parser_next(struct resp_cmd *out, resp_parser *p)
             p->bulk = -1;
         }
         while (p->argc < (size_t)p->nargs) {
+            if (p->skip > 0) {
+                /* a bulk over max_bulk: drop what arrived of it */
+                size_t have = p->len - p->pos;
+                size_t d = have < p->skip ? have : p->skip;
+                memmove(p->buf + p->pos, p->buf + p->pos + d, have - d);
+                p->len -= d;
+                p->skip -= d;
+                if (p->skip > 0)
+                    return 0;
+                if (resp__offs_push(p, p->pos, 0) != 0)
+                    return -ENOMEM;
+                continue;
+            }
             if (p->bulk < 0) {
                 if (p->pos == p->len)
                     return 0;
@@ -514,8 +532,17 @@ int resp_parser_next(struct resp_cmd *out, resp_parser *p)
                 if (p->buf[cr + 1] != '\n' ||
                     resp__parse_ll(&n, p->buf + p->pos + 1, cr - p->pos - 1) !=
                         0 ||
-                    n < 0 || (unsigned long long)n > p->lim.max_bulk)
+                    n < 0 ||
+                    ((unsigned long long)n > p->lim.max_bulk &&
+                     (unsigned long long)n > p->lim.max_skip))
                     return resp__fail(p, "invalid bulk length");
+                if ((unsigned long long)n > p->lim.max_bulk) {
+                    if (p->too_large == 0)
+                        p->too_large = (size_t)n;
+                    p->skip = (size_t)n + 2; /* and its CRLF */
+                    p->pos = cr + 2;
+                    continue;
+                }
                 if ((size_t)n > p->lim.max_request - p->payload)
                     return resp__fail(p, "request too large");
                 p->payload += (size_t)n;
@@ -1060,6 +1087,12 @@ int resp_request_parse(struct resp_request *out,
 {
     const struct resp__cmddef *def = NULL;
     memset(out, 0, sizeof(*out));
+    if (cmd->too_large) { /* a bulk over max_bulk: dropped by the parser */
+        int rc =
+            resp_out_errorf(reply, "TOO_LARGE argument of %zu bytes, limit %u",
+                            cmd->too_large, RK_MAX_VALUE);
+        return rc != 0 ? rc : RESP_REQ_ANSWERED;
+    }
     int c0 = cmd->argv[0].len > 0 ? resp__lower(cmd->argv[0].p[0]) : -1;
     for (size_t i = 0; i < RESP__NCMDS; i++) {
         if (resp__cmds[i].name[0] == c0 &&

@@ -27,18 +27,24 @@
  * ------------------------------------------------------------------------ */
 
 /* Limits on what one connection may send. Exceeding one is a protocol error
- * (the connection is closed), not a per-command error. */
+ * (the connection is closed), not a per-command error -- except a bulk
+ * longer than max_bulk but no longer than max_skip: its bytes are read and
+ * dropped as they arrive (never buffered), and the request it belongs to
+ * comes out with too_large set, for a -TOO_LARGE answer on a connection
+ * that goes on (until 2026-12-06 a 16 MiB + 1 value closed the
+ * connection, where docs/resp.md promised -TOO_LARGE). */
 struct resp_limits {
-    size_t max_bulk;    /* longest bulk string ($<n>), bytes */
+    size_t max_bulk;    /* longest bulk string ($<n>) kept, bytes */
     size_t max_args;    /* most elements in one multibulk request */
     size_t max_inline;  /* longest inline request or header line, bytes */
     size_t max_request; /* most payload bytes (sum of bulks) in one request */
+    size_t max_skip;    /* longest bulk read and dropped (Redis's 512 MB) */
 };
 
-#define RESP_LIMITS_INIT                                                      \
-    {                                                                         \
-        .max_bulk = RK_MAX_VALUE, .max_args = 65536, .max_inline = 64 * 1024, \
-        .max_request = 4 * (size_t)RK_MAX_VALUE                               \
+#define RESP_LIMITS_INIT                                                       \
+    {                                                                          \
+        .max_bulk = RK_MAX_VALUE, .max_args = 65536, .max_inline = 64 * 1024,  \
+        .max_request = 4 * (size_t)RK_MAX_VALUE, .max_skip = (size_t)512 << 20 \
     }
 
 typedef struct resp_parser resp_parser;
@@ -52,6 +58,9 @@ typedef struct resp_parser resp_parser;
 struct resp_cmd {
     size_t argc; /* >= 1 */
     const struct rk_slice *argv;
+    /* 0, or the length of the first bulk over max_bulk: its bytes were
+     * dropped and its argv entry is empty; answer -TOO_LARGE */
+    size_t too_large;
 };
 
 /* Create a parser. limits may be NULL for RESP_LIMITS_INIT.

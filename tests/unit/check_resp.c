@@ -286,8 +286,9 @@ END_TEST
 
 START_TEST(parse_huge_bulk_refused)
 {
-    /* refused from the header alone: nothing is buffered for it */
-    EXPECT_ERR("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16777217\r\n", "",
+    /* refused from the header alone: nothing is buffered for it (past
+     * max_skip; a shorter bulk over max_bulk is dropped, below) */
+    EXPECT_ERR("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$536870913\r\n", "",
                "invalid bulk length");
     EXPECT_ERR("*1\r\n$999999999999\r\n", "", "invalid bulk length");
     EXPECT_ERR("*65537\r\n", "", "invalid multibulk length");
@@ -325,6 +326,54 @@ START_TEST(parse_limits)
         ck_assert_str_eq(err, bad[i].err);
     }
     free(t.p);
+}
+END_TEST
+
+/* regression resp_value_too_large_closes: a bulk over max_bulk (16 MiB +
+ * 1) was a protocol error that closed the connection, where docs/resp.md
+ * promises -TOO_LARGE. Now its bytes are dropped as they arrive, never
+ * buffered, the request comes out with too_large set, is answered
+ * -TOO_LARGE, and the next request on the connection is read as usual. */
+START_TEST(parse_oversized_bulk_dropped)
+{
+    resp_parser *p;
+    ck_assert_int_eq(resp_parser_new(&p, NULL), 0);
+    static const char head[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16777217\r\n";
+    ck_assert_int_eq(resp_parser_feed(p, head, sizeof(head) - 1), 0);
+    struct resp_cmd c;
+    ck_assert_int_eq(resp_parser_next(&c, p), 0);
+    static uint8_t chunk[65536];
+    memset(chunk, 'v', sizeof(chunk));
+    size_t left = 16777217, peak = 0;
+    while (left > 0) {
+        size_t n = left < sizeof(chunk) ? left : sizeof(chunk);
+        ck_assert_int_eq(resp_parser_feed(p, chunk, n), 0);
+        ck_assert_int_eq(resp_parser_next(&c, p), 0);
+        size_t m = resp_parser_memory(p);
+        peak = m > peak ? m : peak;
+        left -= n;
+    }
+    ck_assert_uint_lt(peak, 1024 * 1024); /* nothing of it kept */
+    static const char tail[] = "\r\n*1\r\n$4\r\nPING\r\n";
+    ck_assert_int_eq(resp_parser_feed(p, tail, sizeof(tail) - 1), 0);
+    ck_assert_int_eq(resp_parser_next(&c, p), 1);
+    ck_assert_uint_eq(c.argc, 3);
+    ck_assert_uint_eq(c.too_large, 16777217);
+    ck_assert_uint_eq(c.argv[2].len, 0);
+    struct resp_request q;
+    struct resp_out o = RESP_OUT_INIT;
+    ck_assert_int_eq(resp_request_parse(&q, &c, &o), RESP_REQ_ANSWERED);
+    static const char want[] =
+        "-TOO_LARGE argument of 16777217 bytes, limit 16777216\r\n";
+    ck_assert_uint_eq(o.len, sizeof(want) - 1);
+    ck_assert(memcmp(o.p, want, o.len) == 0);
+    resp_out_free(&o);
+    /* the connection goes on */
+    ck_assert_int_eq(resp_parser_next(&c, p), 1);
+    ck_assert_uint_eq(c.argc, 1);
+    ck_assert_uint_eq(c.too_large, 0);
+    ck_assert_int_eq(resp_parser_next(&c, p), 0);
+    resp_parser_free(p);
 }
 END_TEST
 
@@ -549,6 +598,7 @@ static struct resp_cmd *mk(struct argv_buf *b, const char *first, ...)
         b->a[n++] = RK_SLICE(s, strlen(s));
     va_end(ap);
     b->c.argc = n;
+    b->c.too_large = 0;
     b->c.argv = b->a;
     return &b->c;
 }
@@ -957,6 +1007,7 @@ static Suite *resp_suite(void)
     tcase_add_test(tc, regression_leading_zero_lengths);
     tcase_add_test(tc, parse_nested_refused);
     tcase_add_test(tc, parse_huge_bulk_refused);
+    tcase_add_test(tc, parse_oversized_bulk_dropped);
     tcase_add_test(tc, parse_limits);
     tcase_add_test(tc, parse_wide_request_memory);
     tcase_add_test(tc, parse_announced_bulk_not_allocated);
