@@ -609,6 +609,7 @@ enum ringkv_errkind ringkv_errkind(int err)
     case RK_ETIMEOUT:
     case RK_EOVERLOADED:
     case RK_ESTALE:
+    case RK_ECLOCKSKEW: /* the coordinator's clock is ahead: another node */
         return RINGKV_KIND_CLUSTER;
     case RK_EBADREQ:
     case RK_ETOOLARGE:

@@ -907,8 +907,9 @@ START_TEST(errkind_one_list)
     ck_assert_int_eq(ringkv_errkind(0), RINGKV_KIND_OK);
     ck_assert_int_eq(ringkv_errkind(RK_ENOTFOUND), RINGKV_KIND_NOTFOUND);
     ck_assert_int_eq(ringkv_errkind(RK_EAUTH), RINGKV_KIND_AUTH);
+    /* CLOCK_SKEW: exit 8 (OTHER) until 2026-12-06 */
     static const int cluster[] = {RK_EUNAVAILABLE, RK_ETIMEOUT, RK_EOVERLOADED,
-                                  RK_ESTALE};
+                                  RK_ESTALE, RK_ECLOCKSKEW};
     for (size_t i = 0; i < sizeof(cluster) / sizeof(cluster[0]); i++)
         ck_assert_int_eq(ringkv_errkind(cluster[i]), RINGKV_KIND_CLUSTER);
     ck_assert_int_eq(ringkv_errkind(RK_EBADREQ), RINGKV_KIND_REJECTED);
@@ -923,6 +924,8 @@ START_TEST(errkind_one_list)
     ck_assert(ringkv_retryable(RK_EUNAVAILABLE, false));
     /* may have been applied: only when applying twice is harmless */
     ck_assert(ringkv_retryable(RK_ETIMEOUT, true));
+    /* the coordinator's own copy may have been written */
+    ck_assert(!ringkv_retryable(RK_ECLOCKSKEW, false));
     ck_assert(!ringkv_retryable(RK_ETIMEOUT, false));
     /* retrying cannot help */
     ck_assert(!ringkv_retryable(RK_EBADREQ, true));
