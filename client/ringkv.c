@@ -590,19 +590,6 @@ enum ringkv_errkind ringkv_errkind(int err)
         return RINGKV_KIND_OK;
     case RK_ENOTFOUND:
         return RINGKV_KIND_NOTFOUND;
-    case RK_ECLOSED:
-    case -ECONNREFUSED:
-    case -ECONNRESET:
-    case -ECONNABORTED:
-    case -EPIPE:
-    case -ENOTCONN:
-    case -ETIMEDOUT:
-    case -EHOSTUNREACH:
-    case -EHOSTDOWN:
-    case -ENETUNREACH:
-    case -ENETDOWN:
-    case -EADDRNOTAVAIL:
-        return RINGKV_KIND_CONNECTION;
     case RK_EAUTH:
         return RINGKV_KIND_AUTH;
     case RK_EUNAVAILABLE:
@@ -617,7 +604,8 @@ enum ringkv_errkind ringkv_errkind(int err)
     case RK_ENOTSUP:
         return RINGKV_KIND_NOTSUP;
     default:
-        return RINGKV_KIND_OTHER;
+        return rk_err_connection(err) ? RINGKV_KIND_CONNECTION
+                                      : RINGKV_KIND_OTHER;
     }
 }
 

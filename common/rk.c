@@ -36,6 +36,27 @@ static const struct {
 
 #define RK__NERRS (sizeof(rk__errs) / sizeof(rk__errs[0]))
 
+bool rk_err_connection(int err)
+{
+    switch (err) {
+    case RK_ECLOSED:
+    case -ECONNREFUSED:
+    case -ECONNRESET:
+    case -ECONNABORTED:
+    case -EPIPE:
+    case -ENOTCONN:
+    case -ETIMEDOUT:
+    case -EHOSTUNREACH:
+    case -EHOSTDOWN:
+    case -ENETUNREACH:
+    case -ENETDOWN:
+    case -EADDRNOTAVAIL:
+        return true;
+    default:
+        return false;
+    }
+}
+
 const char *rk_strerror(int err)
 {
     if (err == 0)

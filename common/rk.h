@@ -9,6 +9,7 @@
 #ifndef RK_H
 #define RK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,6 +53,11 @@ enum rk_err {
 /* Human-readable description of any code: 0, -errno or RK_E*. Never NULL;
  * the string is static. */
 const char *rk_strerror(int err);
+
+/* Whether err says a connection could not be made or was lost (refused,
+ * reset, closed, timed out connecting, no route): the one list the client's
+ * error kinds and the node's retries share. */
+bool rk_err_connection(int err);
 
 /* Short upper-case protocol name ("UNAVAILABLE", "TIMEOUT", ...) of a ringkv
  * code; "ERR" for anything else. Static string. */

@@ -317,20 +317,8 @@ static void on_retry(uv_timer_t *t)
  * again: it already took REPAIR_TIMEOUT_MS. */
 static bool transient(int err)
 {
-    switch (err) {
-    case RK_EOVERLOADED:
-    case RK_ESTALE:
-    case RK_EUNAVAILABLE:
-    case RK_ECLOSED:
-    case -ECONNREFUSED:
-    case -ECONNRESET:
-    case -ECONNABORTED:
-    case -EPIPE:
-    case -ENOTCONN:
-        return true;
-    default:
-        return false;
-    }
+    return err == RK_EOVERLOADED || err == RK_ESTALE ||
+           err == RK_EUNAVAILABLE || rk_err_connection(err);
 }
 
 /* The error's protocol name, or for a system error (a connection refused)
