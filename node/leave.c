@@ -383,8 +383,10 @@ static void sess_scan(struct leave_sess *ls)
  * pushed is committed on the gaining nodes, and every write since it
  * announced LEAVING went to them as well (pending replicas), whether this
  * node was up or not. The values are not deleted: a node that has left
- * never starts on its data_dir again. A removenode's progress is not kept
- * (it is another node's leave). */
+ * never starts on its data_dir again. A removenode's progress is kept the
+ * same way by the node driving it, named after the removed node, the ring
+ * epoch, the range and the gaining node (remove.at.*), and deleted when the
+ * removal ends. */
 
 static void leave_save_name(const node *n,
                             const struct leave_sess *ls,
