@@ -21,7 +21,7 @@
 
 #include "node/node_internal.h"
 #include "node/obs.h"
-#include "node/resp.h"
+#include "wire/resp.h"
 #include "node/rsrv_internal.h"
 
 static int node_op_of(enum slot_kind k)

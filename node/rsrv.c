@@ -68,7 +68,7 @@
 #include "node/log.h"
 #include "node/node_internal.h"
 #include "node/obs.h"
-#include "node/resp.h"
+#include "wire/resp.h"
 #include "node/rsrv_internal.h"
 
 #define RSRV_READ_CHUNK (64u * 1024u)

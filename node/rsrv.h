@@ -1,7 +1,7 @@
 /*
  * rsrv.h - the Redis protocol (RESP2) server on resp_port.
  *
- * Each connection parses pipelined requests with node/resp.h and executes
+ * Each connection parses pipelined requests with wire/resp.h and executes
  * the data commands through the coordinator (node/coord.h), at the
  * connection's consistency level (CONSISTENCY <level>; default from the
  * config). Replies go out in request order even when the coordinator

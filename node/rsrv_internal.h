@@ -14,7 +14,7 @@
 #include <uv.h>
 
 #include "node/node_internal.h"
-#include "node/resp.h"
+#include "wire/resp.h"
 
 #define RSRV_OUT_HIGH (4u * 1024u * 1024u)
 /* Values one MGET may return in all: past it the MGET is answered

@@ -14,7 +14,7 @@
 
 #include <xxhash.h>
 
-#include "node/resp.h"
+#include "wire/resp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

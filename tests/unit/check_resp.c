@@ -17,7 +17,7 @@
 #include <check.h>
 
 #include "common/rk.h"
-#include "node/resp.h"
+#include "wire/resp.h"
 
 /* ------------------------------------------------------------------------
  * Helpers

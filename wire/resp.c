@@ -17,7 +17,7 @@
  * Limits follow Redis's (proto-max-bulk-len, 1M args, 64 KiB inline) but are
  * smaller by default and per parser: see resp_limits.
  */
-#include "node/resp.h"
+#include "wire/resp.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -13,8 +13,8 @@
  * the caller replies with resp_out_proto_error() and closes the connection.
  * See docs/resp.md for what is supported and how errors map.
  */
-#ifndef RK_NODE_RESP_H
-#define RK_NODE_RESP_H
+#ifndef RK_WIRE_RESP_H
+#define RK_WIRE_RESP_H
 
 #include <stdbool.h>
 #include <stddef.h>
