@@ -117,6 +117,7 @@ static const struct key keys[] = {
     {"repair_after_join", K_BOOL, OFF(repair_after_join), 0, 0, 0, 0, NULL},
     {"max_inflight", K_INT, OFF(max_inflight), 0, 1, 10000000, 0, NULL},
     {"max_pipeline", K_INT, OFF(max_pipeline), 0, 1, 1000000, 0, NULL},
+    {"max_clients", K_INT, OFF(max_clients), 0, 1, 1000000, 0, NULL},
     {"requirepass", K_STR, OFF(requirepass), SZ(requirepass), 0, 0, 1, NULL},
     {"log_level", K_ENUM, OFF(log_level), 0, 0, 0, 0, loglevel_names},
     {"log_file", K_STR, OFF(log_file), SZ(log_file), 0, 0, 1, NULL},
@@ -992,8 +993,10 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
     OUT("repair_after_join: %s\n", c->repair_after_join ? "true" : "false");
     OUT("stream_throughput_mb: %d\n", c->stream_throughput_mb);
     OUT("stall_warning_s: %d\n", c->stall_warning_s);
-    OUT("max_inflight: %d\nmax_pipeline: %d\nrequirepass: %s\n",
-        c->max_inflight, c->max_pipeline, c->requirepass[0] ? "<set>" : "\"\"");
+    OUT("max_inflight: %d\nmax_pipeline: %d\nmax_clients: %d\n"
+        "requirepass: %s\n",
+        c->max_inflight, c->max_pipeline, c->max_clients,
+        c->requirepass[0] ? "<set>" : "\"\"");
     OUT("log_level: %s\nlog_file: %s\n", loglevel_names[c->log_level],
         dump_quote(q, sizeof(q), c->log_file));
 #undef OUT

@@ -110,6 +110,7 @@ struct node_config {
                                  reported stalled (node/stall.c) */
     int max_inflight;         /* admission control: requests in flight */
     int max_pipeline;         /* per client connection */
+    int max_clients;          /* client connections, native and RESP */
     char requirepass[NODE_CONFIG_STR]; /* "" = no password */
     enum node_log_level log_level;
     char log_file[NODE_CONFIG_STR]; /* "" = stderr */
@@ -134,7 +135,7 @@ struct node_config {
         .gc_grace_seconds = 10 * 86400LL, .max_clock_drift_ms = 500,           \
         .memtable_mb = 16, .auto_compact_pct = 25, .auto_cleanup_s = 3600,     \
         .max_inflight = 10000, .repair_after_join = 1, .max_pipeline = 1024,   \
-        .stall_warning_s = 30,                                                 \
+        .stall_warning_s = 30, .max_clients = 10000,                           \
         .log_level = NODE_LOG_INFO,                                            \
     }
 

@@ -62,6 +62,7 @@ struct csrv_conn {
     size_t writing; /* bytes handed to uv_write, not yet done */
     int refs;       /* 1 for the handle + 1 per request in flight */
     bool closing;
+    bool admitted; /* counted in n->clients_open (clients.c) */
     bool close_after_flush;
     bool authed;
     bool reading;
@@ -298,6 +299,8 @@ static void conn_close(struct csrv_conn *c)
         return;
     c->closing = true;
     node *n = c->n;
+    if (c->admitted)
+        node__client_gone(n);
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -883,6 +886,12 @@ static void on_connection(uv_stream_t *server, int status)
     }
     uv_tcp_nodelay(&c->tcp, 1);
     node__peer_name(c->peer, sizeof(c->peer), &c->tcp);
+    if (!node__client_admit(n, &c->tcp, false, c->peer)) {
+        c->closing = true;
+        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+        return;
+    }
+    c->admitted = true;
     c->next = n->conns;
     if (n->conns)
         n->conns->prev = c;

@@ -428,8 +428,10 @@ int node_start(node *n, char *err, size_t errlen)
         rc = node__internode_start(n, err, errlen);
     if (rc == 0)
         rc = node__gossip_start(n, err, errlen);
-    if (rc == 0)
+    if (rc == 0) {
+        node__clients_limit(n);
         rc = node__csrv_start(n, err, errlen);
+    }
     if (rc == 0)
         rc = node__rsrv_start(n, err, errlen);
     if (rc < 0) {

@@ -58,6 +58,7 @@ struct node_stats {
     uint64_t clock_skew_refused; /* timestamps past max_clock_drift_ms */
     uint64_t gossip_in, gossip_out, gossip_bad;
     uint64_t client_conns, client_bad_frames, client_auth_fail;
+    uint64_t clients_refused; /* past max_clients (clients.c) */
     uint64_t commits, commit_writes;
     uint64_t replica_writes, replica_reads;
     uint64_t internode_auth_fail, internode_bad;
@@ -252,9 +253,10 @@ struct node {
      * NODE_LOG_LIMIT_MS each (log.h) */
     struct {
         struct node_log_limit gossip_auth, gossip_bad, client_auth, resp_auth,
-            inode_hs;
+            inode_hs, clients_refused;
     } loglim;
-    bool clock_failing;    /* the last ceiling save failed */
+    uint64_t clients_open, clients_max; /* client connections (clients.c) */
+    bool clock_failing;                 /* the last ceiling save failed */
     bool clock_saving;     /* a ceiling save on the pool (clock.c) */
     int clock_err;         /* the failed save's error */
     struct creq *deferred; /* decisions due at the end of the turn */
@@ -441,6 +443,17 @@ int node__join(node *n, char *why, size_t cap);
  * (*epoch), parked until `ringkv join` (wait_join=1 in node.state, saved
  * first). 0 or the error of the save or the announce. */
 int node__join_withdraw(node *n, uint64_t *epoch);
+
+/* ---- clients.c ---- */
+/* At start: raise the descriptor limit, and set how many clients the node
+ * admits (max_clients, or fewer when the limit leaves less room). */
+void node__clients_limit(node *n);
+/* A client connection just accepted on tcp: true if admitted (counted);
+ * false if past the limit: the client was told why (its protocol), it was
+ * counted and logged, and the caller closes it. */
+bool node__client_admit(node *n, uv_tcp_t *tcp, bool resp, const char *peer);
+/* An admitted client connection closed. */
+void node__client_gone(node *n);
 
 /* ---- stream.c ---- */
 /* Announced BOOT with tokens: stream the ranges in, then NORMAL. */

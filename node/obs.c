@@ -54,6 +54,7 @@ struct obs {
     uint64_t space_skips_last;
     metrics_family *inflight, *coord_inflight, *coord_background;
     metrics_family *conns_total, *conns_open, *bad_frames, *resp_perr;
+    metrics_family *clients_refused;
     metrics_family *auth_fail;
     metrics_family *commits, *commit_writes, *commit_lat;
     metrics_family *rep_writes, *rep_reads;
@@ -240,6 +241,8 @@ static int obs_register(struct obs *o)
       &d_proto);
     F(conns_open, "ringkv_client_connections",
       "Open client connections (RESP).", METRICS_GAUGE, 1, &d_resp);
+    F(clients_refused, "ringkv_clients_refused_total",
+      "Client connections refused past max_clients.", METRICS_COUNTER, 0, NULL);
     F(bad_frames, "ringkv_client_bad_frames_total",
       "Malformed native protocol frames.", METRICS_COUNTER, 0, NULL);
     F(resp_perr, "ringkv_resp_protocol_errors_total",
@@ -376,6 +379,7 @@ static void obs_sync(struct obs *o)
     }
     ctr(o->conns_total, 0, s->client_conns, &l->client_conns);
     ctr(o->bad_frames, 0, s->client_bad_frames, &l->client_bad_frames);
+    ctr(o->clients_refused, 0, s->clients_refused, &l->clients_refused);
     ctr(o->auth_fail, 0, s->client_auth_fail, &l->client_auth_fail);
     ctr(o->commits, 0, s->commits, &l->commits);
     ctr(o->commit_writes, 0, s->commit_writes, &l->commit_writes);

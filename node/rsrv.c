@@ -68,8 +68,8 @@
 #include "node/log.h"
 #include "node/node_internal.h"
 #include "node/obs.h"
-#include "wire/resp.h"
 #include "node/rsrv_internal.h"
+#include "wire/resp.h"
 
 #define RSRV_READ_CHUNK (64u * 1024u)
 #define RSRV_VERSION    RK_VERSION
@@ -261,6 +261,8 @@ static void conn_close(struct rconn *c)
         c->next->prev = c->prev;
     c->next = c->prev = NULL;
     rs->nconns--;
+    if (c->admitted)
+        node__client_gone(c->n);
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
@@ -824,6 +826,11 @@ static void on_connection(uv_stream_t *server, int status)
     rs->accepted++;
     uv_tcp_nodelay(&c->tcp, 1);
     node__peer_name(c->peer, sizeof(c->peer), &c->tcp);
+    if (!node__client_admit(n, &c->tcp, true, c->peer)) {
+        conn_close(c);
+        return;
+    }
+    c->admitted = true;
     conn_update_reading(c);
 }
 

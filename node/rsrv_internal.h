@@ -44,6 +44,7 @@ struct rconn {
     struct resp_out out;  /* replies not yet handed to the socket */
     struct resp_out wbuf; /* bytes uv_write is sending */
     struct rslot *head, *tail;
+    bool admitted; /* counted in n->clients_open (clients.c) */
     uint32_t nslots;
     size_t queued; /* reply bytes of completed slots waiting behind head */
     /* values held for reads in flight: by the coordinator until it
