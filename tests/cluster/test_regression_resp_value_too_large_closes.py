@@ -23,8 +23,10 @@ MIB16 = 16 * 1024 * 1024
 
 
 def main():
+    # a 16 MiB write takes seconds under ASan: time enough for it
     c = h.Cluster([IP], seeds=[IP], replication="dc1:1", resp_port=6379,
-                  default_consistency="ONE")
+                  default_consistency="ONE", write_timeout_ms=30000,
+                  read_timeout_ms=30000)
     c.start()
     c.wait_converged(timeout=60)
     n = c.nodes[0]
