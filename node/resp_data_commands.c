@@ -21,8 +21,8 @@
 
 #include "node/node_internal.h"
 #include "node/obs.h"
-#include "wire/resp.h"
 #include "node/rsrv_internal.h"
+#include "wire/resp.h"
 
 static int node_op_of(enum slot_kind k)
 {
