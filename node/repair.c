@@ -42,10 +42,8 @@
  * the session around them: the store scan, the RPCs, the transfers.
  *
  * One comparison at a time; a step refused OVERLOADED (the replica's scans
- * busy) or RING_STALE (its ring not yet the same as this node's), or whose
- * replica could not be reached for a moment (connection refused, reset or
- * backing off: a node restarting), is tried again after REPAIR_RETRY_MS,
- * for up to REPAIR_RETRIES times; any other failure ends that
+ * busy) or RING_STALE (its ring not yet the same as this node's) is tried
+ * again after REPAIR_RETRY_MS, any other failure ends that
  * comparison (counted, and the run ends "done with failures"). Repair
  * refuses to start while a node joins or leaves, and stops if the ring
  * changes under it (run it again). A replica that is DOWN fails its
@@ -65,7 +63,7 @@ _Static_assert(MERKLE_MAX_DEPTH == RPC_MERKLE_MAX_DEPTH,
                "the leaves a replica is asked for are the leaves planned");
 
 #define REPAIR_TIMEOUT_MS 30000 /* per request */
-#define REPAIR_RETRY_MS   200   /* after a transient failure */
+#define REPAIR_RETRY_MS   200   /* after OVERLOADED or RING_STALE */
 #define REPAIR_RETRIES    50    /* per comparison: 10 s of them */
 #define REPAIR_SERVE_JOBS 2     /* leaf computations a node runs for others */
 #define REPAIR_BUDGET_MS  100   /* waiting for stream_throughput_mb */
@@ -301,47 +299,26 @@ static void cmp_fail(struct node_repair *rp, const char *why, int err)
 
 /* A step refused OVERLOADED (the replica's scans busy) or RING_STALE (its
  * ring a gossip round behind or ahead: if ahead, this node's ring changes
- * too and the run ends), or that could not reach the replica for a moment
- * (transient()): the same step again shortly, a few times. */
+ * too and the run ends): the same step again shortly, a few times. */
 static void on_retry(uv_timer_t *t)
 {
     node *n = t->data;
     cmp_step(n->repair);
 }
 
-/* Failures that pass by themselves and fail fast: the replica busy or a
- * ring behind, or its connection refused, reset or backing off (a node
- * restarting: until 2026-12-06 a repair right after a restart ended "done
- * with failures" one time in three; regression
- * test_regression_repair_fails_after_restart). A TIMEOUT is not asked
- * again: it already took REPAIR_TIMEOUT_MS. */
-static bool transient(int err)
-{
-    return err == RK_EOVERLOADED || err == RK_ESTALE ||
-           err == RK_EUNAVAILABLE || rk_err_connection(err);
-}
-
-/* The error's protocol name, or for a system error (a connection refused)
- * its text, for the log and netstats. */
-static const char *err_word(int err)
-{
-    const char *w = rk_errname(err);
-    return strcmp(w, "ERR") == 0 ? rk_strerror(err) : w;
-}
-
 static bool retry_later(struct node_repair *rp, int err)
 {
-    if (!transient(err) || rp->retries >= REPAIR_RETRIES || rp->n->stopping ||
-        !rp->retry_open)
+    if ((err != RK_EOVERLOADED && err != RK_ESTALE) ||
+        rp->retries >= REPAIR_RETRIES || rp->n->stopping || !rp->retry_open)
         return false;
     if (rp->retries++ == 0) { /* once a comparison: then netstats says */
         const struct repair_cmp *c = &rp->c[rp->cur];
         LOG(INFO, "repair.retry",
-            "range=(%llu,%llu] peer=%s phase=%s error=%s why=\"%s\" "
-            "every_ms=%d at_most=%d",
+            "range=(%llu,%llu] peer=%s phase=%s error=%s every_ms=%d "
+            "at_most=%d",
             (unsigned long long)c->arc.start, (unsigned long long)c->arc.end,
-            c->peer, phase_name(rp->phase), rk_errname(err), rk_strerror(err),
-            REPAIR_RETRY_MS, REPAIR_RETRIES);
+            c->peer, phase_name(rp->phase), rk_errname(err), REPAIR_RETRY_MS,
+            REPAIR_RETRIES);
     }
     rp->retried++;
     rp->retry_err = err;
@@ -1016,7 +993,7 @@ void node__repair_text(node *n, FILE *f)
             fprintf(f,
                     "; waiting: %s answered %s, asked again every %d ms (%d "
                     "of %d)",
-                    c->peer, err_word(rp->retry_err), REPAIR_RETRY_MS,
+                    c->peer, rk_errname(rp->retry_err), REPAIR_RETRY_MS,
                     rp->retries, REPAIR_RETRIES);
         fprintf(f, ".\n");
         node__stall_text(n, &rp->stall, f);
@@ -1031,11 +1008,9 @@ void node__repair_text(node *n, FILE *f)
             (unsigned long long)rp->leaves, (unsigned long long)rp->keys_in, in,
             (unsigned long long)rp->keys_out, out);
     if (rp->retried)
-        fprintf(
-            f,
-            "; %llu step%s asked again (a replica busy, its ring behind, or "
-            "not reachable for a moment)",
-            (unsigned long long)rp->retried, rp->retried == 1 ? "" : "s");
+        fprintf(f,
+                "; %llu step%s asked again (a replica busy or its ring behind)",
+                (unsigned long long)rp->retried, rp->retried == 1 ? "" : "s");
     if (rp->failed)
         fprintf(f, "; %zu failed, the first: %s: %s", rp->failed,
                 rp->first_err_at, rk_strerror(rp->first_err));
