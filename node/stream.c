@@ -89,7 +89,6 @@ struct node_stream {
      * it streamed in is dropped (drop_job) */
     bool aborted, dropping, dropped;
     uint64_t aborted_ms;
-    size_t drop_ranges;
     int drop_err;
 };
 
@@ -694,7 +693,6 @@ static void drop_after(uv_work_t *w, int status)
     if (st) {
         st->dropping = false;
         st->dropped = j->status == 0;
-        st->drop_ranges += j->dropped;
         st->drop_err = j->status;
     }
     if (j->status < 0)
