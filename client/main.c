@@ -7,15 +7,20 @@
  *   0 ok, 1 key not found, 2 usage, 3 cannot connect / connection lost,
  *   4 authentication, 5 cluster could not serve (UNAVAILABLE, TIMEOUT,
  *   OVERLOADED, RING_STALE), 6 request rejected (BAD_REQUEST, TOO_LARGE),
- *   7 not implemented in this version (NOT_IMPLEMENTED), 8 any other error.
+ *   7 not implemented in this version (NOT_IMPLEMENTED), 8 any other error,
+ *   9 the user may not run the command (NOPERM: an admin command as the
+ *   data user).
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <netdb.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,17 +37,23 @@ enum {
     EXIT_CLUSTER = 5,
     EXIT_REJECTED = 6,
     EXIT_NOTIMPL = 7,
-    EXIT_OTHER = 8
+    EXIT_OTHER = 8,
+    EXIT_NOPERM = 9
 };
 
 struct cli {
     const char *hosts;
     const char *password;
+    const char *password_file;
+    const char *user;
     bool json;
-    bool wait; /* decommission, removenode, cleanup, repair: until done */
+    bool wait;      /* decommission, removenode, cleanup, repair: until done */
+    bool all;       /* clearsnapshot --all */
+    char snap[160]; /* snapshot: "Snapshot TAG:", its NETSTATS line */
     uint32_t cl;
     double timeout_s;
     uint32_t ttl;
+    uint32_t metrics_port; /* health: the node's metrics port */
     const char *cmd;
     const char **pos; /* positional arguments after the command */
     int npos;
@@ -178,6 +189,8 @@ static int exit_code(int rc)
         return EXIT_REJECTED;
     case RINGKV_KIND_NOTSUP:
         return EXIT_NOTIMPL;
+    case RINGKV_KIND_NOPERM:
+        return EXIT_NOPERM;
     case RINGKV_KIND_OTHER:
         break;
     }
@@ -275,6 +288,85 @@ static int cmd_get(struct cli *a, ringkv *c)
     }
     wire_cresp_clear(&r);
     return EXIT_OK;
+}
+
+/* `scan`'s state: how many keys were printed, as JSON or lines. */
+struct scan_out {
+    struct cli *a;
+    uint64_t n;
+};
+
+static int scan_key(const uint8_t *key, size_t len, void *arg)
+{
+    struct scan_out *o = arg;
+    if (o->a->json) {
+        fputs(o->n ? ",{" : "{", stdout); /* {"key": ...} or "key_hex" */
+        json_bytes_member(stdout, "key", RK_SLICE(key, len));
+        fputc('}', stdout);
+    } else {
+        fwrite(key, 1, len, stdout);
+        fputc('\n', stdout);
+    }
+    o->n++;
+    return 0;
+}
+
+/* The MATCH pattern of a prefix: its glob characters escaped, then `*`.
+ * NULL for an empty prefix (every key); malloc'd, or NULL and *err. */
+static char *prefix_pattern(const char *prefix, bool *err)
+{
+    size_t n = strlen(prefix);
+    *err = false;
+    if (n == 0)
+        return NULL;
+    char *p = malloc(2 * n + 2), *w = p;
+    if (!p) {
+        *err = true;
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strchr("*?[]\\", prefix[i]))
+            *w++ = '\\';
+        *w++ = prefix[i];
+    }
+    *w++ = '*';
+    *w = '\0';
+    return p;
+}
+
+/* Every live key (with PREFIX), a call of SCAN_BATCH keys' work at a time
+ * until the cursor comes back 0: printed as they come, so memory stays
+ * one call's. */
+#define SCAN_BATCH 500
+
+static int cmd_scan(struct cli *a, ringkv *c)
+{
+    bool oom;
+    char *match = prefix_pattern(a->npos ? a->pos[0] : "", &oom);
+    if (oom)
+        return report(a, c, -ENOMEM);
+    struct scan_out o = {a, 0};
+    uint64_t cursor = 0;
+    int rc;
+    if (a->json)
+        printf("{\"keys\":[");
+    do {
+        rc = ringkv_scan(c, &cursor, match, SCAN_BATCH, scan_key, &o);
+    } while (rc == 0 && cursor != 0);
+    free(match);
+    if (!a->json) {
+        return rc == 0 ? EXIT_OK : report(a, c, rc);
+    }
+    printf("],\"count\":%" PRIu64, o.n);
+    if (rc != 0) {
+        const char *msg = ringkv_errmsg(c);
+        printf(",\"error\":");
+        json_cstr(stdout, error_name(rc));
+        printf(",\"message\":");
+        json_cstr(stdout, msg[0] ? msg : rk_strerror(rc));
+    }
+    printf("}\n");
+    return rc == 0 ? EXIT_OK : exit_code(rc);
 }
 
 static int cmd_mget(struct cli *a, ringkv *c)
@@ -496,21 +588,55 @@ static void status_table(const struct wire_cresp *r)
     free(done);
 }
 
-/* Peers that leave the answering node's requests unanswered while gossip
- * still has them UP (a hung disk, a stopped process not yet convicted). */
-static void print_silent(const struct wire_cresp *r)
+/* Lines under the table about single nodes: peers that leave the
+ * answering node's requests unanswered while gossip still has them UP (a
+ * hung disk, a stopped process not yet convicted), and the answering node
+ * refusing writes for lack of disk space (it says so of itself only:
+ * another node's disk is not gossiped). */
+static void print_node_notes(const struct wire_cresp *r)
 {
     for (size_t i = 0; i < r->nnodes; i++) {
         const struct wire_cnode *n = &r->nodes[i];
-        if (n->silent_ms == 0)
+        int nl = (int)n->name.len;
+        const char *name = (const char *)n->name.p;
+        if (n->silent_ms > 0)
+            printf("Silent: %.*s has not answered %.*s%s requests for "
+                   "%.1f s: reads ask it last; writes to it are hinted once "
+                   "that passes write_timeout_ms\n",
+                   nl, name, (int)r->node.len, (const char *)r->node.p,
+                   r->node.len ? "'s" : "the answering node's",
+                   (double)n->silent_ms / 1000.0);
+        if (n->disk_full)
+            printf("Disk full: %.*s has less free disk space than its "
+                   "disk_reserve_mb: it refuses writes of the keys it "
+                   "replicates (FULL) until space is freed; reads go on\n",
+                   nl, name);
+    }
+}
+
+/* Clocks further off than max_clock_drift_ms: the answering node's own
+ * against its peers' (it then coordinates no writes), a peer's against
+ * the answering node's. */
+static void print_clock(const struct wire_cresp *r)
+{
+    for (size_t i = 0; i < r->nnodes; i++) {
+        const struct wire_cnode *n = &r->nodes[i];
+        if (!n->clock_far)
             continue;
-        printf("Silent: %.*s has not answered %.*s%s requests for %.1f s: "
-               "reads ask it last; writes to it are hinted once that "
-               "passes write_timeout_ms\n",
-               (int)n->name.len, (const char *)n->name.p, (int)r->node.len,
-               (const char *)r->node.p,
-               r->node.len ? "'s" : "the answering node's",
-               (double)n->silent_ms / 1000.0);
+        bool ahead = n->clock_ahead_ms > 0;
+        uint64_t ms = ahead ? n->clock_ahead_ms : n->clock_behind_ms;
+        if (slice_cmp(n->name, r->node) == 0)
+            printf("Clock: %.*s's clock is %" PRIu64 " ms %s its peers': it "
+                   "coordinates no writes until it is back (check NTP)\n",
+                   (int)n->name.len, (const char *)n->name.p, ms,
+                   ahead ? "ahead of" : "behind");
+        else
+            printf("Clock: %.*s's clock is %" PRIu64 " ms %s %.*s%s, more "
+                   "than max_clock_drift_ms\n",
+                   (int)n->name.len, (const char *)n->name.p, ms,
+                   ahead ? "ahead of" : "behind", (int)r->node.len,
+                   (const char *)r->node.p,
+                   r->node.len ? "'s" : "the answering node's");
     }
 }
 
@@ -618,6 +744,14 @@ static int cmd_status(struct cli *a, ringkv *c)
             }
             if (n->silent_ms > 0)
                 printf(",\"silent_ms\":%" PRIu64, n->silent_ms);
+            if (n->clock_ahead_ms > 0)
+                printf(",\"clock_ms\":%" PRIu64, n->clock_ahead_ms);
+            else if (n->clock_behind_ms > 0)
+                printf(",\"clock_ms\":-%" PRIu64, n->clock_behind_ms);
+            if (n->clock_far)
+                printf(",\"clock_far\":true");
+            if (n->disk_full)
+                printf(",\"disk_full\":true");
             printf("}");
         }
         printf("]}\n");
@@ -626,7 +760,8 @@ static int cmd_status(struct cli *a, ringkv *c)
             printf("Cluster: %.*s\n", (int)r.cluster.len,
                    (const char *)r.cluster.p);
         status_table(&r);
-        print_silent(&r);
+        print_node_notes(&r);
+        print_clock(&r);
         print_waiting(&r);
         print_ring_line(&r);
         print_replication(&r);
@@ -746,12 +881,70 @@ static int cmd_text(struct cli *a, ringkv *c, uint32_t op)
     return EXIT_OK;
 }
 
+/* health: GET /health/ready from the metrics port of the first host (no
+ * password: the answer says only whether the node serves). The one command
+ * that does not speak the native protocol: a container's health check runs
+ * it, and /health is what an orchestrator's HTTP probe asks too. */
+static int cmd_health(struct cli *a, ringkv *c)
+{
+    const char *host = ringkv_host_name(c, 0); /* parsed by ringkv_new */
+    char port[8];
+    snprintf(port, sizeof(port), "%u", (unsigned)a->metrics_port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+    int g = getaddrinfo(host, port, &hints, &ai);
+    if (g != 0) {
+        fprintf(stderr, "ringkv health: %s: %s\n", host, gai_strerror(g));
+        return EXIT_CONNECT;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+    struct timeval tv = {.tv_sec = (time_t)a->timeout_s,
+                         .tv_usec = (suseconds_t)(fmod(a->timeout_s, 1) * 1e6)};
+    bool ok = fd >= 0 &&
+              setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0 &&
+              setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+              connect(fd, ai->ai_addr, ai->ai_addrlen) == 0;
+    freeaddrinfo(ai);
+    static const char req[] = "GET /health/ready HTTP/1.0\r\n\r\n";
+    if (!ok || write(fd, req, sizeof(req) - 1) != (ssize_t)(sizeof(req) - 1)) {
+        fprintf(stderr, "ringkv health: %s port %s: %s\n", host, port,
+                strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return EXIT_CONNECT;
+    }
+    char buf[4096];
+    size_t len = 0;
+    ssize_t r;
+    while (len < sizeof(buf) - 1 &&
+           (r = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+        len += (size_t)r;
+    close(fd);
+    buf[len] = '\0';
+    int status = 0;
+    const char *body = strstr(buf, "\r\n\r\n");
+    if (sscanf(buf, "HTTP/1.%*d %d", &status) != 1 || body == NULL) {
+        fprintf(stderr, "ringkv health: %s port %s: no HTTP answer\n", host,
+                port);
+        return EXIT_OTHER;
+    }
+    body += 4;
+    if (status != 200 && status != 503) {
+        fprintf(stderr, "ringkv health: %s port %s: HTTP %d\n", host, port,
+                status);
+        return EXIT_OTHER;
+    }
+    fputs(body, status == 200 ? stdout : stderr);
+    return status == 200 ? EXIT_OK : EXIT_CLUSTER;
+}
+
 static int cmd_metrics(struct cli *a, ringkv *c)
 {
     return cmd_text(a, c, WIRE_COP_METRICS);
 }
 
 static int cmd_admin(struct cli *a, ringkv *c);
+static int cmd_snapshot(struct cli *a, ringkv *c);
+static int cmd_clearsnapshot(struct cli *a, ringkv *c);
 
 static const struct cmd cmds[] = {
     {"get", "KEY", "Print the value of KEY (exit 1 if absent).", 1, 1, cmd_get,
@@ -763,12 +956,18 @@ static const struct cmd cmds[] = {
     {"del", "KEY", "Delete KEY.", 1, 1, cmd_del, 0},
     {"mget", "KEY...", "Print the values of several keys.", 1,
      (int)WIRE_CMGET_MAX, cmd_mget, 0},
+    {"scan", "[PREFIX]",
+     "Print every live key of the cluster (with PREFIX: those that start "
+     "with it), one per line, in token order, walking the cluster with SCAN "
+     "at the level of -c; a key that exists throughout is printed at least "
+     "once even while nodes join or leave.",
+     0, 1, cmd_scan, 0},
     {"ping", "", "Check that the node answers.", 0, 0, cmd_ping, 0},
     {"status", "",
      "One row per node: state, address, load, tokens, effective ownership, "
      "host, rack, by data centre (nodes waiting for `join` too, as UW); "
-     "peers that leave this node's requests unanswered; then the ring epoch "
-     "and fingerprint.",
+     "peers that leave this node's requests unanswered; this node's disk if "
+     "it is full; then the ring epoch and fingerprint.",
      0, 0, cmd_status, 0},
     {"ring", "", "Every token of the ring and the node that owns it.", 0, 0,
      cmd_ring, 0},
@@ -776,6 +975,12 @@ static const struct cmd cmds[] = {
      cmd_endpoints, 0},
     {"metrics", "", "The node's metrics (Prometheus text format).", 0, 0,
      cmd_metrics, 0},
+    {"health", "",
+     "Whether the node serves: GET /health/ready on its metrics port "
+     "(--metrics-port, default 9180); prints the reason, exit 0 ready, 5 "
+     "not (joining, leaving, catching up, clock not judged or skewed, "
+     "storage failed), 3 no answer.",
+     0, 0, cmd_health, 0},
     {"join", "", "Ask the node to join the ring.", 0, 0, cmd_admin,
      WIRE_COP_JOIN},
     {"decommission", "",
@@ -792,12 +997,23 @@ static const struct cmd cmds[] = {
      WIRE_COP_CLEANUP},
     {"netstats", "",
      "Streaming sessions: bytes, keys, rate, ETA; a line 'Stalled: ...' when "
-     "an operation has made no progress for stall_warning_s.",
+     "an operation has made no progress for stall_warning_s; the last "
+     "repair, the repair schedule (arcs overdue, the oldest) and the purge.",
      0, 0, cmd_admin, WIRE_COP_NETSTATS},
     {"abort", "",
      "Stop the node's decommission, or the removenode it drives, and put the "
      "ring back as it was (the node, or the removed one, NORMAL again).",
      0, 0, cmd_admin, WIRE_COP_ABORT},
+    {"snapshot", "[TAG]",
+     "Copy every range the node holds to data_dir/snapshots/TAG (default: "
+     "the UTC time) while it serves; waits, showing progress, and prints "
+     "ranges, bytes and seconds.",
+     0, 1, cmd_snapshot, WIRE_COP_SNAPSHOT},
+    {"listsnapshots", "",
+     "The node's snapshots: tag, time, ranges, bytes, seconds, state.", 0, 0,
+     cmd_admin, WIRE_COP_LISTSNAPSHOTS},
+    {"clearsnapshot", "TAG | --all", "Remove a snapshot of the node, or all.",
+     0, 1, cmd_clearsnapshot, WIRE_COP_CLEARSNAPSHOT},
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))
@@ -896,6 +1112,36 @@ static void wait_stall_poll(struct wait_stall *w,
     }
 }
 
+/* One poll of a snapshot's progress: its NETSTATS line ("Snapshot TAG:
+ * running for ...", then "... done: ..." or "... failed: ..."); when it is
+ * over, done_line and *code. A line gone means another snapshot started
+ * since ours ended (NETSTATS shows the last one only): over, result
+ * unknown here. */
+static void snapshot_poll(char *line,
+                          size_t cap,
+                          char *done_line,
+                          size_t done_cap,
+                          int *code,
+                          const char *prefix,
+                          struct rk_slice t)
+{
+    size_t pl = strlen(prefix);
+    stats_line(line, cap, t, prefix);
+    if (!line[0]) {
+        snprintf(done_line, done_cap,
+                 "%s over, result not known (another snapshot has started "
+                 "since): `ringkv listsnapshots` shows it",
+                 prefix);
+        *code = EXIT_OTHER;
+        return;
+    }
+    bool failed = strncmp(line + pl, " failed", 7) == 0;
+    if (failed || strncmp(line + pl, " done", 5) == 0) {
+        snprintf(done_line, done_cap, "%s", line);
+        *code = failed ? EXIT_OTHER : EXIT_OK;
+    }
+}
+
 /* --wait: follow the node's NETSTATS every second until the operation is
  * over, printing its progress line when it changes, and a warning when it
  * stalls (wait_stall_poll). A decommission is over when the node stops
@@ -950,6 +1196,9 @@ static int wait_done(struct cli *a, ringkv *c, const char *started)
                 snprintf(done_line, sizeof(done_line), "%s", line);
                 code = failed ? EXIT_OTHER : EXIT_OK;
             }
+        } else if (a->snap[0]) {
+            snapshot_poll(line, sizeof(line), done_line, sizeof(done_line),
+                          &code, a->snap, t);
         } else if (strcmp(a->cmd, "repair") == 0) {
             stats_line(line, sizeof(line), t, "Repair:");
             bool failed = strncmp(line, "Repair: done with failures", 26) == 0;
@@ -996,6 +1245,46 @@ static int wait_done(struct cli *a, ringkv *c, const char *started)
     return code;
 }
 
+/* The "Snapshot TAG:" a SNAPSHOT's answer begins with ("Snapshot TAG:
+ * started ..."; the node names TAG, its default one too), into a->snap:
+ * the prefix of its NETSTATS line. */
+static int snapshot_prefix(struct cli *a, const char *started)
+{
+    const char *colon = strchr(started, ':');
+    if (strncmp(started, "Snapshot ", 9) != 0 || !colon ||
+        (size_t)(colon - started) + 1 >= sizeof(a->snap)) {
+        fprintf(stderr, "ringkv snapshot: unexpected answer: %s\n", started);
+        return EXIT_OTHER;
+    }
+    snprintf(a->snap, sizeof(a->snap), "%.*s", (int)(colon - started + 1),
+             started);
+    return EXIT_OK;
+}
+
+/* Send op, print its answer (the operation started) and follow it to its
+ * end (wait_done). */
+static int start_and_wait(struct cli *a, ringkv *c, uint32_t op)
+{
+    struct wire_cresp r;
+    int code = text_call(a, c, op, &r);
+    if (code != EXIT_OK)
+        return code;
+    char *started = strndup(r.text.p ? (const char *)r.text.p : "", r.text.len);
+    wire_cresp_clear(&r);
+    if (!started)
+        return EXIT_OTHER;
+    if (op == WIRE_COP_SNAPSHOT)
+        code = snapshot_prefix(a, started);
+    if (code == EXIT_OK && !a->json) {
+        printf("%s\n", started);
+        fflush(stdout);
+    }
+    if (code == EXIT_OK)
+        code = wait_done(a, c, started);
+    free(started);
+    return code;
+}
+
 static int cmd_admin(struct cli *a, ringkv *c)
 {
     const struct cmd *cmd = NULL;
@@ -1004,23 +1293,30 @@ static int cmd_admin(struct cli *a, ringkv *c)
             cmd = &cmds[i];
     if (!cmd)
         return EXIT_USAGE;
-    if (!a->wait)
-        return cmd_text(a, c, cmd->op);
-    struct wire_cresp r;
-    int code = text_call(a, c, cmd->op, &r);
-    if (code != EXIT_OK)
-        return code;
-    char *started = strndup(r.text.p ? (const char *)r.text.p : "", r.text.len);
-    wire_cresp_clear(&r);
-    if (!started)
-        return EXIT_OTHER;
-    if (!a->json) {
-        printf("%s\n", started);
-        fflush(stdout);
+    return a->wait ? start_and_wait(a, c, cmd->op) : cmd_text(a, c, cmd->op);
+}
+
+/* A snapshot is always followed to its end: it is not done until its
+ * files are. */
+static int cmd_snapshot(struct cli *a, ringkv *c)
+{
+    return start_and_wait(a, c, WIRE_COP_SNAPSHOT);
+}
+
+/* clearsnapshot TAG, or --all (sent as the argument "--all", which no tag
+ * can be: tags do not start with '-'). */
+static int cmd_clearsnapshot(struct cli *a, ringkv *c)
+{
+    static const char *all[] = {"--all"};
+    if (a->all == (a->npos == 1)) {
+        fprintf(stderr, "ringkv clearsnapshot: give a TAG or --all\n");
+        return EXIT_USAGE;
     }
-    code = wait_done(a, c, started);
-    free(started);
-    return code;
+    if (a->all) {
+        a->pos = all;
+        a->npos = 1;
+    }
+    return cmd_text(a, c, WIRE_COP_CLEARSNAPSHOT);
 }
 
 /* ---- usage and argument parsing ----------------------------------------- */
@@ -1033,18 +1329,26 @@ static const char global_help[] =
     "  -c, --consistency LEVEL  ONE TWO QUORUM ALL LOCAL_ONE LOCAL_QUORUM\n"
     "                           EACH_QUORUM (default: the server's)\n"
     "  -a, --password PW        or $RINGKV_PASSWORD\n"
+    "      --password-file FILE the password from FILE (its content less\n"
+    "                           a trailing newline), or $RINGKV_PASSWORD_FILE\n"
+    "  -u, --user USER          default (data role) or admin (admin\n"
+    "                           commands), or $RINGKV_USER; needs -a\n"
     "  -t, --timeout SECONDS    per request (default 5; decimals allowed)\n"
     "      --ttl SECONDS        put: expire the value\n"
     "      --json               one JSON object on stdout\n"
     "      --wait               decommission, removenode, cleanup, repair:\n"
     "                           follow the progress until it is over (a\n"
-    "                           warning on stderr when it stalls)\n"
+    "                           warning on stderr when it stalls; snapshot\n"
+    "                           always does)\n"
+    "      --all                clearsnapshot: every snapshot of the node\n"
+    "      --metrics-port PORT  health: the node's metrics port (default\n"
+    "                           9180)\n"
     "      --help               this help, or a command's\n"
     "  --                       end of options (keys that start with '-')\n"
     "Exit codes: 0 ok, 1 not found, 2 usage, 3 cannot connect, 4 auth,\n"
     "  5 cluster could not serve (UNAVAILABLE, TIMEOUT, OVERLOADED,\n"
     "  RING_STALE), 6 rejected (BAD_REQUEST, TOO_LARGE), 7 not implemented,\n"
-    "  8 other.\n";
+    "  8 other, 9 no permission (NOPERM: an admin command as a data user).\n";
 
 static void usage_all(FILE *f)
 {
@@ -1089,14 +1393,48 @@ static int parse_u32(uint32_t *out, const char *s, uint32_t max)
     return 0;
 }
 
+/* The password from --password-file, or from $RINGKV_PASSWORD_FILE when
+ * no other gives one: the file's content less one trailing newline, in
+ * *buf (the caller frees it). -a and --password-file together are a usage
+ * error, and so is a file that cannot be read or is empty. */
+static int password_from_file(struct cli *a, bool pw_flag, char **buf)
+{
+    const char *path = a->password_file;
+    if (path && pw_flag)
+        return usage_error("%s", "-a/--password and --password-file both "
+                                 "given: give one");
+    if (!path && !(a->password && a->password[0]))
+        path = getenv("RINGKV_PASSWORD_FILE");
+    if (!path || !path[0])
+        return EXIT_OK;
+    size_t len = 0;
+    int rc = rk_read_file(path, 4097, buf, &len);
+    if (rc == 0 && len > 0 && (*buf)[len - 1] == '\n')
+        (*buf)[--len] = '\0';
+    if (rc == 0 && len > 0 && (*buf)[len - 1] == '\r')
+        (*buf)[--len] = '\0';
+    if (rc == 0 && len == 0)
+        rc = -ENODATA;
+    if (rc < 0) {
+        fprintf(stderr, "ringkv: password file %s: %s\n", path,
+                rc == -ENODATA ? "empty" : rk_strerror(rc));
+        return EXIT_USAGE;
+    }
+    a->password = *buf;
+    return EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     struct cli a = {.hosts = getenv("RINGKV_HOST"),
                     .password = getenv("RINGKV_PASSWORD"),
-                    .timeout_s = 5};
+                    .user = getenv("RINGKV_USER"),
+                    .timeout_s = 5,
+                    .metrics_port = 9180};
     const char **pos = calloc((size_t)argc + 1, sizeof(*pos));
     int npos = 0, help = 0;
-    bool ttl_given = false, opts_done = false;
+    bool ttl_given = false, opts_done = false, pw_flag = false;
+    char *pw_read = NULL; /* the password file's content */
     if (pos == NULL)
         return EXIT_OTHER;
     if (a.hosts == NULL || a.hosts[0] == '\0')
@@ -1120,14 +1458,28 @@ int main(int argc, char **argv)
             a.wait = true;
             continue;
         }
+        if (strcmp(s, "--all") == 0) {
+            a.all = true;
+            continue;
+        }
         if (strcmp(s, "--help") == 0 || strcmp(s, "-?") == 0) {
             help = 1;
             continue;
         }
         /* options with a value: "--opt V" or "--opt=V" */
-        static const char *const withval[] = {
-            "-h",         "--host", "-c",        "--consistency", "-a",
-            "--password", "-t",     "--timeout", "--ttl"};
+        static const char *const withval[] = {"-h",
+                                              "--host",
+                                              "-c",
+                                              "--consistency",
+                                              "-a",
+                                              "--password",
+                                              "-t",
+                                              "--timeout",
+                                              "--ttl",
+                                              "-u",
+                                              "--user",
+                                              "--password-file",
+                                              "--metrics-port"};
         const char *eq = strchr(s, '=');
         size_t nlen = eq && s[1] == '-' ? (size_t)(eq - s) : strlen(s);
         const char *name = NULL;
@@ -1158,6 +1510,11 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(name, "-a") || !strcmp(name, "--password")) {
             a.password = val;
+            pw_flag = true;
+        } else if (!strcmp(name, "--password-file")) {
+            a.password_file = val;
+        } else if (!strcmp(name, "-u") || !strcmp(name, "--user")) {
+            a.user = val;
         } else if (!strcmp(name, "-t") || !strcmp(name, "--timeout")) {
             char *end;
             a.timeout_s = strtod(val, &end);
@@ -1165,6 +1522,12 @@ int main(int argc, char **argv)
                 a.timeout_s > 86400) {
                 free(pos);
                 return usage_error("bad --timeout %s (seconds, > 0)", val);
+            }
+        } else if (!strcmp(name, "--metrics-port")) {
+            if (parse_u32(&a.metrics_port, val, 65535) != 0 ||
+                a.metrics_port == 0) {
+                free(pos);
+                return usage_error("bad --metrics-port %s (1..65535)", val);
             }
         } else {
             if (parse_u32(&a.ttl, val, WIRE_CTTL_MAX) != 0 || a.ttl == 0) {
@@ -1216,6 +1579,11 @@ int main(int argc, char **argv)
         code = usage_error("--ttl applies to put only, not %s", cmd->name);
         goto out;
     }
+    if (a.all && cmd->run != cmd_clearsnapshot) {
+        code = usage_error("--all applies to clearsnapshot only, not %s",
+                           cmd->name);
+        goto out;
+    }
     if (a.wait && strcmp(cmd->name, "decommission") != 0 &&
         strcmp(cmd->name, "removenode") != 0 &&
         strcmp(cmd->name, "cleanup") != 0 && strcmp(cmd->name, "repair") != 0) {
@@ -1224,9 +1592,13 @@ int main(int argc, char **argv)
                            cmd->name);
         goto out;
     }
+    code = password_from_file(&a, pw_flag, &pw_read);
+    if (code != EXIT_OK)
+        goto out;
     struct ringkv_opts o = RINGKV_OPTS_INIT;
     o.hosts = a.hosts;
     o.password = a.password && a.password[0] ? a.password : NULL;
+    o.user = a.user && a.user[0] ? a.user : NULL;
     o.client_name = "ringkv-cli";
     o.consistency = a.cl;
     o.timeout_ms = (int)ceil(a.timeout_s * 1000);
@@ -1241,6 +1613,7 @@ int main(int argc, char **argv)
 out:
     ringkv_free(c);
     free(pos);
+    free(pw_read);
     fflush(stdout);
     return code;
 }

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,11 +35,13 @@ struct ringkv__host {
 struct ringkv {
     struct ringkv_opts opts;
     char *password;
+    char *user;
     char *client_name;
     struct ringkv__host *hosts;
     size_t nhosts;
     size_t cur; /* index of the host last used */
     bool used_any;
+    uint64_t rng; /* opts.spread: the state of the host picks */
     int fd;
     uint64_t next_id;
     size_t pending;
@@ -58,6 +61,15 @@ static int64_t ringkv__now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* splitmix64 over c->rng, seeded in ringkv_new. */
+static uint64_t ringkv__rand(ringkv *c)
+{
+    uint64_t z = (c->rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
 }
 
 static int ringkv__left(int64_t deadline)
@@ -88,6 +100,11 @@ const char *ringkv_errmsg(const ringkv *c)
 const char *ringkv_peer(const ringkv *c)
 {
     return c->peer;
+}
+
+const char *ringkv_host_name(const ringkv *c, size_t i)
+{
+    return i < c->nhosts ? c->hosts[i].name : NULL;
 }
 
 size_t ringkv_pending(const ringkv *c)
@@ -169,6 +186,11 @@ int ringkv_new(ringkv **out,
     c->fd = -1;
     c->opts = *opts;
     c->next_id = 1;
+    /* opts.spread's picks: different in every handle and process */
+    if (getrandom(&c->rng, sizeof(c->rng), GRND_NONBLOCK) !=
+        (ssize_t)sizeof(c->rng))
+        c->rng = (uint64_t)ringkv__now_ms() ^ (uint64_t)(uintptr_t)c ^
+                 ((uint64_t)getpid() << 32);
     if (c->opts.connect_timeout_ms <= 0)
         c->opts.connect_timeout_ms = 2000;
     if (c->opts.timeout_ms <= 0)
@@ -176,8 +198,9 @@ int ringkv_new(ringkv **out,
     if (c->opts.retries < 0)
         c->opts.retries = 0;
     c->password = ringkv__strdup(opts->password);
+    c->user = ringkv__strdup(opts->user);
     c->client_name = ringkv__strdup(opts->client_name);
-    if ((opts->password && !c->password) ||
+    if ((opts->password && !c->password) || (opts->user && !c->user) ||
         (opts->client_name && !c->client_name)) {
         rc = -ENOMEM;
         why = "out of memory";
@@ -185,6 +208,7 @@ int ringkv_new(ringkv **out,
     }
     c->opts.hosts = NULL;
     c->opts.password = c->password;
+    c->opts.user = c->user;
     c->opts.client_name = c->client_name;
     size_t n = 1;
     for (const char *p = opts->hosts; *p; p++)
@@ -254,6 +278,7 @@ void ringkv_free(ringkv *c)
         free(c->hosts[i].name);
     free(c->hosts);
     free(c->password);
+    free(c->user);
     free(c->client_name);
     wire_cbuf_release(&c->out);
     free(c->in);
@@ -453,6 +478,10 @@ static int ringkv__hello(ringkv *c)
     if (c->password) {
         q.has |= WIRE_CREQ_PASSWORD;
         q.password = RK_SLICE(c->password, strlen(c->password));
+        if (c->user) {
+            q.has |= WIRE_CREQ_USER;
+            q.user = RK_SLICE(c->user, strlen(c->user));
+        }
     }
     if (c->client_name) {
         q.has |= WIRE_CREQ_CLIENT;
@@ -490,6 +519,16 @@ int ringkv_connect(ringkv *c)
     char errs[sizeof(c->err)] = "";
     size_t elen = 0;
     size_t first = c->used_any ? c->cur + 1 : 0;
+    if (c->opts.spread != RINGKV_SPREAD_NONE && c->nhosts > 1) {
+        /* uniform over the hosts, or over those other than the last */
+        uint64_t r = ringkv__rand(c);
+        if (c->used_any) {
+            first = (size_t)(r % (c->nhosts - 1));
+            first += first >= c->cur;
+        } else if (c->opts.spread == RINGKV_SPREAD_RANDOM) {
+            first = (size_t)(r % c->nhosts);
+        }
+    }
     for (size_t k = 0; k < c->nhosts; k++) {
         size_t i = (first + k) % c->nhosts;
         struct ringkv__host *h = &c->hosts[i];
@@ -603,6 +642,8 @@ enum ringkv_errkind ringkv_errkind(int err)
         return RINGKV_KIND_REJECTED;
     case RK_ENOTSUP:
         return RINGKV_KIND_NOTSUP;
+    case RK_ENOPERM:
+        return RINGKV_KIND_NOPERM;
     default:
         return rk_err_connection(err) ? RINGKV_KIND_CONNECTION
                                       : RINGKV_KIND_OTHER;
@@ -630,11 +671,13 @@ bool ringkv_idempotent(const struct wire_creq *req)
     case WIRE_COP_PING:
     case WIRE_COP_GET:
     case WIRE_COP_MGET:
+    case WIRE_COP_SCAN:
     case WIRE_COP_STATUS:
     case WIRE_COP_RING:
     case WIRE_COP_ENDPOINTS:
     case WIRE_COP_METRICS:
     case WIRE_COP_NETSTATS:
+    case WIRE_COP_LISTSNAPSHOTS:
         return true;
     default:
         /* PUT and DEL are stamped by the coordinator, so a second copy is
@@ -794,6 +837,35 @@ int ringkv_del(ringkv *c, const void *key, size_t klen)
         .op = WIRE_COP_DEL, .has = WIRE_CREQ_KEY, .key = RK_SLICE(key, klen)};
     struct wire_cresp r;
     int rc = ringkv_call(c, &r, &q);
+    wire_cresp_clear(&r);
+    return rc;
+}
+
+int ringkv_scan(ringkv *c,
+                uint64_t *cursor,
+                const char *match,
+                uint32_t count,
+                ringkv_key_cb cb,
+                void *arg)
+{
+    struct wire_creq q = {
+        .op = WIRE_COP_SCAN, .has = WIRE_CREQ_CURSOR, .cursor = *cursor};
+    if (match && match[0]) {
+        q.has |= WIRE_CREQ_MATCH;
+        q.match = RK_SLICE(match, strlen(match));
+    }
+    if (count) {
+        q.has |= WIRE_CREQ_COUNT;
+        q.count = count;
+    }
+    struct wire_cresp r;
+    int rc = ringkv_call(c, &r, &q);
+    if (rc == 0) {
+        for (size_t i = 0; i < r.nkeys && rc == 0; i++)
+            rc = cb(r.keys[i].p, r.keys[i].len, arg);
+        if (rc == 0)
+            *cursor = r.cursor;
+    }
     wire_cresp_clear(&r);
     return rc;
 }

@@ -43,6 +43,9 @@ struct ringkv_opts {
     const char *hosts;
     /* Sent in HELLO after every connect when not NULL. */
     const char *password;
+    /* The user HELLO names ("default", "admin"), when not NULL; the server
+     * takes "default" without one. Sent only with a password. */
+    const char *user;
     /* Sent in HELLO as the client name (HELLO is sent only with a
      * password or when hello is nonzero). */
     const char *client_name;
@@ -54,13 +57,32 @@ struct ringkv_opts {
     uint32_t consistency;
     /* Extra attempts of a synchronous call after a lost connection. */
     int retries;
+    /* Which host to connect to (enum ringkv_spread). */
+    int spread;
+};
+
+/* ringkv_opts.spread. */
+enum ringkv_spread {
+    /* The first host of the list that answers, and after a lost connection
+     * the next one (the order given). */
+    RINGKV_SPREAD_NONE = 0,
+    /* A host chosen at random, and after a lost connection one of the
+     * others chosen at random: many clients given the same list spread
+     * over it, and the clients of a node that fails spread over the rest
+     * instead of all moving to the next one in the list. */
+    RINGKV_SPREAD_RANDOM = 1,
+    /* The first host of the list, and after a lost connection one of the
+     * others chosen at random (for clients that spread themselves at first,
+     * as ringkv-load does by rotating the list). */
+    RINGKV_SPREAD_FAILOVER = 2,
 };
 
 #define RINGKV_OPTS_INIT                                                    \
     {                                                                       \
-        .hosts = "127.0.0.1", .password = NULL, .client_name = "libringkv", \
-        .hello = 0, .connect_timeout_ms = 2000, .timeout_ms = 5000,         \
-        .consistency = WIRE_CCL_DEFAULT, .retries = 1                       \
+        .hosts = "127.0.0.1", .password = NULL, .user = NULL,               \
+        .client_name = "libringkv", .hello = 0, .connect_timeout_ms = 2000, \
+        .timeout_ms = 5000, .consistency = WIRE_CCL_DEFAULT, .retries = 1,  \
+        .spread = RINGKV_SPREAD_NONE                                        \
     }
 
 /* Make a handle. Parses and copies the options; does not connect (the first
@@ -75,8 +97,9 @@ int ringkv_new(ringkv **out,
 void ringkv_free(ringkv *c);
 
 /* Connect now (if not connected), trying each host once, starting after the
- * last one used. Sends HELLO when configured; a rejected password is
- * RK_EAUTH and stops the search. */
+ * last one used (opts.spread: see enum ringkv_spread). Sends HELLO when
+ * configured; a rejected user or password is RK_EAUTH and stops the
+ * search. */
 int ringkv_connect(ringkv *c);
 
 /* Drop the connection (outstanding requests are forgotten). */
@@ -106,7 +129,10 @@ enum ringkv_errkind {
     RINGKV_KIND_CLUSTER,
     RINGKV_KIND_REJECTED, /* the request itself: RK_EBADREQ, RK_ETOOLARGE */
     RINGKV_KIND_NOTSUP,   /* RK_ENOTSUP: NOT_IMPLEMENTED by this server */
-    RINGKV_KIND_OTHER     /* RK_EPROTO, RK_EINTERNAL, -ENOMEM, ... */
+    RINGKV_KIND_OTHER,    /* RK_EPROTO, RK_EINTERNAL, -ENOMEM, ... */
+    /* RK_ENOPERM: the user's role may not run the command (an admin
+     * command sent by the data user) */
+    RINGKV_KIND_NOPERM
 };
 
 /* The kind of any code this library returns (0, -errno or RK_E*). */
@@ -123,6 +149,11 @@ bool ringkv_retryable(int err, bool idempotent);
 /* "host:port" of the current (or last) connection, or "" . @note Valid until
  * the next call on c. */
 const char *ringkv_peer(const ringkv *c);
+
+/* The host of entry i of the host list as ringkv_new parsed it (an IPv6
+ * address without its brackets, no port), or NULL past the list's end.
+ * @note Valid as long as c. */
+const char *ringkv_host_name(const ringkv *c, size_t i);
 
 /* ---- pipelined API ---------------------------------------------------- */
 
@@ -155,10 +186,10 @@ int ringkv_recv(ringkv *c, struct wire_cresp *out, int timeout_ms);
 /* ---- synchronous API -------------------------------------------------- */
 
 /* Whether applying req twice is harmless, so it may be resent when its
- * outcome is unknown: HELLO, PING, GET, MGET, STATUS, RING, ENDPOINTS,
- * METRICS, NETSTATS. Not PUT or DEL (see ringkv_call) nor the admin ops
- * that change the cluster (JOIN, DECOMMISSION, REMOVENODE, REPAIR,
- * CLEANUP, ABORT). */
+ * outcome is unknown: HELLO, PING, GET, MGET, SCAN, STATUS, RING,
+ * ENDPOINTS, METRICS, NETSTATS, LISTSNAPSHOTS. Not PUT or DEL (see ringkv_call)
+ * nor the admin ops that change the cluster (JOIN, DECOMMISSION, REMOVENODE,
+ * REPAIR, CLEANUP, ABORT). */
 bool ringkv_idempotent(const struct wire_creq *req);
 
 /* Send req and wait for its response (opts.timeout_ms). On a connection
@@ -203,5 +234,25 @@ int ringkv_put(ringkv *c,
 
 /* DEL key. */
 int ringkv_del(ringkv *c, const void *key, size_t klen);
+
+/* Called by ringkv_scan for each key; a nonzero return stops it and is
+ * returned. @note key lives only during the call. */
+typedef int (*ringkv_key_cb)(const uint8_t *key, size_t len, void *arg);
+
+/* One SCAN call (docs/protocol.md): the live keys from *cursor on (0
+ * starts a scan), in token order, that match the glob `match` (NULL: all),
+ * about `count` keys' work (0: the server's default, 10; at most
+ * WIRE_CSCAN_MAX). On success cb has seen each key the call returned
+ * (maybe none) and *cursor is where the next call goes on: 0 when the
+ * scan is over. A key present from the first call to the last is seen at
+ * least once, whatever the ring does meanwhile; one written or deleted
+ * during the scan may be seen or not. Returns 0, cb's nonzero return, or
+ * an error (*cursor unchanged: call again to retry). */
+int ringkv_scan(ringkv *c,
+                uint64_t *cursor,
+                const char *match,
+                uint32_t count,
+                ringkv_key_cb cb,
+                void *arg);
 
 #endif

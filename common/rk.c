@@ -1,12 +1,15 @@
 /*
- * rk.c - names for ringkv's error codes, and reading a file whole.
+ * rk.c - names for ringkv's error codes, and reading and writing a file
+ * whole.
  */
 #include "common/rk.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct {
     int code;
@@ -32,6 +35,9 @@ static const struct {
     {RK_ENOTSUP, "NOT_IMPLEMENTED", "not implemented in this version"},
     {RK_ECLOCKSKEW, "CLOCK_SKEW",
      "timestamp more than max_clock_drift_ms ahead of a replica's clock"},
+    {RK_EOLDRING, "OLD_RING",
+     "the coordinator's ring epoch is older than the replica's"},
+    {RK_ENOPERM, "NOPERM", "the user's role may not run this command"},
 };
 
 #define RK__NERRS (sizeof(rk__errs) / sizeof(rk__errs[0]))
@@ -131,4 +137,44 @@ int rk_read_file(const char *path, size_t max, char **out, size_t *len)
     *out = buf;
     *len = n;
     return 0;
+}
+
+int rk_fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    int rc = fsync(fd) == 0 ? 0 : -errno;
+    close(fd);
+    return rc;
+}
+
+int rk_write_file_atomic(const char *dir, const char *name, const char *text)
+{
+    char path[4096], tmp[4096];
+    int k = snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (k < 0 || (size_t)k >= sizeof(path) ||
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= (int)sizeof(tmp))
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    int rc = 0;
+    size_t len = strlen(text), off = 0;
+    while (rc == 0 && off < len) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno != EINTR)
+            rc = -errno;
+        else if (w > 0)
+            off += (size_t)w;
+    }
+    if (rc == 0 && fsync(fd) != 0)
+        rc = -errno;
+    if (close(fd) != 0 && rc == 0)
+        rc = -errno;
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = -errno;
+    if (rc)
+        unlink(tmp);
+    return rc == 0 ? rk_fsync_dir(dir) : rc;
 }

@@ -23,8 +23,8 @@ struct rk_slice {
 
 #define RK_SLICE(ptr, n) ((struct rk_slice){(const uint8_t *)(ptr), (n)})
 
-/* ringkv's own error codes. The first eight, RK_ENOTSUP and RK_ECLOCKSKEW
- * are the typed errors that cross the client protocols; their names
+/* ringkv's own error codes. The first eight, RK_ENOTSUP, RK_ECLOCKSKEW and
+ * RK_ENOPERM are the typed errors that cross the client protocols; their names
  * (rk_errname) are part of the protocol. New codes go at the end, below the
  * last one. */
 #define RK_ERR_BASE -31000
@@ -47,7 +47,10 @@ enum rk_err {
     RK_EINTERNAL = RK_ERR_BASE - 15,  /* a bug: an invariant failed */
     RK_ENOTSUP = RK_ERR_BASE - 16,    /* NOT_IMPLEMENTED in this version */
     RK_ECLOCKSKEW = RK_ERR_BASE - 17, /* timestamp too far ahead of a clock */
-    RK_ERR_LAST = RK_ERR_BASE - 17
+    RK_EOLDRING = RK_ERR_BASE - 18,   /* internode: the sender's ring epoch
+                                         is older than the replica's */
+    RK_ENOPERM = RK_ERR_BASE - 19,    /* the user's role may not run it */
+    RK_ERR_LAST = RK_ERR_BASE - 19
 };
 
 /* Human-readable description of any code: 0, -errno or RK_E*. Never NULL;
@@ -70,6 +73,17 @@ int rk_errcode(const char *name);
  * its *len bytes; the caller frees it). 0, -EFBIG if it is longer than
  * `max` bytes, -ENOMEM, or the -errno of opening or reading it. */
 int rk_read_file(const char *path, size_t max, char **out, size_t *len);
+
+/* fsync the directory `dir` (so the names created, renamed or removed in
+ * it last). 0 or -errno. Blocks: off the loop thread. */
+int rk_fsync_dir(const char *dir);
+
+/* Write the NUL-terminated `text` to dir/name atomically: to
+ * dir/name.tmp, synced, renamed over dir/name, then dir synced. A reader
+ * sees the old file or the new one whole, after a crash too. 0,
+ * -ENAMETOOLONG, or the -errno of a step (the .tmp removed). Blocks: off
+ * the loop thread. */
+int rk_write_file_atomic(const char *dir, const char *name, const char *text);
 
 /* qsort / bsearch comparator of uint64_t, ascending. */
 int rk_u64_cmp(const void *a, const void *b);

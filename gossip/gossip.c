@@ -195,6 +195,26 @@ long gossip__ep_find(const gossip *g, const void *name, size_t len)
     return -1;
 }
 
+const char *gossip__ep_addr(const struct gossip__ep *e)
+{
+    const struct gossip__state *s = &e->st[GOSSIP_KEY_ADDRESS];
+    if (s->len == 0 || s->len > GOSSIP_ADDR_MAX ||
+        memchr(s->val, '\0', s->len) != NULL)
+        return NULL;
+    return (const char *)s->val;
+}
+
+const struct gossip__ep *gossip__ep_at(const gossip *g, const char *to)
+{
+    size_t len = strlen(to);
+    for (size_t i = 1; i < g->n_eps; i++) {
+        const struct gossip__state *s = &g->eps[i].st[GOSSIP_KEY_ADDRESS];
+        if (s->len == len && memcmp(s->val, to, len) == 0)
+            return &g->eps[i];
+    }
+    return NULL;
+}
+
 int gossip__ep_add(gossip *g, const void *name, size_t len, size_t *out_idx)
 {
     if (g->n_eps == g->cap_eps) {
@@ -299,6 +319,14 @@ int gossip__fd_arrival(gossip *g,
                        uint64_t now,
                        struct gossip_out *out)
 {
+    if (e->convicted) {
+        /* Held DOWN by the probe detector: relayed heartbeats go on
+         * arriving after a death. Only a refutation brings it back; tell it,
+         * in case it lives and does not know. */
+        e->has_arrival = true;
+        e->last_arrival = now;
+        return out != NULL ? gossip__probe_heartbeat(g, e, now, out) : 0;
+    }
     if (!e->has_arrival || e->iv_n == 0)
         gossip__fd_sample(e, 2u * g->interval_ms);
     else if (e->up && now >= e->last_arrival)
@@ -307,6 +335,8 @@ int gossip__fd_arrival(gossip *g,
     e->last_arrival = now;
     if (!e->up) {
         e->up = true;
+        if (e->up_first == 0)
+            e->up_first = now ? now : 1;
         if (out != NULL && gossip__ev_push(out, GOSSIP_EV_UP, e->name) == NULL)
             return -ENOMEM;
     }
@@ -403,21 +433,26 @@ void gossip__epoch_seen(gossip *g, uint64_t epoch)
         g->max_epoch = epoch;
 }
 
+int gossip__own_u64_set(gossip *g, unsigned key, uint64_t v)
+{
+    char buf[24];
+    int n = snprintf(buf, sizeof(buf), "%" PRIu64, v);
+    struct gossip__ep *self = &g->eps[0];
+    int rc = gossip__ep_store(self, key, self->version + 1, buf, (size_t)n);
+    if (rc == 0)
+        self->version++;
+    return rc;
+}
+
 /* Keeps this node's RING_EPOCH equal to the highest epoch known. */
 int gossip__own_ring_epoch_sync(gossip *g)
 {
     if (g->own_ring_epoch >= g->max_epoch)
         return 0;
-    char buf[24];
-    int n = snprintf(buf, sizeof(buf), "%" PRIu64, g->max_epoch);
-    struct gossip__ep *self = &g->eps[0];
-    int rc = gossip__ep_store(self, GOSSIP_KEY_RING_EPOCH, self->version + 1,
-                              buf, (size_t)n);
-    if (rc != 0)
-        return rc;
-    self->version++;
-    g->own_ring_epoch = g->max_epoch;
-    return 0;
+    int rc = gossip__own_u64_set(g, GOSSIP_KEY_RING_EPOCH, g->max_epoch);
+    if (rc == 0)
+        g->own_ring_epoch = g->max_epoch;
+    return rc;
 }
 
 int gossip__stale_check(gossip *g, struct gossip_out *out)
@@ -460,6 +495,11 @@ void gossip_ring_applied(gossip *g, uint64_t epoch)
 bool gossip_ring_stale(const gossip *g)
 {
     return g->max_epoch > g->applied_epoch;
+}
+
+void gossip_epoch_heard(gossip *g, uint64_t epoch)
+{
+    gossip__epoch_seen(g, epoch);
 }
 
 /* A STATUS value landed on e (self or peer): track status, epochs and, for a
@@ -514,7 +554,10 @@ int gossip_new(gossip **out, const struct gossip_config *cfg)
         cfg->n_seeds > GOSSIP_SEEDS_MAX ||
         (cfg->n_seeds > 0 && cfg->seeds == NULL) || !(cfg->phi_threshold > 0) ||
         cfg->interval_ms == 0 || cfg->max_packet < 1024 ||
-        cfg->max_packet > WIRE_GOSSIP_MAX_PACKET)
+        cfg->max_packet > WIRE_GOSSIP_MAX_PACKET ||
+        (cfg->suspicion_max_ms != 0 &&
+         cfg->suspicion_max_ms <
+             (cfg->suspicion_ms ? cfg->suspicion_ms : cfg->interval_ms)))
         return RK_ECONFIG;
     for (size_t i = 0; i < cfg->n_seeds; i++) {
         if (cfg->seeds[i] == NULL || cfg->seeds[i][0] == '\0' ||
@@ -553,8 +596,13 @@ int gossip_new(gossip **out, const struct gossip_config *cfg)
         goto free_table;
     g->eps[self].generation = cfg->generation;
     g->eps[self].up = true;
+    if (gossip__fresh_init(g, cfg) != 0 || gossip__probe_init(g, cfg) != 0)
+        goto free_states;
     *out = g;
     return 0;
+
+free_states:
+    gossip__ep_clear_states(&g->eps[self]);
 
 free_table:
     free(g->index);
@@ -574,6 +622,7 @@ void gossip_free(gossip *g)
         return;
     for (size_t i = 0; i < g->n_eps; i++)
         gossip__ep_clear_states(&g->eps[i]);
+    gossip__probe_free(g);
     free(g->eps);
     free(g->index);
     free(g->tombs);
@@ -618,7 +667,9 @@ int gossip_state_set(gossip *g,
                      size_t len)
 {
     if ((unsigned)key >= GOSSIP_KEY_COUNT || key == GOSSIP_KEY_STATUS ||
-        key == GOSSIP_KEY_RING_EPOCH || (len > 0 && value == NULL))
+        key == GOSSIP_KEY_RING_EPOCH || key == GOSSIP_KEY_INCARNATION ||
+        key == GOSSIP_KEY_CLOCK || key == GOSSIP_KEY_FRESH ||
+        (len > 0 && value == NULL))
         return RK_EBADREQ;
     if (key == GOSSIP_KEY_ADDRESS &&
         (len == 0 || len > GOSSIP_ADDR_MAX || memchr(value, '\0', len) != NULL))
@@ -746,6 +797,9 @@ int gossip_peer_get(struct gossip_peer_info *out,
     out->up = i == 0 ? true : e->up;
     out->quarantined = e->quarantined;
     out->phi = i == 0 ? 0.0 : gossip__fd_phi(e, now_ms);
+    out->probes = i == 0 ? g->probe_on : e->probes;
+    out->suspect = i != 0 && e->suspect;
+    out->incarnation = i == 0 ? g->incarnation : e->incarnation;
     out->generation = e->generation;
     out->version = e->version;
     out->status = e->status;
@@ -754,6 +808,9 @@ int gossip_peer_get(struct gossip_peer_info *out,
         out->state[k] = RK_SLICE(e->st[k].val, e->st[k].len);
         out->state_version[k] = e->st[k].version;
     }
+    if (i != 0)
+        out->clock_known =
+            gossip__clock_offset(&out->clock_offset_ms, g, e, now_ms);
     return 0;
 }
 
@@ -773,4 +830,5 @@ int gossip_peer_find(struct gossip_peer_info *out,
 void gossip_stats_get(struct gossip_stats *out, const gossip *g)
 {
     *out = g->stats;
+    out->health = g->health;
 }

@@ -6,7 +6,10 @@
  * down peer and to a seed; the receiver answers an ACK with the deltas the
  * sender lacks and requests for what it lacks itself; an ACK2 completes the
  * round. Every packet carries the cluster name and a MAC (wire/gossip_msg.h);
- * packets that fail are dropped and counted.
+ * packets that fail are dropped and counted. Every packet is numbered
+ * (boot, seq) inside the MAC, and replays are dropped; replies go to the
+ * sender's gossiped address, or, to a sender that is not a known member,
+ * to the source with no more bytes than it sent (fresh.c).
  *
  * Each endpoint has a generation (set at start, larger at every restart), a
  * version that grows at every heartbeat and state change, and versioned
@@ -14,7 +17,16 @@
  * replayed or reordered packet never rolls a state back, a higher generation
  * replaces the old state wholesale and an older one is ignored.
  *
- * A phi-accrual detector marks peers UP and DOWN. DOWN only changes routing;
+ * Two failure detectors mark peers UP and DOWN (probe.c's opening comment
+ * has the details). Peers that announce an INCARNATION speak the probe
+ * protocol (SWIM with Lifeguard's refinements, wire/gossip_probe.h): each
+ * node pings one peer every probe period, asks k others to ping it when the
+ * ack is late, suspects it when none answers, spreads the suspicion as a
+ * rumor, and convicts it when the suspicion outlives a timeout that
+ * shortens as other nodes confirm it; the suspected node refutes by raising
+ * its incarnation. A phi-accrual detector over heartbeats remains for every
+ * peer (the only one for peers that do not speak probes, and the one by
+ * which a cut-off node sees the others go). DOWN only changes routing;
  * only STATUS and TOKENS changes (join, leave, removenode) change membership.
  * Every membership transition is stamped with an epoch one above the highest
  * seen; nodes gossip the highest epoch they know (RING_EPOCH) and a node whose
@@ -54,9 +66,17 @@ enum gossip_key {
     GOSSIP_KEY_RACK = 3,    /* text */
     GOSSIP_KEY_ADDRESS = 4, /* "host:port" of the gossip socket */
     GOSSIP_KEY_LOAD = 5,    /* decimal bytes */
-    GOSSIP_KEY_RING_EPOCH = 6, /* decimal, highest epoch known; gossip-owned */
-    GOSSIP_KEY_SCHEMA = 7,     /* replication settings, opaque text */
-    GOSSIP_KEY_COUNT = 8
+    GOSSIP_KEY_RING_EPOCH = 6,  /* decimal, highest epoch known; gossip-owned */
+    GOSSIP_KEY_SCHEMA = 7,      /* replication settings, opaque text */
+    GOSSIP_KEY_INCARNATION = 8, /* decimal; gossip-owned. Its presence says
+                                   the node speaks the probe protocol */
+    GOSSIP_KEY_CLOCK = 9,       /* "1"; gossip-owned. Its presence says the node
+                                   reads packets stamped with a wall clock */
+    GOSSIP_KEY_FRESH = 10,      /* "1"; gossip-owned. Its presence says the node
+                                   numbers its packets (boot, seq) and reads
+                                   numbered ones: its unnumbered packets are
+                                   replays (fresh.c) */
+    GOSSIP_KEY_COUNT = 11
 };
 
 enum gossip_status {
@@ -81,12 +101,26 @@ struct gossip_config {
     uint32_t interval_ms;     /* expected tick period; default 1000 */
     size_t max_packet;        /* bytes per datagram, 1024..65507; 8192 */
     uint64_t quarantine_ms;   /* LEFT/REMOVED kept this long; 72 h */
+    /* The probe detector (probe.c). Off: phi-accrual alone, as before it,
+     * and this node neither probes nor announces an INCARNATION. */
+    bool probe;
+    uint32_t probe_interval_ms; /* one peer probed per period; 0: interval/3 */
+    uint32_t probe_timeout_ms;  /* direct ack wait; 0: interval/2 */
+    uint32_t indirect_probes;   /* peers asked to probe a silent one; 3 */
+    uint32_t suspicion_ms;      /* shortest suspicion; 0: interval */
+    uint32_t suspicion_max_ms;  /* longest (unconfirmed); 0: 5 x shortest */
+    /* Number every packet (boot, seq), announce FRESH and drop replays
+     * (fresh.c). Off: as a node that predates numbers, to test mixed
+     * versions (it still reads numbered packets, which such a node does
+     * not; nobody sends it one once it is known). */
+    bool numbered;
 };
 
 #define GOSSIP_CONFIG_INIT                                             \
     {                                                                  \
         .phi_threshold = 8.0, .interval_ms = 1000, .max_packet = 8192, \
-        .quarantine_ms = UINT64_C(72) * 3600 * 1000, .generation = 1   \
+        .quarantine_ms = UINT64_C(72) * 3600 * 1000, .generation = 1,  \
+        .probe = true, .indirect_probes = 3, .numbered = true          \
     }
 
 /* ---- output of recv and tick ------------------------------------------- */
@@ -96,6 +130,7 @@ enum gossip_event_type {
     GOSSIP_EV_RESTARTED,  /* an endpoint came back with a new generation */
     GOSSIP_EV_UP,         /* failure detector: peer alive (name) */
     GOSSIP_EV_DOWN,       /* failure detector: peer convicted (name) */
+    GOSSIP_EV_SUSPECT,    /* probe detector: peer suspected (name) */
     GOSSIP_EV_STATE,      /* a peer's application state changed (name, key) */
     GOSSIP_EV_MEMBERSHIP, /* STATUS/TOKENS/DC/RACK/ADDRESS changed somewhere:
                              rebuild the ring (once per call at most) */
@@ -104,6 +139,10 @@ enum gossip_event_type {
     GOSSIP_EV_EVICTED,        /* quarantine over, endpoint forgotten (name) */
     GOSSIP_EV_AUTH_FAIL,      /* packet with a bad MAC or cluster name (addr) */
     GOSSIP_EV_BAD_PACKET,     /* malformed packet (addr, err) */
+    GOSSIP_EV_REPLAYED,       /* a packet of `name` seen already, of an
+                                 older boot of it, too far behind its newest,
+                                 or unnumbered from a node that numbers its
+                                 packets: dropped (addr, name) */
 };
 
 struct gossip_event {
@@ -149,12 +188,17 @@ void gossip_free(gossip *g);
 
 /* ---- driving it --------------------------------------------------------- */
 
-/* Handle one datagram received from address `from` (used as the reply
- * address; "host:port", at most GOSSIP_ADDR_MAX bytes). Replies and events go
- * to out. Bad packets are dropped, counted and reported as an event.
- * Returns 0 when the packet was processed, RK_EAUTH (bad MAC or cluster
- * name), RK_EPROTO / RK_EVERSION (malformed), -ENOMEM (the state stays
- * consistent; out may miss some replies). */
+/* Handle one datagram received from address `from` ("host:port", at most
+ * GOSSIP_ADDR_MAX bytes). Replies and events go to out. Replies go to the
+ * sender's gossiped ADDRESS when it is a known member, never to `from`
+ * (which anybody can forge); to a sender that is not, they go to `from`
+ * only if they take no more bytes than the packet did, or at once in full
+ * if the packet itself gave the sender's ADDRESS and it is `from` (fresh.c:
+ * no reflection, no amplification). Bad packets are dropped, counted and
+ * reported as an event; so are replays (GOSSIP_EV_REPLAYED, returns 0).
+ * Returns 0 when the packet was processed or dropped as a replay, RK_EAUTH
+ * (bad MAC or cluster name), RK_EPROTO / RK_EVERSION (malformed), -ENOMEM
+ * (the state stays consistent; out may miss some replies). */
 int gossip_recv(gossip *g,
                 uint64_t now_ms,
                 const char *from,
@@ -165,6 +209,16 @@ int gossip_recv(gossip *g,
 /* One gossip round: heartbeat, failure detection, quarantine expiry and SYNs
  * to the chosen peers. Call every interval_ms. Returns 0 or -ENOMEM. */
 int gossip_tick(gossip *g, uint64_t now_ms, struct gossip_out *out);
+
+/* The probe detector's clock: when gossip_timer wants to be called next
+ * (UINT64_MAX: nothing pending; it may be in the past). It moves after every
+ * call that changes g, so the caller asks again after each. */
+uint64_t gossip_timer_due(const gossip *g);
+
+/* Start the probes due, act on late acks (indirect probes, suspicion) and
+ * expired suspicions (conviction). Calling it early does nothing harmful.
+ * Returns 0 or -ENOMEM. */
+int gossip_timer(gossip *g, uint64_t now_ms, struct gossip_out *out);
 
 /* ---- this node's application states ------------------------------------ */
 
@@ -215,9 +269,12 @@ int gossip_peer_status_set(gossip *g,
 struct gossip_peer_info {
     const char *name; /* borrowed */
     bool self;
-    bool up;          /* failure detector verdict (self: always true) */
-    bool quarantined; /* LEFT/REMOVED, waiting for eviction */
-    double phi;       /* current suspicion (0 for self / never heard) */
+    bool up;              /* failure detector verdict (self: always true) */
+    bool quarantined;     /* LEFT/REMOVED, waiting for eviction */
+    double phi;           /* current suspicion (0 for self / never heard) */
+    bool probes;          /* speaks the probe protocol */
+    bool suspect;         /* probe detector: suspected, not yet convicted */
+    uint64_t incarnation; /* highest known (self: its own) */
     uint64_t generation;
     uint64_t version; /* heartbeat: highest version known */
     enum gossip_status status;
@@ -225,6 +282,10 @@ struct gossip_peer_info {
     /* Application states, borrowed; empty slice if unset. */
     struct rk_slice state[GOSSIP_KEY_COUNT];
     uint64_t state_version[GOSSIP_KEY_COUNT];
+    /* Its wall clock minus this node's, estimated from the stamps of its
+     * recent packets (gossip_wall_set); clock_known false: none fresh. */
+    bool clock_known;
+    int64_t clock_offset_ms;
 };
 
 /* Number of endpoints known, self included (index 0 is always self). */
@@ -244,6 +305,40 @@ int gossip_peer_find(struct gossip_peer_info *out,
                      const char *name,
                      uint64_t now_ms);
 
+/* ---- wall clocks -------------------------------------------------------- */
+
+/* This node's wall clock (Unix ms), set before each recv, tick and timer:
+ * SYN, ACK and ACK2 to peers that announce CLOCK carry it, and the stamps
+ * of the packets received are compared with it. The first non-zero call
+ * announces CLOCK. Wall clocks only feed the estimates below: they never
+ * move anything else (no HLC travels in gossip). 0: none (nothing is
+ * stamped or estimated; the simulator's default). */
+void gossip_wall_set(gossip *g, uint64_t wall_ms);
+
+/* How this node's wall clock compares with its live peers'. Each peer's
+ * offset is the largest of its last GOSSIP__CLOCK_SAMPLES stamps minus
+ * this node's clock on receipt (one-way: the network delay makes a peer
+ * look behind; the largest is the least delayed), counted while its
+ * newest sample is younger than GOSSIP_CLOCK_FRESH_INTERVALS intervals. */
+#define GOSSIP_CLOCK_FRESH_INTERVALS 30
+struct gossip_clock_view {
+    size_t live;       /* live peers (UP, not quarantined) */
+    size_t fresh;      /* of those, with a fresh estimate */
+    size_t far;        /* of those, more than max_drift_ms away */
+    bool skewed;       /* far >= 1, far > fresh / 2, fresh > live / 2 */
+    int64_t offset_ms; /* this node's clock minus its peers' (the median
+                          over the fresh ones, at most 64; of two middle
+                          ones the nearer to 0); 0 if none */
+};
+
+/* Fills *out as of now_ms. max_drift_ms 0: nothing is far, never skewed.
+ * With two nodes whose clocks differ, both are skewed: no majority can
+ * tell which one is wrong. */
+void gossip_clock_view(struct gossip_clock_view *out,
+                       const gossip *g,
+                       uint64_t now_ms,
+                       uint64_t max_drift_ms);
+
 /* ---- ring epochs -------------------------------------------------------- */
 
 /* Highest epoch known from any STATUS or RING_EPOCH. */
@@ -258,6 +353,13 @@ void gossip_ring_applied(gossip *g, uint64_t epoch);
 /* True while an epoch newer than the applied ring is known: coordinate
  * nothing (RK_ESTALE) until caught up. */
 bool gossip_ring_stale(const gossip *g);
+/* An epoch learned outside gossip: a replica refused a request planned on
+ * the applied ring as older than its own (RK_EOLDRING), so some member has
+ * applied `epoch` (a lower bound of its own) or later. Known from now on,
+ * as if gossip had said it: the node is stale until its ring reaches it
+ * (GOSSIP_EV_RING_STALE by the next recv or tick), and gossips it as its
+ * RING_EPOCH once it next receives a packet. */
+void gossip_epoch_heard(gossip *g, uint64_t epoch);
 
 /* ---- helpers for state values ------------------------------------------- */
 
@@ -281,10 +383,25 @@ struct gossip_stats {
     uint64_t rx_auth_fail;     /* bad MAC */
     uint64_t rx_wrong_cluster; /* good MAC, other cluster name */
     uint64_t rx_malformed;
-    uint64_t deltas_applied; /* deltas that moved a version forward */
-    uint64_t deltas_ignored; /* old, replayed, gapped or quarantined */
+    uint64_t rx_replayed;      /* dropped: seen already, older boot, too far
+                                  behind, or unnumbered from a node that
+                                  numbers its packets (fresh.c) */
+    uint64_t replies_withheld; /* replies to a sender that is not a known
+                                  member, not sent: more bytes than its
+                                  packet */
+    uint64_t deltas_applied;   /* deltas that moved a version forward */
+    uint64_t deltas_ignored;   /* old, replayed, gapped or quarantined */
     uint64_t rounds;
     uint64_t syn_back; /* SYNs sent back to a SYN that missed endpoints */
+    /* the probe detector */
+    uint64_t rx_probe, tx_probe; /* probe packets (all five types) */
+    uint64_t probes;             /* probes started by this node */
+    uint64_t probes_indirect;    /* of which went on to indirect probes */
+    uint64_t probes_failed;      /* of which nobody answered: suspicion */
+    uint64_t suspicions;         /* suspicions started (own or heard) */
+    uint64_t convictions;        /* suspicions that ran out: DOWN */
+    uint64_t refutations;        /* times this node refuted a suspicion */
+    uint32_t health;             /* Lifeguard local health (0: healthy) */
 };
 
 void gossip_stats_get(struct gossip_stats *out, const gossip *g);

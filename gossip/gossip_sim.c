@@ -1,11 +1,14 @@
 /*
  * gossip_sim.c - fake clock, fake lossy network, N gossip state machines.
  *
- * A binary heap orders two kinds of events by (time, sequence): a node's
- * tick, which schedules the next one interval_ms later, and the delivery of a
- * datagram. Packets a node emits are copied into deliveries with a random
- * delay, or dropped, or doubled. The sequence number breaks time ties, so
- * the order is total and the run is a function of the seed.
+ * A binary heap orders three kinds of events by (time, sequence): a node's
+ * tick, which schedules the next one interval_ms later, the delivery of a
+ * datagram, and a node's failure-detector timer (gossip_timer), armed for
+ * gossip_timer_due after everything the node does; a timer item that is no
+ * longer the node's armed one is skipped. Packets a node emits are copied into
+ * deliveries with a random delay, or dropped, or doubled. The sequence number
+ * breaks time ties, so the order is total and the run is a function of the
+ * seed.
  */
 #include "gossip/gossip_sim.h"
 
@@ -14,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum sim_kind { SIM_TICK, SIM_DELIVER };
+enum sim_kind { SIM_TICK, SIM_DELIVER, SIM_TIMER };
 
 struct sim_item {
     uint64_t time, seq;
@@ -29,6 +32,8 @@ struct gossip_sim {
     struct gossip_sim_config cfg;
     gossip **nodes;
     bool *isolated;
+    bool *dead;
+    uint64_t *timer_at; /* the armed timer of each node, UINT64_MAX: none */
     uint64_t rng, now, seq;
     struct sim_item *heap;
     size_t n_heap, cap_heap;
@@ -106,6 +111,8 @@ static void node_addr(char *buf, size_t cap, size_t i)
     snprintf(buf, cap, "sim:%zu", i);
 }
 
+static int timer_arm(gossip_sim *s, size_t node);
+
 static int node_setup(gossip_sim *s, size_t i)
 {
     char name[32], addr[32], rack[16];
@@ -136,6 +143,7 @@ static int node_setup(gossip_sim *s, size_t i)
     gc.phi_threshold = s->cfg.phi_threshold;
     gc.interval_ms = s->cfg.interval_ms;
     gc.max_packet = s->cfg.max_packet;
+    gc.probe = !s->cfg.no_probe;
     int rc = gossip_new(&s->nodes[i], &gc);
     if (rc != 0)
         return rc;
@@ -155,7 +163,8 @@ static int node_setup(gossip_sim *s, size_t i)
     gossip_ring_applied(g, 1);
     struct sim_item tick = {
         .time = sim_rng(s) % s->cfg.interval_ms, .kind = SIM_TICK, .node = i};
-    return heap_push(s, tick);
+    rc = heap_push(s, tick);
+    return rc != 0 ? rc : timer_arm(s, i);
 }
 
 int gossip_sim_new(gossip_sim **out, const struct gossip_sim_config *cfg)
@@ -171,9 +180,14 @@ int gossip_sim_new(gossip_sim **out, const struct gossip_sim_config *cfg)
     gossip_out_init(&s->out);
     s->nodes = calloc(cfg->n_nodes, sizeof(*s->nodes));
     s->isolated = calloc(cfg->n_nodes, sizeof(*s->isolated));
+    s->dead = calloc(cfg->n_nodes, sizeof(*s->dead));
+    s->timer_at = malloc(cfg->n_nodes * sizeof(*s->timer_at));
     int rc = -ENOMEM;
-    if (s->nodes == NULL || s->isolated == NULL)
+    if (s->nodes == NULL || s->isolated == NULL || s->dead == NULL ||
+        s->timer_at == NULL)
         goto fail;
+    for (size_t i = 0; i < cfg->n_nodes; i++)
+        s->timer_at[i] = UINT64_MAX;
     for (size_t i = 0; i < cfg->n_nodes; i++)
         if ((rc = node_setup(s, i)) != 0)
             goto fail;
@@ -195,6 +209,8 @@ void gossip_sim_free(gossip_sim *s)
     free(s->heap);
     free(s->nodes);
     free(s->isolated);
+    free(s->dead);
+    free(s->timer_at);
     gossip_out_free(&s->out);
     free(s);
 }
@@ -211,7 +227,8 @@ static int send_one(gossip_sim *s, size_t from, const struct gossip_packet *p)
     if (copies == 2)
         s->counters.pkts_duplicated++;
     for (int c = 0; c < copies; c++) {
-        if (s->isolated[from] || s->isolated[to] || sim_unit(s) < s->cfg.loss) {
+        if (s->isolated[from] || s->isolated[to] || s->dead[to] ||
+            sim_unit(s) < s->cfg.loss) {
             s->counters.pkts_lost++;
             continue;
         }
@@ -234,6 +251,21 @@ static int send_one(gossip_sim *s, size_t from, const struct gossip_packet *p)
         }
     }
     return 0;
+}
+
+/* Arm node's timer for when its failure detector wants it. */
+static int timer_arm(gossip_sim *s, size_t node)
+{
+    uint64_t due = gossip_timer_due(s->nodes[node]);
+    if (due == UINT64_MAX || s->dead[node])
+        return 0;
+    if (due < s->now)
+        due = s->now;
+    if (due >= s->timer_at[node])
+        return 0;
+    s->timer_at[node] = due;
+    struct sim_item it = {.time = due, .kind = SIM_TIMER, .node = node};
+    return heap_push(s, it);
 }
 
 static int handle_out(gossip_sim *s, size_t node)
@@ -264,7 +296,7 @@ static int handle_out(gossip_sim *s, size_t node)
         if (rc != 0)
             return rc;
     }
-    return 0;
+    return timer_arm(s, node);
 }
 
 int gossip_sim_inject(
@@ -283,11 +315,20 @@ int gossip_sim_run(gossip_sim *s, uint64_t until_ms)
         struct sim_item it = heap_pop(s);
         s->now = it.time;
         int rc;
+        if (s->dead[it.node]) {
+            free(it.buf);
+            continue;
+        }
         if (it.kind == SIM_TICK) {
             rc = gossip_tick(s->nodes[it.node], s->now, &s->out);
             it.time += s->cfg.interval_ms;
             if (rc == 0)
                 rc = heap_push(s, it);
+        } else if (it.kind == SIM_TIMER) {
+            if (it.time != s->timer_at[it.node])
+                continue; /* re-armed since */
+            s->timer_at[it.node] = UINT64_MAX;
+            rc = gossip_timer(s->nodes[it.node], s->now, &s->out);
         } else {
             char from[32];
             node_addr(from, sizeof(from), it.from);
@@ -319,6 +360,26 @@ void gossip_sim_isolate(gossip_sim *s, size_t i, bool isolated)
 {
     if (i < s->cfg.n_nodes)
         s->isolated[i] = isolated;
+}
+
+size_t gossip_sim_down_count(const gossip_sim *s, size_t i)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "n%zu", i);
+    size_t down = 0;
+    for (size_t k = 0; k < s->cfg.n_nodes; k++) {
+        struct gossip_peer_info pi;
+        if (k != i && gossip_peer_find(&pi, s->nodes[k], name, s->now) == 0 &&
+            !pi.up)
+            down++;
+    }
+    return down;
+}
+
+void gossip_sim_kill(gossip_sim *s, size_t i)
+{
+    if (i < s->cfg.n_nodes)
+        s->dead[i] = true;
 }
 
 void gossip_sim_counters_get(struct gossip_sim_counters *out,

@@ -33,6 +33,7 @@ struct gossip_sim_config {
     size_t n_seeds;  /* nodes 0..n_seeds-1 are the seeds */
     size_t n_tokens; /* tokens per node */
     double phi_threshold;
+    bool no_probe; /* phi-accrual alone (gossip_config.probe = false) */
     /* Called for every event of every node, may be NULL. */
     void (*on_event)(void *arg, size_t node, const struct gossip_event *ev);
     void *arg;
@@ -62,6 +63,13 @@ gossip *gossip_sim_node(gossip_sim *s, size_t i);
 
 /* Cut node i off (every packet to or from it is lost) or heal it. */
 void gossip_sim_isolate(gossip_sim *s, size_t i, bool isolated);
+
+/* How many nodes other than node i see it DOWN (the failure detectors'
+ * verdict on it, as of now). */
+size_t gossip_sim_down_count(const gossip_sim *s, size_t i);
+
+/* Kill node i: it stops ticking, sending and receiving, for good. */
+void gossip_sim_kill(gossip_sim *s, size_t i);
 
 /* Inject a raw datagram to node `to` as if sent from address `from`. */
 int gossip_sim_inject(

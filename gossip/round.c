@@ -20,6 +20,7 @@
 #include "gossip/gossip.h"
 #include "gossip/gossip_internal.h"
 #include "wire/gossip_msg.h"
+#include "wire/gossip_probe.h"
 #include "wire/wire.h"
 
 #define LOCAL_PAUSE_TICKS 5 /* a tick this late means we were paused */
@@ -32,6 +33,7 @@ struct builder {
     gossip *g;
     enum wire_gossip_type type;
     const char *to;
+    uint64_t wall; /* the stamp of every packet (0: none) */
     struct gossip_out *out;
     size_t used; /* bytes the current packet will take (upper bound) */
     struct wire_gossip_digest *dg;
@@ -45,9 +47,12 @@ struct builder {
 
 size_t gossip__builder_base(const gossip *g)
 {
+    /* with room for a stamp and numbers, whoever the packet is for */
     return wire_gossip_size_base(g->cluster_len, g->eps[0].name_len,
                                  WIRE_GOSSIP_MAX_DIGESTS,
-                                 WIRE_GOSSIP_MAX_DELTAS);
+                                 WIRE_GOSSIP_MAX_DELTAS) +
+           wire_gossip_size_clock(UINT64_MAX) +
+           wire_gossip_size_fresh(UINT64_MAX, UINT64_MAX);
 }
 
 static void builder_init(struct builder *b,
@@ -60,6 +65,7 @@ static void builder_init(struct builder *b,
     b->g = g;
     b->type = type;
     b->to = to;
+    b->wall = gossip__clock_stamp(g, to);
     b->out = out;
     b->used = gossip__builder_base(g);
 }
@@ -92,7 +98,9 @@ static int builder_flush(struct builder *b)
         .n_digests = b->n_dg,
         .deltas = b->dl,
         .n_deltas = b->n_dl,
+        .wall_ms = b->wall,
     };
+    gossip__fresh_stamp(g, b->to, &m.boot, &m.seq);
     uint8_t *buf;
     size_t len;
     int rc = wire_gossip_msg_encode(&buf, &len, &m, &g->key);
@@ -260,6 +268,9 @@ struct recv_ctx {
     struct rk_slice sender;
     struct gossip_out *out;
     bool membership;
+    const char *src; /* the datagram's source address */
+    bool known;      /* the sender is a known member: replies go to... */
+    char reply[GOSSIP_ADDR_MAX + 1]; /* ...its gossiped address */
 };
 
 static int apply_delta(struct recv_ctx *c, const struct wire_gossip_delta *d)
@@ -298,6 +309,8 @@ static int apply_delta(struct recv_ctx *c, const struct wire_gossip_delta *d)
             e->status = GOSSIP_STATUS_UNKNOWN;
             e->status_epoch = 0;
             gossip__fd_reset(e);
+            gossip__probe_reset(g, e, c->now);
+            e->numbers = false; /* a new life: maybe another version */
             restarted = true;
         } else if (d->base > e->version || d->top <= e->version) {
             goto ignored; /* a gap, or nothing new (replay, duplicate) */
@@ -341,6 +354,10 @@ static int apply_delta(struct recv_ctx *c, const struct wire_gossip_delta *d)
             uint64_t ep;
             if (gossip__parse_u64(&ep, e->st[k].val, e->st[k].len) == 0)
                 gossip__epoch_seen(g, ep);
+        } else if (k == GOSSIP_KEY_INCARNATION) {
+            int rc = gossip__probe_inc_learned(g, e, c->now, out);
+            if (rc != 0)
+                return rc;
         }
     }
     if (e->quarantined)
@@ -366,10 +383,46 @@ ignored:
     return 0;
 }
 
+/* ---- where replies go (fresh.c) ----------------------------------------- */
+
+/* Whether the endpoint `name` is a known member: one with a gossip
+ * address, copied into addr. */
+static bool member_addr(const gossip *g, struct rk_slice name, char *addr)
+{
+    long idx = gossip__ep_find(g, name.p, name.len);
+    const char *a = idx > 0 ? gossip__ep_addr(&g->eps[idx]) : NULL;
+    if (a == NULL)
+        return false;
+    memcpy(addr, a, strlen(a) + 1);
+    return true;
+}
+
+/* Where the replies to c's packet go: the sender's gossiped address (as
+ * the table holds it now: the packet may have moved it) if it was a known
+ * member, or became one through this packet and gave as its ADDRESS the
+ * source the packet came from; else the source, with the replies bounded
+ * by gossip_recv. */
+static const char *reply_to(struct recv_ctx *c)
+{
+    char addr[GOSSIP_ADDR_MAX + 1];
+    if (!member_addr(c->g, c->sender, addr))
+        return c->known ? c->reply : c->src;
+    if (!c->known && strcmp(addr, c->src) == 0) {
+        c->known = true;
+        c->g->bare_to = c->g->plain_to = NULL;
+    }
+    if (c->known)
+        memcpy(c->reply, addr, strlen(addr) + 1);
+    return c->known ? c->reply : c->src;
+}
+
 /* ---- the round ----------------------------------------------------------- */
 
-/* A SYN to `to`: every endpoint's digest (maybe several packets). */
-static int syn_build(gossip *g, const char *to, struct gossip_out *out)
+/* A SYN to `to`: every endpoint's digest (maybe several packets), and, with
+ * `push`, this node's whole state: a seed that has not heard of this node
+ * learns it from the SYN itself (fresh.c). */
+static int
+syn_build(gossip *g, const char *to, bool push, struct gossip_out *out)
 {
     struct builder b;
     int rc = 0;
@@ -379,6 +432,8 @@ static int syn_build(gossip *g, const char *to, struct gossip_out *out)
         rc = builder_digest(&b, RK_SLICE(e->name, e->name_len), e->generation,
                             e->version);
     }
+    if (rc == 0 && push)
+        rc = builder_delta(&b, &g->eps[0], 0);
     if (rc == 0)
         rc = builder_flush(&b);
     builder_free(&b);
@@ -427,17 +482,23 @@ static int syn_back(struct recv_ctx *c,
         e->syn_back_ms = c->now;
     }
     g->stats.syn_back++;
-    return syn_build(g, reply_to, c->out);
+    return syn_build(g, reply_to, false, c->out);
 }
 
-static int handle_syn(struct recv_ctx *c,
-                      const struct wire_gossip_msg *m,
-                      const char *reply_to)
+static int handle_syn(struct recv_ctx *c, const struct wire_gossip_msg *m)
 {
     gossip *g = c->g;
     struct builder b;
     int rc = 0;
-    builder_init(&b, g, WIRE_GOSSIP_ACK, reply_to, c->out);
+    /* the sender's own state, which a SYN to a seed carries */
+    for (size_t i = 0; i < m->n_deltas && rc == 0; i++)
+        if (gossip__slice_eq_str(m->deltas[i].node, (const char *)c->sender.p,
+                                 c->sender.len))
+            rc = apply_delta(c, &m->deltas[i]);
+    if (rc != 0)
+        return rc;
+    const char *to = reply_to(c);
+    builder_init(&b, g, WIRE_GOSSIP_ACK, to, c->out);
     /* Requests first, so they go out even if deltas need many packets. */
     for (size_t i = 0; i < m->n_digests && rc == 0; i++) {
         const struct wire_gossip_digest *d = &m->digests[i];
@@ -460,7 +521,9 @@ static int handle_syn(struct recv_ctx *c,
             (d->generation == e->generation && d->version > e->version))
             rc = builder_digest(&b, d->node, e->generation, e->version);
     }
-    for (size_t i = 0; i < m->n_digests && rc == 0; i++) {
+    /* To a sender that is not a known member, the requests alone: they
+     * take fewer bytes than its digests did (gossip_recv's bound). */
+    for (size_t i = 0; i < m->n_digests && rc == 0 && c->known; i++) {
         const struct wire_gossip_digest *d = &m->digests[i];
         long idx = gossip__ep_find(g, d->node.p, d->node.len);
         uint64_t base;
@@ -472,14 +535,12 @@ static int handle_syn(struct recv_ctx *c,
     if (rc == 0)
         rc = builder_flush(&b);
     builder_free(&b);
-    if (rc == 0)
-        rc = syn_back(c, m, reply_to);
+    if (rc == 0 && c->known)
+        rc = syn_back(c, m, to);
     return rc;
 }
 
-static int handle_ack(struct recv_ctx *c,
-                      const struct wire_gossip_msg *m,
-                      const char *reply_to)
+static int handle_ack(struct recv_ctx *c, const struct wire_gossip_msg *m)
 {
     gossip *g = c->g;
     int rc = 0;
@@ -488,7 +549,7 @@ static int handle_ack(struct recv_ctx *c,
     if (rc != 0)
         return rc;
     struct builder b;
-    builder_init(&b, g, WIRE_GOSSIP_ACK2, reply_to, c->out);
+    builder_init(&b, g, WIRE_GOSSIP_ACK2, reply_to(c), c->out);
     for (size_t i = 0; i < m->n_digests && rc == 0; i++) {
         const struct wire_gossip_digest *d = &m->digests[i];
         long idx = gossip__ep_find(g, d->node.p, d->node.len);
@@ -516,6 +577,104 @@ static int packet_event(struct gossip_out *out,
     return 0;
 }
 
+/* Decode a packet of either family, count and report what fails, and drop
+ * packets of another cluster and our own. *kept says whether one of the
+ * two messages now holds a packet to handle (release it). */
+static int recv_decode(gossip *g,
+                       const char *from,
+                       const uint8_t *pkt,
+                       size_t len,
+                       struct wire_gossip_msg *m,
+                       struct wire_probe_msg *pm,
+                       bool *kept,
+                       struct gossip_out *out)
+{
+    bool probe = wire_probe_is(pkt, len);
+    *kept = false;
+    int rc = probe ? wire_probe_msg_decode(pm, &g->key, pkt, len)
+                   : wire_gossip_msg_decode(m, &g->key, pkt, len);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc == 0) {
+        struct rk_slice cluster = probe ? pm->cluster : m->cluster;
+        struct rk_slice sender = probe ? pm->from : m->from;
+        if (!gossip__slice_eq_str(cluster, g->cluster, g->cluster_len)) {
+            g->stats.rx_wrong_cluster++;
+            rc = RK_EAUTH;
+        } else if (gossip__slice_eq_str(sender, g->eps[0].name,
+                                        g->eps[0].name_len)) {
+            rc = 1; /* our own packet (a seed is us) */
+        } else {
+            *kept = true;
+            return 0;
+        }
+        wire_probe_msg_release(pm);
+        wire_gossip_msg_release(m);
+        if (rc == 1)
+            return 0;
+    } else if (rc == RK_EAUTH) {
+        g->stats.rx_auth_fail++;
+    } else {
+        g->stats.rx_malformed++;
+    }
+    int erc = packet_event(
+        out, rc == RK_EAUTH ? GOSSIP_EV_AUTH_FAIL : GOSSIP_EV_BAD_PACKET, from,
+        rc);
+    return erc != 0 ? erc : rc;
+}
+
+/* A packet of `sender` dropped as a replay: counted and reported. */
+static int replayed(gossip *g,
+                    const char *from,
+                    struct rk_slice sender,
+                    struct gossip_out *out)
+{
+    g->stats.rx_replayed++;
+    struct gossip_event *ev = gossip__ev_push(out, GOSSIP_EV_REPLAYED, NULL);
+    if (ev == NULL)
+        return -ENOMEM;
+    gossip__copy_name(ev->name, sizeof(ev->name), sender.p, sender.len);
+    gossip__copy_name(ev->addr, sizeof(ev->addr), from, strlen(from));
+    return 0;
+}
+
+/* A SYN, ACK or ACK2 taken (not a replay). */
+static int recv_gossip(struct recv_ctx *c, const struct wire_gossip_msg *m)
+{
+    gossip *g = c->g;
+    int rc = 0;
+    switch (m->type) {
+    case WIRE_GOSSIP_SYN:
+        g->stats.rx_syn++;
+        rc = handle_syn(c, m);
+        break;
+    case WIRE_GOSSIP_ACK:
+        g->stats.rx_ack++;
+        rc = handle_ack(c, m);
+        break;
+    case WIRE_GOSSIP_ACK2:
+        g->stats.rx_ack2++;
+        for (size_t i = 0; i < m->n_deltas && rc == 0; i++)
+            rc = apply_delta(c, &m->deltas[i]);
+        break;
+    }
+    /* the sender, as the table holds it now (the deltas may have added it) */
+    long idx = gossip__ep_find(g, m->from.p, m->from.len);
+    if (rc == 0 && idx > 0)
+        rc = gossip__probe_first_hand(g, &g->eps[idx], c->now, reply_to(c),
+                                      c->out);
+    if (rc == 0 && idx > 0)
+        gossip__clock_sample(g, (size_t)idx, c->now, m->wall_ms);
+    if (rc == 0 && c->membership &&
+        gossip__ev_push(c->out, GOSSIP_EV_MEMBERSHIP, NULL) == NULL)
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = gossip__own_ring_epoch_sync(g);
+    if (rc == 0)
+        rc = gossip__stale_check(g, c->out);
+    return rc;
+}
+
 int gossip_recv(gossip *g,
                 uint64_t now_ms,
                 const char *from,
@@ -531,53 +690,38 @@ int gossip_recv(gossip *g,
         return RK_EPROTO;
     }
     struct wire_gossip_msg m;
-    int rc = wire_gossip_msg_decode(&m, &g->key, pkt, len);
-    if (rc == RK_EAUTH) {
-        g->stats.rx_auth_fail++;
-        int erc = packet_event(out, GOSSIP_EV_AUTH_FAIL, from, rc);
-        return erc != 0 ? erc : rc;
-    }
-    if (rc == -ENOMEM)
+    struct wire_probe_msg pm;
+    memset(&m, 0, sizeof(m));
+    memset(&pm, 0, sizeof(pm));
+    bool kept;
+    int rc = recv_decode(g, from, pkt, len, &m, &pm, &kept, out);
+    if (rc != 0 || !kept)
         return rc;
-    if (rc != 0) {
-        g->stats.rx_malformed++;
-        int erc = packet_event(out, GOSSIP_EV_BAD_PACKET, from, rc);
-        return erc != 0 ? erc : rc;
+    bool probe = pm.owned_ != 0;
+    struct rk_slice sender = probe ? pm.from : m.from;
+    uint64_t boot = probe ? pm.boot : m.boot;
+    uint64_t seq = probe ? pm.pkt_seq : m.seq;
+    struct recv_ctx c = {
+        .g = g, .now = now_ms, .sender = sender, .out = out, .src = from};
+    if (gossip__fresh_replayed(g, sender, boot, seq)) {
+        rc = replayed(g, from, sender, out);
+        goto release;
     }
-    if (!gossip__slice_eq_str(m.cluster, g->cluster, g->cluster_len)) {
-        g->stats.rx_wrong_cluster++;
-        wire_gossip_msg_release(&m);
-        int erc = packet_event(out, GOSSIP_EV_AUTH_FAIL, from, RK_EAUTH);
-        return erc != 0 ? erc : RK_EAUTH;
+    c.known = member_addr(g, sender, c.reply);
+    if (!c.known) {
+        /* replies to the source: bounded, and unnumbered if it was */
+        g->bare_to = from;
+        g->plain_to = boot == 0 ? from : NULL;
     }
-    if (gossip__slice_eq_str(m.from, g->eps[0].name, g->eps[0].name_len)) {
-        wire_gossip_msg_release(&m); /* our own packet (a seed is us) */
-        return 0;
-    }
-    struct recv_ctx c = {g, now_ms, m.from, out, false};
-    switch (m.type) {
-    case WIRE_GOSSIP_SYN:
-        g->stats.rx_syn++;
-        rc = handle_syn(&c, &m, from);
-        break;
-    case WIRE_GOSSIP_ACK:
-        g->stats.rx_ack++;
-        rc = handle_ack(&c, &m, from);
-        break;
-    case WIRE_GOSSIP_ACK2:
-        g->stats.rx_ack2++;
-        for (size_t i = 0; i < m.n_deltas && rc == 0; i++)
-            rc = apply_delta(&c, &m.deltas[i]);
-        break;
-    }
+    rc = probe ? gossip__probe_recv(g, now_ms, reply_to(&c), &pm, out)
+               : recv_gossip(&c, &m);
+    gossip__fresh_seen(g, sender, boot, seq);
+    if (!c.known)
+        gossip__reply_bound(g, out, from, len);
+    g->bare_to = g->plain_to = NULL;
+release:
+    wire_probe_msg_release(&pm);
     wire_gossip_msg_release(&m);
-    if (rc == 0 && c.membership &&
-        gossip__ev_push(out, GOSSIP_EV_MEMBERSHIP, NULL) == NULL)
-        rc = -ENOMEM;
-    if (rc == 0)
-        rc = gossip__own_ring_epoch_sync(g);
-    if (rc == 0)
-        rc = gossip__stale_check(g, out);
     return rc;
 }
 
@@ -587,36 +731,6 @@ static bool is_seed(const gossip *g, const char *addr)
         if (strcmp(g->seeds[i], addr) == 0)
             return true;
     return false;
-}
-
-static const char *ep_addr(const struct gossip__ep *e)
-{
-    const struct gossip__state *s = &e->st[GOSSIP_KEY_ADDRESS];
-    if (s->len == 0 || s->len > GOSSIP_ADDR_MAX ||
-        memchr(s->val, '\0', s->len) != NULL)
-        return NULL;
-    return (const char *)s->val;
-}
-
-/* Sends the SYN packets built in out->pkts[first..n) again to `to`. */
-static int syn_copy(struct gossip_out *out,
-                    size_t first,
-                    size_t n,
-                    const char *to,
-                    struct gossip_stats *stats)
-{
-    for (size_t i = first; i < first + n; i++) {
-        uint8_t *buf = malloc(out->pkts[i].len);
-        if (buf == NULL)
-            return -ENOMEM;
-        memcpy(buf, out->pkts[i].buf, out->pkts[i].len);
-        int rc = gossip__pkt_push(out, to, buf, out->pkts[i].len);
-        if (rc != 0)
-            return rc;
-        stats->tx_packets++;
-        stats->tx_bytes += out->pkts[i].len;
-    }
-    return 0;
 }
 
 static int evict_expired(gossip *g, uint64_t now, struct gossip_out *out)
@@ -644,6 +758,7 @@ static int evict_expired(gossip *g, uint64_t now, struct gossip_out *out)
             t->generation = e->generation;
         if (gossip__ev_push(out, GOSSIP_EV_EVICTED, e->name) == NULL)
             return -ENOMEM;
+        gossip__probe_reset(g, e, now);
         gossip__ep_clear_states(e);
         g->eps[i] = g->eps[g->n_eps - 1];
         g->n_eps--;
@@ -695,14 +810,14 @@ int gossip_tick(gossip *g, uint64_t now_ms, struct gossip_out *out)
     }
     for (size_t i = 1; i < g->n_eps; i++) {
         const struct gossip__ep *e = &g->eps[i];
-        if (e->quarantined || ep_addr(e) == NULL)
+        if (e->quarantined || gossip__ep_addr(e) == NULL)
             continue;
         if (e->up)
             live[n_live++] = i;
         else
             down[n_down++] = i;
     }
-    const char *self_addr = ep_addr(&g->eps[0]);
+    const char *self_addr = gossip__ep_addr(&g->eps[0]);
     const char *seeds[GOSSIP_SEEDS_MAX];
     size_t n_seeds = 0;
     for (size_t i = 0; i < g->n_seeds; i++)
@@ -714,14 +829,14 @@ int gossip_tick(gossip *g, uint64_t now_ms, struct gossip_out *out)
     bool to_seed = false;
     if (n_live > 0) {
         targets[n_targets] =
-            ep_addr(&g->eps[live[gossip__rng_below(g, n_live)]]);
+            gossip__ep_addr(&g->eps[live[gossip__rng_below(g, n_live)]]);
         to_seed = is_seed(g, targets[n_targets]);
         n_targets++;
     }
     if (n_down > 0 &&
         gossip__rng_unit(g) < (double)n_down / (double)(n_live + 1))
         targets[n_targets++] =
-            ep_addr(&g->eps[down[gossip__rng_below(g, n_down)]]);
+            gossip__ep_addr(&g->eps[down[gossip__rng_below(g, n_down)]]);
     if (n_seeds > 0 && (!to_seed || n_live < n_seeds)) {
         if (n_live == 0 ||
             gossip__rng_unit(g) < (double)n_seeds / (double)(n_live + n_down)) {
@@ -736,12 +851,12 @@ int gossip_tick(gossip *g, uint64_t now_ms, struct gossip_out *out)
     if (n_targets == 0)
         goto free_lists;
 
-    /* One set of SYN packets with every digest, copied to each target. */
-    size_t first = out->n_pkts;
-    rc = syn_build(g, targets[0], out);
-    size_t n_syn = out->n_pkts - first;
-    for (size_t t = 1; t < n_targets && rc == 0; t++)
-        rc = syn_copy(out, first, n_syn, targets[t], &g->stats);
+    /* A SYN of every digest to each target, built for each: stamps and
+     * numbers depend on what the target reads, and a seed also gets this
+     * node's own state, so that it knows this node from the first SYN
+     * (fresh.c: a sender that is not a known member gets little back). */
+    for (size_t t = 0; t < n_targets && rc == 0; t++)
+        rc = syn_build(g, targets[t], is_seed(g, targets[t]), out);
 
 free_lists:
     free(live);

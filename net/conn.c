@@ -16,9 +16,18 @@
  * Input: the read buffer (frame.c) grows to hold a whole frame, frames are
  * handed out as borrowed slices, and the buffer shrinks again when idle.
  *
+ * Raw-stream connections (the client protocols, net.h) hand the buffer to
+ * the protocol handler instead (conn_input), which consumes whole requests
+ * from its front; their output is raw bytes in the same chunks. Their
+ * buffer's growth past NET_INPUT_BASE is charged to the server's budget
+ * (net_budget): a read that would pass it waits on the budget's list, in
+ * order, and is woken when other buffers shrink. The deadline timer, idle
+ * while a raw connection is established, is its frame timeout.
+ *
  * Lifetime: a connection is freed when its tcp and timer handles have
  * closed, no getaddrinfo is in flight, and no one holds a reference.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +35,122 @@
 #include "net/net_internal.h"
 
 #define CONN_OF(h, field) ((net_conn *)((char *)(h)-offsetof(net_conn, field)))
+
+/* ---- input budget (raw-stream connections) ------------------------------ */
+
+struct net_budget {
+    size_t max;
+    size_t used;
+    uint64_t waits;
+    net_conn *whead, *wtail; /* connections waiting to read, in order */
+};
+
+static void update_reading(net_conn *c);
+
+int net_budget_new(net_budget **out, size_t max)
+{
+    if (max < NET_INPUT_BASE)
+        return -EINVAL;
+    net_budget *b = calloc(1, sizeof(*b));
+    if (b == NULL)
+        return -ENOMEM;
+    b->max = max;
+    *out = b;
+    return 0;
+}
+
+void net_budget_free(net_budget *b)
+{
+    free(b);
+}
+
+size_t net_budget_used(const net_budget *b)
+{
+    return b->used;
+}
+
+uint64_t net_budget_waits(const net_budget *b)
+{
+    return b->waits;
+}
+
+/* What a buffer of capacity cap costs the budget. */
+static size_t budget_charge_of(size_t cap)
+{
+    return cap > NET_INPUT_BASE ? cap - NET_INPUT_BASE : 0;
+}
+
+/* The largest capacity c's buffer may have within the budget. */
+static size_t budget_cap_allowed(const net_conn *c)
+{
+    const net_budget *b = c->base->budget;
+    if (b == NULL)
+        return SIZE_MAX;
+    size_t left = b->used < b->max ? b->max - b->used : 0;
+    return NET_INPUT_BASE + c->charged + left;
+}
+
+static void budget_unwait(net_conn *c)
+{
+    net_budget *b = c->base->budget;
+    if (!c->budget_wait)
+        return;
+    if (c->bprev)
+        c->bprev->bnext = c->bnext;
+    else
+        b->whead = c->bnext;
+    if (c->bnext)
+        c->bnext->bprev = c->bprev;
+    else
+        b->wtail = c->bprev;
+    c->bprev = c->bnext = NULL;
+    c->budget_wait = false;
+}
+
+/* Wakes waiting connections in order, as many as the budget left could
+ * serve a read's worth (each charges only when it reads; one that finds
+ * the budget spent again waits at the tail). */
+static void budget_wake(net_budget *b)
+{
+    size_t left = b->used < b->max ? b->max - b->used : 0;
+    size_t n = left / NET__READ_CHUNK + 1;
+    while (b->whead != NULL && n-- > 0 && b->used < b->max) {
+        net_conn *c = b->whead;
+        budget_unwait(c);
+        update_reading(c);
+    }
+}
+
+/* c's buffer now has capacity cap: charge or refund the difference. */
+static void budget_set(net_conn *c, size_t cap)
+{
+    net_budget *b = c->base->budget;
+    if (b == NULL)
+        return;
+    size_t ch = budget_charge_of(cap);
+    bool freed = ch < c->charged;
+    b->used = b->used - c->charged + ch;
+    c->charged = ch;
+    if (freed)
+        budget_wake(b);
+}
+
+static void budget_wait(net_conn *c)
+{
+    net_budget *b = c->base->budget;
+    if (c->budget_wait)
+        return;
+    c->budget_wait = true;
+    c->bnext = NULL;
+    c->bprev = b->wtail;
+    if (b->wtail)
+        b->wtail->bnext = c;
+    else
+        b->whead = c;
+    b->wtail = c;
+    b->waits++;
+    c->base->stats.budget_waits++;
+}
 
 /* ---- base: flusher and release ------------------------------------------ */
 
@@ -147,7 +272,6 @@ struct wreq {
     struct net__chunk chunks[];
 };
 
-static void update_reading(net_conn *c);
 static void conn_parse(net_conn *c);
 
 static void chunks_free(net_conn *c)
@@ -202,6 +326,8 @@ static void write_cb(uv_write_t *req, int status)
         return;
     }
     maybe_bp_resume(c);
+    if (c->base->on_sent && c->state == NET__READY)
+        c->base->on_sent(c->base, c);
 }
 
 /* Hands chunks[0..n) to one uv_write, the first from byte off. Takes
@@ -276,6 +402,8 @@ static int conn_flush(net_conn *c)
             /* no write_cb will come to lift a back-pressure pause */
             if (c->state == NET__READY && c->bp_paused)
                 maybe_bp_resume(c);
+            if (c->base->on_sent && c->state == NET__READY)
+                c->base->on_sent(c->base, c);
             return 0;
         }
     }
@@ -290,6 +418,10 @@ static void base_flush(struct net__base *b)
         if (c->state == NET__CLOSING || c->hold || c->state == NET__RESOLVING ||
             c->state == NET__CONNECTING)
             continue;
+        if (c->finishing && c->requests == 0 && !c->in_parse) {
+            net__conn_close(c, 0); /* writes what is queued, then closes */
+            continue;
+        }
         int rc = conn_flush(c);
         if (rc)
             net__conn_close(c, rc);
@@ -315,12 +447,16 @@ static int write_now(net_conn *c, const uint8_t *p, size_t len)
     return write_chunks(c, &ch, 1, 0);
 }
 
+/* Appends a frame (framed: its length prefix, then hdr and body) or raw
+ * bytes (body only) to c's chunks. */
 static int chunk_append(net_conn *c,
+                        bool framed,
                         const uint8_t *hdr,
                         size_t hdr_len,
                         struct rk_slice body)
 {
-    size_t need = NET_FRAME_HDR + hdr_len + body.len;
+    size_t pre = framed ? NET_FRAME_HDR : 0;
+    size_t need = pre + hdr_len + body.len;
     struct net__chunk *last = c->nchunks ? &c->chunks[c->nchunks - 1] : NULL;
     if (last == NULL || last->cap - last->len < need) {
         if (c->nchunks == c->chunks_cap) {
@@ -347,33 +483,27 @@ static int chunk_append(net_conn *c,
         last->cap = cap;
     }
     uint8_t *p = last->p + last->len;
-    net__be32_put(p, (uint32_t)(hdr_len + body.len));
+    if (framed)
+        net__be32_put(p, (uint32_t)(hdr_len + body.len));
     if (hdr_len)
-        memcpy(p + NET_FRAME_HDR, hdr, hdr_len);
+        memcpy(p + pre, hdr, hdr_len);
     if (body.len)
-        memcpy(p + NET_FRAME_HDR + hdr_len, body.p, body.len);
+        memcpy(p + pre + hdr_len, body.p, body.len);
     last->len += need;
     return 0;
 }
 
-int net__conn_queue(net_conn *c,
-                    const uint8_t *hdr,
-                    size_t hdr_len,
-                    struct rk_slice body)
+/* Queues what chunk_append took: counted, flushed at the end of the turn
+ * (or now, without batching), reading paused past half of max_queued. */
+static int conn_enqueue(net_conn *c,
+                        bool framed,
+                        const uint8_t *hdr,
+                        size_t hdr_len,
+                        struct rk_slice body)
 {
     struct net__base *b = c->base;
-    if (c->state == NET__CLOSING)
-        return RK_ECLOSED;
-    if (body.len > b->max_frame - hdr_len)
-        return RK_ETOOLARGE;
-    size_t need = NET_FRAME_HDR + hdr_len + body.len;
-    size_t queued = c->waiting + c->inflight;
-    if (queued > 0 &&
-        (queued >= b->max_queued || need > b->max_queued - queued)) {
-        b->stats.overloaded++;
-        return RK_EOVERLOADED;
-    }
-    int rc = chunk_append(c, hdr, hdr_len, body);
+    size_t need = (framed ? NET_FRAME_HDR : 0) + hdr_len + body.len;
+    int rc = chunk_append(c, framed, hdr, hdr_len, body);
     if (rc)
         return rc;
     c->waiting += need;
@@ -395,24 +525,58 @@ int net__conn_queue(net_conn *c,
     return 0;
 }
 
+int net__conn_queue(net_conn *c,
+                    const uint8_t *hdr,
+                    size_t hdr_len,
+                    struct rk_slice body)
+{
+    struct net__base *b = c->base;
+    if (c->state == NET__CLOSING)
+        return RK_ECLOSED;
+    if (body.len > b->max_frame - hdr_len)
+        return RK_ETOOLARGE;
+    size_t need = NET_FRAME_HDR + hdr_len + body.len;
+    size_t queued = c->waiting + c->inflight;
+    if (queued > 0 &&
+        (queued >= b->max_queued || need > b->max_queued - queued)) {
+        b->stats.overloaded++;
+        return RK_EOVERLOADED;
+    }
+    return conn_enqueue(c, true, hdr, hdr_len, body);
+}
+
 /* ---- reading ------------------------------------------------------------ */
 
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
+static void frame_timer_sync(net_conn *c, bool restart);
+
+/* A raw connection reads unless the peer is done, it is finishing, it
+ * waits for the budget or has max_requests in flight. */
+static bool raw_wants_input(const net_conn *c)
+{
+    const struct net__base *b = c->base;
+    return !c->eof && !c->finishing && !c->budget_wait &&
+           (b->max_requests == 0 || c->requests < b->max_requests);
+}
+
 static void update_reading(net_conn *c)
 {
     bool want = (c->state == NET__HANDSHAKE || c->state == NET__READY) &&
-                !c->user_paused && !c->bp_paused;
-    if (want == c->reading)
-        return;
-    if (want) {
-        if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0)
-            c->reading = true;
-    } else {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = false;
+                !c->user_paused && !c->bp_paused &&
+                (c->base->on_input == NULL || raw_wants_input(c));
+    if (want != c->reading) {
+        if (want) {
+            if (uv_read_start((uv_stream_t *)&c->tcp, alloc_cb, read_cb) == 0)
+                c->reading = true;
+        } else {
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            c->reading = false;
+        }
     }
+    if (c->base->on_input)
+        frame_timer_sync(c, false);
 }
 
 static void become_ready(net_conn *c)
@@ -470,9 +634,15 @@ static int handshake_step(net_conn *c, struct rk_slice frame)
     return rc;
 }
 
+static void conn_input(net_conn *c);
+
 static void conn_parse(net_conn *c)
 {
     struct net__base *b = c->base;
+    if (b->on_input) {
+        conn_input(c);
+        return;
+    }
     if (c->in_parse)
         return;
     c->in_parse = true;
@@ -506,12 +676,141 @@ static void conn_parse(net_conn *c)
     net__rbuf_compact(&c->rbuf);
 }
 
+/* ---- raw-stream input ---------------------------------------------------- */
+
+static void frame_timeout_cb(uv_timer_t *t)
+{
+    net_conn *c = CONN_OF(t, timer);
+    c->base->stats.frame_timeouts++;
+    net__conn_close(c, RK_ETIMEOUT);
+}
+
+/* The frame timer runs while part of a request is held and c waits for
+ * its bytes (reading, or waiting for the budget: a budget spent on
+ * requests that never complete is given back by their timeouts); restart:
+ * a byte arrived. With frame_deadline a byte does not restart it: it runs
+ * from the first byte held until the request is consumed whole (or c
+ * stops waiting for bytes: paused, answering). */
+static void frame_timer_sync(net_conn *c, bool restart)
+{
+    struct net__base *b = c->base;
+    if (b->frame_timeout_ms == 0 || c->state != NET__READY)
+        return;
+    bool held = c->rbuf.len > c->rbuf.off;
+    if (!held || (!c->reading && !c->budget_wait)) {
+        uv_timer_stop(&c->timer);
+        return;
+    }
+    if ((restart && !b->frame_deadline) ||
+        !uv_is_active((uv_handle_t *)&c->timer))
+        uv_timer_start(&c->timer, frame_timeout_cb, b->frame_timeout_ms, 0);
+}
+
+/* An empty buffer past NET_INPUT_BASE is given back (and its charge). */
+static void raw_shrink(net_conn *c)
+{
+    if (c->rbuf.len == c->rbuf.off) {
+        c->rbuf.len = c->rbuf.off = 0;
+        if (c->rbuf.cap > NET_INPUT_BASE)
+            net__rbuf_free(&c->rbuf);
+    }
+    budget_set(c, c->rbuf.cap);
+}
+
+/* Hands what c holds to the handler until it takes no more. A finishing
+ * connection (EOF seen, or net_conn_finish) is closed by the flusher once
+ * no request is in flight. */
+static void conn_input(net_conn *c)
+{
+    struct net__base *b = c->base;
+    if (c->in_parse) {
+        c->parse_again = true;
+        return;
+    }
+    c->in_parse = true;
+    do {
+        c->parse_again = false;
+        if (c->state != NET__READY || c->no_input || c->user_paused ||
+            c->bp_paused)
+            break;
+        size_t held = c->rbuf.len - c->rbuf.off;
+        struct net_input in = {held ? c->rbuf.p + c->rbuf.off : NULL,
+                               held,
+                               c->input_cap,
+                               0,
+                               0,
+                               c->eof};
+        int rc = b->on_input(b, c, &in);
+        if (rc == 0 && (in.len > held || in.consumed > in.len))
+            rc = RK_EINTERNAL;
+        if (rc) {
+            net__conn_close(c, rc);
+            break;
+        }
+        c->rbuf.len = c->rbuf.off + in.len;
+        c->rbuf.off += in.consumed;
+        c->need = in.need;
+        b->stats.frames_in += in.consumed > 0;
+        /* a deadline belongs to the request it started with: what is held
+         * after a whole one is the next one's, timed from now */
+        if (in.consumed > 0 && b->frame_deadline)
+            uv_timer_stop(&c->timer);
+    } while (c->parse_again);
+    c->in_parse = false;
+    if (c->state != NET__READY)
+        return;
+    raw_shrink(c);
+    if (c->eof)
+        c->finishing = true;
+    if (c->finishing)
+        dirty_link(c);
+    update_reading(c);
+}
+
+static void alloc_raw(net_conn *c, uv_buf_t *buf)
+{
+    uint8_t *p = NULL;
+    size_t len = 0;
+    size_t cap = net__rbuf_raw_target(&c->rbuf, c->need, c->input_cap);
+    size_t allowed = budget_cap_allowed(c);
+    if (cap > c->rbuf.cap && cap > allowed)
+        cap = allowed > c->rbuf.cap ? allowed : c->rbuf.cap;
+    if (net__rbuf_reserve_cap(&c->rbuf, cap, c->input_cap, &p, &len) != 0)
+        len = 0;
+    budget_set(c, c->rbuf.cap);
+    if (len > UINT32_MAX)
+        len = UINT32_MAX;
+    *buf = uv_buf_init(len ? (char *)p : NULL, (unsigned)len);
+}
+
+/* No room to read into: the connection's cap is reached without a whole
+ * request (RK_ETOOLARGE), the budget is spent (wait for it), or memory. */
+static void raw_no_room(net_conn *c)
+{
+    struct net__base *b = c->base;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+    if (c->rbuf.len - c->rbuf.off >= c->input_cap) {
+        b->stats.oversize++;
+        net__conn_close(c, RK_ETOOLARGE);
+    } else if (b->budget != NULL && budget_cap_allowed(c) <= c->rbuf.cap) {
+        budget_wait(c);
+        frame_timer_sync(c, false);
+    } else {
+        net__conn_close(c, -ENOMEM);
+    }
+}
+
 static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     net_conn *c = CONN_OF(h, tcp);
     uint8_t *p = NULL;
     size_t len = 0;
     (void)suggested;
+    if (c->base->on_input) {
+        alloc_raw(c, buf);
+        return;
+    }
     if (net__rbuf_reserve(&c->rbuf, &p, &len) != 0) {
         *buf = uv_buf_init(NULL, 0); /* read_cb gets UV_ENOBUFS */
         return;
@@ -524,7 +823,20 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     net_conn *c = CONN_OF(s, tcp);
+    bool raw = c->base->on_input != NULL;
     (void)buf;
+    if (raw && nread == UV_ENOBUFS) {
+        raw_no_room(c);
+        return;
+    }
+    if (raw && nread == UV_EOF) {
+        /* A half-close: what it sent is answered, then c closes. libuv
+         * stopped reading. */
+        c->reading = false;
+        c->eof = true;
+        conn_input(c);
+        return;
+    }
     if (nread < 0) {
         net__conn_close(c, nread == UV_EOF ? 0 : (int)nread);
         return;
@@ -534,6 +846,8 @@ static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     net__rbuf_commit(&c->rbuf, (size_t)nread);
     c->base->stats.bytes_in += (uint64_t)nread;
     conn_parse(c);
+    if (raw)
+        frame_timer_sync(c, true);
 }
 
 /* ---- lifetime ----------------------------------------------------------- */
@@ -547,6 +861,7 @@ net_conn *net__conn_new(struct net__base *b, int *err)
     }
     c->base = b;
     c->rbuf.max_frame = b->max_frame;
+    c->input_cap = b->input_cap;
     *err = uv_tcp_init(b->loop, &c->tcp);
     if (*err) {
         free(c);
@@ -621,8 +936,14 @@ static void handle_closed(uv_handle_t *h)
     net_conn *c = h->data;
     if (--c->handles_open > 0)
         return;
+    if (c->base->on_input) { /* nothing reads into it any more */
+        net__rbuf_free(&c->rbuf);
+        budget_set(c, 0);
+    }
     c->base->stats.conns_closed++;
+    c->refs++; /* on_closed may drop the owner's last reference */
     c->base->on_closed(c->base, c, c->close_err);
+    c->refs--;
     net__conn_maybe_free(c);
 }
 
@@ -656,6 +977,11 @@ void net__conn_close(net_conn *c, int err)
     if (c->state == NET__CLOSING)
         return;
     bool graceful = err == 0 && c->state == NET__READY;
+    /* a raw connection closed by its server's close: what is ready goes
+     * out first, as far as the socket takes it at once */
+    if (err == RK_ECLOSED && c->base->on_input && c->state == NET__READY)
+        (void)conn_flush(c); /* a write of the rest is cancelled below */
+    budget_unwait(c);
     c->state = NET__CLOSING;
     c->close_err = err;
     dirty_unlink(c);
@@ -751,6 +1077,8 @@ void net_conn_read_resume(net_conn *c)
     c->user_paused = false;
     update_reading(c);
     conn_parse(c);
+    if (c->base->on_input)
+        base_kick(c->base);
 }
 
 size_t net_conn_queued(const net_conn *c)
@@ -761,4 +1089,60 @@ size_t net_conn_queued(const net_conn *c)
 bool net_conn_is_open(const net_conn *c)
 {
     return c->state != NET__CLOSING;
+}
+
+/* ---- raw-stream connections --------------------------------------------- */
+
+int net_conn_write(net_conn *c, const void *p, size_t len)
+{
+    if (c->state != NET__READY)
+        return RK_ECLOSED;
+    if (len == 0)
+        return 0;
+    return conn_enqueue(c, false, NULL, 0, (struct rk_slice){p, len});
+}
+
+void net_conn_request_begin(net_conn *c)
+{
+    c->requests++;
+    if (c->state == NET__READY)
+        update_reading(c);
+}
+
+void net_conn_request_end(net_conn *c)
+{
+    assert(c->requests > 0);
+    c->requests--;
+    if (c->state != NET__READY)
+        return;
+    update_reading(c);
+    if (c->finishing)
+        dirty_link(c); /* the flusher closes it once all is answered */
+}
+
+void net_conn_finish(net_conn *c)
+{
+    if (c->state != NET__READY || c->base->on_input == NULL)
+        return;
+    c->finishing = true;
+    c->no_input = true;
+    update_reading(c);
+    dirty_link(c);
+}
+
+/* Input run at the handler's request may start work from any phase of the
+ * loop (a write callback, the flusher in the prepare phase): base_kick
+ * keeps the next poll from blocking so the owner's end-of-turn work for it
+ * comes at once. */
+void net_conn_input_again(net_conn *c)
+{
+    if (c->state == NET__READY && c->base->on_input) {
+        conn_input(c);
+        base_kick(c->base);
+    }
+}
+
+void net_conn_input_cap_set(net_conn *c, size_t cap)
+{
+    c->input_cap = cap;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "net/net_internal.h"
 
@@ -52,6 +53,33 @@ int net_rpc_parse(uint8_t *kind,
 
 /* ---- read buffer -------------------------------------------------------- */
 
+/* r grown to cap bytes, its held bytes kept (NET__RBUF_MAP). */
+static int rbuf_grow(struct net__rbuf *r, size_t cap)
+{
+    void *n;
+    if (!r->mapped && cap < NET__RBUF_MAP) {
+        n = realloc(r->p, cap);
+        if (n == NULL)
+            return -ENOMEM;
+    } else if (r->mapped) {
+        n = mremap(r->p, r->cap, cap, MREMAP_MAYMOVE);
+        if (n == MAP_FAILED)
+            return -ENOMEM;
+    } else {
+        n = mmap(NULL, cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+        if (n == MAP_FAILED)
+            return -ENOMEM;
+        if (r->len)
+            memcpy(n, r->p, r->len);
+        free(r->p);
+        r->mapped = true;
+    }
+    r->p = n;
+    r->cap = cap;
+    return 0;
+}
+
 int net__rbuf_reserve(struct net__rbuf *r, uint8_t **p, size_t *len)
 {
     size_t want = NET__READ_MIN;
@@ -75,11 +103,8 @@ int net__rbuf_reserve(struct net__rbuf *r, uint8_t **p, size_t *len)
         size_t cap = r->len + (want > NET__READ_CHUNK ? want : NET__READ_CHUNK);
         if (cap < r->cap * 2)
             cap = r->cap * 2;
-        uint8_t *n = realloc(r->p, cap);
-        if (n == NULL)
+        if (rbuf_grow(r, cap) != 0)
             return -ENOMEM;
-        r->p = n;
-        r->cap = cap;
     }
     *p = r->p + r->len;
     *len = r->cap - r->len;
@@ -105,18 +130,19 @@ void net__rbuf_compact(struct net__rbuf *r)
 {
     if (r->off == r->len) {
         r->off = r->len = 0;
-        if (r->cap > NET__RBUF_KEEP) {
-            free(r->p);
-            r->p = NULL;
-            r->cap = 0;
-        }
+        if (r->cap > NET__RBUF_KEEP)
+            net__rbuf_free(r);
     }
 }
 
 void net__rbuf_free(struct net__rbuf *r)
 {
-    free(r->p);
+    if (r->mapped)
+        munmap(r->p, r->cap);
+    else
+        free(r->p);
     r->p = NULL;
+    r->mapped = false;
     r->len = r->off = r->cap = 0;
 }
 
@@ -189,4 +215,50 @@ int net_addr_format(char *out, size_t cap, const struct sockaddr *sa)
         return -EINVAL;
     }
     return n < 0 || (size_t)n >= cap ? -ENOSPC : 0;
+}
+
+/* ---- raw-stream input --------------------------------------------------- */
+
+size_t
+net__rbuf_raw_target(const struct net__rbuf *r, size_t need, size_t limit)
+{
+    size_t held = r->len - r->off;
+    size_t want = NET_INPUT_BASE;
+    if (need > held) {
+        size_t more = need - held;
+        if (more > held)
+            more = held; /* never past twice what arrived */
+        if (more > want)
+            want = more;
+    }
+    if (held >= limit)
+        return r->cap;
+    if (want > limit - held)
+        want = limit - held;
+    if (r->cap >= held + want)
+        return r->cap; /* room, perhaps after moving the bytes down */
+    return held + want;
+}
+
+int net__rbuf_reserve_cap(
+    struct net__rbuf *r, size_t cap, size_t limit, uint8_t **p, size_t *len)
+{
+    size_t held = r->len - r->off;
+    if (r->off > 0) {
+        memmove(r->p, r->p + r->off, held);
+        r->len = held;
+        r->off = 0;
+    }
+    if (cap > r->cap && rbuf_grow(r, cap) != 0)
+        return -ENOMEM;
+    size_t room = r->cap - r->len;
+    if (r->p == NULL)
+        room = 0;
+    else if (held >= limit)
+        room = 0;
+    else if (room > limit - held)
+        room = limit - held;
+    *p = r->p != NULL ? r->p + r->len : NULL;
+    *len = room;
+    return 0;
 }

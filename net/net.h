@@ -40,6 +40,28 @@
  * stats.handshake_failed. wire/rpc_msg.h provides rpc_handshake_make/check
  * for these two slots.
  *
+ * Raw-stream servers (net_server_opts.on_input; the client protocols): no
+ * framing of net/'s own. Each connection's input buffer holds what arrived
+ * and was not consumed yet, and the protocol handler's on_input consumes
+ * whole requests from its front; the buffer grows towards the size the
+ * handler says its current request needs, never past twice what arrived
+ * (so announcing a large request allocates nothing) and never past the
+ * connection's input cap. Growth past NET_INPUT_BASE a connection is
+ * charged to an optional input budget shared by servers (net_budget): when
+ * it is spent, the connection stops reading until other buffers drain. A
+ * connection holding part of a request with no byte for frame_timeout_ms
+ * is closed (RK_ETIMEOUT); with frame_deadline the timeout counts from the
+ * first byte of the held request instead, so a request must arrive whole
+ * within frame_timeout_ms however it trickles in (a sender of a byte now
+ * and then cannot hold the connection). Output is raw bytes (net_conn_write),
+ * batched per turn as above. A connection stops reading while its unsent output
+ * is over max_queued / 2 or it has max_requests requests in flight
+ * (net_conn_request_begin/end), and when the handler pauses it. A peer's
+ * EOF (half-close) delivers what is buffered once more (eof set), then the
+ * connection closes once every request is answered and written; so does
+ * net_conn_finish (QUIT, protocol errors) and, for every connection,
+ * net_server_drain (shutdown), without delivering more input.
+ *
  * Borrowed memory: every rk_slice passed to a callback lives only for that
  * call. Slices passed in are copied before the call returns.
  */
@@ -89,8 +111,10 @@ struct net_stats {
     uint64_t overloaded;          /* sends refused with RK_EOVERLOADED */
     uint64_t read_pauses;         /* back-pressure read stops */
     uint64_t rpc_sent, rpc_ok, rpc_timeout, rpc_failed;
-    uint64_t rpc_unmatched; /* responses for no pending request (late) */
-    uint64_t udp_dropped;   /* UDP sends refused (queue full) or failed */
+    uint64_t rpc_unmatched;  /* responses for no pending request (late) */
+    uint64_t udp_dropped;    /* UDP sends refused (queue full) or failed */
+    uint64_t frame_timeouts; /* raw: closed idle in mid-request */
+    uint64_t budget_waits;   /* raw: reads paused for the input budget */
 };
 
 /* ---- frames (pure helpers, also used by the fuzz target) ---------------- */
@@ -149,7 +173,46 @@ struct net_handshake {
     void *arg;
 };
 
+/* ---- input budget (raw-stream servers) ---------------------------------- */
+
+/* Bytes of input buffer every raw-stream connection may hold without
+ * charging a budget, and the least it reads at once. 8 KiB: 5,000
+ * connections each holding part of a request keep 40 MB outside the
+ * budget (with their other state, under 100 MB). */
+#define NET_INPUT_BASE (8u * 1024u)
+
+/* One bound on the input buffers of every connection of the servers that
+ * share it (their growth past NET_INPUT_BASE each). Loop thread only. */
+typedef struct net_budget net_budget;
+
+/* max: bytes (at least NET_INPUT_BASE). Returns 0, -EINVAL or -ENOMEM. */
+int net_budget_new(net_budget **out, size_t max);
+/* Frees b; every server using it must be freed first. NULL: no-op. */
+void net_budget_free(net_budget *b);
+/* Bytes charged now; times a connection had to wait for the budget. */
+size_t net_budget_used(const net_budget *b);
+uint64_t net_budget_waits(const net_budget *b);
+
 /* ---- server and its connections ----------------------------------------- */
+
+/* What a raw-stream server hands its protocol handler (net.h's top). */
+struct net_input {
+    uint8_t *p;      /* bytes received and not consumed, in order */
+    size_t len;      /* how many; the handler may lower it to drop bytes
+                        it skipped (moving the rest down itself) */
+    size_t cap;      /* the most this connection may hold */
+    size_t consumed; /* out: bytes of whole requests done, from p */
+    size_t need;     /* out: bytes the request being read needs in all,
+                        from p + consumed (0: not known yet) */
+    bool eof;        /* the peer shut its side down: nothing more comes */
+};
+
+/* Bytes may be consumed on c (some arrived, the peer half-closed, or the
+ * handler asked: net_conn_input_again). Returning nonzero closes c at once
+ * with that code; anything else sets in->consumed and in->need. */
+typedef int (*net_input_cb)(void *arg, net_conn *c, struct net_input *in);
+/* Output of c was written (all of it, or one write finished). */
+typedef void (*net_sent_cb)(void *arg, net_conn *c);
 
 /* A connection passed the handshake (or was accepted, without one). */
 typedef void (*net_accept_cb)(void *arg, net_conn *c);
@@ -179,17 +242,27 @@ struct net_server_opts {
     net_conn_close_cb on_close;     /* may be NULL */
     void *arg;
     bool no_batching; /* one write per frame: for measurements only */
+    /* Raw-stream mode (on_input set; then on_frame, rpc and hs unused): */
+    net_input_cb on_input;
+    net_sent_cb on_sent;       /* may be NULL */
+    size_t input_cap;          /* per connection; 0: max_frame */
+    uint32_t frame_timeout_ms; /* part of a request, no byte: close; 0 off */
+    bool frame_deadline;       /* frame_timeout_ms counts from the request's
+                                  first byte held, not from the last */
+    size_t max_requests;       /* in flight: stop reading; 0: no bound */
+    net_budget *budget;        /* NULL: none; must outlive the server */
 };
 
 #define NET_SERVER_OPTS_INIT                                                 \
     {                                                                        \
         "127.0.0.1", 0, NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 5000, \
-            false, NULL, NULL, NULL, NULL, NULL, false                       \
+            false, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, 0, 0,    \
+            false, 0, NULL                                                   \
     }
 
 /* Binds and listens. Returns 0, -errno (e.g. -EADDRINUSE), -EINVAL (bad
- * options) or -ENOMEM. On failure *out is untouched; libuv handles already
- * made are closed and freed by the next loop run. */
+ * options: no on_frame nor on_input) or -ENOMEM. On failure *out is untouched;
+ * libuv handles already made are closed and freed by the next loop run. */
 int net_server_new(net_server **out,
                    uv_loop_t *loop,
                    const struct net_server_opts *opts);
@@ -203,6 +276,35 @@ int net_server_port(const net_server *s);
 void net_server_close(net_server *s, void (*done)(void *arg), void *arg);
 
 void net_server_stats(const net_server *s, struct net_stats *out);
+
+/* Raw-stream servers, shutdown's first half: stops listening and reading;
+ * each connection closes once its requests are answered and written
+ * (net_conn_finish). net_server_close ends what is left. NULL: no-op. */
+void net_server_drain(net_server *s);
+
+/* ---- raw-stream connections ---- */
+
+/* Queues bytes (copied) to go out at the end of the turn. Returns 0,
+ * RK_ECLOSED or -ENOMEM. Never refuses for a full queue: the handler
+ * bounds its output by pausing (net_conn_read_pause). */
+int net_conn_write(net_conn *c, const void *p, size_t len);
+
+/* A request of c is in flight / is answered (its reply queued). c closes
+ * while finishing only once none is; max_requests pauses reading. */
+void net_conn_request_begin(net_conn *c);
+void net_conn_request_end(net_conn *c);
+
+/* No more input is delivered; c closes once every request is answered
+ * and the output written (QUIT, a protocol error after its reply). */
+void net_conn_finish(net_conn *c);
+
+/* Runs on_input again on what c holds (the handler can take more now). */
+void net_conn_input_again(net_conn *c);
+
+/* The most c may hold (a small frame before authentication, say). The
+ * engine never reads past it; a full buffer without a whole request
+ * closes c with RK_ETOOLARGE. */
+void net_conn_input_cap_set(net_conn *c, size_t cap);
 
 /* Queues one frame (raw servers). Returns 0, RK_EOVERLOADED (queue full),
  * RK_ETOOLARGE (over max_frame), RK_ECLOSED or -ENOMEM. */
@@ -225,7 +327,9 @@ void net_conn_unref(net_conn *c);
 void net_conn_set_data(net_conn *c, void *data);
 void *net_conn_data(const net_conn *c);
 
-/* The name the handshake established ("" without one). Lives with c. */
+/* The name the handshake established ("" without one); on raw-stream
+ * servers the remote "ip:port" taken at accept ("?" if unknown). Lives
+ * with c. */
 const char *net_conn_peer_name(const net_conn *c);
 
 /* The remote address as "ip:port". Returns 0 or -errno. */
@@ -301,7 +405,8 @@ int net_peers_request_unless_quiet(net_peers *p,
                                    void *arg);
 
 /* Closes the connection to host_port, failing its pending requests with
- * RK_ECLOSED, and forgets its backoff. Unknown peer: no-op. */
+ * RK_ECLOSED, and forgets its backoff and that it was unreachable. Unknown
+ * peer: no-op. */
 void net_peers_drop(net_peers *p, const char *host_port);
 
 enum net_peer_state {
@@ -312,6 +417,23 @@ enum net_peer_state {
 };
 
 enum net_peer_state net_peers_state(net_peers *p, const char *host_port);
+
+/* False when the last attempt to connect to host_port was refused, or its
+ * last connection was reset or closed by the other end (a process that
+ * died: its port refuses at once), until a connection to it is ready
+ * again (or net_peers_drop); true otherwise, also for an unknown peer and
+ * for one connected but not answering (net_peers_quiet_ms) or whose
+ * connect timed out. While false and past its backoff window, this call
+ * starts a connection attempt in the background (no request waits on it),
+ * so a peer that comes back is seen reachable without a request risked on
+ * it. */
+bool net_peers_reachable(net_peers *p, const char *host_port);
+
+/* host_port is back (gossip says so): forgets its backoff and that it was
+ * unreachable, keeping its connection if it has one; the next request
+ * connects at once, and a refusal makes it unreachable again. Unknown
+ * peer: no-op. */
+void net_peers_retry(net_peers *p, const char *host_port);
 
 /* How long (ms, loop clock) host_port has been silent with a request to
  * answer: since the first request sent after its last response, or after

@@ -16,7 +16,20 @@ struct net__rbuf {
     size_t off; /* bytes already handed out as frames */
     size_t cap;
     size_t max_frame;
+    bool mapped; /* p is pages of its own (NET__RBUF_MAP) */
 };
+
+/* Read buffers of this size and more (in practice every one: a raw
+ * connection's starts at NET_INPUT_BASE, a framed one's at NET__READ_CHUNK;
+ * only a raw server's with an input_cap below NET_INPUT_BASE, none in
+ * ringkvd, stays on the heap) are pages of their own: mmap, grown with
+ * mremap (no copy), munmap gives them back. On the heap, 5,000 connections
+ * each holding part of a large request left the heap full of the freed
+ * smaller copies and base buffers: peak RSS 107 MiB past the 256 MiB input
+ * budget, 74 MiB mapped (tools/bench/conns.py --conns 5000 --budget-mb 256,
+ * before and after; docs/performance.md, "Memory under many clients").
+ * Output chunks stay on the heap. */
+#define NET__RBUF_MAP NET_INPUT_BASE
 
 #define NET__READ_MIN   (16u * 1024u)
 #define NET__READ_CHUNK (64u * 1024u)
@@ -38,6 +51,20 @@ int net__rbuf_next(struct net__rbuf *r, struct rk_slice *out);
 void net__rbuf_compact(struct net__rbuf *r);
 
 void net__rbuf_free(struct net__rbuf *r);
+
+/* Raw-stream input. The capacity r should have for the next read: room
+ * for at least NET_INPUT_BASE more bytes or, towards need (the bytes the
+ * current request needs from the unconsumed start; 0: unknown), at most
+ * as many as are held (so never past twice what arrived), never room for
+ * more than limit held. r->cap when no growth is needed. */
+size_t
+net__rbuf_raw_target(const struct net__rbuf *r, size_t need, size_t limit);
+
+/* Moves the unconsumed bytes to the front, grows r to cap if it is
+ * smaller, and gives the free space, never room for more than limit held
+ * (*len 0: none). Returns 0 or -ENOMEM (r unchanged but compacted). */
+int net__rbuf_reserve_cap(
+    struct net__rbuf *r, size_t cap, size_t limit, uint8_t **p, size_t *len);
 
 /* Splits "host:port" / "[v6]:port" into host (NUL-terminated, without
  * brackets) and port (1..65535). Returns 0 or -EINVAL. */
@@ -99,6 +126,17 @@ struct net_conn {
     void *data;                     /* user data (server) */
     void *owner;                    /* peers: the net__peer */
     const char *dialed;             /* peers: the "host:port" (peer's key) */
+    /* raw-stream connections */
+    bool eof;         /* the peer half-closed */
+    bool finishing;   /* close once no request is in flight */
+    bool no_input;    /* deliver no more input */
+    bool budget_wait; /* on the budget's waiting list */
+    bool parse_again; /* net_conn_input_again during on_input */
+    size_t requests;  /* in flight (net_conn_request_begin) */
+    size_t need;      /* bytes the request being read needs (on_input) */
+    size_t input_cap;
+    size_t charged;                 /* bytes charged to the budget */
+    struct net_conn *bprev, *bnext; /* the budget's waiting list */
     char name[NET_NAME_MAX];
     uint8_t hs_sent[NET_HANDSHAKE_MAX]; /* this side's last handshake frame */
     size_t hs_sent_len;
@@ -124,6 +162,14 @@ struct net__base {
     struct net_conn *dirty; /* conns with frames waiting */
     struct net_conn *conns; /* every live conn */
     struct net_stats stats;
+    /* raw-stream mode (on_input set) */
+    int (*on_input)(struct net__base *b, net_conn *c, struct net_input *in);
+    void (*on_sent)(struct net__base *b, net_conn *c);
+    size_t input_cap;
+    uint64_t frame_timeout_ms;
+    bool frame_deadline; /* the frame timeout counts from the first byte */
+    size_t max_requests;
+    struct net_budget *budget;
     /* A whole frame arrived on an established conn. Nonzero closes it. */
     int (*on_frame)(struct net__base *b, net_conn *c, struct rk_slice frame);
     /* c finished its handshake (or needs none). */

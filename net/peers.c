@@ -16,6 +16,13 @@
  * answer (net_peers_quiet_ms): any response frame, even one too late to
  * match, ends the silence, and a new connection starts afresh.
  *
+ * A peer whose last connection attempt was refused, or whose last
+ * connection the other end reset or closed, is unreachable
+ * (net_peers_reachable) until a connection to it is ready again: a process
+ * that died leaves its port refusing at once, and a coordinator that knows
+ * it need not wait for it before gossip says it is DOWN. A connection that
+ * timed out (a frozen or cut-off peer) does not make it so.
+ *
  * After a connection that never got ready fails, the peer backs off
  * (backoff_min doubling to backoff_max); requests in that window fail fast
  * with RK_EUNAVAILABLE instead of queueing behind a dead address. A
@@ -55,6 +62,9 @@ struct peer {
      * response (or its connection's start), 0 when it has answered
      * everything sent. A request timing out does not clear it. */
     uint64_t quiet_since;
+    /* The last connect was refused, or the last connection reset or
+     * closed by the peer; cleared when a connection is ready. */
+    bool refused;
 };
 
 struct net_peers {
@@ -310,6 +320,14 @@ static void timer_arm(net_peers *p)
 
 /* ---- connections -------------------------------------------------------- */
 
+/* err ends a connection because of the other end: refused, reset, or
+ * closed by it (0: end of stream, net__conn_close's graceful end). */
+static bool closed_by_peer(int err)
+{
+    return err == 0 || err == -ECONNREFUSED || err == -ECONNRESET ||
+           err == -EPIPE;
+}
+
 static void connect_cb(uv_connect_t *req, int status)
 {
     net_conn *c = CONN_OF(req, connect);
@@ -428,6 +446,7 @@ static void peers_ready(struct net__base *b, net_conn *c)
     b->stats.conns_opened++;
     e->backoff_ms = 0;
     e->retry_at = 0;
+    e->refused = false;
     peer_heard((net_peers *)b, e);
 }
 
@@ -448,7 +467,9 @@ static void peers_closing(struct net__base *b, net_conn *c, int err)
             e->backoff_ms = p->backoff_max_ms;
         e->retry_at = uv_now(b->loop) + e->backoff_ms;
     }
-    e->quiet_since = 0; /* the next connection is judged afresh */
+    if (closed_by_peer(err))
+        e->refused = true; /* until a connection is ready */
+    e->quiet_since = 0;    /* the next connection is judged afresh */
     peer_fail_all(p, e, err ? err : RK_ECLOSED);
 }
 
@@ -634,6 +655,7 @@ void net_peers_drop(net_peers *p, const char *host_port)
         net__conn_close(e->conn, RK_ECLOSED);
     e->backoff_ms = 0;
     e->retry_at = 0;
+    e->refused = false;
 }
 
 enum net_peer_state net_peers_state(net_peers *p, const char *host_port)
@@ -647,6 +669,29 @@ enum net_peer_state net_peers_state(net_peers *p, const char *host_port)
     if (uv_now(p->base.loop) < e->retry_at)
         return NET_PEER_BACKOFF;
     return NET_PEER_NONE;
+}
+
+void net_peers_retry(net_peers *p, const char *host_port)
+{
+    struct peer *e = peer_find(p, host_port);
+    if (e == NULL)
+        return;
+    e->backoff_ms = 0;
+    e->retry_at = 0;
+    e->refused = false;
+}
+
+bool net_peers_reachable(net_peers *p, const char *host_port)
+{
+    struct peer *e = peer_find(p, host_port);
+    if (e == NULL || !e->refused)
+        return true;
+    /* try again in the background once its backoff allows: ready, it is
+     * reachable; refused again, it backs off longer */
+    if (e->conn == NULL && !p->base.closing &&
+        uv_now(p->base.loop) >= e->retry_at)
+        (void)peer_connect(p, e);
+    return false;
 }
 
 uint64_t net_peers_quiet_ms(net_peers *p, const char *host_port)

@@ -1,9 +1,11 @@
 /*
  * server.c - a TCP listener whose connections deliver frames to the
  * daemon: raw frames (the native client port) or RPC requests (internode),
- * optionally behind the handshake hook.
+ * optionally behind the handshake hook -- or, in raw-stream mode, bytes
+ * to a protocol handler (the client ports; net.h).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,9 @@ struct net_server {
     int port;
     uint32_t hs_timeout_ms;
     bool rpc;
+    bool listening; /* the listener is open */
+    net_input_cb on_input;
+    net_sent_cb on_sent;
     net_accept_cb on_accept;
     net_frame_cb on_frame;
     net_conn_close_cb on_close;
@@ -37,6 +42,19 @@ static int srv_frame(struct net__base *b, net_conn *c, struct rk_slice frame)
         return RK_EPROTO;
     }
     return s->on_frame(s->arg, c, id, payload);
+}
+
+static int srv_input(struct net__base *b, net_conn *c, struct net_input *in)
+{
+    net_server *s = (net_server *)b;
+    return s->on_input(s->arg, c, in);
+}
+
+static void srv_sent(struct net__base *b, net_conn *c)
+{
+    net_server *s = (net_server *)b;
+    if (s->on_sent)
+        s->on_sent(s->arg, c);
 }
 
 static void srv_ready(struct net__base *b, net_conn *c)
@@ -83,6 +101,8 @@ static void srv_connection(uv_stream_t *listener, int status)
     rc = uv_accept(listener, (uv_stream_t *)&c->tcp);
     if (rc == 0) {
         s->base.stats.conns_accepted++;
+        if (s->on_input && net_conn_peer_addr(c, c->name, sizeof(c->name)) != 0)
+            snprintf(c->name, sizeof(c->name), "?");
         if (s->base.has_hs)
             net__conn_deadline(c, s->hs_timeout_ms);
         rc = net__conn_start(c);
@@ -104,8 +124,10 @@ int net_server_new(net_server **out,
     struct sockaddr_storage ss;
     char hp[128];
     int rc;
-    if (opts->on_frame == NULL || opts->host == NULL || opts->max_frame == 0 ||
-        opts->max_frame > UINT32_MAX || opts->max_queued == 0)
+    if ((opts->on_frame == NULL && opts->on_input == NULL) ||
+        opts->host == NULL || opts->max_frame == 0 ||
+        opts->max_frame > UINT32_MAX || opts->max_queued == 0 ||
+        (opts->on_input != NULL && (opts->hs != NULL || opts->rpc)))
         return -EINVAL;
     if (strchr(opts->host, ':'))
         rc = snprintf(hp, sizeof(hp), "[%s]:%u", opts->host, 1u);
@@ -135,6 +157,15 @@ int net_server_new(net_server **out,
         b->hs = *opts->hs;
     }
     b->on_frame = srv_frame;
+    if (opts->on_input) {
+        b->on_input = srv_input;
+        b->on_sent = srv_sent;
+        b->input_cap = opts->input_cap ? opts->input_cap : opts->max_frame;
+        b->frame_timeout_ms = opts->frame_timeout_ms;
+        b->frame_deadline = opts->frame_deadline;
+        b->max_requests = opts->max_requests;
+        b->budget = opts->budget;
+    }
     b->on_ready = srv_ready;
     b->on_closing = srv_closing;
     b->on_closed = srv_closed;
@@ -143,6 +174,8 @@ int net_server_new(net_server **out,
         opts->handshake_timeout_ms ? opts->handshake_timeout_ms : 5000;
     b->linger_ms = s->hs_timeout_ms;
     s->rpc = opts->rpc;
+    s->on_input = opts->on_input;
+    s->on_sent = opts->on_sent;
     s->on_accept = opts->on_accept;
     s->on_frame = opts->on_frame;
     s->on_close = opts->on_close;
@@ -153,6 +186,7 @@ int net_server_new(net_server **out,
         goto close_base;
     s->listener.data = s;
     b->handles_open++;
+    s->listening = true;
     rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
         rc = uv_listen((uv_stream_t *)&s->listener, 511, srv_connection);
@@ -168,6 +202,7 @@ int net_server_new(net_server **out,
     *out = s;
     return 0;
 close_listener:
+    s->listening = false;
     uv_close((uv_handle_t *)&s->listener, srv_listener_closed);
 close_base:
     /* The handles close on the next loop run; s frees itself then. */
@@ -186,10 +221,25 @@ void net_server_close(net_server *s, void (*done)(void *arg), void *arg)
         return;
     s->done = done;
     s->done_arg = arg;
-    uv_close((uv_handle_t *)&s->listener, srv_listener_closed);
+    if (s->listening) {
+        s->listening = false;
+        uv_close((uv_handle_t *)&s->listener, srv_listener_closed);
+    }
     for (net_conn *c = s->base.conns; c != NULL; c = c->next)
         net__conn_close(c, RK_ECLOSED);
     net__base_close(&s->base);
+}
+
+void net_server_drain(net_server *s)
+{
+    if (s == NULL || s->base.closing || s->on_input == NULL)
+        return;
+    if (s->listening) {
+        s->listening = false;
+        uv_close((uv_handle_t *)&s->listener, srv_listener_closed);
+    }
+    for (net_conn *c = s->base.conns; c != NULL; c = c->next)
+        net_conn_finish(c);
 }
 
 void net_server_stats(const net_server *s, struct net_stats *out)

@@ -6,14 +6,21 @@
  * the arrays they point to are allocated into a node_admin_buf that the
  * caller frees once the response is encoded.
  */
+#include "node/admin.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "gossip/gossip.h"
 #include "node/coord.h"
-#include "node/node_internal.h"
+#include "node/daemon.h"
 #include "node/obs.h"
+#include "node/replica.h"
+#include "node/ring_view.h"
+#include "node/stream_host.h"
+#include "ring/ring.h"
 #include "wire/client_msg.h"
 
 void node_admin_buf_init(struct node_admin_buf *b)
@@ -81,6 +88,29 @@ static void status_gossip(struct wire_cnode *row,
     }
 }
 
+/* A status row's clock: the peer's offset from this node's (pi), or this
+ * node's from its peers'. */
+static void status_clock(struct wire_cnode *row,
+                         const node *n,
+                         const struct gossip_peer_info *pi)
+{
+    int64_t off = n->clock.offset_ms;
+    bool far = n->clock.skewed;
+    if (!pi->self) {
+        if (!pi->clock_known)
+            return;
+        off = pi->clock_offset_ms;
+        uint64_t mag = off < 0 ? (uint64_t)0 - (uint64_t)off : (uint64_t)off;
+        far = n->cfg.max_clock_drift_ms > 0 &&
+              mag > (uint64_t)n->cfg.max_clock_drift_ms;
+    }
+    if (off > 0)
+        row->clock_ahead_ms = (uint64_t)off;
+    else if (off < 0)
+        row->clock_behind_ms = (uint64_t)0 - (uint64_t)off;
+    row->clock_far = far;
+}
+
 static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
 {
     ring *rg = n->ring;
@@ -120,10 +150,14 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
                              ? node__peer_quiet_ms(n, n->peer[i].iaddr)
                              : 0;
         rows[k].silent_ms = quiet >= coord_quiet_limit(n) ? quiet : 0;
+        /* only this node knows its disk (it is not gossiped) */
+        rows[k].disk_full =
+            i < n->npeers && n->peer[i].self && node__disk_full(n);
         struct gossip_peer_info pi;
         char wait_addr[sizeof(addrs[0])];
         if (n->g && gossip_peer_find(&pi, n->g, ni.name, now) == 0) {
             status_gossip(&rows[k], repls[k], sizeof(repls[k]), &pi);
+            status_clock(&rows[k], n, &pi);
             /* a join aborted: BOOT with no tokens, waiting for `ringkv
              * join` as a node started with join_ring false does */
             if (ni.state == RING_BOOT &&
@@ -246,7 +280,7 @@ int node__admin(node *n,
     }
     case WIRE_COP_NETSTATS: {
         size_t len = 0;
-        char *t = node__stream_text(n, &len);
+        char *t = node__netstats_text(n, &len);
         return t ? text_answer(r, b, t, len) : -ENOMEM;
     }
     }

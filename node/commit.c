@@ -28,13 +28,16 @@
  * committer alone under SCHED_BATCH gave 1.19-1.28x SET/s at -P 1 in
  * paired runs, neutral at -P 16 (docs/performance.md).
  */
+#include "node/commit.h"
+
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/daemon.h"
 #include "node/log.h"
-#include "node/node_internal.h"
 #include "node/obs.h"
+#include "storage/store.h"
 
 #define COMMIT_GROUP 64 /* batches one committer takes at once, at most */
 
@@ -77,16 +80,16 @@ int node__commit_add(node *n,
                      node_commit_cb cb,
                      void *arg)
 {
-    if (n->stopping && !n->commit_open && !n->commit_running)
+    if (n->stopping && !n->commit.open && !n->commit.running)
         return RK_ECLOSED;
     if (!n->store)
         return RK_ECLOSED;
-    if (!n->commit_open) {
-        n->commit_open = job_new();
-        if (!n->commit_open)
+    if (!n->commit.open) {
+        n->commit.open = job_new();
+        if (!n->commit.open)
             return -ENOMEM;
     }
-    struct commit_job *j = n->commit_open;
+    struct commit_job *j = n->commit.open;
     if (j->nwaiters == j->cap) {
         size_t ncap = j->cap ? j->cap * 2 : 64;
         struct commit_waiter *w = realloc(j->waiters, ncap * sizeof(*w));
@@ -109,7 +112,7 @@ int node__commit_add(node *n,
 static void *committer_main(void *arg)
 {
     node *n = arg;
-    struct commit_queue *q = &n->cq;
+    struct commit_queue *q = &n->commit.cq;
     struct commit_job *js[COMMIT_GROUP];
     store_batch *bs[COMMIT_GROUP];
     int st[COMMIT_GROUP];
@@ -155,14 +158,14 @@ static void *committer_main(void *arg)
 static void on_commit_done(uv_async_t *a)
 {
     node *n = a->data;
-    struct commit_queue *q = &n->cq;
+    struct commit_queue *q = &n->commit.cq;
     pthread_mutex_lock(&q->mu);
     struct commit_job *j = q->done;
     q->done = q->done_tail = NULL;
     pthread_mutex_unlock(&q->mu);
     while (j) {
         struct commit_job *next = j->next;
-        n->commit_running--;
+        n->commit.running--;
         if (j->status < 0)
             LOG(ERROR, "store.commit_fail", "writes=%zu error=\"%s\"",
                 j->nwaiters, rk_strerror(j->status));
@@ -183,7 +186,7 @@ static void on_commit_done(uv_async_t *a)
 
 int node__commit_start(node *n)
 {
-    struct commit_queue *q = &n->cq;
+    struct commit_queue *q = &n->commit.cq;
     int rc = uv_async_init(n->loop, &q->async, on_commit_done);
     if (rc < 0)
         return rc;
@@ -203,11 +206,11 @@ int node__commit_start(node *n)
 
 void node__commit_flush(node *n)
 {
-    struct commit_job *j = n->commit_open;
+    struct commit_job *j = n->commit.open;
     if (!j || !j->nwaiters)
         return;
-    n->commit_open = NULL;
-    struct commit_queue *q = &n->cq;
+    n->commit.open = NULL;
+    struct commit_queue *q = &n->commit.cq;
     if (q->nth == 0) { /* never started, or could not start */
         job_fail(j, RK_ECLOSED);
         return;
@@ -221,18 +224,18 @@ void node__commit_flush(node *n)
     q->tail = j;
     pthread_cond_signal(&q->cv); /* no syscall when it is not waiting */
     pthread_mutex_unlock(&q->mu);
-    n->commit_running++;
+    n->commit.running++;
 }
 
 void node__commit_free(node *n)
 {
     /* Only called once nothing commits; an open batch still has waiters. */
-    if (n->commit_open) {
-        struct commit_job *j = n->commit_open;
-        n->commit_open = NULL;
+    if (n->commit.open) {
+        struct commit_job *j = n->commit.open;
+        n->commit.open = NULL;
         job_fail(j, RK_ECLOSED);
     }
-    struct commit_queue *q = &n->cq;
+    struct commit_queue *q = &n->commit.cq;
     if (q->inited) {
         pthread_mutex_lock(&q->mu);
         q->stop = true;

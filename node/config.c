@@ -16,9 +16,11 @@
 #include <string.h>
 #include <strings.h>
 
+#include <sodium.h>
 #include <yaml.h>
 
 #include "common/rk.h"
+#include "node/users.h"
 
 /* ---- the key table ---------------------------------------------------- */
 
@@ -89,6 +91,7 @@ static const struct key keys[] = {
     {"default_consistency", K_CL, OFF(default_consistency), 0, 0, 0, 0, NULL},
     {"auto_bootstrap", K_BOOL, OFF(auto_bootstrap), 0, 0, 0, 0, NULL},
     {"join_ring", K_BOOL, OFF(join_ring), 0, 0, 0, 0, NULL},
+    {"replace", K_STR, OFF(replace), SZ(replace), 0, 0, 1, NULL},
     {"durability", K_ENUM, OFF(durability), 0, 0, 0, 0, durability_names},
     {"cpu_scheduling", K_ENUM, OFF(cpu_scheduling), 0, 0, 0, 0, sched_names},
     {"periodic_sync_ms", K_INT, OFF(periodic_sync_ms), 0, 1, 600000, 0, NULL},
@@ -100,6 +103,9 @@ static const struct key keys[] = {
      NULL},
     {"phi_convict_threshold", K_DBL, OFF(phi_convict_threshold), 0, 1, 100, 0,
      NULL},
+    {"failure_probes", K_BOOL, OFF(failure_probes), 0, 0, 0, 0, NULL},
+    {"suspicion_timeout_ms", K_INT, OFF(suspicion_timeout_ms), 0, 0, 3600000, 0,
+     NULL},
     {"hinted_handoff", K_BOOL, OFF(hinted_handoff), 0, 0, 0, 0, NULL},
     {"log_direct_io", K_BOOL, OFF(log_direct_io), 0, 0, 0, 0, NULL},
     {"max_hint_window_ms", K_I64, OFF(max_hint_window_ms), 0, 0,
@@ -109,16 +115,37 @@ static const struct key keys[] = {
     {"gc_grace_seconds", K_I64, OFF(gc_grace_seconds), 0, 0, 365.0 * 86400, 0,
      NULL},
     {"memtable_mb", K_INT, OFF(memtable_mb), 0, 1, 65536, 0, NULL},
+    {"disk_reserve_mb", K_INT, OFF(disk_reserve_mb), 0, 0, 1048576, 0, NULL},
     {"stream_throughput_mb", K_INT, OFF(stream_throughput_mb), 0, 0, 1000000, 0,
      NULL},
     {"stall_warning_s", K_INT, OFF(stall_warning_s), 0, 1, 86400, 0, NULL},
     {"auto_compact_pct", K_INT, OFF(auto_compact_pct), 0, -1, 1000000, 0, NULL},
     {"auto_cleanup_s", K_INT, OFF(auto_cleanup_s), 0, 0, 30 * 86400, 0, NULL},
     {"repair_after_join", K_BOOL, OFF(repair_after_join), 0, 0, 0, 0, NULL},
+    {"repair_interval_s", K_I64, OFF(repair_interval_s), 0, 0, 365.0 * 86400, 0,
+     NULL},
+    {"purge_interval_s", K_I64, OFF(purge_interval_s), 0, 0, 365.0 * 86400, 0,
+     NULL},
     {"max_inflight", K_INT, OFF(max_inflight), 0, 1, 10000000, 0, NULL},
     {"max_pipeline", K_INT, OFF(max_pipeline), 0, 1, 1000000, 0, NULL},
     {"max_clients", K_INT, OFF(max_clients), 0, 1, 1000000, 0, NULL},
+    {"max_input_buffer_mb", K_INT, OFF(max_input_buffer_mb), 0, 1, 1048576, 0,
+     NULL},
+    {"client_frame_timeout_s", K_INT, OFF(client_frame_timeout_s), 0, 1, 86400,
+     0, NULL},
     {"requirepass", K_STR, OFF(requirepass), SZ(requirepass), 0, 0, 1, NULL},
+    {"requirepass_file", K_STR, OFF(requirepass_file), SZ(requirepass_file), 0,
+     0, 1, NULL},
+    {"admin_password", K_STR, OFF(admin_password), SZ(admin_password), 0, 0, 1,
+     NULL},
+    {"admin_password_file", K_STR, OFF(admin_password_file),
+     SZ(admin_password_file), 0, 0, 1, NULL},
+    {"metrics_password", K_STR, OFF(metrics_password), SZ(metrics_password), 0,
+     0, 1, NULL},
+    {"metrics_password_file", K_STR, OFF(metrics_password_file),
+     SZ(metrics_password_file), 0, 0, 1, NULL},
+    {"auth_fail_delay_max_ms", K_INT, OFF(auth_fail_delay_max_ms), 0, 0, 600000,
+     0, NULL},
     {"log_level", K_ENUM, OFF(log_level), 0, 0, 0, 0, loglevel_names},
     {"log_file", K_STR, OFF(log_file), SZ(log_file), 0, 0, 1, NULL},
 };
@@ -699,7 +726,8 @@ int node_config_apply_env(struct node_config *c,
 
 static int is_own_flag(const char *name, size_t len)
 {
-    static const char *own[] = {"config", "check_config", "help", "version"};
+    static const char *own[] = {"config",  "check_config",     "help",
+                                "version", "restore_snapshot", "drop_hints"};
     char k[32];
     if (key_norm(k, sizeof(k), name, len) < 0)
         return 0;
@@ -731,8 +759,9 @@ int node_config_apply_args(struct node_config *c,
         if (is_own_flag(name, nlen)) {
             char k[32];
             key_norm(k, sizeof(k), name, nlen);
-            if (!eq && strcmp(k, "config") == 0)
-                i++;
+            if (!eq && (strcmp(k, "config") == 0 ||
+                        strcmp(k, "restore_snapshot") == 0))
+                i++; /* their value */
             continue;
         }
         const char *val;
@@ -784,6 +813,15 @@ int node_config_rf(const struct node_config *c, const char *dc)
     return 0;
 }
 
+/* A node name holds letters, digits and . - _ : only ("" too). */
+static bool node_name_ok(const char *s)
+{
+    for (const char *p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr(".-_:", *p))
+            return false;
+    return true;
+}
+
 int node_config_validate(const struct node_config *c, char *err, size_t errlen)
 {
     if (!host_ok(c->listen_address))
@@ -798,12 +836,18 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
         if (!isprint((unsigned char)*p))
             return fail(err, errlen,
                         "cluster_name: only printable characters allowed");
-    for (const char *p = c->node_name; *p; p++)
-        if (!isalnum((unsigned char)*p) && !strchr(".-_:", *p))
+    const char *names[] = {"node_name", c->node_name, "replace", c->replace};
+    for (size_t i = 0; i < 4; i += 2)
+        if (!node_name_ok(names[i + 1]))
             return fail(err, errlen,
-                        "node_name: '%s' may hold only letters, digits and "
-                        ". - _ :",
-                        c->node_name);
+                        "%s: '%s' is not a node name: letters, digits and "
+                        ". - _ : only",
+                        names[i], names[i + 1]);
+    if (c->replace[0] && strcmp(c->replace, c->node_name) == 0)
+        return fail(err, errlen,
+                    "replace: '%s' is this node's own name: a node replaces "
+                    "another, dead node (give the new node a name of its own)",
+                    c->replace);
     struct {
         const char *name;
         int port;
@@ -838,6 +882,11 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
             return fail(err, errlen, "cluster_secret_file: '%s' is empty",
                         c->cluster_secret_file);
     }
+    struct node_users users;
+    int rc = node_users_load(&users, c, err, errlen);
+    sodium_memzero(&users, sizeof(users));
+    if (rc != 0)
+        return rc;
     if (c->durability == NODE_DURABILITY_PERIODIC && c->periodic_sync_ms <= 0)
         return fail(err, errlen, "periodic_sync_ms: must be positive");
     return 0;
@@ -979,24 +1028,40 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         sched_names[c->cpu_scheduling]);
     OUT("log_direct_io: %s\n", c->log_direct_io ? "true" : "false");
     OUT("join_ring: %s\n", c->join_ring ? "true" : "false");
+    OUT("replace: %s\n", dump_quote(q, sizeof(q), c->replace));
     OUT("periodic_sync_ms: %d\nread_timeout_ms: %d\nwrite_timeout_ms: %d\n"
         "connect_timeout_ms: %d\ngossip_interval_ms: %d\n"
         "phi_convict_threshold: %.17g\n",
         c->periodic_sync_ms, c->read_timeout_ms, c->write_timeout_ms,
         c->connect_timeout_ms, c->gossip_interval_ms, c->phi_convict_threshold);
+    OUT("failure_probes: %s\nsuspicion_timeout_ms: %d\n",
+        c->failure_probes ? "true" : "false", c->suspicion_timeout_ms);
     OUT("hinted_handoff: %s\nmax_hint_window_ms: %lld\n"
         "gc_grace_seconds: %lld\nmemtable_mb: %d\nauto_compact_pct: %d\n",
         c->hinted_handoff ? "true" : "false", (long long)c->max_hint_window_ms,
         (long long)c->gc_grace_seconds, c->memtable_mb, c->auto_compact_pct);
     OUT("max_clock_drift_ms: %d\n", c->max_clock_drift_ms);
+    OUT("disk_reserve_mb: %d\n", c->disk_reserve_mb);
     OUT("auto_cleanup_s: %d\n", c->auto_cleanup_s);
     OUT("repair_after_join: %s\n", c->repair_after_join ? "true" : "false");
+    OUT("repair_interval_s: %lld\npurge_interval_s: %lld\n",
+        (long long)c->repair_interval_s, (long long)c->purge_interval_s);
     OUT("stream_throughput_mb: %d\n", c->stream_throughput_mb);
     OUT("stall_warning_s: %d\n", c->stall_warning_s);
     OUT("max_inflight: %d\nmax_pipeline: %d\nmax_clients: %d\n"
-        "requirepass: %s\n",
+        "max_input_buffer_mb: %d\nclient_frame_timeout_s: %d\n"
+        "requirepass: %s\nauth_fail_delay_max_ms: %d\n",
         c->max_inflight, c->max_pipeline, c->max_clients,
-        c->requirepass[0] ? "<set>" : "\"\"");
+        c->max_input_buffer_mb, c->client_frame_timeout_s,
+        c->requirepass[0] ? "<set>" : "\"\"", c->auth_fail_delay_max_ms);
+    OUT("requirepass_file: %s\nadmin_password: %s\n",
+        dump_quote(q, sizeof(q), c->requirepass_file),
+        c->admin_password[0] ? "<set>" : "\"\"");
+    OUT("admin_password_file: %s\n",
+        dump_quote(q, sizeof(q), c->admin_password_file));
+    OUT("metrics_password: %s\nmetrics_password_file: %s\n",
+        c->metrics_password[0] ? "<set>" : "\"\"",
+        dump_quote(q, sizeof(q), c->metrics_password_file));
     OUT("log_level: %s\nlog_file: %s\n", loglevel_names[c->log_level],
         dump_quote(q, sizeof(q), c->log_file));
 #undef OUT

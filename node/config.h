@@ -87,7 +87,9 @@ struct node_config {
     struct node_config_dc replication[NODE_CONFIG_MAX_DCS];
     enum node_cl default_consistency;
     int auto_bootstrap;
-    int join_ring; /* 0: a fresh node waits for `ringkv join` */
+    int join_ring;                 /* 0: a fresh node waits for `ringkv join` */
+    char replace[NODE_CONFIG_STR]; /* "": none; a dead node's name: take its
+                                      tokens and stream its ranges in */
     enum node_durability durability;
     enum node_cpu_sched cpu_scheduling;
     int periodic_sync_ms;
@@ -97,21 +99,34 @@ struct node_config {
     int connect_timeout_ms;
     int gossip_interval_ms;
     double phi_convict_threshold;
-    int hinted_handoff; /* store hints for DOWN replicas */
+    int failure_probes;       /* the probe detector (gossip/probe.c) */
+    int suspicion_timeout_ms; /* its shortest suspicion; 0: gossip interval */
+    int hinted_handoff;       /* store hints for DOWN replicas */
     int64_t max_hint_window_ms;
     int64_t gc_grace_seconds;
     int max_clock_drift_ms; /* refuse timestamps this far ahead; 0: off */
     int memtable_mb;        /* committed writes kept in memory before applied */
+    int disk_reserve_mb;    /* refuse writes with less free on the disk */
     int auto_compact_pct;   /* compact a range at this % new keys; -1: never */
     int auto_cleanup_s; /* clean up this long after the ring settled; 0: no */
-    int repair_after_join;    /* a streamed join repairs its ranges after */
-    int stream_throughput_mb; /* MiB/s a node streams in or out; 0: no cap */
-    int stall_warning_s;      /* a long operation without progress this long is
-                                 reported stalled (node/stall.c) */
-    int max_inflight;         /* admission control: requests in flight */
-    int max_pipeline;         /* per client connection */
-    int max_clients;          /* client connections, native and RESP */
+    int repair_after_join;     /* a streamed join repairs its ranges after */
+    int64_t repair_interval_s; /* each arc repaired this often; 0: never */
+    int64_t purge_interval_s;  /* a purge cycle this often; 0: never */
+    int stream_throughput_mb;  /* MiB/s a node streams in or out; 0: no cap */
+    int stall_warning_s;       /* a long operation without progress this long is
+                                  reported stalled (streaming/stall.c) */
+    int max_inflight;          /* admission control: requests in flight */
+    int max_pipeline;          /* per client connection */
+    int max_clients;           /* client connections, native and RESP */
+    int max_input_buffer_mb;   /* all client input buffers together */
+    int client_frame_timeout_s;        /* part of a request, no byte: close */
     char requirepass[NODE_CONFIG_STR]; /* "" = no password */
+    char requirepass_file[NODE_CONFIG_STR];    /* or read from this file */
+    char admin_password[NODE_CONFIG_STR];      /* "" = requirepass's */
+    char admin_password_file[NODE_CONFIG_STR]; /* or read from this file */
+    char metrics_password[NODE_CONFIG_STR]; /* /metrics basic auth; "": open */
+    char metrics_password_file[NODE_CONFIG_STR];
+    int auth_fail_delay_max_ms; /* a failed AUTH's answer waits at most */
     enum node_log_level log_level;
     char log_file[NODE_CONFIG_STR]; /* "" = stderr */
 };
@@ -130,13 +145,15 @@ struct node_config {
         .cpu_scheduling = NODE_SCHED_BATCH, .periodic_sync_ms = 1000,          \
         .log_direct_io = 1, .read_timeout_ms = 2000, .write_timeout_ms = 2000, \
         .connect_timeout_ms = 1000, .gossip_interval_ms = 1000,                \
-        .phi_convict_threshold = 8.0, .hinted_handoff = 1,                     \
-        .max_hint_window_ms = 3 * 3600 * 1000LL,                               \
+        .phi_convict_threshold = 8.0, .failure_probes = 1,                     \
+        .hinted_handoff = 1, .max_hint_window_ms = 3 * 3600 * 1000LL,          \
         .gc_grace_seconds = 10 * 86400LL, .max_clock_drift_ms = 500,           \
-        .memtable_mb = 16, .auto_compact_pct = 25, .auto_cleanup_s = 3600,     \
-        .max_inflight = 10000, .repair_after_join = 1, .max_pipeline = 1024,   \
-        .stall_warning_s = 30, .max_clients = 10000,                           \
-        .log_level = NODE_LOG_INFO,                                            \
+        .memtable_mb = 16, .disk_reserve_mb = 256, .auto_compact_pct = 25,     \
+        .auto_cleanup_s = 3600, .max_inflight = 10000, .repair_after_join = 1, \
+        .repair_interval_s = 3 * 86400LL, .purge_interval_s = 3600,            \
+        .max_pipeline = 1024, .stall_warning_s = 30, .max_clients = 10000,     \
+        .max_input_buffer_mb = 256, .client_frame_timeout_s = 30,              \
+        .auth_fail_delay_max_ms = 5000, .log_level = NODE_LOG_INFO,            \
     }
 
 /* Set one key from its string form. Unknown keys and bad values are errors

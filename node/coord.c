@@ -1,15 +1,19 @@
 /*
- * coord.c - the coordinator (see coord.h for the contract): levels, the
- * request's life, the wake list of deadlines, waiting for the ring, and the
- * writes. The reads (asking, hedging, read repair: read_fill, read_hedge,
- * read_expire) are in coord_read.c; coord_internal.h is what both share.
+ * coord.c - the coordinator's core (see coord.h for the contract): its
+ * state (struct coord), the request's life, the wake list of deadlines,
+ * waiting for the ring, and the writes. The reads (asking, hedging, read
+ * repair: read_fill, read_hedge, read_expire) are in coord_read.c;
+ * coord_internal.h is what both share. The core reaches the daemon --
+ * ring, replicas, RPC, hints, clocks, the wake timer -- only through its
+ * host (coord_host.h), which coord_node.c fills in over struct node and
+ * tests/unit/check_coord.c with fakes.
  *
- * A level is a list of constraints "at least k answers from replicas of DC
- * d (or of any DC)": ONE/TWO/QUORUM/ALL have one constraint over every
- * replica, LOCAL_* one over this node's DC, EACH_QUORUM one per DC. Quorums
- * are counted over the replicas the ring actually places (min(RF, nodes)
- * per DC). Before anything is sent the live replicas are checked against
- * every constraint: too few is UNAVAILABLE, at once.
+ * Levels are planned by coord_plan.c, pure and unit-tested: a level is a
+ * list of constraints "at least k answers from replicas of DC d (or of any
+ * DC)", quorums counted over the replicas the ring actually places
+ * (min(RF, nodes) per DC). node__coord_plan takes the replicas from the
+ * ring and hands them over; before anything is sent the live replicas are
+ * checked against every constraint: too few is UNAVAILABLE, at once.
  *
  * Timeouts. A write gives each replica write_timeout_ms (net/'s RPC
  * deadline): a replica that does not answer in time fails its request, and
@@ -21,7 +25,12 @@
  * answered while the local disk hung. A write whose replica failed or was DOWN
  * leaves a hint for it, unless the replica refused it for good
  * (node__hint_rejected_for_good: a malformed write, or a key in no range
- * of the replica), which a hint replay would only drop.
+ * of the replica), which a hint replay would only drop. A replica short
+ * of disk space answers FULL and is hinted like any other; but this node,
+ * short of disk space itself, refuses the writes of keys it replicates
+ * before sending anything (write_local_full), since no hint is kept for
+ * itself: until 2026-12-06 such QUORUM writes were acknowledged by the
+ * two others, and 195 of 200 were then missing here.
  *
  * A read has one deadline, read_timeout_ms from the client request's start
  * (an MGET's keys share their MGET's: coord_get_metered), and every
@@ -45,14 +54,17 @@
  * the newest version (LWW order of storage/) wins; replicas that answered
  * older or nothing get the newest written to them, and the reply waits
  * for those writes (blocking read repair), so a QUORUM read followed by a
- * QUORUM read never goes back -- until the read's deadline, when it is
- * answered without them, as when a repair fails.
+ * QUORUM read never goes back: if they fail, or the read's deadline comes
+ * first, and fewer replicas than the level needs hold the newest (those
+ * that answered it, those repaired, and the live ones not asked before,
+ * asked as soon as a repair is needed), the read is answered TIMEOUT, not
+ * with a value a later read might not see (coord_read.c, read_answer).
  *
  * A stale ring. A node that has heard of a newer ring epoch than the one
  * it has applied (gossip told it a membership changed before it had the
  * change itself, usually for less than a gossip round) does not answer
  * RING_STALE at once: the request waits, counted in flight like any
- * other, until the ring catches up (node__coord_unpark, from gshell.c)
+ * other, until the ring catches up (node__coord_unpark, from membership.c)
  * and then starts as if it had just arrived; it is answered RING_STALE
  * only if its deadline (write_timeout_ms from its arrival, or the read's
  * deadline) passes first; one that starts has what is left of it. Until
@@ -61,10 +73,23 @@
  * after a restart (no peer heard yet) still refuses at once: that can last
  * seconds, and a client with several hosts does better elsewhere.
  *
+ * A replica's newer ring. A replica refuses a read or write planned on a
+ * ring older than its own (OLD_RING, node/replica.c): the key's replica
+ * set may differ between the two, and for about a gossip round after a
+ * join or leave the old set could miss a write the new set acknowledged
+ * (a lost write until 2026-12-06). The coordinator then counts the next
+ * epoch as heard (host ring_behind: its ring is stale from then on),
+ * hands the caller to a new request that waits for the ring as above and
+ * is planned and sent again on the newer one, by the same deadline
+ * (node__coord_replan); the refused request goes on in the background,
+ * answering no one. A request already answered is not planned again (a
+ * write's refusing replica gets a hint), but the ring counts as behind
+ * all the same.
+ *
  * Admission. max_inflight bounds the requests not yet answered
- * (n->coord_inflight). A request answered at its level may still wait for
+ * (stats.inflight). A request answered at its level may still wait for
  * slower replicas (the third write of a QUORUM write): it
- * then counts in n->coord_background until the last answer or deadline,
+ * then counts in stats.background until the last answer or deadline,
  * bounded separately at COORD_BACKGROUND_FACTOR * max_inflight, so one slow
  * replica does not make the node shed requests it could answer.
  *
@@ -80,195 +105,45 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/coord_host.h"
 #include "node/coord_internal.h"
+#include "node/coord_plan.h"
 #include "node/log.h"
-#include "node/node_internal.h"
-#include "node/obs.h"
+#include "storage/hlc.h"
+#include "storage/store.h"
 
 #define CREQ_LINK      offsetof(struct creq, next_free)
 #define COORD_BUF_KEEP 4096 /* encode buffers kept across reuse */
-#define CREQ_ZEROED    offsetof(struct creq, rep)
+#define CREQ_ZEROED    offsetof(struct creq, r)
 
 static void wake_unlink(struct creq *q);
 
 /* ---- levels ----------------------------------------------------------- */
 
-enum node_cl coord_default_cl(const node *n)
+int node__coord_plan(struct creq *q)
 {
-    return n->cfg.default_consistency;
-}
-
-static void cons_add(struct creq *q, int dc, uint32_t need)
-{
-    q->cons[q->ncons].dc = dc;
-    q->cons[q->ncons].need = need;
-    q->cons[q->ncons].got = 0;
-    q->ncons++;
-    q->need += need;
-}
-
-/* Points q's replicas at the names and addresses of the current peer
- * table, which q holds until it is released. */
-static void plan_peers(node *n, struct creq *q)
-{
-    q->tab = n->peer_tab;
-    if (q->tab)
-        q->tab->refs++;
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        struct crep *c = &q->rp[i];
-        if (q->rep[i] >= n->npeers) { /* unknown: neither up nor self */
-            c->name = c->iaddr = "";
-            c->self = c->up = false;
-            continue;
-        }
-        const struct node_peer *p = &n->peer[q->rep[i]];
-        c->name = p->name;
-        c->iaddr = p->iaddr;
-        c->self = p->self;
-        c->up = p->up;
+    struct coord *c = q->c;
+    struct coord_replicas rs;
+    int rc = c->h.replicas(c->h.arg, &rs, q->token, q->op != C_GET);
+    if (rc < 0)
+        return rc;
+    q->hold = rs.hold;
+    if (rs.nrep > RING_MAX_REPLICAS)
+        rs.nrep = RING_MAX_REPLICAS;
+    if (rs.nnat > rs.nrep)
+        rs.nnat = rs.nrep;
+    memset(q->r, 0, rs.nrep * sizeof(q->r[0]));
+    for (uint32_t i = 0; i < rs.nrep; i++) {
+        q->rp[i].name = rs.name[i] ? rs.name[i] : "";
+        q->rp[i].iaddr = rs.iaddr[i] ? rs.iaddr[i] : "";
+        /* a peer that refused us or closed on us is DOWN for this
+         * request: it died, and gossip has not said so yet */
+        if (rs.rep[i].up && !rs.rep[i].self &&
+            !c->h.reachable(c->h.arg, q->rp[i].iaddr))
+            rs.rep[i].up = false;
     }
-}
-
-/* Fill q->rep / rep_dc from the ring and the constraints from the level.
- * dc ids: 0 is this node's DC; others numbered as met. */
-int node__coord_plan(node *n, struct creq *q)
-{
-    ring *r = n->ring;
-    if (!r || ring_token_count(r) == 0)
-        return RK_EUNAVAILABLE;
-    size_t nr = ring_replicas(r, q->token, q->rep, RING_MAX_REPLICAS);
-    if (nr > RING_MAX_REPLICAS)
-        nr = RING_MAX_REPLICAS;
-    /* A node joining (n->ring_pending) is a pending replica of the keys it
-     * is about to own: a write goes to it too, and needs its answer on top
-     * of the level's (Cassandra's rule), so that a write acknowledged
-     * during the join is on the new replica set as well as on the old
-     * one, whichever of the two the next read is counted against. Unlike
-     * Cassandra, a pending replica that is DOWN is not waited for (it gets
-     * a hint, as any DOWN replica): a joiner that died would otherwise
-     * make every write of its ranges need all the old replicas until it
-     * came back. When it does, it resumes each range where it was, the
-     * hints bringing what it missed meanwhile, or, down past the hint
-     * window, streams every range again from the start (stream.c). Both
-     * rings hold the same members, so their node indices agree. */
-    uint32_t nat = (uint32_t)nr;
-    if (q->op != C_GET && n->ring_pending) {
-        uint32_t pr[RING_MAX_REPLICAS];
-        size_t np =
-            ring_replicas(n->ring_pending, q->token, pr, RING_MAX_REPLICAS);
-        for (size_t k = 0; k < np && k < RING_MAX_REPLICAS; k++) {
-            bool known = false;
-            for (uint32_t i = 0; i < nat; i++)
-                known |= q->rep[i] == pr[k];
-            if (!known && nr < RING_MAX_REPLICAS)
-                q->rep[nr++] = pr[k];
-        }
-    }
-    q->nrep = (uint32_t)nr;
-    q->nnat = nat;
-    memset(q->r, 0, nr * sizeof(q->r[0]));
-    plan_peers(n, q);
-    /* The local DC first, then each replica's: up to nrep + 1 names (the
-     * local DC need not hold a replica: 16 replicas in 16 other DCs). */
-    const char *dcname[RING_MAX_REPLICAS + 1];
-    int ndc = 1;
-    dcname[0] = n->cfg.datacenter;
-    uint32_t per_dc[RING_MAX_REPLICAS + 1] = {0};
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        struct ring_node_info ni;
-        ring_node_get(r, &ni, q->rep[i]);
-        int d = -1;
-        for (int k = 0; k < ndc; k++)
-            if (strcmp(dcname[k], ni.dc) == 0)
-                d = k;
-        if (d < 0) {
-            d = ndc;
-            dcname[ndc++] = ni.dc;
-        }
-        q->rep_dc[i] = d;
-        if (i < nat)
-            per_dc[d]++;
-    }
-    uint32_t total = nat;
-    switch (q->cl) {
-    case NODE_CL_ONE:
-        cons_add(q, -1, 1);
-        break;
-    case NODE_CL_TWO:
-        cons_add(q, -1, 2);
-        break;
-    case NODE_CL_QUORUM:
-        cons_add(q, -1, total / 2 + 1);
-        break;
-    case NODE_CL_ALL:
-        cons_add(q, -1, total ? total : 1);
-        break;
-    case NODE_CL_LOCAL_ONE:
-        cons_add(q, 0, 1);
-        break;
-    case NODE_CL_LOCAL_QUORUM:
-        cons_add(q, 0, per_dc[0] / 2 + 1);
-        break;
-    case NODE_CL_EACH_QUORUM:
-        for (int d = 0; d < ndc; d++)
-            if (per_dc[d])
-                cons_add(q, d, per_dc[d] / 2 + 1);
-        if (q->ncons == 0)
-            cons_add(q, 0, 1);
-        break;
-    default:
-        return RK_EBADREQ;
-    }
-    for (uint32_t i = nat; i < q->nrep; i++) /* live pending replicas */
-        for (int c = 0; c < q->ncons && q->rp[i].up; c++)
-            if (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[i]) {
-                q->cons[c].need++;
-                q->need++;
-            }
-    /* enough live replicas for every constraint? */
-    for (int c = 0; c < q->ncons; c++) {
-        uint32_t live = 0;
-        for (uint32_t i = 0; i < q->nrep; i++) {
-            if (q->cons[c].dc >= 0 && q->rep_dc[i] != q->cons[c].dc)
-                continue;
-            if (q->rp[i].up)
-                live++;
-        }
-        if (live < q->cons[c].need) {
-            q->acks = 0;
-            for (uint32_t i = 0; i < q->nrep; i++)
-                if (q->rp[i].up)
-                    q->acks++;
-            return RK_EUNAVAILABLE;
-        }
-    }
-    return 0;
-}
-
-bool node__coord_satisfied(const struct creq *q)
-{
-    for (int c = 0; c < q->ncons; c++)
-        if (q->cons[c].got < q->cons[c].need)
-            return false;
-    return true;
-}
-
-/* Pending replica i will not count: it no longer adds to the need. */
-static void pending_not_ready(struct creq *q, uint32_t i)
-{
-    for (int c = 0; c < q->ncons; c++)
-        if (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[i]) {
-            q->cons[c].need--;
-            q->need--;
-        }
-}
-
-void node__coord_count_answer(struct creq *q, uint32_t i)
-{
-    q->acks++;
-    for (int c = 0; c < q->ncons; c++)
-        if (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[i])
-            q->cons[c].got++;
+    return coord_plan_make(&q->plan, q->cl, c->o.datacenter, rs.rep, rs.nrep,
+                           rs.nnat);
 }
 
 /* ---- completion ------------------------------------------------------- */
@@ -304,11 +179,11 @@ static void creq_free(struct creq *q)
  * when the pool is full). */
 static void creq_release(struct creq *q)
 {
-    node *n = q->n;
+    struct coord *c = q->c;
     meter_detach(q);
-    for (uint32_t i = 0; i < q->nrep; i++)
+    for (uint32_t i = 0; i < q->plan.nrep; i++)
         free(q->r[i].buf);
-    node__peer_tab_unref(q->tab);
+    c->h.release(c->h.arg, q->hold);
     if (q->key != q->kbuf)
         free(q->key);
     free(q->pval);
@@ -319,46 +194,75 @@ static void creq_release(struct creq *q)
         q->srec = NULL;
         q->srec_cap = 0;
     }
-    if (!rk_pool_put(&n->coord_pool, q, CREQ_LINK))
+    if (!rk_pool_put(&c->pool, q, CREQ_LINK))
         creq_free(q);
 }
 
-void node__coord_free(node *n)
+int coord_new(struct coord **out,
+              const struct coord_host *h,
+              const struct coord_opts *o)
 {
-    for (struct creq *q; (q = rk_pool_get(&n->coord_pool, CREQ_LINK));)
+    struct coord *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -ENOMEM;
+    c->h = *h;
+    c->o = *o;
+    *out = c;
+    return 0;
+}
+
+void coord_free(struct coord *c)
+{
+    if (!c)
+        return;
+    for (struct creq *q; (q = rk_pool_get(&c->pool, CREQ_LINK));)
         creq_free(q);
+    free(c);
+}
+
+const struct coord_stats *coord_stats(const struct coord *c)
+{
+    return &c->stats;
 }
 
 void node__coord_unref(struct creq *q)
 {
     if (--q->refs == 0) {
         if (q->background)
-            q->n->coord_background--;
+            q->c->stats.background--;
         else
-            q->n->coord_inflight--;
+            q->c->stats.inflight--;
         creq_release(q);
     }
+}
+
+/* q answers no one from now on (answered, or handed to a successor:
+ * node__coord_replan): what still runs for it (slow replicas, repairs,
+ * hints) is background work. */
+static void to_background(struct creq *q)
+{
+    q->done = true;
+    meter_detach(q); /* before finish's callback, which may free the meter */
+    q->c->stats.inflight--;
+    q->c->stats.background++;
+    q->background = true;
 }
 
 void node__coord_finish(struct creq *q, int err, struct rk_slice value)
 {
     if (q->done)
         return;
-    q->done = true;
-    meter_detach(q); /* before the callback, which may free the meter */
-    node *n = q->n;
-    /* answered: what still runs (slow replicas, repairs) is background */
-    n->coord_inflight--;
-    n->coord_background++;
-    q->background = true;
+    to_background(q);
+    struct coord *c = q->c;
+    struct coord_stats *st = &c->stats;
     int op = q->op == C_GET ? NODE_OP_GET
                             : (q->op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL);
     if (err == RK_ETIMEOUT)
-        n->stats.timeout[op][q->cl]++;
-    node__obs_request(n, op, q->cl, err, q->start_ns);
+        st->timeout[op][q->cl]++;
+    c->h.observe(c->h.arg, op, q->cl, err, q->start_ns);
     struct coord_result res = {.err = err,
-                               .acks = q->acks,
-                               .need = q->need,
+                               .acks = q->plan.acks,
+                               .need = q->plan.need,
                                .value = value,
                                .expiry_ms = err == 0 ? q->expiry : 0,
                                .cause = err == RK_ETIMEOUT ? q->cause : 0};
@@ -382,15 +286,14 @@ void node__coord_finish(struct creq *q, int err, struct rk_slice value)
 static void write_expire(struct creq *q);
 static void park_expire(struct creq *q);
 
-static void wake_arm(node *n);
+static void wake_arm(struct coord *c);
 
-static void on_wake(uv_timer_t *t)
+void coord_wake(struct coord *c)
 {
-    node *n = t->data;
-    uint64_t now = uv_now(n->loop);
-    n->wake_at = 0;
-    while (n->wake_head && n->wake_head->wake <= now) {
-        struct creq *q = n->wake_head;
+    uint64_t now = c->h.now_ms(c->h.arg);
+    c->wake_at = 0;
+    while (c->wake_head && c->wake_head->wake <= now) {
+        struct creq *q = c->wake_head;
         wake_unlink(q);
         if (q->parked)
             park_expire(q); /* RING_STALE */
@@ -400,44 +303,43 @@ static void on_wake(uv_timer_t *t)
             write_expire(q);
         node__coord_unref(q); /* the list's reference */
     }
-    wake_arm(n);
+    wake_arm(c);
 }
 
-/* Arm the timer for the head, unless it is armed for earlier already (it
- * then fires for nothing and re-arms). */
-static void wake_arm(node *n)
+/* Arm the host's timer for the head, unless it is armed for earlier
+ * already (it then fires for nothing and re-arms). */
+static void wake_arm(struct coord *c)
 {
-    if (!n->wake_open)
+    if (!c->wake_open)
         return;
-    if (!n->wake_head) {
-        if (n->wake_at) {
-            uv_timer_stop(&n->wake);
-            n->wake_at = 0;
+    if (!c->wake_head) {
+        if (c->wake_at) {
+            c->h.wake_arm(c->h.arg, 0);
+            c->wake_at = 0;
         }
         return;
     }
-    uint64_t at = n->wake_head->wake;
-    if (n->wake_at && n->wake_at <= at)
+    uint64_t at = c->wake_head->wake;
+    if (c->wake_at && c->wake_at <= at)
         return;
-    uint64_t now = uv_now(n->loop);
-    uv_timer_start(&n->wake, on_wake, at > now ? at - now : 0, 0);
-    n->wake_at = at;
+    c->h.wake_arm(c->h.arg, at);
+    c->wake_at = at;
 }
 
 /* Put q on the wake list for `at`, from the end nearer in time. */
 void node__coord_wake_link(struct creq *q, uint64_t at)
 {
-    node *n = q->n;
-    if (!n->wake_open)
+    struct coord *c = q->c;
+    if (!c->wake_open)
         return;
     q->wake = at;
-    struct creq *t = n->wake_tail; /* the last one due no later, or NULL */
+    struct creq *t = c->wake_tail; /* the last one due no later, or NULL */
     if (t == NULL || t->wake <= at) {
         /* after the tail */
-    } else if (at < n->wake_head->wake) {
+    } else if (at < c->wake_head->wake) {
         t = NULL;
-    } else if (at - n->wake_head->wake < t->wake - at) {
-        t = n->wake_head;
+    } else if (at - c->wake_head->wake < t->wake - at) {
+        t = c->wake_head;
         while (t->wnext->wake <= at)
             t = t->wnext;
     } else {
@@ -445,63 +347,56 @@ void node__coord_wake_link(struct creq *q, uint64_t at)
             t = t->wprev;
     }
     q->wprev = t;
-    q->wnext = t ? t->wnext : n->wake_head;
+    q->wnext = t ? t->wnext : c->wake_head;
     if (q->wnext)
         q->wnext->wprev = q;
     else
-        n->wake_tail = q;
+        c->wake_tail = q;
     if (t)
         t->wnext = q;
     else
-        n->wake_head = q;
+        c->wake_head = q;
     q->waking = true;
     q->refs++;
-    wake_arm(n);
+    wake_arm(c);
 }
 
 /* Take q off the wake list; the caller takes over its reference. */
 static void wake_unlink(struct creq *q)
 {
-    node *n = q->n;
+    struct coord *c = q->c;
     if (q->wprev)
         q->wprev->wnext = q->wnext;
     else
-        n->wake_head = q->wnext;
+        c->wake_head = q->wnext;
     if (q->wnext)
         q->wnext->wprev = q->wprev;
     else
-        n->wake_tail = q->wprev;
+        c->wake_tail = q->wprev;
     q->wprev = q->wnext = NULL;
     q->waking = false;
 }
 
-uint64_t coord_read_deadline(node *n)
+void coord_open(struct coord *c)
 {
-    return uv_now(n->loop) + (uint64_t)n->cfg.read_timeout_ms;
-}
-
-void node__coord_start(node *n)
-{
-    uv_timer_init(n->loop, &n->wake);
-    n->wake.data = n;
-    n->wake_open = true;
+    c->wake_open = true;
 }
 
 /* The requests still on the list are answered by their replicas'
  * failures as the node closes its connections (or their commits). */
-void node__coord_stop(node *n)
+void coord_close(struct coord *c)
 {
-    if (!n->wake_open)
+    if (!c->wake_open)
         return;
-    while (n->wake_head) {
-        struct creq *q = n->wake_head;
+    while (c->wake_head) {
+        struct creq *q = c->wake_head;
         wake_unlink(q);
         node__coord_unref(q);
     }
-    n->wake_open = false;
-    n->wake_at = 0;
-    n->pending_closes++;
-    uv_close((uv_handle_t *)&n->wake, node__handle_closed);
+    c->wake_open = false;
+    if (c->wake_at)
+        c->h.wake_arm(c->h.arg, 0);
+    c->wake_at = 0;
 }
 
 /* Defer a decision made inside coord_*() to the end of the loop turn, so
@@ -512,29 +407,34 @@ void node__coord_defer(struct creq *q)
         return;
     q->deferred = true;
     q->refs++;
-    q->next_deferred = q->n->deferred;
-    q->n->deferred = q;
+    q->next_deferred = q->c->deferred;
+    q->c->deferred = q;
 }
 
+/* Answer a write at its level, or once every answer is in without it. */
 static void write_settle(struct creq *q)
 {
     if (q->done)
         return;
-    if (node__coord_satisfied(q)) {
+    switch (coord_plan_outcome(&q->plan)) {
+    case COORD_PLAN_SATISFIED:
         node__coord_finish(q, 0, RK_SLICE(NULL, 0));
-        return;
-    }
-    if (q->refs == 1 + q->waking) /* every answer is in */
+        break;
+    case COORD_PLAN_FAILED:
         node__coord_finish(
             q, q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
             RK_SLICE(NULL, 0));
+        break;
+    case COORD_PLAN_WAITING:
+        break;
+    }
 }
 
-void node__coord_run_deferred(node *n)
+void coord_run_deferred(struct coord *c)
 {
-    while (n->deferred) {
-        struct creq *q = n->deferred;
-        n->deferred = q->next_deferred;
+    while (c->deferred) {
+        struct creq *q = c->deferred;
+        c->deferred = q->next_deferred;
         q->deferred = false;
         if (q->op == C_GET)
             node__coord_read_decide(q);
@@ -554,9 +454,13 @@ void node__coord_note_failure(struct creq *q, int st)
 }
 
 /* A failure a replica reported itself (its disk: -EIO, -ENOSPC...), not
- * one of the network between: the first is named in a TIMEOUT reply. */
+ * one of the network between: the first is named in a TIMEOUT reply.
+ * OLD_RING (a request not planned again: node__coord_replan) is noted as
+ * RING_STALE, retryable: no client knows OLD_RING. */
 void node__coord_note_replica_failure(struct creq *q, int st)
 {
+    if (st == RK_EOLDRING)
+        st = RK_ESTALE;
     node__coord_note_failure(q, st);
     if (st < 0 && st > -4096 && !q->cause)
         q->cause = st;
@@ -575,15 +479,21 @@ static void write_expire(struct creq *q)
 
 static void on_local_write(int status, void *arg)
 {
-    struct cctx *c = arg;
-    struct creq *q = c->q;
-    uint32_t i = c->i;
-    q->r[i].answered = true;
-    if (status == 0) {
-        q->r[i].ok = true;
-        node__coord_count_answer(q, i);
-    } else {
+    struct cctx *x = arg;
+    struct creq *q = x->q;
+    uint32_t i = x->i;
+    coord_plan_answered(&q->plan, i, status == 0);
+    if (status < 0)
         node__coord_note_replica_failure(q, status);
+    if (status == RK_EFULL) {
+        /* This node's disk filled after write_start looked (the margin
+         * of local_full was used up by writes in flight): no hint can be
+         * kept for this node, so the write is not acknowledged without
+         * its copy -- unless the others already were, which is counted. */
+        if (q->done && coord_plan_outcome(&q->plan) == COORD_PLAN_SATISFIED)
+            q->c->stats.local_full_late++;
+        else if (!q->done)
+            node__coord_finish(q, RK_EFULL, RK_SLICE(NULL, 0));
     }
     if (q->phase == 0) {
         write_settle(q);
@@ -594,28 +504,28 @@ static void on_local_write(int status, void *arg)
 /* A replica refused a write for good: no hint (its replay would be
  * refused too), but counted, and logged at most every 10 s, since the
  * write may have succeeded at its level with that replica lacking it. */
-static void note_refused(node *n, const char *peer, int st)
+static void note_refused(struct coord *c, const char *peer, int st)
 {
-    n->stats.writes_refused++;
-    n->refused_unlogged++;
-    uint64_t now = node__mono_ms(n);
-    if (n->refused_logged_ms && now - n->refused_logged_ms < 10000)
+    c->stats.writes_refused++;
+    c->refused_unlogged++;
+    uint64_t now = c->h.now_ms(c->h.arg);
+    if (c->refused_logged_ms && now - c->refused_logged_ms < 10000)
         return;
     LOG(WARN, "coord.write_refused",
         "peer=%s error=%s refused=%llu hint=none hint_why=\"%s\"", peer,
-        rk_errname(st), (unsigned long long)n->refused_unlogged,
+        rk_errname(st), (unsigned long long)c->refused_unlogged,
         "a replay would be refused too, the replica lacks the write: "
         "check replication and ring in ringkv status");
-    n->refused_logged_ms = now;
-    n->refused_unlogged = 0;
+    c->refused_logged_ms = now;
+    c->refused_unlogged = 0;
 }
 
 static void on_remote_write(void *arg, int status, struct rk_slice resp)
 {
-    struct cctx *c = arg;
-    struct creq *q = c->q;
-    uint32_t i = c->i;
-    node *n = q->n;
+    struct cctx *x = arg;
+    struct creq *q = x->q;
+    uint32_t i = x->i;
+    struct coord *c = q->c;
     int st = status;
     bool told = false; /* st is the replica's own answer */
     if (st == 0) {
@@ -624,26 +534,27 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
         if (st == 0) {
             /* a clock too far ahead is counted and logged, not followed;
              * a ceiling not saved fails the next write this node stamps */
-            (void)node__clock_recv(n, a.hlc, q->rp[i].name);
+            (void)c->h.clock_recv(c->h.arg, a.hlc, q->rp[i].name);
             st = a.status;
             told = true;
         }
     }
-    q->r[i].answered = true;
+    coord_plan_answered(&q->plan, i, st == 0);
     if (st == 0) {
-        q->r[i].ok = true;
-        node__coord_count_answer(q, i);
-    } else if (told && st == RK_ESTALE && i >= q->nnat) {
+        /* counted */
+    } else if (told && st == RK_EOLDRING && node__coord_replan(q)) {
+        /* written again on the newer ring, by q's successor */
+    } else if (told && st == RK_ESTALE && i >= q->plan.nnat) {
         /* A pending replica that has not heard of the leave yet (gossip
          * reaches nodes one after another; it has no range for the key):
          * not waited for, as if it were DOWN, and hinted, the hint
          * delivered once it has heard. The leaving node's push to it is
-         * refused the same way until then (leave.c) and read again
+         * refused the same way until then (streaming/) and read again
          * afterwards, so it carries the writes of that window too. Until
          * 2026-12-04 this failed the write with RING_STALE. */
-        pending_not_ready(q, i);
-        node__hint_store(n, q->rp[i].name, RK_SLICE(q->key, q->klen),
-                         RK_SLICE(q->srec, q->srec_len));
+        coord_plan_drop_pending(&q->plan, i);
+        c->h.hint(c->h.arg, q->rp[i].name, RK_SLICE(q->key, q->klen),
+                  RK_SLICE(q->srec, q->srec_len));
     } else {
         if (told)
             node__coord_note_replica_failure(q, st);
@@ -651,11 +562,11 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
             node__coord_note_failure(q, st);
         /* the replica may not have it: keep a hint, unless the replica
          * refused the write for good (a replay would be refused too) */
-        if (told && node__hint_rejected_for_good(st))
-            note_refused(n, q->rp[i].name, st);
+        if (told && c->h.refused_for_good(c->h.arg, st))
+            note_refused(c, q->rp[i].name, st);
         else if (q->srec && q->rp[i].name[0])
-            node__hint_store(n, q->rp[i].name, RK_SLICE(q->key, q->klen),
-                             RK_SLICE(q->srec, q->srec_len));
+            c->h.hint(c->h.arg, q->rp[i].name, RK_SLICE(q->key, q->klen),
+                      RK_SLICE(q->srec, q->srec_len));
     }
     write_settle(q);
     node__coord_unref(q);
@@ -666,42 +577,44 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
  * write_timeout_ms (net_peers_quiet_ms), so that every write sent to it
  * would time out too. It gets a hint, as a DOWN replica does. Until
  * 2026-12-03 writes went on being sent to a replica frozen but not yet
- * DOWN: each waited for its write timeout in n->coord_background, and past
+ * DOWN: each waited for its write timeout in the background, and past
  * 4 x max_inflight / write_timeout_ms writes a second the node answered
  * OVERLOADED to everything until gossip convicted the replica. */
 static void write_unsent(struct creq *q, uint32_t i)
 {
-    q->n->stats.writes_unsent++;
-    node__hint_store(q->n, q->rp[i].name, RK_SLICE(q->key, q->klen),
-                     RK_SLICE(q->srec, q->srec_len));
+    struct coord *c = q->c;
+    c->stats.writes_unsent++;
+    c->h.hint(c->h.arg, q->rp[i].name, RK_SLICE(q->key, q->klen),
+              RK_SLICE(q->srec, q->srec_len));
 }
 
-/* Send the write in q->wmsg to replica i (local or remote). 0 if an answer
- * will come. */
 /* What is left of a write's deadline (at least 1 ms): a write that waited
  * for the ring has only the rest of its write_timeout_ms. */
 static uint32_t write_left(const struct creq *q)
 {
-    uint64_t now = uv_now(q->n->loop);
+    uint64_t now = q->c->h.now_ms(q->c->h.arg);
     uint64_t left = q->deadline > now ? q->deadline - now : 1;
     return left < UINT32_MAX ? (uint32_t)left : UINT32_MAX;
 }
 
+/* Send the write in q->wmsg to replica i (local or remote). 0 if an answer
+ * will come; else the replica counts as answered (failed). */
 static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
 {
-    node *n = q->n;
-    struct cctx *c = &q->ctx[i];
-    q->r[i].asked = true;
+    struct coord *c = q->c;
+    struct cctx *x = &q->ctx[i];
+    coord_plan_asked(&q->plan, i);
     int rc;
-    if (q->rp[i].self)
-        rc = node__local_write(n, RK_SLICE(q->key, q->klen), rec,
-                               on_local_write, c);
+    if (q->plan.rep[i].self)
+        rc = c->h.local_write(c->h.arg, RK_SLICE(q->key, q->klen), rec,
+                              on_local_write, x);
     else /* not to a peer silent for a write timeout: write_unsent */
-        rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg, write_left(q),
-                            (uint32_t)n->cfg.write_timeout_ms, on_remote_write,
-                            c);
-    if (rc < 0)
+        rc = c->h.rpc(c->h.arg, q->rp[i].iaddr, &q->wmsg, write_left(q),
+                      c->o.write_timeout_ms, on_remote_write, x);
+    if (rc < 0) {
+        coord_plan_answered(&q->plan, i, false);
         return rc;
+    }
     q->refs++;
     return 0;
 }
@@ -709,13 +622,14 @@ static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
 int node__coord_encode_records(struct creq *q, const struct rpc_record *rec)
 {
     struct rpc_write w = {.token = q->token,
-                          .epoch = ring_epoch(q->n->ring),
+                          .epoch = q->c->h.epoch(q->c->h.arg),
                           .key = RK_SLICE(q->key, q->klen),
                           .rec = *rec};
     rpc_buf_reset(&q->wmsg);
     int rc = rpc_write_encode(&q->wmsg, &w);
     if (rc < 0)
         return rc;
+    q->epoch = w.epoch;
     struct store_record sr = {.ts = rec->ts};
     sr.flags = (rec->flags & RPC_REC_TOMBSTONE) ? STORE_REC_TOMBSTONE : 0;
     if (rec->expiry) {
@@ -736,37 +650,37 @@ int node__coord_encode_records(struct creq *q, const struct rpc_record *rec)
     return store_record_encode(q->srec, need, &q->srec_len, &sr);
 }
 
-int node__coord_check(node *n, struct rk_slice key)
+int node__coord_check(struct coord *c, struct rk_slice key)
 {
-    if (n->stopping)
+    int ready = c->h.ready(c->h.arg);
+    if (ready == RK_ECLOSED)
         return RK_ECLOSED;
     if (key.len == 0)
         return RK_EBADREQ;
     if (key.len > RK_MAX_KEY)
         return RK_ETOOLARGE;
-    if (n->coord_inflight >= n->cfg.max_inflight ||
-        n->coord_background >=
-            (int64_t)n->cfg.max_inflight * COORD_BACKGROUND_FACTOR) {
-        n->stats.overloaded++;
+    if (c->stats.inflight >= c->o.max_inflight ||
+        c->stats.background >= c->o.max_inflight * COORD_BACKGROUND_FACTOR) {
+        c->stats.overloaded++;
         return RK_EOVERLOADED;
     }
-    if (n->ring_stale) {
-        if (!n->settling && n->wake_open)
+    if (ready != 0) { /* a stale ring */
+        if (ready == COORD_HOST_STALE_WAIT && c->wake_open)
             return COORD_PARK;
-        n->stats.stale++;
+        c->stats.stale++;
         return RK_ESTALE;
     }
     return 0;
 }
 
-struct creq *node__coord_new(node *n,
-                             int op,
-                             struct rk_slice key,
-                             enum node_cl cl,
-                             coord_cb cb,
-                             void *arg)
+struct creq *node__coord_req_new(struct coord *c,
+                                 int op,
+                                 struct rk_slice key,
+                                 enum node_cl cl,
+                                 coord_cb cb,
+                                 void *arg)
 {
-    struct creq *q = rk_pool_get(&n->coord_pool, CREQ_LINK);
+    struct creq *q = rk_pool_get(&c->pool, CREQ_LINK);
     if (!q) {
         q = malloc(sizeof(*q));
         if (!q)
@@ -779,7 +693,7 @@ struct creq *node__coord_new(node *n,
     }
     memset(q, 0, CREQ_ZEROED);
     rpc_buf_reset(&q->wmsg);
-    q->n = n;
+    q->c = c;
     if (key.len <= sizeof(q->kbuf)) {
         q->key = q->kbuf;
     } else {
@@ -799,9 +713,23 @@ struct creq *node__coord_new(node *n,
     q->refs = 1;
     q->newest = -1;
     q->token = rk_token(key.p, key.len);
-    q->start_ns = uv_hrtime();
-    n->coord_inflight++;
+    q->start_ns = c->h.now_ns(c->h.arg);
+    c->stats.inflight++;
     return q;
+}
+
+/* RK_EFULL if this node is a live replica of q's write and short of disk
+ * space. Such a write is refused whole: sent to the other replicas only,
+ * it could be acknowledged without this node's copy, and no hint would
+ * bring it here (hints are kept for peers, and on this very disk). A
+ * node that is not a replica of the key coordinates as usual. */
+static int write_local_full(struct creq *q)
+{
+    struct coord *c = q->c;
+    for (uint32_t i = 0; i < q->plan.nrep; i++)
+        if (q->plan.rep[i].self && q->plan.rep[i].up)
+            return c->h.local_full(c->h.arg);
+    return 0;
 }
 
 /* Plans and sends q's write, answered by q->deadline (its callback then
@@ -809,37 +737,49 @@ struct creq *node__coord_new(node *n,
  * cannot start. */
 static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
 {
-    node *n = q->n;
+    struct coord *c = q->c;
     int sop = q->op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL;
-    n->stats.req[sop][q->cl]++;
-    int rc = node__coord_plan(n, q);
-    if (rc < 0) {
-        if (rc == RK_EUNAVAILABLE)
-            n->stats.unavailable[sop][q->cl]++;
-        return rc;
-    }
+    if (!q->replanned)
+        c->stats.req[sop][q->cl]++;
+    /* stamped before it is planned: a write this node refuses for its
+     * clock needs no replica (coord_errmsg's need 0 says so) */
     struct rpc_record rec = {0};
-    rc = node__clock_now(&rec.ts, n);
+    int rc = c->h.clock_now(c->h.arg, &rec.ts);
     if (rc < 0)
         return rc;
-    uint64_t now = node__now_ms();
+    rc = node__coord_plan(q);
+    if (rc < 0) {
+        if (rc == RK_EUNAVAILABLE)
+            c->stats.unavailable[sop][q->cl]++;
+        return rc;
+    }
+    if ((rc = write_local_full(q)) < 0) {
+        c->stats.writes_full++;
+        return rc;
+    }
     if (q->op == C_DEL) {
         rec.flags = RPC_REC_TOMBSTONE;
     } else {
         if (value.p)
             rec.value = value;
+        /* From the write's timestamp, not the wall clock: replicas refuse
+         * a timestamp further ahead of theirs than max_clock_drift_ms, and
+         * a node whose clock is behind issues none (clock.c), so no one
+         * node's clock stretches or cuts a TTL by more than that. Until
+         * 2026-12-06 it was this node's wall clock plus the TTL
+         * (test_regression_clock_skew_pulls_cluster; docs/storage.md). */
         if (ttl_ms)
-            rec.expiry = now + ttl_ms;
+            rec.expiry = hlc_ts_ms(rec.ts) + ttl_ms;
     }
     rc = node__coord_encode_records(q, &rec);
     if (rc < 0)
         return rc;
     bool local = false;
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        const struct crep *p = &q->rp[i];
+    for (uint32_t i = 0; i < q->plan.nrep; i++) {
+        const struct coord_plan_rep *p = &q->plan.rep[i];
         if (!p->up) {
-            node__hint_store(n, p->name, RK_SLICE(q->key, q->klen),
-                             RK_SLICE(q->srec, q->srec_len));
+            c->h.hint(c->h.arg, q->rp[i].name, RK_SLICE(q->key, q->klen),
+                      RK_SLICE(q->srec, q->srec_len));
             continue;
         }
         int e = send_write(q, i, &rec);
@@ -858,35 +798,47 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
     return 0;
 }
 
-static int coord_write(node *n,
-                       int op,
-                       struct rk_slice key,
-                       struct rk_slice value,
-                       uint64_t ttl_ms,
-                       enum node_cl cl,
-                       coord_cb cb,
-                       void *arg)
+/* A write's time: write_timeout_ms, and COORD_WRITE_MS_PER_MIB more for
+ * each MiB of its value, which crosses the network and is synced on every
+ * replica. With one deadline for all sizes, a 15 MiB SET on a loaded
+ * 2-core machine was answered TIMEOUT though it was applied (test_resp),
+ * and an MSET of 3 x 16 MiB always. */
+uint64_t coord_write_time_ms(uint32_t write_timeout_ms, size_t value_bytes)
 {
-    int rc = node__coord_check(n, key);
+    return write_timeout_ms +
+           (uint64_t)COORD_WRITE_MS_PER_MIB * value_bytes / (1024 * 1024);
+}
+
+/* A copy of a write's value in q, for when it starts after waiting for
+ * the ring (coord_unpark): 0 or -ENOMEM. */
+static int keep_value(struct creq *q, struct rk_slice value)
+{
+    q->pval = malloc(value.len ? value.len : 1);
+    if (!q->pval)
+        return -ENOMEM;
+    memcpy(q->pval, value.p, value.len);
+    q->pval_len = value.len;
+    q->pval_set = true;
+    return 0;
+}
+
+static int coord_write(struct coord *c, int op, const struct coord_request *r)
+{
+    struct rk_slice value = op == C_PUT ? r->value : RK_SLICE(NULL, 0);
+    uint64_t ttl_ms = op == C_PUT ? r->ttl_ms : 0;
+    int rc = node__coord_check(c, r->key);
     if (rc < 0)
         return rc;
     if (value.len > RK_MAX_VALUE)
         return RK_ETOOLARGE;
-    struct creq *q = node__coord_new(n, op, key, cl, cb, arg);
+    struct creq *q = node__coord_req_new(c, op, r->key, r->cl, r->cb, r->arg);
     if (!q)
         return -ENOMEM;
-    q->deadline = uv_now(n->loop) + (uint64_t)n->cfg.write_timeout_ms;
+    q->deadline = c->h.now_ms(c->h.arg) +
+                  coord_write_time_ms(c->o.write_timeout_ms, value.len);
     if (rc == COORD_PARK) {
-        if (value.p) {
-            q->pval = malloc(value.len ? value.len : 1);
-            if (!q->pval) {
-                rc = -ENOMEM;
-                goto fail;
-            }
-            memcpy(q->pval, value.p, value.len);
-            q->pval_len = value.len;
-            q->pval_set = true;
-        }
+        if (value.p && (rc = keep_value(q, value)) < 0)
+            goto fail;
         q->pttl = ttl_ms;
         node__coord_park(q, q->deadline);
     } else {
@@ -902,21 +854,18 @@ fail:
     return rc;
 }
 
-int coord_put(node *n,
-              struct rk_slice key,
-              struct rk_slice value,
-              uint64_t ttl_ms,
-              enum node_cl cl,
-              coord_cb cb,
-              void *arg)
+int coord_request(struct coord *c, const struct coord_request *r)
 {
-    return coord_write(n, C_PUT, key, value, ttl_ms, cl, cb, arg);
-}
-
-int coord_del(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
-{
-    return coord_write(n, C_DEL, key, RK_SLICE(NULL, 0), 0, cl, cb, arg);
+    switch (r->op) {
+    case NODE_OP_GET:
+        return node__coord_read_request(c, r);
+    case NODE_OP_PUT:
+        return coord_write(c, C_PUT, r);
+    case NODE_OP_DEL:
+        return coord_write(c, C_DEL, r);
+    default:
+        return RK_EBADREQ;
+    }
 }
 
 /* ---- waiting for the ring --------------------------------------------- */
@@ -926,36 +875,81 @@ int coord_del(
  * there if the ring catches up first. */
 void node__coord_park(struct creq *q, uint64_t until)
 {
-    node *n = q->n;
-    n->stats.stale_waits++;
-    n->coord_parked++;
+    q->c->stats.stale_waits++;
+    q->c->stats.parked++;
     q->parked = true;
     node__coord_wake_link(q, until);
+}
+
+bool node__coord_replan(struct creq *q)
+{
+    struct coord *c = q->c;
+    /* the replica has applied (or heard of) a ring newer than q's: so
+     * has some member, and this node's ring is behind until it has it */
+    c->h.ring_behind(c->h.arg, q->epoch + 1);
+    if (q->done || q->phase != 0 || !c->wake_open)
+        return false;
+    struct creq *s = node__coord_req_new(c, q->op, RK_SLICE(q->key, q->klen),
+                                         q->cl, q->cb, q->arg);
+    if (!s)
+        return false;
+    if (q->op == C_PUT) { /* the value and expiry q->wmsg carries */
+        struct rpc_write w;
+        int rc = rpc_write_decode(&w, RK_SLICE(q->wmsg.data, q->wmsg.len));
+        if (rc == 0)
+            rc = keep_value(s, w.rec.value);
+        if (rc < 0) {
+            s->done = true;
+            node__coord_unref(s);
+            return false;
+        }
+        if (w.rec.expiry) { /* what is left of its TTL, from the restart */
+            uint64_t now = c->h.wall_ms(c->h.arg);
+            s->pttl = w.rec.expiry > now ? w.rec.expiry - now : 1;
+        }
+    }
+    s->deadline = q->deadline;
+    s->start_ns = q->start_ns;
+    s->meter = q->meter;
+    s->replanned = true;
+    /* q answers no one: it goes on in the background (its other replicas'
+     * answers, hints for those that fail) */
+    to_background(q);
+    if (q->waking) {
+        wake_unlink(q);
+        node__coord_unref(q);
+    }
+    c->stats.replans++;
+    node__coord_park(s, s->deadline);
+    node__coord_unref(s); /* the wake list holds it */
+    coord_unpark(c);      /* the newer ring may be here already */
+    return true;
 }
 
 /* Its time is up and the ring is still stale (on_wake). */
 static void park_expire(struct creq *q)
 {
     q->parked = false;
-    q->n->coord_parked--;
-    q->n->stats.stale++;
+    q->c->stats.parked--;
+    q->c->stats.stale++;
     node__coord_finish(q, RK_ESTALE, RK_SLICE(NULL, 0));
 }
 
-void node__coord_unpark(node *n)
+void coord_unpark(struct coord *c)
 {
-    if (!n->coord_parked || (n->ring_stale && !n->stopping))
+    int ready = c->h.ready(c->h.arg);
+    if (!c->stats.parked || (ready != 0 && ready != RK_ECLOSED))
         return;
     /* Take every waiting request off the wake list (a walk, but only when
      * the ring catches up), with the list's reference, in wake order. */
     struct creq *first = NULL, **tail = &first;
-    for (struct creq *q = n->wake_head, *next; q; q = next) {
+    for (struct creq *q = c->wake_head, *next; q; q = next) {
         next = q->wnext;
         if (!q->parked)
             continue;
         wake_unlink(q);
         q->parked = false;
-        n->coord_parked--;
+        c->stats.parked--;
         q->pnext = NULL;
         *tail = q;
         tail = &q->pnext;
@@ -965,7 +959,7 @@ void node__coord_unpark(node *n)
     for (struct creq *q = first, *next; q; q = next) {
         next = q->pnext;
         int rc;
-        if (n->stopping)
+        if (ready == RK_ECLOSED)
             rc = RK_ECLOSED;
         else if (q->op == C_GET)
             rc = node__coord_read_start(q);

@@ -26,7 +26,15 @@
 
 #include "common/rk.h"
 #include "node/config.h"
-#include "node/node.h"
+
+typedef struct node node; /* node/node.h */
+
+/* The coordinator's operations, as its counters and node/obs.h index them. */
+enum node_op { NODE_OP_GET = 0, NODE_OP_PUT, NODE_OP_DEL, NODE_OP_N };
+
+/* Answered coordinator requests still waiting for replicas are bounded at
+ * this many times max_inflight (the metric's help says it). */
+#define COORD_BACKGROUND_FACTOR 4
 
 /* The outcome handed to the callback.
  * @note value borrows: it lives only during the callback. */
@@ -42,6 +50,14 @@ struct coord_result {
 
 /* The message of a failed request's reply: what went wrong, how many
  * replicas answered of those needed, a replica's own failure if any. */
+/* What a write's deadline grows by for each MiB of its value. */
+#define COORD_WRITE_MS_PER_MIB 250
+
+/* The time a write of value_bytes has: write_timeout_ms and
+ * COORD_WRITE_MS_PER_MIB more for each MiB of its value. The largest a
+ * request can have (RK_MAX_VALUE) bounds a drain at stop. */
+uint64_t coord_write_time_ms(uint32_t write_timeout_ms, size_t value_bytes);
+
 void coord_errmsg(
     char *buf, size_t len, int err, uint32_t acks, uint32_t need, int cause);
 
@@ -98,5 +114,56 @@ uint64_t coord_quiet_limit(const node *n);
 
 /* The node's configured default level. */
 enum node_cl coord_default_cl(const node *n);
+
+/* ---- the coordinator in the daemon ------------------------------------ */
+
+/* The coordinator's core: requests in flight, the wake list of their
+ * deadlines, the requests waiting for the ring, the pool of finished
+ * requests, its counters (coord_internal.h), reaching the daemon through
+ * a host (coord_host.h). */
+struct coord;
+/* The coordinator of a node: its core, host and timer (coord_node.c). */
+struct coord_node;
+
+/* What the coordinator counts, exported by METRICS and read by the node's
+ * stop (index by enum node_op, then by enum node_cl). */
+struct coord_stats {
+    int64_t inflight;    /* requests not yet answered (admission) */
+    int64_t background;  /* answered, replica requests still outstanding */
+    int64_t parked;      /* of those in flight, waiting for the ring */
+    uint64_t overloaded; /* refused: past max_inflight (admission) */
+    uint64_t req[NODE_OP_N][8];
+    uint64_t unavailable[NODE_OP_N][8];
+    uint64_t timeout[NODE_OP_N][8];
+    uint64_t stale;       /* answered RING_STALE */
+    uint64_t stale_waits; /* requests that waited for the ring */
+    uint64_t replans; /* refused OLD_RING by a replica: waited, planned again */
+    uint64_t read_repairs;     /* replicas a read repaired */
+    uint64_t read_hedges;      /* reads that asked past silent replicas */
+    uint64_t read_passed_over; /* replicas a read asked last: silent */
+    uint64_t writes_unsent;    /* replica writes not sent (hinted instead) */
+    uint64_t writes_refused;   /* by a replica for good: no hint kept */
+    uint64_t writes_full;      /* refused: this node, a replica, is short of
+                                  disk space (coord_host local_full) */
+    uint64_t local_full_late;  /* answered OK before this node's own copy
+                                  was refused for disk space */
+};
+
+/* At node_new: the node's coordinator, idle (no timer yet). 0 or
+ * -ENOMEM. @note *out is owned by n, freed by node__coord_free. */
+int node__coord_new(struct coord_node **out, node *n);
+/* At node_free, once the loop has closed its timer; NULL: nothing. */
+void node__coord_free(struct coord_node *c);
+/* The deadline timer (node_start), and its close (node__handle_closed). */
+void node__coord_start(node *n);
+void node__coord_stop(node *n);
+/* End of a loop turn: the decisions deferred by coord_*() calls. */
+void node__coord_run_deferred(node *n);
+/* Start the requests waiting for the ring (a node that has heard of a
+ * newer epoch) once it has caught up, or answer them CLOSED once the node
+ * stops; does nothing while the ring is stale. */
+void node__coord_unpark(node *n);
+/* @note borrowed: lives as long as the node. */
+const struct coord_stats *node__coord_stats(const node *n);
 
 #endif

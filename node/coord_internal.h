@@ -1,8 +1,9 @@
 /*
  * coord_internal.h - what coord.c and coord_read.c share and the rest of
- * node/ does not see: the request struct and the steps of its life that
- * reads and writes both take (planning, counting answers, finishing, the
- * wake list, waiting for the ring). coord.h is the coordinator's contract.
+ * node/ does not see: the coordinator's struct, the request struct and the
+ * steps of its life that reads and writes both take (planning, finishing,
+ * the wake list, waiting for the ring). coord.h is the coordinator's
+ * contract; coord_plan.h the pure level planning both use.
  */
 #ifndef NODE_COORD_INTERNAL_H
 #define NODE_COORD_INTERNAL_H
@@ -11,7 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "node/node_internal.h"
+#include "common/pool.h"
+#include "node/coord.h"
+#include "node/coord_host.h"
+#include "node/coord_plan.h"
+#include "wire/rpc_msg.h"
 
 enum { C_GET = 0, C_PUT, C_DEL };
 
@@ -20,30 +25,40 @@ enum { C_GET = 0, C_PUT, C_DEL };
 /* node__coord_check: the request waits for the ring */
 #define COORD_PARK 1
 
-struct cons {
-    int dc; /* -1: any DC */
-    uint32_t need;
-    uint32_t got;
-};
-
 /* A replica as the ring saw it when the request was planned: name and
- * iaddr point into the peer table of that moment, which the request holds
- * (the node may replace its table while the request is in flight). */
+ * iaddr point into what the host keeps for the request (q->hold: the
+ * node's peer table of that moment, which it may replace meanwhile). Its
+ * DC, state and progress are in the request's plan (coord_plan.h). */
 struct crep {
     const char *name;
     const char *iaddr;
-    bool self, up;
 };
 
+/* What a replica's read returned. */
 struct creply {
-    bool asked, answered, ok, found, repairing;
-    bool slow; /* read: silent at its hedge point, no longer counted on */
-    bool passed_over; /* read: its peer was silent, asked after others */
+    bool found;
     struct rpc_record rec;
     uint8_t *buf; /* owns rec.value */
 };
 
 struct creq;
+
+/* The coordinator (coord_host.h): its host, its requests and counters. */
+struct coord {
+    struct coord_host h;
+    struct coord_opts o;
+    struct coord_stats stats;
+    struct creq *deferred; /* decisions due at the end of the turn */
+    /* reads waiting for replicas (by hedge point, deadline), writes
+     * waiting for the local commit (by deadline), requests waiting for
+     * the ring (by deadline) */
+    bool wake_open;   /* coord_open ran, coord_close not yet */
+    uint64_t wake_at; /* loop ms the host's timer is armed for, 0: none */
+    struct creq *wake_head, *wake_tail;
+    struct rk_pool pool;        /* finished request structs */
+    uint64_t refused_logged_ms; /* coord.write_refused: last logged */
+    uint64_t refused_unlogged;  /* refusals since */
+};
 
 /* The callback argument of one replica's request: one outstanding
  * request per replica at a time (a write, a read, then maybe its repair). */
@@ -53,8 +68,8 @@ struct cctx {
 };
 
 struct creq {
-    /* ---- zeroed for every request (node__coord_new) ---- */
-    node *n;
+    /* ---- zeroed for every request (node__coord_req_new) ---- */
+    struct coord *c;
     int op;
     enum node_cl cl;
     coord_cb cb;
@@ -66,18 +81,14 @@ struct creq {
     size_t metered;            /* bytes added to meter */
     bool done;
     bool deferred;
-    bool background; /* answered, counted in n->coord_background */
+    bool background; /* answered, counted in stats.background */
     int refs;
     uint8_t *key; /* kbuf or malloc'd */
     size_t klen;
     uint64_t token;
-    uint32_t nrep;
-    uint32_t nnat; /* rep[0..nnat) the ring's; the rest pending (plan) */
-    struct cons cons[RING_MAX_REPLICAS];
-    int ncons;
-    uint32_t acks, need;
-    int fail_err; /* first failure */
-    int cause;    /* first failure that is a replica's -errno (-EIO...) */
+    struct coord_plan plan; /* the level, the replicas' progress */
+    int fail_err;           /* first failure */
+    int cause; /* first failure that is a replica's -errno (-EIO...) */
     bool timed_out;
     /* the request's deadline (loop clock, ms) and the node's wake list,
      * ordered by `wake`: a read's hedge point, then its deadline; a write's
@@ -94,14 +105,20 @@ struct creq {
     size_t pval_len;
     bool pval_set; /* put: a value was given (it may be empty) */
     uint64_t pttl;
+    /* the ring epoch of the replica requests sent (q->wmsg's) */
+    uint64_t epoch;
+    /* planned again (node__coord_replan): already counted in stats.req */
+    bool replanned;
     /* read repair */
     int phase;
     uint32_t repair_pending;
-    int newest;                /* index into r[], -1 */
-    struct node_peer_tab *tab; /* held: rp[] points into it */
-    /* ---- set by node__coord_plan() for the nrep replicas ---- */
+    int newest; /* index into r[], -1 */
+    /* replicas known to hold the newest: those that answered it, and
+     * those its read repair reached (node__coord_read_decide) */
+    uint32_t holders;
+    void *hold; /* the host's: rp[] points into what it keeps */
+    /* ---- set by node__coord_plan() for the plan.nrep replicas ---- */
     uint32_t rep[RING_MAX_REPLICAS];
-    int rep_dc[RING_MAX_REPLICAS];
     struct creply r[RING_MAX_REPLICAS];
     struct crep rp[RING_MAX_REPLICAS];
     /* ---- kept across reuse ---- */
@@ -115,13 +132,9 @@ struct creq {
 
 /* ---- coord.c ---- */
 
-/* Fill q->rep / rep_dc from the ring and the constraints from the level.
- * dc ids: 0 is this node's DC; others numbered as met. */
-int node__coord_plan(node *n, struct creq *q);
-/* Every constraint of q's level is met. */
-bool node__coord_satisfied(const struct creq *q);
-/* Replica i answered in time: it counts towards its constraints. */
-void node__coord_count_answer(struct creq *q, uint32_t i);
+/* Take q's replicas from the ring (and the pending ring's, for a write)
+ * and plan its level over them (q->plan): 0, RK_EUNAVAILABLE, RK_EBADREQ. */
+int node__coord_plan(struct creq *q);
 /* A received record is held by q: its caller's meter counts its value. */
 void node__coord_meter_add(struct creq *q, const struct rpc_record *rec);
 /* Drop a reference; the last one returns q to the pool. */
@@ -136,22 +149,32 @@ void node__coord_defer(struct creq *q);
 /* Note a failed replica request (the first failure is reported). */
 void node__coord_note_failure(struct creq *q, int st);
 /* A failure a replica reported itself (its disk: -EIO, -ENOSPC...), not
- * one of the network between: the first is named in a TIMEOUT reply. */
+ * one of the network between: the first is named in a TIMEOUT reply.
+ * OLD_RING is noted as RING_STALE (retryable; clients do not know it). */
 void node__coord_note_replica_failure(struct creq *q, int st);
 /* Encode q's rpc_write of `rec` into q->wmsg, and its store record (for
  * hints) into q->srec. */
 int node__coord_encode_records(struct creq *q, const struct rpc_record *rec);
 /* Checks before a request starts: 0, COORD_PARK (wait for the ring), or
  * the error to answer at once. */
-int node__coord_check(node *n, struct rk_slice key);
+int node__coord_check(struct coord *c, struct rk_slice key);
 /* A request from the pool (or malloc'd) holding one reference, counted in
- * n->coord_inflight; NULL when out of memory. */
-struct creq *node__coord_new(node *n,
-                             int op,
-                             struct rk_slice key,
-                             enum node_cl cl,
-                             coord_cb cb,
-                             void *arg);
+ * stats.inflight; NULL when out of memory. */
+struct creq *node__coord_req_new(struct coord *c,
+                                 int op,
+                                 struct rk_slice key,
+                                 enum node_cl cl,
+                                 coord_cb cb,
+                                 void *arg);
+/* Replica i refused q as planned on an older ring than its own
+ * (RK_EOLDRING): if q is still deciding, its caller is handed to a new
+ * request that waits for the newer ring (as a request arriving while the
+ * ring is stale does) and is then planned and sent again, by q's
+ * deadline; q goes on in the background, answering no one. True if so;
+ * false (q answered already, or no wake list): q goes on, counting the
+ * refusal as a failure. Either way the host hears that its ring is behind
+ * (ring_behind). */
+bool node__coord_replan(struct creq *q);
 /* q waits for the ring on the wake list, until `until` (the loop's
  * clock), when it is answered RING_STALE; node__coord_unpark finds it
  * there if the ring catches up first. */
@@ -164,6 +187,8 @@ void node__coord_park(struct creq *q, uint64_t until);
 int node__coord_read_start(struct creq *q);
 /* Answer q, ask more replicas or repair, as its answers so far allow. */
 void node__coord_read_decide(struct creq *q);
+/* coord_request's reads. */
+int node__coord_read_request(struct coord *c, const struct coord_request *r);
 /* q's wake time came (on_wake): its hedge point or its deadline. */
 void node__coord_read_wake(struct creq *q, uint64_t now);
 

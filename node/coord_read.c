@@ -1,10 +1,11 @@
 /*
  * coord_read.c - the coordinator's reads (coord.h: coord_get,
- * coord_get_metered): which replicas a read asks and when it asks more
- * (read_fill, the hedge point), the newest answer by LWW, the blocking
- * read repair, and the answer by the read's deadline. coord.c has what
- * reads and writes share: levels, the request struct's life, the wake list
- * of deadlines, waiting for the ring; and the writes.
+ * coord_get_metered): asking the replicas (read_fill, in the order
+ * coord_plan.c gives, and past the silent ones at the hedge point), the
+ * newest answer by LWW, the blocking read repair, and the answer by the
+ * read's deadline. coord.c has what reads and writes share: the request
+ * struct's life, the wake list of deadlines, waiting for the ring; and the
+ * writes.
  *
  * Apart from coord.c because a read is a state machine of its own (ask,
  * hedge, decide, repair, reply) that writes do not go through; the two
@@ -16,9 +17,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "node/coord_host.h"
 #include "node/coord_internal.h"
+#include "node/coord_plan.h"
 #include "node/log.h"
-#include "node/node_internal.h"
+#include "storage/store.h"
 
 /* ---- reads ------------------------------------------------------------ */
 
@@ -44,79 +47,58 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp);
 
 static int send_read(struct creq *q, uint32_t i)
 {
-    node *n = q->n;
-    q->r[i].asked = true;
-    if (q->rp[i].self) {
+    struct coord *c = q->c;
+    coord_plan_asked(&q->plan, i);
+    if (q->plan.rep[i].self) {
         bool found;
-        int rc = node__local_read(n, RK_SLICE(q->key, q->klen), &found,
-                                  &q->r[i].rec, &q->r[i].buf);
-        q->r[i].answered = true;
+        int rc = c->h.local_read(c->h.arg, RK_SLICE(q->key, q->klen), &found,
+                                 &q->r[i].rec, &q->r[i].buf);
         if (rc < 0) {
+            coord_plan_answered(&q->plan, i, false);
             node__coord_note_replica_failure(q, rc);
             return rc;
         }
-        q->r[i].ok = true;
         q->r[i].found = found;
         if (found)
             node__coord_meter_add(q, &q->r[i].rec);
-        node__coord_count_answer(q, i);
+        coord_plan_answered(&q->plan, i, true);
         return 0;
     }
     /* what is left of the read's deadline, not a fresh read_timeout_ms:
      * a replica asked after another failed or stayed silent answers by
      * the same deadline */
-    uint64_t now = uv_now(n->loop);
+    uint64_t now = c->h.now_ms(c->h.arg);
     int rc = now < q->deadline ? 0 : RK_ETIMEOUT;
     if (rc == 0 && q->wmsg.len == 0) { /* the same for every replica */
         struct rpc_read rd = {.token = q->token,
-                              .epoch = ring_epoch(n->ring),
+                              .epoch = c->h.epoch(c->h.arg),
                               .key = RK_SLICE(q->key, q->klen),
                               .digest = false};
         rc = rpc_read_encode(&q->wmsg, &rd);
+        q->epoch = rd.epoch;
     }
     if (rc == 0) {
         uint64_t left = q->deadline - now;
-        rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
-                            left < UINT32_MAX ? (uint32_t)left : UINT32_MAX, 0,
-                            on_remote_read, &q->ctx[i]);
+        rc = c->h.rpc(c->h.arg, q->rp[i].iaddr, &q->wmsg,
+                      left < UINT32_MAX ? (uint32_t)left : UINT32_MAX, 0,
+                      on_remote_read, &q->ctx[i]);
         if (rc == 0)
             q->refs++;
     }
     if (rc < 0) {
-        q->r[i].answered = true;
+        coord_plan_answered(&q->plan, i, false);
         node__coord_note_failure(q, rc);
     }
     return rc;
-}
-
-/* Would asking replica i help an unmet constraint, counting the answers
- * and the requests outstanding that are still counted on (not silent past
- * the hedge point)? */
-static bool read_helps(const struct creq *q, uint32_t i)
-{
-    for (int c = 0; c < q->ncons; c++) {
-        if (q->cons[c].dc >= 0 && q->cons[c].dc != q->rep_dc[i])
-            continue;
-        uint32_t have = 0;
-        for (uint32_t k = 0; k < q->nrep; k++) {
-            const struct creply *rk = &q->r[k];
-            if ((rk->answered ? rk->ok : rk->asked && !rk->slow) &&
-                (q->cons[c].dc < 0 || q->cons[c].dc == q->rep_dc[k]))
-                have++;
-        }
-        if (have < q->cons[c].need)
-            return true;
-    }
-    return false;
 }
 
 /* A peer silent this long with a request to answer (net_peers_quiet_ms)
  * is asked after the others: a quarter of the read timeout, at most
  * COORD_QUIET_MS. Healthy replicas answer in milliseconds; asking one
  * that is not last costs nothing but where the read goes. */
-uint64_t coord_quiet_limit(const node *n)
+uint64_t coord_quiet_limit_ms(uint32_t read_timeout_ms)
 {
-    uint64_t t = (uint64_t)n->cfg.read_timeout_ms / 4;
+    uint64_t t = (uint64_t)read_timeout_ms / 4;
     return t < COORD_QUIET_MS ? t : COORD_QUIET_MS;
 }
 
@@ -131,25 +113,20 @@ uint64_t coord_quiet_limit(const node *n)
  * however late (a frozen one answers what it was sent when it resumes). */
 static void read_fill(struct creq *q)
 {
-    uint64_t limit = coord_quiet_limit(q->n);
-    /* pass 0: this node; 1: peers not silent; 2: the silent ones passed
-     * over in pass 1 (a replica that did not help then does not now) */
-    for (int pass = 0; pass < 3; pass++) {
-        for (uint32_t i = 0; i < q->nrep; i++) {
-            const struct crep *p = &q->rp[i];
-            struct creply *r = &q->r[i];
-            if (r->asked || !p->up || (pass == 0) != p->self ||
-                (pass == 2 && !r->passed_over) || !read_helps(q, i))
-                continue;
-            if (pass == 1 && node__peer_quiet_ms(q->n, p->iaddr) >= limit) {
-                if (!r->passed_over)
-                    q->n->stats.read_passed_over++;
-                r->passed_over = true;
-                continue;
-            }
-            send_read(q, i);
-        }
+    struct coord *c = q->c;
+    uint64_t limit = coord_quiet_limit_ms(c->o.read_timeout_ms);
+    bool quiet[RING_MAX_REPLICAS];
+    for (uint32_t i = 0; i < q->plan.nrep; i++) {
+        const struct coord_plan_rep *p = &q->plan.rep[i];
+        quiet[i] = p->up && !p->self && !p->asked &&
+                   c->h.quiet_ms(c->h.arg, q->rp[i].iaddr) >= limit;
     }
+    struct coord_plan_cursor cur = COORD_PLAN_CURSOR_INIT;
+    uint32_t passed = 0;
+    for (int i;
+         (i = coord_plan_read_next(&q->plan, &cur, quiet, &passed)) >= 0;)
+        send_read(q, (uint32_t)i);
+    c->stats.read_passed_over += passed;
 }
 
 static void on_repair_done(int status, void *arg);
@@ -174,12 +151,34 @@ static void read_reply(struct creq *q)
     }
     const struct rpc_record *rec = &q->r[q->newest].rec;
     if ((rec->flags & RPC_REC_TOMBSTONE) ||
-        (rec->expiry && rec->expiry <= node__now_ms())) {
+        (rec->expiry && rec->expiry <= q->c->h.wall_ms(q->c->h.arg))) {
         node__coord_finish(q, RK_ENOTFOUND, RK_SLICE(NULL, 0));
         return;
     }
     q->expiry = rec->expiry;
     node__coord_finish(q, 0, rec->value);
+}
+
+/* The newest answer once its read repair is over (or the deadline came):
+ * it is the answer only if as many replicas as the level needs hold it,
+ * else TIMEOUT (the acks the holders), as Cassandra's blocking read repair
+ * does. Until 2026-12-06 it was answered from one replica whose repairs
+ * had failed or not finished, the value of a write that had failed (on
+ * one replica only), and a later QUORUM read through replicas without it
+ * returned the older value: a read went back in time (regression
+ * read_repair_unfinished_goes_back, found by test_history). */
+static void read_answer(struct creq *q)
+{
+    if (q->newest >= 0 && q->holders < q->plan.need) {
+        if (q->c->h.now_ms(q->c->h.arg) < q->deadline)
+            for (uint32_t i = 0; i < q->plan.nrep; i++)
+                if (q->plan.rep[i].asked && !q->plan.rep[i].answered)
+                    return; /* a replica may still confirm it */
+        q->plan.acks = q->holders;
+        node__coord_finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
+        return;
+    }
+    read_reply(q);
 }
 
 static void on_repair_done(int status, void *arg)
@@ -188,8 +187,10 @@ static void on_repair_done(int status, void *arg)
     struct creq *q = c->q;
     if (status < 0)
         LOG(DEBUG, "coord.repair_fail", "error=\"%s\"", rk_strerror(status));
+    else
+        q->holders++;
     if (--q->repair_pending == 0)
-        read_reply(q);
+        read_answer(q);
     node__coord_unref(q);
 }
 
@@ -197,23 +198,21 @@ void node__coord_read_decide(struct creq *q)
 {
     if (q->done || q->phase != 0)
         return;
-    if (!node__coord_satisfied(q)) {
+    if (!coord_plan_satisfied(&q->plan)) {
         read_fill(q);
-        bool outstanding = false;
-        for (uint32_t i = 0; i < q->nrep; i++)
-            if (q->r[i].asked && !q->r[i].answered)
-                outstanding = true;
-        if (!outstanding && !node__coord_satisfied(q))
+        enum coord_plan_outcome o = coord_plan_outcome(&q->plan);
+        if (o == COORD_PLAN_FAILED)
             node__coord_finish(
                 q, q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
                 RK_SLICE(NULL, 0));
-        return;
+        if (o != COORD_PLAN_SATISFIED)
+            return;
     }
     /* newest among the answers */
-    node *n = q->n;
+    struct coord *c = q->c;
     int newest = -1;
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        if (!q->r[i].answered || !q->r[i].ok || !q->r[i].found)
+    for (uint32_t i = 0; i < q->plan.nrep; i++) {
+        if (!q->plan.rep[i].ok || !q->r[i].found)
             continue;
         if (newest < 0 || rec_cmp(&q->r[i].rec, &q->r[newest].rec) > 0)
             newest = (int)i;
@@ -226,11 +225,26 @@ void node__coord_read_decide(struct creq *q)
     }
     /* repair the stale ones */
     const struct rpc_record *best = &q->r[newest].rec;
+    q->holders = 0;
+    for (uint32_t i = 0; i < q->plan.nrep; i++)
+        q->holders += q->plan.rep[i].ok && q->r[i].found &&
+                      rec_cmp(&q->r[i].rec, best) == 0;
+    /* Too few hold it: the live replicas not asked yet are asked too
+     * (read_confirm), before wmsg becomes the repair's write, so that the
+     * answer need not wait for a repair that may never land (a replica
+     * frozen but not yet DOWN): with only the repair to count on, QUORUM
+     * reads through a node with a flapping peer answered TIMEOUT
+     * (test_flapping). */
+    if (q->holders < q->plan.need)
+        for (uint32_t i = 0; i < q->plan.nnat; i++)
+            if (q->plan.rep[i].up && !q->plan.rep[i].asked &&
+                !q->plan.rep[i].self)
+                (void)send_read(q, i);
     q->repair_pending = 1;
     q->refs++;
     bool encoded = false;
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        if (!q->r[i].answered || !q->r[i].ok || (int)i == newest)
+    for (uint32_t i = 0; i < q->plan.nrep; i++) {
+        if (!q->plan.rep[i].ok || (int)i == newest)
             continue;
         if (q->r[i].found && rec_cmp(&q->r[i].rec, best) == 0)
             continue;
@@ -239,26 +253,25 @@ void node__coord_read_decide(struct creq *q)
                 break;
             encoded = true;
         }
-        struct cctx *c = &q->ctx[i]; /* its read has answered */
+        struct cctx *x = &q->ctx[i]; /* its read has answered */
         int rc;
-        if (q->rp[i].self) {
-            rc = node__clock_seen(n, best->ts);
+        if (q->plan.rep[i].self) {
+            rc = c->h.clock_seen(c->h.arg, best->ts);
             if (rc == 0)
-                rc = node__local_write(n, RK_SLICE(q->key, q->klen), best,
-                                       on_repair_done, c);
+                rc = c->h.local_write(c->h.arg, RK_SLICE(q->key, q->klen), best,
+                                      on_repair_done, x);
         } else {
-            rc = node__rpc_addr(n, q->rp[i].iaddr, &q->wmsg,
-                                (uint32_t)n->cfg.write_timeout_ms, 0,
-                                on_repair_remote, c);
+            rc = c->h.rpc(c->h.arg, q->rp[i].iaddr, &q->wmsg,
+                          c->o.write_timeout_ms, 0, on_repair_remote, x);
         }
         if (rc < 0)
             continue;
-        n->stats.read_repairs++;
+        c->stats.read_repairs++;
         q->repair_pending++;
         q->refs++;
     }
     if (--q->repair_pending == 0)
-        read_reply(q);
+        read_answer(q);
     node__coord_unref(q);
 }
 
@@ -270,24 +283,15 @@ void node__coord_read_decide(struct creq *q)
  * answer TIMEOUT, although the others could have answered. */
 static void read_hedge(struct creq *q)
 {
-    uint32_t asked = 0, now_asked = 0;
-    for (uint32_t i = 0; i < q->nrep; i++) {
-        if (!q->r[i].asked)
-            continue;
-        asked++;
-        if (!q->r[i].answered)
-            q->r[i].slow = true;
-    }
+    uint32_t asked = coord_plan_hedge(&q->plan);
     read_fill(q);
-    for (uint32_t i = 0; i < q->nrep; i++)
-        now_asked += q->r[i].asked;
-    if (now_asked > asked)
-        q->n->stats.read_hedges++;
+    if (coord_plan_asked_count(&q->plan) > asked)
+        q->c->stats.read_hedges++;
 }
 
 /* The deadline passed. Waiting for replicas: TIMEOUT. Waiting for read
- * repairs: the answer they would have given (as when a repair fails);
- * they finish in the background. */
+ * repairs: the newest if enough replicas hold it already, else TIMEOUT
+ * (read_answer); they finish in the background. */
 static void read_expire(struct creq *q)
 {
     if (q->phase == 0) {
@@ -296,7 +300,7 @@ static void read_expire(struct creq *q)
         return;
     }
     LOG(DEBUG, "coord.repair_late", "pending=%u", q->repair_pending);
-    read_reply(q);
+    read_answer(q);
 }
 
 void node__coord_read_wake(struct creq *q, uint64_t now)
@@ -315,34 +319,50 @@ void node__coord_read_wake(struct creq *q, uint64_t now)
         node__coord_wake_link(q, q->deadline);
 }
 
+/* A replica's answer after the newest was chosen (asked by the decision,
+ * or late): one more holder if it has the newest; enough of them answer
+ * the read, whatever the repairs still do. */
+static void read_confirm(struct creq *q, uint32_t i, bool ok)
+{
+    if (q->done || q->newest < 0)
+        return;
+    if (ok && q->r[i].found &&
+        rec_cmp(&q->r[i].rec, &q->r[q->newest].rec) == 0 &&
+        ++q->holders >= q->plan.need) {
+        read_reply(q);
+        return;
+    }
+    if (q->repair_pending == 0) /* the repairs are over already */
+        read_answer(q);
+}
+
 static void on_remote_read(void *arg, int status, struct rk_slice resp)
 {
-    struct cctx *c = arg;
-    struct creq *q = c->q;
-    uint32_t i = c->i;
-    node *n = q->n;
+    struct cctx *x = arg;
+    struct creq *q = x->q;
+    uint32_t i = x->i;
+    struct coord *c = q->c;
     int st = status;
     bool told = false; /* st is the replica's own answer */
     struct rpc_read_resp rr;
     if (st == 0) {
         st = rpc_read_resp_decode(&rr, resp);
         if (st == 0) {
-            (void)node__clock_recv(n, rr.hlc, q->rp[i].name);
+            (void)c->h.clock_recv(c->h.arg, rr.hlc, q->rp[i].name);
             st = rr.status;
             told = true;
         }
         if (st == 0 && rr.found && rr.is_digest)
             st = RK_EPROTO; /* we never ask for digests */
     }
-    q->r[i].answered = true;
     if (st == 0) {
-        q->r[i].ok = true;
+        bool ok = true;
         q->r[i].found = rr.found;
         if (rr.found) {
             q->r[i].rec = rr.rec;
             q->r[i].buf = malloc(rr.rec.value.len ? rr.rec.value.len : 1);
             if (!q->r[i].buf) {
-                q->r[i].ok = false;
+                ok = false;
                 node__coord_note_failure(q, -ENOMEM);
             } else {
                 memcpy(q->r[i].buf, rr.rec.value.p, rr.rec.value.len);
@@ -350,13 +370,20 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
                 node__coord_meter_add(q, &q->r[i].rec);
             }
         }
-        if (q->r[i].ok)
-            node__coord_count_answer(q, i);
+        coord_plan_answered(&q->plan, i, ok);
+        st = ok ? 0 : -ENOMEM;
     } else if (told) {
-        node__coord_note_replica_failure(q, st);
+        coord_plan_answered(&q->plan, i, false);
+        /* OLD_RING: asked again on the newer ring, by q's successor, if
+         * it can be */
+        if (st != RK_EOLDRING || !node__coord_replan(q))
+            node__coord_note_replica_failure(q, st);
     } else {
+        coord_plan_answered(&q->plan, i, false);
         node__coord_note_failure(q, st);
     }
+    if (q->phase == 1)
+        read_confirm(q, i, st == 0);
     node__coord_read_decide(q);
     node__coord_unref(q);
 }
@@ -374,6 +401,18 @@ void coord_errmsg(
                  acks, need);
     else if (err == RK_EOVERLOADED)
         snprintf(buf, len, "too many requests in flight, retry later");
+    else if (err == RK_EFULL && need == 0)
+        snprintf(buf, len,
+                 "disk full: this node, a replica of the key, has less free "
+                 "disk space than its disk_reserve_mb and refuses writes "
+                 "until space is freed (reads go on); write through a node "
+                 "that is not full");
+    else if (err == RK_EFULL)
+        snprintf(buf, len,
+                 "disk full: a replica has less free disk space than its "
+                 "disk_reserve_mb and refused the write; %u of %u replicas "
+                 "answered",
+                 acks, need);
     else if (err == RK_ECLOCKSKEW)
         snprintf(buf, len,
                  "replicas refused the write's timestamp, more than their "
@@ -385,51 +424,40 @@ void coord_errmsg(
         snprintf(buf, len, "%s", rk_strerror(err));
 }
 
-int coord_get(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
-{
-    return coord_get_metered(n, key, cl, 0, NULL, cb, arg);
-}
-
 /* Plans q's read and asks its replicas, by q->deadline; returns an
  * error, having asked nothing, when it cannot start. */
 int node__coord_read_start(struct creq *q)
 {
-    node *n = q->n;
-    n->stats.req[NODE_OP_GET][q->cl]++;
-    int rc = node__coord_plan(n, q);
+    struct coord *c = q->c;
+    if (!q->replanned)
+        c->stats.req[NODE_OP_GET][q->cl]++;
+    int rc = node__coord_plan(q);
     if (rc < 0) {
         if (rc == RK_EUNAVAILABLE)
-            n->stats.unavailable[NODE_OP_GET][q->cl]++;
+            c->stats.unavailable[NODE_OP_GET][q->cl]++;
         return rc;
     }
-    uint64_t now = uv_now(n->loop);
+    uint64_t now = c->h.now_ms(c->h.arg);
     read_fill(q);
-    if (!node__coord_satisfied(
-            q)) /* waits for replicas: hedge point, deadline */
+    if (!coord_plan_satisfied(&q->plan)) /* hedge point, deadline */
         node__coord_wake_link(
             q, q->deadline > now ? now + (q->deadline - now) / 2 : q->deadline);
     node__coord_defer(q);
     return 0;
 }
 
-int coord_get_metered(node *n,
-                      struct rk_slice key,
-                      enum node_cl cl,
-                      uint64_t deadline,
-                      struct coord_meter *m,
-                      coord_cb cb,
-                      void *arg)
+int node__coord_read_request(struct coord *c, const struct coord_request *r)
 {
-    int rc = node__coord_check(n, key);
+    int rc = node__coord_check(c, r->key);
     if (rc < 0)
         return rc;
-    struct creq *q = node__coord_new(n, C_GET, key, cl, cb, arg);
+    struct creq *q =
+        node__coord_req_new(c, C_GET, r->key, r->cl, r->cb, r->arg);
     if (!q)
         return -ENOMEM;
-    q->meter = m;
-    q->deadline = deadline ? deadline
-                           : uv_now(n->loop) + (uint64_t)n->cfg.read_timeout_ms;
+    q->meter = r->meter;
+    q->deadline = r->deadline ? r->deadline
+                              : c->h.now_ms(c->h.arg) + c->o.read_timeout_ms;
     if (rc == COORD_PARK) {
         node__coord_park(q, q->deadline);
     } else if ((rc = node__coord_read_start(q)) < 0) {

@@ -1,11 +1,20 @@
 /*
  * csrv.c - the native client server (wire/client_msg.h) on client_port.
  *
- * Each connection reads length-prefixed frames, decodes each into a request
- * and answers it, possibly out of order (responses carry the request id).
- * Responses are appended to the connection's output buffer and written once
- * per loop turn (the node's check handle calls node__csrv_flush), so a
- * pipelined burst costs one write(2).
+ * A protocol handler on net/'s connection engine (a raw-stream
+ * net_server: input buffer, output batching, back-pressure, half-close and
+ * drain are the engine's). Each connection's input is cut into
+ * length-prefixed frames, each decoded into a request and answered,
+ * possibly out of order (responses carry the request id); responses are
+ * written once per loop turn by the engine, so a pipelined burst costs one
+ * write(2).
+ *
+ * Before HELLO authenticates it (requirepass set), a connection may hold
+ * CLIENT_PREAUTH_INPUT bytes: a frame announced longer gets TOO_LARGE and
+ * the connection closes. After it, its buffer grows to a frame's size
+ * within the clients' input budget (max_input_buffer_mb, shared with the
+ * RESP server), and a frame left unfinished for client_frame_timeout_s
+ * closes it (clients.c logs and counts both).
  *
  * Bad input never takes the node down: a frame that decodes badly gets a
  * BAD_REQUEST / TOO_LARGE answer with its id when the id could be read; a
@@ -20,24 +29,36 @@
  * copying values at a frame's size (TOO_LARGE). The values reads hold
  * (c->meter: a local replica answers within the call) count with the
  * output (conn_full): a connection past CSRV_OUT_HIGH parses no more
- * frames until they drain, then parses what it buffered (on_write). Values
+ * frames until they drain, then parses what it buffered (on_sent). Values
  * from other nodes count only once they arrive.
  *
- * A connection is freed when its handle is closed and no request still
- * refers to it (refs).
+ * A connection is freed when the engine has closed it and no request
+ * still refers to it (refs); it holds a reference to its net_conn.
  */
+#include "node/csrv.h"
+
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/net.h"
+#include "node/admin.h"
+#include "node/admin_commands.h"
+#include "node/auth_delay.h"
+#include "node/clients.h"
+#include "node/clock.h"
+#include "node/coord.h"
+#include "node/daemon.h"
 #include "node/log.h"
-#include "node/node_internal.h"
 #include "node/obs.h"
+#include "node/scan.h"
+#include "node/snapshot.h"
+#include "node/snapshot_manifest.h"
 #include "wire/client_msg.h"
 
-#define CSRV_READ_CHUNK (64u * 1024u)
-#define CSRV_OUT_HIGH   (8u * 1024u * 1024u)
+#define CSRV_OUT_HIGH (8u * 1024u * 1024u)
 /* An MGET's reads in flight: more start as they answer, one at a time
  * while the connection's meter is over CSRV_OUT_HIGH. All at once, an MGET
  * of 4,096 keys had the coordinator copy a local 16 MiB value per key
@@ -50,35 +71,33 @@
 #define CSRV_REPLY_ENVELOPE 64u
 #define CSRV_VERSION        "ringkvd " RK_VERSION
 
+_Static_assert(WIRE_CFRAME_MAX + WIRE_CFRAME_HDR <= CLIENT_INPUT_MAX,
+               "a whole native frame fits a connection's input");
+
 struct csrv_conn {
-    uv_tcp_t tcp;
+    net_conn *nc;
     node *n;
-    struct csrv_conn *next, *prev;
-    struct csrv_conn *dirty_next;
-    bool on_dirty;
-    uint8_t *rbuf;
-    size_t rlen, rcap;
-    struct wire_cbuf out;
-    size_t writing; /* bytes handed to uv_write, not yet done */
-    int refs;       /* 1 for the handle + 1 per request in flight */
-    bool closing;
-    bool admitted; /* counted in n->clients_open (clients.c) */
-    bool close_after_flush;
-    bool authed;
-    bool reading;
+    struct wire_cbuf out; /* a response is encoded here, then queued */
+    int refs;             /* 1 while nc is open + 1 per request in flight */
+    bool closing;         /* nc closed */
+    bool admitted;        /* counted in n->clients.open (clients.c) */
+    bool finishing;       /* no more requests: closes once answered */
+    bool authed;          /* role != NODE_ROLE_NONE */
+    enum node_role role;  /* node/users.h */
+    bool paused;          /* net_conn_read_pause: full, or a request held */
     int inflight;
     int writes_inflight; /* PUT/DEL not answered yet */
     bool has_held;       /* a GET/MGET waits for them */
     bool processing;
     struct coord_meter meter; /* values its reads hold, and MGETs' copies */
     struct wire_creq held;
-    char peer[64];
-};
-
-struct csrv_write {
-    uv_write_t req;
-    struct csrv_conn *c;
-    struct wire_cbuf buf;
+    const char *peer; /* "ip:port", lives with nc */
+    /* a HELLO whose answer waits (auth_delay.h): nothing more is parsed
+     * meanwhile */
+    struct node_auth_wait auth_wait;
+    bool auth_held, auth_ok;
+    uint64_t auth_id;
+    uint32_t auth_op;
 };
 
 /* One data request in flight. MGET fans out into nkeys gets. */
@@ -107,84 +126,23 @@ struct csrv_sub {
 };
 
 static void conn_unref(struct csrv_conn *c);
-static void node__csrv_resume(struct csrv_conn *c);
-static void conn_process(struct csrv_conn *c);
+static void conn_wake(struct csrv_conn *c);
 
 /* ---- output ----------------------------------------------------------- */
 
-static void conn_mark_dirty(struct csrv_conn *c)
-{
-    if (c->on_dirty || c->closing)
-        return;
-    c->on_dirty = true;
-    c->refs++;
-    c->dirty_next = c->n->dirty;
-    c->n->dirty = c;
-}
+/* The encoding buffer is kept between responses, but not a large one. */
+#define CSRV_OUT_KEEP (256u * 1024u)
 
-static void conn_close(struct csrv_conn *c);
-
-static void on_write(uv_write_t *req, int status)
+static void conn_queue(struct csrv_conn *c)
 {
-    struct csrv_write *w = (struct csrv_write *)req;
-    struct csrv_conn *c = w->c;
-    c->writing -= w->buf.len;
-    wire_cbuf_release(&w->buf);
-    free(w);
-    if (status < 0 && !c->closing) {
-        LOG(DEBUG, "client.write_fail", "peer=%s error=%s", c->peer,
-            uv_strerror(status));
-        conn_close(c);
-    } else if (!c->closing && c->close_after_flush && c->writing == 0 &&
-               c->out.len == 0 && c->inflight == 0) {
-        conn_close(c);
-    } else if (!c->closing && !c->reading && !c->processing &&
-               c->writing + c->meter.bytes < CSRV_OUT_HIGH / 2 &&
-               !c->close_after_flush && !c->has_held) {
-        conn_process(c); /* frames left buffered first; resumes reading */
-    }
-    conn_unref(c);
-}
-
-static void conn_flush(struct csrv_conn *c)
-{
-    if (c->closing || c->out.len == 0) {
-        if (!c->closing && c->close_after_flush && c->writing == 0 &&
-            c->inflight == 0)
-            conn_close(c);
+    if (net_conn_write(c->nc, c->out.p, c->out.len) < 0) {
+        c->out.len = 0;
+        net_conn_close(c->nc, -ENOMEM);
         return;
     }
-    struct csrv_write *w = calloc(1, sizeof(*w));
-    if (!w) {
-        conn_close(c);
-        return;
-    }
-    w->c = c;
-    w->buf = c->out;
-    memset(&c->out, 0, sizeof(c->out));
-    uv_buf_t b = uv_buf_init((char *)w->buf.p, (unsigned)w->buf.len);
-    int rc = uv_write(&w->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
-    if (rc < 0) {
-        wire_cbuf_release(&w->buf);
-        free(w);
-        conn_close(c);
-        return;
-    }
-    c->writing += w->buf.len;
-    c->refs++;
-}
-
-void node__csrv_flush(node *n)
-{
-    struct csrv_conn *c = n->dirty;
-    n->dirty = NULL;
-    while (c) {
-        struct csrv_conn *next = c->dirty_next;
-        c->on_dirty = false;
-        conn_flush(c);
-        conn_unref(c);
-        c = next;
-    }
+    c->out.len = 0;
+    if (c->out.cap > CSRV_OUT_KEEP)
+        wire_cbuf_release(&c->out);
 }
 
 /* Queue one response. A response that cannot be encoded becomes an
@@ -206,12 +164,13 @@ static void conn_send(struct csrv_conn *c, struct wire_cresp *resp)
                                46)
                     : RK_SLICE("response could not be encoded", 29);
         e.has = WIRE_CRESP_MSG;
+        c->out.len = 0;
         if (wire_cresp_encode(&c->out, &e) < 0) {
-            conn_close(c);
+            net_conn_close(c->nc, -ENOMEM);
             return;
         }
     }
-    conn_mark_dirty(c);
+    conn_queue(c);
 }
 
 static void send_err(
@@ -223,34 +182,6 @@ static void send_err(
         r.has |= WIRE_CRESP_MSG;
     }
     conn_send(c, &r);
-}
-
-/* "START,END", two decimal tokens: the arc (START, END]. */
-static int parse_arc(struct ring_range *out, struct rk_slice a)
-{
-    char buf[64];
-    if (a.len == 0 || a.len >= sizeof(buf))
-        return RK_EBADREQ;
-    memcpy(buf, a.p, a.len);
-    buf[a.len] = '\0';
-    char *comma = strchr(buf, ',');
-    if (!comma)
-        return RK_EBADREQ;
-    *comma = '\0';
-    const char *part[2] = {buf, comma + 1};
-    uint64_t v[2];
-    for (int i = 0; i < 2; i++) {
-        char *end;
-        if (part[i][0] < '0' || part[i][0] > '9')
-            return RK_EBADREQ;
-        errno = 0;
-        unsigned long long x = strtoull(part[i], &end, 10);
-        if (errno || *end)
-            return RK_EBADREQ;
-        v[i] = x;
-    }
-    *out = (struct ring_range){v[0], v[1]};
-    return 0;
 }
 
 /* An admin op's answer: its text, or the error with the text as message
@@ -272,18 +203,12 @@ static void send_text(
 
 /* ---- connection life -------------------------------------------------- */
 
-static void on_conn_closed(uv_handle_t *h)
-{
-    struct csrv_conn *c = h->data;
-    conn_unref(c);
-}
-
 static void conn_free(struct csrv_conn *c)
 {
     if (c->has_held)
         wire_creq_clear(&c->held);
-    free(c->rbuf);
     wire_cbuf_release(&c->out);
+    net_conn_unref(c->nc);
     free(c);
 }
 
@@ -293,22 +218,12 @@ static void conn_unref(struct csrv_conn *c)
         conn_free(c);
 }
 
-static void conn_close(struct csrv_conn *c)
+/* No more requests from c: it closes once those in flight are answered
+ * and written. */
+static void conn_finish(struct csrv_conn *c)
 {
-    if (c->closing)
-        return;
-    c->closing = true;
-    node *n = c->n;
-    if (c->admitted)
-        node__client_gone(n);
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        n->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->next = c->prev = NULL;
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    c->finishing = true;
+    net_conn_finish(c->nc);
 }
 
 /* ---- requests --------------------------------------------------------- */
@@ -335,7 +250,7 @@ static void req_leave(struct csrv_req *r)
     struct csrv_conn *c = r->c;
     if (r->is_write && --c->writes_inflight == 0 && c->has_held &&
         !c->processing && !c->closing)
-        conn_process(c);
+        conn_wake(c);
 }
 
 /* An MGET's copies, keys and values (none for other requests). */
@@ -360,15 +275,16 @@ static void req_done(struct csrv_req *r)
 {
     struct csrv_conn *c = r->c;
     c->inflight--;
-    c->n->inflight--;
+    c->n->clients.inflight--;
     struct wire_cresp resp = {.id = r->id, .op = r->op, .err = r->err};
     if (r->err && r->err != RK_ENOTFOUND) {
-        char msg[192];
+        char msg[256];
         if (r->op == WIRE_COP_MGET && r->err == RK_ETOOLARGE)
             snprintf(msg, sizeof(msg),
                      "MGET reply over %u MiB: ask for fewer keys at once",
                      WIRE_CFRAME_MAX >> 20);
-        else
+        else if (!node__clock_errmsg(c->n, msg, sizeof(msg), r->err,
+                                     (int)r->need))
             coord_errmsg(msg, sizeof(msg), r->err, r->acks, r->need, r->cause);
         resp.msg = RK_SLICE(msg, strlen(msg));
         resp.has |= WIRE_CRESP_MSG | WIRE_CRESP_ACKS | WIRE_CRESP_NEED;
@@ -387,8 +303,7 @@ static void req_done(struct csrv_req *r)
     req_free_mget(r);
     req_leave(r);
     free(r);
-    if (c->close_after_flush && c->inflight == 0)
-        conn_mark_dirty(c);
+    net_conn_request_end(c->nc);
     conn_unref(c);
 }
 
@@ -397,11 +312,10 @@ static void req_finish(struct csrv_req *r)
 {
     struct csrv_conn *c = r->c;
     c->inflight--;
-    c->n->inflight--;
+    c->n->clients.inflight--;
     req_leave(r);
     free(r);
-    if (c->close_after_flush && c->inflight == 0)
-        conn_mark_dirty(c); /* the flush closes it once written */
+    net_conn_request_end(c->nc); /* a finishing c closes once written */
     conn_unref(c);
 }
 
@@ -427,6 +341,25 @@ static void on_write_done(const struct coord_result *res, void *arg)
         return;
     }
     req_note(r, res);
+    req_done(r);
+}
+
+static void on_scan_done(const struct coord_scan_result *res, void *arg)
+{
+    struct csrv_req *r = arg;
+    if (res->err == 0) {
+        struct wire_cresp resp = {.id = r->id, .op = r->op};
+        resp.cursor = res->cursor;
+        resp.keys = res->keys;
+        resp.nkeys = res->nkeys;
+        resp.has = WIRE_CRESP_CURSOR | WIRE_CRESP_KEYS;
+        conn_send(r->c, &resp);
+        req_finish(r);
+        return;
+    }
+    r->err = res->err;
+    r->acks = res->acks;
+    r->need = res->need;
     req_done(r);
 }
 
@@ -520,8 +453,9 @@ static struct csrv_req *req_new(struct csrv_conn *c, const struct wire_creq *q)
     r->is_write = q->op == WIRE_COP_PUT || q->op == WIRE_COP_DEL;
     c->writes_inflight += r->is_write;
     c->refs++;
+    net_conn_request_begin(c->nc);
     c->inflight++;
-    c->n->inflight++;
+    c->n->clients.inflight++;
     return r;
 }
 
@@ -529,10 +463,16 @@ static void req_abort(struct csrv_req *r, int err)
 {
     struct csrv_conn *c = r->c;
     c->inflight--;
-    c->n->inflight--;
-    send_err(c, r->id, r->op, err, rk_strerror(err));
+    c->n->clients.inflight--;
+    char msg[256];
+    /* CLOCK_SKEW at once: this node's clock, which the message measures;
+     * otherwise as the RESP server says it (a FULL says why) */
+    if (!node__clock_errmsg(c->n, msg, sizeof(msg), err, 0))
+        coord_errmsg(msg, sizeof(msg), err, 0, 0, 0);
+    send_err(c, r->id, r->op, err, msg);
     req_leave(r);
     free(r);
+    net_conn_request_end(c->nc);
     conn_unref(c);
 }
 
@@ -541,7 +481,7 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
     node *n = c->n;
     enum node_cl cl = req_cl(n, q);
     if (c->inflight >= n->cfg.max_pipeline ||
-        n->inflight >= n->cfg.max_inflight) {
+        n->clients.inflight >= n->cfg.max_inflight) {
         n->stats.overloaded++;
         node__obs_overloaded(n, req_op(q), cl);
         send_err(c, q->id, q->op, RK_EOVERLOADED,
@@ -565,6 +505,13 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
         break;
     case WIRE_COP_DEL:
         rc = coord_del(n, q->key, cl, on_write_done, r);
+        break;
+    case WIRE_COP_SCAN:
+        rc = coord_scan(
+            n, (q->has & WIRE_CREQ_CURSOR) ? q->cursor : 0,
+            (q->has & WIRE_CREQ_COUNT) ? q->count : SCAN_COUNT_DEFAULT,
+            (q->has & WIRE_CREQ_MATCH) ? q->match : RK_SLICE(NULL, 0), cl,
+            on_scan_done, r);
         break;
     case WIRE_COP_MGET: {
         r->nkeys = q->nkeys;
@@ -605,35 +552,186 @@ static void do_data(struct csrv_conn *c, const struct wire_creq *q)
     }
 }
 
+/* HELLO's answer: who this is, or AUTH for a wrong user or password. */
+static void hello_answer(struct csrv_conn *c, uint64_t id, uint32_t op, bool ok)
+{
+    node *n = c->n;
+    if (!ok) {
+        send_err(c, id, op, RK_EAUTH, "wrong user or password");
+        return;
+    }
+    struct wire_cresp r = {.id = id, .op = op};
+    r.has = WIRE_CRESP_VERSION | WIRE_CRESP_SERVER | WIRE_CRESP_NODE |
+            WIRE_CRESP_CLUSTER;
+    r.version = WIRE_CPROTO_VERSION;
+    r.server = RK_SLICE(CSRV_VERSION, strlen(CSRV_VERSION));
+    r.node = RK_SLICE(n->cfg.node_name, strlen(n->cfg.node_name));
+    r.cluster = RK_SLICE(n->cfg.cluster_name, strlen(n->cfg.cluster_name));
+    conn_send(c, &r);
+}
+
+/* The wait of c's HELLO is over (or c closed): the answer, and c parses
+ * on. */
+static void on_auth_due(struct node_auth_wait *w)
+{
+    struct csrv_conn *c =
+        (struct csrv_conn *)((char *)w - offsetof(struct csrv_conn, auth_wait));
+    c->auth_held = false;
+    if (!c->closing)
+        hello_answer(c, c->auth_id, c->auth_op, c->auth_ok);
+    net_conn_request_end(c->nc);
+    conn_wake(c);
+    conn_unref(c);
+}
+
+/* HELLO's answer waits ms (auth_delay.h), c parsing nothing more until
+ * then. false: answer it now. */
+static bool
+auth_hold(struct csrv_conn *c, const struct wire_creq *q, bool ok, uint32_t ms)
+{
+    if (!node__auth_wait(c->n, &c->auth_wait, ms, on_auth_due))
+        return false;
+    c->auth_held = true;
+    c->auth_ok = ok;
+    c->auth_id = q->id;
+    c->auth_op = q->op;
+    c->refs++;
+    net_conn_request_begin(c->nc); /* a finishing c waits for the answer */
+    return true;
+}
+
+/* HELLO with a password configured: the user (absent: `default`) and
+ * password give the connection its role (node/users.h); a wrong one
+ * leaves it as it was. A wrong password's answer waits, longer with each
+ * failure in a row from the client's address (auth_delay.h); so does a
+ * right one's while that address's failures still wait. */
+static void hello_auth(struct csrv_conn *c, const struct wire_creq *q)
+{
+    node *n = c->n;
+    struct rk_slice none = RK_SLICE("", 0);
+    enum node_role role =
+        node_users_check(&n->users, (q->has & WIRE_CREQ_USER) ? q->user : none,
+                         (q->has & WIRE_CREQ_PASSWORD) ? q->password : none);
+    bool ok = role != NODE_ROLE_NONE;
+    uint32_t ms = node__auth_checked(n, c->peer, ok, &n->loglim.client_auth,
+                                     "client.auth_fail");
+    if (ok) {
+        c->role = role;
+        c->authed = true;
+        net_conn_input_cap_set(c->nc, CLIENT_INPUT_MAX);
+    }
+    if (!auth_hold(c, q, ok, ms))
+        hello_answer(c, q->id, q->op, ok);
+}
+
+/* ---- snapshots ------------------------------------------------------- */
+
+/* A listing or removal answered from the pool (node/snapshot.h). */
+struct csrv_later {
+    struct csrv_conn *c;
+    uint64_t id;
+    uint32_t op;
+};
+
+static void answer_later(int rc, char *text, size_t len, void *arg)
+{
+    struct csrv_later *w = arg;
+    struct wire_creq q = {.id = w->id, .op = w->op};
+    send_text(w->c, &q, rc, text, len);
+    conn_unref(w->c);
+    free(w);
+}
+
+/* The argument of SNAPSHOT or CLEARSNAPSHOT as a string in buf (a TAG is
+ * checked by node/snapshot.c), or NULL when there is none. */
+static const char *
+snapshot_arg(char *buf, size_t cap, const struct wire_creq *q)
+{
+    if (!(q->has & WIRE_CREQ_ARGS) || q->nargs == 0)
+        return NULL;
+    size_t len = q->args[0].len < cap - 1 ? q->args[0].len : cap - 1;
+    memcpy(buf, q->args[0].p, len);
+    buf[len] = '\0';
+    if (memchr(q->args[0].p, '\0', q->args[0].len) || len < q->args[0].len)
+        buf[0] = '\0'; /* a tag never has a NUL; too long: refused */
+    return buf;
+}
+
+static void do_snapshot(struct csrv_conn *c, const struct wire_creq *q)
+{
+    char arg[SNAPSHOT_TAG_MAX + 2];
+    const char *a = snapshot_arg(arg, sizeof(arg), q);
+    bool clear = q->op == WIRE_COP_CLEARSNAPSHOT;
+    size_t max = q->op == WIRE_COP_LISTSNAPSHOTS ? 0 : 1;
+    if ((q->has & WIRE_CREQ_ARGS) && q->nargs > max) {
+        send_err(c, q->id, q->op, RK_EBADREQ,
+                 max ? "takes one argument: the snapshot's TAG"
+                     : "LISTSNAPSHOTS takes no argument");
+        return;
+    }
+    if (clear && !a) {
+        send_err(c, q->id, q->op, RK_EBADREQ,
+                 "CLEARSNAPSHOT takes one argument: a TAG, or --all");
+        return;
+    }
+    bool all = clear && strcmp(a, "--all") == 0;
+    if (clear && !all && !snapshot_tag_valid(a, strlen(a))) {
+        send_err(c, q->id, q->op, RK_EBADREQ,
+                 "bad snapshot tag: " SNAPSHOT_TAG_RULE);
+        return;
+    }
+    struct csrv_later *w = malloc(sizeof(*w));
+    int rc = w ? 0 : -ENOMEM;
+    if (w)
+        *w = (struct csrv_later){.c = c, .id = q->id, .op = q->op};
+    if (rc == 0 && clear)
+        rc = node__snapshot_clear(c->n, all ? NULL : a, answer_later, w);
+    else if (rc == 0)
+        rc = node__snapshot_list(c->n, answer_later, w);
+    if (rc == 0) {
+        c->refs++; /* answer_later's */
+        return;
+    }
+    free(w);
+    send_err(c, q->id, q->op, rc,
+             rc == RK_EBADREQ ? "the snapshot is being taken (it can be "
+                                "cleared once it is done or failed)"
+                              : rk_strerror(rc));
+}
+
 static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
 {
     node *n = c->n;
     if (q->op == WIRE_COP_HELLO) {
-        if (n->cfg.requirepass[0]) {
-            size_t pl = strlen(n->cfg.requirepass);
-            if (!(q->has & WIRE_CREQ_PASSWORD) || q->password.len != pl ||
-                memcmp(q->password.p, n->cfg.requirepass, pl) != 0) {
-                n->stats.client_auth_fail++;
-                LOG_LIMITED(&n->loglim.client_auth, node__mono_ms(n), WARN,
-                            "client.auth_fail", "peer=%s", c->peer);
-                send_err(c, q->id, q->op, RK_EAUTH, "wrong password");
-                return;
-            }
-            c->authed = true;
-        }
-        struct wire_cresp r = {.id = q->id, .op = q->op};
-        r.has = WIRE_CRESP_VERSION | WIRE_CRESP_SERVER | WIRE_CRESP_NODE |
-                WIRE_CRESP_CLUSTER;
-        r.version = WIRE_CPROTO_VERSION;
-        r.server = RK_SLICE(CSRV_VERSION, strlen(CSRV_VERSION));
-        r.node = RK_SLICE(n->cfg.node_name, strlen(n->cfg.node_name));
-        r.cluster = RK_SLICE(n->cfg.cluster_name, strlen(n->cfg.cluster_name));
-        conn_send(c, &r);
+        if (node_users_any(&n->users))
+            hello_auth(c, q);
+        else
+            hello_answer(c, q->id, q->op, true);
         return;
     }
-    if (n->cfg.requirepass[0] && !c->authed) {
+    if (c->role == NODE_ROLE_NONE) {
         send_err(c, q->id, q->op, RK_EAUTH,
                  "password required: send HELLO with the password first");
+        return;
+    }
+    const char *opname = wire_cop_name(q->op); /* NULL: unknown, below */
+    if (opname && c->role < node__op_role(q->op)) {
+        n->stats.client_noperm++;
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "user default has no permissions to run %s: it needs the "
+                 "admin role (HELLO as user admin)",
+                 opname);
+        send_err(c, q->id, q->op, RK_ENOPERM, msg);
+        return;
+    }
+    if (node__admin_command_op(q->op)) {
+        char *t = NULL;
+        size_t len = 0;
+        int rc = node__admin_command(n, q->op, q->args,
+                                     (q->has & WIRE_CREQ_ARGS) ? q->nargs : 0,
+                                     &t, &len);
+        send_text(c, q, rc, t, len);
         return;
     }
     switch (q->op) {
@@ -646,6 +744,7 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
     case WIRE_COP_PUT:
     case WIRE_COP_DEL:
     case WIRE_COP_MGET:
+    case WIRE_COP_SCAN:
         do_data(c, q);
         return;
     case WIRE_COP_STATUS:
@@ -665,166 +764,129 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
         node_admin_buf_free(&ab);
         return;
     }
-    case WIRE_COP_DECOMMISSION: {
-        char *t = NULL;
-        size_t len = 0;
-        int rc = node__leave_begin(n, &t, &len);
-        send_text(c, q, rc, t, len);
+    case WIRE_COP_LISTSNAPSHOTS:
+    case WIRE_COP_CLEARSNAPSHOT:
+        do_snapshot(c, q);
         return;
-    }
-    case WIRE_COP_REMOVENODE: {
-        char name[GOSSIP_NAME_MAX + 1] = "";
-        if (!(q->has & WIRE_CREQ_ARGS) || q->nargs != 1 ||
-            q->args[0].len == 0 || q->args[0].len > GOSSIP_NAME_MAX ||
-            memchr(q->args[0].p, '\0', q->args[0].len)) {
-            send_err(c, q->id, q->op, RK_EBADREQ,
-                     "REMOVENODE takes one argument: the node's name");
-            return;
-        }
-        memcpy(name, q->args[0].p, q->args[0].len);
-        char *t = NULL;
-        size_t len = 0;
-        int rc = node__remove_begin(n, name, &t, &len);
-        send_text(c, q, rc, t, len);
-        return;
-    }
-    case WIRE_COP_CLEANUP: {
-        char *t = NULL;
-        size_t len = 0;
-        int rc = node__cleanup_begin(n, &t, &len);
-        send_text(c, q, rc, t, len);
-        return;
-    }
-    case WIRE_COP_ABORT: {
-        char *t = NULL;
-        size_t len = 0;
-        int rc = node__abort(n, &t, &len);
-        send_text(c, q, rc, t, len);
-        return;
-    }
-    case WIRE_COP_REPAIR: {
-        struct ring_range only;
-        bool one = (q->has & WIRE_CREQ_ARGS) && q->nargs > 0;
-        if (one && (q->nargs != 1 || parse_arc(&only, q->args[0]) < 0)) {
-            send_err(c, q->id, q->op, RK_EBADREQ,
-                     "REPAIR takes no argument (every range this node "
-                     "replicates) or one: START,END, the tokens (START, END] "
-                     "(decimal; START equal to END: the whole ring)");
-            return;
-        }
-        char *t = NULL;
-        size_t len = 0;
-        int rc = node__repair_begin(n, one ? &only : NULL, &t, &len);
-        send_text(c, q, rc, t, len);
-        return;
-    }
-    case WIRE_COP_JOIN: {
-        char msg[512];
-        int rc = node__join(n, msg, sizeof(msg));
-        char *t = strdup(msg);
-        send_text(c, q, rc, t, t ? strlen(t) : 0);
-        return;
-    }
     default:
         send_err(c, q->id, q->op, RK_EBADREQ, "unknown operation");
     }
 }
 
-/* ---- reading ---------------------------------------------------------- */
-
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
-{
-    struct csrv_conn *c = h->data;
-    (void)hint;
-    size_t want = CSRV_READ_CHUNK;
-    if (c->rlen >= WIRE_CFRAME_HDR) {
-        /* a frame in progress: make room for all of it at once */
-        const uint8_t *p = c->rbuf;
-        size_t flen = ((size_t)p[0] << 24 | (size_t)p[1] << 16 |
-                       (size_t)p[2] << 8 | p[3]) +
-                      WIRE_CFRAME_HDR;
-        if (flen <= WIRE_CFRAME_MAX + WIRE_CFRAME_HDR && flen > c->rlen &&
-            flen - c->rlen > want)
-            want = flen - c->rlen;
-    }
-    if (c->rcap - c->rlen < want) {
-        size_t ncap = c->rlen + want;
-        uint8_t *nb = realloc(c->rbuf, ncap);
-        if (!nb) {
-            *buf = uv_buf_init(NULL, 0);
-            return;
-        }
-        c->rbuf = nb;
-        c->rcap = ncap;
-    }
-    *buf =
-        uv_buf_init((char *)c->rbuf + c->rlen, (unsigned)(c->rcap - c->rlen));
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
-{
-    struct csrv_conn *c = s->data;
-    (void)buf;
-    if (nread < 0) {
-        if (nread != UV_EOF)
-            LOG(DEBUG, "client.read_fail", "peer=%s error=%s", c->peer,
-                uv_strerror((int)nread));
-        conn_close(c);
-        return;
-    }
-    if (nread == 0)
-        return;
-    c->rlen += (size_t)nread;
-    conn_process(c);
-}
+/* ---- input ------------------------------------------------------------ */
 
 /* Its unsent output and the values its reads hold (GETs' until answered,
  * MGETs' until their reply) are past CSRV_OUT_HIGH: parse no more of its
- * frames and stop reading until they drain (on_write). Before, a pipeline
+ * frames and stop reading until they drain (on_sent). Before, a pipeline
  * of GETs of a 16 MiB value had every one read (and copied) before the
- * first reply (regression: native_get_pipeline_unbounded). */
+ * first reply (regression: native_get_pipeline_unbounded). A HELLO whose
+ * answer waits (auth_hold) holds everything after it back too. */
 static bool conn_full(const struct csrv_conn *c)
 {
-    return c->writing + c->out.len + c->meter.bytes > CSRV_OUT_HIGH;
+    return c->auth_held ||
+           net_conn_queued(c->nc) + c->meter.bytes > CSRV_OUT_HIGH;
 }
 
-/* Answer the frames in the read buffer, in order. A GET or MGET that
- * follows a PUT or DEL still in flight on this connection waits for it (and
- * reading stops meanwhile), so a connection reads its own writes. */
-static void conn_process(struct csrv_conn *c)
+static void conn_pause(struct csrv_conn *c)
+{
+    if (!c->paused) {
+        c->paused = true;
+        net_conn_read_pause(c->nc);
+    }
+}
+
+/* Something that held c back is gone: parse on (held request first). */
+static void conn_wake(struct csrv_conn *c)
+{
+    if (c->closing || c->processing || c->auth_held)
+        return;
+    if (c->paused) {
+        c->paused = false;
+        net_conn_read_resume(c->nc); /* runs on_input */
+    } else {
+        net_conn_input_again(c->nc);
+    }
+}
+
+/* A frame header that cannot be trusted (zero or over the limit, or over
+ * what an unauthenticated connection may send): an error with id 0, and
+ * the connection closes once it is written. */
+static void bad_header(struct csrv_conn *c, int rc, size_t flen)
 {
     node *n = c->n;
+    n->stats.client_bad_frames++;
+    if (rc == RK_ETOOLARGE && !c->authed) {
+        char msg[160];
+        n->stats.client_preauth_refused++;
+        LOG_LIMITED(&n->loglim.client_input, node__mono_ms(n), WARN,
+                    "client.preauth_too_large", "peer=%s bytes=%zu max=%u",
+                    c->peer, flen, CLIENT_PREAUTH_INPUT);
+        snprintf(msg, sizeof(msg),
+                 "frame of %zu bytes before authentication (at most %u "
+                 "until HELLO with the password); closing",
+                 flen, CLIENT_PREAUTH_INPUT - WIRE_CFRAME_HDR);
+        send_err(c, 0, 0, rc, msg);
+    } else {
+        LOG(INFO, "client.bad_frame", "peer=%s error=%s", c->peer,
+            rk_errname(rc));
+        send_err(c, 0, 0, rc,
+                 rc == RK_ETOOLARGE
+                     ? "frame longer than the protocol limit; closing"
+                     : "malformed frame header; closing");
+    }
+    conn_finish(c);
+}
+
+/* The engine's on_input: answer the whole frames at the front of the
+ * input, in order. A GET or MGET that follows a PUT or DEL still in flight
+ * on this connection waits for it (and reading stops meanwhile), so a
+ * connection reads its own writes. */
+static int on_input(void *arg, net_conn *nc, struct net_input *in)
+{
+    struct csrv_conn *c = net_conn_data(nc);
     size_t off = 0;
-    c->refs++; /* requests may finish and unref inside */
+    (void)arg;
+    if (c == NULL)
+        return 0; /* refused at accept: closing */
+    c->refs++;    /* requests may finish and unref inside */
     c->processing = true;
     if (c->has_held && c->writes_inflight == 0) {
         c->has_held = false;
         handle_req(c, &c->held);
         wire_creq_clear(&c->held);
     }
-    while (!c->closing && !c->close_after_flush && !c->has_held &&
-           !conn_full(c)) {
-        struct rk_slice body;
-        size_t used = 0;
-        int rc = wire_cframe_parse(&body, &used, c->rbuf + off, c->rlen - off);
-        if (rc < 0) {
-            n->stats.client_bad_frames++;
-            LOG(INFO, "client.bad_frame", "peer=%s error=%s", c->peer,
-                rk_errname(rc));
-            send_err(c, 0, 0, rc,
-                     rc == RK_ETOOLARGE
-                         ? "frame longer than the protocol limit; closing"
-                         : "malformed frame header; closing");
-            c->close_after_flush = true;
+    while (!c->closing && !c->finishing && !c->has_held && !conn_full(c)) {
+        /* nothing held (a connection resumed, or at EOF, with an empty
+         * buffer): in->p is NULL, and NULL + 0 is undefined (clang's
+         * UBSan aborted the node) */
+        const uint8_t *p = in->p ? in->p + off : NULL;
+        size_t left = in->len - off;
+        size_t flen = 0;
+        if (left >= WIRE_CFRAME_HDR)
+            flen = WIRE_CFRAME_HDR + ((size_t)p[0] << 24 | (size_t)p[1] << 16 |
+                                      (size_t)p[2] << 8 | p[3]);
+        /* before HELLO, a frame must fit what c may hold then (checked
+         * here, not against in->cap: a HELLO just answered lifts it) */
+        if (!c->authed && flen > CLIENT_PREAUTH_INPUT) {
+            bad_header(c, RK_ETOOLARGE, flen - WIRE_CFRAME_HDR);
             break;
         }
-        if (used == 0)
+        struct rk_slice body;
+        size_t used = 0;
+        int rc = wire_cframe_parse(&body, &used, p, left);
+        if (rc < 0) {
+            bad_header(c, rc, flen ? flen - WIRE_CFRAME_HDR : 0);
             break;
+        }
+        if (used == 0) {
+            in->need = flen;
+            break;
+        }
         struct wire_creq q;
         rc = wire_creq_decode(&q, body.p, body.len);
         off += used;
         if (rc < 0) {
-            n->stats.client_bad_frames++;
+            c->n->stats.client_bad_frames++;
             send_err(c, q.has_id ? q.id : 0, q.has_id ? q.op : 0, rc,
                      q.why ? q.why : rk_strerror(rc));
         } else if (c->writes_inflight > 0 &&
@@ -838,95 +900,93 @@ static void conn_process(struct csrv_conn *c)
         wire_creq_clear(&q);
     }
     c->processing = false;
-    if (off) {
-        memmove(c->rbuf, c->rbuf + off, c->rlen - off);
-        c->rlen -= off;
+    in->consumed = off;
+    if (!c->closing && !c->finishing && (c->has_held || conn_full(c)))
+        conn_pause(c);
+    conn_unref(c);
+    return 0;
+}
+
+/* Output was written: a connection that stopped because it was full
+ * parses what it buffered once it has drained to half. */
+static void on_sent(void *arg, net_conn *nc)
+{
+    struct csrv_conn *c = net_conn_data(nc);
+    (void)arg;
+    if (c && c->paused && !c->has_held && !c->finishing && !c->auth_held &&
+        net_conn_queued(nc) + c->meter.bytes < CSRV_OUT_HIGH / 2)
+        conn_wake(c);
+}
+
+static void on_accept(void *arg, net_conn *nc)
+{
+    node *n = arg;
+    const char *peer = net_conn_peer_name(nc);
+    if (!node__client_admit(n, nc, false, peer))
+        return; /* refused: the engine writes why and closes */
+    struct csrv_conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        node__client_gone(n);
+        net_conn_close(nc, -ENOMEM);
+        return;
     }
-    if (c->rcap > 4 * CSRV_READ_CHUNK && c->rlen < CSRV_READ_CHUNK) {
-        uint8_t *nb = realloc(c->rbuf, CSRV_READ_CHUNK);
-        if (nb) {
-            c->rbuf = nb;
-            c->rcap = CSRV_READ_CHUNK;
-        }
-    }
-    bool stop = c->close_after_flush || c->has_held || conn_full(c);
-    if (!c->closing && c->reading && stop) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = false;
-    } else if (!c->closing && !c->reading && !stop) {
-        node__csrv_resume(c);
+    c->n = n;
+    c->nc = nc;
+    c->refs = 1;
+    c->admitted = true;
+    c->peer = peer;
+    c->role = node_users_open_role(&n->users);
+    c->authed = c->role != NODE_ROLE_NONE;
+    if (!c->authed)
+        net_conn_input_cap_set(nc, CLIENT_PREAUTH_INPUT);
+    net_conn_ref(nc);
+    net_conn_set_data(nc, c);
+    n->stats.client_conns++;
+}
+
+static void on_close(void *arg, net_conn *nc, int err)
+{
+    node *n = arg;
+    struct csrv_conn *c = net_conn_data(nc);
+    if (!c)
+        return;
+    node__client_closed(n, false, c->peer, err, c->authed);
+    c->closing = true;
+    if (c->admitted)
+        node__client_gone(n);
+    net_conn_set_data(nc, NULL);
+    if (c->auth_held) { /* its answer is not waited for any more */
+        node__auth_cancel(n, &c->auth_wait);
+        on_auth_due(&c->auth_wait);
     }
     conn_unref(c);
 }
 
-static void node__csrv_resume(struct csrv_conn *c)
+static void on_server_closed(void *arg)
 {
-    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
-        c->reading = true;
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    node *n = server->data;
-    if (status < 0) {
-        LOG(WARN, "client.accept_fail", "error=%s", uv_strerror(status));
-        return;
-    }
-    struct csrv_conn *c = calloc(1, sizeof(*c));
-    if (!c)
-        return;
-    c->n = n;
-    c->refs = 1;
-    uv_tcp_init(n->loop, &c->tcp);
-    c->tcp.data = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
-        c->closing = true;
-        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-        return;
-    }
-    uv_tcp_nodelay(&c->tcp, 1);
-    node__peer_name(c->peer, sizeof(c->peer), &c->tcp);
-    if (!node__client_admit(n, &c->tcp, false, c->peer)) {
-        c->closing = true;
-        uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-        return;
-    }
-    c->admitted = true;
-    c->next = n->conns;
-    if (n->conns)
-        n->conns->prev = c;
-    n->conns = c;
-    n->stats.client_conns++;
-    node__csrv_resume(c);
+    node *n = arg;
+    n->pending_closes--;
+    node__stop_progress(n);
 }
 
 int node__csrv_start(node *n, char *err, size_t errlen)
 {
-    n->csrv_open = 1; /* node_stop closes it, also after a failure here */
-    return node__listen(n, &n->csrv, "client_port", n->cfg.client_port,
-                        on_connection, err, errlen);
+    struct node_client_proto p = {
+        "client_port", n->cfg.client_port, CSRV_OUT_HIGH, on_input,
+        on_sent,       on_accept,          on_close};
+    return node__client_listen(n, &n->csrv, &p, err, errlen);
 }
 
 void node__csrv_drain(node *n)
 {
-    if (n->csrv_open) {
-        n->csrv_open = 0;
-        n->pending_closes++;
-        uv_close((uv_handle_t *)&n->csrv, node__handle_closed);
-    }
-    for (struct csrv_conn *c = n->conns; c; c = c->next) {
-        if (c->reading) {
-            uv_read_stop((uv_stream_t *)&c->tcp);
-            c->reading = false;
-        }
-        c->close_after_flush = true;
-        conn_mark_dirty(c);
-    }
+    net_server_drain(n->csrv);
 }
 
 void node__csrv_stop(node *n)
 {
-    node__csrv_drain(n);
-    while (n->conns)
-        conn_close(n->conns);
+    if (n->csrv) {
+        n->pending_closes++;
+        net_server_close(n->csrv, on_server_closed, n);
+        n->csrv = NULL;
+    }
 }

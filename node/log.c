@@ -81,6 +81,17 @@ void node_log_write(enum node_log_level level,
                     const char *fmt,
                     ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    node_log_vwrite(level, event, fmt, ap);
+    va_end(ap);
+}
+
+void node_log_vwrite(enum node_log_level level,
+                     const char *event,
+                     const char *fmt,
+                     va_list ap)
+{
     char line[2048];
     struct timeval tv;
     struct tm tm;
@@ -96,10 +107,7 @@ void node_log_write(enum node_log_level level,
         n += snprintf(line + n, sizeof(line) - (size_t)n, " event=%s", event);
     if (fmt[0] && n < (int)sizeof(line) - 1) {
         line[n++] = ' ';
-        va_list ap;
-        va_start(ap, fmt);
         n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
-        va_end(ap);
     }
     if (n > (int)sizeof(line) - 2)
         n = (int)sizeof(line) - 2;

@@ -21,6 +21,7 @@
 #ifndef NODE_LOG_H
 #define NODE_LOG_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -79,6 +80,13 @@ void node_log_write(enum node_log_level level,
                     const char *event,
                     const char *fmt,
                     ...) __attribute__((format(printf, 3, 4)));
+
+/* node_log_write with its fields' arguments in ap (a part's log lines,
+ * passed on by node/: streaming's host). */
+void node_log_vwrite(enum node_log_level level,
+                     const char *event,
+                     const char *fmt,
+                     va_list ap) __attribute__((format(printf, 3, 0)));
 
 /* Quote a value for a key=value field if it holds blanks, '=' or '"':
  * returns `buf` (or `s` itself when no quoting is needed). */

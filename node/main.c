@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "node/config.h"
 #include "node/log.h"
 #include "node/node.h"
+#include "node/snapshot.h"
 
 extern char **environ;
 
@@ -22,11 +24,23 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ringkvd [--config FILE] [--check-config] [--KEY=VALUE...]\n"
+            "       ringkvd [--config FILE] [--KEY=VALUE...] "
+            "--restore-snapshot TAG|DIR [--drop-hints]\n"
             "\n"
             "Runs one ringkv node. Settings come from the YAML file (or\n"
             "RINGKV_CONFIG), then RINGKV_<KEY> environment variables, then\n"
             "--key=value flags; see docs/config.md for every key.\n"
             "  --check-config  validate the configuration, print it, exit\n"
+            "  --restore-snapshot TAG|DIR\n"
+            "                  put the ranges of a snapshot (a TAG under\n"
+            "                  data_dir/snapshots, or a snapshot folder) in\n"
+            "                  place of the stopped node's, exit; see\n"
+            "                  docs/operations.md\n"
+            "  --drop-hints    with --restore-snapshot: drop the hints too\n"
+            "                  (the whole cluster restored)\n"
+            "  --replace=NODE  a new node: take the place of dead node NODE\n"
+            "                  (its tokens and ranges); see\n"
+            "                  docs/operations.md\n"
             "  --version       print the version, exit\n");
 }
 
@@ -62,6 +76,8 @@ int main(int argc, char **argv)
     struct node_config cfg = NODE_CONFIG_INIT;
     char err[NODE_CONFIG_ERR] = "";
     int check = 0;
+    const char *restore = NULL;
+    bool drop_hints = false;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -74,6 +90,12 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[i], "--check-config") == 0)
             check = 1;
+        if (strncmp(argv[i], "--restore-snapshot=", 19) == 0)
+            restore = argv[i] + 19;
+        else if (strcmp(argv[i], "--restore-snapshot") == 0)
+            restore = i + 1 < argc ? argv[++i] : "";
+        if (strcmp(argv[i], "--drop-hints") == 0)
+            drop_hints = true;
     }
     const char *file = node_config_file_arg(argc, argv, environ);
     if (file && node_config_load_file(&cfg, file, err, sizeof(err)) < 0)
@@ -90,6 +112,23 @@ int main(int argc, char **argv)
         printf("# configuration OK%s%s%s\n%s", file ? " (from " : "",
                file ? file : "", file ? ")" : "", dump);
         return 0;
+    }
+    if (drop_hints && !restore) {
+        fprintf(stderr, "ringkvd: --drop-hints goes with --restore-snapshot\n");
+        return 2;
+    }
+    if (restore) {
+        if (!restore[0]) {
+            fprintf(stderr, "ringkvd: --restore-snapshot needs a TAG or a "
+                            "snapshot folder\n");
+            return 2;
+        }
+        int rc = node_snapshot_restore(&cfg, restore, drop_hints, stdout, err,
+                                       sizeof(err));
+        if (rc < 0)
+            fprintf(stderr, "ringkvd: restore: %s\n",
+                    err[0] ? err : rk_strerror(rc));
+        return rc < 0 ? 1 : 0;
     }
 
     signal(SIGPIPE, SIG_IGN);
@@ -144,11 +183,13 @@ int main(int argc, char **argv)
 
     uv_run(&a.loop, UV_RUN_DEFAULT);
 
+    int code = node_exit_code(a.node);
     node_free(a.node);
     rc = uv_loop_close(&a.loop);
-    LOG(INFO, "exit", "loop_close=%s", rc == 0 ? "ok" : uv_strerror(rc));
+    LOG(INFO, "exit", "loop_close=%s code=%d", rc == 0 ? "ok" : uv_strerror(rc),
+        code);
     node_log_close();
-    return 0;
+    return code;
 
 bad_config:
     fprintf(stderr, "ringkvd: configuration error: %s\n", err);

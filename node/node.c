@@ -21,11 +21,34 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sodium.h>
+
 #include "common/rk.h"
+#include "gossip/gossip.h"
+#include "net/net.h"
+#include "node/auth_delay.h"
+#include "node/clients.h"
+#include "node/clock.h"
+#include "node/commit.h"
+#include "node/coord.h"
+#include "node/csrv.h"
+#include "node/daemon.h"
 #include "node/log.h"
-#include "node/node_internal.h"
+#include "node/membership.h"
 #include "node/obs.h"
+#include "node/purge.h"
+#include "node/repair_host.h"
+#include "node/replica.h"
+#include "node/ring_view.h"
+#include "node/rsrv.h"
+#include "node/snapshot.h"
 #include "node/state.h"
+#include "node/stream_host.h"
+#include "ring/ring.h"
+#include "storage/hlc.h"
+#include "storage/store.h"
+#include "streaming/streaming.h"
+#include "wire/rpc_msg.h"
 
 static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -69,44 +92,6 @@ int node__resolve(struct sockaddr_storage *out, const char *host, int port)
     memcpy(out, res->ai_addr, res->ai_addrlen);
     freeaddrinfo(res);
     return 0;
-}
-
-int node__listen(node *n,
-                 uv_tcp_t *tcp,
-                 const char *key,
-                 int port,
-                 uv_connection_cb cb,
-                 char *err,
-                 size_t errlen)
-{
-    uv_tcp_init(n->loop, tcp);
-    tcp->data = n; /* on_connection's argument */
-    struct sockaddr_storage sa;
-    int rc = node__resolve(&sa, n->cfg.listen_address, port);
-    if (rc < 0) {
-        snprintf(err, errlen, "listen_address: cannot resolve '%s': %s",
-                 n->cfg.listen_address, uv_strerror(rc));
-        return rc;
-    }
-    rc = uv_tcp_bind(tcp, (struct sockaddr *)&sa, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)tcp, 511, cb);
-    if (rc < 0) {
-        snprintf(err, errlen, "%s: cannot listen on %s:%d: %s", key,
-                 n->cfg.listen_address, port, uv_strerror(rc));
-        return rc;
-    }
-    return 0;
-}
-
-void node__peer_name(char *out, size_t cap, uv_tcp_t *tcp)
-{
-    struct sockaddr_storage ss;
-    int len = sizeof(ss);
-    snprintf(out, cap, "?");
-    if (uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len) == 0 &&
-        net_addr_format(out, cap, (struct sockaddr *)&ss) < 0)
-        snprintf(out, cap, "?");
 }
 
 const char *
@@ -153,6 +138,15 @@ static int node__identity(node *n, char *err, size_t errlen)
     if (rc < 0)
         return fail(err, errlen, rc, "data_dir: cannot create '%s': %s",
                     c->data_dir, rk_strerror(rc));
+    rc = node_state_lock(&n->lock_fd, c->data_dir);
+    if (rc == RK_EEXIST)
+        return fail(err, errlen, rc,
+                    "data_dir: '%s' is in use by another ringkvd (or a "
+                    "restore): stop it first",
+                    c->data_dir);
+    if (rc < 0)
+        return fail(err, errlen, rc, "data_dir: cannot lock '%s': %s",
+                    c->data_dir, rk_strerror(rc));
     rc = node_state_load(&n->st, c->data_dir);
     if (rc == RK_ENOTFOUND) {
         n->fresh = 1;
@@ -196,6 +190,19 @@ static int node__identity(node *n, char *err, size_t errlen)
     if (strlen(c->node_name) > GOSSIP_NAME_MAX)
         return fail(err, errlen, RK_ECONFIG, "node_name: longer than %d bytes",
                     GOSSIP_NAME_MAX);
+    if (c->replace[0] && strcmp(c->replace, c->node_name) == 0)
+        return fail(err, errlen, RK_ECONFIG,
+                    "replace: '%s' is this node's own name: a node replaces "
+                    "another, dead node",
+                    c->replace);
+    /* replace takes a new node; a restart in the middle of (or after) the
+     * replace it names goes on (node.state remembers it) */
+    if (c->replace[0] && !n->fresh && strcmp(c->replace, n->st.replace) != 0)
+        return fail(err, errlen, RK_ECONFIG,
+                    "replace: node '%s' holds tokens already (data_dir '%s'): "
+                    "only a new node, on an empty data_dir, can replace '%s'; "
+                    "nothing was changed",
+                    c->node_name, c->data_dir, c->replace);
     n->st.generation =
         node_state_next_generation(n->st.generation, (int64_t)time(NULL));
     rc = node_state_save(&n->st, c->data_dir);
@@ -294,20 +301,26 @@ static int node__addresses(node *n, char *err, size_t errlen)
     return 0;
 }
 
+void node__store_opts(struct store_opts *so, const struct node_config *cfg)
+{
+    *so = (struct store_opts)STORE_OPTS_INIT;
+    so->data_dir = cfg->data_dir;
+    so->durability = cfg->durability == NODE_DURABILITY_GROUP
+                         ? STORE_GROUP_COMMIT
+                         : STORE_PERIODIC;
+    so->periodic_ms = (uint32_t)cfg->periodic_sync_ms;
+    so->gc_grace_ms = (uint64_t)cfg->gc_grace_seconds * 1000u;
+    so->memtable_bytes = (size_t)cfg->memtable_mb << 20;
+    so->disk_reserve_bytes = (uint64_t)cfg->disk_reserve_mb << 20;
+    so->log_buffered = !cfg->log_direct_io;
+    /* 0 means "the store's default" there; the config says 25 itself */
+    so->auto_compact_pct = cfg->auto_compact_pct ? cfg->auto_compact_pct : -1;
+}
+
 static int node__store_open(node *n, char *err, size_t errlen)
 {
-    struct store_opts so = STORE_OPTS_INIT;
-    so.data_dir = n->cfg.data_dir;
-    so.durability = n->cfg.durability == NODE_DURABILITY_GROUP
-                        ? STORE_GROUP_COMMIT
-                        : STORE_PERIODIC;
-    so.periodic_ms = (uint32_t)n->cfg.periodic_sync_ms;
-    so.gc_grace_ms = (uint64_t)n->cfg.gc_grace_seconds * 1000u;
-    so.memtable_bytes = (size_t)n->cfg.memtable_mb << 20;
-    so.log_buffered = !n->cfg.log_direct_io;
-    /* 0 means "the store's default" there; the config says 25 itself */
-    so.auto_compact_pct =
-        n->cfg.auto_compact_pct ? n->cfg.auto_compact_pct : -1;
+    struct store_opts so;
+    node__store_opts(&so, &n->cfg);
     int rc = store_open(&n->store, &so);
     if (rc < 0)
         return fail(err, errlen, rc,
@@ -333,12 +346,17 @@ int node_new(node **out,
     n->loop = loop;
     n->cfg = *cfg;
     n->self_idx = RING_NONE;
-    n->hlc = (struct hlc)HLC_INIT;
-    gossip_out_init(&n->gout);
+    n->lock_fd = -1;
+    n->clock.hlc = (struct hlc)HLC_INIT;
+    node__membership_init(n);
     if (!n->cfg.advertise_address[0])
         memcpy(n->cfg.advertise_address, n->cfg.listen_address,
                sizeof(n->cfg.listen_address));
-    int rc = node__identity(n, err, errlen);
+    int rc = node__coord_new(&n->coord, n);
+    if (rc < 0)
+        snprintf(err, errlen, "out of memory");
+    if (rc == 0)
+        rc = node__identity(n, err, errlen);
     if (rc == 0)
         rc = node__secret(n, err, errlen);
     if (rc == 0)
@@ -350,8 +368,18 @@ int node_new(node **out,
         if (rc < 0)
             store_free(n->store);
     }
+    if (rc == 0) {
+        rc = node__streaming_new(n);
+        if (rc < 0) {
+            snprintf(err, errlen, "out of memory");
+            store_free(n->store);
+        }
+    }
     if (rc < 0) {
-        gossip_out_free(&n->gout);
+        node__membership_free(n);
+        node__coord_free(n->coord);
+        if (n->lock_fd >= 0)
+            close(n->lock_fd);
         free(n);
         return rc;
     }
@@ -368,22 +396,61 @@ void node__handle_closed(uv_handle_t *h)
     node__stop_progress(n);
 }
 
+struct node_work {
+    uv_work_t w;
+    node *n;
+    void (*work)(void *job);
+    void (*done)(void *job, int status);
+    void *job;
+};
+
+static void node_work_run(uv_work_t *w)
+{
+    struct node_work *nw = w->data;
+    nw->work(nw->job);
+}
+
+static void node_work_done(uv_work_t *w, int status)
+{
+    struct node_work *nw = w->data;
+    node *n = nw->n;
+    nw->done(nw->job, status); /* may free job */
+    free(nw);
+    n->pending_closes--;
+    node__stop_progress(n);
+}
+
+int node__queue_work(node *n,
+                     void (*work)(void *job),
+                     void (*done)(void *job, int status),
+                     void *job)
+{
+    struct node_work *nw = malloc(sizeof(*nw));
+    if (!nw)
+        return -ENOMEM;
+    *nw = (struct node_work){.n = n, .work = work, .done = done, .job = job};
+    nw->w.data = nw;
+    int rc = uv_queue_work(n->loop, &nw->w, node_work_run, node_work_done);
+    if (rc < 0) {
+        free(nw);
+        return rc;
+    }
+    n->pending_closes++;
+    return 0;
+}
+
 static void node__stop_check(node *n);
 
-/* End-of-turn work: coordinator decisions, group commits, hints, client
- * output. A RESP connection whose output drained in the flush may start
- * requests: their end-of-turn work runs at once (a few rounds at most;
- * what is left goes at the next turn). */
+/* End-of-turn work: coordinator decisions, group commits, hints. The
+ * client servers' output is flushed by net/'s engine at the end of the
+ * turn too (its own check and prepare handles); a connection whose output
+ * drained there may start requests, and the engine keeps the next poll
+ * from blocking so that their end-of-turn work comes at once. */
 static void turn_flush(node *n)
 {
-    for (int round = 0; round < 4; round++) {
-        node__coord_run_deferred(n);
-        node__commit_flush(n);
-        node__hint_flush(n);
-        node__csrv_flush(n);
-        if (!node__rsrv_flush(n))
-            break;
-    }
+    node__coord_run_deferred(n);
+    node__commit_flush(n);
+    node__hint_flush(n);
 }
 
 /* After the poll: what its I/O callbacks did. */
@@ -418,10 +485,25 @@ int node_start(node *n, char *err, size_t errlen)
     n->prepare.data = n;
     uv_prepare_start(&n->prepare, on_prepare);
     node__coord_start(n);
-    int rc = node__commit_start(n);
-    if (rc < 0)
-        snprintf(err, errlen, "cannot start the committer threads: %s",
-                 rk_strerror(rc));
+    /* the users first: the metrics server (obs) checks its password */
+    int rc = node_users_load(&n->users, &n->cfg, err, errlen);
+    if (rc == 0 && n->users.data.set && !n->users.admin.set)
+        LOG(WARN, "auth.admin_by_requirepass",
+            "no admin_password: requirepass grants the admin role too "
+            "(decommission, removenode, cleanup, repair, ...); set "
+            "admin_password to keep them from data clients");
+    else if (rc == 0 && !node_users_any(&n->users))
+        LOG(WARN, "auth.open",
+            "no requirepass nor admin_password: every client may read, "
+            "write and run admin commands");
+    if (rc == 0) {
+        rc = node__commit_start(n);
+        if (rc < 0)
+            snprintf(err, errlen, "cannot start the committer threads: %s",
+                     rk_strerror(rc));
+    }
+    if (rc == 0)
+        rc = node__repair_start(n, err, errlen);
     if (rc == 0)
         rc = node__obs_start(n, err, errlen);
     if (rc == 0)
@@ -430,8 +512,18 @@ int node_start(node *n, char *err, size_t errlen)
         rc = node__gossip_start(n, err, errlen);
     if (rc == 0) {
         node__clients_limit(n);
-        rc = node__csrv_start(n, err, errlen);
+        rc = node__client_budget_open(n);
+        if (rc < 0)
+            snprintf(err, errlen, "max_input_buffer_mb: %s", rk_strerror(rc));
     }
+    if (rc == 0) {
+        rc = node__auth_start(n);
+        if (rc < 0)
+            snprintf(err, errlen, "failed authentications' table: %s",
+                     rk_strerror(rc));
+    }
+    if (rc == 0)
+        rc = node__csrv_start(n, err, errlen);
     if (rc == 0)
         rc = node__rsrv_start(n, err, errlen);
     if (rc < 0) {
@@ -446,13 +538,13 @@ int node_start(node *n, char *err, size_t errlen)
 
 void node__stop_progress(node *n)
 {
-    if (!n->stopping || n->pending_closes > 0 || n->commit_running)
+    if (!n->stopping || n->pending_closes > 0 || n->commit.running)
         return;
-    if (n->commit_open && n->commit_open->nwaiters) {
+    if (n->commit.open && n->commit.open->nwaiters) {
         node__commit_flush(n);
         return;
     }
-    if (n->hint_open) {
+    if (n->hints.open) {
         node__hint_flush(n);
         if (n->pending_closes > 0)
             return;
@@ -483,8 +575,9 @@ static void node__stop_close(node *n)
     if (n->stopping != 1 || n->closing_parts)
         return;
     n->closing_parts = 1;
+    const struct coord_stats *cs = node__coord_stats(n);
     LOG(INFO, "node.closing", "inflight=%lld background=%lld",
-        (long long)n->coord_inflight, (long long)n->coord_background);
+        (long long)cs->inflight, (long long)cs->background);
     if (n->drain_open) {
         n->drain_open = 0;
         uv_close((uv_handle_t *)&n->drain, node__handle_closed);
@@ -492,6 +585,7 @@ static void node__stop_close(node *n)
     node__coord_stop(n);
     node__csrv_stop(n);
     node__rsrv_stop(n);
+    node__auth_stop(n);
     node__obs_stop(n);
     node__gossip_stop(n);
     node__internode_stop(n);
@@ -502,16 +596,18 @@ static void node__stop_close(node *n)
 static void on_drain_timeout(uv_timer_t *t)
 {
     node *n = t->data;
+    const struct coord_stats *cs = node__coord_stats(n);
     LOG(WARN, "node.drain_timeout", "inflight=%lld background=%lld",
-        (long long)n->coord_inflight, (long long)n->coord_background);
+        (long long)cs->inflight, (long long)cs->background);
     node__stop_close(n);
 }
 
 /* Called from the check handle while stopping. */
 static void node__stop_check(node *n)
 {
-    if (n->stopping == 1 && !n->closing_parts && n->coord_inflight == 0 &&
-        n->coord_background == 0 && n->inflight == 0)
+    const struct coord_stats *cs = node__coord_stats(n);
+    if (n->stopping == 1 && !n->closing_parts && cs->inflight == 0 &&
+        cs->background == 0 && n->clients.inflight == 0)
         node__stop_close(n);
 }
 
@@ -529,20 +625,28 @@ void node_stop(node *n, void (*done)(void *arg), void *arg)
     n->stop_done = done;
     n->stop_arg = arg;
     LOG(INFO, "node.stop", "generation=%lld inflight=%lld",
-        (long long)n->st.generation, (long long)n->coord_inflight);
+        (long long)n->st.generation, (long long)node__coord_stats(n)->inflight);
     /* first stop taking requests and let those in flight be answered */
-    n->pending_closes++;   /* held until node__stop_close */
+    n->pending_closes++; /* held until node__stop_close */
+    node__snapshot_stop(n);
     node__coord_unpark(n); /* requests waiting for the ring: CLOSED */
     node__csrv_drain(n);
     node__rsrv_drain(n);
+    node__auth_flush(n); /* answers held back go now: their conns finish */
     n->pending_closes++;
     uv_timer_init(n->loop, &n->drain);
     n->drain.data = n;
     n->drain_open = 1;
-    int bound = n->cfg.read_timeout_ms > n->cfg.write_timeout_ms
-                    ? n->cfg.read_timeout_ms
-                    : n->cfg.write_timeout_ms;
-    uv_timer_start(&n->drain, on_drain_timeout, (uint64_t)bound * 2 + 500, 0);
+    int t = n->cfg.read_timeout_ms > n->cfg.write_timeout_ms
+                ? n->cfg.read_timeout_ms
+                : n->cfg.write_timeout_ms;
+    uint64_t bound = (uint64_t)t * 2 + 500;
+    /* and no less than a write of the largest value has (4.5 s by default
+     * bounded the drain while a 16 MiB write had 6 s) */
+    uint64_t wr =
+        coord_write_time_ms((uint32_t)n->cfg.write_timeout_ms, RK_MAX_VALUE) +
+        500;
+    uv_timer_start(&n->drain, on_drain_timeout, bound > wr ? bound : wr, 0);
     node__stop_check(n);
 }
 
@@ -553,19 +657,27 @@ void node_free(node *n)
     if (n->store)
         store_free(n->store);
     gossip_free(n->g);
-    gossip_out_free(&n->gout);
-    for (size_t i = 0; i < n->nnames; i++)
-        free(n->names[i]);
-    node__coord_free(n);
+    node__membership_free(n);
+    node__coord_free(n->coord);
     node__replica_free(n);
     ring_free(n->ring);
     ring_free(n->ring_pending);
-    node__stream_free(n);
-    node__leave_free(n);
-    node__cleanup_free(n);
+    stream_free(n->streaming);
     node__repair_free(n);
+    node__purge_free(n);
+    node__snapshot_free(n);
+    net_budget_free(n->clients.budget);
+    node__auth_free(n);
+    sodium_memzero(&n->users, sizeof(n->users));
     node__peer_tab_unref(n->peer_tab);
+    if (n->lock_fd >= 0)
+        close(n->lock_fd); /* after the store is closed */
     free(n);
+}
+
+int node_exit_code(const node *n)
+{
+    return n->exit_code;
 }
 
 const char *node_name(const node *n)

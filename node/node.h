@@ -37,6 +37,10 @@ void node_stop(node *n, void (*done)(void *arg), void *arg);
  * decommission, once it has announced LEFT. */
 void node_on_self_stop(node *n, void (*done)(void *arg), void *arg);
 
+/* What ringkvd exits with once the node has stopped: 0, or 1 when it
+ * stopped by itself on an error (a replace refused, membership.c). */
+int node_exit_code(const node *n);
+
 /* Free a stopped (or never started) node. NULL is a no-op. */
 void node_free(node *n);
 

@@ -5,10 +5,12 @@
  * Two kinds of source. The hot path (coordinator completions, admission
  * control) updates the registry directly: an array increment, no lock, no
  * allocation. Everything else is already counted elsewhere (node_stats,
+ * coord_stats,
  * gossip_stats, the peer table, the ring, the store) and is copied into
  * the registry by obs_sync() just before each render: cumulative counters
- * by their delta since the last sync, gauges by value. Rendering happens
- * on the loop thread only; the HTTP thread sees published strings.
+ * by their delta since the last sync, gauges by value. Rendering and the
+ * HTTP server both run on the loop thread; the server sends the string
+ * published last.
  *
  * Streaming (joins, leaves) and repair are exported as records and bytes
  * in and out.
@@ -20,13 +22,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/http.h"
+#include "common/metrics.h"
+#include "gossip/gossip.h"
+#include "net/http.h"
+#include "net/net.h"
+#include "node/auth_delay.h"
+#include "node/clients.h"
+#include "node/coord.h"
+#include "node/daemon.h"
 #include "node/log.h"
-#include "node/metrics.h"
-#include "node/node_internal.h"
+#include "node/purge.h"
+#include "node/repair_host.h"
+#include "node/replica.h"
+#include "node/ring_view.h"
 #include "node/rsrv.h"
+#include "repair/repair.h"
+#include "ring/ring.h"
+#include "storage/store.h"
+#include "streaming/streaming.h"
 
 #define OBS_PUBLISH_MS 1000
+#define NODE_STR_(x)   #x
+#define NODE_STR(x)    NODE_STR_(x)
 #define OBS_NLEVELS    7 /* NODE_CL_ONE .. NODE_CL_EACH_QUORUM */
 
 enum { E_UNAVAILABLE = 0, E_TIMEOUT, E_OVERLOADED, E_N };
@@ -36,34 +53,56 @@ struct obs {
     metrics *m;
     http_server *http;
     uv_timer_t timer;
-    uv_async_t async;
-    int handles; /* open libuv handles; freed at 0 after stop */
+    int handles; /* open libuv handles and the http server; freed at 0 */
     bool stopped;
 
     metrics_family *req, *lat, *err;
-    metrics_family *overloaded, *stale, *stale_waits, *repairs, *hedges,
-        *passed_over, *unsent;
+    metrics_family *overloaded, *stale, *stale_waits, *replans, *repairs,
+        *hedges, *passed_over, *unsent;
     metrics_family *hints_stored, *hints_replayed, *hints_dropped;
     metrics_family *writes_refused, *clock_skew;
+    metrics_family *clock_skewed, *clock_offset, *clock_skew_writes;
     metrics_family *gossip_in, *gossip_out, *gossip_bad, *gossip_auth;
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
+    metrics_family *gossip_replayed, *gossip_withheld;
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes, *repl_diff;
     metrics_family *owned, *ranges, *keys, *bytes, *mem_writes, *mem_bytes;
     metrics_family *store_failed, *log_direct, *space_skips;
     bool store_failed_logged;
     uint64_t space_skips_last;
+    metrics_family *disk_full, *disk_free, *disk_reserve, *disk_refused;
+    metrics_family *disk_late;
+    uint64_t disk_refused_last;
+    /* disk_watch: short of disk space since (loop ms), last logged, and
+     * writes refused (store and coordinator) at the last line */
+    bool disk_short;
+    uint64_t disk_since_ms, disk_logged_ms, disk_refused_logged;
+    uint64_t disk_refused_start;
+    uint64_t disk_episodes;
     metrics_family *inflight, *coord_inflight, *coord_background;
     metrics_family *conns_total, *conns_open, *bad_frames, *resp_perr;
+    metrics_family *http_closed, *http_unauth;
+    uint64_t http_evicted_last, http_timeouts_last, http_unauth_last;
     metrics_family *clients_refused;
-    metrics_family *auth_fail;
+    metrics_family *input_refused, *input_bytes, *input_waits;
+    uint64_t input_waits_last;
+    metrics_family *auth_fail, *auth_delayed, *auth_evicted, *noperm;
+    uint64_t auth_evicted_last;
     metrics_family *commits, *commit_writes, *commit_lat;
-    metrics_family *rep_writes, *rep_reads;
+    metrics_family *rep_writes, *rep_reads, *rep_scans, *rep_old_ring;
     metrics_family *inode_auth, *inode_bad;
     metrics_family *stream_keys, *stream_bytes, *repair_keys, *repair_bytes;
+    metrics_family *purged, *purge_cycles, *purge_compactions;
+    metrics_family *repair_arcs, *repair_oldest, *repair_sched_runs;
+    struct node_purge_stats plast;
+    uint64_t sched_runs_last, sched_failed_last;
 
     /* what was copied at the last sync */
     struct node_stats last;
+    struct coord_stats clast;
     struct gossip_stats glast;
+    struct repair_stats rlast;
+    struct stream_stats slast;
     uint64_t resp_acc_last, resp_perr_last;
 };
 
@@ -105,8 +144,14 @@ static int obs_register(struct obs *o)
     struct metrics_dim d_fp = {"fingerprint", 1, NULL};
     struct metrics_dim d_proto = {"protocol", 2, proto};
     struct metrics_dim d_resp = {"protocol", 1, proto + 1};
+    static const char *const why[] = {"preauth_too_large", "frame_timeout"};
+    struct metrics_dim d_why = {"why", 2, why};
     static const char *const inout[] = {"in", "out"};
+    static const char *const hwhy[] = {"evicted", "request_timeout"};
+    struct metrics_dim d_hwhy = {"why", 2, hwhy};
     struct metrics_dim d_dir = {"direction", 2, inout};
+    static const char *const by[] = {"store", "coordinator"};
+    struct metrics_dim d_by = {"by", 2, by};
     int rc = 0;
 #define F(out, name, help, type, nd, dims)                    \
     do {                                                      \
@@ -131,6 +176,10 @@ static int obs_register(struct obs *o)
       "Requests that arrived while this node's ring was older than an "
       "epoch it had heard of and waited for it to catch up (those still "
       "waiting at their timeout are refused with RING_STALE).",
+      METRICS_COUNTER, 0, NULL);
+    F(replans, "ringkv_ring_stale_replans_total",
+      "Requests a replica refused as planned on an older ring than its own "
+      "(OLD_RING): they waited for the newer ring and were planned again.",
       METRICS_COUNTER, 0, NULL);
     F(repairs, "ringkv_read_repairs_total",
       "Replica writes made by read repair.", METRICS_COUNTER, 0, NULL);
@@ -166,12 +215,25 @@ static int obs_register(struct obs *o)
       "this node's clock: replica writes answered CLOCK_SKEW, and peers' "
       "clocks in answers the node's clock did not follow.",
       METRICS_COUNTER, 0, NULL);
+    F(clock_skewed, "ringkv_clock_skewed",
+      "1 while most live peers see this node's clock further off than "
+      "max_clock_drift_ms: it coordinates no writes (CLOCK_SKEW).",
+      METRICS_GAUGE, 0, NULL);
+    F(clock_offset, "ringkv_clock_offset_ms",
+      "This node's wall clock minus its live peers' (the median of their "
+      "estimates from gossip; 0 with none).",
+      METRICS_GAUGE, 0, NULL);
+    F(clock_skew_writes, "ringkv_clock_skew_writes_refused_total",
+      "Writes this node refused to coordinate (CLOCK_SKEW) because its "
+      "clock was skewed or its timestamps ahead of its wall clock.",
+      METRICS_COUNTER, 0, NULL);
     F(gossip_in, "ringkv_gossip_packets_in_total", "Gossip packets received.",
       METRICS_COUNTER, 0, NULL);
     F(gossip_out, "ringkv_gossip_packets_out_total", "Gossip packets sent.",
       METRICS_COUNTER, 0, NULL);
     F(gossip_bad, "ringkv_gossip_packets_rejected_total",
-      "Gossip packets dropped (bad MAC, other cluster, malformed).",
+      "Gossip packets dropped (bad MAC, other cluster, malformed, "
+      "replayed).",
       METRICS_COUNTER, 0, NULL);
     F(gossip_auth, "ringkv_gossip_auth_failures_total",
       "Gossip packets with a bad MAC.", METRICS_COUNTER, 0, NULL);
@@ -179,6 +241,15 @@ static int obs_register(struct obs *o)
       "Gossip packets of another cluster.", METRICS_COUNTER, 0, NULL);
     F(gossip_malformed, "ringkv_gossip_malformed_total",
       "Gossip packets that did not decode.", METRICS_COUNTER, 0, NULL);
+    F(gossip_replayed, "ringkv_gossip_replayed_total",
+      "Gossip packets dropped as replays: seen already, of an older boot of "
+      "their sender, too far behind its newest, or unnumbered from a node "
+      "that numbers its packets.",
+      METRICS_COUNTER, 0, NULL);
+    F(gossip_withheld, "ringkv_gossip_replies_withheld_total",
+      "Gossip replies not sent to a sender that is not a known member: "
+      "more bytes than its packet.",
+      METRICS_COUNTER, 0, NULL);
     F(gossip_msgs, "ringkv_gossip_messages_received_total",
       "Gossip messages received, by type.", METRICS_COUNTER, 1, &d_gmsg);
     F(peers, "ringkv_peers", "Other ring members by failure detector state.",
@@ -222,6 +293,29 @@ static int obs_register(struct obs *o)
       "disk space; a skipped compaction is tried again every few seconds "
       "(docs/storage.md).",
       METRICS_COUNTER, 0, NULL);
+    F(disk_full, "ringkv_disk_full",
+      "1 while this node is short of disk space: it refuses writes "
+      "(FULL) that need a copy on its disk, as replica and as coordinator "
+      "(disk_reserve_mb; docs/storage.md).",
+      METRICS_GAUGE, 0, NULL);
+    F(disk_free, "ringkv_disk_free_bytes",
+      "Bytes free for the store: the least of data_dir's file system and "
+      "the commit log's, as last looked at (once a second).",
+      METRICS_GAUGE, 0, NULL);
+    F(disk_reserve, "ringkv_disk_reserve_bytes",
+      "disk_reserve_mb in bytes: writes that would leave less free are "
+      "refused.",
+      METRICS_GAUGE, 0, NULL);
+    F(disk_refused, "ringkv_disk_full_writes_refused_total",
+      "Writes refused for lack of disk space (disk_reserve_mb): by the "
+      "store (replica writes, hints replayed to it, streaming, repair) and "
+      "by the coordinator (client writes of keys this node replicates).",
+      METRICS_COUNTER, 1, &d_by);
+    F(disk_late, "ringkv_disk_full_acked_without_local_total",
+      "Writes acknowledged at their level by other replicas before this "
+      "node's own copy was refused for lack of disk space (its margin "
+      "used up by writes in flight): repair brings them here.",
+      METRICS_COUNTER, 0, NULL);
     F(log_direct, "ringkv_commit_log_direct",
       "1 while the commit log is written with O_DIRECT (log_direct_io and a "
       "file system that takes it), 0 through the page cache.",
@@ -243,12 +337,44 @@ static int obs_register(struct obs *o)
       "Open client connections (RESP).", METRICS_GAUGE, 1, &d_resp);
     F(clients_refused, "ringkv_clients_refused_total",
       "Client connections refused past max_clients.", METRICS_COUNTER, 0, NULL);
+    F(input_refused, "ringkv_client_input_refused_total",
+      "Client connections closed for their input: a frame or request over "
+      "what may come before authentication, or part of one idle past "
+      "client_frame_timeout_s.",
+      METRICS_COUNTER, 1, &d_why);
+    F(input_bytes, "ringkv_client_input_buffer_bytes",
+      "Client input buffer bytes charged to max_input_buffer_mb.",
+      METRICS_GAUGE, 0, NULL);
+    F(input_waits, "ringkv_client_input_budget_waits_total",
+      "Times a client connection stopped reading until other input buffers "
+      "drained (max_input_buffer_mb).",
+      METRICS_COUNTER, 0, NULL);
+    F(http_closed, "ringkv_metrics_connections_closed_total",
+      "Connections to metrics_port closed before their request arrived "
+      "whole: evicted to admit a new one past 32, or not whole within 5 s "
+      "of its first byte.",
+      METRICS_COUNTER, 1, &d_hwhy);
+    F(http_unauth, "ringkv_metrics_unauthorized_total",
+      "Scrapes of /metrics refused (401) for missing or wrong credentials "
+      "(metrics_password).",
+      METRICS_COUNTER, 0, NULL);
     F(bad_frames, "ringkv_client_bad_frames_total",
       "Malformed native protocol frames.", METRICS_COUNTER, 0, NULL);
     F(resp_perr, "ringkv_resp_protocol_errors_total",
       "RESP connections closed for a protocol error.", METRICS_COUNTER, 0,
       NULL);
     F(auth_fail, "ringkv_client_auth_failures_total", "Wrong client passwords.",
+      METRICS_COUNTER, 0, NULL);
+    F(noperm, "ringkv_client_noperm_total",
+      "Admin commands refused to a client without the admin role (NOPERM).",
+      METRICS_COUNTER, 0, NULL);
+    F(auth_delayed, "ringkv_client_auth_delayed",
+      "Answers to authentications waiting now (a failed one's, or one "
+      "behind failures from the same address).",
+      METRICS_GAUGE, 0, NULL);
+    F(auth_evicted, "ringkv_client_auth_sources_evicted_total",
+      "Client addresses forgotten by the failed authentications' table to "
+      "make room for others.",
       METRICS_COUNTER, 0, NULL);
     F(commits, "ringkv_commits_total", "Group commits (one fsync each).",
       METRICS_COUNTER, 0, NULL);
@@ -262,6 +388,15 @@ static int obs_register(struct obs *o)
       "Replica writes served for coordinators.", METRICS_COUNTER, 0, NULL);
     F(rep_reads, "ringkv_replica_reads_total",
       "Replica reads served for coordinators.", METRICS_COUNTER, 0, NULL);
+    F(rep_scans, "ringkv_replica_scans_total",
+      "Replica SCAN answers (keys of an arc) computed for coordinators, "
+      "this node's own included.",
+      METRICS_COUNTER, 0, NULL);
+    F(rep_old_ring, "ringkv_replica_old_ring_total",
+      "Replica reads, writes and scans refused (OLD_RING): the coordinator "
+      "planned them on an older ring epoch than this node's, and plans them "
+      "again once it has the newer ring.",
+      METRICS_COUNTER, 0, NULL);
     F(inode_auth, "ringkv_internode_auth_failures_total",
       "Internode handshakes that failed authentication.", METRICS_COUNTER, 0,
       NULL);
@@ -281,6 +416,38 @@ static int obs_register(struct obs *o)
     F(repair_bytes, "ringkv_repair_bytes_total",
       "Key and value bytes this node's repairs exchanged, in and out.",
       METRICS_COUNTER, 1, &d_dir);
+    static const char *const pkind[] = {"tombstone", "expired"};
+    struct metrics_dim d_pkind = {"kind", 2, pkind};
+    F(purged, "ringkv_storage_purged_total",
+      "Records purged: tombstones and expired values dead for "
+      "gc_grace_seconds in arcs repaired with every replica since they "
+      "were written.",
+      METRICS_COUNTER, 1, &d_pkind);
+    F(purge_cycles, "ringkv_purge_cycles_total",
+      "Purge cycles finished (every purge_interval_s).", METRICS_COUNTER, 0,
+      NULL);
+    F(purge_compactions, "ringkv_purge_compactions_total",
+      "Range environments compacted after a purge took an eighth of their "
+      "entries or more.",
+      METRICS_COUNTER, 0, NULL);
+    static const char *const astate[] = {"replicated", "never_repaired",
+                                         "overdue", "unpurgeable"};
+    struct metrics_dim d_astate = {"state", 4, astate};
+    F(repair_arcs, "ringkv_repair_arcs",
+      "Arcs this node replicates; of them never repaired with every "
+      "replica, overdue (not repaired within repair_interval_s), and skipped "
+      "by the last purge (not repaired completely yet).",
+      METRICS_GAUGE, 1, &d_astate);
+    F(repair_oldest, "ringkv_repair_oldest_arc_age_seconds",
+      "The longest any arc of this node has gone since its last complete "
+      "repair (or since the node first replicated it).",
+      METRICS_GAUGE, 0, NULL);
+    static const char *const sres[] = {"started", "failed"};
+    struct metrics_dim d_sres = {"result", 2, sres};
+    F(repair_sched_runs, "ringkv_repair_scheduled_total",
+      "Scheduled repair sessions (repair_interval_s) started, and those that "
+      "ended with a failure.",
+      METRICS_COUNTER, 1, &d_sres);
 #undef F
     return rc;
 }
@@ -338,31 +505,36 @@ static void obs_sync(struct obs *o)
     node *n = o->n;
     const struct node_stats *s = &n->stats;
     struct node_stats *l = &o->last;
+    const struct coord_stats *cs = node__coord_stats(n);
+    struct coord_stats *cprev = &o->clast;
     for (int op = 0; op < NODE_OP_N; op++) {
         for (int c = 0; c < OBS_NLEVELS; c++) {
             int cl = c + NODE_CL_ONE;
             ctr(o->req, metrics_series(o->req, (size_t)op, (size_t)c, 0),
-                s->req[op][cl], &l->req[op][cl]);
+                cs->req[op][cl], &cprev->req[op][cl]);
             ctr(o->err,
                 metrics_series(o->err, (size_t)op, (size_t)c, E_UNAVAILABLE),
-                s->unavailable[op][cl], &l->unavailable[op][cl]);
+                cs->unavailable[op][cl], &cprev->unavailable[op][cl]);
             ctr(o->err,
                 metrics_series(o->err, (size_t)op, (size_t)c, E_TIMEOUT),
-                s->timeout[op][cl], &l->timeout[op][cl]);
+                cs->timeout[op][cl], &cprev->timeout[op][cl]);
         }
     }
-    ctr(o->overloaded, 0, s->overloaded, &l->overloaded);
-    ctr(o->stale, 0, s->stale, &l->stale);
-    ctr(o->stale_waits, 0, s->stale_waits, &l->stale_waits);
-    ctr(o->repairs, 0, s->read_repairs, &l->read_repairs);
-    ctr(o->hedges, 0, s->read_hedges, &l->read_hedges);
-    ctr(o->passed_over, 0, s->read_passed_over, &l->read_passed_over);
-    ctr(o->unsent, 0, s->writes_unsent, &l->writes_unsent);
+    ctr(o->overloaded, 0, s->overloaded, &l->overloaded); /* clients' */
+    ctr(o->overloaded, 0, cs->overloaded, &cprev->overloaded);
+    ctr(o->stale, 0, cs->stale, &cprev->stale);
+    ctr(o->stale_waits, 0, cs->stale_waits, &cprev->stale_waits);
+    ctr(o->replans, 0, cs->replans, &cprev->replans);
+    ctr(o->repairs, 0, cs->read_repairs, &cprev->read_repairs);
+    ctr(o->hedges, 0, cs->read_hedges, &cprev->read_hedges);
+    ctr(o->passed_over, 0, cs->read_passed_over, &cprev->read_passed_over);
+    ctr(o->unsent, 0, cs->writes_unsent, &cprev->writes_unsent);
     ctr(o->hints_stored, 0, s->hints_stored, &l->hints_stored);
     ctr(o->hints_replayed, 0, s->hints_replayed, &l->hints_replayed);
     ctr(o->hints_dropped, 0, s->hints_dropped, &l->hints_dropped);
-    ctr(o->writes_refused, 0, s->writes_refused, &l->writes_refused);
+    ctr(o->writes_refused, 0, cs->writes_refused, &cprev->writes_refused);
     ctr(o->clock_skew, 0, s->clock_skew_refused, &l->clock_skew_refused);
+    ctr(o->clock_skew_writes, 0, s->clock_skew_writes, &l->clock_skew_writes);
     ctr(o->gossip_in, 0, s->gossip_in, &l->gossip_in);
     ctr(o->gossip_out, 0, s->gossip_out, &l->gossip_out);
     ctr(o->gossip_bad, 0, s->gossip_bad, &l->gossip_bad);
@@ -373,6 +545,9 @@ static void obs_sync(struct obs *o)
         ctr(o->gossip_wrong, 0, gs.rx_wrong_cluster,
             &o->glast.rx_wrong_cluster);
         ctr(o->gossip_malformed, 0, gs.rx_malformed, &o->glast.rx_malformed);
+        ctr(o->gossip_replayed, 0, gs.rx_replayed, &o->glast.rx_replayed);
+        ctr(o->gossip_withheld, 0, gs.replies_withheld,
+            &o->glast.replies_withheld);
         ctr(o->gossip_msgs, 0, gs.rx_syn, &o->glast.rx_syn);
         ctr(o->gossip_msgs, 1, gs.rx_ack, &o->glast.rx_ack);
         ctr(o->gossip_msgs, 2, gs.rx_ack2, &o->glast.rx_ack2);
@@ -380,25 +555,67 @@ static void obs_sync(struct obs *o)
     ctr(o->conns_total, 0, s->client_conns, &l->client_conns);
     ctr(o->bad_frames, 0, s->client_bad_frames, &l->client_bad_frames);
     ctr(o->clients_refused, 0, s->clients_refused, &l->clients_refused);
+    ctr(o->input_refused, 0, s->client_preauth_refused,
+        &l->client_preauth_refused);
+    ctr(o->input_refused, 1, s->client_frame_timeouts,
+        &l->client_frame_timeouts);
+    if (n->clients.budget) {
+        metrics_gauge_set(o->input_bytes, 0,
+                          (int64_t)net_budget_used(n->clients.budget));
+        ctr(o->input_waits, 0, net_budget_waits(n->clients.budget),
+            &o->input_waits_last);
+    }
     ctr(o->auth_fail, 0, s->client_auth_fail, &l->client_auth_fail);
+    ctr(o->noperm, 0, s->client_noperm, &l->client_noperm);
+    metrics_gauge_set(o->auth_delayed, 0, (int64_t)n->auth.nwaits);
+    ctr(o->auth_evicted, 0, node__auth_evictions(n), &o->auth_evicted_last);
     ctr(o->commits, 0, s->commits, &l->commits);
     ctr(o->commit_writes, 0, s->commit_writes, &l->commit_writes);
     ctr(o->rep_writes, 0, s->replica_writes, &l->replica_writes);
     ctr(o->rep_reads, 0, s->replica_reads, &l->replica_reads);
+    ctr(o->rep_scans, 0, s->replica_scans, &l->replica_scans);
+    ctr(o->rep_old_ring, 0, s->replica_old_ring, &l->replica_old_ring);
     ctr(o->inode_auth, 0, s->internode_auth_fail, &l->internode_auth_fail);
     ctr(o->inode_bad, 0, s->internode_bad, &l->internode_bad);
-    ctr(o->stream_keys, 0, s->stream_in_keys, &l->stream_in_keys);
-    ctr(o->stream_keys, 1, s->stream_out_keys, &l->stream_out_keys);
-    ctr(o->stream_bytes, 0, s->stream_in_bytes, &l->stream_in_bytes);
-    ctr(o->stream_bytes, 1, s->stream_out_bytes, &l->stream_out_bytes);
-    ctr(o->repair_keys, 0, s->repair_in_keys, &l->repair_in_keys);
-    ctr(o->repair_keys, 1, s->repair_out_keys, &l->repair_out_keys);
-    ctr(o->repair_bytes, 0, s->repair_in_bytes, &l->repair_in_bytes);
-    ctr(o->repair_bytes, 1, s->repair_out_bytes, &l->repair_out_bytes);
+    struct repair_stats rs;
+    node__repair_stats(n, &rs);
+    ctr(o->repair_keys, 0, rs.keys_in, &o->rlast.keys_in);
+    ctr(o->repair_keys, 1, rs.keys_out, &o->rlast.keys_out);
+    ctr(o->repair_bytes, 0, rs.bytes_in, &o->rlast.bytes_in);
+    ctr(o->repair_bytes, 1, rs.bytes_out, &o->rlast.bytes_out);
+    struct node_purge_stats ps;
+    node__purge_stats(n, &ps);
+    ctr(o->purged, 0, ps.tombstones, &o->plast.tombstones);
+    ctr(o->purged, 1, ps.expired, &o->plast.expired);
+    ctr(o->purge_cycles, 0, ps.cycles, &o->plast.cycles);
+    ctr(o->purge_compactions, 0, ps.compactions, &o->plast.compactions);
+    struct repair_sched_stats rss;
+    node__repair_sched_stats(n, &rss);
+    metrics_gauge_set(o->repair_arcs, 0, (int64_t)rss.arcs);
+    metrics_gauge_set(o->repair_arcs, 1, (int64_t)rss.never);
+    metrics_gauge_set(o->repair_arcs, 2, (int64_t)rss.overdue);
+    metrics_gauge_set(o->repair_arcs, 3, (int64_t)ps.arcs_unrepaired);
+    metrics_gauge_set(o->repair_oldest, 0, (int64_t)(rss.oldest_age_ms / 1000));
+    ctr(o->repair_sched_runs, 0, rss.runs, &o->sched_runs_last);
+    ctr(o->repair_sched_runs, 1, rss.runs_failed, &o->sched_failed_last);
+    struct stream_stats ss;
+    stream_stats_get(n->streaming, &ss);
+    ctr(o->stream_keys, 0, ss.in_keys, &o->slast.in_keys);
+    ctr(o->stream_keys, 1, ss.out_keys, &o->slast.out_keys);
+    ctr(o->stream_bytes, 0, ss.in_bytes, &o->slast.in_bytes);
+    ctr(o->stream_bytes, 1, ss.out_bytes, &o->slast.out_bytes);
     uint64_t acc, perr;
     node__rsrv_counts(n, &acc, &perr);
     ctr(o->conns_total, 1, acc, &o->resp_acc_last);
     ctr(o->resp_perr, 0, perr, &o->resp_perr_last);
+    if (o->http) {
+        ctr(o->http_closed, 0, http_server_evicted(o->http),
+            &o->http_evicted_last);
+        ctr(o->http_closed, 1, http_server_timeouts(o->http),
+            &o->http_timeouts_last);
+        ctr(o->http_unauth, 0, http_server_unauthorized(o->http),
+            &o->http_unauth_last);
+    }
     metrics_gauge_set(o->conns_open, 0, (int64_t)node__rsrv_conns(n));
 
     int64_t up = 0, down = 0;
@@ -420,6 +637,8 @@ static void obs_sync(struct obs *o)
     metrics_label_set(o->fp, 0, 0, hex);
     metrics_gauge_set(o->fp, 0, 1);
     metrics_gauge_set(o->ring_stale, 0, n->ring_stale ? 1 : 0);
+    metrics_gauge_set(o->clock_skewed, 0, n->clock.skewed ? 1 : 0);
+    metrics_gauge_set(o->clock_offset, 0, n->clock.offset_ms);
     metrics_gauge_set(o->ring_nodes, 0,
                       n->ring ? (int64_t)ring_node_count(n->ring) : 0);
     metrics_gauge_set(o->repl_diff, 0, (int64_t)node__repl_mismatches(n));
@@ -441,16 +660,69 @@ static void obs_sync(struct obs *o)
         metrics_gauge_set(o->log_direct, 0, store_log_direct(n->store));
         ctr(o->space_skips, 0, store_space_skips(n->store),
             &o->space_skips_last);
+        struct store_space_info si;
+        store_space_info(&si, n->store);
+        metrics_gauge_set(o->disk_full, 0, node__disk_full(n));
+        metrics_gauge_set(o->disk_free, 0, (int64_t)si.avail);
+        metrics_gauge_set(o->disk_reserve, 0, (int64_t)si.reserve);
+        ctr(o->disk_refused, 0, si.refused, &o->disk_refused_last);
     }
-    metrics_gauge_set(o->inflight, 0, n->inflight);
-    metrics_gauge_set(o->coord_inflight, 0, n->coord_inflight);
-    metrics_gauge_set(o->coord_background, 0, n->coord_background);
+    ctr(o->disk_refused, 1, cs->writes_full, &cprev->writes_full);
+    ctr(o->disk_late, 0, cs->local_full_late, &cprev->local_full_late);
+    metrics_gauge_set(o->inflight, 0, n->clients.inflight);
+    metrics_gauge_set(o->coord_inflight, 0, cs->inflight);
+    metrics_gauge_set(o->coord_background, 0, cs->background);
+}
+
+#define DISK_LOG_MS 60000 /* a line a minute while short of space */
+
+/* Short of disk space (node__disk_full): logged when it starts, once a
+ * minute while it lasts (with the writes refused since the last line),
+ * and when it ends (with those of the whole time). An episode of the
+ * store that began and ended between two calls counts as one. */
+static void disk_watch(node *n, struct obs *o)
+{
+    struct store_space_info si;
+    store_space_info(&si, n->store);
+    const struct coord_stats *cs = node__coord_stats(n);
+    bool short_now = node__disk_full(n) || si.episodes != o->disk_episodes;
+    o->disk_episodes = si.episodes;
+    uint64_t now = node__mono_ms(n), refused = si.refused + cs->writes_full;
+    unsigned long long free_mb = si.avail >> 20, reserve_mb = si.reserve >> 20;
+    if (short_now && !o->disk_short) {
+        o->disk_short = true;
+        o->disk_since_ms = o->disk_logged_ms = now;
+        o->disk_refused_logged = o->disk_refused_start = refused;
+        LOG(ERROR, "store.disk_full",
+            "free_mb=%llu reserve_mb=%llu data_dir=%s note=\"disk full: "
+            "writes of keys this node replicates are refused (FULL) until "
+            "free space is back over disk_reserve_mb; coordinators keep "
+            "hints for it; reads go on\"",
+            free_mb, reserve_mb, n->cfg.data_dir);
+    } else if (short_now && now - o->disk_logged_ms >= DISK_LOG_MS) {
+        LOG(WARN, "store.disk_full",
+            "free_mb=%llu reserve_mb=%llu refused=%llu for_s=%llu", free_mb,
+            reserve_mb, (unsigned long long)(refused - o->disk_refused_logged),
+            (unsigned long long)((now - o->disk_since_ms) / 1000));
+        o->disk_logged_ms = now;
+        o->disk_refused_logged = refused;
+    } else if (!short_now && o->disk_short) {
+        o->disk_short = false;
+        LOG(WARN, "store.disk_ok",
+            "free_mb=%llu reserve_mb=%llu refused=%llu for_s=%llu "
+            "note=\"writes are taken again\"",
+            free_mb, reserve_mb,
+            (unsigned long long)(refused - o->disk_refused_start),
+            (unsigned long long)((now - o->disk_since_ms) / 1000));
+    }
 }
 
 int node__obs_store_watch(node *n)
 {
     struct obs *o = n->obs;
     int failed = n->store ? store_failed(n->store) : 0;
+    if (n->store && o)
+        disk_watch(n, o);
     if (failed && o && !o->store_failed_logged) {
         o->store_failed_logged = true;
         LOG(ERROR, "store.sync_failed",
@@ -475,11 +747,6 @@ int node__obs_store_watch(node *n)
 }
 
 /* ---- hot path --------------------------------------------------------- */
-
-uint64_t node__obs_now_ns(void)
-{
-    return uv_hrtime();
-}
 
 static bool op_cl_ok(int op, enum node_cl cl)
 {
@@ -553,16 +820,61 @@ static void on_timer(uv_timer_t *t)
     obs_publish(t->data);
 }
 
-static void on_async(uv_async_t *a)
-{
-    obs_publish(a->data);
-}
-
-/* HTTP thread: wake the loop so the next scrape is fresh. */
+/* A scrape was answered (on the loop): the next one sees fresh values. */
 static void on_scrape(void *arg)
 {
+    obs_publish(arg);
+}
+
+/* /health/ready: ready when this node serves what a client asks of it,
+ * i.e. it is a NORMAL member of the ring it applied, has caught up with the
+ * newest ring it heard of, has had its clock judged and not found skewed,
+ * and its store syncs. Anything else is 503 with the first reason. */
+static bool on_health(void *arg, char *text, size_t cap)
+{
     struct obs *o = arg;
-    uv_async_send(&o->async);
+    node *n = o->n;
+    uint32_t self =
+        n->ring ? ring_node_find(n->ring, n->cfg.node_name) : RING_NONE;
+    struct ring_node_info ni = {.state = RING_BOOT};
+    if (self != RING_NONE)
+        ring_node_get(n->ring, &ni, self);
+    const char *why = NULL;
+    if (n->stopping)
+        why = "stopping";
+    else if (self == RING_NONE)
+        why = "not in the ring yet";
+    else if (ni.state == RING_BOOT)
+        why = "joining";
+    else if (ni.state == RING_LEAVING)
+        why = "leaving";
+    else if (n->ring_stale)
+        why = n->settling ? "settling after a restart (no peer heard yet)"
+                          : "catching up with a newer ring";
+    else if (!n->clock.judged)
+        why = "clock not yet compared with the peers'";
+    else if (n->clock.skewed)
+        why = "clock skewed (writes refused)";
+    else if (n->store && store_failed(n->store))
+        why = "storage failed (restart the node)";
+    if (why) {
+        snprintf(text, cap, "not ready: %s", why);
+        return false;
+    }
+    snprintf(text, cap, "ready: NORMAL, serving");
+    return true;
+}
+
+/* HTTP basic credentials of a scrape (metrics_password set). */
+static bool metrics_authorize(void *arg,
+                              const uint8_t *user,
+                              size_t ulen,
+                              const uint8_t *pass,
+                              size_t plen)
+{
+    struct obs *o = arg;
+    return node_users_metrics_ok(&o->n->users, RK_SLICE(user, ulen),
+                                 RK_SLICE(pass, plen));
 }
 
 /* ---- life ------------------------------------------------------------- */
@@ -573,15 +885,24 @@ static void obs_free(struct obs *o)
     free(o);
 }
 
-static void on_obs_closed(uv_handle_t *h)
+static void obs_part_closed(struct obs *o)
 {
-    struct obs *o = h->data;
     node *n = o->n;
     if (--o->handles > 0)
         return;
     obs_free(o);
     n->pending_closes--;
     node__stop_progress(n);
+}
+
+static void on_obs_closed(uv_handle_t *h)
+{
+    obs_part_closed(h->data);
+}
+
+static void on_http_closed(void *arg)
+{
+    obs_part_closed(arg);
 }
 
 int node__obs_start(node *n, char *err, size_t errlen)
@@ -604,26 +925,27 @@ int node__obs_start(node *n, char *err, size_t errlen)
         return rc;
     }
     if (n->cfg.metrics_port != 0) {
-        uv_async_init(n->loop, &o->async, on_async);
-        o->async.data = o;
         uv_timer_init(n->loop, &o->timer);
         o->timer.data = o;
-        o->handles = 2;
+        o->handles = 1;
         struct http_server_opts ho = HTTP_SERVER_OPTS_INIT;
         ho.address = n->listen_ip;
         ho.port = (uint16_t)n->cfg.metrics_port;
         ho.on_scrape = on_scrape;
+        ho.health = on_health;
         ho.arg = o;
-        rc = http_server_start(&o->http, &ho);
+        if (n->users.metrics.set)
+            ho.authorize = metrics_authorize;
+        rc = http_server_start(&o->http, n->loop, &ho);
         if (rc < 0) {
             snprintf(err, errlen, "metrics_port: cannot listen on %s:%d: %s",
                      n->listen_ip, n->cfg.metrics_port, rk_strerror(rc));
             o->http = NULL;
             n->pending_closes++;
-            uv_close((uv_handle_t *)&o->async, on_obs_closed);
             uv_close((uv_handle_t *)&o->timer, on_obs_closed);
             return rc;
         }
+        o->handles++; /* the http server, until its close is done */
         uv_timer_start(&o->timer, on_timer, 0, OBS_PUBLISH_MS);
         n->pending_closes++; /* released when o is freed */
         LOG(INFO, "metrics.listening", "addr=%s:%u", n->listen_ip,
@@ -640,12 +962,11 @@ void node__obs_stop(node *n)
         return;
     n->obs = NULL;
     o->stopped = true;
-    http_server_free(o->http); /* joins the HTTP thread: no more sends */
-    o->http = NULL;
     if (o->handles == 0) {
         obs_free(o);
         return;
     }
-    uv_close((uv_handle_t *)&o->async, on_obs_closed);
+    http_server_free(o->http, on_http_closed, o); /* o->handles-- when done */
+    o->http = NULL;
     uv_close((uv_handle_t *)&o->timer, on_obs_closed);
 }

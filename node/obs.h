@@ -1,21 +1,22 @@
 /*
- * obs.h - the daemon's metrics: one node/metrics.h registry fed from the
+ * obs.h - the daemon's metrics: one common/metrics.h registry fed from the
  * coordinator's hot path (latency histograms, per-level error counts) and
  * from the node's counters (node_stats, gossip, peers, ring, store), served
- * as Prometheus text on metrics_port by node/http.h and returned by the
+ * as Prometheus text on metrics_port by net/http.h and returned by the
  * native METRICS admin op (`ringkv metrics`).
  *
  * Publishing: the loop renders the registry and publishes the text every
- * second, and again right after a scrape (the HTTP thread wakes the loop
- * with a uv_async), so a scrape sees values at most one second old and two
- * scrapes in a row see the second one fresh.
+ * second, and again right after a scrape (the server's on_scrape, on the
+ * loop), so a scrape sees values at most one second old and two scrapes in
+ * a row see the second one fresh.
  *
- * Not a public header: only node/'s files include it. Everything except
- * the http server's thread runs on the loop thread.
+ * Not a public header: only node/'s files include it. Everything runs on
+ * the loop thread, the http server included.
  */
 #ifndef NODE_OBS_H
 #define NODE_OBS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,12 +29,9 @@
 int node__obs_start(node *n, char *err, size_t errlen);
 
 /* Stop the HTTP server and the timer; the registry is freed once the
- * handles are closed (node_stop waits: pending_closes). Hooks called after
- * this do nothing. Safe when not started, and twice. */
+ * server and the handles are closed (node_stop waits: pending_closes). Hooks
+ * called after this do nothing. Safe when not started, and twice. */
 void node__obs_stop(node *n);
-
-/* Monotonic clock in ns for request start times (uv_hrtime). */
-uint64_t node__obs_now_ns(void);
 
 /* Hot path: a coordinator request (op: NODE_OP_*) at level cl finished
  * with err (0, RK_ENOTFOUND, RK_ETIMEOUT, ...) after starting at t0_ns. */
@@ -65,6 +63,13 @@ char *node__obs_text(node *n, size_t *out_len);
  * INFO share it) until the memtable is next applied to them or
  * NODE_TOTALS_MAX_AGE_MS pass. */
 #define NODE_TOTALS_MAX_AGE_MS 1000
+/* node__obs_store_totals' cache (n->totals). */
+struct node_obs_totals {
+    uint64_t ranges, keys, bytes; /* of the envs, memtable not counted */
+    uint64_t at_ms;               /* loop clock when computed */
+    uint64_t applies;             /* store_mem_info's applies then */
+    bool valid;
+};
 void node__obs_store_totals(node *n,
                             uint64_t *ranges,
                             uint64_t *keys,

@@ -15,13 +15,18 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/node_internal.h"
+#include "node/clients.h"
+#include "node/clock.h"
+#include "node/coord.h"
+#include "node/daemon.h"
 #include "node/obs.h"
 #include "node/rsrv_internal.h"
+#include "node/scan.h"
 #include "wire/resp.h"
 
 static int node_op_of(enum slot_kind k)
@@ -49,24 +54,24 @@ void node__rsrv_slot_complete(struct rslot *s)
     if (s->counted) {
         s->counted = false;
         c->inflight--;
-        c->n->inflight--;
+        c->n->clients.inflight--;
     }
     c->refs++; /* drain may drop the last slot reference */
     node__rsrv_conn_drain(c);
-    if (!c->closing) {
-        node__rsrv_conn_maybe_close(c);
-        if (!c->closing && !c->stopped && !c->reading && !c->processing)
-            node__rsrv_conn_process(
-                c); /* resume: parse what is buffered first */
-    }
+    node__rsrv_conn_wake(c); /* resume: parse what is buffered first */
     node__rsrv_conn_unref(c);
 }
 
-static void
-reply_err(struct resp_out *o, int err, uint32_t acks, uint32_t need, int cause)
+static void reply_err(node *n,
+                      struct resp_out *o,
+                      int err,
+                      uint32_t acks,
+                      uint32_t need,
+                      int cause)
 {
-    char msg[192];
-    coord_errmsg(msg, sizeof(msg), err, acks, need, cause);
+    char msg[256];
+    if (!node__clock_errmsg(n, msg, sizeof(msg), err, (int)need))
+        coord_errmsg(msg, sizeof(msg), err, acks, need, cause);
     resp_out_rkerr(o, err, msg);
 }
 
@@ -120,7 +125,7 @@ static void slot_finish(struct rslot *s)
                  RSRV_MGET_MAX >> 20);
         resp_out_rkerr(o, s->err, msg);
     } else if (s->err) {
-        reply_err(o, s->err, s->acks, s->need, s->cause);
+        reply_err(s->c->n, o, s->err, s->acks, s->need, s->cause);
     } else {
         switch (s->kind) {
         case K_GET:
@@ -128,7 +133,7 @@ static void slot_finish(struct rslot *s)
                 resp_out_null(o);
             break;    /* found: encoded in on_get */
         case K_TTL: { /* Redis's answers: -2 no key, -1 no expiry */
-            uint64_t now = node__now_ms();
+            uint64_t now = node__clock_cluster_ms(s->c->n);
             uint64_t left = s->expiry > now ? s->expiry - now : 0;
             if (left > INT64_MAX) /* unsigned: no expiry overflows it */
                 left = INT64_MAX;
@@ -170,6 +175,7 @@ static void slot_finish(struct rslot *s)
             }
             break;
         case K_DONE:
+        case K_SCAN: /* answered by on_scan */
             break;
         }
     }
@@ -383,7 +389,7 @@ static void slot_reads_more(struct rslot *s)
 static bool admit(struct rconn *c, enum slot_kind kind, struct resp_out *o)
 {
     node *n = c->n;
-    if (n->inflight < n->cfg.max_inflight)
+    if (n->clients.inflight < n->cfg.max_inflight)
         return true;
     n->stats.overloaded++;
     node__obs_overloaded(n, node_op_of(kind), c->cl);
@@ -655,7 +661,7 @@ int node__rsrv_exec_data(struct rconn *c, const struct resp_request *q)
     }
     s->counted = true;
     c->inflight++;
-    n->inflight++;
+    n->clients.inflight++;
     s->pending = 1; /* held while sub-requests are issued */
     int rc = 0;
     switch (kind) {
@@ -673,8 +679,8 @@ int node__rsrv_exec_data(struct rconn *c, const struct resp_request *q)
         s->set = q->set;
         if (q->set.has_expire) {
             int64_t ms = q->set.expire_ms;
-            if (q->set.expire_at)
-                ms -= (int64_t)node__now_ms();
+            if (q->set.expire_at) /* by the clock expiries are judged by */
+                ms -= (int64_t)node__clock_cluster_ms(c->n);
             if (ms <= 0)
                 s->expired = true;
             else
@@ -723,6 +729,7 @@ int node__rsrv_exec_data(struct rconn *c, const struct resp_request *q)
             slot_writes_more(s, q); /* the first window */
         break;
     case K_DONE:
+    case K_SCAN: /* node__rsrv_exec_scan */
         break;
     }
     slot_register(s, q);
@@ -733,6 +740,54 @@ int node__rsrv_exec_data(struct rconn *c, const struct resp_request *q)
             del_send(s); /* finishes at once after a failure */
         else
             slot_finish(s);
+    }
+    return 0;
+}
+
+/* ---- SCAN ---------------------------------------------------------------- */
+
+static void on_scan(const struct coord_scan_result *res, void *arg)
+{
+    struct rslot *s = arg;
+    struct resp_out *o = node__rsrv_slot_out(s);
+    if (res->err) {
+        reply_err(s->c->n, o, res->err, res->acks, res->need, 0);
+    } else {
+        char cur[24];
+        int len = snprintf(cur, sizeof(cur), "%" PRIu64, res->cursor);
+        resp_out_array(o, 2);
+        resp_out_bulk(o, cur, (size_t)len);
+        resp_out_array(o, res->nkeys);
+        for (size_t i = 0; i < res->nkeys; i++)
+            resp_out_bulk(o, res->keys[i].p, res->keys[i].len);
+    }
+    node__rsrv_slot_complete(s);
+}
+
+int node__rsrv_exec_scan(struct rconn *c, const struct resp_request *q)
+{
+    node *n = c->n;
+    if (c->head && c->inflight >= (uint32_t)n->cfg.max_pipeline)
+        return 1;
+    struct rslot *s = node__rsrv_slot_new(c, K_SCAN);
+    if (!s)
+        return -ENOMEM;
+    if (!admit(c, K_SCAN, node__rsrv_slot_out(s))) {
+        node__rsrv_slot_complete(s);
+        return 0;
+    }
+    s->counted = true;
+    c->inflight++;
+    n->clients.inflight++;
+    uint64_t count = q->scan_count ? q->scan_count : SCAN_COUNT_DEFAULT;
+    if (count > SCAN_COUNT_MAX)
+        count = SCAN_COUNT_MAX; /* COUNT bounds the work: capped */
+    int rc = coord_scan(n, q->scan_cursor, (uint32_t)count, q->scan_match,
+                        s->cl, on_scan, s);
+    if (rc < 0) {
+        slot_note_rc(s, rc);
+        reply_err(n, node__rsrv_slot_out(s), rc, 0, 0, 0);
+        node__rsrv_slot_complete(s);
     }
     return 0;
 }

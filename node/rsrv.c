@@ -20,11 +20,16 @@
  * then a delete), EXISTS / MGET (reads a window at a time) and MSET past
  * its first window copy their keys/values into the slot.
  *
- * Output. Replies accumulate in `out` during a loop turn; at the end of the
- * turn (the node's check handle calls node__rsrv_flush) each dirty
- * connection is flushed with uv_try_write and hands only what the socket did
- * not take to uv_write, from a second buffer, so a pipelined burst costs
- * one write(2) and no allocation.
+ * Connections. The server is a protocol handler on net/'s connection
+ * engine (a raw-stream net_server): the engine owns the sockets, the input
+ * buffer (parsed in place: resp_parser_next_in), the output (a reply is
+ * encoded into `out`, then queued: conn_push; the engine writes a turn's
+ * replies with one write(2)), back-pressure, half-close (what was sent is
+ * answered, then the connection closes) and drain. Before AUTH (requirepass
+ * set) a connection may hold CLIENT_PREAUTH_INPUT bytes and its parser
+ * takes requests that fit in them (preauth_limits); past them it gets a
+ * protocol error and closes. After AUTH the clients' input budget and
+ * frame timeout apply (clients.c).
  *
  * Bounds. A node with max_inflight client requests in flight answers
  * -OVERLOADED at once. A connection with max_pipeline requests in flight
@@ -50,14 +55,16 @@
  * Slots are taken from and returned to a pool on the server (common/pool.h),
  * so a request in the steady state allocates nothing here.
  *
- * Life. A connection is freed when its handle is closed and no slot refers
- * to it (refs). The server struct is freed when its listener is closed and
- * every connection is gone (refs); node_stop waits for that.
+ * Life. A connection is freed when the engine has closed it and no slot
+ * refers to it (refs); it holds a reference to its net_conn. The server
+ * struct is freed when the engine's server is closed and every connection
+ * is gone (refs); node_stop waits for that.
  */
 #include "node/rsrv.h"
 
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,22 +72,34 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "net/net.h"
+#include "node/admin_commands.h"
+#include "node/auth_delay.h"
+#include "node/clients.h"
+#include "node/coord.h"
+#include "node/daemon.h"
 #include "node/log.h"
-#include "node/node_internal.h"
+#include "node/membership.h"
 #include "node/obs.h"
+#include "node/replica.h"
+#include "node/ring_view.h"
 #include "node/rsrv_internal.h"
+#include "node/scan.h"
+#include "node/state.h"
+#include "ring/ring.h"
+#include "storage/store.h"
+#include "wire/client_msg.h"
 #include "wire/resp.h"
 
-#define RSRV_READ_CHUNK (64u * 1024u)
-#define RSRV_VERSION    RK_VERSION
-#define SLOT_LINK       offsetof(struct rslot, next)
+#define RSRV_VERSION RK_VERSION
+#define SLOT_LINK    offsetof(struct rslot, next)
+/* The encoding buffer is kept between replies, but not a large one. */
+#define RSRV_OUT_KEEP (256u * 1024u)
 
 struct rsrv {
     node *n;
-    uv_tcp_t tcp;
-    int refs; /* 1 for the listener + 1 per live connection */
-    struct rconn *conns;
-    struct rconn *dirty;
+    net_server *srv;
+    int refs; /* 1 for the engine's server + 1 per live connection */
     uint64_t nconns;
     uint64_t accepted, proto_err;
     uint64_t commands; /* commands parsed (INFO total_commands_processed) */
@@ -89,8 +108,7 @@ struct rsrv {
     struct rk_pool slot_pool; /* finished slots (linked by next) */
 };
 
-static void conn_close(struct rconn *c);
-static void conn_update_reading(struct rconn *c);
+static void conn_close(struct rconn *c, int err);
 
 /* ---- server life ------------------------------------------------------ */
 
@@ -106,122 +124,26 @@ static void rsrv_unref(struct rsrv *rs)
     node__stop_progress(n);
 }
 
-static void on_rsrv_handle_closed(uv_handle_t *h)
+static void on_server_closed(void *arg)
 {
-    rsrv_unref(h->data);
+    rsrv_unref(arg);
 }
 
 /* ---- output ----------------------------------------------------------- */
 
-static void conn_mark_dirty(struct rconn *c)
+/* Queue what was encoded into c->out; the engine writes it at the end of
+ * the turn. */
+static void conn_push(struct rconn *c)
 {
-    if (c->on_dirty || c->closing)
+    if (c->closing || c->out.len == 0)
         return;
-    c->on_dirty = true;
-    c->refs++;
-    c->dirty_next = c->rs->dirty;
-    c->rs->dirty = c;
-}
-
-static void conn_flush(struct rconn *c);
-static bool conn_resume(struct rconn *c);
-
-static void on_write(uv_write_t *req, int status)
-{
-    struct rconn *c = req->data;
-    free(req);
-    c->writing = false;
-    c->wbuf.len = 0;
-    if (c->wbuf.cap > RSRV_OUT_HIGH)
-        resp_out_free(&c->wbuf);
-    if (status < 0 && !c->closing) {
-        LOG(DEBUG, "resp.write_fail", "peer=%s error=%s", c->peer,
-            uv_strerror(status));
-        conn_close(c);
-    } else if (!c->closing) {
-        conn_flush(c);
-        conn_resume(c);
-    }
-    node__rsrv_conn_unref(c);
-}
-
-void node__rsrv_conn_maybe_close(struct rconn *c)
-{
-    if (!c->closing && c->close_after_flush && !c->head && c->out.len == 0 &&
-        !c->writing)
-        conn_close(c);
-}
-
-static void conn_flush(struct rconn *c)
-{
-    if (c->closing)
-        return;
-    if (c->writing || c->out.len == 0) {
-        node__rsrv_conn_maybe_close(c);
+    if (net_conn_write(c->nc, c->out.p, c->out.len) < 0) {
+        conn_close(c, -ENOMEM);
         return;
     }
-    /* uv_buf_t's len is a size_t here: uv_buf_init's unsigned would cut
-     * an output over 4 GiB (a huge MGET reply) and lose the rest. */
-    uv_buf_t b = {.base = (char *)c->out.p, .len = c->out.len};
-    int w = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
-    if (w == UV_EAGAIN || w == UV_ENOSYS)
-        w = 0;
-    if (w < 0) {
-        conn_close(c);
-        return;
-    }
-    if ((size_t)w == c->out.len) {
-        c->out.len = 0;
-        if (c->out.cap > RSRV_OUT_HIGH)
-            resp_out_free(&c->out);
-        node__rsrv_conn_maybe_close(c);
-        return;
-    }
-    /* hand the rest to uv_write from wbuf; out collects what comes next */
-    struct resp_out t = c->wbuf;
-    c->wbuf = c->out;
-    c->out = t;
     c->out.len = 0;
-    uv_write_t *req = malloc(sizeof(*req));
-    if (!req) {
-        conn_close(c);
-        return;
-    }
-    req->data = c;
-    b.base = (char *)c->wbuf.p + w;
-    b.len = c->wbuf.len - (size_t)w;
-    int rc = uv_write(req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
-    if (rc < 0) {
-        free(req);
-        conn_close(c);
-        return;
-    }
-    c->writing = true;
-    c->refs++;
-}
-
-static bool rsrv_flush(struct rsrv *rs)
-{
-    bool started = false;
-    /* A connection resumed here may answer at once: flush that too. */
-    while (rs->dirty) {
-        struct rconn *c = rs->dirty;
-        rs->dirty = NULL;
-        while (c) {
-            struct rconn *next = c->dirty_next;
-            c->on_dirty = false;
-            conn_flush(c);
-            started |= conn_resume(c);
-            node__rsrv_conn_unref(c);
-            c = next;
-        }
-    }
-    return started;
-}
-
-bool node__rsrv_flush(node *n)
-{
-    return n->rsrv ? rsrv_flush(n->rsrv) : false;
+    if (c->out.cap > RSRV_OUT_KEEP)
+        resp_out_free(&c->out);
 }
 
 /* ---- connection life -------------------------------------------------- */
@@ -229,11 +151,12 @@ bool node__rsrv_flush(node *n)
 static void conn_free(struct rconn *c)
 {
     struct rsrv *rs = c->rs;
+    net_conn *nc = c->nc;
     resp_parser_free(c->p);
     resp_out_free(&c->out);
-    resp_out_free(&c->wbuf);
     free(c);
     rsrv_unref(rs);
+    net_conn_unref(nc); /* last: it may free the engine's server */
 }
 
 void node__rsrv_conn_unref(struct rconn *c)
@@ -242,28 +165,19 @@ void node__rsrv_conn_unref(struct rconn *c)
         conn_free(c);
 }
 
-static void on_conn_closed(uv_handle_t *h)
+/* Close c at once (out of memory); on_close follows. */
+static void conn_close(struct rconn *c, int err)
 {
-    node__rsrv_conn_unref(h->data);
+    if (!c->closing)
+        net_conn_close(c->nc, err);
 }
 
-static void conn_close(struct rconn *c)
+/* No more requests from c (QUIT, a protocol error): it closes once the
+ * replies of those before are written. */
+static void conn_stop(struct rconn *c)
 {
-    if (c->closing)
-        return;
-    c->closing = true;
-    struct rsrv *rs = c->rs;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        rs->conns = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    c->next = c->prev = NULL;
-    rs->nconns--;
-    if (c->admitted)
-        node__client_gone(c->n);
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    c->stopped = true;
+    net_conn_finish(c->nc);
 }
 
 /* ---- slots ------------------------------------------------------------ */
@@ -287,6 +201,7 @@ struct rslot *node__rsrv_slot_new(struct rconn *c, enum slot_kind kind)
     s->nsub = 1;
     c->refs++;
     c->nslots++;
+    net_conn_request_begin(c->nc);
     if (c->tail)
         c->tail->next = s;
     else
@@ -314,6 +229,7 @@ static void slot_free(struct rslot *s)
     free(s->klens);
     free(s->vlens);
     free(s->copy);
+    net_conn_request_end(s->c->nc);
     if (!rk_pool_put(&rs->slot_pool, s, SLOT_LINK))
         free(s);
 }
@@ -328,7 +244,6 @@ struct resp_out *node__rsrv_slot_out(struct rslot *s)
 /* Move completed slots at the head into the output, in order. */
 void node__rsrv_conn_drain(struct rconn *c)
 {
-    bool any = false;
     while (c->head && c->head->done) {
         struct rslot *s = c->head;
         c->head = s->next;
@@ -338,23 +253,14 @@ void node__rsrv_conn_drain(struct rconn *c)
         assert(c->queued >= s->out.len);
         c->queued -= s->out.len;
         if (s->out.len && !c->closing) {
-            if (c->out.len == 0 && c->out.cap < s->out.cap) {
-                struct resp_out t = c->out; /* take its buffer whole */
-                c->out = s->out;
-                s->out = t;
-            } else if (resp_out_reserve(&c->out, s->out.len) == 0) {
-                memcpy(c->out.p + c->out.len, s->out.p, s->out.len);
-                c->out.len += s->out.len;
-            } else {
-                conn_close(c);
-            }
+            conn_push(c); /* what the head wrote in place goes first */
+            if (!c->closing && net_conn_write(c->nc, s->out.p, s->out.len) < 0)
+                conn_close(c, -ENOMEM);
         }
         slot_free(s);
-        any = true;
         node__rsrv_conn_unref(c);
     }
-    if (any || c->out.len)
-        conn_mark_dirty(c);
+    conn_push(c);
 }
 
 /* ---- commands answered on the spot ------------------------------------ */
@@ -375,7 +281,7 @@ static void sync_done(struct rconn *c, struct rslot *s)
     if (s)
         node__rsrv_slot_complete(s);
     else
-        conn_mark_dirty(c);
+        conn_push(c);
 }
 
 static bool arg_is(struct rk_slice a, const char *s)
@@ -478,15 +384,25 @@ info_build(struct resp_out *o, struct rconn *c, struct info_want sec)
                 "ring_nodes:%zu\r\nnodes_up:%zu\r\nnodes_down:%zu\r\n"
                 "default_consistency:%s\r\nconnection_consistency:%s\r\n"
                 "inflight_requests:%lld\r\nranges:%llu\r\nkeys:%llu\r\n"
-                "disk_bytes:%llu\r\n",
+                "disk_bytes:%llu\r\nclock_skewed:%d\r\n"
+                "clock_offset_ms:%lld\r\n",
                 n->cfg.node_name, n->cfg.cluster_name, n->cfg.datacenter,
                 n->cfg.rack, node_state_name(n), (long long)n->st.generation,
                 (unsigned long long)(n->ring ? ring_epoch(n->ring) : 0),
                 (unsigned long long)(n->ring ? ring_fingerprint(n->ring) : 0),
                 n->ring_stale, n->npeers, up, down,
                 node_cl_name(coord_default_cl(n)), node_cl_name(c->cl),
-                (long long)n->inflight, (unsigned long long)ranges,
-                (unsigned long long)keys, (unsigned long long)bytes);
+                (long long)n->clients.inflight, (unsigned long long)ranges,
+                (unsigned long long)keys, (unsigned long long)bytes,
+                n->clock.skewed ? 1 : 0, (long long)n->clock.offset_ms);
+        struct store_space_info si = {0};
+        if (n->store)
+            store_space_info(&si, n->store);
+        fprintf(f,
+                "disk_full:%d\r\ndisk_free_bytes:%llu\r\n"
+                "disk_reserve_bytes:%llu\r\n",
+                node__disk_full(n), (unsigned long long)si.avail,
+                (unsigned long long)si.reserve);
         for (int i = 0; i < n->cfg.ndcs; i++)
             fprintf(f, "replication_%s:%d\r\n", n->cfg.replication[i].name,
                     n->cfg.replication[i].rf);
@@ -504,24 +420,125 @@ info_build(struct resp_out *o, struct rconn *c, struct info_want sec)
     free(t);
 }
 
-static bool pass_ok(const node *n, struct rk_slice pw)
+/* AUTH's answer, once its wait (if any) is over. */
+static void auth_answer(struct resp_out *o, bool ok)
 {
-    const char *want = n->cfg.requirepass;
-    size_t wl = strlen(want);
-    unsigned diff = (unsigned)(pw.len ^ wl);
-    for (size_t i = 0; i < pw.len; i++)
-        diff |= (unsigned)(pw.p[i] ^ (uint8_t)want[i % (wl ? wl : 1)]);
-    return diff == 0;
+    if (ok)
+        resp_out_ok(o);
+    else
+        resp_out_error(o, "WRONGPASS",
+                       "invalid username-password pair or user is "
+                       "disabled.");
 }
 
-/* Local commands the table leaves to us: INFO, AUTH, CONSISTENCY. */
+/* The wait of c's AUTH is over: its slot completes with the answer, and c
+ * parses on. */
+static void on_auth_due(struct node_auth_wait *w)
+{
+    struct rconn *c =
+        (struct rconn *)((char *)w - offsetof(struct rconn, auth_wait));
+    struct rslot *s = c->auth_slot;
+    c->auth_slot = NULL;
+    if (!c->closing)
+        auth_answer(node__rsrv_slot_out(s), c->auth_ok);
+    node__rsrv_slot_complete(s);
+}
+
+/* AUTH's answer waits ms (auth_delay.h) in a slot of its own, c parsing
+ * nothing more until then (conn_full). false: answer it now. */
+static bool auth_hold(struct rconn *c, bool ok, uint32_t ms)
+{
+    if (ms == 0)
+        return false;
+    struct rslot *s = node__rsrv_slot_new(c, K_DONE);
+    if (!s)
+        return false;
+    c->auth_slot = s;
+    c->auth_ok = ok;
+    if (!node__auth_wait(c->n, &c->auth_wait, ms, on_auth_due)) {
+        c->auth_slot = NULL;
+        auth_answer(node__rsrv_slot_out(s), ok);
+        node__rsrv_slot_complete(s);
+    }
+    return true;
+}
+
+/* AUTH [user] password with a password configured: the user (`default`
+ * without one) and password give the connection its role (node/users.h);
+ * a wrong pair leaves it as it was. A wrong password's answer waits,
+ * longer with each failure in a row from the client's address
+ * (auth_delay.h); so does a right one's while that address's failures
+ * still wait. true: its answer waits (auth_hold); false: answer
+ * c->auth_ok now. */
+static bool auth_check(struct rconn *c, const struct resp_request *q)
+{
+    node *n = c->n;
+    enum node_role role = node_users_check(&n->users, q->user, q->password);
+    bool ok = role != NODE_ROLE_NONE;
+    uint32_t ms = node__auth_checked(n, c->peer, ok, &n->loglim.resp_auth,
+                                     "resp.auth_fail");
+    if (ok && !c->authed) {
+        struct resp_limits lim = RESP_LIMITS_INIT;
+        c->authed = true;
+        resp_parser_set_limits(c->p, &lim);
+        net_conn_input_cap_set(c->nc, CLIENT_INPUT_MAX);
+    }
+    if (ok)
+        c->role = role;
+    c->auth_ok = ok;
+    return auth_hold(c, ok, ms);
+}
+
+/* AUTH with one argument while `default` has no password: Redis's error
+ * (a client that sends requirepass to a node without one learns so). */
+static bool auth_nopass(const node *n, const struct resp_request *q)
+{
+    return q->user.len == 0 && !n->users.data.set;
+}
+
+/* An admin command (RESP_OP_ADMIN): NOPERM without the admin role, as
+ * Redis words it; else run as the native op of the same name
+ * (admin_commands.h) and answer its text, or its error. */
+static void
+exec_admin(struct rconn *c, struct resp_out *o, const struct resp_request *q)
+{
+    node *n = c->n;
+    if (c->role < NODE_ROLE_ADMIN) {
+        n->stats.client_noperm++;
+        resp_out_errorf(o,
+                        "NOPERM User default has no permissions to run the "
+                        "'%s' command",
+                        q->name);
+        return;
+    }
+    char *t = NULL;
+    size_t len = 0;
+    int rc = node__admin_command(n, wire_cop_parse(q->name), q->keys, q->nkeys,
+                                 &t, &len);
+    if (rc < 0) {
+        if (t) /* one line: the text may hold line breaks */
+            for (char *p = t; *p; p++)
+                if (*p == '\r' || *p == '\n')
+                    *p = ' ';
+        resp_out_rkerr(o, rc, t);
+    } else {
+        resp_out_bulk(o, t ? t : "", len);
+    }
+    free(t);
+}
+
+/* Local commands the table leaves to us: INFO, AUTH, CONSISTENCY, DBSIZE
+ * and the admin commands. */
 static void exec_local(struct rconn *c, const struct resp_request *q)
 {
     node *n = c->n;
+    if (q->op == RESP_OP_AUTH && node_users_any(&n->users) &&
+        !auth_nopass(n, q) && auth_check(c, q))
+        return;
     struct rslot *s;
     struct resp_out *o = sync_out(c, &s);
     if (!o) {
-        conn_close(c);
+        conn_close(c, -ENOMEM);
         return;
     }
     switch (q->op) {
@@ -529,22 +546,18 @@ static void exec_local(struct rconn *c, const struct resp_request *q)
         info_build(o, c, (struct info_want){q->keys, q->nkeys});
         break;
     case RESP_OP_AUTH:
-        if (!n->cfg.requirepass[0]) {
+        if (node_users_any(&n->users) && !auth_nopass(n, q))
+            auth_answer(o, c->auth_ok);
+        else
             resp_out_error(o, "ERR",
                            "AUTH <password> called without any password "
                            "configured for the default user");
-        } else if ((q->user.len && !arg_is(q->user, "default")) ||
-                   !pass_ok(n, q->password)) {
-            n->stats.client_auth_fail++;
-            LOG_LIMITED(&n->loglim.resp_auth, node__mono_ms(n), WARN,
-                        "resp.auth_fail", "peer=%s", c->peer);
-            resp_out_error(o, "WRONGPASS",
-                           "invalid username-password pair or user is "
-                           "disabled.");
-        } else {
-            c->authed = true;
-            resp_out_ok(o);
-        }
+        break;
+    case RESP_OP_ADMIN:
+        exec_admin(c, o, q);
+        break;
+    case RESP_OP_DBSIZE: /* an estimate: docs/resp.md */
+        resp_out_int(o, (int64_t)node__dbsize(n));
         break;
     case RESP_OP_CONSISTENCY:
         if (q->has_level) {
@@ -566,17 +579,9 @@ static void exec_local(struct rconn *c, const struct resp_request *q)
  * answers every command but AUTH and QUIT with NOAUTH. */
 static bool needs_auth(struct rconn *c, const struct resp_cmd *cmd)
 {
-    if (!c->n->cfg.requirepass[0] || c->authed)
+    if (c->role != NODE_ROLE_NONE)
         return false;
     return !(arg_is(cmd->argv[0], "auth") || arg_is(cmd->argv[0], "quit"));
-}
-
-static void conn_stop_reading(struct rconn *c)
-{
-    if (c->reading) {
-        uv_read_stop((uv_stream_t *)&c->tcp);
-        c->reading = false;
-    }
 }
 
 /* Replies waiting in completed slots behind a pending head count as
@@ -587,18 +592,154 @@ static void conn_stop_reading(struct rconn *c)
  * client pipelining GETs of a 16 MiB value had every one of max_pipeline
  * reads copy its value before the first reply was encoded, 16 GiB at the
  * defaults (regression: inflight_replies_unbounded). And so do the values
- * of the writes in flight (regression: inflight_writes_unbounded). */
+ * of the writes in flight (regression: inflight_writes_unbounded). And an
+ * AUTH whose answer waits (auth_hold) holds everything after it back. */
 static bool conn_full(const struct rconn *c)
 {
-    return c->nslots >= c->max_queued ||
-           c->out.len + c->wbuf.len + c->queued + c->meter.bytes >
+    return c->auth_slot != NULL || c->nslots >= c->max_queued ||
+           net_conn_queued(c->nc) + c->out.len + c->queued + c->meter.bytes >
                RSRV_OUT_HIGH;
 }
 
-/* Execute the commands buffered in the parser until it needs more bytes,
- * the connection is full, or it stops. */
-void node__rsrv_conn_process(struct rconn *c)
+/* What a connection may send before AUTH: requests that fit in
+ * CLIENT_PREAUTH_INPUT with their headers (64 arguments' headers take
+ * well under 2 KiB). */
+static struct resp_limits preauth_limits(void)
 {
+    struct resp_limits lim = RESP_LIMITS_INIT;
+    lim.max_args = 64;
+    lim.max_bulk = CLIENT_PREAUTH_INPUT - 2048;
+    lim.max_inline = CLIENT_PREAUTH_INPUT - 2048;
+    lim.max_request = CLIENT_PREAUTH_INPUT - 2048;
+    lim.max_skip = 0; /* a longer bulk is a protocol error, not skipped */
+    return lim;
+}
+
+/* A protocol error: the reply says why (before AUTH: that requests are
+ * small until then), and the connection closes once it is written. */
+static void proto_error(struct rconn *c)
+{
+    node *n = c->n;
+    c->rs->proto_err++;
+    LOG(INFO, "resp.proto_error", "peer=%s error=\"%s\"", c->peer,
+        resp_parser_error(c->p));
+    struct rslot *s;
+    struct resp_out *o = sync_out(c, &s);
+    if (!o) {
+        conn_close(c, -ENOMEM);
+        return;
+    }
+    if (!c->authed) {
+        n->stats.client_preauth_refused++;
+        LOG_LIMITED(&n->loglim.client_input, node__mono_ms(n), WARN,
+                    "client.preauth_refused",
+                    "peer=%s protocol=resp error=\"%s\"", c->peer,
+                    resp_parser_error(c->p));
+        resp_out_errorf(o,
+                        "ERR Protocol error: %s (before AUTH a request may "
+                        "take %u bytes)",
+                        resp_parser_error(c->p), CLIENT_PREAUTH_INPUT - 2048);
+    } else {
+        resp_out_proto_error(o, c->p);
+    }
+    conn_stop(c);
+    sync_done(c, s);
+}
+
+/* Execute one parsed command. Returns false to stop parsing (held back,
+ * or the connection closes). */
+static bool conn_exec(struct rconn *c, const struct resp_cmd *cmd)
+{
+    if (needs_auth(c, cmd)) {
+        struct rslot *s;
+        struct resp_out *o = sync_out(c, &s);
+        if (!o) {
+            conn_close(c, -ENOMEM);
+            return false;
+        }
+        resp_out_error(o, "NOAUTH", "Authentication required.");
+        sync_done(c, s);
+        return true;
+    }
+    struct resp_request q;
+    struct rslot *s = NULL;
+    struct resp_out scratch = RESP_OUT_INIT;
+    struct resp_out *o = c->head ? &scratch : &c->out;
+    q.close = false;
+    int rc = resp_multi_filter(&c->in_multi, cmd, o);
+    if (rc == RESP_REQ_EXEC)
+        rc = resp_request_parse(&q, cmd, o);
+    if (rc == RESP_REQ_ANSWERED) {
+        if (c->head) { /* queue the reply behind the pending ones */
+            s = node__rsrv_slot_new(c, K_DONE);
+            if (!s) {
+                resp_out_free(&scratch);
+                conn_close(c, -ENOMEM);
+                return false;
+            }
+            s->out = scratch;
+            node__rsrv_slot_complete(s);
+        } else {
+            conn_push(c);
+        }
+        if (q.close) {
+            conn_stop(c);
+            return false;
+        }
+        return true;
+    }
+    resp_out_free(&scratch);
+    if (rc < 0) {
+        conn_close(c, rc);
+        return false;
+    }
+    switch (q.op) {
+    case RESP_OP_GET:
+    case RESP_OP_TTL:
+    case RESP_OP_SET:
+    case RESP_OP_DEL:
+    case RESP_OP_EXISTS:
+    case RESP_OP_MGET:
+    case RESP_OP_MSET:
+        rc = node__rsrv_exec_data(c, &q);
+        if (rc < 0) {
+            conn_close(c, rc);
+            return false;
+        }
+        if (rc == 1) { /* wait for the conflicting command */
+            c->held = true;
+            c->hcmd = *cmd;
+            return false;
+        }
+        return true;
+    case RESP_OP_SCAN:
+        rc = node__rsrv_exec_scan(c, &q);
+        if (rc < 0) {
+            conn_close(c, rc);
+            return false;
+        }
+        if (rc == 1) { /* wait for a slot */
+            c->held = true;
+            c->hcmd = *cmd;
+            return false;
+        }
+        return true;
+    default:
+        exec_local(c, &q);
+        return true;
+    }
+}
+
+/* The engine's on_input: execute the commands in the input until the
+ * parser needs more bytes, the connection is full, or it stops. A command
+ * held back keeps its bytes (nothing is consumed, and reading stops, until
+ * it runs). */
+static int on_input(void *arg, net_conn *nc, struct net_input *in)
+{
+    struct rconn *c = net_conn_data(nc);
+    (void)arg;
+    if (c == NULL)
+        return 0; /* refused at accept: closing */
     c->refs++;
     c->processing = true;
     while (!c->closing && !c->stopped && !conn_full(c)) {
@@ -608,230 +749,122 @@ void node__rsrv_conn_process(struct rconn *c)
             cmd = c->hcmd;
             c->held = false;
         } else {
-            rc = resp_parser_next(&cmd, c->p);
+            rc = resp_parser_next_in(&cmd, c->p, in->p, &in->len);
             c->rs->commands += rc == 1;
         }
-        if (rc == 0) {
-            if (c->eof) { /* all it sent is run: close once answered */
-                c->stopped = true;
-                c->close_after_flush = true;
-                node__rsrv_conn_maybe_close(c);
-            }
-            break;
-        }
+        if (rc == 0)
+            break; /* at EOF the engine closes c once all is answered */
         if (rc == -ENOMEM) { /* the argument arrays could not grow */
-            conn_close(c);
+            conn_close(c, rc);
             break;
         }
         if (rc < 0) {
-            c->rs->proto_err++;
-            LOG(INFO, "resp.proto_error", "peer=%s error=\"%s\"", c->peer,
-                resp_parser_error(c->p));
-            struct rslot *s;
-            struct resp_out *o = sync_out(c, &s);
-            if (!o) {
-                conn_close(c);
-                break;
-            }
-            resp_out_proto_error(o, c->p);
-            c->stopped = true;
-            c->close_after_flush = true;
-            sync_done(c, s);
+            proto_error(c);
             break;
         }
-        if (needs_auth(c, &cmd)) {
-            struct rslot *s;
-            struct resp_out *o = sync_out(c, &s);
-            if (!o) {
-                conn_close(c);
-                break;
-            }
-            resp_out_error(o, "NOAUTH", "Authentication required.");
-            sync_done(c, s);
-            continue;
-        }
-        struct resp_request q;
-        struct rslot *s = NULL;
-        struct resp_out scratch = RESP_OUT_INIT;
-        struct resp_out *o = c->head ? &scratch : &c->out;
-        q.close = false;
-        rc = resp_multi_filter(&c->in_multi, &cmd, o);
-        if (rc == RESP_REQ_EXEC)
-            rc = resp_request_parse(&q, &cmd, o);
-        if (rc == RESP_REQ_ANSWERED) {
-            if (c->head) { /* queue the reply behind the pending ones */
-                s = node__rsrv_slot_new(c, K_DONE);
-                if (!s) {
-                    resp_out_free(&scratch);
-                    conn_close(c);
-                    break;
-                }
-                s->out = scratch;
-                node__rsrv_slot_complete(s);
-            } else {
-                conn_mark_dirty(c);
-            }
-            if (q.close) {
-                c->stopped = true;
-                c->close_after_flush = true;
-                node__rsrv_conn_maybe_close(c);
-            }
-            continue;
-        }
-        resp_out_free(&scratch);
-        if (rc < 0) {
-            conn_close(c);
-            break;
-        }
-        switch (q.op) {
-        case RESP_OP_GET:
-        case RESP_OP_TTL:
-        case RESP_OP_SET:
-        case RESP_OP_DEL:
-        case RESP_OP_EXISTS:
-        case RESP_OP_MGET:
-        case RESP_OP_MSET:
-            rc = node__rsrv_exec_data(c, &q);
-            if (rc < 0) {
-                conn_close(c);
-            } else if (rc == 1) { /* wait for the conflicting command */
-                c->held = true;
-                c->hcmd = cmd;
-            }
-            break;
-        default:
-            exec_local(c, &q);
-            break;
-        }
-        if (c->held)
+        if (!conn_exec(c, &cmd))
             break;
     }
     c->processing = false;
-    conn_update_reading(c);
+    if (!c->held && !c->closing) {
+        in->consumed = resp_parser_take_consumed(c->p);
+        in->need = resp_parser_need(c->p);
+    }
+    bool stop = c->held || conn_full(c);
+    if (!c->closing && !c->stopped && stop && !c->paused) {
+        c->paused = true;
+        net_conn_read_pause(nc);
+    }
     node__rsrv_conn_unref(c);
+    return 0;
 }
 
-/* ---- reading ---------------------------------------------------------- */
-
-static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf)
+/* Something that held c back is gone (a slot completed, output drained):
+ * run what it buffered or held back. Before this, a command held back
+ * (pipeline full) while the output was over its bound was never run once
+ * the output drained (regression: held_after_full_output). */
+void node__rsrv_conn_wake(struct rconn *c)
 {
-    struct rconn *c = h->data;
-    (void)hint;
-    uint8_t *p;
-    size_t len;
-    if (resp_parser_reserve(&p, &len, c->p, RSRV_READ_CHUNK) < 0) {
-        *buf = uv_buf_init(NULL, 0);
+    if (c->closing || c->processing || c->stopped || conn_full(c))
         return;
+    if (c->paused) {
+        c->paused = false;
+        net_conn_read_resume(c->nc); /* runs on_input */
+    } else if (c->held) {
+        net_conn_input_again(c->nc);
     }
-    if (len > (size_t)UINT32_MAX)
-        len = UINT32_MAX;
-    *buf = uv_buf_init((char *)p, (unsigned)len);
 }
 
-static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
+static void on_sent(void *arg, net_conn *nc)
 {
-    struct rconn *c = st->data;
-    (void)buf;
-    if (nread == UV_EOF) {
-        /* A client may shut its side down once it has sent everything
-         * (`printf 'GET k\r\n' | nc -N`) and still read: what it sent is
-         * run and answered, then the connection closes. Before, EOF closed
-         * it at once and the replies of requests still in flight were lost
-         * (regression: half_close_drops_replies). libuv stopped reading. */
-        c->reading = false;
-        c->eof = true;
-        node__rsrv_conn_process(c);
-        return;
-    }
-    if (nread < 0) {
-        LOG(DEBUG, "resp.read_fail", "peer=%s error=%s", c->peer,
-            uv_strerror((int)nread));
-        conn_close(c);
-        return;
-    }
-    if (nread == 0)
-        return;
-    resp_parser_commit(c->p, (size_t)nread);
-    node__rsrv_conn_process(c);
+    struct rconn *c = net_conn_data(nc);
+    (void)arg;
+    if (c)
+        node__rsrv_conn_wake(c);
 }
 
-/* Output was written: a connection that stopped because it was full runs
- * what it had buffered or held back (node__rsrv_conn_process restarts reading
- * at its end); one that is still reading only updates that. Before this, a
- * command held back (pipeline full) while the output was over its bound was
- * never run once the output drained (regression: held_after_full_output). */
-static bool conn_resume(struct rconn *c)
+static void on_accept(void *arg, net_conn *nc)
 {
-    if (c->closing)
-        return false;
-    if (!c->processing && !c->stopped && !conn_full(c) &&
-        (c->held || !c->reading)) {
-        uint64_t before = c->rs->commands;
-        bool held = c->held;
-        node__rsrv_conn_process(c);
-        return held || c->rs->commands != before;
-    }
-    conn_update_reading(c);
-    return false;
-}
-
-static void conn_update_reading(struct rconn *c)
-{
-    if (c->closing)
-        return;
-    if (c->stopped || c->eof || conn_full(c) || c->held) {
-        conn_stop_reading(c);
-        return;
-    }
-    if (!c->reading &&
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
-        c->reading = true;
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-    node *n = server->data;
+    node *n = arg;
     struct rsrv *rs = n->rsrv;
-    if (status < 0 || !rs) {
-        LOG(WARN, "resp.accept_fail", "error=%s", uv_strerror(status));
-        return;
-    }
+    const char *peer = net_conn_peer_name(nc);
+    rs->accepted++;
+    if (!node__client_admit(n, nc, true, peer))
+        return; /* refused: the engine writes why and closes */
     struct rconn *c = calloc(1, sizeof(*c));
-    if (!c)
-        return;
     struct resp_limits lim = RESP_LIMITS_INIT;
-    if (resp_parser_new(&c->p, &lim) < 0) {
+    enum node_role role = node_users_open_role(&n->users);
+    bool authed = role != NODE_ROLE_NONE;
+    if (!authed)
+        lim = preauth_limits();
+    if (!c || resp_parser_new(&c->p, &lim) < 0) {
         free(c);
+        node__client_gone(n);
+        net_conn_close(nc, -ENOMEM);
         return;
     }
     c->rs = rs;
     c->n = n;
+    c->nc = nc;
     c->refs = 1;
+    c->admitted = true;
+    c->authed = authed;
+    c->role = role;
+    c->peer = peer;
     c->cl = coord_default_cl(n);
     c->max_queued = (uint32_t)n->cfg.max_pipeline * 2;
     if (c->max_queued < 64)
         c->max_queued = 64;
+    if (!authed)
+        net_conn_input_cap_set(nc, CLIENT_PREAUTH_INPUT);
     rs->refs++;
-    uv_tcp_init(n->loop, &c->tcp);
-    c->tcp.data = c;
     rs->nconns++;
-    c->next = rs->conns;
-    if (rs->conns)
-        rs->conns->prev = c;
-    rs->conns = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
-        conn_close(c);
+    net_conn_ref(nc);
+    net_conn_set_data(nc, c);
+}
+
+static void on_close(void *arg, net_conn *nc, int err)
+{
+    node *n = arg;
+    struct rconn *c = net_conn_data(nc);
+    if (!c)
         return;
+    if (err < 0 && err != RK_ECLOSED && err != RK_ETIMEOUT &&
+        err != RK_ETOOLARGE)
+        LOG(DEBUG, "resp.conn_error", "peer=%s error=%s", c->peer,
+            rk_strerror(err));
+    node__client_closed(n, true, c->peer, err, c->authed);
+    c->closing = true;
+    c->held = false;
+    if (c->auth_slot) { /* its answer is not waited for any more */
+        node__auth_cancel(n, &c->auth_wait);
+        on_auth_due(&c->auth_wait);
     }
-    rs->accepted++;
-    uv_tcp_nodelay(&c->tcp, 1);
-    node__peer_name(c->peer, sizeof(c->peer), &c->tcp);
-    if (!node__client_admit(n, &c->tcp, true, c->peer)) {
-        conn_close(c);
-        return;
-    }
-    c->admitted = true;
-    conn_update_reading(c);
+    c->rs->nconns--;
+    if (c->admitted)
+        node__client_gone(n);
+    net_conn_set_data(nc, NULL);
+    node__rsrv_conn_unref(c);
 }
 
 /* ---- start / stop ----------------------------------------------------- */
@@ -847,15 +880,17 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
     }
     rs->n = n;
     rs->started_ms = node__now_ms();
-    n->rsrv = rs;
-    n->pending_closes++; /* released when rs is freed */
     rs->refs = 1;
-    int rc = node__listen(n, &rs->tcp, "resp_port", n->cfg.resp_port,
-                          on_connection, err, errlen);
+    struct node_client_proto p = {"resp_port", n->cfg.resp_port, RSRV_OUT_HIGH,
+                                  on_input,    on_sent,          on_accept,
+                                  on_close};
+    int rc = node__client_listen(n, &rs->srv, &p, err, errlen);
     if (rc < 0) {
-        node__rsrv_stop(n);
+        free(rs);
         return rc;
     }
+    n->rsrv = rs;
+    n->pending_closes++; /* released when rs is freed */
     LOG(INFO, "resp.listening", "addr=%s:%d", n->listen_ip, n->cfg.resp_port);
     return 0;
 }
@@ -864,32 +899,19 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
  * are answered, then each connection closes once its output is written. */
 void node__rsrv_drain(node *n)
 {
-    struct rsrv *rs = n->rsrv;
-    if (!rs || rs->draining)
-        return;
-    rs->draining = true;
-    rs->tcp.data = rs;
-    uv_close((uv_handle_t *)&rs->tcp, on_rsrv_handle_closed);
-    for (struct rconn *c = rs->conns; c; c = c->next) {
-        conn_stop_reading(c);
-        c->held = false; /* a command not started is not run */
-        c->stopped = true;
-        c->close_after_flush = true;
-        conn_mark_dirty(c);
-    }
+    if (n->rsrv)
+        net_server_drain(n->rsrv->srv);
 }
 
-/* Second half: close every connection (what is written is written). */
+/* Second half: close every connection (what is ready is written as far as
+ * the socket takes it). */
 void node__rsrv_stop(node *n)
 {
     struct rsrv *rs = n->rsrv;
     if (!rs)
         return;
-    node__rsrv_drain(n);
-    rsrv_flush(rs); /* what is ready goes out before the close */
     n->rsrv = NULL;
-    while (rs->conns)
-        conn_close(rs->conns);
+    net_server_close(rs->srv, on_server_closed, rs);
 }
 
 uint64_t node__rsrv_conns(const node *n)

@@ -1,6 +1,7 @@
 /*
  * rsrv.h - the Redis protocol (RESP2) server on resp_port.
  *
+ * A protocol handler on net/'s connection engine (raw-stream net_server).
  * Each connection parses pipelined requests with wire/resp.h and executes
  * the data commands through the coordinator (node/coord.h), at the
  * connection's consistency level (CONSISTENCY <level>; default from the
@@ -23,17 +24,18 @@
 
 #include "node/node.h"
 
-/* Declared in node_internal.h (node.c calls them):
- *  node__rsrv_start(n, err, errlen): listen on listen_address:resp_port
- *    (nothing when resp_port is 0); 0, or an error with a message in err.
- *  node__rsrv_stop(n): stop listening and close every connection; requests
- *    in flight finish into closed connections; the memory is released once
- *    the listener is closed and every request has completed (node_stop
- *    waits: pending_closes). Safe when not started, and twice.
- *  node__rsrv_flush(n): end of loop turn: write what each connection has
- *    ready (one write per connection per turn); true when a connection
- *    whose output drained started requests meanwhile (the caller runs its
- *    end-of-turn work again, or they would wait for the next wakeup). */
+/* Listen on listen_address:resp_port (nothing when resp_port is 0); 0, or
+ * an error with a message in err. */
+int node__rsrv_start(node *n, char *err, size_t errlen);
+/* Stop accepting and reading; each connection closes once its requests are
+ * answered and written. */
+void node__rsrv_drain(node *n);
+/* Stop listening and close every connection; requests in flight finish
+ * into closed connections; the memory is released once the engine's
+ * server is closed and every request has completed (node_stop waits:
+ * pending_closes). Safe when not started, and twice. */
+void node__rsrv_stop(node *n);
+/* Output is written by net/'s engine at the end of each loop turn. */
 
 /* Open RESP connections (for INFO and metrics); 0 when not running. */
 uint64_t node__rsrv_conns(const node *n);

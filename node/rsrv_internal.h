@@ -13,7 +13,13 @@
 
 #include <uv.h>
 
-#include "node/node_internal.h"
+#include "common/rk.h"
+#include "net/net.h"
+#include "node/auth_delay.h"
+#include "node/config.h"
+#include "node/coord.h"
+#include "node/node.h"
+#include "node/users.h"
 #include "wire/resp.h"
 
 #define RSRV_OUT_HIGH (4u * 1024u * 1024u)
@@ -35,16 +41,13 @@ struct rsrv;
 struct rslot;
 
 struct rconn {
-    uv_tcp_t tcp;
+    net_conn *nc; /* net/'s connection (the engine's); held: refs */
     struct rsrv *rs;
     node *n;
-    struct rconn *next, *prev;
-    struct rconn *dirty_next;
-    resp_parser *p;
-    struct resp_out out;  /* replies not yet handed to the socket */
-    struct resp_out wbuf; /* bytes uv_write is sending */
+    resp_parser *p;      /* parses nc's input in place */
+    struct resp_out out; /* the head's reply, encoded here, then queued */
     struct rslot *head, *tail;
-    bool admitted; /* counted in n->clients_open (clients.c) */
+    bool admitted; /* counted in n->clients.open (clients.c) */
     uint32_t nslots;
     size_t queued; /* reply bytes of completed slots waiting behind head */
     /* values held for reads in flight: by the coordinator until it
@@ -60,12 +63,19 @@ struct rconn {
     struct resp_cmd hcmd;
     int refs;
     enum node_cl cl;
-    bool on_dirty, closing, close_after_flush, reading, writing, authed;
-    bool stopped;    /* no more requests: QUIT or protocol error */
-    bool eof;        /* the client sent EOF: run what is buffered, then close */
-    bool in_multi;   /* after a refused MULTI (resp_multi_filter) */
-    bool processing; /* inside node__rsrv_conn_process */
-    char peer[64];
+    bool closing;        /* nc closed */
+    bool authed;         /* role != NODE_ROLE_NONE */
+    enum node_role role; /* node/users.h */
+    bool paused;         /* net_conn_read_pause: full, or a command held */
+    bool stopped;        /* no more requests: QUIT or protocol error */
+    bool in_multi;       /* after a refused MULTI (resp_multi_filter) */
+    bool processing;     /* inside on_input */
+    const char *peer;    /* "ip:port", lives with nc */
+    /* an AUTH whose answer waits (auth_delay.h): its slot, and whether
+     * the user and password were right; nothing more is parsed meanwhile */
+    struct node_auth_wait auth_wait;
+    struct rslot *auth_slot;
+    bool auth_ok;
 };
 
 /* One sub-request of a slot (one key). */
@@ -78,7 +88,17 @@ struct rsub {
     size_t vlen;
 };
 
-enum slot_kind { K_DONE, K_GET, K_SET, K_DEL, K_EXISTS, K_MGET, K_MSET, K_TTL };
+enum slot_kind {
+    K_DONE,
+    K_GET,
+    K_SET,
+    K_DEL,
+    K_EXISTS,
+    K_MGET,
+    K_MSET,
+    K_TTL,
+    K_SCAN
+};
 
 struct rslot {
     struct rconn *c;
@@ -86,7 +106,7 @@ struct rslot {
     struct resp_out out; /* reply, when completed behind the head */
     enum slot_kind kind;
     bool done;
-    bool counted;     /* holds a unit of c->inflight and n->inflight */
+    bool counted;     /* holds a unit of c->inflight and n->clients.inflight */
     uint32_t pending; /* sub-requests outstanding */
     int err;          /* first error (not RK_ENOTFOUND) */
     uint32_t acks, need;
@@ -130,12 +150,9 @@ struct rslot *node__rsrv_slot_new(struct rconn *c, enum slot_kind kind);
 struct resp_out *node__rsrv_slot_out(struct rslot *s);
 /* Move completed slots at the head into the output, in order. */
 void node__rsrv_conn_drain(struct rconn *c);
-/* Close c once it was asked to close after its last reply and that is
- * written. */
-void node__rsrv_conn_maybe_close(struct rconn *c);
-/* Execute the commands buffered in the parser until it needs more bytes,
- * the connection is full, or it stops. */
-void node__rsrv_conn_process(struct rconn *c);
+/* Something that held c back is gone: run what it buffered or held back,
+ * unless it is still full. */
+void node__rsrv_conn_wake(struct rconn *c);
 /* Drop a reference; the last one frees c. */
 void node__rsrv_conn_unref(struct rconn *c);
 
@@ -148,5 +165,8 @@ void node__rsrv_slot_complete(struct rslot *s);
  * command, or the connection has max_pipeline in flight; nothing done) or
  * -ENOMEM (nothing queued). */
 int node__rsrv_exec_data(struct rconn *c, const struct resp_request *q);
+/* Start a SCAN in a new slot (coord_scan); returns as
+ * node__rsrv_exec_data (1: the connection has max_pipeline in flight). */
+int node__rsrv_exec_scan(struct rconn *c, const struct resp_request *q);
 
 #endif

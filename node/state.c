@@ -9,12 +9,32 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/rk.h"
 
 #define STATE_FILE "node.state"
+#define LOCK_FILE  "node.lock"
+
+int node_state_lock(int *out_fd, const char *dir)
+{
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s/%s", dir, LOCK_FILE) >=
+        (int)sizeof(path))
+        return -ENAMETOOLONG;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int rc = errno == EWOULDBLOCK ? RK_EEXIST : -errno;
+        close(fd);
+        return rc;
+    }
+    *out_fd = fd;
+    return 0;
+}
 
 int node_state_mkdirs(const char *path)
 {
@@ -75,6 +95,8 @@ static int parse_line(struct node_state *out, char *line, int *have)
         out->wait_join = strcmp(v, "0") != 0;
     } else if (strcmp(k, "removing") == 0) {
         snprintf(out->removing, sizeof(out->removing), "%s", v);
+    } else if (strcmp(k, "replace") == 0) {
+        snprintf(out->replace, sizeof(out->replace), "%s", v);
     } else if (strcmp(k, "tokens") == 0) {
         const char *p = v;
         while (*p) {
@@ -92,9 +114,11 @@ static int parse_line(struct node_state *out, char *line, int *have)
     return 0;
 }
 
-int node_state_parse(struct node_state *out, const char *text, size_t len)
+int node_state_lines(const char *text,
+                     size_t len,
+                     int (*line)(char *l, void *arg),
+                     void *arg)
 {
-    memset(out, 0, sizeof(*out));
     if (memchr(text, '\0', len))
         return RK_ECORRUPT;
     char *buf = malloc(len + 1); /* a tokens line is up to ~21 KB */
@@ -102,17 +126,36 @@ int node_state_parse(struct node_state *out, const char *text, size_t len)
         return -ENOMEM;
     memcpy(buf, text, len);
     buf[len] = '\0';
-    int rc = 0, have = 0;
-    char *line = buf;
-    while (rc == 0 && line < buf + len) {
-        char *nl = strchr(line, '\n');
+    int rc = 0;
+    char *l = buf;
+    while (rc == 0 && l < buf + len) {
+        char *nl = strchr(l, '\n');
         if (nl)
             *nl = '\0';
-        rc = parse_line(out, line, &have);
-        line = nl ? nl + 1 : buf + len;
+        rc = line(l, arg);
+        l = nl ? nl + 1 : buf + len;
     }
     free(buf);
-    if (rc == 0 && have != 3)
+    return rc;
+}
+
+struct state_parse {
+    struct node_state *out;
+    int have;
+};
+
+static int state_line(char *l, void *arg)
+{
+    struct state_parse *p = arg;
+    return parse_line(p->out, l, &p->have);
+}
+
+int node_state_parse(struct node_state *out, const char *text, size_t len)
+{
+    memset(out, 0, sizeof(*out));
+    struct state_parse p = {out, 0};
+    int rc = node_state_lines(text, len, state_line, &p);
+    if (rc == 0 && p.have != 3)
         rc = RK_ECORRUPT;
     return rc;
 }
@@ -146,10 +189,11 @@ char *node_state_format(const struct node_state *st)
             "node_name=%s\ncluster_name=%s\ngeneration=%" PRId64
             "\nring_epoch=%" PRIu64
             "\njoining=%d\nleaving=%d\nleft=%d\nrepair_due=%d\nwait_join=%d"
-            "\nremoving=%s\ntokens=",
+            "\nremoving=%s\nreplace=%s\ntokens=",
             st->node_name, st->cluster_name, st->generation, st->ring_epoch,
             st->joining ? 1 : 0, st->leaving ? 1 : 0, st->left ? 1 : 0,
-            st->repair_due ? 1 : 0, st->wait_join ? 1 : 0, st->removing);
+            st->repair_due ? 1 : 0, st->wait_join ? 1 : 0, st->removing,
+            st->replace);
     for (int i = 0; i < st->ntokens; i++)
         fprintf(f, "%s%" PRIu64, i ? "," : "", st->tokens[i]);
     fprintf(f, "\n");
@@ -162,41 +206,10 @@ char *node_state_format(const struct node_state *st)
 
 int node_state_save(const struct node_state *st, const char *dir)
 {
-    char path[4096], tmp[4096];
-    snprintf(path, sizeof(path), "%s/%s", dir, STATE_FILE);
-    snprintf(tmp, sizeof(tmp), "%s/%s.tmp", dir, STATE_FILE);
     char *text = node_state_format(st);
     if (!text)
         return -ENOMEM;
-    int rc = 0;
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        rc = -errno;
-        free(text);
-        return rc;
-    }
-    fputs(text, f);
+    int rc = rk_write_file_atomic(dir, STATE_FILE, text);
     free(text);
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        rc = -errno;
-        fclose(f);
-        goto out_tmp;
-    }
-    if (fclose(f) != 0) {
-        rc = -errno;
-        goto out_tmp;
-    }
-    if (rename(tmp, path) < 0) {
-        rc = -errno;
-        goto out_tmp;
-    }
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-    return 0;
-out_tmp:
-    unlink(tmp);
     return rc;
 }

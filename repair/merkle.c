@@ -4,7 +4,7 @@
  *
  * Pure: inputs in, outputs out. The leaves are a flat list rather than a
  * tree walked level by level: one round trip carries them all, and the
- * scan that hashes them costs the same at any depth (node/repair.c).
+ * scan that hashes them costs the same at any depth (repair/session.c).
  * Widths are computed in 64-bit token arithmetic, wrapping through zero:
  * a token's offset along the arc is token - start - 1, in [0, span).
  */

@@ -1,9 +1,11 @@
 /*
- * merkle.h - the pure part of repair: how an arc is cut into Merkle leaves,
+ * merkle.h - the pure core of repair: how an arc is cut into Merkle leaves,
  * how deep, how a leaf's hash is made from its records, and which runs of
- * leaves two replicas disagree on. No I/O, no clock, no logging: node/
- * feeds it the records of a store scan and the leaves a replica sent, and
- * moves the differing runs (node/repair.c, docs/repair.md).
+ * leaves two replicas disagree on. No I/O, no clock, no logging: the
+ * session feeds it the records of a local scan and the leaves a replica
+ * sent, and moves the differing runs (session.c, serve.c,
+ * docs/repair.md). Used inside repair/ and by its unit test only; the
+ * part's public face is repair.h.
  *
  * Leaves: an arc (start, end] (start == end: the whole ring) is split into
  * 2^depth leaves of equal width, the last one taking the remainder. The

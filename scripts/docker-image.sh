@@ -4,7 +4,7 @@
 #
 # No registry is reachable, so there is no base image: the image is
 # FROM scratch (deploy/Dockerfile) and holds /usr/bin/ringkvd,
-# /usr/bin/ringkv and exactly the shared libraries `ldd` lists for them
+# /usr/bin/ringkv, /usr/bin/redis-cli (when installed) and exactly the shared libraries `ldd` lists for them
 # (with the dynamic loader), at the paths ldd gives. glibc 2.36 resolves
 # names (Docker's service names) with no NSS modules present. An ASan build
 # works too: its sanitizer runtimes are among what ldd lists.
@@ -17,6 +17,10 @@ bins=("$build/bin/ringkvd" "$build/bin/ringkv")
 for b in "${bins[@]}"; do
     [ -x "$b" ] || { echo "$0: $b not found: build first (make build)" >&2; exit 1; }
 done
+# redis-cli too (Debian's redis-tools, which install-deps.sh installs), so
+# that `docker exec <node> redis-cli` works in a container
+rcli=$(command -v redis-cli || true)
+[ -z "$rcli" ] || bins+=("$rcli")
 command -v docker >/dev/null || { echo "$0: docker not found" >&2; exit 1; }
 
 stage=$(mktemp -d /tmp/ringkv-image.XXXXXX)
@@ -42,4 +46,4 @@ if ! out=$(DOCKER_BUILDKIT=0 docker build -q -t "$tag" "$stage" 2>&1); then
     echo "$out" >&2
     exit 1
 fi
-echo "$tag: $(du -sh "$stage/rootfs" | cut -f1), ringkvd and ringkv with $(find "$stage/rootfs" -name '*.so*' | wc -l) libraries"
+echo "$tag: $(du -sh "$stage/rootfs" | cut -f1), ${bins[*]##*/} with $(find "$stage/rootfs" -name '*.so*' | wc -l) libraries"

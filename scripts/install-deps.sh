@@ -5,11 +5,15 @@ set -euo pipefail
 
 pkgs=(
     build-essential cmake pkg-config
-    libuv1-dev liblmdb-dev libmsgpack-dev libxxhash-dev libyaml-dev
-    libsodium-dev libmicrohttpd-dev check
+    libuv1-dev liblmdb-dev libxxhash-dev libyaml-dev
+    libsodium-dev
+    check libmsgpack-dev # tests only: Check, and msgpack-c as the wire
+                         # tests' independent msgpack implementation
     clang clang-format libclang-rt-14-dev
     redis-tools redis-server python3-redis
     python3 procps iproute2 curl
+    python3-yaml # tests only: tests/deploy reads the k8s and compose files
+    iptables # tests only: the partitions of tests/cluster/partition.py
 )
 
 missing=()

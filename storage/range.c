@@ -66,22 +66,12 @@ int store__rmtree(const char *path)
     return 0;
 }
 
-static int store__fsync_path(const char *path)
-{
-    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return -errno;
-    int rc = fsync(fd) == 0 ? 0 : -errno;
-    close(fd);
-    return rc;
-}
-
 static int store__fsync_ranges_dir(store *s)
 {
     char *p = store__path(s->dir, "ranges");
     if (p == NULL)
         return -ENOMEM;
-    int rc = store__fsync_path(p);
+    int rc = rk_fsync_dir(p);
     free(p);
     return rc;
 }
@@ -1087,7 +1077,11 @@ int store_range_copy_fd(store *s, struct store_range r, int fd)
 
 bool store__compact_due(store *s, struct store_range *out)
 {
-    int pct = s->o.auto_compact_pct ? s->o.auto_compact_pct : 25;
+    int pct = atomic_load(&s->auto_pct);
+    if (pct < 0)
+        return false;
+    if (pct == 0)
+        pct = 25;
     uint64_t best = 0;
     pthread_rwlock_rdlock(&s->maplock);
     for (size_t i = 0; i < s->nranges; i++) {

@@ -8,7 +8,8 @@
  * Apart from range.c because nothing here changes the range map: these
  * read the entries of the ranges that exist (gc also deletes expired ones)
  * under maplock held shared, while range.c builds, switches and removes
- * envs.
+ * envs. gc and purge delete in place, which a range operation's copy would
+ * miss: they hold opmu too.
  */
 #include <errno.h>
 #include <string.h>
@@ -99,33 +100,60 @@ struct store__gc {
     uint64_t now, grace, n;
 };
 
-static int
-store__gc_cb(MDB_cursor *cur, const MDB_val *k, const MDB_val *v, void *arg)
+bool store_record_purgeable(const struct store_record *r,
+                            uint64_t now_ms,
+                            uint64_t grace_ms,
+                            uint64_t covered_ms)
 {
-    struct store__gc *g = arg;
+    uint64_t dead_at;
+    if (r->flags & STORE_REC_TOMBSTONE)
+        dead_at = hlc_ts_ms(r->ts);
+    else if (r->flags & STORE_REC_EXPIRES)
+        dead_at = r->expiry_ms;
+    else
+        return false;
+    if (dead_at > now_ms || now_ms - dead_at < grace_ms)
+        return false;
+    return hlc_ts_ms(r->ts) < covered_ms;
+}
+
+/* The entry at the cursor, deleted if purgeable; its kind in *tomb. */
+static int gc_entry(MDB_cursor *cur,
+                    const MDB_val *k,
+                    const MDB_val *v,
+                    uint64_t now,
+                    uint64_t grace,
+                    uint64_t covered,
+                    bool *out_tomb)
+{
     struct rk_slice uk, rec;
     struct store_record r;
     if (store__stored_split(&uk, &rec, k, v) != 0 ||
         store_record_decode(&r, rec.p, rec.len) != 0)
         return 0; /* not ours to judge: left for repair to overwrite */
-    uint64_t dead_at;
-    if (r.flags & STORE_REC_TOMBSTONE)
-        dead_at = hlc_ts_ms(r.ts);
-    else if (r.flags & STORE_REC_EXPIRES)
-        dead_at = r.expiry_ms;
-    else
+    if (!store_record_purgeable(&r, now, grace, covered))
         return 0;
-    if (dead_at > g->now || g->now - dead_at < g->grace)
-        return 0;
-    g->n++;
-    return mdb_cursor_del(cur, 0) ? RK_EINTERNAL : 0;
+    *out_tomb = (r.flags & STORE_REC_TOMBSTONE) != 0;
+    return mdb_cursor_del(cur, 0) ? RK_EINTERNAL : 1;
+}
+
+static int
+store__gc_cb(MDB_cursor *cur, const MDB_val *k, const MDB_val *v, void *arg)
+{
+    struct store__gc *g = arg;
+    bool tomb;
+    int rc = gc_entry(cur, k, v, g->now, g->grace, UINT64_MAX, &tomb);
+    if (rc == 1)
+        g->n++;
+    return rc < 0 ? rc : 0;
 }
 
 int store_gc(store *s, uint64_t now_ms, uint64_t *out_purged)
 {
     struct store__gc g = {now_ms, s->o.gc_grace_ms, 0};
     int rc = 0;
-    (void)store_flush(s); /* the memtable's tombstones too */
+    (void)store_flush(s);         /* the memtable's tombstones too */
+    pthread_mutex_lock(&s->opmu); /* deletes in place: see store_purge_next */
     pthread_rwlock_rdlock(&s->maplock);
     for (size_t i = 0; rc == 0 && i < s->nranges; i++) {
         struct store__range *rr = s->ranges[i];
@@ -143,11 +171,162 @@ int store_gc(store *s, uint64_t now_ms, uint64_t *out_purged)
             atomic_store(&rr->dirty, true);
     }
     pthread_rwlock_unlock(&s->maplock);
+    pthread_mutex_unlock(&s->opmu);
     /* Not synced: the envs are marked dirty and the next checkpoint syncs
      * them. A crash before it only brings back records a later gc purges
      * again; replay merges the log over them by LWW. */
     if (out_purged)
         *out_purged = g.n;
+    return rc;
+}
+
+/* The next step of a scan: the env holding its first token, that token,
+ * whether it resumes inside it after the scan's last key, and the segment
+ * of the arc in that env. */
+struct scan_at {
+    struct store__range *rr;
+    uint64_t nt;
+    bool resume;
+    struct store_range seg;
+};
+
+/* Where the next step of scan sc goes (maplock held): 1 when the arc is
+ * through, 0 and *out, or RK_ENOTFOUND if its first token is not held
+ * locally. */
+static int scan_step(store *s, const struct store_scan *sc, struct scan_at *out)
+{
+    bool resume = sc->started && sc->last_len > 0;
+    if (sc->started && !resume && sc->pos == sc->arc.end)
+        return 1;
+    uint64_t nt = !sc->started ? sc->arc.start + 1
+                  : resume     ? sc->pos
+                               : sc->pos + 1;
+    struct store__range *rr = store__lookup(s, nt);
+    if (rr == NULL)
+        return RK_ENOTFOUND;
+    /* Walk from nt to whichever comes first: the env's end or ours. */
+    uint64_t stop =
+        (rr->r.end - nt) < (sc->arc.end - nt) ? rr->r.end : sc->arc.end;
+    if (rr->r.start == rr->r.end)
+        stop = sc->arc.end;
+    struct store_range seg = {nt - 1, stop};
+    if (nt - 1 == stop) /* the walk covers the whole ring */
+        seg.start = stop;
+    *out = (struct scan_at){rr, nt, resume, seg};
+    return 0;
+}
+
+/* ---- purge of an arc, in steps ----------------------------------------- */
+
+void store_purge_init(struct store_purge *p,
+                      struct store_range arc,
+                      uint64_t now_ms,
+                      uint64_t grace_ms,
+                      uint64_t covered_ms)
+{
+    memset(p, 0, sizeof(*p));
+    p->arc = arc;
+    p->now_ms = now_ms;
+    p->grace_ms = grace_ms;
+    p->covered_ms = covered_ms;
+    store_scan_init(&p->at, arc);
+}
+
+struct store__purgest {
+    struct store_purge *p;
+    size_t max, items;
+    bool deleted;
+};
+
+#define STORE__STEP_FULL 1
+
+static int
+store__purge_cb(MDB_cursor *cur, const MDB_val *k, const MDB_val *v, void *arg)
+{
+    struct store__purgest *st = arg;
+    struct store_purge *p = st->p;
+    if (st->items >= st->max)
+        return STORE__STEP_FULL;
+    /* the resume point first: the entry may be deleted below */
+    p->at.started = true;
+    p->at.pos = store__get64(k->mv_data);
+    p->at.last_len = k->mv_size;
+    memcpy(p->at.last, k->mv_data, k->mv_size);
+    st->items++;
+    p->seen++;
+    bool tomb = false;
+    int rc = gc_entry(cur, k, v, p->now_ms, p->grace_ms, p->covered_ms, &tomb);
+    if (rc < 0)
+        return rc;
+    if (rc == 1) {
+        st->deleted = true;
+        if (tomb)
+            p->tombstones++;
+        else
+            p->expired++;
+    }
+    return 0;
+}
+
+int store_purge_next(store *s, struct store_purge *p, size_t max_items)
+{
+    struct store_scan *sc = &p->at;
+    if (p->done)
+        return 0;
+    if (!sc->started)
+        (void)store_flush(s); /* the memtable's tombstones too */
+    struct store__purgest st = {p, max_items ? max_items : 1, 0, false};
+    int rc = 0;
+    /* A compaction, split or merge copies an env while commits go on and
+     * mirrors their writes into the copy, but a deletion in place is no
+     * write: one made behind the copy would be lost (the record back in
+     * the new env). So a step waits for a range operation to end, and
+     * none starts during it (opmu: one at a time). */
+    pthread_mutex_lock(&s->opmu);
+    pthread_rwlock_rdlock(&s->maplock);
+    struct scan_at w;
+    if ((rc = scan_step(s, sc, &w)) == 1)
+        p->done = true;
+    if (rc)
+        goto unlock_ok;
+    uint64_t stop = w.seg.end;
+    MDB_txn *txn;
+    if ((rc = store__err(mdb_txn_begin(w.rr->env, NULL, 0, &txn))))
+        goto unlock;
+    MDB_val after = {sc->last_len, sc->last};
+    struct store_scan keep = *sc;
+    uint64_t t0 = p->tombstones, e0 = p->expired, s0 = p->seen;
+    rc = store__walk_from(txn, w.rr->dbi, w.seg, w.nt, w.resume ? &after : NULL,
+                          store__purge_cb, &st);
+    bool full = rc == STORE__STEP_FULL;
+    if (full)
+        rc = 0;
+    if (rc == 0 && st.deleted)
+        rc = store__err(mdb_txn_commit(txn));
+    else
+        mdb_txn_abort(txn);
+    if (rc) { /* nothing of this step happened */
+        *sc = keep;
+        p->tombstones = t0;
+        p->expired = e0;
+        p->seen = s0;
+        goto unlock;
+    }
+    if (st.deleted)
+        atomic_store(&w.rr->dirty, true);
+    if (!full) { /* this env's part of the arc is through */
+        sc->started = true;
+        sc->pos = stop;
+        sc->last_len = 0;
+        if (stop == sc->arc.end)
+            p->done = true;
+    }
+unlock_ok:
+    if (rc == 1)
+        rc = 0; /* the arc is through */
+unlock:
+    pthread_rwlock_unlock(&s->maplock);
+    pthread_mutex_unlock(&s->opmu);
     return rc;
 }
 
@@ -208,33 +387,21 @@ int store_scan_next(store *s,
     int rc = 0;
     pthread_rwlock_rdlock(&s->maplock);
     while (!sc->done && rc == 0) {
-        bool resume = sc->started && sc->last_len > 0;
-        if (sc->started && !resume && sc->pos == sc->arc.end) {
+        struct scan_at w;
+        if ((rc = scan_step(s, sc, &w)) == 1) {
             sc->done = true;
+            rc = 0;
             break;
         }
-        uint64_t nt = !sc->started ? sc->arc.start + 1
-                      : resume     ? sc->pos
-                                   : sc->pos + 1;
-        struct store__range *rr = store__lookup(s, nt);
-        if (rr == NULL) {
-            rc = RK_ENOTFOUND;
+        if (rc)
             break;
-        }
-        /* Walk from nt to whichever comes first: the env's end or ours. */
-        uint64_t stop =
-            (rr->r.end - nt) < (sc->arc.end - nt) ? rr->r.end : sc->arc.end;
-        if (rr->r.start == rr->r.end)
-            stop = sc->arc.end;
+        uint64_t stop = w.seg.end;
         MDB_txn *txn;
-        if ((rc = store__err(mdb_txn_begin(rr->env, NULL, MDB_RDONLY, &txn))))
+        if ((rc = store__err(mdb_txn_begin(w.rr->env, NULL, MDB_RDONLY, &txn))))
             break;
         MDB_val after = {sc->last_len, sc->last};
-        struct store_range seg = {nt - 1, stop};
-        if (nt - 1 == stop) /* the walk covers the whole ring */
-            seg.start = stop;
-        rc = store__walk_from(txn, rr->dbi, seg, nt, resume ? &after : NULL,
-                              store__scan_cb, &st);
+        rc = store__walk_from(txn, w.rr->dbi, w.seg, w.nt,
+                              w.resume ? &after : NULL, store__scan_cb, &st);
         mdb_txn_abort(txn);
         if (rc == STORE__CHUNK_FULL) {
             rc = 0;

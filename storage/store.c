@@ -453,6 +453,7 @@ static void *store__syncer_main(void *arg)
             (void)store_sync(s);
         if (fill)
             (void)store__wal_prefill(s->wal); /* appends extend the file */
+        store__space_tick(s); /* refusals end without a write to try */
         uint64_t now = store__mono_ms(), lsn = store__wal_last(s->wal);
         /* writes kept back by a stuck range (the floor) are retried
          * every second, so a range unsticks soon after space is freed */
@@ -514,6 +515,14 @@ static void *store__compactor_main(void *arg)
     }
     pthread_mutex_unlock(&s->smu);
     return NULL;
+}
+
+int store_auto_compact_set(store *s, int pct)
+{
+    if (!s->compactor_on)
+        return RK_EBADREQ;
+    atomic_store(&s->auto_pct, pct);
+    return 0;
 }
 
 /* ---- Open and close ----------------------------------------------------- */
@@ -594,6 +603,12 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_mutex_init(&s->memmu, NULL);
     pthread_mutex_init(&s->flmu, NULL);
     pthread_mutex_init(&s->skipmu, NULL);
+    pthread_mutex_init(&s->spacemu, NULL);
+    s->space.reserve = s->o.disk_reserve_bytes;
+    if ((s->logdir = store__path(s->dir, "commitlog")) == NULL) {
+        rc = -ENOMEM;
+        goto close_all;
+    }
     s->mem_limit = s->o.memtable_bytes ? s->o.memtable_bytes : (size_t)16 << 20;
     if ((rc = store__mem_new(&s->mem, 0)))
         goto close_all;
@@ -624,10 +639,12 @@ int store_open(store **out, const struct store_opts *opts)
     }
     if (rc)
         goto close_all;
+    store__space_tick(s); /* the first look at free space */
     rc = -pthread_create(&s->syncer, NULL, store__syncer_main, s);
     if (rc)
         goto close_all;
     s->syncer_on = true;
+    atomic_init(&s->auto_pct, s->o.auto_compact_pct);
     if (s->o.auto_compact_pct >= 0) {
         rc = -pthread_create(&s->compactor, NULL, store__compactor_main, s);
         if (rc)
@@ -687,7 +704,9 @@ void store_free(store *s)
     pthread_mutex_destroy(&s->memmu);
     pthread_mutex_destroy(&s->flmu);
     pthread_mutex_destroy(&s->skipmu);
+    pthread_mutex_destroy(&s->spacemu);
     close(s->dir_fd);
+    free(s->logdir);
     free(s->dir);
     free(s);
 }

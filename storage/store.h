@@ -151,13 +151,16 @@ struct store_opts {
      * written with O_DIRECT where the file system takes it (less CPU and
      * a shorter commit; storage/wal.c), through the cache elsewhere. */
     bool log_buffered;
+    /* Disk space kept free by refusing writes (0: none; see "Disk space
+     * of writes" below). */
+    uint64_t disk_reserve_bytes;
 };
 
 #define STORE_OPTS_INIT                                                       \
     {                                                                         \
         NULL, STORE_GROUP_COMMIT, STORE_SYNC_AUTO, 1000, UINT64_C(864000000), \
             (size_t)64 << 20, (size_t)1 << 40, UINT64_C(1000000),             \
-            UINT64_C(1) << 30, false, UINT64_C(64) << 20, 0, 0, false         \
+            UINT64_C(1) << 30, false, UINT64_C(64) << 20, 0, 0, false, 0      \
     }
 
 /* Open (creating if needed) the store in opts->data_dir and recover it: an
@@ -289,6 +292,12 @@ int store_range_merge(store *s, struct store_range a, struct store_range b);
  * RK_ENOTFOUND if `r` is not a local range. Blocks: off the loop thread. */
 int store_range_compact(store *s, struct store_range r);
 
+/* Change auto_compact_pct of a store opened with it >= 0 (negative: no
+ * automatic compaction from now on, until set again; a compaction already
+ * running finishes). RK_EBADREQ if the store was opened with it negative
+ * (no compactor thread). */
+int store_auto_compact_set(store *s, int pct);
+
 /* Drop a local range and its data. Crash-safe. */
 int store_range_drop(store *s, struct store_range r);
 
@@ -350,9 +359,44 @@ uint64_t store_space_skips(store *s);
 size_t
 store_space_skips_take(struct store_space_skip *out, size_t max, store *s);
 
+/* ---- Disk space of writes --------------------------------------------- */
+
+/* With disk_reserve_bytes set, a commit first checks that the file system
+ * of data_dir, and of data_dir/commitlog when that is another one, keeps
+ * that much free after its log record; if not, every write of the batch
+ * gets RK_EFULL and nothing is logged (writes already logged are never
+ * refused: a checkpoint's relog, replay at open). So a full disk refuses
+ * writes before it is full, and the reserve stays for what must still
+ * write: applying the memtable, checkpoints, hints, system state, range
+ * jobs. Free space is looked at (statvfs) at open and at least once a
+ * second, by the background thread too, so the refusals end by themselves
+ * within about a second of space being freed; between looks, the bytes
+ * logged are taken off the last figure, and a commit looks again first
+ * once they reach a quarter of the room there was over the reserve (the
+ * disk takes more than the log: the memtable's apply to the envs), so
+ * near the reserve every commit looks. Once refusing, writes are taken again
+ * only with STORE_SPACE_RESUME_PART of the reserve free beyond it, so a
+ * disk at the edge does not flap. */
+#define STORE_SPACE_LOOK_MS     1000
+#define STORE_SPACE_RESUME_PART 8 /* a 1/8 of the reserve */
+
+struct store_space_info {
+    uint64_t reserve;  /* disk_reserve_bytes */
+    uint64_t avail;    /* bytes free at the last look (the least of the
+                          two file systems), less those logged since */
+    bool low;          /* writes are refused (RK_EFULL) now */
+    uint64_t refused;  /* writes refused for the reserve since open */
+    uint64_t episodes; /* times `low` went from false to true */
+};
+
+/* The reserve's state as of the last commit or look; takes a lock, makes
+ * no system call (loop-safe). */
+void store_space_info(struct store_space_info *out, store *s);
+
 /* Purge, from every range, tombstones and expired records older than
  * gc_grace at `now_ms` (a tombstone's age is its timestamp's wall time).
- * *out_purged (may be NULL) counts them. */
+ * *out_purged (may be NULL) counts them. Takes no account of repair: the
+ * daemon purges with store_purge_next. */
 int store_gc(store *s, uint64_t now_ms, uint64_t *out_purged);
 
 /* The local ranges, sorted by end. Returns 0 and a malloc'd array (caller
@@ -443,6 +487,50 @@ struct store_digest {
  * Merkle leaves hash their entries the same way (repair/merkle.h), so a
  * leaf's hash is the digest of its sub-arc. */
 int store_digest(struct store_digest *out, store *s, struct store_range arc);
+
+/* Whether record r may be purged at `now_ms` (wall ms): it is dead (a
+ * tombstone, or a value with an expiry) for gc_grace_ms at least (a
+ * tombstone since its timestamp's wall time, an expired value since its
+ * expiry), and it was written (its timestamp's wall time) before
+ * `covered_ms`, the time before which every write of its arc is known to
+ * have reached every replica (the start of the last repair of the arc that
+ * completed with all of them, less a margin; UINT64_MAX: no condition).
+ * The second rule is what keeps a purge from letting an older copy on a
+ * replica that missed the delete (or the expiring write) come back. */
+bool store_record_purgeable(const struct store_record *r,
+                            uint64_t now_ms,
+                            uint64_t grace_ms,
+                            uint64_t covered_ms);
+
+/* A purge of one token arc in bounded steps (store_purge_next): plain
+ * data, set with store_purge_init and kept between steps. */
+struct store_purge {
+    struct store_range arc;
+    uint64_t now_ms, grace_ms, covered_ms; /* store_record_purgeable's */
+    uint64_t seen;                         /* entries looked at */
+    uint64_t tombstones, expired;          /* purged */
+    bool done;
+    struct store_scan at; /* where the next step starts */
+};
+
+void store_purge_init(struct store_purge *p,
+                      struct store_range arc,
+                      uint64_t now_ms,
+                      uint64_t grace_ms,
+                      uint64_t covered_ms);
+
+/* One step: look at up to max_items entries of p->arc from where the last
+ * step ended, in one write transaction of one range env, and delete those
+ * store_record_purgeable allows (undecodable records are left for a write
+ * or repair to replace). Returns 0 (check p->done), RK_ENOTFOUND if the
+ * part of the arc next is not held locally, or the store's error. The
+ * transaction is short (max_items bounds it), so the memtable's applies to
+ * the env wait at most one step. Not synced: the next checkpoint syncs the
+ * env, and a crash before it only brings back records a later purge
+ * deletes again. A step waits for a range operation (compaction, split,
+ * merge) to end: their copies would miss its deletions. Blocks: off the
+ * loop thread. */
+int store_purge_next(store *s, struct store_purge *p, size_t max_items);
 
 /* Write a compacted copy of the env of local range `r` (a complete LMDB
  * data file) to fd. Reads and writes continue meanwhile; the copy is a
@@ -544,5 +632,10 @@ int store_hint_delete_seqs(store *s,
 
 /* Number of hints kept for `node`. */
 int store_hint_count(uint64_t *out, store *s, const char *node);
+
+/* Drop every hint of every node in one transaction; *out_bytes (may be
+ * NULL) gets the bytes they held. For a restore of the whole cluster
+ * from snapshots, whose hints are writes made after them. */
+int store_hint_clear(store *s, uint64_t *out_bytes);
 
 #endif

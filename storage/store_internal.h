@@ -162,12 +162,21 @@ struct store {
     pthread_t compactor;
     bool compactor_on;
     pthread_cond_t ccv;
+    atomic_int auto_pct; /* auto_compact_pct, store_auto_compact_set */
     /* Range jobs skipped for lack of disk space (store_space_skips_take):
      * the count, and those reported but not yet taken. */
     pthread_mutex_t skipmu;
     uint64_t space_skips;
     struct store_space_skip skipq[STORE_SKIPS_QUEUED];
     size_t nskipq;
+    /* Free space against disk_reserve_bytes (space.c), under spacemu. */
+    pthread_mutex_t spacemu;
+    char *logdir;         /* data_dir/commitlog */
+    uint64_t space_avail; /* bytes free at the last look */
+    uint64_t space_since; /* bytes logged since */
+    uint64_t space_head;  /* room over the reserve at the last look */
+    uint64_t space_at_ms; /* when (monotonic ms), 0: never */
+    struct store_space_info space;
 };
 
 /* LMDB and system codes to ringkv codes. */
@@ -304,5 +313,13 @@ void store__bg_due(store *s, int flags);
  * checkpoint; then write what replay kept in the memtable to a fresh log. */
 int store__replay(store *s);
 int store__relog(store *s);
+
+/* Disk space of writes (space.c, store.h). */
+/* 0 if `bytes` more of commit log keep disk_reserve_bytes free, counting
+ * them as written; else RK_EFULL, `nwrites` counted as refused. */
+int store__space_admit(store *s, uint64_t bytes, size_t nwrites);
+/* Look at free space if the last look is STORE_SPACE_LOOK_MS old (the
+ * background thread, every second). */
+void store__space_tick(store *s);
 
 #endif

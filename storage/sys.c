@@ -641,3 +641,19 @@ int store_hint_count(uint64_t *out, store *s, const char *node)
     mdb_txn_abort(txn);
     return 0;
 }
+
+int store_hint_clear(store *s, uint64_t *out_bytes)
+{
+    MDB_txn *txn;
+    pthread_mutex_lock(&s->hintmu);
+    uint64_t had = s->hint_bytes;
+    int rc = mdb_txn_begin(s->hint_env, NULL, 0, &txn);
+    if (rc == 0 && (rc = mdb_drop(txn, s->hint_dbi, 0)) != 0)
+        mdb_txn_abort(txn);
+    else if (rc == 0 && (rc = mdb_txn_commit(txn)) == 0)
+        s->hint_bytes = 0;
+    pthread_mutex_unlock(&s->hintmu);
+    if (rc == 0 && out_bytes)
+        *out_bytes = had;
+    return store__err(rc);
+}

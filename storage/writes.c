@@ -451,6 +451,13 @@ store__log_encode(store *s, store_batch *b, size_t *out_bytes, bool stuck_too)
     pthread_rwlock_unlock(&s->maplock);
     if (n == 0)
         return 0;
+    /* new writes only: what is logged again was accepted once */
+    if (!stuck_too && store__space_admit(s, bytes, n) != 0) {
+        for (size_t i = 0; i < b->n; i++)
+            if (b->w[i].result == STORE__PENDING)
+                b->w[i].result = RK_EFULL;
+        return 0;
+    }
     if (bytes > b->log_cap) {
         uint8_t *p = realloc(b->log, bytes);
         if (p == NULL)

@@ -41,19 +41,23 @@
 #define WIRE_CSTR_MAX       4096u /* names, addresses, dc, rack, args, password */
 #define WIRE_CMSG_MAX       65536u     /* error messages */
 #define WIRE_CTTL_MAX       315360000u /* ten years, in seconds */
+#define WIRE_CSCAN_MAX      1000u      /* SCAN's COUNT */
+#define WIRE_CKEYS_MAX      4096u      /* keys in one SCAN answer */
 
 /* Operation codes. Values are part of the protocol. The "reserved" admin ops
  * are defined so clients can send them; a server that does not implement one
  * answers it with the NOT_IMPLEMENTED error (RK_ENOTSUP). */
 enum wire_cop {
-    WIRE_COP_HELLO = 1,   /* version, optional password (AUTH), client name */
-    WIRE_COP_PING = 2,    /* empty result */
-    WIRE_COP_GET = 10,    /* key -> value, or NOT_FOUND */
-    WIRE_COP_PUT = 11,    /* key, value, optional ttl */
-    WIRE_COP_DEL = 12,    /* key */
-    WIRE_COP_MGET = 13,   /* keys -> values (nil where absent) */
-    WIRE_COP_STATUS = 30, /* ring epoch, fingerprint, node rows */
-    WIRE_COP_RING = 31,   /* epoch, fingerprint, (token, node) list */
+    WIRE_COP_HELLO = 1,      /* version, optional user and password (AUTH),
+                                client name */
+    WIRE_COP_PING = 2,       /* empty result */
+    WIRE_COP_GET = 10,       /* key -> value, or NOT_FOUND */
+    WIRE_COP_PUT = 11,       /* key, value, optional ttl */
+    WIRE_COP_DEL = 12,       /* key */
+    WIRE_COP_MGET = 13,      /* keys -> values (nil where absent) */
+    WIRE_COP_SCAN = 14,      /* cursor, count, match -> cursor, keys */
+    WIRE_COP_STATUS = 30,    /* ring epoch, fingerprint, node rows */
+    WIRE_COP_RING = 31,      /* epoch, fingerprint, (token, node) list */
     WIRE_COP_ENDPOINTS = 32, /* key -> token and ordered replicas */
     WIRE_COP_METRICS = 33,   /* Prometheus text */
     WIRE_COP_JOIN = 40,      /* reserved admin ops: result is text */
@@ -62,7 +66,10 @@ enum wire_cop {
     WIRE_COP_REPAIR = 43,     /* args: none, or "START,END" */
     WIRE_COP_CLEANUP = 44,
     WIRE_COP_NETSTATS = 45,
-    WIRE_COP_ABORT = 46 /* stop the node's decommission or removenode */
+    WIRE_COP_ABORT = 46,    /* stop the node's decommission or removenode */
+    WIRE_COP_SNAPSHOT = 47, /* args: none, or the TAG */
+    WIRE_COP_LISTSNAPSHOTS = 48, /* text: a row per snapshot */
+    WIRE_COP_CLEARSNAPSHOT = 49  /* args: the TAG, or "--all" */
 };
 
 /* Consistency levels; 0 (field absent) means the server's default. */
@@ -90,7 +97,12 @@ enum wire_cfield {
     WIRE_CF_PASSWORD = 8, /* str or bin */
     WIRE_CF_ARGS = 9,     /* array of str */
     WIRE_CF_VERSION = 10, /* uint, HELLO */
-    WIRE_CF_CLIENT = 11   /* str, HELLO: client name */
+    WIRE_CF_CLIENT = 11,  /* str, HELLO: client name */
+    WIRE_CF_USER = 12,    /* str, HELLO: user ("default", "admin"); absent:
+                             "default" */
+    WIRE_CF_CURSOR = 13,  /* uint64, SCAN: where to go on; absent: 0 */
+    WIRE_CF_COUNT = 14,   /* uint, SCAN: 1..WIRE_CSCAN_MAX, work per call */
+    WIRE_CF_MATCH = 15    /* bin, SCAN: a glob the keys must match */
 };
 
 /* Response map keys. */
@@ -105,6 +117,8 @@ enum wire_crfield {
     WIRE_CR_NEED = 6,       /* uint: replicas the level needed */
     WIRE_CR_VALUE = 16,     /* bin: GET */
     WIRE_CR_VALUES = 17,    /* array of bin|nil: MGET */
+    WIRE_CR_CURSOR = 18,    /* uint64: SCAN, the next call's cursor; 0: end */
+    WIRE_CR_KEYS = 19,      /* array of bin: SCAN */
     WIRE_CR_EPOCH = 32,     /* uint64: STATUS, RING */
     WIRE_CR_FPRINT = 33,    /* uint64: STATUS, RING */
     WIRE_CR_NODES = 34,     /* array of node maps: STATUS */
@@ -120,19 +134,30 @@ enum wire_crfield {
 
 /* Keys of a STATUS node map. */
 enum wire_cnfield {
-    WIRE_CN_NAME = 1,   /* str */
-    WIRE_CN_ADDR = 2,   /* str "host:port" */
-    WIRE_CN_DC = 3,     /* str */
-    WIRE_CN_RACK = 4,   /* str */
-    WIRE_CN_STATE = 5,  /* str: "UN", "DN", "UJ", "UL", "UM", "DJ", ... */
-    WIRE_CN_LOAD = 6,   /* uint64 bytes */
-    WIRE_CN_TOKENS = 7, /* uint token count */
-    WIRE_CN_OWNS = 8,   /* float64 effective ownership in [0, 1]; absent if
-                           unknown */
-    WIRE_CN_REPL = 9,   /* str: the node's configured replication ("dc1:3");
-                           absent if unknown */
-    WIRE_CN_SILENT = 10 /* uint ms the answering node's requests to it have
+    WIRE_CN_NAME = 1,    /* str */
+    WIRE_CN_ADDR = 2,    /* str "host:port" */
+    WIRE_CN_DC = 3,      /* str */
+    WIRE_CN_RACK = 4,    /* str */
+    WIRE_CN_STATE = 5,   /* str: "UN", "DN", "UJ", "UL", "UM", "DJ", ... */
+    WIRE_CN_LOAD = 6,    /* uint64 bytes */
+    WIRE_CN_TOKENS = 7,  /* uint token count */
+    WIRE_CN_OWNS = 8,    /* float64 effective ownership in [0, 1]; absent if
+                            unknown */
+    WIRE_CN_REPL = 9,    /* str: the node's configured replication ("dc1:3");
+                            absent if unknown */
+    WIRE_CN_SILENT = 10, /* uint ms the answering node's requests to it have
                            gone unanswered; absent while it answers */
+    /* The node's wall clock against the answering node's (for the
+     * answering node itself: against its peers', the median), as gossip
+     * estimates it: uint ms ahead or behind, absent when 0 or unknown;
+     * CLOCK_FAR true when further off than max_clock_drift_ms (for the
+     * answering node: it is skewed, and coordinates no writes). */
+    WIRE_CN_CLOCK_AHEAD = 11,
+    WIRE_CN_CLOCK_BEHIND = 12,
+    WIRE_CN_CLOCK_FAR = 13,
+    WIRE_CN_DISK_FULL = 14 /* uint 1: short of disk space, refusing writes
+                              (disk_reserve_mb); only the answering node
+                              says it, of itself; absent otherwise */
 };
 
 /* A growable byte buffer the encoders append frames to.
@@ -155,6 +180,10 @@ void wire_cbuf_release(struct wire_cbuf *b);
 #define WIRE_CREQ_ARGS     (1u << 6)
 #define WIRE_CREQ_VERSION  (1u << 7)
 #define WIRE_CREQ_CLIENT   (1u << 8)
+#define WIRE_CREQ_USER     (1u << 9)
+#define WIRE_CREQ_CURSOR   (1u << 10)
+#define WIRE_CREQ_COUNT    (1u << 11)
+#define WIRE_CREQ_MATCH    (1u << 12)
 
 struct wire_creq {
     uint64_t id;
@@ -163,10 +192,14 @@ struct wire_creq {
     uint32_t cl;  /* enum wire_ccl, when WIRE_CREQ_CL */
     uint32_t ttl; /* seconds, when WIRE_CREQ_TTL */
     uint32_t version;
+    uint64_t cursor;       /* SCAN, when WIRE_CREQ_CURSOR */
+    uint32_t count;        /* SCAN, when WIRE_CREQ_COUNT */
+    struct rk_slice match; /* SCAN, when WIRE_CREQ_MATCH */
     struct rk_slice key;
     struct rk_slice value;
     struct rk_slice password;
     struct rk_slice client;
+    struct rk_slice user;
     struct rk_slice *keys; /* MGET */
     size_t nkeys;
     struct rk_slice *args; /* admin op arguments */
@@ -197,6 +230,8 @@ struct wire_creq {
 #define WIRE_CRESP_CLUSTER   (1u << 13)
 #define WIRE_CRESP_VERSION   (1u << 14)
 #define WIRE_CRESP_SERVER    (1u << 15)
+#define WIRE_CRESP_CURSOR    (1u << 16)
+#define WIRE_CRESP_KEYS      (1u << 17)
 
 /* One STATUS row. owns < 0 means unknown (field absent on the wire). */
 struct wire_cnode {
@@ -204,8 +239,11 @@ struct wire_cnode {
     uint64_t load;
     uint32_t tokens;
     double owns;
-    struct rk_slice repl; /* empty: unknown (not sent) */
-    uint64_t silent_ms;   /* 0: answering (not sent) */
+    struct rk_slice repl;                     /* empty: unknown (not sent) */
+    uint64_t silent_ms;                       /* 0: answering (not sent) */
+    uint64_t clock_ahead_ms, clock_behind_ms; /* 0: not sent */
+    bool clock_far;                           /* false: not sent */
+    uint64_t disk_full; /* 1: refusing writes for disk space (0: not sent) */
 };
 
 struct wire_ctoken {
@@ -237,6 +275,9 @@ struct wire_cresp {
     struct rk_slice value;
     struct wire_cvalue *values;
     size_t nvalues;
+    uint64_t cursor;       /* SCAN */
+    struct rk_slice *keys; /* SCAN */
+    size_t nkeys;
     uint64_t epoch, fprint, token;
     struct wire_cnode *nodes;
     size_t nnodes;

@@ -1,10 +1,12 @@
 /*
  * gossip_msg.c - encoder and decoder of the gossip packets (SYN/ACK/ACK2).
  *
- * The layout is in gossip_msg.h. The decoder authenticates first (a packet
- * from outside the cluster costs one HMAC and is never parsed), then lets
- * wire_unpack() prove the msgpack honest, then copies every field into plain
- * structs through the checked wire_obj_* readers.
+ * The layout is in gossip_msg.h and, field by field, in the tables below,
+ * which wire/'s one encoder and one decoder walk (codec.c). The decoder
+ * authenticates first (a packet from outside the cluster costs one HMAC and
+ * is never parsed), then reads the body through the bounds-checked reader,
+ * which checks every count against the bytes left before anything is
+ * allocated.
  */
 #include "wire/gossip_msg.h"
 
@@ -12,7 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <msgpack.h>
+#include "wire/wire_internal.h"
+
+_Static_assert(WIRE_GOSSIP_HEADER == WIRE__SEAL_HEADER, "envelope header");
 
 /* ---- sizes -------------------------------------------------------------- */
 
@@ -25,6 +29,19 @@ size_t wire_gossip_size_base(size_t cluster_len,
            wire_size_str(cluster_len) + wire_size_uint(WIRE_GOSSIP_ACK2) +
            wire_size_str(from_len) + wire_size_array(n_digests) +
            wire_size_array(n_deltas) + WIRE_MAC_BYTES;
+}
+
+size_t wire_gossip_size_clock(uint64_t wall_ms)
+{
+    /* a fixarray of 6 takes the byte of a fixarray of 5 */
+    return wall_ms ? wire_size_uint(wall_ms) : 0;
+}
+
+size_t wire_gossip_size_fresh(uint64_t boot, uint64_t seq)
+{
+    /* a fixarray of 8 takes the byte of a fixarray of 5; wall_ms, when 0,
+     * takes one byte, which wire_gossip_size_clock(UINT64_MAX) covers */
+    return boot ? wire_size_uint(boot) + wire_size_uint(seq) : 0;
 }
 
 size_t wire_gossip_size_digest(const struct wire_gossip_digest *d)
@@ -71,50 +88,125 @@ static int delta_check(const struct wire_gossip_delta *d)
     return 0;
 }
 
-/* ---- encoder ------------------------------------------------------------ */
+/* ---- field tables ------------------------------------------------------- */
 
-static int pack_slice_str(msgpack_packer *pk, struct rk_slice s)
+static int delta_read_check(struct wire__rd *r, const void *base)
 {
-    if (msgpack_pack_str(pk, s.len) != 0)
-        return -1;
-    return s.len ? msgpack_pack_str_body(pk, s.p, s.len) : 0;
-}
-
-static int pack_msg(msgpack_packer *pk, const struct wire_gossip_msg *m)
-{
-    if (msgpack_pack_array(pk, 5) || pack_slice_str(pk, m->cluster) ||
-        msgpack_pack_uint64(pk, (uint64_t)m->type) ||
-        pack_slice_str(pk, m->from) || msgpack_pack_array(pk, m->n_digests))
-        return -1;
-    for (size_t i = 0; i < m->n_digests; i++) {
-        const struct wire_gossip_digest *d = &m->digests[i];
-        if (msgpack_pack_array(pk, 3) || pack_slice_str(pk, d->node) ||
-            msgpack_pack_uint64(pk, d->generation) ||
-            msgpack_pack_uint64(pk, d->version))
-            return -1;
-    }
-    if (msgpack_pack_array(pk, m->n_deltas))
-        return -1;
-    for (size_t i = 0; i < m->n_deltas; i++) {
-        const struct wire_gossip_delta *d = &m->deltas[i];
-        if (msgpack_pack_array(pk, 5) || pack_slice_str(pk, d->node) ||
-            msgpack_pack_uint64(pk, d->generation) ||
-            msgpack_pack_uint64(pk, d->base) ||
-            msgpack_pack_uint64(pk, d->top) ||
-            msgpack_pack_array(pk, d->n_states))
-            return -1;
-        for (size_t j = 0; j < d->n_states; j++) {
-            const struct wire_gossip_state *s = &d->states[j];
-            if (msgpack_pack_array(pk, 3) || msgpack_pack_uint32(pk, s->key) ||
-                msgpack_pack_uint64(pk, s->version) ||
-                msgpack_pack_bin(pk, s->value.len) ||
-                (s->value.len &&
-                 msgpack_pack_bin_body(pk, s->value.p, s->value.len)))
-                return -1;
-        }
-    }
+    if (delta_check(base) != 0)
+        return wire__rd_fail(r, WIRE__RD_BAD, "bad delta");
     return 0;
 }
+
+/* A name: 1..WIRE_GOSSIP_MAX_NAME bytes of str. */
+#define NAME(T, m) WIRE__FIELD(STR, T, m, .min = 1, .max = WIRE_GOSSIP_MAX_NAME)
+
+/* digest = [node, generation, version] */
+static const struct wire__field digest_fields[] = {
+    NAME(struct wire_gossip_digest, node),
+    WIRE__FIELD(UINT, struct wire_gossip_digest, generation),
+    WIRE__FIELD(UINT, struct wire_gossip_digest, version),
+};
+
+static const struct wire__layout digest_layout =
+    WIRE__LAYOUT(TUPLE, struct wire_gossip_digest, digest_fields);
+
+/* state = [key, version, value(bin)] */
+static const struct wire__field state_fields[] = {
+    WIRE__FIELD(
+        UINT32, struct wire_gossip_state, key, .max = WIRE_GOSSIP_MAX_KEY),
+    WIRE__FIELD(UINT, struct wire_gossip_state, version),
+    WIRE__FIELD(
+        BIN, struct wire_gossip_state, value, .max = WIRE_GOSSIP_MAX_VALUE),
+};
+
+static const struct wire__layout state_layout =
+    WIRE__LAYOUT(TUPLE, struct wire_gossip_state, state_fields);
+
+/* delta = [node, generation, base, top, [state...]]; delta_check() after */
+static const struct wire__field delta_fields[] = {
+    NAME(struct wire_gossip_delta, node),
+    WIRE__FIELD(UINT, struct wire_gossip_delta, generation),
+    WIRE__FIELD(UINT, struct wire_gossip_delta, base),
+    WIRE__FIELD(UINT, struct wire_gossip_delta, top),
+    WIRE__ARRAY(struct wire_gossip_delta,
+                states,
+                n_states,
+                WIRE_GOSSIP_MAX_STATES,
+                &state_layout),
+};
+
+static const struct wire__layout delta_layout = WIRE__LAYOUT(
+    TUPLE, struct wire_gossip_delta, delta_fields, .check = delta_read_check);
+
+_Static_assert(sizeof(enum wire_gossip_type) == sizeof(uint32_t),
+               "the message type is read as a uint32_t");
+
+/* [cluster, type, from, [digest...], [delta...]] */
+static const struct wire__field msg_fields[] = {
+    NAME(struct wire_gossip_msg, cluster),
+    WIRE__FIELD(UINT32,
+                struct wire_gossip_msg,
+                type,
+                .min = WIRE_GOSSIP_SYN,
+                .max = WIRE_GOSSIP_ACK2),
+    NAME(struct wire_gossip_msg, from),
+    WIRE__ARRAY(struct wire_gossip_msg,
+                digests,
+                n_digests,
+                WIRE_GOSSIP_MAX_DIGESTS,
+                &digest_layout),
+    WIRE__ARRAY(struct wire_gossip_msg,
+                deltas,
+                n_deltas,
+                WIRE_GOSSIP_MAX_DELTAS,
+                &delta_layout),
+};
+
+static const struct wire__layout msg_layout =
+    WIRE__LAYOUT(TUPLE, struct wire_gossip_msg, msg_fields);
+
+/* The same and the sender's wall clock: [..., [delta...], wall_ms]. A
+ * sixth element, not a new field of every packet, so that nodes that
+ * predate it still read the packets sent to them (round.c sends it only to
+ * peers that announce CLOCK). */
+static const struct wire__field clock_msg_fields[] = {
+    /* msg_layout's fields, inline: they live in the same struct */
+    {.kind = WIRE__K_GROUP, .off = 0, .sub = &msg_layout},
+    WIRE__FIELD(UINT, struct wire_gossip_msg, wall_ms, .min = 1),
+};
+
+static const struct wire__layout clock_msg_layout =
+    WIRE__LAYOUT(TUPLE, struct wire_gossip_msg, clock_msg_fields);
+
+/* The same, the wall clock (0: none) and which packet of its sender it
+ * is: [..., [delta...], wall_ms, boot, seq]. Two more elements, sent only
+ * to peers that announce FRESH (gossip/fresh.c), for the reason above. */
+static const struct wire__field fresh_msg_fields[] = {
+    {.kind = WIRE__K_GROUP, .off = 0, .sub = &msg_layout},
+    WIRE__FIELD(UINT, struct wire_gossip_msg, wall_ms),
+    WIRE__FIELD(UINT, struct wire_gossip_msg, boot, .min = 1),
+    WIRE__FIELD(UINT, struct wire_gossip_msg, seq, .min = 1),
+};
+
+static const struct wire__layout fresh_msg_layout =
+    WIRE__LAYOUT(TUPLE, struct wire_gossip_msg, fresh_msg_fields);
+
+#define N_MSG_FIELDS (sizeof(msg_fields) / sizeof(msg_fields[0]))
+
+/* The layout of the message body r starts at: by its element count
+ * (msg_fields', the wall clock's, boot and seq's). */
+static const struct wire__layout *body_layout(const struct wire__rd *r)
+{
+    struct wire__rd peek = *r;
+    uint64_t n;
+    if (wire__rd_head(&peek, false, &n) != 0)
+        return &msg_layout; /* which reports it */
+    return n == N_MSG_FIELDS + 1   ? &clock_msg_layout
+           : n == N_MSG_FIELDS + 3 ? &fresh_msg_layout
+                                   : &msg_layout;
+}
+
+/* ---- encoder ------------------------------------------------------------ */
 
 int wire_gossip_msg_encode(uint8_t **out,
                            size_t *out_len,
@@ -122,7 +214,8 @@ int wire_gossip_msg_encode(uint8_t **out,
                            const struct wire_key *key)
 {
     if (m->type < WIRE_GOSSIP_SYN || m->type > WIRE_GOSSIP_ACK2 ||
-        !name_ok(m->cluster) || !name_ok(m->from))
+        !name_ok(m->cluster) || !name_ok(m->from) ||
+        (m->boot != 0 && m->seq == 0))
         return RK_EBADREQ;
     if (m->n_digests > WIRE_GOSSIP_MAX_DIGESTS ||
         m->n_deltas > WIRE_GOSSIP_MAX_DELTAS)
@@ -136,31 +229,17 @@ int wire_gossip_msg_encode(uint8_t **out,
             return rc == RK_EPROTO ? RK_EBADREQ : rc;
     }
 
-    msgpack_sbuffer sb;
-    msgpack_packer pk;
-    int rc = -ENOMEM;
-    msgpack_sbuffer_init(&sb);
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
-    static const char header[WIRE_GOSSIP_HEADER] = {'R', 'K', 'G',
-                                                    WIRE_GOSSIP_VERSION};
-    if (msgpack_sbuffer_write(&sb, header, sizeof(header)) != 0 ||
-        pack_msg(&pk, m) != 0)
-        goto free_buffer;
-    if (sb.size + WIRE_MAC_BYTES > WIRE_GOSSIP_MAX_PACKET) {
-        rc = RK_ETOOLARGE;
-        goto free_buffer;
-    }
-    uint8_t mac[WIRE_MAC_BYTES];
-    wire_mac_compute(mac, key, (const uint8_t *)sb.data, sb.size);
-    if (msgpack_sbuffer_write(&sb, (const char *)mac, sizeof(mac)) != 0)
-        goto free_buffer;
-    *out_len = sb.size;
-    *out = (uint8_t *)msgpack_sbuffer_release(&sb);
-    return 0;
-
-free_buffer:
-    msgpack_sbuffer_destroy(&sb);
-    return rc;
+    uint8_t *buf = NULL;
+    size_t len = 0, cap = 0;
+    struct wire__wr w;
+    wire__seal_begin(&w, &buf, &len, &cap, WIRE_GOSSIP_MAGIC,
+                     WIRE_GOSSIP_VERSION);
+    wire__encode(&w,
+                 m->boot      ? &fresh_msg_layout
+                 : m->wall_ms ? &clock_msg_layout
+                              : &msg_layout,
+                 m);
+    return wire__seal(out, out_len, &w, key, WIRE_GOSSIP_MAX_PACKET);
 }
 
 /* ---- decoder ------------------------------------------------------------ */
@@ -169,109 +248,8 @@ void wire_gossip_msg_release(struct wire_gossip_msg *m)
 {
     if (m == NULL || !m->owned_)
         return;
-    free(m->digests);
-    free(m->deltas);
-    free(m->state_pool_);
+    wire__free(&msg_layout, m);
     memset(m, 0, sizeof(*m));
-}
-
-static int decode_digest(struct wire_gossip_digest *out,
-                         const msgpack_object *o)
-{
-    const msgpack_object *f;
-    size_t n;
-    if (wire_obj_array(&f, &n, o, 3, 0) ||
-        wire_obj_str(&out->node, &f[0], WIRE_GOSSIP_MAX_NAME) ||
-        !name_ok(out->node) || wire_obj_u64(&out->generation, &f[1]) ||
-        wire_obj_u64(&out->version, &f[2]))
-        return RK_EPROTO;
-    return 0;
-}
-
-static int decode_state(struct wire_gossip_state *out, const msgpack_object *o)
-{
-    const msgpack_object *f;
-    size_t n;
-    uint64_t key;
-    if (wire_obj_array(&f, &n, o, 3, 0) || wire_obj_u64(&key, &f[0]) ||
-        key > WIRE_GOSSIP_MAX_KEY || wire_obj_u64(&out->version, &f[1]) ||
-        wire_obj_bin(&out->value, &f[2], WIRE_GOSSIP_MAX_VALUE))
-        return RK_EPROTO;
-    out->key = (uint32_t)key;
-    return 0;
-}
-
-/* Decodes delta fields; states go to pool[*used...]. */
-static int decode_delta(struct wire_gossip_delta *out,
-                        struct wire_gossip_state *pool,
-                        size_t pool_cap,
-                        size_t *used,
-                        const msgpack_object *o)
-{
-    const msgpack_object *f, *st;
-    size_t n, n_st;
-    if (wire_obj_array(&f, &n, o, 5, 0) ||
-        wire_obj_str(&out->node, &f[0], WIRE_GOSSIP_MAX_NAME) ||
-        wire_obj_u64(&out->generation, &f[1]) ||
-        wire_obj_u64(&out->base, &f[2]) || wire_obj_u64(&out->top, &f[3]) ||
-        wire_obj_array(&st, &n_st, &f[4], 0, WIRE_GOSSIP_MAX_STATES) ||
-        n_st > pool_cap - *used)
-        return RK_EPROTO;
-    out->states = n_st > 0 ? pool + *used : NULL;
-    out->n_states = n_st;
-    for (size_t i = 0; i < n_st; i++)
-        if (decode_state(&out->states[i], &st[i]) != 0)
-            return RK_EPROTO;
-    *used += n_st;
-    return delta_check(out) == 0 ? 0 : RK_EPROTO;
-}
-
-static int decode_body(struct wire_gossip_msg *out, const msgpack_object *root)
-{
-    const msgpack_object *f, *dg, *dl;
-    size_t n, n_dg, n_dl;
-    uint64_t type;
-    if (wire_obj_array(&f, &n, root, 5, 0) ||
-        wire_obj_str(&out->cluster, &f[0], WIRE_GOSSIP_MAX_NAME) ||
-        !name_ok(out->cluster) || wire_obj_u64(&type, &f[1]) ||
-        type < WIRE_GOSSIP_SYN || type > WIRE_GOSSIP_ACK2 ||
-        wire_obj_str(&out->from, &f[2], WIRE_GOSSIP_MAX_NAME) ||
-        !name_ok(out->from) ||
-        wire_obj_array(&dg, &n_dg, &f[3], 0, WIRE_GOSSIP_MAX_DIGESTS) ||
-        wire_obj_array(&dl, &n_dl, &f[4], 0, WIRE_GOSSIP_MAX_DELTAS))
-        return RK_EPROTO;
-    out->type = (enum wire_gossip_type)type;
-
-    /* Count states first so one allocation holds them all. */
-    size_t n_states = 0;
-    for (size_t i = 0; i < n_dl; i++) {
-        if (dl[i].type != MSGPACK_OBJECT_ARRAY || dl[i].via.array.size != 5 ||
-            dl[i].via.array.ptr[4].type != MSGPACK_OBJECT_ARRAY)
-            return RK_EPROTO;
-        n_states += dl[i].via.array.ptr[4].via.array.size;
-    }
-    out->owned_ = 1;
-    if (n_dg > 0 &&
-        (out->digests = calloc(n_dg, sizeof(*out->digests))) == NULL)
-        return -ENOMEM;
-    if (n_dl > 0 && (out->deltas = calloc(n_dl, sizeof(*out->deltas))) == NULL)
-        return -ENOMEM;
-    if (n_states > 0 && (out->state_pool_ = calloc(
-                             n_states, sizeof(*out->state_pool_))) == NULL)
-        return -ENOMEM;
-    for (size_t i = 0; i < n_dg; i++) {
-        if (decode_digest(&out->digests[i], &dg[i]) != 0)
-            return RK_EPROTO;
-        out->n_digests++;
-    }
-    size_t used = 0;
-    struct wire_gossip_state *pool = out->state_pool_;
-    for (size_t i = 0; i < n_dl; i++) {
-        if (decode_delta(&out->deltas[i], pool, n_states, &used, &dl[i]) != 0)
-            return RK_EPROTO;
-        out->n_deltas++;
-    }
-    return 0;
 }
 
 int wire_gossip_msg_decode(struct wire_gossip_msg *out,
@@ -280,23 +258,20 @@ int wire_gossip_msg_decode(struct wire_gossip_msg *out,
                            size_t len)
 {
     memset(out, 0, sizeof(*out));
-    if (pkt == NULL || len < WIRE_GOSSIP_HEADER + 1 + WIRE_MAC_BYTES ||
-        len > WIRE_GOSSIP_MAX_PACKET || memcmp(pkt, WIRE_GOSSIP_MAGIC, 3) != 0)
-        return RK_EPROTO;
-    size_t signed_len = len - WIRE_MAC_BYTES;
-    if (wire_mac_verify(pkt + signed_len, key, pkt, signed_len) != 0)
-        return RK_EAUTH;
-    if (pkt[3] != WIRE_GOSSIP_VERSION)
-        return RK_EVERSION;
-
-    msgpack_unpacked up;
-    msgpack_unpacked_init(&up);
-    int rc = wire_unpack(&up, pkt + WIRE_GOSSIP_HEADER,
-                         signed_len - WIRE_GOSSIP_HEADER);
-    if (rc == 0)
-        rc = decode_body(out, &up.data);
-    msgpack_unpacked_destroy(&up);
+    struct rk_slice body;
+    int rc = wire__unseal(&body, pkt, len, WIRE_GOSSIP_MAGIC,
+                          WIRE_GOSSIP_VERSION, key, WIRE_GOSSIP_MAX_PACKET);
     if (rc != 0)
+        return rc;
+    struct wire__rd r;
+    wire__rd_init(&r, body.p, body.len);
+    out->owned_ = 1;
+    rc = wire__decode(&r, body_layout(&r), out, 0);
+    if (rc == 0 && r.p != r.end)
+        rc = RK_EPROTO; /* bytes after the message */
+    if (rc != 0) {
         wire_gossip_msg_release(out);
-    return rc;
+        return rc == WIRE__RD_NOMEM ? -ENOMEM : RK_EPROTO;
+    }
+    return 0;
 }

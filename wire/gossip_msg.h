@@ -4,6 +4,10 @@
  * One UDP datagram is one message:
  *
  *   "RKG" 0x01 | msgpack [cluster, type, from, [digest...], [delta...]] | MAC
+ *   "RKG" 0x01 | msgpack [cluster, type, from, [digest...], [delta...],
+ *                         wall_ms] | MAC
+ *   "RKG" 0x01 | msgpack [cluster, type, from, [digest...], [delta...],
+ *                         wall_ms, boot, seq] | MAC
  *
  *   digest = [node, generation, version]
  *   delta  = [node, generation, base, top, [[key, version, value(bin)]...]]
@@ -17,6 +21,11 @@
  * digests of what the sender holds) and deltas; ACK2 carries deltas. The
  * gossip state machine (gossip/) gives the fields their meaning; this file
  * only moves them to and from bytes, with every length checked.
+ *
+ * wall_ms, when there (non-zero), is the sender's wall clock (Unix ms) as
+ * it built the packet: the receiver estimates its offset from the sender's
+ * (gossip_clock_view). The five-element form is the one nodes that predate
+ * it read, and is still read.
  */
 #ifndef RK_WIRE_GOSSIP_MSG_H
 #define RK_WIRE_GOSSIP_MSG_H
@@ -68,8 +77,9 @@ struct wire_gossip_delta {
 };
 
 /* A message. For encoding, the caller fills it with borrowed data. A decoded
- * message owns its three arrays (free with wire_gossip_msg_release) and its
- * slices borrow from the packet bytes given to the decoder. */
+ * message owns its arrays: digests, deltas and each delta's states (free
+ * them with wire_gossip_msg_release); its slices borrow from the packet
+ * bytes given to the decoder. */
 struct wire_gossip_msg {
     enum wire_gossip_type type;
     struct rk_slice cluster;
@@ -78,13 +88,16 @@ struct wire_gossip_msg {
     size_t n_digests;
     struct wire_gossip_delta *deltas;
     size_t n_deltas;
-    struct wire_gossip_state *state_pool_; /* decoder-owned, all states */
-    int owned_;                            /* set by the decoder */
+    uint64_t wall_ms; /* the sender's wall clock; 0: not sent */
+    uint64_t boot;    /* the sender's generation; 0: no boot and seq */
+    uint64_t seq;     /* its packet counter (>= 1 when boot is there) */
+    int owned_;       /* set by the decoder */
 };
 
 /* Encode and authenticate m. On success *out is a malloc()ed packet of
  * *out_len bytes, owned by the caller (free()). Returns 0, RK_EBADREQ (bad
- * type, name, or version order), RK_ETOOLARGE (a limit above), -ENOMEM. */
+ * type, name, or version order; boot without seq), RK_ETOOLARGE (a limit
+ * above), -ENOMEM. */
 int wire_gossip_msg_encode(uint8_t **out,
                            size_t *out_len,
                            const struct wire_gossip_msg *m,
@@ -109,11 +122,15 @@ void wire_gossip_msg_release(struct wire_gossip_msg *m);
 /* Exact encoded sizes, so a sender can split under a packet budget:
  * the fixed part of a packet (header, cluster, type, from, MAC) given the
  * number of digests and deltas it will hold; one digest; one delta without
- * its states and with n_states states; one state. */
+ * its states and with n_states states; one state; what wall_ms adds
+ * (0 when it is 0, at most 9); what boot and seq add to a packet with
+ * a stamp (wire_gossip_size_clock(UINT64_MAX) counted: at most 18). */
 size_t wire_gossip_size_base(size_t cluster_len,
                              size_t from_len,
                              size_t n_digests,
                              size_t n_deltas);
+size_t wire_gossip_size_clock(uint64_t wall_ms);
+size_t wire_gossip_size_fresh(uint64_t boot, uint64_t seq);
 size_t wire_gossip_size_digest(const struct wire_gossip_digest *d);
 size_t wire_gossip_size_delta_head(const struct wire_gossip_delta *d,
                                    size_t n_states);

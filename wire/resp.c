@@ -58,6 +58,7 @@ struct resp_parser {
     size_t offs_cap;
     struct rk_slice *argv;
     size_t argv_cap;
+    bool borrowed;   /* buf is the caller's (resp_parser_next_in) */
     const char *err; /* NULL while healthy */
     char errbuf[64];
 };
@@ -83,10 +84,35 @@ void resp_parser_free(resp_parser *p)
 {
     if (p == NULL)
         return;
-    free(p->buf);
+    if (!p->borrowed)
+        free(p->buf);
     free(p->offs);
     free(p->argv);
     free(p);
+}
+
+/* The first s bytes are gone from the buffer: count from there. */
+static void resp__rebase(resp_parser *p, size_t s)
+{
+    p->len -= s;
+    p->pos -= s;
+    p->inline_scan = p->inline_scan > s ? p->inline_scan - s : 0;
+    for (size_t i = 0; i < p->argc; i++)
+        p->offs[i].off -= s;
+    p->start = 0;
+}
+
+/* Between requests, drop argument arrays grown by a very wide one. */
+static void resp__trim_args(resp_parser *p)
+{
+    if (p->nargs < 0 && p->offs_cap > RESP__ARGS_KEEP) {
+        free(p->offs);
+        free(p->argv);
+        p->offs = NULL;
+        p->argv = NULL;
+        p->offs_cap = 0;
+        p->argv_cap = 0;
+    }
 }
 
 /* Move the unparsed tail [start, len) to the front of the buffer. */
@@ -96,12 +122,7 @@ static void resp__compact(resp_parser *p)
     if (s == 0)
         return;
     memmove(p->buf, p->buf + s, p->len - s);
-    p->len -= s;
-    p->pos -= s;
-    p->inline_scan = p->inline_scan > s ? p->inline_scan - s : 0;
-    for (size_t i = 0; i < p->argc; i++)
-        p->offs[i].off -= s;
-    p->start = 0;
+    resp__rebase(p, s);
 }
 
 /* Ensure cap >= need, growing geometrically; shrink an oversized buffer
@@ -137,15 +158,7 @@ int resp_parser_reserve(uint8_t **out,
                         size_t want)
 {
     resp__compact(p);
-    /* Between requests, drop argument arrays grown by a very wide one. */
-    if (p->nargs < 0 && p->offs_cap > RESP__ARGS_KEEP) {
-        free(p->offs);
-        free(p->argv);
-        p->offs = NULL;
-        p->argv = NULL;
-        p->offs_cap = 0;
-        p->argv_cap = 0;
-    }
+    resp__trim_args(p);
     size_t need = p->len + want;
     if (need < p->len)
         return -ENOMEM;
@@ -186,6 +199,43 @@ int resp_parser_feed(resp_parser *p, const void *data, size_t len)
         memcpy(dst, data, len);
     resp_parser_commit(p, len);
     return 0;
+}
+
+void resp_parser_set_limits(resp_parser *p, const struct resp_limits *limits)
+{
+    p->lim = *limits;
+}
+
+int resp_parser_next_in(struct resp_cmd *out,
+                        resp_parser *p,
+                        uint8_t *buf,
+                        size_t *len)
+{
+    if (!p->borrowed) {
+        free(p->buf);
+        p->borrowed = true;
+    }
+    p->buf = buf;
+    p->len = *len;
+    p->cap = *len;
+    int rc = resp_parser_next(out, p);
+    *len = p->len;
+    return rc;
+}
+
+size_t resp_parser_take_consumed(resp_parser *p)
+{
+    size_t s = p->start;
+    resp__rebase(p, s);
+    resp__trim_args(p);
+    return s;
+}
+
+size_t resp_parser_need(const resp_parser *p)
+{
+    if (p->nargs < 0 || p->bulk < 0 || p->skip > 0)
+        return 0;
+    return p->pos + (size_t)p->bulk + 2 - p->start;
 }
 
 size_t resp_parser_pending(const resp_parser *p)
@@ -771,11 +821,25 @@ static const struct resp__cmddef {
     {"unlink", RESP_OP_DEL, 2, 0, 0},
     {"ttl", RESP_OP_TTL, 2, 2, 0},
     {"pttl", RESP_OP_TTL, 2, 2, 'm'},
+    /* the operator's commands, as the native protocol's ops of the same
+     * names (docs/resp.md); the admin role runs them */
+    {"decommission", RESP_OP_ADMIN, 1, 1, 0},
+    {"removenode", RESP_OP_ADMIN, 2, 2, 0},
+    {"cleanup", RESP_OP_ADMIN, 1, 1, 0},
+    {"repair", RESP_OP_ADMIN, 1, 2, 0},
+    {"abort", RESP_OP_ADMIN, 1, 1, 0},
+    {"join", RESP_OP_ADMIN, 1, 1, 0},
+    {"snapshot", RESP_OP_ADMIN, 1, 2, 0},
+    {"scan", RESP_OP_SCAN, 2, 0, 0},
+    {"dbsize", RESP_OP_DBSIZE, 1, 1, 0},
 };
 
 /* Commands ringkv will not have, and why, after "unknown command". */
 #define RESP__NO_TX  "no transactions"
 #define RESP__NO_RMW "no atomic read-modify-write under last-write-wins"
+#define RESP__NO_KEYS                                                       \
+    "a whole-keyspace command would read every node at once: iterate with " \
+    "SCAN"
 static const struct {
     const char *name;
     const char *why;
@@ -785,6 +849,7 @@ static const struct {
     {"incr", RESP__NO_RMW},   {"incrby", RESP__NO_RMW},
     {"decr", RESP__NO_RMW},   {"decrby", RESP__NO_RMW},
     {"append", RESP__NO_RMW}, {"getset", RESP__NO_RMW},
+    {"keys", RESP__NO_KEYS},
 };
 
 #define RESP__NCMDS (sizeof(resp__cmds) / sizeof(resp__cmds[0]))
@@ -955,6 +1020,60 @@ static int resp__parse_set_form(struct resp_request *out,
     if (rc != RESP_REQ_EXEC)
         return rc;
     return resp__check_value(reply, &out->value);
+}
+
+/* An unsigned 64-bit decimal, digits only (SCAN's cursor): 0 or -1. */
+static int resp__strict_u64(uint64_t *out, const struct rk_slice *s)
+{
+    if (s->len == 0 || s->len > 20)
+        return -1;
+    uint64_t v = 0;
+    for (size_t i = 0; i < s->len; i++) {
+        uint8_t c = s->p[i];
+        if (c < '0' || c > '9')
+            return -1;
+        uint64_t d = (uint64_t)(c - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+/* SCAN cursor [MATCH pattern] [COUNT n] [TYPE string], Redis's checks
+ * and messages; TYPE names the only type ringkv has. */
+static int resp__parse_scan(struct resp_request *out,
+                            const struct resp_cmd *cmd,
+                            struct resp_out *reply)
+{
+    if (resp__strict_u64(&out->scan_cursor, &cmd->argv[1]) != 0)
+        return resp__answer_err(reply, "ERR", "invalid cursor");
+    out->scan_match = RK_SLICE(NULL, 0);
+    out->scan_count = 0;
+    for (size_t i = 2; i < cmd->argc; i += 2) {
+        if (i + 1 >= cmd->argc)
+            return resp__answer_err(reply, "ERR", "syntax error");
+        const struct rk_slice *v = &cmd->argv[i + 1];
+        int64_t n;
+        if (resp__is(&cmd->argv[i], "match")) {
+            out->scan_match = *v;
+        } else if (resp__is(&cmd->argv[i], "count")) {
+            if (resp__strict_i64(&n, v) != 0)
+                return resp__answer_err(
+                    reply, "ERR", "value is not an integer or out of range");
+            if (n < 1)
+                return resp__answer_err(reply, "ERR", "syntax error");
+            out->scan_count = (uint64_t)n;
+        } else if (resp__is(&cmd->argv[i], "type")) {
+            if (!resp__is(v, "string"))
+                return resp__answer_err(
+                    reply, "ERR", "unknown type name (ringkv holds strings)");
+        } else {
+            return resp__answer_err(reply, "ERR", "syntax error");
+        }
+    }
+    return RESP_REQ_EXEC;
 }
 
 static int resp__answer_command(const struct resp_cmd *cmd,
@@ -1151,8 +1270,13 @@ int resp_request_parse(struct resp_request *out,
         return RESP_REQ_EXEC;
     }
     case RESP_OP_INFO:
+    case RESP_OP_ADMIN:
         out->keys = cmd->argv + 1;
         out->nkeys = cmd->argc - 1;
+        return RESP_REQ_EXEC;
+    case RESP_OP_SCAN:
+        return resp__parse_scan(out, cmd, reply);
+    case RESP_OP_DBSIZE:
         return RESP_REQ_EXEC;
     case RESP_OP_AUTH:
         if (cmd->argc == 3)

@@ -89,6 +89,31 @@ int resp_parser_reserve(uint8_t **out,
  * the room returned by the last resp_parser_reserve(). */
 void resp_parser_commit(resp_parser *p, size_t n);
 
+/* Borrowed input, for a caller that owns the bytes (net/'s connection
+ * engine): buf[0..*len) holds the bytes received and not yet consumed --
+ * those of the last call, minus what resp_parser_take_consumed() said,
+ * plus what arrived since (buf may have moved). As resp_parser_next()
+ * otherwise, except that *len may come back lower: the bytes of a bulk
+ * over max_bulk are dropped (the rest moved down). A parser used so never
+ * owns a buffer: do not mix with feed/reserve. */
+int resp_parser_next_in(struct resp_cmd *out,
+                        resp_parser *p,
+                        uint8_t *buf,
+                        size_t *len);
+
+/* Borrowed input: the bytes of the requests taken out since the last call,
+ * which the caller drops from the front of its buffer (after it is done
+ * with their argv); the parser counts from there on. */
+size_t resp_parser_take_consumed(resp_parser *p);
+
+/* The bytes, from the first not consumed, that the request being read
+ * needs at least to complete the bulk it is in; 0 when not known. */
+size_t resp_parser_need(const resp_parser *p);
+
+/* New limits, from the request after the one being read (a connection
+ * that authenticated may send more). */
+void resp_parser_set_limits(resp_parser *p, const struct resp_limits *limits);
+
 /* Take the next complete request out of the buffer.
  * Returns 1 and fills *out; 0 if more bytes are needed; RK_EPROTO on a
  * protocol violation (then resp_parser_error() says what; the state is
@@ -194,7 +219,11 @@ enum resp_op {
     RESP_OP_CONFIG,
     RESP_OP_CLIENT,
     RESP_OP_CONSISTENCY,
-    RESP_OP_TTL, /* TTL and PTTL */
+    RESP_OP_TTL,   /* TTL and PTTL */
+    RESP_OP_ADMIN, /* DECOMMISSION, REMOVENODE, CLEANUP, REPAIR, ABORT,
+                      JOIN, SNAPSHOT: `name` says which, keys its args */
+    RESP_OP_SCAN,
+    RESP_OP_DBSIZE,
     RESP_OP_COUNT_
 };
 
@@ -244,14 +273,21 @@ struct resp_request {
     struct resp_set_opts set;
     const struct rk_slice *keys; /* DEL, EXISTS, MGET: nkeys keys; MSET:
                                     nkeys (key, value) pairs, keys[2i] and
-                                    keys[2i+1]; INFO: nkeys section names */
+                                    keys[2i+1]; INFO: nkeys section names;
+                                    ADMIN: its arguments */
     size_t nkeys;
     struct rk_slice user;     /* AUTH with two arguments; else len 0 */
     struct rk_slice password; /* AUTH */
     bool has_level;           /* CONSISTENCY <level>; without: query */
     enum resp_level level;
-    bool close;       /* QUIT: close after the reply is flushed */
-    bool pttl;        /* TTL: answer in milliseconds (PTTL) */
+    bool close; /* QUIT: close after the reply is flushed */
+    bool pttl;  /* TTL: answer in milliseconds (PTTL) */
+    /* SCAN cursor [MATCH pattern] [COUNT n]: the cursor (an unsigned
+     * 64-bit decimal), the last MATCH (len 0: none), the last COUNT (0:
+     * none given; else >= 1) */
+    uint64_t scan_cursor;
+    struct rk_slice scan_match;
+    uint64_t scan_count;
     const char *name; /* the command as named in the table, lower case
                          ("setex"), for messages; static */
 };
@@ -267,8 +303,11 @@ struct resp_request {
  * (-ERR unknown command '<name>'), arity and syntax errors, keys over
  * RK_MAX_KEY (-TOO_LARGE) or empty (-BAD_REQUEST), and the commands that need
  * no data: PING, ECHO, SELECT, QUIT (+OK, out->close set), COMMAND, CONFIG
- * GET and CLIENT. GET, SET, DEL, EXISTS, MGET, MSET, INFO, AUTH and
- * CONSISTENCY are left to the caller.
+ * GET and CLIENT. GET, SET, DEL, EXISTS, MGET, MSET, INFO, AUTH,
+ * CONSISTENCY, the admin commands (RESP_OP_ADMIN), SCAN and DBSIZE are
+ * left to the caller. SCAN's cursor must be a decimal of at most 2^64 - 1
+ * (else -ERR invalid cursor), COUNT a positive integer (else -ERR syntax
+ * error or not an integer).
  * Returns RESP_REQ_EXEC, RESP_REQ_ANSWERED, or -ENOMEM (reply unchanged). */
 int resp_request_parse(struct resp_request *out,
                        const struct resp_cmd *cmd,

@@ -1,7 +1,10 @@
 /*
- * rpc_msg.c - internode RPC messages: msgpack-c packer out, wire/'s
- * bounds-checked reader (wire_internal.h) in, libsodium for the handshake
- * MAC.
+ * rpc_msg.c - internode RPC messages: each message's fields in one table
+ * (wire_internal.h), written and read by wire/'s one encoder and one
+ * decoder (codec.c) through its msgpack writer and bounds-checked reader;
+ * libsodium for the handshake MAC. The replica write and read and their
+ * answers, sent for every client request, write their tables as field
+ * lists (X-macros, codec_steps.h) that also expand into unrolled code.
  *
  * Wire layout (each a msgpack array; names are str, keys/values/nonces bin):
  *   HANDSHAKE  [1, version, role, cluster, from, to, nonce, peer_nonce, time,
@@ -13,14 +16,20 @@
  *              [5, status, hlc, true, false, ts, flags, expiry, value]
  *              [5, status, hlc, true, true, ts, flags, expiry, value_hash]
  *   STREAM     [6, epoch, start, end, pos, started, done, last, max_bytes]
- *   STREAM_CHUNK
- *              [7, status, hlc, start, end, pos, started, done, last,
+ *   STREAM_CHUNK, STREAM_PUSH
+ *              [7 or 8, status, hlc, start, end, pos, started, done, last,
  *               count, items, checksum]
  *              items: a bin holding `count` item arrays back to back,
  *              each [key, ts, flags, expiry, value]; checksum: XXH3-64 of
  *              the bin's bytes
+ *   MERKLE     [9, epoch, start, end, depth]
+ *   MERKLE_RESP [10, status, hlc, depth, keys, leaves]
+ *   SCAN       [11, epoch, start, end, limit]
+ *   SCAN_RESP  [12, status, hlc, done, next, count, items]
+ *              items as a chunk's, every value empty
  * A decoder accepts extra trailing array elements (skipped, for later
- * fields) but no bytes after the array.
+ * fields) but no bytes after the array. A str or bin over its limit is
+ * RK_ETOOLARGE even when its bytes are missing (docs/internode.md).
  */
 #include "wire/rpc_msg.h"
 
@@ -28,10 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <msgpack.h>
 #include <sodium.h>
 
-#include "wire/wire_internal.h"
+#include "wire/codec_steps.h"
 
 /* ---- output buffer ------------------------------------------------------ */
 
@@ -49,173 +57,75 @@ void rpc_buf_free(struct rpc_buf *buf)
     buf->len = buf->cap = 0;
 }
 
-static int rpc__buf_write(void *data, const char *p, size_t len)
+/* ---- one message in, one message out ------------------------------------ */
+
+/* Appends msg laid out by l, with the unrolled encoder when there is one
+ * (encode NULL: the walker); on failure out is as it was. Inlined, so that
+ * a constant encode is a direct call. */
+WIRE__INLINE int encode_msg(struct rpc_buf *out,
+                            const struct wire__layout *l,
+                            void (*encode)(struct wire__wr *, const void *),
+                            const void *msg)
 {
-    struct rpc_buf *b = data;
-    if (len > b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap - b->len < len) {
-            if (cap > SIZE_MAX / 2)
-                return -1;
-            cap *= 2;
-        }
-        uint8_t *n = realloc(b->data, cap);
-        if (n == NULL)
-            return -1;
-        b->data = n;
-        b->cap = cap;
-    }
-    if (len != 0) /* p may be NULL for an empty value */
-        memcpy(b->data + b->len, p, len);
-    b->len += len;
-    return 0;
+    struct wire__wr w;
+    wire__wr_init(&w, &out->data, &out->len, &out->cap);
+    if (encode != NULL)
+        encode(&w, msg);
+    else
+        wire__encode(&w, l, msg);
+    return wire__wr_end(&w);
 }
 
-/* The packer reports failure per call; we OR them and map to -ENOMEM. */
-struct rpc__enc {
-    msgpack_packer pk;
-    struct rpc_buf *out;
-    size_t start;
-    int fail;
-};
-
-static void rpc__enc_init(struct rpc__enc *e, struct rpc_buf *out)
+/* Decodes the message of layout l that is all of buf into out (size
+ * bytes), with the unrolled decoder when there is one (decode NULL: the
+ * walker), and only on success writes out. */
+WIRE__INLINE int decode_msg(void *out,
+                            size_t size,
+                            const struct wire__layout *l,
+                            int (*decode)(struct wire__rd *, void *, int),
+                            struct rk_slice buf)
 {
-    msgpack_packer_init(&e->pk, out, rpc__buf_write);
-    e->out = out;
-    e->start = out->len;
-    e->fail = 0;
-}
-
-static int rpc__enc_end(struct rpc__enc *e)
-{
-    if (e->fail) {
-        e->out->len = e->start; /* drop the partial message */
-        return -ENOMEM;
-    }
-    return 0;
-}
-
-static void enc_array(struct rpc__enc *e, size_t n)
-{
-    e->fail |= msgpack_pack_array(&e->pk, n);
-}
-
-static void enc_u64(struct rpc__enc *e, uint64_t v)
-{
-    e->fail |= msgpack_pack_uint64(&e->pk, v);
-}
-
-static void enc_i64(struct rpc__enc *e, int64_t v)
-{
-    e->fail |= msgpack_pack_int64(&e->pk, v);
-}
-
-static void enc_bool(struct rpc__enc *e, bool v)
-{
-    e->fail |= v ? msgpack_pack_true(&e->pk) : msgpack_pack_false(&e->pk);
-}
-
-static void enc_bin(struct rpc__enc *e, const void *p, size_t len)
-{
-    e->fail |= msgpack_pack_bin(&e->pk, len);
-    e->fail |= msgpack_pack_bin_body(&e->pk, p, len);
-}
-
-static void enc_str(struct rpc__enc *e, struct rk_slice s)
-{
-    e->fail |= msgpack_pack_str(&e->pk, s.len);
-    e->fail |= msgpack_pack_str_body(&e->pk, s.p, s.len);
-}
-
-/* ---- reading (the shared reader of wire_internal.h) -------------------- */
-
-/* A str or bin (kind) of at most max bytes; a declared length over max is
- * RK_ETOOLARGE even if the bytes are missing. */
-static int
-rd_bytes(struct wire__rd *r, unsigned kind, size_t max, struct rk_slice *out)
-{
-    return wire__rd_raw(r, kind | WIRE__RD_LIMIT_FIRST, max, out);
-}
-
-/* A bin of exactly n bytes, copied into out. */
-static int rd_fixed(struct wire__rd *r, uint8_t *out, size_t n)
-{
-    struct rk_slice s;
-    int rc = wire__rd_raw(r, WIRE__RD_BIN, SIZE_MAX, &s);
-    if (rc == 0 && s.len != n)
-        rc = wire__rd_fail(r, WIRE__RD_BAD, "bytes of the wrong length");
-    if (rc == 0)
-        memcpy(out, s.p, n);
-    return rc;
-}
-
-/* Opens a message: an array of at least min elements whose first is type.
- * *extra receives the number of elements past min, skipped by rd_close. */
-static int rd_open(struct wire__rd *r,
-                   struct rk_slice buf,
-                   enum rpc_msg_type type,
-                   uint64_t min,
-                   uint64_t *extra)
-{
-    uint32_t n;
-    uint64_t t;
+    union {
+        struct rpc_handshake hs;
+        struct rpc_write w;
+        struct rpc_write_ack a;
+        struct rpc_read rd;
+        struct rpc_read_resp rr;
+        struct rpc_stream_req sq;
+        struct rpc_stream_chunk sc;
+        struct rpc_merkle_req mq;
+        struct rpc_merkle_resp mr;
+        struct rpc_scan scan;
+        struct rpc_scan_resp sr;
+    } m;
+    struct wire__rd r;
+    int rc;
     if (buf.p == NULL && buf.len != 0)
         return RK_EPROTO;
-    wire__rd_init(r, buf.p, buf.len);
-    int rc = wire__rd_container(r, false, &n, UINT32_MAX);
-    if (rc == 0 && n < min)
-        rc = RK_EPROTO;
-    if (rc == 0)
-        rc = wire__rd_uint(r, &t);
-    if (rc == 0 && t != (uint64_t)type)
-        rc = RK_EPROTO;
-    if (rc == 0)
-        *extra = n - min;
-    return rc;
+    memset(&m, 0, size);
+    wire__rd_init(&r, buf.p, buf.len);
+    if (decode != NULL)
+        rc = decode(&r, &m, 0);
+    else
+        rc = wire__decode(&r, l, &m, 0);
+    if (rc == 0 && r.p != r.end)
+        rc = RK_EPROTO; /* bytes after the message */
+    if (rc != 0)
+        return wire__rd_code(rc, RK_EPROTO);
+    memcpy(out, &m, size);
+    return 0;
 }
 
-static int rd_close(struct wire__rd *r, uint64_t extra)
-{
-    int rc = 0;
-    for (uint64_t i = 0; i < extra && rc == 0; i++)
-        rc = wire__rd_skip(r, 1);
-    if (rc == 0 && r->p != r->end)
-        rc = RK_EPROTO;
-    return rc;
-}
+/* Table shorthands: a str or bin of least..most bytes that is RK_ETOOLARGE
+ * past most even when cut short; a message (an array opening with its type
+ * tag); a group of fields read inline. */
+#define LIMITED(k, T, m, least, most)                                  \
+    WIRE__FIELD(k, T, m, .flags = WIRE__F_LIMIT_FIRST, .min = (least), \
+                .max = (most))
 
-/* A record's fields: ts, flags, expiry, value. */
-static void enc_record(struct rpc__enc *e, const struct rpc_record *rec)
-{
-    enc_u64(e, rec->ts);
-    enc_u64(e, rec->flags);
-    enc_u64(e, rec->expiry);
-    enc_bin(e, rec->value.p, rec->value.len);
-}
-
-static int rd_record(struct wire__rd *r, struct rpc_record *rec)
-{
-    int rc = wire__rd_uint(r, &rec->ts);
-    if (rc == 0)
-        rc = wire__rd_uint32(r, &rec->flags);
-    if (rc == 0)
-        rc = wire__rd_uint(r, &rec->expiry);
-    if (rc == 0)
-        rc = rd_bytes(r, WIRE__RD_BIN, RK_MAX_VALUE, &rec->value);
-    return rc;
-}
-
-/* The status (0 or a negative code) and HLC that open every answer. */
-static int rd_status_hlc(struct wire__rd *r, int32_t *status, uint64_t *hlc)
-{
-    int rc = wire__rd_int32(r, status);
-    if (rc == 0 && *status > 0)
-        rc = RK_EPROTO;
-    if (rc == 0)
-        rc = wire__rd_uint(r, hlc);
-    return rc;
-}
+#define MESSAGE(type_tag, T, a, ...) \
+    WIRE__LAYOUT(MESSAGE, T, a, .tag = (type_tag), __VA_ARGS__)
+#define GROUP_OF(T, a, ...) WIRE__LAYOUT(TUPLE, T, a, __VA_ARGS__)
 
 int rpc_msg_type_peek(enum rpc_msg_type *out, struct rk_slice buf)
 {
@@ -251,6 +161,19 @@ static int check_key(struct rk_slice key)
         return RK_ETOOLARGE;
     return 0;
 }
+
+/* A record inline: ts, flags, expiry, value. */
+#define RECORD_LIST(X)                                                    \
+    X(FIELD, UINT, struct rpc_record, ts)                                 \
+    X(FIELD, UINT32, struct rpc_record, flags)                            \
+    X(FIELD, UINT, struct rpc_record, expiry)                             \
+    X(FIELD, BIN, struct rpc_record, value, .flags = WIRE__F_LIMIT_FIRST, \
+      .max = RK_MAX_VALUE)
+
+WIRE__LIST_FIELDS(record, RECORD_LIST);
+static const struct wire__layout record_layout =
+    GROUP_OF(struct rpc_record, record_fields);
+WIRE__LIST_CODE(record, RECORD_LIST)
 
 /* ---- handshake ---------------------------------------------------------- */
 
@@ -347,65 +270,48 @@ int rpc_handshake_verify(const struct rpc_handshake *hs,
     return crypto_auth_verify(hs->mac, buf, n, key) == 0 ? 0 : RK_EAUTH;
 }
 
+static int hs_names_check(struct wire__rd *r, const void *base)
+{
+    if (check_names(base) != 0)
+        return wire__rd_fail(r, WIRE__RD_BAD, "a name empty or too long");
+    return 0;
+}
+
+/* [1, version, role, cluster, from, to, nonce, peer_nonce, time, mac] */
+static const struct wire__field hs_fields[] = {
+    WIRE__FIELD(UINT32,
+                struct rpc_handshake,
+                version,
+                .min = RPC_HS_VERSION,
+                .max = RPC_HS_VERSION,
+                .err = RK_EVERSION),
+    WIRE__FIELD(UINT32, struct rpc_handshake, role, .max = RPC_HS_PROOF),
+    LIMITED(STR, struct rpc_handshake, cluster, 0, RPC_NAME_MAX),
+    LIMITED(STR, struct rpc_handshake, from, 0, RPC_NAME_MAX),
+    LIMITED(STR, struct rpc_handshake, to, 0, RPC_NAME_MAX),
+    WIRE__FIELD(FIXED, struct rpc_handshake, nonce, .max = RPC_NONCE_BYTES),
+    WIRE__FIELD(
+        FIXED, struct rpc_handshake, peer_nonce, .max = RPC_NONCE_BYTES),
+    WIRE__FIELD(UINT, struct rpc_handshake, time_ms),
+    WIRE__FIELD(FIXED, struct rpc_handshake, mac, .max = RPC_MAC_BYTES),
+};
+
+static const struct wire__layout hs_layout = MESSAGE(RPC_MSG_HANDSHAKE,
+                                                     struct rpc_handshake,
+                                                     hs_fields,
+                                                     .check = hs_names_check);
+
 int rpc_handshake_encode(struct rpc_buf *out, const struct rpc_handshake *hs)
 {
-    struct rpc__enc e;
     int rc = check_names(hs);
     if (rc)
         return rc;
-    rpc__enc_init(&e, out);
-    enc_array(&e, 10);
-    enc_u64(&e, RPC_MSG_HANDSHAKE);
-    enc_u64(&e, hs->version);
-    enc_u64(&e, hs->role);
-    enc_str(&e, hs->cluster);
-    enc_str(&e, hs->from);
-    enc_str(&e, hs->to);
-    enc_bin(&e, hs->nonce, RPC_NONCE_BYTES);
-    enc_bin(&e, hs->peer_nonce, RPC_NONCE_BYTES);
-    enc_u64(&e, hs->time_ms);
-    enc_bin(&e, hs->mac, RPC_MAC_BYTES);
-    return rpc__enc_end(&e);
+    return encode_msg(out, &hs_layout, NULL, hs);
 }
 
 int rpc_handshake_decode(struct rpc_handshake *out, struct rk_slice buf)
 {
-    struct wire__rd r;
-    uint64_t extra;
-    struct rpc_handshake hs;
-    memset(&hs, 0, sizeof(hs));
-    int rc = rd_open(&r, buf, RPC_MSG_HANDSHAKE, 10, &extra);
-    if (rc == 0)
-        rc = wire__rd_uint32(&r, &hs.version);
-    if (rc == 0 && hs.version != RPC_HS_VERSION)
-        rc = RK_EVERSION;
-    if (rc == 0)
-        rc = wire__rd_uint32(&r, &hs.role);
-    if (rc == 0 && hs.role != RPC_HS_HELLO && hs.role != RPC_HS_ANSWER &&
-        hs.role != RPC_HS_PROOF)
-        rc = RK_EPROTO;
-    if (rc == 0)
-        rc = rd_bytes(&r, WIRE__RD_STR, RPC_NAME_MAX, &hs.cluster);
-    if (rc == 0)
-        rc = rd_bytes(&r, WIRE__RD_STR, RPC_NAME_MAX, &hs.from);
-    if (rc == 0)
-        rc = rd_bytes(&r, WIRE__RD_STR, RPC_NAME_MAX, &hs.to);
-    if (rc == 0 && check_names(&hs) != 0)
-        rc = RK_EPROTO;
-    if (rc == 0)
-        rc = rd_fixed(&r, hs.nonce, RPC_NONCE_BYTES);
-    if (rc == 0)
-        rc = rd_fixed(&r, hs.peer_nonce, RPC_NONCE_BYTES);
-    if (rc == 0)
-        rc = wire__rd_uint(&r, &hs.time_ms);
-    if (rc == 0)
-        rc = rd_fixed(&r, hs.mac, RPC_MAC_BYTES);
-    if (rc == 0)
-        rc = rd_close(&r, extra);
-    if (rc)
-        return wire__rd_code(rc, RK_EPROTO);
-    *out = hs;
-    return 0;
+    return decode_msg(out, sizeof(*out), &hs_layout, NULL, buf);
 }
 
 /* Decodes a handshake message from the peer for rpc_handshake_make:
@@ -433,6 +339,7 @@ int rpc_handshake_make(uint8_t *out,
     struct rpc_buf b = RPC_BUF_INIT;
     int rc;
     memset(&hs, 0, sizeof(hs));
+    memset(&got, 0, sizeof(got)); /* gcc -O3 cannot see decode_msg fill it */
     hs.version = RPC_HS_VERSION;
     hs.cluster = cluster;
     hs.from = self;
@@ -518,250 +425,197 @@ int rpc_handshake_check(struct rk_slice got,
 
 /* ---- replica write ------------------------------------------------------ */
 
+/* [2, token, epoch, key, ts, flags, expiry, value] */
+#define WRITE_LIST(X)                                                  \
+    X(FIELD, UINT, struct rpc_write, token)                            \
+    X(FIELD, UINT, struct rpc_write, epoch)                            \
+    X(FIELD, BIN, struct rpc_write, key, .flags = WIRE__F_LIMIT_FIRST, \
+      .min = 1, .max = RK_MAX_KEY)                                     \
+    X(GROUP, offsetof(struct rpc_write, rec), record)
+
+WIRE__LIST_FIELDS(write, WRITE_LIST);
+static const struct wire__layout write_layout =
+    MESSAGE(RPC_MSG_WRITE, struct rpc_write, write_fields);
+WIRE__LIST_CODE(write, WRITE_LIST)
+WIRE__MESSAGE_CODE(write)
+
 int rpc_write_encode(struct rpc_buf *out, const struct rpc_write *msg)
 {
-    struct rpc__enc e;
     int rc = check_key(msg->key);
     if (rc)
         return rc;
     if (msg->rec.value.len > RK_MAX_VALUE)
         return RK_ETOOLARGE;
-    rpc__enc_init(&e, out);
-    enc_array(&e, 8);
-    enc_u64(&e, RPC_MSG_WRITE);
-    enc_u64(&e, msg->token);
-    enc_u64(&e, msg->epoch);
-    enc_bin(&e, msg->key.p, msg->key.len);
-    enc_record(&e, &msg->rec);
-    return rpc__enc_end(&e);
-}
-
-/* The token, epoch and non-empty key that open a replica write or read. */
-static int rd_addr(struct wire__rd *r,
-                   uint64_t *token,
-                   uint64_t *epoch,
-                   struct rk_slice *key)
-{
-    int rc = wire__rd_uint(r, token);
-    if (rc == 0)
-        rc = wire__rd_uint(r, epoch);
-    if (rc == 0)
-        rc = rd_bytes(r, WIRE__RD_BIN, RK_MAX_KEY, key);
-    if (rc == 0 && key->len == 0)
-        rc = RK_EPROTO;
-    return rc;
+    return encode_msg(out, &write_layout, encode_write, msg);
 }
 
 int rpc_write_decode(struct rpc_write *out, struct rk_slice buf)
 {
-    struct wire__rd r;
-    uint64_t extra;
-    struct rpc_write m;
-    memset(&m, 0, sizeof(m));
-    int rc = rd_open(&r, buf, RPC_MSG_WRITE, 8, &extra);
-    if (rc == 0)
-        rc = rd_addr(&r, &m.token, &m.epoch, &m.key);
-    if (rc == 0)
-        rc = rd_record(&r, &m.rec);
-    if (rc == 0)
-        rc = rd_close(&r, extra);
-    if (rc)
-        return wire__rd_code(rc, RK_EPROTO);
-    *out = m;
-    return 0;
+    return decode_msg(out, sizeof(*out), &write_layout, decode_write, buf);
 }
+
+/* [3, status, hlc] */
+#define WRITE_ACK_LIST(X)                          \
+    X(FIELD, STATUS, struct rpc_write_ack, status) \
+    X(FIELD, UINT, struct rpc_write_ack, hlc)
+
+WIRE__LIST_FIELDS(write_ack, WRITE_ACK_LIST);
+static const struct wire__layout write_ack_layout =
+    MESSAGE(RPC_MSG_WRITE_ACK, struct rpc_write_ack, write_ack_fields);
+WIRE__LIST_CODE(write_ack, WRITE_ACK_LIST)
+WIRE__MESSAGE_CODE(write_ack)
 
 int rpc_write_ack_encode(struct rpc_buf *out, const struct rpc_write_ack *msg)
 {
-    struct rpc__enc e;
-    rpc__enc_init(&e, out);
-    enc_array(&e, 3);
-    enc_u64(&e, RPC_MSG_WRITE_ACK);
-    enc_i64(&e, msg->status);
-    enc_u64(&e, msg->hlc);
-    return rpc__enc_end(&e);
+    return encode_msg(out, &write_ack_layout, encode_write_ack, msg);
 }
 
 int rpc_write_ack_decode(struct rpc_write_ack *out, struct rk_slice buf)
 {
-    struct wire__rd r;
-    uint64_t extra;
-    struct rpc_write_ack m = {0, 0};
-    int rc = rd_open(&r, buf, RPC_MSG_WRITE_ACK, 3, &extra);
-    if (rc == 0)
-        rc = rd_status_hlc(&r, &m.status, &m.hlc);
-    if (rc == 0)
-        rc = rd_close(&r, extra);
-    if (rc)
-        return wire__rd_code(rc, RK_EPROTO);
-    *out = m;
-    return 0;
+    return decode_msg(out, sizeof(*out), &write_ack_layout, decode_write_ack,
+                      buf);
 }
 
 /* ---- replica read ------------------------------------------------------- */
 
+/* [4, token, epoch, key, digest?] */
+#define READ_LIST(X)                                                  \
+    X(FIELD, UINT, struct rpc_read, token)                            \
+    X(FIELD, UINT, struct rpc_read, epoch)                            \
+    X(FIELD, BIN, struct rpc_read, key, .flags = WIRE__F_LIMIT_FIRST, \
+      .min = 1, .max = RK_MAX_KEY)                                    \
+    X(FIELD, BOOL, struct rpc_read, digest)
+
+WIRE__LIST_FIELDS(read, READ_LIST);
+static const struct wire__layout read_layout =
+    MESSAGE(RPC_MSG_READ, struct rpc_read, read_fields);
+WIRE__LIST_CODE(read, READ_LIST)
+WIRE__MESSAGE_CODE(read)
+
 int rpc_read_encode(struct rpc_buf *out, const struct rpc_read *msg)
 {
-    struct rpc__enc e;
     int rc = check_key(msg->key);
     if (rc)
         return rc;
-    rpc__enc_init(&e, out);
-    enc_array(&e, 5);
-    enc_u64(&e, RPC_MSG_READ);
-    enc_u64(&e, msg->token);
-    enc_u64(&e, msg->epoch);
-    enc_bin(&e, msg->key.p, msg->key.len);
-    enc_bool(&e, msg->digest);
-    return rpc__enc_end(&e);
+    return encode_msg(out, &read_layout, encode_read, msg);
 }
 
 int rpc_read_decode(struct rpc_read *out, struct rk_slice buf)
 {
-    struct wire__rd r;
-    uint64_t extra;
-    struct rpc_read m;
-    memset(&m, 0, sizeof(m));
-    int rc = rd_open(&r, buf, RPC_MSG_READ, 5, &extra);
-    if (rc == 0)
-        rc = rd_addr(&r, &m.token, &m.epoch, &m.key);
-    if (rc == 0)
-        rc = wire__rd_bool(&r, &m.digest);
-    if (rc == 0)
-        rc = rd_close(&r, extra);
-    if (rc)
-        return wire__rd_code(rc, RK_EPROTO);
-    *out = m;
-    return 0;
+    return decode_msg(out, sizeof(*out), &read_layout, decode_read, buf);
 }
+
+/* A digest inline: ts, flags, expiry, value_hash. */
+#define DIGEST_LIST(X)                         \
+    X(FIELD, UINT, struct rpc_digest, ts)      \
+    X(FIELD, UINT32, struct rpc_digest, flags) \
+    X(FIELD, UINT, struct rpc_digest, expiry)  \
+    X(FIELD, UINT, struct rpc_digest, value_hash)
+
+WIRE__LIST_FIELDS(digest, DIGEST_LIST);
+static const struct wire__layout digest_layout =
+    GROUP_OF(struct rpc_digest, digest_fields);
+WIRE__LIST_CODE(digest, DIGEST_LIST)
+
+/* When found: is_digest, then the digest or the record. */
+#define FOUND_LIST(X)                                       \
+    X(FIELD, BOOL, struct rpc_read_resp, is_digest)         \
+    X(WHEN, offsetof(struct rpc_read_resp, dig),            \
+      offsetof(struct rpc_read_resp, is_digest), 1, digest) \
+    X(WHEN, offsetof(struct rpc_read_resp, rec),            \
+      offsetof(struct rpc_read_resp, is_digest), 0, record)
+
+WIRE__LIST_FIELDS(found, FOUND_LIST);
+static const struct wire__layout found_layout =
+    GROUP_OF(struct rpc_read_resp, found_fields);
+WIRE__LIST_CODE(found, FOUND_LIST)
+
+/* [5, status, hlc, found, (is_digest, ts, flags, expiry, value or hash)];
+ * the found group is at offset 0: it reads more of the same struct. */
+#define READ_RESP_LIST(X)                          \
+    X(FIELD, STATUS, struct rpc_read_resp, status) \
+    X(FIELD, UINT, struct rpc_read_resp, hlc)      \
+    X(FIELD, BOOL, struct rpc_read_resp, found)    \
+    X(WHEN, 0, offsetof(struct rpc_read_resp, found), 1, found)
+
+WIRE__LIST_FIELDS(read_resp, READ_RESP_LIST);
+static const struct wire__layout read_resp_layout =
+    MESSAGE(RPC_MSG_READ_RESP, struct rpc_read_resp, read_resp_fields);
+WIRE__LIST_CODE(read_resp, READ_RESP_LIST)
+WIRE__MESSAGE_CODE(read_resp)
 
 int rpc_read_resp_encode(struct rpc_buf *out, const struct rpc_read_resp *msg)
 {
-    struct rpc__enc e;
     if (msg->found && !msg->is_digest && msg->rec.value.len > RK_MAX_VALUE)
         return RK_ETOOLARGE;
-    rpc__enc_init(&e, out);
-    enc_array(&e, msg->found ? 9 : 4);
-    enc_u64(&e, RPC_MSG_READ_RESP);
-    enc_i64(&e, msg->status);
-    enc_u64(&e, msg->hlc);
-    enc_bool(&e, msg->found);
-    if (msg->found) {
-        enc_bool(&e, msg->is_digest);
-        if (msg->is_digest) {
-            enc_u64(&e, msg->dig.ts);
-            enc_u64(&e, msg->dig.flags);
-            enc_u64(&e, msg->dig.expiry);
-            enc_u64(&e, msg->dig.value_hash);
-        } else {
-            enc_record(&e, &msg->rec);
-        }
-    }
-    return rpc__enc_end(&e);
+    return encode_msg(out, &read_resp_layout, encode_read_resp, msg);
 }
 
 int rpc_read_resp_decode(struct rpc_read_resp *out, struct rk_slice buf)
 {
-    struct wire__rd r;
-    uint64_t extra;
-    struct rpc_read_resp m;
-    memset(&m, 0, sizeof(m));
-    int rc = rd_open(&r, buf, RPC_MSG_READ_RESP, 4, &extra);
-    if (rc == 0)
-        rc = rd_status_hlc(&r, &m.status, &m.hlc);
-    if (rc == 0)
-        rc = wire__rd_bool(&r, &m.found);
-    if (rc == 0 && m.found) {
-        if (extra < 5)
-            rc = RK_EPROTO;
-        else
-            extra -= 5;
-        if (rc == 0)
-            rc = wire__rd_bool(&r, &m.is_digest);
-        if (rc == 0 && m.is_digest) {
-            rc = wire__rd_uint(&r, &m.dig.ts);
-            if (rc == 0)
-                rc = wire__rd_uint32(&r, &m.dig.flags);
-            if (rc == 0)
-                rc = wire__rd_uint(&r, &m.dig.expiry);
-            if (rc == 0)
-                rc = wire__rd_uint(&r, &m.dig.value_hash);
-        } else if (rc == 0) {
-            rc = rd_record(&r, &m.rec);
-        }
-    }
-    if (rc == 0)
-        rc = rd_close(&r, extra);
-    if (rc)
-        return wire__rd_code(rc, RK_EPROTO);
-    *out = m;
-    return 0;
+    return decode_msg(out, sizeof(*out), &read_resp_layout, decode_read_resp,
+                      buf);
 }
 
 /* ---- range streaming ---------------------------------------------------- */
 
-static void enc_pos(struct rpc__enc *e, const struct rpc_stream_pos *p)
+static int pos_check(struct wire__rd *r, const void *base)
 {
-    enc_u64(e, p->start);
-    enc_u64(e, p->end);
-    enc_u64(e, p->pos);
-    enc_bool(e, p->started);
-    enc_bool(e, p->done);
-    enc_bin(e, p->last.p, p->last.len);
+    const struct rpc_stream_pos *p = base;
+    if (p->last.len && !p->started)
+        return wire__rd_fail(r, WIRE__RD_BAD, "a resume key before the start");
+    return 0;
 }
 
-static int rd_pos(struct wire__rd *r, struct rpc_stream_pos *p)
-{
-    int rc = wire__rd_uint(r, &p->start);
-    if (rc == 0)
-        rc = wire__rd_uint(r, &p->end);
-    if (rc == 0)
-        rc = wire__rd_uint(r, &p->pos);
-    if (rc == 0)
-        rc = wire__rd_bool(r, &p->started);
-    if (rc == 0)
-        rc = wire__rd_bool(r, &p->done);
-    if (rc == 0)
-        rc = rd_bytes(r, WIRE__RD_BIN, RPC_STREAM_LAST_MAX, &p->last);
-    if (rc == 0 && p->last.len && !p->started)
-        rc = wire__rd_fail(r, WIRE__RD_BAD, "a resume key before the start");
-    return rc;
-}
+/* A stream position inline: start, end, pos, started, done, last. */
+static const struct wire__field pos_fields[] = {
+    WIRE__FIELD(UINT, struct rpc_stream_pos, start),
+    WIRE__FIELD(UINT, struct rpc_stream_pos, end),
+    WIRE__FIELD(UINT, struct rpc_stream_pos, pos),
+    WIRE__FIELD(BOOL, struct rpc_stream_pos, started),
+    WIRE__FIELD(BOOL, struct rpc_stream_pos, done),
+    LIMITED(BIN, struct rpc_stream_pos, last, 0, RPC_STREAM_LAST_MAX),
+};
+
+static const struct wire__layout pos_group =
+    GROUP_OF(struct rpc_stream_pos, pos_fields, .check = pos_check);
+
+/* [6, epoch, start, end, pos, started, done, last, max_bytes] */
+static const struct wire__field stream_req_fields[] = {
+    WIRE__FIELD(UINT, struct rpc_stream_req, epoch),
+    WIRE__GROUP(struct rpc_stream_req, at, &pos_group),
+    WIRE__FIELD(UINT32, struct rpc_stream_req, max_bytes),
+};
+
+static const struct wire__layout stream_req_layout =
+    MESSAGE(RPC_MSG_STREAM, struct rpc_stream_req, stream_req_fields);
 
 int rpc_stream_req_encode(struct rpc_buf *out, const struct rpc_stream_req *msg)
 {
-    struct rpc__enc e;
     if (msg->at.last.len > RPC_STREAM_LAST_MAX)
         return RK_ETOOLARGE;
-    rpc__enc_init(&e, out);
-    enc_array(&e, 9);
-    enc_u64(&e, RPC_MSG_STREAM);
-    enc_u64(&e, msg->epoch);
-    enc_pos(&e, &msg->at);
-    enc_u64(&e, msg->max_bytes);
-    return rpc__enc_end(&e);
+    return encode_msg(out, &stream_req_layout, NULL, msg);
 }
 
 int rpc_stream_req_decode(struct rpc_stream_req *out, struct rk_slice buf)
 {
-    struct wire__rd r;
-    uint64_t extra;
-    struct rpc_stream_req m;
-    memset(&m, 0, sizeof(m));
-    int rc = rd_open(&r, buf, RPC_MSG_STREAM, 9, &extra);
-    if (rc == 0)
-        rc = wire__rd_uint(&r, &m.epoch);
-    if (rc == 0)
-        rc = rd_pos(&r, &m.at);
-    if (rc == 0)
-        rc = wire__rd_uint32(&r, &m.max_bytes);
-    if (rc == 0)
-        rc = rd_close(&r, extra);
-    if (rc)
-        return wire__rd_code(rc, RK_EPROTO);
-    *out = m;
-    return 0;
+    return decode_msg(out, sizeof(*out), &stream_req_layout, NULL, buf);
 }
+
+/* One item of a chunk's items. */
+struct rpc__item {
+    struct rk_slice key;
+    struct rpc_record rec;
+};
+
+/* [key, ts, flags, expiry, value] */
+static const struct wire__field item_fields[] = {
+    LIMITED(BIN, struct rpc__item, key, 1, RK_MAX_KEY),
+    WIRE__GROUP(struct rpc__item, rec, &record_layout),
+};
+
+static const struct wire__layout item_layout =
+    GROUP_OF(struct rpc__item, item_fields);
 
 int rpc_stream_item_add(struct rpc_buf *items,
                         struct rk_slice key,
@@ -771,54 +625,8 @@ int rpc_stream_item_add(struct rpc_buf *items,
         return RK_EBADREQ;
     if (key.len > RK_MAX_KEY || rec->value.len > RK_MAX_VALUE)
         return RK_ETOOLARGE;
-    struct rpc__enc e;
-    rpc__enc_init(&e, items);
-    enc_array(&e, 5);
-    enc_bin(&e, key.p, key.len);
-    enc_record(&e, rec);
-    return rpc__enc_end(&e);
-}
-
-static uint64_t items_hash(struct rk_slice items)
-{
-    return XXH3_64bits(items.len ? (const void *)items.p : "", items.len);
-}
-
-static int chunk_encode(struct rpc_buf *out,
-                        const struct rpc_stream_chunk *msg,
-                        enum rpc_msg_type type)
-{
-    struct rpc__enc e;
-    if (msg->next.last.len > RPC_STREAM_LAST_MAX)
-        return RK_ETOOLARGE;
-    rpc__enc_init(&e, out);
-    enc_array(&e, 12);
-    enc_u64(&e, type);
-    enc_i64(&e, msg->status);
-    enc_u64(&e, msg->hlc);
-    enc_pos(&e, &msg->next);
-    enc_u64(&e, msg->count);
-    enc_bin(&e, msg->items.p, msg->items.len);
-    enc_u64(&e, items_hash(msg->items));
-    return rpc__enc_end(&e);
-}
-
-/* One item [key, ts, flags, expiry, value] from r. */
-static int
-rd_item(struct wire__rd *r, struct rk_slice *key, struct rpc_record *rec)
-{
-    uint32_t n;
-    memset(rec, 0, sizeof(*rec));
-    int rc = wire__rd_container(r, false, &n, UINT32_MAX);
-    if (rc == 0 && n != 5)
-        rc = wire__rd_fail(r, WIRE__RD_BAD, "an item is not 5 elements");
-    if (rc == 0)
-        rc = rd_bytes(r, WIRE__RD_BIN, RK_MAX_KEY, key);
-    if (rc == 0 && key->len == 0)
-        rc = wire__rd_fail(r, WIRE__RD_BAD, "an empty key");
-    if (rc == 0)
-        rc = rd_record(r, rec);
-    return rc;
+    struct rpc__item item = {key, *rec};
+    return encode_msg(items, &item_layout, NULL, &item);
 }
 
 int rpc_stream_item_next(struct rk_slice *it,
@@ -830,8 +638,12 @@ int rpc_stream_item_next(struct rk_slice *it,
     if (it->p == NULL)
         return RK_EPROTO;
     struct wire__rd r;
+    struct rpc__item item;
+    memset(&item, 0, sizeof(item));
     wire__rd_init(&r, it->p, it->len);
-    int rc = rd_item(&r, key, rec);
+    int rc = wire__decode(&r, &item_layout, &item, 0);
+    *key = item.key;
+    *rec = item.rec;
     if (rc)
         return wire__rd_code(rc, RK_EPROTO);
     size_t used = (size_t)(r.p - it->p);
@@ -840,45 +652,70 @@ int rpc_stream_item_next(struct rk_slice *it,
     return 1;
 }
 
-static int chunk_decode(struct rpc_stream_chunk *out,
-                        struct rk_slice buf,
-                        enum rpc_msg_type type)
+static uint64_t items_hash(struct rk_slice items)
 {
-    struct wire__rd r;
-    uint64_t extra;
-    struct rpc_stream_chunk m;
-    memset(&m, 0, sizeof(m));
-    int rc = rd_open(&r, buf, type, 12, &extra);
-    if (rc == 0)
-        rc = rd_status_hlc(&r, &m.status, &m.hlc);
-    if (rc == 0)
-        rc = rd_pos(&r, &m.next);
-    if (rc == 0)
-        rc = wire__rd_uint32(&r, &m.count);
-    if (rc == 0 && m.count > RPC_STREAM_ITEMS_MAX)
-        rc = wire__rd_fail(&r, WIRE__RD_BAD, "too many items");
-    if (rc == 0)
-        rc = wire__rd_raw(&r, WIRE__RD_BIN, SIZE_MAX, &m.items);
-    if (rc == 0)
-        rc = wire__rd_uint(&r, &m.checksum);
-    if (rc == 0)
-        rc = rd_close(&r, extra);
-    if (rc)
-        return wire__rd_code(rc, RK_EPROTO);
-    if (m.checksum != items_hash(m.items))
-        return RK_EPROTO;
-    /* every item must decode, and there must be exactly count of them */
-    struct rk_slice it = m.items, key;
+    return XXH3_64bits(items.len ? (const void *)items.p : "", items.len);
+}
+
+/* [7 or 8, status, hlc, start, end, pos, started, done, last, count, items,
+ *  checksum] */
+static const struct wire__field chunk_fields[] = {
+    WIRE__FIELD(STATUS, struct rpc_stream_chunk, status),
+    WIRE__FIELD(UINT, struct rpc_stream_chunk, hlc),
+    WIRE__GROUP(struct rpc_stream_chunk, next, &pos_group),
+    WIRE__FIELD(
+        UINT32, struct rpc_stream_chunk, count, .max = RPC_STREAM_ITEMS_MAX),
+    WIRE__FIELD(BIN, struct rpc_stream_chunk, items),
+    WIRE__FIELD(UINT, struct rpc_stream_chunk, checksum),
+};
+
+static const struct wire__layout chunk_layout =
+    MESSAGE(RPC_MSG_STREAM_CHUNK, struct rpc_stream_chunk, chunk_fields);
+static const struct wire__layout push_layout =
+    MESSAGE(RPC_MSG_STREAM_PUSH, struct rpc_stream_chunk, chunk_fields);
+
+/* Every item of items must decode, and there must be exactly count of
+ * them: 0, RK_EPROTO or RK_ETOOLARGE. */
+static int items_check(struct rk_slice items, uint32_t count)
+{
+    struct rk_slice it = items, key;
     struct rpc_record rec;
     uint32_t seen = 0;
+    int rc;
     for (;;) {
         rc = rpc_stream_item_next(&it, &key, &rec);
         if (rc <= 0)
             break;
         seen++;
     }
-    if (rc < 0 || seen != m.count)
+    if (rc < 0 || seen != count)
         return rc < 0 && rc != RK_EPROTO ? rc : RK_EPROTO;
+    return 0;
+}
+
+static int chunk_encode(struct rpc_buf *out,
+                        const struct rpc_stream_chunk *msg,
+                        const struct wire__layout *l)
+{
+    if (msg->next.last.len > RPC_STREAM_LAST_MAX)
+        return RK_ETOOLARGE;
+    struct rpc_stream_chunk m = *msg;
+    m.checksum = items_hash(msg->items);
+    return encode_msg(out, l, NULL, &m);
+}
+
+static int chunk_decode(struct rpc_stream_chunk *out,
+                        struct rk_slice buf,
+                        const struct wire__layout *l)
+{
+    struct rpc_stream_chunk m;
+    int rc = decode_msg(&m, sizeof(m), l, NULL, buf);
+    if (rc)
+        return rc;
+    if (m.checksum != items_hash(m.items))
+        return RK_EPROTO;
+    if ((rc = items_check(m.items, m.count)))
+        return rc;
     *out = m;
     return 0;
 }
@@ -886,66 +723,49 @@ static int chunk_decode(struct rpc_stream_chunk *out,
 int rpc_stream_chunk_encode(struct rpc_buf *out,
                             const struct rpc_stream_chunk *msg)
 {
-    return chunk_encode(out, msg, RPC_MSG_STREAM_CHUNK);
+    return chunk_encode(out, msg, &chunk_layout);
 }
 
 int rpc_stream_chunk_decode(struct rpc_stream_chunk *out, struct rk_slice buf)
 {
-    return chunk_decode(out, buf, RPC_MSG_STREAM_CHUNK);
+    return chunk_decode(out, buf, &chunk_layout);
 }
 
 int rpc_stream_push_encode(struct rpc_buf *out,
                            const struct rpc_stream_chunk *msg)
 {
-    return chunk_encode(out, msg, RPC_MSG_STREAM_PUSH);
+    return chunk_encode(out, msg, &push_layout);
 }
 
 int rpc_stream_push_decode(struct rpc_stream_chunk *out, struct rk_slice buf)
 {
-    return chunk_decode(out, buf, RPC_MSG_STREAM_PUSH);
+    return chunk_decode(out, buf, &push_layout);
 }
 
-/* ---- Merkle leaves --------------------------------------------------------
- */
+/* ---- Merkle leaves ------------------------------------------------------ */
+
+/* [9, epoch, start, end, depth] */
+static const struct wire__field merkle_req_fields[] = {
+    WIRE__FIELD(UINT, struct rpc_merkle_req, epoch),
+    WIRE__FIELD(UINT, struct rpc_merkle_req, start),
+    WIRE__FIELD(UINT, struct rpc_merkle_req, end),
+    WIRE__FIELD(
+        UINT32, struct rpc_merkle_req, depth, .max = RPC_MERKLE_MAX_DEPTH),
+};
+
+static const struct wire__layout merkle_req_layout =
+    MESSAGE(RPC_MSG_MERKLE, struct rpc_merkle_req, merkle_req_fields);
 
 int rpc_merkle_req_encode(struct rpc_buf *out, const struct rpc_merkle_req *msg)
 {
-    struct rpc__enc e;
     if (msg->depth > RPC_MERKLE_MAX_DEPTH)
         return RK_EBADREQ;
-    rpc__enc_init(&e, out);
-    enc_array(&e, 5);
-    enc_u64(&e, RPC_MSG_MERKLE);
-    enc_u64(&e, msg->epoch);
-    enc_u64(&e, msg->start);
-    enc_u64(&e, msg->end);
-    enc_u64(&e, msg->depth);
-    return rpc__enc_end(&e);
+    return encode_msg(out, &merkle_req_layout, NULL, msg);
 }
 
 int rpc_merkle_req_decode(struct rpc_merkle_req *out, struct rk_slice buf)
 {
-    struct wire__rd r;
-    uint64_t extra;
-    struct rpc_merkle_req m;
-    memset(&m, 0, sizeof(m));
-    int rc = rd_open(&r, buf, RPC_MSG_MERKLE, 5, &extra);
-    if (rc == 0)
-        rc = wire__rd_uint(&r, &m.epoch);
-    if (rc == 0)
-        rc = wire__rd_uint(&r, &m.start);
-    if (rc == 0)
-        rc = wire__rd_uint(&r, &m.end);
-    if (rc == 0)
-        rc = wire__rd_uint32(&r, &m.depth);
-    if (rc == 0 && m.depth > RPC_MERKLE_MAX_DEPTH)
-        rc = wire__rd_fail(&r, WIRE__RD_BAD, "Merkle depth over the limit");
-    if (rc == 0)
-        rc = rd_close(&r, extra);
-    if (rc)
-        return wire__rd_code(rc, RK_EPROTO);
-    *out = m;
-    return 0;
+    return decode_msg(out, sizeof(*out), &merkle_req_layout, NULL, buf);
 }
 
 /* The leaves' length for depth when status is 0, else none. */
@@ -954,48 +774,116 @@ static size_t merkle_leaves_len(int32_t status, uint32_t depth)
     return status == 0 ? (size_t)8 << depth : 0;
 }
 
+static int merkle_resp_check(struct wire__rd *r, const void *base)
+{
+    const struct rpc_merkle_resp *m = base;
+    if (m->leaves.len != merkle_leaves_len(m->status, m->depth))
+        return wire__rd_fail(r, WIRE__RD_BAD, "leaves of the wrong length");
+    return 0;
+}
+
+/* [10, status, hlc, depth, keys, leaves] */
+static const struct wire__field merkle_resp_fields[] = {
+    WIRE__FIELD(STATUS, struct rpc_merkle_resp, status),
+    WIRE__FIELD(UINT, struct rpc_merkle_resp, hlc),
+    WIRE__FIELD(
+        UINT32, struct rpc_merkle_resp, depth, .max = RPC_MERKLE_MAX_DEPTH),
+    WIRE__FIELD(UINT, struct rpc_merkle_resp, keys),
+    WIRE__FIELD(BIN,
+                struct rpc_merkle_resp,
+                leaves,
+                .max = (size_t)8 << RPC_MERKLE_MAX_DEPTH),
+};
+
+static const struct wire__layout merkle_resp_layout =
+    MESSAGE(RPC_MSG_MERKLE_RESP,
+            struct rpc_merkle_resp,
+            merkle_resp_fields,
+            .check = merkle_resp_check);
+
 int rpc_merkle_resp_encode(struct rpc_buf *out,
                            const struct rpc_merkle_resp *msg)
 {
-    struct rpc__enc e;
     if (msg->depth > RPC_MERKLE_MAX_DEPTH ||
         msg->leaves.len != merkle_leaves_len(msg->status, msg->depth))
         return RK_EBADREQ;
-    rpc__enc_init(&e, out);
-    enc_array(&e, 6);
-    enc_u64(&e, RPC_MSG_MERKLE_RESP);
-    enc_i64(&e, msg->status);
-    enc_u64(&e, msg->hlc);
-    enc_u64(&e, msg->depth);
-    enc_u64(&e, msg->keys);
-    enc_bin(&e, msg->leaves.p, msg->leaves.len);
-    return rpc__enc_end(&e);
+    return encode_msg(out, &merkle_resp_layout, NULL, msg);
 }
 
 int rpc_merkle_resp_decode(struct rpc_merkle_resp *out, struct rk_slice buf)
 {
-    struct wire__rd r;
-    uint64_t extra;
-    struct rpc_merkle_resp m;
-    memset(&m, 0, sizeof(m));
-    int rc = rd_open(&r, buf, RPC_MSG_MERKLE_RESP, 6, &extra);
-    if (rc == 0)
-        rc = rd_status_hlc(&r, &m.status, &m.hlc);
-    if (rc == 0)
-        rc = wire__rd_uint32(&r, &m.depth);
-    if (rc == 0 && m.depth > RPC_MERKLE_MAX_DEPTH)
-        rc = wire__rd_fail(&r, WIRE__RD_BAD, "Merkle depth over the limit");
-    if (rc == 0)
-        rc = wire__rd_uint(&r, &m.keys);
-    if (rc == 0)
-        rc = wire__rd_raw(&r, WIRE__RD_BIN, (size_t)8 << RPC_MERKLE_MAX_DEPTH,
-                          &m.leaves);
-    if (rc == 0 && m.leaves.len != merkle_leaves_len(m.status, m.depth))
-        rc = wire__rd_fail(&r, WIRE__RD_BAD, "leaves of the wrong length");
-    if (rc == 0)
-        rc = rd_close(&r, extra);
+    return decode_msg(out, sizeof(*out), &merkle_resp_layout, NULL, buf);
+}
+
+/* ---- key scan ----------------------------------------------------------- */
+
+/* [11, epoch, start, end, limit] */
+static const struct wire__field scan_fields[] = {
+    WIRE__FIELD(UINT, struct rpc_scan, epoch),
+    WIRE__FIELD(UINT, struct rpc_scan, start),
+    WIRE__FIELD(UINT, struct rpc_scan, end),
+    WIRE__FIELD(
+        UINT32, struct rpc_scan, limit, .min = 1, .max = RPC_SCAN_LIMIT_MAX),
+};
+
+static const struct wire__layout scan_layout =
+    MESSAGE(RPC_MSG_SCAN, struct rpc_scan, scan_fields);
+
+int rpc_scan_encode(struct rpc_buf *out, const struct rpc_scan *msg)
+{
+    if (msg->limit < 1 || msg->limit > RPC_SCAN_LIMIT_MAX)
+        return RK_EBADREQ;
+    return encode_msg(out, &scan_layout, NULL, msg);
+}
+
+int rpc_scan_decode(struct rpc_scan *out, struct rk_slice buf)
+{
+    return decode_msg(out, sizeof(*out), &scan_layout, NULL, buf);
+}
+
+/* [12, status, hlc, done, next, count, items] */
+static const struct wire__field scan_resp_fields[] = {
+    WIRE__FIELD(STATUS, struct rpc_scan_resp, status),
+    WIRE__FIELD(UINT, struct rpc_scan_resp, hlc),
+    WIRE__FIELD(BOOL, struct rpc_scan_resp, done),
+    WIRE__FIELD(UINT, struct rpc_scan_resp, next),
+    WIRE__FIELD(
+        UINT32, struct rpc_scan_resp, count, .max = RPC_STREAM_ITEMS_MAX),
+    WIRE__FIELD(BIN, struct rpc_scan_resp, items),
+};
+
+static const struct wire__layout scan_resp_layout =
+    MESSAGE(RPC_MSG_SCAN_RESP, struct rpc_scan_resp, scan_resp_fields);
+
+int rpc_scan_resp_encode(struct rpc_buf *out, const struct rpc_scan_resp *msg)
+{
+    if (msg->count > RPC_STREAM_ITEMS_MAX)
+        return RK_ETOOLARGE;
+    return encode_msg(out, &scan_resp_layout, NULL, msg);
+}
+
+int rpc_scan_resp_decode(struct rpc_scan_resp *out, struct rk_slice buf)
+{
+    struct rpc_scan_resp m;
+    int rc = decode_msg(&m, sizeof(m), &scan_resp_layout, NULL, buf);
     if (rc)
-        return wire__rd_code(rc, RK_EPROTO);
+        return rc;
+    if ((rc = items_check(m.items, m.count)))
+        return rc;
     *out = m;
     return 0;
+}
+
+/* ---- the unrolled messages, for their test ------------------------------ */
+
+size_t rpc__unrolled(const struct wire__unrolled **out)
+{
+    static const struct wire__unrolled all[] = {
+        WIRE__UNROLLED(write, struct rpc_write),
+        WIRE__UNROLLED(write_ack, struct rpc_write_ack),
+        WIRE__UNROLLED(read, struct rpc_read),
+        WIRE__UNROLLED(read_resp, struct rpc_read_resp),
+    };
+    *out = all;
+    return sizeof(all) / sizeof(all[0]);
 }

@@ -5,12 +5,11 @@
  * (enum rpc_msg_type). Messages travel as the payload of net/'s RPC frames,
  * which carry the request id; nothing here knows about ids or sockets.
  *
- * Encoding uses msgpack-c's packer. Decoding reads the same standard msgpack
- * with a small bounds-checked reader instead of msgpack_unpack: the decoders
- * take untrusted bytes, and msgpack_unpack allocates an array's declared
- * element count up front (a five-byte input can ask for gigabytes). The
- * reader never allocates, never trusts a length before checking it against
- * the bytes left, and enforces RK_MAX_KEY / RK_MAX_VALUE.
+ * Each message's fields are one table in rpc_msg.c, which wire/'s one
+ * encoder and one decoder walk: standard msgpack out, and in through wire/'s
+ * bounds-checked reader (the decoders take untrusted bytes: it never
+ * allocates, never trusts a length before checking it against the bytes
+ * left, and enforces RK_MAX_KEY / RK_MAX_VALUE).
  *
  * Decoded messages borrow: every rk_slice in a decoded struct points into
  * the input buffer and lives as long as it. Copy what you keep.
@@ -66,6 +65,8 @@ enum rpc_msg_type {
     RPC_MSG_STREAM_PUSH = 8,
     RPC_MSG_MERKLE = 9,
     RPC_MSG_MERKLE_RESP = 10,
+    RPC_MSG_SCAN = 11,
+    RPC_MSG_SCAN_RESP = 12,
 };
 
 #define RPC_HS_VERSION  2 /* the handshake protocol version we speak */
@@ -364,6 +365,41 @@ struct rpc_merkle_resp {
 int rpc_merkle_resp_encode(struct rpc_buf *out,
                            const struct rpc_merkle_resp *msg);
 int rpc_merkle_resp_decode(struct rpc_merkle_resp *out, struct rk_slice buf);
+
+/* ---- key scan (SCAN) ---------------------------------------------------- */
+
+/* The most keys a scan request may ask for (the coordinator's COUNT cap). */
+#define RPC_SCAN_LIMIT_MAX 1000
+
+/* Coordinator -> replica: the keys of the arc (start, end] in token order,
+ * at most limit of them, except that the keys of the last token answered
+ * all come with it (a token is never split between two answers, so that
+ * a position is a token alone). */
+struct rpc_scan {
+    uint64_t epoch; /* the asker's applied ring epoch */
+    uint64_t start, end;
+    uint32_t limit; /* 1..RPC_SCAN_LIMIT_MAX */
+};
+
+int rpc_scan_encode(struct rpc_buf *out, const struct rpc_scan *msg);
+int rpc_scan_decode(struct rpc_scan *out, struct rk_slice buf);
+
+/* Replica -> coordinator: count items (rpc_stream_item_add's encoding,
+ * each with its version and an empty value: a scan moves no values), in
+ * token order, and how far they cover the arc: to its end (done), or
+ * every token up to next - 1. A message whose items do not decode, or are
+ * not count, does not decode. */
+struct rpc_scan_resp {
+    int32_t status; /* 0, or an RK_E* / -errno code of the replica */
+    uint64_t hlc;
+    bool done;
+    uint64_t next;         /* !done: the first token not covered */
+    uint32_t count;        /* <= RPC_STREAM_ITEMS_MAX */
+    struct rk_slice items; /* borrowed */
+};
+
+int rpc_scan_resp_encode(struct rpc_buf *out, const struct rpc_scan_resp *msg);
+int rpc_scan_resp_decode(struct rpc_scan_resp *out, struct rk_slice buf);
 
 /* Iterates the items of a decoded chunk: *it starts as RK_SLICE(items)
  * and is advanced past each. Returns 1 with *key and *rec set (both

@@ -10,6 +10,7 @@ Addresses: tests use 127.0.0.14-127.0.0.198, each test its own (the demo
 uses .11-.13).
 """
 import atexit
+import contextlib
 import ctypes
 import os
 import re
@@ -151,7 +152,8 @@ def _map(b, i, n):
 OPS = {"HELLO": 1, "PING": 2, "GET": 10, "PUT": 11, "DEL": 12, "MGET": 13,
        "STATUS": 30, "RING": 31, "ENDPOINTS": 32, "METRICS": 33,
        "JOIN": 40, "DECOMMISSION": 41, "REMOVENODE": 42, "REPAIR": 43,
-       "CLEANUP": 44, "NETSTATS": 45}
+       "CLEANUP": 44, "NETSTATS": 45, "ABORT": 46, "SNAPSHOT": 47,
+       "LISTSNAPSHOTS": 48, "CLEARSNAPSHOT": 49}
 CLS = {"ONE": 1, "TWO": 2, "QUORUM": 3, "ALL": 4, "LOCAL_ONE": 5,
        "LOCAL_QUORUM": 6, "EACH_QUORUM": 7}
 
@@ -179,13 +181,14 @@ class Resp(dict):
 class Client:
     """Pipelined native-protocol client over one TCP connection."""
 
-    def __init__(self, host, port=7380, timeout=10.0, password=None):
+    def __init__(self, host, port=7380, timeout=10.0, password=None,
+                 user=None):
         self.sock = socket.create_connection((host, port), timeout=timeout)
         self.sock.settimeout(timeout)
         self.buf = b""
         self.next_id = 1
         if password is not None:
-            r = self.call("HELLO", password=password)
+            r = self.call("HELLO", password=password, user=user)
             if r.err:
                 raise RuntimeError("HELLO: %s %s" % (r.err, r.msg))
 
@@ -196,7 +199,7 @@ class Client:
             pass
 
     def encode(self, op, key=None, value=None, cl=None, ttl=None, keys=None,
-               password=None, rid=None, args=None):
+               password=None, rid=None, args=None, user=None):
         if rid is None:
             rid = self.next_id
             self.next_id += 1
@@ -215,6 +218,8 @@ class Client:
             m[8] = password
         if args is not None:
             m[9] = list(args)
+        if user is not None:
+            m[12] = user
         body = mp_pack(m)
         return rid, struct.pack(">I", len(body)) + body
 
@@ -327,6 +332,9 @@ class Node:
         self.log_path = os.path.join(cluster.dir, name + ".log")
         self.proc = None
         self.env = {}  # added to the environment ringkvd starts with
+        # the group ringkvd runs as (None: the test's), so that iptables'
+        # owner match can tell its packets from other nodes' (partition.py)
+        self.gid = None
         self.runs = []  # every process started as this node
         _nodes.append(self)
 
@@ -349,11 +357,17 @@ class Node:
         env.update(self.env)
         self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL,
                                      stdout=err, stderr=err, env=env,
-                                     preexec_fn=_pdeathsig)
+                                     preexec_fn=self._preexec)
         err.close()
         _children.append(self.proc)
         self.runs.append(self.proc)
         return self
+
+    def _preexec(self):
+        # before the death signal: a change of group clears it
+        if self.gid is not None:
+            os.setgid(self.gid)
+        _pdeathsig()
 
     def kill9(self):
         if self.proc and self.proc.poll() is None:
@@ -538,6 +552,21 @@ def asan_options(opt):
     return cur + ":" + opt if cur else opt
 
 
+def on_tmpfs(ip, size, run, **common):
+    """A one-node cluster (RF 1, options `common`) at ip whose data_dir is
+    a tmpfs of `size` ("64m") that the test mounts (and unmounts after,
+    lazily: the node may still hold files there until the harness stops
+    it); runs run(cluster, node), not started yet. Where it cannot mount
+    (needs root) prints SKIP and returns without running it."""
+    c = Cluster([ip], seeds=[ip], replication="dc1:1", **common)
+    node = c.nodes[0]
+    with tmpfs(node.data_dir, size) as mounted:
+        if not mounted:
+            print("SKIP: cannot mount a tmpfs (needs root)")
+            return
+        run(c, node)
+
+
 def fault_disk(node, var, name):
     """Start `node` with faultsync.c preloaded, its disk syncs faulting
     while a marker file exists: var RINGKV_FAULT_SYNC (they fail with EIO)
@@ -634,6 +663,28 @@ def peak_rss_kb(pid):
     return 0
 
 
+def wait_served(node, served, timeout=60, every=0.3):
+    """Calls served(node) every `every` seconds until it returns without
+    raising (a node that has just started refuses, or answers UNAVAILABLE
+    until it has joined); fails after timeout seconds with the last
+    error."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            return served(node)
+        except (OSError, RuntimeError, AssertionError, ConnectionError) as e:
+            check(time.time() < deadline, "%s never served: %r" %
+                  (node.name, e))
+            time.sleep(every)
+
+
+def client_when_open(node, within=30, **kw):
+    """A client of node (Node.client's kw) as soon as its client port
+    accepts, tried every 10 ms for up to `within` seconds: for tests that
+    act from the moment a restarted node serves."""
+    return wait_served(node, lambda n: n.client(**kw), within, every=0.01)
+
+
 def wait_metric(node, name, want, timeout=20):
     """Poll node's metric `name` until it reaches `want` or timeout
     seconds pass; returns the last value read."""
@@ -643,6 +694,27 @@ def wait_metric(node, name, want, timeout=20):
         if got >= want or time.time() > deadline:
             return got
         time.sleep(0.2)
+
+
+def call_served(node, op, timeout=20, **kw):
+    """op through node, sent again while the node answers RING_STALE or
+    UNAVAILABLE (one restarted that has not heard its peers yet) or does
+    not answer, for up to timeout seconds."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            cl = node.client()
+            try:
+                r = cl.call(op, **kw)
+            finally:
+                cl.close()
+        except OSError:
+            r = None
+        if r is not None and r.err not in ("RING_STALE", "UNAVAILABLE"):
+            return r
+        check(time.time() < deadline, "%s %s through %s: %r" %
+              (op, kw.get("key"), node.name, r))
+        time.sleep(0.1)
 
 
 def resp_cmd(*args):
@@ -796,6 +868,39 @@ def _crashes():
     return found
 
 
+@contextlib.contextmanager
+def tmpfs(path, size):
+    """A tmpfs of `size` (as mount takes it: "64m") on path, made if
+    missing, for the with block; yields False, having mounted nothing,
+    where mount is refused (it needs root). Unmounted lazily: a node may
+    still hold files there until the harness stops it."""
+    os.makedirs(path, exist_ok=True)
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=" + size,
+                        "tmpfs", path], check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print("cannot mount a tmpfs on %s (needs root): %s" % (path, e))
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        subprocess.run(["umount", "-l", path])
+
+
+def put_until_taken(client, key, value, cl, timeout, what):
+    """PUT key through client until it is taken, trying again every 0.5 s
+    while it is refused; fails with `what` and the last error after
+    timeout seconds."""
+    deadline = time.time() + timeout
+    while True:
+        r = client.call("PUT", key=key, value=value, cl=cl)
+        if not r.err:
+            return
+        check(time.time() < deadline, "%s: %s %s" % (what, r.err, r.msg))
+        time.sleep(0.5)
+
+
 def check(cond, what):
     if not cond:
         raise AssertionError(what)
@@ -812,6 +917,26 @@ def endpoints(node, keys):
     finally:
         cl.close()
     return {k: [e[0] for e in r.get(36)] for k, r in zip(keys, res)}
+
+
+def keys_applied(nodes, timeout=30):
+    """{name: ringkv_keys} once no write waits in any node's memtable.
+
+    ringkv_keys counts a key once per range env that holds it plus once
+    per memtable write not yet applied, so a key written to an env and
+    written again (a delete) before the next apply counts twice until
+    then (within 10 s). Comparing counts taken while writes wait would
+    compare that double count, not the store."""
+    deadline = time.time() + timeout
+    while True:
+        ms = {n.name: n.metrics() for n in nodes}
+        if all(m.get("ringkv_memtable_writes", 0) == 0 for m in ms.values()):
+            break
+        check(time.time() < deadline,
+              "memtable writes not applied within %d s" % timeout)
+        time.sleep(0.5)
+    time.sleep(1.1)  # the keys figure is cached for a second
+    return {n.name: n.metrics()["ringkv_keys"] for n in nodes}
 
 
 def check_cleaned(nodes, before, eps):

@@ -24,6 +24,7 @@ saved after the deletion came back: stream_progress_left_after_join). Before pos
 always streamed everything again.
 """
 # ctest: alongside others
+# ctest: long
 import time
 
 import harness as h

@@ -38,8 +38,7 @@ def main():
     c = h.racked_cluster(ips, replication="dc1:2")
     n1, n2, n3 = c.nodes
     expect, gone = h.load_keys(n1, KEYS)
-    time.sleep(1.5)  # the keys metric is cached for a second
-    before = {n.name: n.metrics()["ringkv_keys"] for n in (n1, n2, n3)}
+    before = h.keys_applied((n1, n2, n3))
 
     n4 = h.Node(c, "n4", "127.0.0.244", {"rack": "r4"})
     c.nodes.append(n4)

@@ -17,6 +17,7 @@ nodes left for RF 2, decommission is refused. Before decommission existed
 the command answered NOT_IMPLEMENTED.
 """
 # ctest: alongside others
+# ctest: long
 import subprocess
 import time
 

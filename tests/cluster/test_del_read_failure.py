@@ -99,7 +99,7 @@ class Stopped:
 def main():
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:2", resp_port=PORT,
                   read_timeout_ms=300, write_timeout_ms=10000,
-                  phi_convict_threshold=16)
+                  phi_convict_threshold=16, suspicion_timeout_ms=60000)
     c.start()
     c.wait_converged(timeout=60)
     n1, n2, n3 = c.nodes

@@ -13,7 +13,14 @@ n4 the writes its sources missed while down (until 2026-12-04 there was
 none, and n4 lacked them: regression join_misses_writes_source_missed).
 Then n4 is decommissioned while n3 is
 killed and restarted the same way: n4 still announces LEFT and exits 0.
-With three replicas of every key and one node flapping no write fails.
+With three replicas of every key and one node flapping no write fails
+during the join (n2 is a source). During the decommission n3 gains n4's
+ranges: a move requires its gaining replica's answer on top of the
+level's, so a write of those ranges sent while n3 is killed and not yet
+convicted is answered TIMEOUT (not acknowledged; it may be applied), as
+Cassandra's pending replicas are; those are allowed there (CI,
+2026-12-06: 21 of them in a decommission during which n3 was killed 82
+times under ASan), every other error is not.
 After each move, once the cluster has converged and hints are replayed,
 every node serves (ONE, from its own replica) every key it replicates,
 written before or during the moves, and no deleted key.
@@ -106,13 +113,20 @@ def main():
     rc, out = h.cli(n4, "decommission")
     h.check(rc == 0 and "is leaving" in out,
             "decommission: %d %r" % (rc, out))
-    kills = flap_until(n3, lambda: not n4.alive(), random.Random(2))
+    # every restart of n3, a gaining node, sends n4's pushes to it back
+    # to their last saved position: under ASan on a loaded machine the
+    # leave took 150 s (82 kills) to more than 180 (CI, 2026-12-06)
+    kills = flap_until(n3, lambda: not n4.alive(), random.Random(2),
+                       timeout=420)
     h.check(n4.proc.returncode == 0, "n4 exited %d after leaving" %
             n4.proc.returncode)
     print("n4 left while n3 was killed %d times" % kills)
     c.nodes.remove(n4)
     c.wait_converged(timeout=90)
-    expect.update(w.finish(at_least=1000))
+    expect.update(w.finish(allowed=("TIMEOUT",), at_least=1000))
+    timeouts = sum(1 for _, e in w.errors if e == "TIMEOUT")
+    print("%d writes answered TIMEOUT while n3, gaining n4's ranges, was "
+          "killed" % timeouts)
     served_everywhere(c.nodes, expect, gone)
     print("%d writes acknowledged during the moves, none lost (%d "
           "RING_STALE retried)" % (len(w.acked), w.stale))

@@ -8,7 +8,6 @@ cluster name but the wrong secret is never admitted, and its packets are
 counted as rejected; random bytes on the gossip port are rejected too and
 the cluster keeps working.
 """
-# ctest: alone
 import os
 import socket
 import time
@@ -22,7 +21,10 @@ def main():
     ips = ["127.0.0.%d" % (21 + i) for i in range(N)]
     c = h.Cluster(ips, seeds=ips[:2], replication="dc1:3")
     c.start()
-    epoch, fp = c.wait_converged(timeout=120)
+    # twelve fresh nodes join one after another (issue 29.2 wants them at
+    # once); under ASan on a loaded machine that took over 120 s (CI,
+    # 2026-12-06: 10 of 12 UN by then), 35 s in a plain build
+    epoch, fp = c.wait_converged(timeout=300)
     print("converged: %d nodes, epoch %d, fingerprint %016x" % (N, epoch, fp))
     st = c.nodes[5].status()
     h.check(len(st["rows"]) == N, "node 6 sees %d rows" % len(st["rows"]))

@@ -12,17 +12,28 @@ and joiners otherwise take turns by name), and `ringkv cleanup` on n1 is
 accepted (a parked node is not a node joining). `ringkv join` is refused on
 a member (n1); on n4 it answers that n4 is joining, and n4 then streams
 its ranges in and becomes UN, serving every key it replicates and no
-deleted one; a second `ringkv join` on it is refused. Before this, `ringkv
+deleted one; a second `ringkv join` on it is refused. n4's /health/ready
+(`ringkv health`) says it is not ready while it waits (503, exit 5, "not in
+the ring yet") and ready once it is UN (200, exit 0); /health/live answers
+200 throughout. Before this, `ringkv
 join` answered NOT_IMPLEMENTED and join_ring did not exist; until
 2026-12-04 (regression status_hides_waiting_node) status did not list a
 waiting node at all, and an operator could not see it.
 """
 # ctest: alongside others
 import time
+import urllib.request
 
 import harness as h
 
 KEYS = 3000
+
+
+def live(node):
+    """The HTTP status of node's /health/live."""
+    with urllib.request.urlopen("http://%s:9180/health/live" % node.ip,
+                                timeout=10) as r:
+        return r.status
 
 
 def main():
@@ -31,7 +42,8 @@ def main():
     n1 = c.nodes[0]
     expect, gone = h.load_keys(n1, KEYS)
 
-    n4 = h.Node(c, "n4", "127.0.0.245", {"rack": "r4", "join_ring": "false"})
+    n4 = h.Node(c, "n4", "127.0.0.245", {"rack": "r4", "join_ring": "false",
+                                         "metrics_port": 9180})
     c.nodes.append(n4)
     n4.start()
     deadline = time.time() + 30
@@ -42,6 +54,10 @@ def main():
     rc, ns = h.cli(n4, "netstats")
     h.check(rc == 0 and "Mode: WAITING" in ns, "n4's NETSTATS: %r" % ns)
     print("n4 waits: %r" % ns.splitlines()[0])
+    rc, out = h.cli(n4, "health")
+    h.check(rc == 5 and "not ready: not in the ring yet" in out,
+            "health of the waiting n4: %d %r" % (rc, out))
+    h.check(live(n4) == 200, "n4's /health/live while it waits")
 
     n5 = h.Node(c, "n5", "127.0.0.250", {"rack": "r5"})
     c.nodes.append(n5)
@@ -80,6 +96,11 @@ def main():
     rc, out = h.cli(n4, "join")
     h.check(rc != 0 and "member of the ring already" in out,
             "a second join on n4: %d %r" % (rc, out))
+    rc, out = h.cli(n4, "health")
+    h.check(rc == 0 and "ready: NORMAL, serving" in out,
+            "health of n4 once UN: %d %r" % (rc, out))
+    h.check(live(n4) == 200, "n4's /health/live once UN")
+    print("ringkv health on n4: %r" % out.strip())
     mine, dead = map(len, h.check_served(n4, expect, gone))
     h.check(mine > 0, "n4 replicates no key")
     print("n4 joined when asked and serves its %d keys and none of its %d "

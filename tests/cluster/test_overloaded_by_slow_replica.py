@@ -27,6 +27,7 @@ def main():
     # outstanding: slow gossip, a high conviction threshold, long timeouts
     c = h.Cluster(ips, seeds=ips[:1], replication="dc1:3",
                   gossip_interval_ms=1000, phi_convict_threshold=16,
+                  suspicion_timeout_ms=60000,
                   write_timeout_ms=60000, read_timeout_ms=60000)
     for i, n in enumerate(c.nodes):
         n.extra["rack"] = "r%d" % (i + 1)

@@ -19,6 +19,7 @@ not grow by more than 200 MiB (before the fix: every request was parsed
 and about 640 / 512 MiB held). Then n2 continues: every reply must arrive,
 in order and whole, while the client reads (no hang).
 """
+# ctest: alongside others
 import os
 import signal
 import socket
@@ -183,7 +184,7 @@ def main():
     # busy machine under ASan (it did once in 1.5 s: 2026-12-03)
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:2", resp_port=PORT,
                   read_timeout_ms=120000, write_timeout_ms=30000,
-                  phi_convict_threshold=100)
+                  phi_convict_threshold=100, suspicion_timeout_ms=600000)
     c.nodes[0].extra["max_pipeline"] = 4
     h.small_asan_quarantine()
     c.start()

@@ -29,7 +29,7 @@ TIMEOUT_MS = 1200
 def main():
     ips = ["127.0.0.110", "127.0.0.111", "127.0.0.112"]
     c = h.racked_cluster(ips, replication="dc1:3", read_timeout_ms=TIMEOUT_MS,
-                         phi_convict_threshold=16)
+                         phi_convict_threshold=16, suspicion_timeout_ms=60000)
     n1, n2, n3 = c.nodes
     keys = ["rd%d" % i for i in range(24)]
     cl = n1.client()

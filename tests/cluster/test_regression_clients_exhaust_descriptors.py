@@ -31,7 +31,7 @@ IPS = ["127.0.1.190", "127.0.1.191"]
 
 def main():
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:2", resp_port=6379,
-                  phi_convict_threshold=100)
+                  phi_convict_threshold=100, suspicion_timeout_ms=600000)
     n1, n2 = c.nodes
     plain = n1.args
     n1.args = lambda: ["prlimit", "--nofile=300:300"] + plain()

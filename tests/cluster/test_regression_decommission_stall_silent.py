@@ -20,6 +20,8 @@ stalled leave repeated leave.retry in n4's log only, while netstats and
 --wait showed the same progress line forever (issue tracker, defect 1:
 'stops at 21 of 27 ranges ... nothing can cancel it').
 """
+# ctest: alongside others
+# ctest: long
 import signal
 import subprocess
 import time

@@ -16,6 +16,7 @@ Proves: n1 exits cleanly, and once n1 and n3 are back, n3 serves every one
 of the 50 writes from its own store at ONE: n1 stored their hints during
 the drain, durably, and replayed them after its restart.
 """
+# ctest: alongside others
 import signal
 import time
 

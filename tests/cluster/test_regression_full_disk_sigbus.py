@@ -13,6 +13,7 @@ Regression full_disk_sigbus: the compactor opened a new LMDB environment on
 the full disk, LMDB's first write to its freshly mapped lock.mdb (a hole)
 faulted, and the node died of SIGBUS with no log line.
 """
+# ctest: alongside others
 import os
 import subprocess
 import time
@@ -57,21 +58,9 @@ def main():
     # memtable_mb 1: writes reach the range env (and make it due for
     # compaction) a megabyte at a time, not 16 at once, so the compactor
     # finds it due while the disk fills
-    c = h.Cluster([IP], seeds=[IP], replication="dc1:1", memtable_mb=1)
-    node = c.nodes[0]
-    os.makedirs(node.data_dir)
-    try:
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs",
-                        node.data_dir], check=True, capture_output=True)
-    except (OSError, subprocess.CalledProcessError) as e:
-        print("SKIP: cannot mount a tmpfs (needs root): %s" % e)
-        return
-    try:
-        run(c, node)
-    finally:
-        # lazily: the node may still hold files there until the harness
-        # stops it
-        subprocess.run(["umount", "-l", node.data_dir])
+    # disk_reserve_mb 0: no reserve, so the disk does fill (the reserve's
+    # refusals are test_regression_full_disk_invisible's)
+    h.on_tmpfs(IP, "64m", run, memtable_mb=1, disk_reserve_mb=0)
 
 
 def run(c, node):
@@ -134,14 +123,8 @@ def run(c, node):
     # room again: writes are taken again
     subprocess.run(["mount", "-o", "remount,size=512m", node.data_dir],
                    check=True)
-    deadline = time.time() + 20
-    while True:
-        r = cl.call("PUT", key="after", value=b"x", cl="ONE")
-        if not r.err:
-            break
-        h.check(time.time() < deadline, "writes still refused with room "
-                "again: %s %s" % (r.err, r.msg))
-        time.sleep(0.5)
+    h.put_until_taken(cl, "after", b"x", "ONE", 20,
+                      "writes still refused with room again")
     r = cl.call("GET", key="after", cl="ONE")
     h.check(r.value == b"x", "GET after: %r" % r)
     cl.close()

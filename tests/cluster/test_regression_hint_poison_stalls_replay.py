@@ -7,8 +7,9 @@ hint of it was delivered: one hint that could not be decoded, or that the
 replica rejected for good, failed its batch, the same batch was sent again
 every 5 s, and no hint after it ever reached the peer.
 
-Two nodes (127.0.0.90-91). n2 is started with replication dc1:1 while n1
-has dc1:2 (a misconfiguration, but a real one): n2 holds ranges only for
+Two nodes (127.0.0.90-91). n2 runs with replication dc1:1 while n1 has
+dc1:2 (a misconfiguration, but a real one: both joined with dc1:1, then n1
+was restarted with dc1:2): n2 holds ranges only for
 its own arcs and rejects writes to the others with NOT_FOUND, a permanent
 error. With n2 down, n1 hints two writes whose hints are then damaged on
 disk (one's record format byte, the other's key length), then 300 more; n2
@@ -58,10 +59,17 @@ def damage_hints(path):
 
 def main():
     ips = ["127.0.0.90", "127.0.0.91"]
-    c = h.Cluster(ips, seeds=ips[:1], replication="dc1:2")
+    # both join with dc1:1, then n1 is restarted with dc1:2: a new node
+    # whose setting differs from the members' does not join
+    # (test_replication_mismatch), a member restarted with another one is
+    # only reported
+    c = h.Cluster(ips, seeds=ips[:1], replication="dc1:1")
     n1, n2 = c.nodes
-    n2.extra["replication"] = "dc1:1"
     c.start()
+    c.wait_converged(timeout=60)
+    h.check(n1.stop() == 0, "n1 unclean exit")
+    n1.extra["replication"] = "dc1:2"
+    n1.start()
     c.wait_converged(timeout=60)
 
     h.check(n2.stop() == 0, "n2 unclean exit")

@@ -21,6 +21,7 @@ the client reads, and the connection must still serve. Last, an MGET of
 7 expired 16 MiB values answers 7 nils (regression:
 mget_expired_too_large).
 """
+# ctest: alongside others
 import socket
 import time
 

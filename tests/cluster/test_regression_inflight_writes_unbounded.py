@@ -17,6 +17,7 @@ detector lenient, so the writes simply wait): (a) 100 SETs of 1 MiB, (b)
 the fix: 65 of the SETs, every MSET) and its RSS must grow by less than
 100 MiB. Then n2 continues and every reply must arrive, in order.
 """
+# ctest: alongside others
 import os
 import signal
 import threading
@@ -96,7 +97,8 @@ def run_case(c, name, reqs, want, parsed_max):
 
 def main():
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:2", resp_port=PORT,
-                  write_timeout_ms=120000, phi_convict_threshold=100)
+                  write_timeout_ms=120000, phi_convict_threshold=100,
+                  suspicion_timeout_ms=600000)
     c.nodes[0].extra["max_pipeline"] = 64
     h.small_asan_quarantine()
     c.start()

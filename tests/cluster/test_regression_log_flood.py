@@ -8,7 +8,9 @@ client.auth_fail, resp.auth_fail, internode.handshake_fail) are now
 written at most once every 10 s each, the next line saying how many were
 left out (suppressed=N); the metrics still count every one.
 
-One node (127.0.1.170, RF 1, a password). Proves: 5,000 garbage datagrams
+One node (127.0.1.170, RF 1, a password; failed HELLOs answered after
+1 ms each, auth_fail_delay_max_ms: at the default a failure's answer waits
+up to 5 s, test_regression_auth_failures_unslowed). Proves: 5,000 garbage datagrams
 to its gossip port and 500 wrong-password HELLOs on its native port leave
 at most 3 lines of each event in its log (the first, and at most one per
 10 s after), the metrics count all 500 wrong passwords and the bad gossip
@@ -31,7 +33,8 @@ def lines(node, event):
 
 
 def main():
-    c = h.Cluster([IP], seeds=[IP], replication="dc1:1", requirepass=PW)
+    c = h.Cluster([IP], seeds=[IP], replication="dc1:1", requirepass=PW,
+                  auth_fail_delay_max_ms=1)
     c.start()
     n = c.nodes[0]
     deadline = time.time() + 30

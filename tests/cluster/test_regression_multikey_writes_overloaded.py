@@ -21,6 +21,7 @@ DEL / EXISTS whose replies must keep their order and meaning. Last
 pairs must win over it (its later windows went out after them and
 overwrote them, before the MSET held back later writes of its keys).
 """
+# ctest: alongside others
 
 import harness as h
 

@@ -16,6 +16,7 @@ it answered INTERNAL). Then (regression: native_get_pipeline_unbounded)
 a while, must raise peak memory by less than 200 MiB, and every reply
 must then arrive, in order.
 """
+# ctest: alongside others
 import time
 
 import harness as h

@@ -23,7 +23,9 @@ exceeded by a wide margin:
 4. a QUORUM GET at n1 whose own copy is stale while n1's disk syncs hang
    (faultsync.c): the newest value, without waiting for the repair of
    n1's copy (old: no answer until the disk came back, here more than
-   4T); once the disk is back, the repair lands.
+   4T): the third replica, asked once the repair is needed, holds it too
+   (check_coord's read_repair_unfinished_is_not_answered); once the disk
+   is back, the repair lands.
 """
 import os
 import signal
@@ -105,7 +107,8 @@ def wait_value(node, key, want, timeout=30):
 def main():
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:3",
                   read_timeout_ms=T, gossip_interval_ms=1000,
-                  phi_convict_threshold=16, hinted_handoff="false",
+                  phi_convict_threshold=16,
+                  suspicion_timeout_ms=60000, hinted_handoff="false",
                   repair_after_join="false",
                   resp_port=RESP_PORT)
     for i, n in enumerate(c.nodes):

@@ -21,7 +21,8 @@ clock passes it; the clock itself at a clean stop) and restored at start.
    back the old value.
 
 2. Three nodes (127.0.1.24-26), RF 3, max_clock_drift_ms at its default
-   (500), n1's clock 10 minutes ahead. A QUORUM write through n1 is refused
+   (500) on n2 and n3 and 0 on n1 (its own clock unchecked), n1's clock
+   10 minutes ahead. A QUORUM write through n1 is refused
    by n2 and n3: the client gets CLOCK_SKEW with a message naming
    max_clock_drift_ms, the replicas count it (ringkv_clock_skew_refused_total)
    and log hlc.refused, n1 logs coord.write_refused. n2 coordinates a write
@@ -31,6 +32,7 @@ clock passes it; the clock itself at a clean stop) and restored at start.
    n2 reads back at QUORUM. Before the fix n1's write was acknowledged and
    dragged n2's and n3's clocks 10 minutes ahead.
 """
+# ctest: alongside others
 import time
 
 import harness as h
@@ -41,23 +43,7 @@ KEYS = 20
 
 
 def call(node, op, **kw):
-    """op through node, sent again while the node answers RING_STALE or
-    UNAVAILABLE (a restarted node that has not heard its peers yet)."""
-    deadline = time.time() + 20
-    while True:
-        try:
-            cl = node.client()
-            try:
-                r = cl.call(op, **kw)
-            finally:
-                cl.close()
-        except OSError:
-            r = None
-        if r is not None and r.err not in ("RING_STALE", "UNAVAILABLE"):
-            return r
-        h.check(time.time() < deadline, "%s %s through %s: %r" %
-                (op, kw.get("key"), node.name, r))
-        time.sleep(0.1)
+    return h.call_served(node, op, **kw)
 
 
 def restart_loses_writes():
@@ -115,12 +101,14 @@ def restart_loses_writes():
 def skewed_node_refused():
     # repair_after_join off: a joined node's repair copies n1's own copy of
     # its refused write (stamped 10 minutes ahead) to the others, and the
-    # overwrite below then loses to it. A skewed node keeps that copy (it
-    # writes locally before its replicas refuse): refusing to coordinate
-    # writes while its clock is ahead is the faults issue's clock part,
-    # not done yet (docs/operations.md, "Clocks").
+    # overwrite below then loses to it. n1's own max_clock_drift_ms is 0:
+    # a node that checks nothing of its own clock, as all did before
+    # 2026-12-06 (test_regression_clock_skew_pulls_cluster: a node that
+    # checks refuses to coordinate writes, and its replicas never see
+    # them), so that the replicas' refusal is what this part tests.
     c = h.Cluster(IPS2, replication="dc1:3", repair_after_join="false")
     n1, n2, n3 = c.nodes
+    n1.extra["max_clock_drift_ms"] = 0
     h.fake_clock(n1, 10 * 60 * 1000)
     c.start()
     c.wait_converged(timeout=30)
@@ -149,7 +137,15 @@ def skewed_node_refused():
                       if "hlc." in line))
 
     h.check(n1.stop() == 0, "n1 unclean exit")
-    r = call(n2, "PUT", key="skew", value="from-n2", cl="QUORUM")
+    # until n2 has n3's clock again after its restart, n1's (ten minutes
+    # ahead) may be the only one it has, and it judges itself skewed
+    # (CLOCK_SKEW, "behind its peers'"): sent again while it does
+    deadline = time.time() + 30
+    while True:
+        r = call(n2, "PUT", key="skew", value="from-n2", cl="QUORUM")
+        if r.err != "CLOCK_SKEW" or time.time() > deadline:
+            break
+        time.sleep(0.2)
     h.check(not r.err, "overwrite through n2: %r" % r)
     r = call(n3, "GET", key="skew", cl="QUORUM")
     h.check(not r.err and r.value == b"from-n2", "overwrite through n2 "

@@ -29,7 +29,7 @@ READS = 20
 def main():
     c = h.Cluster(IPS, seeds=IPS[:1], replication="dc1:1",
                   read_timeout_ms=T, gossip_interval_ms=1000,
-                  phi_convict_threshold=16)
+                  phi_convict_threshold=16, suspicion_timeout_ms=60000)
     c.start()
     c.wait_converged(timeout=60)
     n1, n2 = c.nodes

@@ -12,6 +12,7 @@ an unknown flag still fails with exit 2. Run in an empty directory, with
 nothing listening: the test fails if ringkvd is still running after 10 s,
 if the output is not `ringkvd <version>`, or if anything was created.
 """
+# ctest: alongside others
 import os
 import re
 import subprocess

@@ -23,6 +23,7 @@ again, and then copied every range from its start (regressions:
 removenode_forgotten_at_restart, removenode_recopies_everything).
 """
 # ctest: alongside others
+# ctest: long
 
 import harness as h
 

@@ -28,6 +28,7 @@ off so that nothing else repairs) hold 3,000 keys (300 deleted).
    it then serves them all, and every node the writes.
 """
 # ctest: alongside others
+# ctest: long
 import re
 
 import harness as h
@@ -202,9 +203,7 @@ def main():
     # --wait printed the running line each second: mostly waiting for the
     # cap, and saying so (regression repair_budget_wait_shown_as_error: it
     # said "waiting: n1 answered ERR", the retry timer being the same)
-    h.check("answered ERR" not in out and
-            "waiting for its share of stream_throughput_mb" in out,
-            "capped repair's progress: %r" % out)
+    h.check("answered ERR" not in out, "capped repair's progress: %r" % out)
     kin, kout = moved(out)
     # not what it pulled (without the filter: all of it again); only some
     # of the writes made meanwhile, which reached n3 before the others
@@ -218,6 +217,13 @@ def main():
     h.check(mib > 5, "n3's repair moved only %.1f MiB" % mib)
     h.check(took >= 0.7 * (mib - 2), "n3's repair moved %.1f MiB in %.1f s "
             "under a 1 MiB/s cap" % (mib, took))
+    # a repair the cap held back spent most of its time waiting, and the
+    # once-a-second line said so; one that never reached the cap (a loaded
+    # machine, the sanitizers: each chunk's scan and commit took about a
+    # second by itself) had nothing to wait for, and took as long anyway
+    h.check("waiting for its share of stream_throughput_mb" in out or
+            took >= mib - 1.5, "capped repair moved %.1f MiB in %.1f s and "
+            "never showed it waiting for the cap: %r" % (mib, took, out))
     print("repair under a 1 MiB/s cap: %.1f MiB in %.1f s" % (mib, took))
     cl = n3.client()
     try:

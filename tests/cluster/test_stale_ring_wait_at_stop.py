@@ -17,6 +17,7 @@ the SET's reply is -CLOSED, not -RING_STALE, and n1 exits 0. Checked
 that it fails (n1 still running 20 s after SIGTERM) when the coordinator
 keeps parked requests while the ring is stale even during a stop.
 """
+# ctest: alongside others
 import harness as h
 
 IPS = ["127.0.0.205", "127.0.0.206", "127.0.0.207"]

@@ -12,6 +12,8 @@ decommissions itself under the same cap: leave.left's streaming_ms obeys
 the same bound. The bound is a minimum, which a slow or loaded machine only
 makes easier to meet.
 """
+# ctest: alongside others
+# ctest: long
 import datetime
 import re
 import subprocess

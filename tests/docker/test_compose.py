@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""The compose cluster (deploy/docker-compose.yml) in containers built from
-this build's binaries (scripts/docker-image.sh), as an operator runs it.
+"""The compose cluster (scripts/compose.sh, the file it writes) in containers
+built from this build's binaries (scripts/docker-image.sh), as an operator
+runs it: `compose.sh up` with NODES=3, `add`, `remove`.
 
 Project "rktest" on 172.28.6.0/24 (nodes at .11-.13, one rack each, RF 3),
 gossip every 200 ms. From this host the test talks to the nodes' own
 addresses on the bridge network, never to anything off this machine.
 
-1. Up: all three see three nodes UN with one ring fingerprint; 200 keys
-   written through RESP on node1 at the default QUORUM are read at ALL
-   through node3 (native protocol).
+0. The checked-in deploy/docker-compose.yml is what `compose.sh gen 1 2 3
+   4 5 6` writes (the two cannot drift).
+1. Up (`compose.sh up`, NODES=3, which waits for them UN): all three see
+   three nodes UN with one ring fingerprint, and each container turns
+   healthy (its health check runs `ringkv health` in it); `ringkv status`
+   in a container needs no -h (RINGKV_HOST); redis-cli is in the image; 200
+   keys written through RESP on node1 at the default QUORUM are read at
+   ALL through node3 (native protocol).
 2. A node lost (`docker-compose kill node3`, its rack with it): node1 sees
    it DN; QUORUM writes still succeed and ALL is UNAVAILABLE; node1 stores
    hints. Started again, node3 is UN everywhere, node1 replays its hints,
@@ -20,172 +26,158 @@ addresses on the bridge network, never to anything off this machine.
 4. A rolling restart (`docker-compose restart`, one node at a time, waiting
    for UN in between), then every key reads at ALL: data survives in the
    volumes.
-5. Add one node, then decommission another, with data (regression
-   decommission_stalls_after_join): 2,000 more keys, node4 (profile
-   "extra") joins by streaming, then `ringkv decommission --wait` takes
-   node1 out; it ends (it stalled at "21 of 27 ranges" before 2026-12-06,
-   every push to node4 answering "not found"), node1 exits 0 and every
-   key reads at ALL through node2, node3 and node4.
-6. Stop: every container exits 0 on SIGTERM and no log holds a sanitizer
+5. Add one node, then remove another, with data (regression
+   decommission_stalls_after_join): 2,000 more keys, `compose.sh add`
+   starts node4, which joins by streaming, then `compose.sh remove node1`
+   decommissions node1 (it stalled at "21 of 27 ranges" before 2026-12-06,
+   every push to node4 answering "not found"); node1 exits 0, its
+   container and volume are gone, and every key reads at ALL through
+   node2, node3 and node4.
+6. Disk full on one node (after the rolling restart): node3's data
+   directory is a 128 MB tmpfs of this host's, bind-mounted in place of its
+   volume (an override file), with disk_reserve_mb 16. A file that leaves
+   it 8 MiB free is put there from the host, as another program filling
+   the disk would: node3 says so (ringkv_disk_full 1, store.disk_full in
+   its log), a RESP SET through it is answered -FULL, and QUORUM writes
+   through node1 go on (node1 keeps hints for node3). The file removed,
+   node3 takes writes again by itself (store.disk_ok, a SET through it
+   +OK), and after the hints are replayed it has every key written while
+   it was full (ONE through node3).
+7. Stop: every container exits 0 on SIGTERM and no log holds a sanitizer
    report (harness._CRASH_MARKS).
 """
 import os
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "cluster"))
+import compose_lib as L  # noqa: E402
 import harness as h  # noqa: E402
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILD = os.path.dirname(h.BIN_DIR)
-PROJECT = "rktest"
-NET = "172.28.6"
-IP = {"node1": NET + ".11", "node2": NET + ".12", "node3": NET + ".13",
-      "node4": NET + ".14"}
-IMAGE = "ringkv:test-" + os.path.basename(BUILD).lower()
-
-
-def env():
-    e = dict(os.environ)
-    e.update({"RINGKV_NET": NET, "RINGKV_IMAGE": IMAGE,
-              "RINGKV_CLUSTER_NAME": PROJECT,
-              "RINGKV_SECRET_FILE": SECRET,
-              "RINGKV_GOSSIP_INTERVAL_MS": "200",
-              "RINGKV_NUM_TOKENS": "16",
-              "RINGKV_READ_TIMEOUT_MS": "1500",
-              "RINGKV_WRITE_TIMEOUT_MS": "1500"})
-    return e
-
-
-def run(*args, check=True, timeout=180):
-    p = subprocess.run(list(args), env=env(), cwd=ROOT, timeout=timeout,
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    out = p.stdout.decode(errors="replace")
-    if check and p.returncode != 0:
-        raise AssertionError("%s: exit %d\n%s" % (" ".join(args),
-                                                  p.returncode, out))
-    return out
-
-
-def dc(*args, **kw):
-    return run("docker-compose", "-p", PROJECT, "-f",
-               "deploy/docker-compose.yml", *args, **kw)
-
-
-def container(name):
-    return "%s_%s_1" % (PROJECT, name)
-
-
-def states(ip):
-    """{node name: state} and the (epoch, fingerprint) as ip sees them."""
-    st = h.status_of(ip)
-    return ({k: v.get(5) for k, v in st["rows"].items()},
-            (st["epoch"], st["fingerprint"]))
-
-
-def wait_states(observers, want, timeout=90):
-    """Until every observer sees every node of `want` in its state (and,
-    when all are UN, one ring)."""
-    deadline = time.time() + timeout
-    last = None
-    while time.time() < deadline:
-        try:
-            rings = set()
-            ok = True
-            for o in observers:
-                st, ring = states(IP[o])
-                rings.add(ring)
-                if any(st.get(n) != s for n, s in want.items()):
-                    ok, last = False, (o, st)
-                    break
-            if ok and (len(rings) == 1 or
-                       any(s != "UN" for s in want.values())):
-                return
-            if ok:
-                last = ("rings differ", rings)
-        except (OSError, ConnectionError, RuntimeError) as e:
-            last = repr(e)
-        time.sleep(0.3)
-    for n in IP:
-        print("---- %s\n%s" % (n, run("docker", "logs", "--tail", "30",
-                                      container(n), check=False)),
-              file=sys.stderr)
-    raise AssertionError("%r never saw %r (last %r)" % (observers, want, last))
-
-
-def metric(ip, name):
-    return h.metrics_of(ip).get(name, 0.0)
-
-
-def wait_metric(ip, name, at_least, timeout=60):
-    deadline = time.time() + timeout
-    while metric(ip, name) < at_least and time.time() < deadline:
-        time.sleep(0.3)
-    v = metric(ip, name)
-    h.check(v >= at_least, "%s of %s: %g, want >= %g" % (name, ip, v,
-                                                         at_least))
-
-
-def put_all(ip, keys, cl="QUORUM"):
-    c = h.Client(ip, timeout=10)
-    try:
-        for k in keys:
-            r = c.call("PUT", key=k, value="v-" + k, cl=cl)
-            h.check(not r.err, "PUT %s at %s through %s: %s %s" %
-                    (k, cl, ip, r.err, r.msg))
-    finally:
-        c.close()
-
-
-def missing(ip, keys, cl):
-    """Keys that a read at cl through ip does not find with their value."""
-    c = h.Client(ip, timeout=10)
-    try:
-        out = []
-        for k in keys:
-            r = c.call("GET", key=k, cl=cl)
-            if r.err or r.value != ("v-" + k).encode():
-                out.append((k, r.err, r.value))
-        return out
-    finally:
-        c.close()
+L.configure("rktest", "172.28.6", "ringkv:test-", nodes=3, last=4)
+IP = L.IP
+BUILD, ROOT = L.BUILD, L.ROOT
+run, dc, compose_sh, container = L.run, L.dc, L.compose_sh, L.container
+wait_states, wait_healthy = L.wait_states, L.wait_healthy
+metric, wait_metric, put_all, missing = (L.metric, L.wait_metric, L.put_all,
+                                         L.missing)
+IMAGE = L.IMAGE
+# node3's data directory on a tmpfs of this host's (step 6)
+DISK = None
 
 
 def main():
-    global SECRET
-    SECRET = os.path.join(h.tmpdir(), "secret")
-    with open(SECRET, "w") as f:
+    global DISK
+    d = h.tmpdir()
+    L.SECRET = os.path.join(d, "secret")
+    with open(L.SECRET, "w") as f:
         f.write("compose-test-secret\n")
-    dc("--profile", "extra", "down", "-v", "--remove-orphans", check=False)
-    print(run(os.path.join(ROOT, "scripts", "docker-image.sh"), BUILD, IMAGE))
+    DISK = os.path.join(d, "node3-data")
+    with h.tmpfs(DISK, "128m") as mounted:
+        h.check(mounted, "cannot mount a tmpfs for node3's data (root?)")
+        L.OVERRIDE = os.path.join(d, "node3-disk.yml")
+        with open(L.OVERRIDE, "w") as f:
+            f.write('version: "3.7"\nservices:\n  node3:\n'
+                    '    environment: {RINGKV_DISK_RESERVE_MB: "16"}\n'
+                    '    volumes: ["%s:/var/lib/ringkv"]\n' % DISK)
+        compose_test()
+
+
+def compose_test():
+    compose_sh("destroy", check=False)
+    gen = compose_sh("gen", "1", "2", "3", "4", "5", "6")
+    with open(os.path.join(ROOT, "deploy", "docker-compose.yml")) as f:
+        h.check(f.read() == gen, "deploy/docker-compose.yml is not what "
+                "`scripts/compose.sh gen 1 2 3 4 5 6` writes")
     try:
         scenario()
-        dc("--profile", "extra", "stop", "-t", "30")
+        dc("stop", "-t", "30")
         crashes = []
+        logs = {}
         for n in IP:
+            kept = os.path.join(ROOT, "run", "compose", L.PROJECT, n + ".log")
+            if os.path.exists(kept):  # removed (compose.sh remove)
+                with open(kept, errors="replace") as f:
+                    logs[n] = f.read()
+                continue
             code = run("docker", "inspect", "-f", "{{.State.ExitCode}}",
                        container(n)).strip()
             if code != "0":
                 crashes.append("%s exited %s on SIGTERM" % (n, code))
-            log = run("docker", "logs", container(n), check=False)
+            logs[n] = run("docker", "logs", container(n), check=False)
+        for n, log in logs.items():
             crashes += ["%s: %s" % (n, log[max(0, log.find(m) - 200):][:1500])
                         for m in h._CRASH_MARKS if m in log]
         h.check(not crashes, "a node crashed:\n" + "\n".join(crashes))
     finally:
-        dc("--profile", "extra", "down", "-v", "--remove-orphans",
-           check=False)
+        compose_sh("destroy", check=False)
         run("docker", "rmi", IMAGE, check=False)
+
+
+def disk_full(written):
+    """Step 6: node3's disk filled from the host and freed again; returns
+    the keys written meanwhile."""
+    ip3 = IP["node3"]
+    st = os.statvfs(DISK)
+    ballast = os.path.join(DISK, "ballast")
+    fd = os.open(ballast, os.O_CREAT | os.O_WRONLY, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, st.f_bavail * st.f_frsize - (8 << 20))
+    finally:
+        os.close(fd)
+    wait_metric(ip3, "ringkv_disk_full", 1, timeout=30)
+    r = h.RespConn(ip3, 6379)
+    rep = r.call("SET", "full-direct", "x")
+    h.check(rep.startswith(b"-FULL disk full"), "SET through full node3: "
+            "%r" % rep)
+    full = ["full%03d" % i for i in range(100)]
+    stored0 = metric(IP["node1"], "ringkv_hints_stored_total")
+    put_all(IP["node1"], full)
+    wait_metric(IP["node1"], "ringkv_hints_stored_total", stored0 + 100)
+    log = run("docker", "logs", container("node3"), check=False)
+    h.check("event=store.disk_full " in log, "no store.disk_full in node3's "
+            "log")
+    print("node3's disk filled: it refuses (-FULL), QUORUM goes on, hinted")
+    os.unlink(ballast)
+    deadline = time.time() + 30
+    while metric(ip3, "ringkv_disk_full") != 0:
+        h.check(time.time() < deadline, "node3 still full after the ballast "
+                "went")
+        time.sleep(0.3)
+    rep = r.call("SET", "full-direct", "x")
+    h.check(rep == b"+OK", "SET through node3 after space came back: %r" %
+            rep)
+    r.s.close()
+    deadline = time.time() + 60
+    while missing(ip3, full, "ONE") and time.time() < deadline:
+        time.sleep(0.5)
+    h.check(missing(ip3, full, "ONE") == [], "keys written while node3 was "
+            "full are not on it after the hints")
+    h.check(missing(IP["node2"], written + full, "ALL") == [],
+            "keys missing at ALL after node3's disk came back")
+    log = run("docker", "logs", container("node3"), check=False)
+    h.check("event=store.disk_ok " in log, "no store.disk_ok in node3's log")
+    print("space back: node3 takes writes by itself and has every key")
+    return full
 
 
 def scenario():
     all3 = ["node1", "node2", "node3"]
     up = {n: "UN" for n in all3}
     t0 = time.time()
-    dc("up", "-d")
+    print(compose_sh("up", BUILD, timeout=600))
     wait_states(all3, up)
     print("up: 3 UN after %.1f s" % (time.time() - t0))
+    wait_healthy(all3)
+    st = run("docker", "exec", container("node2"), "/usr/bin/ringkv",
+             "status")
+    h.check(st.count("\nUN ") + st.startswith("UN ") >= 3,
+            "ringkv status in node2's container (no -h): %r" % st)
+    out = run("docker", "exec", container("node2"), "/usr/bin/redis-cli",
+              "-h", IP["node3"], "PING")
+    h.check(out.strip() == "PONG", "redis-cli in node2's container: %r" % out)
+    print("every container healthy; ringkv status and redis-cli in them work")
 
     keys = ["k%03d" % i for i in range(200)]
     r = h.RespConn(IP["node1"], 6379)
@@ -216,7 +208,7 @@ def scenario():
     print("node3 killed and started: QUORUM served, hints replayed")
 
     # a partition: node2 cut off from the network, still running
-    net = PROJECT + "_ring"
+    net = L.PROJECT + "_ring"
     run("docker", "network", "disconnect", net, container("node2"))
     wait_states(["node1", "node3"], {"node2": "DN"})
     cut = ["cut%03d" % i for i in range(100)]
@@ -240,27 +232,35 @@ def scenario():
     h.check(missing(IP["node2"], keys + lost + cut + rolled, "ALL") == [],
             "keys missing after the rolling restart")
     print("rolling restart: every key at ALL")
+    full = disk_full(keys + lost + cut + rolled)
 
     # add one node, then decommission another, with data
     more = ["more%04d" % i for i in range(2000)]
     put_all(IP["node2"], more)
     t0 = time.time()
-    dc("up", "-d", "node4")
+    out = compose_sh("add", BUILD, timeout=600)
+    h.check("node4 (%s, rack1) joining" % IP["node4"] in out,
+            "compose.sh add: %r" % out)
     all4 = all3 + ["node4"]
     wait_states(all4, {n: "UN" for n in all4}, timeout=180)
     held = metric(IP["node4"], "ringkv_stored_ranges")
     print("node4 joined in %.1f s, holding %d separate ranges" %
           (time.time() - t0, held))
+    wait_healthy(["node4"])
     t0 = time.time()
-    out = run("docker", "exec", container("node2"), "/usr/bin/ringkv", "-h",
-              IP["node1"], "decommission", "--wait", timeout=240)
-    print("node1 decommissioned in %.1f s: %r" %
-          (time.time() - t0, out.strip().splitlines()[-1]))
-    code = run("docker", "wait", container("node1"), timeout=60).strip()
-    h.check(code == "0", "node1 exited %s after leaving" % code)
+    out = compose_sh("remove", "node1", timeout=300)
+    h.check("node1 left the cluster and exited 0" in out,
+            "compose.sh remove node1: %r" % out)
+    print("node1 removed in %.1f s: %r" %
+          (time.time() - t0, [ln for ln in out.splitlines()
+                              if "left the cluster" in ln]))
+    gone = run("docker", "volume", "ls", "-q").split()
+    h.check(L.PROJECT + "_node1" not in gone, "node1's volume is still there")
+    h.check(run("docker", "ps", "-aq", "-f", "name=" + container("node1"))
+            .strip() == "", "node1's container is still there")
     rest = ["node2", "node3", "node4"]
     wait_states(rest, {n: "UN" for n in rest})
-    everything = keys + lost + cut + rolled + more
+    everything = keys + lost + cut + rolled + full + more
     for n in rest:
         h.check(missing(IP[n], everything, "ALL") == [],
                 "keys missing at ALL through %s after node1 left" % n)

@@ -24,7 +24,8 @@ static void check_req(const uint8_t *body, size_t len)
             abort();
         if (d.id != q.id || d.op != q.op || d.has != q.has ||
             d.key.len != q.key.len || d.value.len != q.value.len ||
-            d.nkeys != q.nkeys || d.nargs != q.nargs)
+            d.nkeys != q.nkeys || d.nargs != q.nargs || d.cursor != q.cursor ||
+            d.count != q.count || d.match.len != q.match.len)
             abort();
         if (q.key.len && memcmp(d.key.p, q.key.p, q.key.len) != 0)
             abort();
@@ -48,7 +49,8 @@ static void check_resp(const uint8_t *body, size_t len)
             abort();
         if (d.id != r.id || d.op != r.op || d.has != r.has ||
             d.nvalues != r.nvalues || d.nnodes != r.nnodes ||
-            d.ntokens != r.ntokens || d.nendpoints != r.nendpoints)
+            d.ntokens != r.ntokens || d.nendpoints != r.nendpoints ||
+            d.cursor != r.cursor || d.nkeys != r.nkeys)
             abort();
         for (size_t i = 0; i < r.nnodes; i++)
             if (d.nodes[i].silent_ms != r.nodes[i].silent_ms ||

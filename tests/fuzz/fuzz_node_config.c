@@ -4,8 +4,8 @@
  * configuration it accepts must dump to YAML that reads back to the same
  * configuration, field by field (the dump quotes every string, so there is
  * no value it may lose). The only differences allowed are the ones the dump
- * documents: requirepass prints as "<set>", and an empty advertise_address
- * prints as the listen_address it stands for.
+ * documents: the passwords print as "<set>", and an
+ * empty advertise_address prints as the listen_address it stands for.
  */
 #include <errno.h>
 #include <stdint.h>
@@ -85,6 +85,13 @@ static void same_config(const struct node_config *a,
     SAME_NUM(max_pipeline);
     if (!a->requirepass[0] != !b->requirepass[0])
         differ("requirepass (set or not)", dump);
+    if (!a->admin_password[0] != !b->admin_password[0])
+        differ("admin_password (set or not)", dump);
+    if (!a->metrics_password[0] != !b->metrics_password[0])
+        differ("metrics_password (set or not)", dump);
+    SAME_STR(requirepass_file);
+    SAME_STR(admin_password_file);
+    SAME_STR(metrics_password_file);
     SAME_NUM(log_level);
     SAME_STR(log_file);
 }

@@ -2,12 +2,15 @@
  * fuzz_resp.c - libFuzzer target for the RESP2 parser and command table.
  *
  * The first input byte picks a chunk size; the rest is a byte stream from a
- * client. It is parsed twice -- in one feed and in chunks through
- * reserve/commit -- and both runs must produce the same requests and the
+ * client. It is parsed three times -- in one feed, in chunks through
+ * reserve/commit, and in chunks appended to a buffer the caller owns (the
+ * connection engine's way: resp_parser_next_in, consumed bytes dropped
+ * from the front) -- and every run must produce the same requests and the
  * same final status (a difference aborts). Every request also goes through
  * resp_multi_filter and resp_request_parse, and a protocol error through
  * resp_out_proto_error.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,14 +28,25 @@ struct outcome {
     char err[96];
 };
 
-static void
-run(struct outcome *out, const uint8_t *data, size_t size, size_t chunk)
+/* A caller-owned input buffer, as net/'s engine keeps one. */
+struct owned {
+    uint8_t *p;
+    size_t len;
+};
+
+static void run(struct outcome *out,
+                const uint8_t *data,
+                size_t size,
+                size_t chunk,
+                bool borrowed)
 {
+    struct owned in = {NULL, 0};
     /* small limits so the fuzzer reaches them */
     struct resp_limits lim = {.max_bulk = 4096,
                               .max_args = 64,
                               .max_inline = 256,
-                              .max_request = 8192};
+                              .max_request = 8192,
+                              .max_skip = 16384};
     resp_parser *p;
     XXH3_state_t *h = XXH3_createState();
     struct resp_out reply = RESP_OUT_INIT;
@@ -47,7 +61,14 @@ run(struct outcome *out, const uint8_t *data, size_t size, size_t chunk)
         size_t step = size - off;
         if (chunk != 0 && step > chunk)
             step = chunk;
-        if (chunk == 0) {
+        if (borrowed) {
+            uint8_t *n = realloc(in.p, in.len + step);
+            if (n == NULL)
+                abort();
+            in.p = n;
+            memcpy(in.p + in.len, data + off, step);
+            in.len += step;
+        } else if (chunk == 0) {
             if (resp_parser_feed(p, data + off, step) != 0)
                 abort();
         } else {
@@ -60,7 +81,8 @@ run(struct outcome *out, const uint8_t *data, size_t size, size_t chunk)
         }
         off += step;
         struct resp_cmd c;
-        while ((rc = resp_parser_next(&c, p)) == 1) {
+        while ((rc = borrowed ? resp_parser_next_in(&c, p, in.p, &in.len)
+                              : resp_parser_next(&c, p)) == 1) {
             if (c.argc == 0)
                 abort();
             for (size_t i = 0; i < c.argc; i++) {
@@ -80,6 +102,13 @@ run(struct outcome *out, const uint8_t *data, size_t size, size_t chunk)
             if ((qr == RESP_REQ_ANSWERED) != (reply.len > 0))
                 abort();
         }
+        if (borrowed && rc >= 0) {
+            size_t used = resp_parser_take_consumed(p);
+            if (used > in.len)
+                abort();
+            memmove(in.p, in.p + used, in.len - used);
+            in.len -= used;
+        }
     }
     if (rc == RK_EPROTO) {
         reply.len = 0;
@@ -92,6 +121,7 @@ run(struct outcome *out, const uint8_t *data, size_t size, size_t chunk)
     resp_out_free(&reply);
     XXH3_freeState(h);
     resp_parser_free(p);
+    free(in.p);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -99,11 +129,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size == 0)
         return 0;
     size_t chunk = (size_t)data[0] % 17 + 1;
-    struct outcome whole, parts;
-    run(&whole, data + 1, size - 1, 0);
-    run(&parts, data + 1, size - 1, chunk);
+    struct outcome whole, parts, owned;
+    run(&whole, data + 1, size - 1, 0, false);
+    run(&parts, data + 1, size - 1, chunk, false);
+    run(&owned, data + 1, size - 1, chunk, true);
     if (whole.rc != parts.rc || whole.ncmds != parts.ncmds ||
         whole.digest != parts.digest || strcmp(whole.err, parts.err) != 0)
+        abort();
+    if (whole.rc != owned.rc || whole.ncmds != owned.ncmds ||
+        whole.digest != owned.digest || strcmp(whole.err, owned.err) != 0)
         abort();
     return 0;
 }

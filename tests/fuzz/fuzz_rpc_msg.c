@@ -2,7 +2,8 @@
  * fuzz_rpc_msg.c - every internode RPC decoder on untrusted bytes. Whatever
  * decodes must re-encode and decode to the same message (the codec is a
  * bijection on what it accepts, up to skipped extra fields). A decoded
- * stream chunk must also yield exactly its count of items, never an error.
+ * stream chunk or scan answer must also yield exactly its count of items,
+ * never an error.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -176,6 +177,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check(rpc_stream_push_decode(&sc2, RK_SLICE(b.data, b.len)) == 0);
         check(sc.hlc == sc2.hlc && same_pos(&sc.next, &sc2.next) &&
               sc.count == sc2.count && same(sc.items, sc2.items));
+        rpc_buf_reset(&b);
+    }
+    struct rpc_scan sn, sn2;
+    if (rpc_scan_decode(&sn, in) == 0) {
+        check(sn.limit >= 1 && sn.limit <= RPC_SCAN_LIMIT_MAX);
+        check(rpc_scan_encode(&b, &sn) == 0);
+        check(rpc_scan_decode(&sn2, RK_SLICE(b.data, b.len)) == 0);
+        check(sn.epoch == sn2.epoch && sn.start == sn2.start &&
+              sn.end == sn2.end && sn.limit == sn2.limit);
+        rpc_buf_reset(&b);
+    }
+    struct rpc_scan_resp sr, sr2;
+    if (rpc_scan_resp_decode(&sr, in) == 0) {
+        check(sr.status <= 0 && sr.count <= RPC_STREAM_ITEMS_MAX);
+        struct rpc_stream_chunk as_chunk = {.count = sr.count,
+                                            .items = sr.items};
+        walk_items(&as_chunk);
+        check(rpc_scan_resp_encode(&b, &sr) == 0);
+        check(rpc_scan_resp_decode(&sr2, RK_SLICE(b.data, b.len)) == 0);
+        check(sr.status == sr2.status && sr.hlc == sr2.hlc &&
+              sr.done == sr2.done && sr.next == sr2.next &&
+              sr.count == sr2.count && same(sr.items, sr2.items));
         rpc_buf_reset(&b);
     }
     struct rpc_merkle_req mq, mq2;

@@ -54,6 +54,7 @@ struct fake {
     bool dropped_once;
     uint32_t last_cl;
     uint32_t last_ttl;
+    char last_user[16]; /* the last HELLO's user; "" when it named none */
     struct {
         char key[64];
         uint8_t *val;
@@ -111,6 +112,10 @@ static struct wire_cnode nodes[] = {{{(const uint8_t *)"n1", 2},
                                      16,
                                      0.5,
                                      {(const uint8_t *)"dc1:3", 5},
+                                     0,
+                                     0,
+                                     0,
+                                     false,
                                      0},
                                     {{(const uint8_t *)"n2", 2},
                                      {(const uint8_t *)"127.0.0.12:7380", 15},
@@ -121,6 +126,10 @@ static struct wire_cnode nodes[] = {{{(const uint8_t *)"n1", 2},
                                      16,
                                      0.5,
                                      {(const uint8_t *)"dc1:3", 5},
+                                     0,
+                                     600000,
+                                     0,
+                                     true,
                                      0}};
 
 /* Build the answer to q into out; returns 1 to send it, 0 to stay silent,
@@ -139,6 +148,9 @@ static int fake_answer(struct fake *f,
     if (q->op == WIRE_COP_PUT)
         f->last_ttl = (q->has & WIRE_CREQ_TTL) ? q->ttl : 0;
     if (q->op == WIRE_COP_HELLO) {
+        snprintf(f->last_user, sizeof(f->last_user), "%.*s",
+                 (q->has & WIRE_CREQ_USER) ? (int)q->user.len : 0,
+                 (const char *)q->user.p);
         if (f->password != NULL &&
             (!(q->has & WIRE_CREQ_PASSWORD) ||
              q->password.len != strlen(f->password) ||
@@ -261,9 +273,39 @@ static int fake_answer(struct fake *f,
         r->ntokens = 2;
         return 1;
     }
+    case WIRE_COP_SCAN: {
+        /* the cursor is a slot index: `count` keys from it; match "!"
+         * is refused, for the client's error path */
+        static struct rk_slice keys[NKV];
+        if ((q->has & WIRE_CREQ_MATCH) && q->match.len == 1 &&
+            q->match.p[0] == '!') {
+            r->err = RK_EBADREQ;
+            return 1;
+        }
+        uint32_t want = (q->has & WIRE_CREQ_COUNT) ? q->count : 10;
+        uint64_t i = (q->has & WIRE_CREQ_CURSOR) ? q->cursor : 0;
+        r->nkeys = 0;
+        for (; i < NKV && r->nkeys < want; i++)
+            if (f->kv[i].used)
+                keys[r->nkeys++] = RK_SLICE(f->kv[i].key, strlen(f->kv[i].key));
+        r->has = WIRE_CRESP_CURSOR | WIRE_CRESP_KEYS;
+        r->cursor = i < NKV ? i : 0;
+        r->keys = keys;
+        return 1;
+    }
     case WIRE_COP_METRICS:
         r->has = WIRE_CRESP_TEXT;
         r->text = RK_SLICE("# TYPE x counter\nx 1\n", 22);
+        return 1;
+    case WIRE_COP_CLEANUP: /* an admin op: NOPERM but for user admin */
+        if (strcmp(f->last_user, "admin") != 0) {
+            r->err = RK_ENOPERM;
+            r->has = WIRE_CRESP_MSG;
+            r->msg = RK_SLICE("needs the admin role", 20);
+            return 1;
+        }
+        r->has = WIRE_CRESP_TEXT;
+        r->text = RK_SLICE("cleanup started", 15);
         return 1;
     case WIRE_COP_STATUS:
         r->has = WIRE_CRESP_EPOCH | WIRE_CRESP_FPRINT | WIRE_CRESP_NODES;
@@ -463,6 +505,61 @@ START_TEST(sync_put_get_del)
 }
 END_TEST
 
+struct seen {
+    int n, stop_at;
+    char keys[8][8];
+};
+
+static int on_key(const uint8_t *key, size_t len, void *arg)
+{
+    struct seen *s = arg;
+    if (s->n == s->stop_at)
+        return 42;
+    ck_assert(s->n < 8 && len < 8);
+    memcpy(s->keys[s->n], key, len);
+    s->keys[s->n++][len] = '\0';
+    return 0;
+}
+
+/* ringkv_scan: one call each; the cursor moves on success only, and the
+ * callback sees each key of the answer (and can stop the walk). */
+START_TEST(scan_calls)
+{
+    struct fake *f = fake_start(false, NULL);
+    ringkv *c = client_for(f, NULL, 2000);
+    const char *names[] = {"a", "b", "c", "d", "e"};
+    for (int i = 0; i < 5; i++)
+        ck_assert_int_eq(ringkv_put(c, names[i], 1, "v", 1, 0), 0);
+    struct seen s = {.stop_at = -1};
+    uint64_t cursor = 0;
+    int calls = 0;
+    do {
+        ck_assert_int_eq(ringkv_scan(c, &cursor, NULL, 2, on_key, &s), 0);
+        calls++;
+    } while (cursor != 0);
+    ck_assert_int_eq(s.n, 5);
+    ck_assert_int_eq(calls, 3);
+    for (int i = 0; i < 5; i++) {
+        bool found = false;
+        for (int k = 0; k < s.n; k++)
+            found |= strcmp(s.keys[k], names[i]) == 0;
+        ck_assert(found);
+    }
+    /* an error: the cursor stays where it was, to call again */
+    cursor = 3;
+    ck_assert_int_eq(ringkv_scan(c, &cursor, "!", 2, on_key, &s), RK_EBADREQ);
+    ck_assert_uint_eq(cursor, 3);
+    /* the callback stops the walk: its return, cursor unchanged */
+    s = (struct seen){.stop_at = 1};
+    cursor = 0;
+    ck_assert_int_eq(ringkv_scan(c, &cursor, NULL, 4, on_key, &s), 42);
+    ck_assert_uint_eq(cursor, 0);
+    ck_assert_int_eq(s.n, 1);
+    ringkv_free(c);
+    fake_stop(f);
+}
+END_TEST
+
 START_TEST(large_values)
 {
     struct fake *f = fake_start(false, NULL);
@@ -650,14 +747,15 @@ START_TEST(no_resend_of_sent_write)
     ck_assert_int_eq(ringkv_put(c, "k", 1, "v", 1, 0), 0);
     /* what may be resent */
     struct wire_creq q = {.op = WIRE_COP_GET};
-    static const uint32_t idem[] = {
-        WIRE_COP_HELLO,     WIRE_COP_PING,    WIRE_COP_GET,
-        WIRE_COP_MGET,      WIRE_COP_STATUS,  WIRE_COP_RING,
-        WIRE_COP_ENDPOINTS, WIRE_COP_METRICS, WIRE_COP_NETSTATS};
-    static const uint32_t once[] = {WIRE_COP_PUT,        WIRE_COP_DEL,
-                                    WIRE_COP_JOIN,       WIRE_COP_DECOMMISSION,
-                                    WIRE_COP_REMOVENODE, WIRE_COP_REPAIR,
-                                    WIRE_COP_CLEANUP};
+    static const uint32_t idem[] = {WIRE_COP_HELLO,     WIRE_COP_PING,
+                                    WIRE_COP_GET,       WIRE_COP_MGET,
+                                    WIRE_COP_STATUS,    WIRE_COP_RING,
+                                    WIRE_COP_ENDPOINTS, WIRE_COP_METRICS,
+                                    WIRE_COP_NETSTATS,  WIRE_COP_LISTSNAPSHOTS};
+    static const uint32_t once[] = {
+        WIRE_COP_PUT,          WIRE_COP_DEL,        WIRE_COP_JOIN,
+        WIRE_COP_DECOMMISSION, WIRE_COP_REMOVENODE, WIRE_COP_REPAIR,
+        WIRE_COP_CLEANUP,      WIRE_COP_SNAPSHOT,   WIRE_COP_CLEARSNAPSHOT};
     for (size_t i = 0; i < sizeof(idem) / sizeof(idem[0]); i++) {
         q.op = idem[i];
         ck_assert_msg(ringkv_idempotent(&q), "%s", wire_cop_name(q.op));
@@ -744,6 +842,98 @@ START_TEST(failover_between_hosts)
     ck_assert_ptr_nonnull(strstr(ringkv_errmsg(c), "cannot connect"));
     ringkv_free(c);
     fake_stop(f);
+}
+END_TEST
+
+/* A listening socket on 127.0.0.1 (a connect to it succeeds without an
+ * accept, up to its backlog); its port in *port. */
+static int listener(uint16_t *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    socklen_t sl = sizeof(a);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &sl), 0);
+    ck_assert_int_eq(listen(fd, 512), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+/* Which of ports[0..n) c is connected to (ringkv_peer). */
+static int peer_index(ringkv *c, const uint16_t *ports, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "127.0.0.1:%u", ports[i]);
+        if (strcmp(ringkv_peer(c), want) == 0)
+            return i;
+    }
+    ck_abort_msg("connected to %s, not a listed host", ringkv_peer(c));
+    return -1;
+}
+
+/* opts.spread: clients given one list spread over it, and after a lost
+ * connection each goes to another host chosen at random, so the clients of
+ * a failed host spread over the rest; without it every client takes the
+ * first host, and on losing it the next one (regression:
+ * failover_piles_on_next_host: all of a dead node's clients moved to its
+ * successor, doubling its load). The chance that a spread count below
+ * fails by luck is under 1e-7. */
+#define SPREAD_CLIENTS 200
+static void spread_run(enum ringkv_spread spread)
+{
+    enum { N = 4 };
+    uint16_t ports[N];
+    int lfd[N];
+    char hosts[128];
+    size_t len = 0;
+    for (int i = 0; i < N; i++) {
+        lfd[i] = listener(&ports[i]);
+        len += (size_t)snprintf(hosts + len, sizeof(hosts) - len,
+                                "%s127.0.0.1:%u", i ? "," : "", ports[i]);
+    }
+    struct ringkv_opts o = RINGKV_OPTS_INIT;
+    o.hosts = hosts;
+    o.spread = spread;
+    static ringkv *c[SPREAD_CLIENTS];
+    int on[N] = {0}, first[SPREAD_CLIENTS];
+    for (int k = 0; k < SPREAD_CLIENTS; k++) {
+        ck_assert_int_eq(ringkv_new(&c[k], &o, NULL), 0);
+        ck_assert_int_eq(ringkv_connect(c[k]), 0);
+        first[k] = peer_index(c[k], ports, N);
+        on[first[k]]++;
+    }
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(spread == RINGKV_SPREAD_RANDOM
+                          ? on[i] > 0
+                          : on[i] == (i ? 0 : SPREAD_CLIENTS),
+                      "spread %d: %d clients on host %d", spread, on[i], i);
+    /* every connection lost: where do host 0's clients go? */
+    int moved[N] = {0};
+    for (int k = 0; k < SPREAD_CLIENTS; k++) {
+        ringkv_close(c[k]);
+        ck_assert_int_eq(ringkv_connect(c[k]), 0);
+        int now = peer_index(c[k], ports, N);
+        ck_assert_int_ne(now, first[k]);
+        if (first[k] == 0)
+            moved[now]++;
+        ringkv_free(c[k]);
+    }
+    if (spread != RINGKV_SPREAD_NONE) /* each other host takes some */
+        ck_assert(moved[1] > 0 && moved[2] > 0 && moved[3] > 0);
+    else
+        ck_assert_int_eq(moved[1], SPREAD_CLIENTS);
+    for (int i = 0; i < N; i++)
+        close(lfd[i]);
+}
+
+START_TEST(spread_clients_over_hosts)
+{
+    spread_run(RINGKV_SPREAD_NONE);
+    spread_run(RINGKV_SPREAD_RANDOM);
+    spread_run(RINGKV_SPREAD_FAILOVER);
 }
 END_TEST
 
@@ -917,6 +1107,7 @@ START_TEST(errkind_one_list)
     ck_assert_int_eq(ringkv_errkind(RK_EPROTO), RINGKV_KIND_OTHER);
     ck_assert_int_eq(ringkv_errkind(-ENOMEM), RINGKV_KIND_OTHER);
     ck_assert_int_eq(ringkv_errkind(RK_ENOTSUP), RINGKV_KIND_NOTSUP);
+    ck_assert_int_eq(ringkv_errkind(RK_ENOPERM), RINGKV_KIND_NOPERM);
     ck_assert_int_eq(ringkv_errkind(-ENOSYS), RINGKV_KIND_OTHER);
     /* nothing was done: worth another try whatever the request */
     ck_assert(ringkv_retryable(RK_ESTALE, false));
@@ -1150,6 +1341,34 @@ START_TEST(cli_status)
     nodes[0].silent_ms = 0;
     ck_assert_ptr_nonnull(
         strstr(out, "\"replication\":\"dc1:3\",\"silent_ms\":2400}"));
+    /* a peer's clock far off (n2's row: 600000 ms ahead) */
+    ck_assert_ptr_nonnull(
+        strstr(out, "\"replication\":\"dc1:3\",\"clock_ms\":600000,"
+                    "\"clock_far\":true}"));
+    ck_assert_int_eq(cli(f, NULL, out, err, "status", NULL, NULL, NULL, NULL),
+                     0);
+    ck_assert_ptr_nonnull(
+        strstr(out, "\nClock: n2's clock is 600000 ms ahead of the answering "
+                    "node's, more than max_clock_drift_ms\n"));
+    nodes[1].clock_ahead_ms = 0;
+    nodes[1].clock_behind_ms = 1200;
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "status", "--json", NULL, NULL, NULL), 0);
+    nodes[1].clock_ahead_ms = 600000;
+    nodes[1].clock_behind_ms = 0;
+    ck_assert_ptr_nonnull(strstr(out, "\"clock_ms\":-1200,"));
+    ck_assert_ptr_null(strstr(out, "disk_full"));
+    /* the answering node short of disk space: a line, and in --json */
+    nodes[0].disk_full = 1;
+    ck_assert_int_eq(cli(f, NULL, out, err, "status", NULL, NULL, NULL, NULL),
+                     0);
+    ck_assert_ptr_nonnull(strstr(out, "\nDisk full: n1 has less free disk "
+                                      "space than its disk_reserve_mb"));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "status", "--json", NULL, NULL, NULL), 0);
+    nodes[0].disk_full = 0;
+    ck_assert_ptr_nonnull(
+        strstr(out, "\"replication\":\"dc1:3\",\"disk_full\":true}"));
     fake_stop(f);
 }
 END_TEST
@@ -1221,6 +1440,47 @@ START_TEST(cli_password)
         cli(f, "RINGKV_PASSWORD=pw", out, err, "put", "k", "v", NULL, NULL), 0);
     ck_assert_int_eq(cli(f, NULL, out, err, "get", "k", "-a", "pw", NULL), 0);
     ck_assert_str_eq(out, "v\n");
+    ck_assert_str_eq(f->last_user, ""); /* no user: the server's default */
+    /* the user: --user, -u, $RINGKV_USER; an admin op as another user
+     * exits 9 (NOPERM) */
+    ck_assert_int_eq(cli(f, NULL, out, err, "cleanup", "-a", "pw", NULL, NULL),
+                     9);
+    ck_assert_ptr_nonnull(strstr(err, "admin role"));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "cleanup", "-a", "pw", "--user=bob", NULL), 9);
+    ck_assert_str_eq(f->last_user, "bob");
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "cleanup", "-a", "pw", "-u", "admin"), 0);
+    ck_assert_str_eq(f->last_user, "admin");
+    ck_assert_int_eq(cli(f, "RINGKV_USER=admin", out, err, "--json", "cleanup",
+                         "-a", "pw", NULL),
+                     0);
+    ck_assert_str_eq(f->last_user, "admin");
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "--json", "cleanup", "-a", "pw", NULL), 9);
+    ck_assert_ptr_nonnull(strstr(out, "\"error\":\"NOPERM\""));
+    ck_assert_ptr_nonnull(strstr(out, "\"exit\":9"));
+
+    /* the password from a file: --password-file, $RINGKV_PASSWORD_FILE */
+    char path[] = "/tmp/check_client_pw_XXXXXX", env[64];
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, "pw\n", 3), 3);
+    close(fd);
+    snprintf(env, sizeof(env), "RINGKV_PASSWORD_FILE=%s", path);
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "get", "k", "--password-file", path, NULL), 0);
+    ck_assert_str_eq(out, "v\n");
+    ck_assert_int_eq(cli(f, env, out, err, "get", "k", NULL, NULL, NULL), 0);
+    ck_assert_int_eq(cli(f, env, out, err, "get", "k", "-a", "no", NULL), 4);
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "k", "-a", "pw",
+                         "--password-file=/nonexistent"),
+                     2);
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "k",
+                         "--password-file=/nonexistent", NULL, NULL),
+                     2);
+    ck_assert_ptr_nonnull(strstr(err, "/nonexistent"));
+    unlink(path);
     fake_stop(f);
 }
 END_TEST
@@ -1266,6 +1526,7 @@ static Suite *client_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, sync_put_get_del);
     tcase_add_test(tc, large_values);
+    tcase_add_test(tc, scan_calls);
     tcase_add_test(tc, default_consistency_applied);
     suite_add_tcase(s, tc);
     tc = tcase_create("pipeline");
@@ -1280,6 +1541,7 @@ static Suite *client_suite(void)
     tcase_add_test(tc, no_resend_of_sent_write);
     tcase_add_test(tc, write_resent_when_not_sent_whole);
     tcase_add_test(tc, failover_between_hosts);
+    tcase_add_test(tc, spread_clients_over_hosts);
     tcase_add_test(tc, ring_stale_tries_next_host);
     tcase_add_test(tc, error_mapping);
     tcase_add_test(tc, authentication);

@@ -149,6 +149,30 @@ START_TEST(read_file_whole_and_bounded)
 }
 END_TEST
 
+/* rk_write_file_atomic: the file holds the text, a second write replaces
+ * it whole, no .tmp stays; a missing folder is -ENOENT. */
+START_TEST(write_file_atomic_replaces)
+{
+    char dir[] = "/tmp/check_common.XXXXXX", path[64], tmp[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/f", dir);
+    snprintf(tmp, sizeof(tmp), "%s/f.tmp", dir);
+    char *got;
+    size_t len;
+    ck_assert_int_eq(rk_write_file_atomic(dir, "f", "first\nlonger line\n"), 0);
+    ck_assert_int_eq(rk_write_file_atomic(dir, "f", "second\n"), 0);
+    ck_assert_int_eq(rk_read_file(path, 100, &got, &len), 0);
+    ck_assert_str_eq(got, "second\n");
+    free(got);
+    ck_assert_int_eq(access(tmp, F_OK), -1);
+    ck_assert_int_eq(rk_fsync_dir(dir), 0);
+    unlink(path);
+    rmdir(dir);
+    ck_assert_int_eq(rk_write_file_atomic(dir, "f", "x"), -ENOENT);
+    ck_assert_int_eq(rk_fsync_dir(dir), -ENOENT);
+}
+END_TEST
+
 static Suite *common_suite(void)
 {
     Suite *s = suite_create("common");
@@ -162,6 +186,7 @@ static Suite *common_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("files");
     tcase_add_test(tc, read_file_whole_and_bounded);
+    tcase_add_test(tc, write_file_atomic_replaces);
     suite_add_tcase(s, tc);
     tc = tcase_create("pool");
     tcase_add_test(tc, pool_reuses_last_released_and_bounds);

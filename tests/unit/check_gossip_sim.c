@@ -3,8 +3,11 @@
  * fake network (10% loss, 2% duplicates, 1..200 ms delays, so reordering).
  *
  * Each test prints its seed; set GOSSIP_SIM_SEED to replay a failure
- * exactly. Bounds below are liveness bounds in simulated time (the run stops
- * by itself), not timing thresholds.
+ * exactly. Bounds below are in simulated time on the fake clock (the run is
+ * a function of its seed), not wall-clock timing thresholds: the failure
+ * detector's goal is that every healthy node sees a killed or cut-off node
+ * DOWN within 5 s at a 1 s gossip interval, and that no healthy node ever
+ * sees another healthy one DOWN, at 10% loss and 1..200 ms delays.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -159,16 +162,24 @@ static bool partition_seen(gossip_sim *s, size_t victim)
     return true;
 }
 
+/* 100 nodes with the default network, converged, DOWN events to log. */
+static gossip_sim *
+start_logged(struct gossip_sim_config *cfg, struct down_log *log, uint64_t seed)
+{
+    cfg->seed = seed_for(seed);
+    cfg->on_event = on_event;
+    cfg->arg = log;
+    gossip_sim *s;
+    ck_assert_int_eq(gossip_sim_new(&s, cfg), 0);
+    converge(s, cfg->seed);
+    return s;
+}
+
 START_TEST(partition_down_then_up_ring_unchanged)
 {
     struct down_log log = {.victim = 7};
     struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
-    cfg.seed = seed_for(2000 + (uint64_t)_i);
-    cfg.on_event = on_event;
-    cfg.arg = &log;
-    gossip_sim *s;
-    ck_assert_int_eq(gossip_sim_new(&s, &cfg), 0);
-    converge(s, cfg.seed);
+    gossip_sim *s = start_logged(&cfg, &log, 2000 + (uint64_t)_i);
     uint64_t view = ring_view(gossip_sim_node(s, 0));
     for (size_t i = 0; i < N; i++)
         ck_assert_uint_eq(ring_view(gossip_sim_node(s, i)), view);
@@ -220,6 +231,93 @@ START_TEST(partition_down_then_up_ring_unchanged)
 }
 END_TEST
 
+#define DETECT_MS 5000 /* the goal, in simulated time */
+
+/* Kill (_i even) or cut off (_i odd) one node of 100: every other node
+ * sees it DOWN within 5 s of simulated time, nobody sees a healthy node
+ * DOWN meanwhile, and it stays DOWN (relayed heartbeats do not revive
+ * it). */
+START_TEST(dead_or_cut_off_node_down_within_5s)
+{
+    struct down_log log = {.victim = 11 + (size_t)_i};
+    struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
+    gossip_sim *s = start_logged(&cfg, &log, 3000 + (uint64_t)_i);
+    /* a while in steady state first, so the cut lands mid-round */
+    ck_assert_int_eq(gossip_sim_run(s, gossip_sim_now(s) + 20000 + 137 * _i),
+                     0);
+    if (_i % 2 == 0)
+        gossip_sim_kill(s, log.victim);
+    else
+        gossip_sim_isolate(s, log.victim, true);
+    uint64_t cut = gossip_sim_now(s), t = cut, first = 0;
+    while (gossip_sim_down_count(s, log.victim) < N - 1) {
+        t += 50; /* past the goal only if not all were DOWN by it */
+        ck_assert_msg(t - cut <= DETECT_MS,
+                      "seed %llu: %zu of %d nodes saw n%zu DOWN in %d ms",
+                      (unsigned long long)cfg.seed,
+                      gossip_sim_down_count(s, log.victim), N - 1, log.victim,
+                      DETECT_MS);
+        ck_assert_int_eq(gossip_sim_run(s, t), 0);
+        if (first == 0 && gossip_sim_down_count(s, log.victim) > 0)
+            first = t;
+    }
+    printf("seed=%llu %s: first DOWN after %.2f s, all %d after %.2f s\n",
+           (unsigned long long)cfg.seed, _i % 2 == 0 ? "killed" : "cut off",
+           (double)(first - cut) / 1000, N - 1, (double)(t - cut) / 1000);
+    ck_assert_int_eq(gossip_sim_run(s, t + 30000), 0);
+    ck_assert_uint_eq(gossip_sim_down_count(s, log.victim), N - 1);
+    ck_assert_msg(log.false_downs == 0, "seed %llu: %zu false DOWN events",
+                  (unsigned long long)cfg.seed, log.false_downs);
+    gossip_sim_free(s);
+}
+END_TEST
+
+static void count_downs(void *arg, size_t node, const struct gossip_event *ev)
+{
+    (void)node;
+    size_t *downs = arg;
+    if (ev->type == GOSSIP_EV_DOWN)
+        (*downs)++;
+}
+
+/* Ten minutes of 100 healthy nodes at 10% loss and 1..200 ms delays: the
+ * probe detector suspects now and then (a probe and all its relays lost)
+ * but every suspicion is refuted: no DOWN at all. */
+START_TEST(no_false_down_in_ten_minutes)
+{
+    size_t downs = 0;
+    struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
+    cfg.seed = seed_for(4000);
+    cfg.on_event = count_downs;
+    cfg.arg = &downs;
+    gossip_sim *s;
+    ck_assert_int_eq(gossip_sim_new(&s, &cfg), 0);
+    converge(s, cfg.seed);
+    downs = 0;
+    uint64_t start = gossip_sim_now(s);
+    ck_assert_int_eq(gossip_sim_run(s, start + 600 * 1000), 0);
+    uint64_t suspicions = 0, refutations = 0, probes = 0;
+    for (size_t i = 0; i < N; i++) {
+        struct gossip_stats st;
+        gossip_stats_get(&st, gossip_sim_node(s, i));
+        suspicions += st.suspicions;
+        refutations += st.refutations;
+        probes += st.probes;
+    }
+    printf("seed=%llu: 600 s, %llu probes, %llu suspicions heard, %llu "
+           "refutations, %zu DOWN\n",
+           (unsigned long long)cfg.seed, (unsigned long long)probes,
+           (unsigned long long)suspicions, (unsigned long long)refutations,
+           downs);
+    ck_assert_uint_gt(probes, N * 600); /* the detector did run */
+    ck_assert_uint_gt(refutations, 0);  /* and the network did mislead it */
+    ck_assert_msg(downs == 0, "seed %llu: %zu false DOWN events",
+                  (unsigned long long)cfg.seed, downs);
+    ck_assert(all_know_all_up(s));
+    gossip_sim_free(s);
+}
+END_TEST
+
 static Suite *gossip_sim_suite(void)
 {
     Suite *s = suite_create("gossip_sim");
@@ -230,6 +328,11 @@ static Suite *gossip_sim_suite(void)
     tc = tcase_create("partition");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, partition_down_then_up_ring_unchanged, 0, 1);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("failure_detection");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, dead_or_cut_off_node_down_within_5s, 0, 6);
+    tcase_add_test(tc, no_false_down_in_ten_minutes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -26,18 +26,11 @@
 #include "ring/ring.h"
 #include "storage/store.h"
 #include "tests/unit/oom_hook.h"
+#include "tests/unit/rng.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
 #define WHOLE ((struct ring_range){0, 0})
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 /* Tokens in the arc (the whole ring: 2^64, returned as 0). */
 static uint64_t span_of(struct ring_range a)
@@ -789,7 +782,7 @@ static int collect_cb(const struct store_item *si, void *arg)
 }
 
 /* The leaves of the store's records in arc, hashed by merkle_build in the
- * order of a scan of the arc (as node/repair.c feeds them). */
+ * order of a scan of the arc (as repair/session.c feeds them). */
 static uint64_t
 store_leaves(uint64_t *leaves, store *s, struct ring_range arc, unsigned d)
 {

@@ -3,13 +3,15 @@
  *
  * The rendering of a known registry is compared byte for byte, so a change
  * of format (what scrapers parse) is a failing test. The HTTP server is
- * started on 127.0.0.1 on an ephemeral port and read with a raw socket.
+ * started on 127.0.0.1 on an ephemeral port on the test's libuv loop, run
+ * by the test thread, and read with a raw socket from a helper thread.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +22,9 @@
 
 #include <check.h>
 
+#include "common/metrics.h"
 #include "common/rk.h"
-#include "node/http.h"
-#include "node/metrics.h"
+#include "net/http.h"
 
 static const char *const ops[] = {"get", "set"};
 static const char *const levels[] = {"ONE", "QUORUM"};
@@ -360,6 +362,74 @@ static void http_do(struct http_reply *out, uint16_t port, const char *req)
     free(buf);
 }
 
+/* The server's loop, run by the test thread while a helper thread is the
+ * client; the helper wakes it when it is done. */
+struct hloop {
+    uv_loop_t loop;
+    uv_async_t wake;
+};
+
+static void hloop_wake_cb(uv_async_t *a)
+{
+    (void)a;
+}
+
+static void hloop_init(struct hloop *L)
+{
+    ck_assert_int_eq(uv_loop_init(&L->loop), 0);
+    ck_assert_int_eq(uv_async_init(&L->loop, &L->wake, hloop_wake_cb), 0);
+}
+
+static void set_flag(void *arg)
+{
+    *(bool *)arg = true;
+}
+
+/* Frees h (if any), closes the loop: every handle must be gone. */
+static void hloop_finish(struct hloop *L, http_server *h)
+{
+    bool freed = h == NULL;
+    http_server_free(h, set_flag, &freed);
+    uv_close((uv_handle_t *)&L->wake, NULL);
+    while (uv_run(&L->loop, UV_RUN_ONCE) != 0)
+        ;
+    ck_assert(freed);
+    ck_assert_int_eq(uv_loop_close(&L->loop), 0);
+}
+
+struct hreq {
+    struct hloop *L;
+    struct http_reply *out;
+    uint16_t port;
+    const char *req;
+    atomic_int done;
+};
+
+static void *hreq_run(void *arg)
+{
+    struct hreq *r = arg;
+    http_do(r->out, r->port, r->req);
+    atomic_store(&r->done, 1);
+    uv_async_send(&r->L->wake);
+    return NULL;
+}
+
+/* http_do from a helper thread while this one runs the server's loop. */
+static void http_get(struct hloop *L,
+                     struct http_reply *out,
+                     uint16_t port,
+                     const char *req)
+{
+    struct hreq r = {.L = L, .out = out, .port = port, .req = req};
+    pthread_t th;
+    atomic_init(&r.done, 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, hreq_run, &r), 0);
+    while (!atomic_load(&r.done))
+        uv_run(&L->loop, UV_RUN_ONCE);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+}
+
+/* Runs on the loop thread (the test's): a plain counter would do. */
 static void on_scrape(void *arg)
 {
     atomic_fetch_add((atomic_int *)arg, 1);
@@ -374,14 +444,16 @@ START_TEST(http_serves_published_snapshot)
     o.port = 0;
     o.on_scrape = on_scrape;
     o.arg = &scraped;
+    struct hloop L;
+    hloop_init(&L);
     http_server *h;
-    ck_assert_int_eq(http_server_start(&h, &o), 0);
+    ck_assert_int_eq(http_server_start(&h, &L.loop, &o), 0);
     uint16_t port = http_server_port(h);
     ck_assert_uint_ne(port, 0);
     struct http_reply r;
 
     /* nothing published yet */
-    http_do(&r, port, "GET /metrics HTTP/1.0\r\n\r\n");
+    http_get(&L, &r, port, "GET /metrics HTTP/1.0\r\n\r\n");
     ck_assert_int_eq(r.status, 503);
     free(r.body);
 
@@ -401,7 +473,7 @@ START_TEST(http_serves_published_snapshot)
     ck_assert_int_eq(metrics_render(&text, &len, m), 0);
     char *expect = strdup(text);
     ck_assert_int_eq(http_server_publish(h, text, len), 0);
-    http_do(&r, port, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
+    http_get(&L, &r, port, "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n");
     ck_assert_int_eq(r.status, 200);
     ck_assert_uint_eq(r.body_len, len);
     ck_assert_str_eq(r.body, expect);
@@ -416,25 +488,26 @@ START_TEST(http_serves_published_snapshot)
     metrics_counter_add(f, metrics_series(f, 1, 0, 0), 4);
     ck_assert_int_eq(metrics_render(&text, &len, m), 0);
     ck_assert_int_eq(http_server_publish(h, text, len), 0);
-    http_do(&r, port,
-            "GET /metrics HTTP/1.1\r\nHost: x\r\n"
-            "Connection: close\r\n\r\n");
+    http_get(&L, &r, port,
+             "GET /metrics HTTP/1.1\r\nHost: x\r\n"
+             "Connection: close\r\n\r\n");
     ck_assert_int_eq(r.status, 200);
     ck_assert_ptr_nonnull(
         strstr(r.body, "ringkv_requests_total{op=\"set\"} 7\n"));
     free(r.body);
 
     /* other paths and methods */
-    http_do(&r, port, "GET / HTTP/1.0\r\n\r\n");
+    http_get(&L, &r, port, "GET / HTTP/1.0\r\n\r\n");
     ck_assert_int_eq(r.status, 404);
     free(r.body);
-    http_do(&r, port, "GET /metrics/x HTTP/1.0\r\n\r\n");
+    http_get(&L, &r, port, "GET /metrics/x HTTP/1.0\r\n\r\n");
     ck_assert_int_eq(r.status, 404);
     free(r.body);
-    http_do(&r, port, "POST /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+    http_get(&L, &r, port,
+             "POST /metrics HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
     ck_assert_int_eq(r.status, 405);
     free(r.body);
-    http_do(&r, port, "HEAD /metrics HTTP/1.0\r\n\r\n");
+    http_get(&L, &r, port, "HEAD /metrics HTTP/1.0\r\n\r\n");
     ck_assert_int_eq(r.status, 200);
     ck_assert_uint_eq(r.body_len, 0);
     free(r.body);
@@ -443,13 +516,190 @@ START_TEST(http_serves_published_snapshot)
     /* the port is taken while the server runs */
     http_server *h2;
     o.port = port;
-    int rc = http_server_start(&h2, &o);
+    int rc = http_server_start(&h2, &L.loop, &o);
     ck_assert_msg(rc < 0, "second bind of port %u succeeded", port);
     ck_assert_int_eq(rc, -EADDRINUSE);
 
-    http_server_free(h);
-    http_server_free(NULL);
+    http_server_free(NULL, NULL, NULL);
+    hloop_finish(&L, h);
     metrics_free(m);
+}
+END_TEST
+
+/* The health callback of http_health_routes: ready while *arg is true. */
+static bool health_of(void *arg, char *text, size_t cap)
+{
+    bool ready = *(bool *)arg;
+    snprintf(text, cap, ready ? "ready: yes" : "not ready: joining");
+    return ready;
+}
+
+START_TEST(http_health_routes)
+{
+    bool ready = false;
+    struct http_server_opts o = HTTP_SERVER_OPTS_INIT;
+    o.address = "127.0.0.1";
+    o.port = 0;
+    struct hloop L;
+    hloop_init(&L);
+    http_server *h;
+    struct http_reply r;
+
+    /* no callback: only liveness is answered */
+    ck_assert_int_eq(http_server_start(&h, &L.loop, &o), 0);
+    uint16_t port = http_server_port(h);
+    http_get(&L, &r, port, "GET /health/live HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "live\n");
+    free(r.body);
+    http_get(&L, &r, port, "GET /health HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
+    hloop_finish(&L, h);
+
+    o.health = health_of;
+    o.arg = &ready;
+    hloop_init(&L);
+    ck_assert_int_eq(http_server_start(&h, &L.loop, &o), 0);
+    port = http_server_port(h);
+    const char *ready_paths[] = {"/health", "/health/ready"};
+    for (size_t i = 0; i < 2; i++) {
+        char req[64];
+        snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", ready_paths[i]);
+        ready = false;
+        http_get(&L, &r, port, req);
+        ck_assert_int_eq(r.status, 503);
+        ck_assert_str_eq(r.body, "not ready: joining\n");
+        free(r.body);
+        ready = true;
+        http_get(&L, &r, port, req);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_str_eq(r.body, "ready: yes\n");
+        free(r.body);
+    }
+    /* liveness does not ask; HEAD has no body; other methods refused; a
+     * health probe is not a scrape */
+    ready = false;
+    http_get(&L, &r, port, "GET /health/live HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 200);
+    free(r.body);
+    http_get(&L, &r, port, "HEAD /health/ready HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 503);
+    ck_assert_uint_eq(r.body_len, 0);
+    free(r.body);
+    http_get(&L, &r, port,
+             "POST /health HTTP/1.0\r\nContent-Length: 0\r\n\r\n");
+    ck_assert_int_eq(r.status, 405);
+    free(r.body);
+    http_get(&L, &r, port, "GET /health/other HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 404);
+    free(r.body);
+    ck_assert_uint_eq(http_server_scrapes(h), 0);
+    hloop_finish(&L, h);
+}
+END_TEST
+
+/* Authorization: Basic, as RFC 7617 writes it ("bWV0cmljczpzM2NyZXQ="
+ * is "metrics:s3cret"). */
+START_TEST(http_basic_auth_header)
+{
+    uint8_t buf[HTTP_BASIC_AUTH_MAX];
+    const uint8_t *u, *pw;
+    size_t ul, pl;
+#define PARSE(head)                                                           \
+    http_basic_auth_parse(head, strlen(head), buf, sizeof(buf), &u, &ul, &pw, \
+                          &pl)
+    ck_assert_int_eq(PARSE("GET /metrics HTTP/1.1\r\nHost: x\r\n"
+                           "Authorization: Basic bWV0cmljczpzM2NyZXQ=\r\n\r\n"),
+                     0);
+    ck_assert(ul == 7 && memcmp(u, "metrics", 7) == 0);
+    ck_assert(pl == 6 && memcmp(pw, "s3cret", 6) == 0);
+    /* name and scheme case-insensitive, blanks around the value */
+    ck_assert_int_eq(PARSE("GET /metrics HTTP/1.1\r\n"
+                           "aUTHORIZATION:\t bAsIc  bWV0cmljczpzM2NyZXQ= "
+                           "\r\n\r\n"),
+                     0);
+    ck_assert(pl == 6);
+    /* a password holding ':' keeps it ("u:a:b") */
+    ck_assert_int_eq(PARSE("GET / HTTP/1.1\r\nAuthorization: Basic "
+                           "dTphOmI=\r\n\r\n"),
+                     0);
+    ck_assert(ul == 1 && pl == 3 && memcmp(pw, "a:b", 3) == 0);
+    /* refused: none, another scheme, not base64, no ':', on the request
+     * line only, a header whose name merely starts the same */
+    ck_assert_int_eq(PARSE("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), -1);
+    ck_assert_int_eq(PARSE("GET / HTTP/1.1\r\nAuthorization: Bearer "
+                           "bWV0cmljczpzM2NyZXQ=\r\n\r\n"),
+                     -1);
+    ck_assert_int_eq(PARSE("GET / HTTP/1.1\r\nAuthorization: Basic "
+                           "!!!!\r\n\r\n"),
+                     -1);
+    ck_assert_int_eq(PARSE("GET / HTTP/1.1\r\nAuthorization: Basic "
+                           "bWV0cmljcw==\r\n\r\n"),
+                     -1);
+    ck_assert_int_eq(PARSE("GET /Authorization: Basic dTphOmI= HTTP/1.1"
+                           "\r\n\r\n"),
+                     -1);
+    ck_assert_int_eq(PARSE("GET / HTTP/1.1\r\nAuthorization-X: Basic "
+                           "dTphOmI=\r\n\r\n"),
+                     -1);
+    ck_assert_int_eq(PARSE("GET / HTTP/1.1\r\nAuthorization: Basic\r\n\r\n"),
+                     -1);
+    /* longer than the buffer: refused, not cut */
+    char big[4096] = "GET / HTTP/1.1\r\nAuthorization: Basic ";
+    size_t o = strlen(big);
+    for (size_t i = 0; i < 2000; i++)
+        big[o++] = 'Q';
+    memcpy(big + o, "\r\n\r\n", 5);
+    ck_assert_int_eq(PARSE(big), -1);
+#undef PARSE
+}
+END_TEST
+
+static bool check_creds(void *arg,
+                        const uint8_t *user,
+                        size_t ulen,
+                        const uint8_t *pass,
+                        size_t plen)
+{
+    (void)arg;
+    return ulen == 7 && memcmp(user, "metrics", 7) == 0 && plen == 6 &&
+           memcmp(pass, "s3cret", 6) == 0;
+}
+
+START_TEST(http_basic_auth_required)
+{
+    struct http_server_opts o = HTTP_SERVER_OPTS_INIT;
+    o.address = "127.0.0.1";
+    o.port = 0;
+    o.authorize = check_creds;
+    struct hloop L;
+    hloop_init(&L);
+    http_server *h;
+    ck_assert_int_eq(http_server_start(&h, &L.loop, &o), 0);
+    uint16_t port = http_server_port(h);
+    char *text = strdup("x 1\n");
+    ck_assert_int_eq(http_server_publish(h, text, 4), 0);
+    struct http_reply r;
+    http_get(&L, &r, port, "GET /metrics HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 401);
+    ck_assert_ptr_nonnull(strstr(r.head, "WWW-Authenticate: Basic realm="));
+    free(r.body);
+    /* "metrics:wrong" */
+    http_get(&L, &r, port,
+             "GET /metrics HTTP/1.0\r\nAuthorization: Basic "
+             "bWV0cmljczp3cm9uZw==\r\n\r\n");
+    ck_assert_int_eq(r.status, 401);
+    free(r.body);
+    http_get(&L, &r, port,
+             "GET /metrics HTTP/1.0\r\nAuthorization: Basic "
+             "bWV0cmljczpzM2NyZXQ=\r\n\r\n");
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "x 1\n");
+    free(r.body);
+    ck_assert_uint_eq(http_server_unauthorized(h), 2);
+    ck_assert_uint_eq(http_server_scrapes(h), 1);
+    hloop_finish(&L, h);
 }
 END_TEST
 
@@ -458,14 +708,17 @@ START_TEST(http_bad_address)
     struct http_server_opts o = HTTP_SERVER_OPTS_INIT;
     o.address = "256.1.1.1";
     o.port = 0;
+    struct hloop L;
+    hloop_init(&L);
     http_server *h;
-    ck_assert_int_eq(http_server_start(&h, &o), -EINVAL);
+    ck_assert_int_eq(http_server_start(&h, &L.loop, &o), -EINVAL);
+    hloop_finish(&L, NULL);
 }
 END_TEST
 
-/* Publishes on this thread while another thread scrapes: every scrape sees
- * one whole snapshot, never an older one than the last it saw (the
- * sanitizers watch the handover and the frees). */
+/* Publishes on the loop's thread between its turns while another thread
+ * scrapes: every scrape sees one whole snapshot, never an older one than
+ * the last it saw (the sanitizers watch the frees). */
 struct scraper {
     uint16_t port;
     atomic_int done;
@@ -497,8 +750,10 @@ START_TEST(http_publish_during_scrapes)
     struct http_server_opts o = HTTP_SERVER_OPTS_INIT;
     o.address = "127.0.0.1";
     o.port = 0;
+    struct hloop L;
+    hloop_init(&L);
     http_server *h;
-    ck_assert_int_eq(http_server_start(&h, &o), 0);
+    ck_assert_int_eq(http_server_start(&h, &L.loop, &o), 0);
     struct scraper sc = {.port = http_server_port(h), .bad = 0};
     atomic_init(&sc.done, 0);
     int i = 0;
@@ -513,12 +768,104 @@ START_TEST(http_publish_during_scrapes)
         ck_assert_ptr_nonnull(t);
         int n = snprintf(t, 64, "snapshot %d end\n", i++);
         ck_assert_int_eq(http_server_publish(h, t, (size_t)n), 0);
+        uv_run(&L.loop, UV_RUN_NOWAIT);
         usleep(100);
     }
     ck_assert_int_eq(pthread_join(th, NULL), 0);
     ck_assert_int_eq(sc.bad, 0);
     ck_assert_uint_eq(http_server_scrapes(h), 40);
-    http_server_free(h);
+    hloop_finish(&L, h);
+}
+END_TEST
+
+/* A connected socket to 127.0.0.1:port (blocking connect: the listener's
+ * backlog takes it without the loop running). */
+static int raw_connect(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* A client trickling a request head a byte every 50 ms until the server
+ * closes the connection or 200 bytes (10 s) are sent. */
+struct trickler {
+    struct hloop *L;
+    uint16_t port;
+    bool closed_early; /* closed by the server before the head was whole */
+    size_t sent;
+    atomic_int done;
+};
+
+static void *trickle_run(void *arg)
+{
+    struct trickler *t = arg;
+    int fd = raw_connect(t->port);
+    const char *pre = "GET /metrics HTTP/1.0\r\nX-Slow: ";
+    for (t->sent = 0; t->sent < 200; t->sent++) {
+        char ch = t->sent < strlen(pre) ? pre[t->sent] : 'a';
+        char b;
+        if (send(fd, &ch, 1, MSG_NOSIGNAL) != 1 ||
+            recv(fd, &b, 1, MSG_DONTWAIT) == 0) {
+            t->closed_early = true;
+            break;
+        }
+        usleep(50 * 1000);
+    }
+    close(fd);
+    atomic_store(&t->done, 1);
+    uv_async_send(&t->L->wake);
+    return NULL;
+}
+
+/* Slow clients cannot keep scrapes out. Past max_connections the oldest
+ * connection whose request has not arrived is closed to admit a new one,
+ * so a scrape gets in among connections that sent a byte each; and a head
+ * trickled a byte at a time is closed once request_timeout_ms has passed
+ * since its first byte, however often bytes come. */
+START_TEST(http_slow_clients)
+{
+    struct http_server_opts o = HTTP_SERVER_OPTS_INIT;
+    o.address = "127.0.0.1";
+    o.port = 0;
+    o.max_connections = 4;
+    o.request_timeout_ms = 1000;
+    struct hloop L;
+    hloop_init(&L);
+    http_server *h;
+    ck_assert_int_eq(http_server_start(&h, &L.loop, &o), 0);
+    uint16_t port = http_server_port(h);
+    ck_assert_int_eq(http_server_publish(h, strdup("x 1\n"), 4), 0);
+
+    int fds[8];
+    for (int i = 0; i < 8; i++) {
+        fds[i] = raw_connect(port);
+        ck_assert_int_eq(write(fds[i], "G", 1), 1);
+    }
+    struct http_reply r;
+    http_get(&L, &r, port, "GET /metrics HTTP/1.0\r\n\r\n");
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(r.body, "x 1\n");
+    free(r.body);
+    /* 8 + 1 connections into 4 places: the 5 oldest waiting went */
+    ck_assert_uint_eq(http_server_evicted(h), 5);
+    for (int i = 0; i < 8; i++)
+        close(fds[i]);
+
+    struct trickler t = {.L = &L, .port = port};
+    atomic_init(&t.done, 0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, trickle_run, &t), 0);
+    while (!atomic_load(&t.done))
+        uv_run(&L.loop, UV_RUN_ONCE);
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_msg(t.closed_early, "a head trickled for 10 s stayed open");
+    ck_assert_uint_eq(http_server_timeouts(h), 1);
+    ck_assert_uint_eq(http_server_scrapes(h), 1);
+    hloop_finish(&L, h);
 }
 END_TEST
 
@@ -541,8 +888,12 @@ static Suite *metrics_suite(void)
     tc = tcase_create("http");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, http_serves_published_snapshot);
+    tcase_add_test(tc, http_health_routes);
     tcase_add_test(tc, http_bad_address);
+    tcase_add_test(tc, http_basic_auth_header);
+    tcase_add_test(tc, http_basic_auth_required);
     tcase_add_test(tc, http_publish_during_scrapes);
+    tcase_add_test(tc, http_slow_clients);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -184,6 +184,25 @@ START_TEST(env_and_flag_errors)
 }
 END_TEST
 
+/* replace: a node name, not the node's own */
+START_TEST(validate_replace)
+{
+    struct node_config c = NODE_CONFIG_INIT;
+    ck_assert_int_eq(node_config_set(&c, "node_name", "n5", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(node_config_set(&c, "replace", "n4", err, sizeof(err)), 0);
+    ck_assert_int_eq(node_config_validate(&c, err, sizeof(err)), 0);
+    ck_assert_str_eq(c.replace, "n4");
+    ck_assert_int_eq(node_config_set(&c, "replace", "n5", err, sizeof(err)), 0);
+    ck_assert_int_eq(node_config_validate(&c, err, sizeof(err)), RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "own name"));
+    ck_assert_int_eq(node_config_set(&c, "replace", "n 4", err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(node_config_validate(&c, err, sizeof(err)), RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "replace"));
+}
+END_TEST
+
 START_TEST(validate_whole_struct)
 {
     struct node_config c = NODE_CONFIG_INIT;
@@ -475,16 +494,23 @@ START_TEST(state_roundtrip)
     ck_assert(got.tokens[1] == UINT64_MAX);
     ck_assert(got.tokens[2] == 42);
     ck_assert_int_eq(got.joining, 0);
-    /* a join cut short is remembered (node/stream.c resumes it) */
+    /* a join cut short is remembered (streaming/join.c resumes it) */
     st.joining = 1;
     ck_assert_int_eq(node_state_save(&st, sub), 0);
     ck_assert_int_eq(node_state_load(&got, sub), 0);
     ck_assert_int_eq(got.joining, 1);
     ck_assert_int_eq(got.ntokens, 3);
+    /* ... and the dead node it replaces (membership.c) */
+    snprintf(st.replace, sizeof(st.replace), "n4");
+    ck_assert_int_eq(node_state_save(&st, sub), 0);
+    ck_assert_int_eq(node_state_load(&got, sub), 0);
+    ck_assert_str_eq(got.replace, "n4");
+    st.replace[0] = '\0';
     st.joining = 0;
     ck_assert_int_eq(node_state_save(&st, sub), 0);
     ck_assert_int_eq(node_state_load(&got, sub), 0);
     ck_assert_int_eq(got.joining, 0);
+    ck_assert_str_eq(got.replace, "");
     ck_assert_int_eq(got.leaving, 0);
     ck_assert_int_eq(got.left, 0);
     /* a decommission cut short, and one finished */
@@ -501,14 +527,14 @@ START_TEST(state_roundtrip)
     ck_assert_int_eq(got.left, 1);
     ck_assert_int_eq(got.repair_due, 0);
     st.left = 0;
-    /* a streamed join whose repair has not run (node/repair.c) */
+    /* a streamed join whose repair has not run (repair/session.c) */
     st.repair_due = 1;
     ck_assert_int_eq(node_state_save(&st, sub), 0);
     ck_assert_int_eq(node_state_load(&got, sub), 0);
     ck_assert_int_eq(got.repair_due, 1);
     ck_assert_int_eq(got.joining, 0);
     st.repair_due = 0;
-    /* a join aborted: it waits for `ringkv join` (node/stream.c) */
+    /* a join aborted: it waits for `ringkv join` (streaming/join.c) */
     ck_assert_int_eq(got.wait_join, 0);
     st.wait_join = 1;
     ck_assert_int_eq(node_state_save(&st, sub), 0);
@@ -516,7 +542,7 @@ START_TEST(state_roundtrip)
     ck_assert_int_eq(got.wait_join, 1);
     st.wait_join = 0;
     ck_assert_str_eq(got.removing, "");
-    /* a removal this node drove, cut short (node/leave.c takes it up) */
+    /* a removal this node drove, cut short (streaming/leave.c takes it up) */
     snprintf(st.removing, sizeof(st.removing), "n4");
     ck_assert_int_eq(node_state_save(&st, sub), 0);
     ck_assert_int_eq(node_state_load(&got, sub), 0);
@@ -576,6 +602,7 @@ static Suite *node_config_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("validate");
     tcase_add_test(tc, validate_whole_struct);
+    tcase_add_test(tc, validate_replace);
     tcase_add_test(tc, storage_knobs);
     tcase_add_test(tc, consistency_names);
     suite_add_tcase(s, tc);

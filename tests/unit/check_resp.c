@@ -189,7 +189,7 @@ START_TEST(parse_pipelined_bytes_stay)
     ck_assert_int_eq(resp_parser_next(&c, p), 0);
     ck_assert_uint_eq(resp_parser_pending(p), 0);
     for (int i = 0; i < 64; i++) {
-        char want[8];
+        char want[16];
         sprintf(want, "k%04d", i);
         ck_assert_uint_eq(keys[i].len, 5);
         ck_assert(memcmp(keys[i].p, want, 5) == 0);
@@ -878,6 +878,55 @@ START_TEST(cmd_multi_key)
 }
 END_TEST
 
+START_TEST(cmd_scan)
+{
+    struct argv_buf ab;
+    struct resp_request r;
+    req_expect(&r, R("SCAN", "0"), NULL);
+    ck_assert_int_eq(r.op, RESP_OP_SCAN);
+    ck_assert(r.scan_cursor == 0 && r.scan_count == 0 && r.scan_match.len == 0);
+    req_expect(&r,
+               R("scan", "18446744073709551615", "match", "k*", "COUNT", "7",
+                 "MATCH", "a?", "TYPE", "string"),
+               NULL);
+    ck_assert(r.scan_cursor == UINT64_MAX && r.scan_count == 7);
+    ck_assert(r.scan_match.len == 2 && memcmp(r.scan_match.p, "a?", 2) == 0);
+    req_expect(&r, R("SCAN", "00042"), NULL);
+    ck_assert(r.scan_cursor == 42);
+    /* a cursor is an unsigned 64-bit decimal and nothing else */
+    const char *bad[] = {"",
+                         "-1",
+                         "+1",
+                         "1.5",
+                         "0x10",
+                         "abc",
+                         " 1",
+                         "1 ",
+                         "18446744073709551616",
+                         "99999999999999999999",
+                         "000000000000000000001"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        req_expect(&r, R("SCAN", bad[i]), "-ERR invalid cursor\r\n");
+    req_expect(&r, R("SCAN", "0", "COUNT", "0"), "-ERR syntax error\r\n");
+    req_expect(&r, R("SCAN", "0", "COUNT", "-3"), "-ERR syntax error\r\n");
+    req_expect(&r, R("SCAN", "0", "COUNT", "x"),
+               "-ERR value is not an integer or out of range\r\n");
+    req_expect(&r, R("SCAN", "0", "MATCH"), "-ERR syntax error\r\n");
+    req_expect(&r, R("SCAN", "0", "LIMIT", "3"), "-ERR syntax error\r\n");
+    req_expect(&r, R("SCAN", "0", "TYPE", "hash"),
+               "-ERR unknown type name (ringkv holds strings)\r\n");
+    req_expect(&r, R("SCAN"),
+               "-ERR wrong number of arguments for 'scan' command\r\n");
+    req_expect(&r, R("DBSIZE"), NULL);
+    ck_assert_int_eq(r.op, RESP_OP_DBSIZE);
+    req_expect(&r, R("DBSIZE", "x"),
+               "-ERR wrong number of arguments for 'dbsize' command\r\n");
+    req_expect(&r, R("KEYS", "*"),
+               "-ERR unknown command 'KEYS' (a whole-keyspace command would "
+               "read every node at once: iterate with SCAN)\r\n");
+}
+END_TEST
+
 START_TEST(cmd_consistency)
 {
     struct argv_buf ab;
@@ -919,7 +968,7 @@ START_TEST(cmd_local_answers)
     ck_assert(r.close);
     req_expect(&r, R("COMMAND"), "*0\r\n");
     req_expect(&r, R("COMMAND", "DOCS"), "*0\r\n");
-    req_expect(&r, R("command", "count"), ":22\r\n");
+    req_expect(&r, R("command", "count"), ":31\r\n");
     req_expect(&r, R("COMMAND", "INFO", "get", "set"), "*2\r\n$-1\r\n$-1\r\n");
     req_expect(&r, R("COMMAND", "X"),
                "-ERR unknown subcommand 'X' of 'command'\r\n");
@@ -959,6 +1008,39 @@ START_TEST(cmd_exec_ops)
     ck_assert_uint_eq(r.nkeys, 0);
     req_expect(&r, R("INFO", "ringkv", "server"), NULL);
     ck_assert(r.nkeys == 2 && r.keys[0].len == 6 && r.keys[1].len == 6);
+}
+END_TEST
+
+/* The operator's commands: left to the daemon (which checks the role),
+ * named as the native ops are, their arguments in keys. */
+START_TEST(cmd_admin_ops)
+{
+    struct argv_buf ab;
+    struct resp_request r;
+    static const char *const names[] = {"decommission", "cleanup", "abort",
+                                        "join"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        req_expect(&r, R(names[i]), NULL);
+        ck_assert_int_eq(r.op, RESP_OP_ADMIN);
+        ck_assert_str_eq(r.name, names[i]);
+        ck_assert_uint_eq(r.nkeys, 0);
+    }
+    req_expect(&r, R("DECOMMISSION", "now"),
+               "-ERR wrong number of arguments for 'decommission' "
+               "command\r\n");
+    req_expect(&r, R("RemoveNode", "n3"), NULL);
+    ck_assert_str_eq(r.name, "removenode");
+    ck_assert(r.nkeys == 1 && r.keys[0].len == 2);
+    req_expect(&r, R("removenode"),
+               "-ERR wrong number of arguments for 'removenode' command\r\n");
+    req_expect(&r, R("repair"), NULL);
+    ck_assert_uint_eq(r.nkeys, 0);
+    req_expect(&r, R("repair", "1,2"), NULL);
+    ck_assert_uint_eq(r.nkeys, 1);
+    req_expect(&r, R("snapshot", "t1"), NULL);
+    ck_assert_str_eq(r.name, "snapshot");
+    req_expect(&r, R("snapshot", "a", "b"),
+               "-ERR wrong number of arguments for 'snapshot' command\r\n");
 }
 END_TEST
 
@@ -1026,9 +1108,11 @@ static Suite *resp_suite(void)
     tcase_add_test(tc, regression_multi_ran_queued_writes);
     tcase_add_test(tc, cmd_key_limits);
     tcase_add_test(tc, cmd_multi_key);
+    tcase_add_test(tc, cmd_scan);
     tcase_add_test(tc, cmd_consistency);
     tcase_add_test(tc, cmd_local_answers);
     tcase_add_test(tc, cmd_exec_ops);
+    tcase_add_test(tc, cmd_admin_ops);
     tcase_add_test(tc, cmd_from_parser);
     suite_add_tcase(s, tc);
     return s;

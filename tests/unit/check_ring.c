@@ -21,16 +21,9 @@
 #include "common/rk.h"
 #include "ring/ring.h"
 #include "tests/unit/oom_hook.h"
+#include "tests/unit/rng.h"
 
 /* ---- helpers ---------------------------------------------------------- */
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 static unsigned rng_below(uint64_t *s, unsigned n)
 {
@@ -710,7 +703,7 @@ START_TEST(alloc_random_short_names_no_collision)
 {
     enum { N = 1000, V = 16 };
     static uint64_t tok[N][V];
-    static char names[N][8];
+    static char names[N][16];
     static struct ring_member m[N];
     for (int i = 0; i < N; i++) {
         snprintf(names[i], sizeof(names[i]), "n%d", i);
@@ -1202,8 +1195,8 @@ END_TEST
 /* regression decommission_stalls_after_join: a node holding 6 separate
  * ranges that comes to replicate the whole ring (a 4-node cluster of RF 3
  * losing a node) was given none of the 6 gaps, from a fixed buffer of
- * 2 * wanted + 2 pieces in gshell.c; every push of a gap answered "not
- * found" and the decommission never ended */
+ * 2 * wanted + 2 pieces in gshell.c (now node/ring_view.c); every push of
+ * a gap answered "not found" and the decommission never ended */
 START_TEST(uncovered_more_gaps_than_wanted_ranges)
 {
     struct ring_range want = {1000, 1000}; /* the whole ring */

@@ -15,6 +15,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -335,7 +336,7 @@ START_TEST(commit_many_results_and_durability)
     mk_tmp();
     uint64_t tk = rk_token("x", 1);
     enum { NB = 5 };
-    char key[16], val[16];
+    char key[32], val[16];
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) { /* no ck_assert here: the parent judges by exit code */
@@ -538,6 +539,109 @@ START_TEST(expiry_and_gc)
     ck_assert_int_eq(store_get_raw(&p, &n, s, RK_SLICE("dead", 4)),
                      RK_ENOTFOUND);
     expect(s, "live", "l");
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* The daemon's purge rule: dead for gc_grace AND written before the arc's
+ * last complete repair began (covered_ms), so that every replica has the
+ * delete before any of them forgets it. */
+START_TEST(purge_only_what_repair_covered)
+{
+    struct store_record tomb = {.ts = hlc_ts_make(1000, 0),
+                                .flags = STORE_REC_TOMBSTONE};
+    struct store_record exp = {.ts = hlc_ts_make(1000, 0),
+                               .flags = STORE_REC_EXPIRES,
+                               .expiry_ms = 1500};
+    struct store_record live = {.ts = hlc_ts_make(1000, 0)};
+    /* older than grace, repaired after: purged */
+    ck_assert(store_record_purgeable(&tomb, 5000, 1000, 2000));
+    /* older than grace, but the last repair began before the delete */
+    ck_assert(!store_record_purgeable(&tomb, 5000, 1000, 1000));
+    ck_assert(!store_record_purgeable(&tomb, 5000, 1000, 999));
+    /* repaired after, but within grace */
+    ck_assert(!store_record_purgeable(&tomb, 1999, 1000, 2000));
+    /* expired value: grace counts from its expiry, the rule from its
+     * write (an older value without expiry may be on a replica) */
+    ck_assert(!store_record_purgeable(&exp, 2499, 1000, 2000));
+    ck_assert(store_record_purgeable(&exp, 2500, 1000, 2000));
+    ck_assert(!store_record_purgeable(&exp, 2500, 1000, 1000));
+    /* a live value never */
+    ck_assert(!store_record_purgeable(&live, 1u << 30, 0, UINT64_MAX));
+}
+END_TEST
+
+START_TEST(purge_arc_in_steps)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    /* 100 old tombstones, 30 old expired values, 20 new tombstones and
+     * 50 live values */
+    char k[32];
+    for (int i = 0; i < 200; i++) {
+        snprintf(k, sizeof(k), "k%d", i);
+        size_t n;
+        uint8_t *r;
+        if (i < 100)
+            r = rec(&n, hlc_ts_make(1000, 0), STORE_REC_TOMBSTONE, 0, NULL, 0);
+        else if (i < 130)
+            r = rec(&n, hlc_ts_make(1000, 0), STORE_REC_EXPIRES, 1200, "e", 1);
+        else if (i < 150)
+            r = rec(&n, hlc_ts_make(3000, 0), STORE_REC_TOMBSTONE, 0, NULL, 0);
+        else
+            r = rec(&n, hlc_ts_make(1000, 0), 0, 0, "v", 1);
+        ck_assert_int_eq(store_put(s, RK_SLICE(k, strlen(k)), RK_SLICE(r, n)),
+                         0);
+        free(r);
+    }
+    /* a repair that began before the writes covers nothing */
+    struct store_purge p;
+    store_purge_init(&p, WHOLE, 100000, 1000, 900);
+    int steps = 0;
+    while (!p.done && steps < 1000) {
+        ck_assert_int_eq(store_purge_next(s, &p, 7), 0);
+        steps++;
+    }
+    ck_assert(p.done);
+    ck_assert_uint_eq(p.seen, 200);
+    ck_assert_uint_eq(p.tombstones + p.expired, 0);
+    /* one that began at 2000 covers the first 130, in steps of 7 */
+    store_purge_init(&p, WHOLE, 100000, 1000, 2000);
+    steps = 0;
+    while (!p.done && steps < 1000) {
+        ck_assert_int_eq(store_purge_next(s, &p, 7), 0);
+        steps++;
+    }
+    ck_assert(p.done);
+    ck_assert_int_ge(steps, 200 / 7);
+    ck_assert_uint_eq(p.seen, 200);
+    ck_assert_uint_eq(p.tombstones, 100);
+    ck_assert_uint_eq(p.expired, 30);
+    ck_assert_int_eq(store_checkpoint(s), 0); /* the purge made durable */
+    for (int i = 0; i < 200; i++) {
+        snprintf(k, sizeof(k), "k%d", i);
+        uint8_t *v;
+        size_t n;
+        int rc = store_get_raw(&v, &n, s, RK_SLICE(k, strlen(k)));
+        ck_assert_int_eq(rc, i < 130 ? RK_ENOTFOUND : 0);
+        if (rc == 0)
+            free(v);
+    }
+    /* again: nothing left to purge; the new tombstones stay */
+    store_purge_init(&p, WHOLE, 100000, 1000, 2000);
+    while (!p.done)
+        ck_assert_int_eq(store_purge_next(s, &p, 1000), 0);
+    ck_assert_uint_eq(p.seen, 70);
+    ck_assert_uint_eq(p.tombstones + p.expired, 0);
+    /* an arc not held here */
+    store_free(s);
+    s = open_store(&o);
+    ck_assert_int_eq(store_range_drop(s, WHOLE), 0);
+    store_purge_init(&p, (struct store_range){10, 20}, 100000, 1000, 2000);
+    ck_assert_int_eq(store_purge_next(s, &p, 10), RK_ENOTFOUND);
     store_free(s);
     rm_tmp();
 }
@@ -907,11 +1011,13 @@ START_TEST(map_full_grows_or_refuses)
      * or two may fit in pages the replay and checkpoint freed (LMDB reuses
      * them once no reader holds them, which depends on the syncer's
      * timing: under load this once took one more value), but soon a put
-     * is refused. */
+     * is refused: within 40 puts of 4 KB, past twice the 64 KiB memtable,
+     * where a commit applies it itself (16 fit in the memtable unapplied
+     * when no timer had applied it yet: a full run failed so). */
     ck_assert_int_eq(store_range_info(&info, s, WHOLE), 0);
     ck_assert_uint_eq(info.map_size, 2 << 20);
     int refused = 0;
-    for (int i = 0; i < 16 && !refused; i++) {
+    for (int i = 0; i < 40 && !refused; i++) {
         char k[32];
         snprintf(k, sizeof(k), "big:x%d", i);
         int rc = put(s, k, 1, val);
@@ -939,6 +1045,8 @@ static store *open_stuck_above(uint64_t at, char *val, size_t vlen, int *i)
     o.memtable_bytes = (size_t)64 << 20; /* applied by the flushes below */
     o.auto_compact_pct = -1;
     store *s = open_store(&o);
+    /* no compactor thread to resume */
+    ck_assert_int_eq(store_auto_compact_set(s, 0), RK_EBADREQ);
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     memset(val, 'v', vlen);
     val[vlen - 1] = 0;
@@ -1952,6 +2060,38 @@ START_TEST(writes_during_compaction)
 }
 END_TEST
 
+/* A purge step deleted in place in an env a compaction was copying, and
+ * the deletion was lost when the compaction had already copied the entry
+ * (its log keeps writes, not deletions): purged records came back in the
+ * new env (844 of about 4,000 here before range operations excluded it). */
+START_TEST(regression_purge_lost_in_compaction)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    fill_mixed(s, 20000, 11); /* a tenth tombstones, a tenth expired */
+    pthread_t cth;
+    struct compactor c = {s, 8, 0};
+    ck_assert_int_eq(pthread_create(&cth, NULL, compactor, &c), 0);
+    struct store_purge p;
+    store_purge_init(&p, WHOLE, 100000, 1000, UINT64_MAX);
+    while (!p.done)
+        ck_assert_int_eq(store_purge_next(s, &p, 50), 0);
+    pthread_join(cth, NULL);
+    ck_assert_int_eq(c.rc, 0);
+    ck_assert_uint_gt(p.tombstones, 1000);
+    ck_assert_uint_gt(p.expired, 1000);
+    /* every purged record stays purged: nothing is left to purge */
+    store_purge_init(&p, WHOLE, 100000, 1000, UINT64_MAX);
+    while (!p.done)
+        ck_assert_int_eq(store_purge_next(s, &p, 1000), 0);
+    ck_assert_uint_eq(p.tombstones + p.expired, 0);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(concurrent_group_commit)
 {
     concurrent(STORE_GROUP_COMMIT, false);
@@ -2364,6 +2504,11 @@ START_TEST(auto_compaction_packs_pages)
     struct store_opts o = STORE_OPTS_INIT;
     o.memtable_bytes = 64 << 10; /* applied every few hundred writes */
     store *s = open_store(&o);
+    /* Paused while loading: a compaction mid-way (a slow sanitizer run)
+     * would leave too few inserts since for another one, and "before"
+     * already packed (regression: auto_compaction_packs_pages flaky in
+     * CI's ASan tree, "not compacted: 3969024 -> 3530752 bytes"). */
+    ck_assert_int_eq(store_auto_compact_set(s, -1), 0);
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     store_batch *b;
     ck_assert_int_eq(store_batch_new(&b), 0);
@@ -2389,6 +2534,11 @@ START_TEST(auto_compaction_packs_pages)
     ck_assert_int_eq(store_range_info(&before, s, WHOLE), 0);
     ck_assert_uint_eq(before.keys, 20000);
     ck_assert_uint_ge(before.disk_bytes, 1 << 20);
+    /* paused: nothing happens */
+    sleep(2);
+    ck_assert_int_eq(store_range_info(&now, s, WHOLE), 0);
+    ck_assert_uint_eq(now.disk_bytes, before.disk_bytes);
+    ck_assert_int_eq(store_auto_compact_set(s, 0), 0);
     /* The compactor looks once a second; give it a minute (sanitizers). */
     for (int i = 0; i < 600; i++) {
         ck_assert_int_eq(store_range_info(&now, s, WHOLE), 0);
@@ -2583,6 +2733,82 @@ START_TEST(compaction_on_full_disk_no_sigbus)
 }
 END_TEST
 
+/* Leave about `left` bytes free on the tmpfs: fill it, then give back
+ * that much of the filler (its blocks are freed at once). */
+static void fill_disk_but(const char *name, off_t left)
+{
+    fill_disk(name);
+    char p[300];
+    snprintf(p, sizeof(p), "%s/%s", fulldisk, name);
+    struct stat st;
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_int_ge(st.st_size, left);
+    ck_assert_int_eq(truncate(p, st.st_size - left), 0);
+}
+
+/* Poll the reserve's state until `low` is as wanted (the background
+ * thread looks once a second); fails after 20 s. */
+static void space_wait(store *s, bool low)
+{
+    struct store_space_info si;
+    for (int i = 0; i < 400; i++) {
+        store_space_info(&si, s);
+        if (si.low == low)
+            return;
+        struct timespec d = {0, 50 * 1000000};
+        nanosleep(&d, NULL);
+    }
+    ck_abort_msg("the reserve never became %s (free %llu of %llu)",
+                 low ? "low" : "clear", (unsigned long long)si.avail,
+                 (unsigned long long)si.reserve);
+}
+
+/* Regression full_disk_refused_at_reserve: a store whose disk filled
+ * took writes until the commit log's write came short (EIO) and gave no
+ * sign before. With disk_reserve_bytes, writes that would leave less
+ * free are refused with RK_EFULL before anything is written, reads go on,
+ * the state is reported (store_space_info), and writes are taken again,
+ * without a reopen, once space is freed. */
+START_TEST(regression_full_disk_refused_at_reserve)
+{
+    if (!fulldisk_begin())
+        return;
+    struct store_opts o = small_opts(false);
+    o.disk_reserve_bytes = (uint64_t)4 << 20;
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    ck_assert_int_eq(put(s, "k1", 1, "v1"), 0);
+    struct store_space_info si;
+    store_space_info(&si, s);
+    ck_assert(!si.low);
+    ck_assert_uint_eq(si.reserve, o.disk_reserve_bytes);
+    ck_assert_uint_ge(si.avail, o.disk_reserve_bytes);
+
+    fill_disk_but("filler", 2 << 20); /* room, but under the reserve */
+    space_wait(s, true);
+    ck_assert_int_eq(put(s, "k2", 1, "v2"), RK_EFULL);
+    expect(s, "k2", NULL);
+    expect(s, "k1", "v1"); /* reads go on */
+    ck_assert_int_eq(store_failed(s), 0);
+    store_space_info(&si, s);
+    ck_assert(si.low);
+    ck_assert_uint_ge(si.refused, 1);
+    ck_assert_uint_eq(si.episodes, 1);
+    ck_assert_uint_lt(si.avail, o.disk_reserve_bytes);
+
+    free_disk("filler");
+    space_wait(s, false);
+    ck_assert_int_eq(put(s, "k3", 1, "v3"), 0);
+    expect(s, "k3", "v3");
+    store_free(s);
+    s = open_store(&o);
+    expect(s, "k1", "v1");
+    expect(s, "k2", NULL);
+    expect(s, "k3", "v3");
+    store_free(s);
+}
+END_TEST
+
 static Suite *storage_suite(void)
 {
     Suite *s = suite_create("storage");
@@ -2604,6 +2830,8 @@ static Suite *storage_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("expiry");
     tcase_add_test(tc, expiry_and_gc);
+    tcase_add_test(tc, purge_only_what_repair_covered);
+    tcase_add_test(tc, purge_arc_in_steps);
     suite_add_tcase(s, tc);
     tc = tcase_create("ranges");
     tcase_set_timeout(tc, 60);
@@ -2645,12 +2873,14 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, stuck_retried_every_second);
     tcase_add_test(tc, regression_replay_retries_kept_writes);
     tcase_add_loop_test(tc, writes_during_compaction, 0, 2);
+    tcase_add_test(tc, regression_purge_lost_in_compaction);
     suite_add_tcase(s, tc);
     tc = tcase_create("full_disk");
     tcase_set_timeout(tc, 60);
     tcase_add_unchecked_fixture(tc, fulldisk_mount, fulldisk_unmount);
     tcase_add_loop_test(tc, env_open_full_disk_enospc, 0, 2); /* write_map */
     tcase_add_test(tc, compaction_on_full_disk_no_sigbus);
+    tcase_add_test(tc, regression_full_disk_refused_at_reserve);
     suite_add_tcase(s, tc);
     tc = tcase_create("full_range");
     tcase_set_timeout(tc, 60);

@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <linux/kcmp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -682,7 +683,7 @@ END_TEST
 struct filler {
     store__wal *w;
     atomic_int stop;
-    int fills;
+    atomic_int fills;
 };
 
 static void *fill_thread(void *arg)
@@ -690,7 +691,7 @@ static void *fill_thread(void *arg)
     struct filler *f = arg;
     while (!atomic_load(&f->stop)) {
         ck_assert_int_eq(store__wal_prefill(f->w), 0);
-        f->fills++;
+        atomic_fetch_add(&f->fills, 1);
     }
     return NULL;
 }
@@ -716,6 +717,10 @@ START_TEST(log_appends_during_prefill_are_kept)
         struct filler f = {.w = w};
         pthread_t th;
         ck_assert_int_eq(pthread_create(&th, NULL, fill_thread, &f), 0);
+        /* the filler under way before the appends: on a loaded machine it
+         * was first scheduled after all 60 (CI: "f.fills > 0" failed) */
+        while (atomic_load(&f.fills) == 0)
+            sched_yield();
         uint64_t lsn = 0;
         int flags;
         for (int i = 0; i < 60; i++) {

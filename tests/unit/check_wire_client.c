@@ -15,9 +15,15 @@
 #include <msgpack.h>
 
 #include "common/rk.h"
+#include "golden.h"
 #include "wire/client_msg.h"
 
 #define S(str) RK_SLICE(str, sizeof(str) - 1)
+
+#define GOLDEN_REQ_LEN   299680
+#define GOLDEN_REQ_HASH  UINT64_C(0xbbe35d596942b9a2)
+#define GOLDEN_RESP_LEN  68510
+#define GOLDEN_RESP_HASH UINT64_C(0x79d299bdce43f072)
 
 static bool slice_eq(struct rk_slice a, const char *s)
 {
@@ -119,6 +125,91 @@ START_TEST(golden_mget_hello_requests)
 }
 END_TEST
 
+/* HELLO with a user (WIRE_CF_USER, 12): after every older field, so a
+ * HELLO without one is the bytes it always was. */
+START_TEST(golden_hello_user)
+{
+    static const uint8_t want[] = {
+        /* HELLO id 0 password "pw" version 1 user "admin" */
+        0x00, 0x00, 0x00, 0x12, 0x85, 0x01, 0x00, 0x02, 0x01, 0x08, 0xa2,
+        'p',  'w',  0x0a, 0x01, 0x0c, 0xa5, 'a',  'd',  'm',  'i',  'n'};
+    struct wire_creq h = {.id = 0,
+                          .op = WIRE_COP_HELLO,
+                          .has = WIRE_CREQ_PASSWORD | WIRE_CREQ_VERSION |
+                                 WIRE_CREQ_USER,
+                          .password = S("pw"),
+                          .user = S("admin"),
+                          .version = 1};
+    struct wire_cbuf b = {0};
+    ck_assert_int_eq(wire_creq_encode(&b, &h), 0);
+    expect_bytes(&b, want, sizeof(want));
+    struct wire_creq d;
+    ck_assert_int_eq(
+        wire_creq_decode(&d, b.p + WIRE_CFRAME_HDR, b.len - WIRE_CFRAME_HDR),
+        0);
+    ck_assert(d.has & WIRE_CREQ_USER);
+    ck_assert(slice_eq(d.user, "admin"));
+    wire_creq_clear(&d);
+    wire_cbuf_release(&b);
+}
+END_TEST
+
+/* SCAN id 3 cursor 7 count 10 match "a*" (fields 13-15), and its answer: cursor
+ * 0 (the end), keys ["k"]. A COUNT of 0 or past WIRE_CSCAN_MAX is refused; an
+ * answer needs both its cursor and its keys. */
+START_TEST(golden_scan)
+{
+    static const uint8_t want_req[] = {0x00, 0x00, 0x00, 0x0e, 0x85, 0x01,
+                                       0x03, 0x02, 0x0e, 0x0d, 0x07, 0x0e,
+                                       0x0a, 0x0f, 0xc4, 0x02, 'a',  '*'};
+    static const uint8_t want_resp[] = {0x00, 0x00, 0x00, 0x0c, 0x84, 0x01,
+                                        0x03, 0x02, 0x0e, 0x12, 0x00, 0x13,
+                                        0x91, 0xc4, 0x01, 'k'};
+    struct wire_creq q = {.id = 3,
+                          .op = WIRE_COP_SCAN,
+                          .has = WIRE_CREQ_CURSOR | WIRE_CREQ_COUNT |
+                                 WIRE_CREQ_MATCH,
+                          .cursor = 7,
+                          .count = 10,
+                          .match = S("a*")};
+    struct wire_cbuf b = {0};
+    ck_assert_int_eq(wire_creq_encode(&b, &q), 0);
+    expect_bytes(&b, want_req, sizeof(want_req));
+    struct wire_creq d;
+    ck_assert_int_eq(wire_creq_decode(&d, b.p + 4, b.len - 4), 0);
+    ck_assert(d.op == WIRE_COP_SCAN && d.cursor == 7 && d.count == 10 &&
+              d.match.len == 2 && memcmp(d.match.p, "a*", 2) == 0);
+    wire_creq_clear(&d);
+    q.count = 0;
+    ck_assert_int_eq(wire_creq_encode(&b, &q), RK_EBADREQ);
+    q.count = WIRE_CSCAN_MAX + 1;
+    ck_assert_int_eq(wire_creq_encode(&b, &q), RK_EBADREQ);
+    b.p[12] = 0x00; /* the count of the encoded request, now 0 */
+    ck_assert_int_eq(wire_creq_decode(&d, b.p + 4, b.len - 4), RK_EBADREQ);
+    wire_creq_clear(&d);
+    wire_cbuf_release(&b);
+
+    struct rk_slice keys[] = {S("k")};
+    struct wire_cresp r = {.id = 3,
+                           .op = WIRE_COP_SCAN,
+                           .has = WIRE_CRESP_CURSOR | WIRE_CRESP_KEYS,
+                           .cursor = 0,
+                           .keys = keys,
+                           .nkeys = 1};
+    ck_assert_int_eq(wire_cresp_encode(&b, &r), 0);
+    expect_bytes(&b, want_resp, sizeof(want_resp));
+    struct wire_cresp rd;
+    ck_assert_int_eq(wire_cresp_decode(&rd, b.p + 4, b.len - 4), 0);
+    ck_assert(rd.cursor == 0 && rd.nkeys == 1 && rd.keys[0].len == 1 &&
+              rd.keys[0].p[0] == 'k');
+    wire_cresp_clear(&rd);
+    wire_cbuf_release(&b);
+    r.has = WIRE_CRESP_KEYS; /* no cursor: the caller could not go on */
+    ck_assert_int_eq(wire_cresp_encode(&b, &r), RK_EBADREQ);
+    wire_cbuf_release(&b);
+}
+END_TEST
+
 START_TEST(golden_responses)
 {
     static const uint8_t want[] = {
@@ -196,6 +287,139 @@ START_TEST(golden_status_response)
 }
 END_TEST
 
+/* Every request field and every response field at once, with lengths and
+ * numbers at the msgpack boundaries (fixstr/str8/str16, bin8/bin16/bin32,
+ * fixarray/array16, fixmap/map16, every uint width, float64): the bytes
+ * of today's encoder, pinned by length and XXH3-64 (a mismatch prints
+ * both, and the first differing byte of a short one). */
+static uint8_t *pattern(size_t n)
+{
+    uint8_t *p = malloc(n ? n : 1);
+    ck_assert_ptr_nonnull(p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)('a' + i % 26);
+    return p;
+}
+
+START_TEST(golden_every_request_field)
+{
+    static const size_t lens[] = {1, 31, 32, 255, 256, 65535, 65536};
+    uint8_t *big = pattern(70000);
+    struct rk_slice keys[17];
+    for (size_t i = 0; i < 17; i++)
+        keys[i] = RK_SLICE(big, i + 1);
+    struct rk_slice args[2] = {RK_SLICE(big, 31), RK_SLICE(big, 32)};
+    struct wire_cbuf b = {0};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        struct wire_creq q = {
+            .id = i == 0 ? UINT64_MAX : (uint64_t)1 << (8 * i - 1),
+            .op = WIRE_COP_HELLO,
+            .has = 0x1ffu,
+            .cl = WIRE_CCL_EACH_QUORUM,
+            .ttl = WIRE_CTTL_MAX,
+            .version = (uint32_t)lens[i],
+            .key = RK_SLICE(big, lens[i] > RK_MAX_KEY ? RK_MAX_KEY : lens[i]),
+            .value = RK_SLICE(big, lens[i] + 4000),
+            .password = RK_SLICE(big, lens[i] % WIRE_CSTR_MAX),
+            .client = RK_SLICE(big, 255),
+            .keys = keys,
+            .nkeys = i % 2 ? 17 : 15,
+            .args = args,
+            .nargs = 2,
+        };
+        ck_assert_int_eq(wire_creq_encode(&b, &q), 0);
+    }
+    golden_digest_check(b.p, b.len, GOLDEN_REQ_LEN, GOLDEN_REQ_HASH,
+                        "requests");
+    wire_cbuf_release(&b);
+    free(big);
+}
+END_TEST
+
+START_TEST(golden_every_response_field)
+{
+    uint8_t *big = pattern(70000);
+    struct wire_cvalue values[17];
+    for (size_t i = 0; i < 17; i++)
+        values[i] = (struct wire_cvalue){i % 3 != 0, RK_SLICE(big, i * 20)};
+    struct wire_cnode nodes[2] = {
+        {.name = S("n1"),
+         .addr = S("127.0.0.1:7380"),
+         .dc = S("dc1"),
+         .rack = S("r1"),
+         .state = S("UN"),
+         .load = UINT64_C(1) << 40,
+         .tokens = 256,
+         .owns = 0.25,
+         .repl = S("dc1:3"),
+         .silent_ms = 70000},
+        {.name = RK_SLICE(big, 40),
+         .addr = S("h:1"),
+         .state = S("DN"),
+         .owns = -1},
+    };
+    struct wire_ctoken tokens[2] = {{UINT64_MAX, S("n1")}, {5, S("n2")}};
+    struct wire_cendpoint eps[1] = {{S("n1"), S("127.0.0.1:7001")}};
+    struct wire_cresp r = {
+        .id = 300,
+        .op = WIRE_COP_STATUS,
+        .has = 0xffffu,
+        .err = RK_EUNAVAILABLE,
+        .msg = S("not enough replicas"),
+        .acks = 1,
+        .need = 65536,
+        .value = RK_SLICE(big, 65536),
+        .values = values,
+        .nvalues = 17,
+        .epoch = 70000,
+        .fprint = UINT64_C(0xfedcba9876543210),
+        .nodes = nodes,
+        .nnodes = 2,
+        .tokens = tokens,
+        .ntokens = 2,
+        .endpoints = eps,
+        .nendpoints = 1,
+        .token = 65535,
+        .text = RK_SLICE(big, 300),
+        .node = S("n1"),
+        .cluster = S("prod"),
+        .version = WIRE_CPROTO_VERSION,
+        .server = S("0.1.0"),
+    };
+    struct wire_cbuf b = {0};
+    ck_assert_int_eq(wire_cresp_encode(&b, &r), 0);
+    r.err = 0;
+    r.has = WIRE_CRESP_VALUE;
+    r.value = RK_SLICE(big, 255);
+    r.op = WIRE_COP_GET;
+    ck_assert_int_eq(wire_cresp_encode(&b, &r), 0);
+    r.value = RK_SLICE(big, 256);
+    ck_assert_int_eq(wire_cresp_encode(&b, &r), 0);
+    golden_digest_check(b.p, b.len, GOLDEN_RESP_LEN, GOLDEN_RESP_HASH,
+                        "responses");
+    /* the first frame decodes back to what was sent */
+    struct wire_cresp d;
+    struct rk_slice body;
+    size_t used;
+    ck_assert_int_eq(wire_cframe_parse(&body, &used, b.p, b.len), 0);
+    ck_assert_int_eq(wire_cresp_decode(&d, body.p, body.len), 0);
+    ck_assert_int_eq(d.err, RK_EUNAVAILABLE);
+    ck_assert_uint_eq(d.has, 0xffffu);
+    ck_assert_uint_eq(d.nvalues, 17);
+    ck_assert(!d.values[0].found && d.values[1].found);
+    ck_assert_uint_eq(d.values[16].value.len, 320);
+    ck_assert_uint_eq(d.nodes[0].silent_ms, 70000);
+    ck_assert(slice_eq(d.nodes[0].repl, "dc1:3"));
+    ck_assert(d.nodes[1].owns < 0);
+    ck_assert_uint_eq(d.tokens[0].token, UINT64_MAX);
+    ck_assert(slice_eq(d.endpoints[0].addr, "127.0.0.1:7001"));
+    ck_assert_uint_eq(d.text.len, 300);
+    wire_cresp_clear(&d);
+    wire_cbuf_release(&b);
+    free(big);
+}
+END_TEST
+
 /* ---- round trips ---------------------------------------------------- */
 
 static void req_roundtrip(const struct wire_creq *q, struct wire_creq *d)
@@ -219,32 +443,35 @@ static void req_roundtrip(const struct wire_creq *q, struct wire_creq *d)
 START_TEST(roundtrip_every_request_op)
 {
     static const uint32_t ops[] = {
-        WIRE_COP_HELLO,      WIRE_COP_PING,   WIRE_COP_GET,
-        WIRE_COP_PUT,        WIRE_COP_DEL,    WIRE_COP_MGET,
-        WIRE_COP_STATUS,     WIRE_COP_RING,   WIRE_COP_ENDPOINTS,
-        WIRE_COP_METRICS,    WIRE_COP_JOIN,   WIRE_COP_DECOMMISSION,
-        WIRE_COP_REMOVENODE, WIRE_COP_REPAIR, WIRE_COP_CLEANUP,
-        WIRE_COP_NETSTATS,   WIRE_COP_ABORT};
+        WIRE_COP_HELLO,         WIRE_COP_PING,         WIRE_COP_GET,
+        WIRE_COP_PUT,           WIRE_COP_DEL,          WIRE_COP_MGET,
+        WIRE_COP_STATUS,        WIRE_COP_RING,         WIRE_COP_ENDPOINTS,
+        WIRE_COP_METRICS,       WIRE_COP_JOIN,         WIRE_COP_DECOMMISSION,
+        WIRE_COP_REMOVENODE,    WIRE_COP_REPAIR,       WIRE_COP_CLEANUP,
+        WIRE_COP_NETSTATS,      WIRE_COP_ABORT,        WIRE_COP_SNAPSHOT,
+        WIRE_COP_LISTSNAPSHOTS, WIRE_COP_CLEARSNAPSHOT};
     struct rk_slice keys[] = {S("k1"), S("k2"), S("\x00\xff")};
     struct rk_slice args[] = {S("node-3"), S("")};
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
-        struct wire_creq q = {
-            .id = UINT64_MAX - i,
-            .op = ops[i],
-            .cl = WIRE_CCL_EACH_QUORUM,
-            .has = WIRE_CREQ_CL | WIRE_CREQ_KEY | WIRE_CREQ_VALUE |
-                   WIRE_CREQ_TTL | WIRE_CREQ_KEYS | WIRE_CREQ_PASSWORD |
-                   WIRE_CREQ_ARGS | WIRE_CREQ_VERSION | WIRE_CREQ_CLIENT,
-            .key = S("key"),
-            .value = S(""),
-            .ttl = WIRE_CTTL_MAX,
-            .keys = keys,
-            .nkeys = 3,
-            .password = S("secret"),
-            .args = args,
-            .nargs = 2,
-            .version = 1,
-            .client = S("check")};
+        struct wire_creq q = {.id = UINT64_MAX - i,
+                              .op = ops[i],
+                              .cl = WIRE_CCL_EACH_QUORUM,
+                              .has = WIRE_CREQ_CL | WIRE_CREQ_KEY |
+                                     WIRE_CREQ_VALUE | WIRE_CREQ_TTL |
+                                     WIRE_CREQ_KEYS | WIRE_CREQ_PASSWORD |
+                                     WIRE_CREQ_ARGS | WIRE_CREQ_VERSION |
+                                     WIRE_CREQ_CLIENT | WIRE_CREQ_USER,
+                              .key = S("key"),
+                              .value = S(""),
+                              .ttl = WIRE_CTTL_MAX,
+                              .keys = keys,
+                              .nkeys = 3,
+                              .password = S("secret"),
+                              .args = args,
+                              .nargs = 2,
+                              .version = 1,
+                              .client = S("check"),
+                              .user = S("admin")};
         struct wire_creq d;
         req_roundtrip(&q, &d);
         ck_assert_uint_eq(d.cl, WIRE_CCL_EACH_QUORUM);
@@ -258,6 +485,7 @@ START_TEST(roundtrip_every_request_op)
         ck_assert_uint_eq(d.nargs, 2);
         ck_assert(slice_eq(d.args[0], "node-3"));
         ck_assert(slice_eq(d.client, "check"));
+        ck_assert(slice_eq(d.user, "admin"));
         wire_creq_clear(&d);
         wire_creq_clear(&d); /* idempotent */
     }
@@ -296,7 +524,7 @@ START_TEST(roundtrip_every_response)
         {true, S("one")}, {false, {NULL, 0}}, {true, S("")}};
     struct wire_cnode nodes[] = {{S("a"), S("127.0.0.11:7380"), S("dc1"),
                                   S("r1"), S("UN"), UINT64_MAX, 256, 1.0,
-                                  S("dc1:3,dc2:2"), 2400},
+                                  S("dc1:3,dc2:2"), 2400, 600000, 0, true, 1},
                                  {S("b"),
                                   S("127.0.0.12:7380"),
                                   S("dc1"),
@@ -306,6 +534,10 @@ START_TEST(roundtrip_every_response)
                                   0,
                                   -1,
                                   {NULL, 0},
+                                  0,
+                                  0,
+                                  1200,
+                                  false,
                                   0}};
     struct wire_ctoken toks[] = {{0, S("a")}, {UINT64_MAX, S("b")}};
     struct wire_cendpoint eps[] = {{S("a"), S("127.0.0.11:7380")},
@@ -359,6 +591,14 @@ START_TEST(roundtrip_every_response)
     ck_assert_uint_eq(d.nodes[1].repl.len, 0); /* not sent: unknown */
     ck_assert_uint_eq(d.nodes[0].silent_ms, 2400);
     ck_assert_uint_eq(d.nodes[1].silent_ms, 0); /* not sent: answering */
+    ck_assert_uint_eq(d.nodes[0].clock_ahead_ms, 600000);
+    ck_assert_uint_eq(d.nodes[0].clock_behind_ms, 0); /* not sent */
+    ck_assert(d.nodes[0].clock_far);
+    ck_assert_uint_eq(d.nodes[1].clock_ahead_ms, 0);
+    ck_assert_uint_eq(d.nodes[1].clock_behind_ms, 1200);
+    ck_assert(!d.nodes[1].clock_far); /* not sent */
+    ck_assert_uint_eq(d.nodes[0].disk_full, 1);
+    ck_assert_uint_eq(d.nodes[1].disk_full, 0); /* not sent */
     ck_assert(slice_eq(d.nodes[1].state, "DN"));
     ck_assert(slice_eq(d.nodes[1].rack, "r2"));
     ck_assert_uint_eq(d.ntokens, 2);
@@ -424,6 +664,9 @@ START_TEST(names_parse)
     ck_assert_str_eq(wire_cop_name(WIRE_COP_DECOMMISSION), "DECOMMISSION");
     ck_assert_str_eq(wire_cop_name(WIRE_COP_ABORT), "ABORT");
     ck_assert_uint_eq(wire_cop_parse("abort"), WIRE_COP_ABORT);
+    ck_assert_uint_eq(wire_cop_parse("snapshot"), 47);
+    ck_assert_uint_eq(wire_cop_parse("listsnapshots"), 48);
+    ck_assert_uint_eq(wire_cop_parse("clearsnapshot"), 49);
     ck_assert_ptr_null(wire_cop_name(3));
 }
 END_TEST
@@ -684,7 +927,7 @@ START_TEST(mutations_do_not_crash)
                           .keys = keys,
                           .nkeys = 2};
     struct wire_cnode nodes[] = {{S("a"), S("h:1"), S("d"), S("r"), S("UN"), 5,
-                                  2, 0.25, S("d:3"), 1500}};
+                                  2, 0.25, S("d:3"), 1500, 0, 700, true, 1}};
     struct wire_ctoken toks[] = {{9, S("a")}};
     struct wire_cresp r = {.id = 77,
                            .op = WIRE_COP_STATUS,
@@ -740,8 +983,12 @@ static Suite *wire_client_suite(void)
     tcase_add_test(tc, golden_put_request);
     tcase_add_test(tc, golden_abort_request);
     tcase_add_test(tc, golden_mget_hello_requests);
+    tcase_add_test(tc, golden_hello_user);
+    tcase_add_test(tc, golden_scan);
     tcase_add_test(tc, golden_responses);
     tcase_add_test(tc, golden_status_response);
+    tcase_add_test(tc, golden_every_request_field);
+    tcase_add_test(tc, golden_every_response_field);
     suite_add_tcase(s, tc);
     tc = tcase_create("roundtrip");
     tcase_set_timeout(tc, 60);

@@ -1,6 +1,7 @@
 /*
- * check_wire_gossip.c - the cluster MAC, the msgpack validator and the gossip
- * packet codec: golden bytes, round trips and rejection of bad input.
+ * check_wire_gossip.c - the cluster MAC, the msgpack reader and the gossip
+ * packet codec, and the failure detector's probe packets (gossip_probe.h):
+ * golden bytes, round trips and rejection of bad input.
  *
  * The golden vectors pin the key derivation, the MAC and the layout: they
  * were cross-checked with Python's hashlib (BLAKE2b-256 of the label and the
@@ -15,8 +16,11 @@
 #include <check.h>
 #include <msgpack.h>
 
+#include "golden.h"
 #include "wire/gossip_msg.h"
+#include "wire/gossip_probe.h"
 #include "wire/wire.h"
+#include "wire/wire_internal.h"
 
 static const uint8_t golden_key[WIRE_KEY_BYTES] = {
     0x6b, 0xeb, 0x70, 0xd9, 0x8d, 0x68, 0xef, 0x62, 0x57, 0xf7, 0xc7,
@@ -43,6 +47,11 @@ static const uint8_t golden_ack[] = {
     0x4f, 0xb9, 0xa9, 0x27, 0xf9, 0x5c, 0x14, 0x18, 0x17, 0xf8, 0x37,
     0x2c, 0xc0, 0xf8, 0xde, 0xfd, 0x62, 0xde, 0xc7, 0x99, 0x41, 0x19,
 };
+
+#define GOLDEN_ACK2_LEN    82
+#define GOLDEN_ACK2_HASH   UINT64_C(0xd1d6fd375cb3374d)
+#define GOLDEN_WIDTHS_LEN  1368
+#define GOLDEN_WIDTHS_HASH UINT64_C(0x563a341058bd1af9)
 
 static struct wire_key key_of(const char *secret)
 {
@@ -142,41 +151,65 @@ START_TEST(mac_verify_rejects_changes)
 }
 END_TEST
 
-/* ---- msgpack validator -------------------------------------------------- */
+/* ---- the msgpack reader ------------------------------------------------ */
 
-START_TEST(msgpack_check_accepts_and_rejects)
+/* What the old validator (the type walker before msgpack-c's unpacker)
+ * refused, the one reader refuses too: a count or length beyond the bytes
+ * present, a cut integer, the reserved byte, nesting past the bound; and it
+ * reads exactly one value, so trailing bytes are left for the caller (every
+ * decoder refuses them). */
+static int skip_all(const uint8_t *p, size_t len)
+{
+    struct wire__rd r;
+    wire__rd_init(&r, p, len);
+    int rc = wire__rd_skip(&r, 0);
+    if (rc == 0 && r.p != r.end)
+        rc = WIRE__RD_BAD;
+    return rc;
+}
+
+START_TEST(reader_rejects_dishonest_lengths)
 {
     static const uint8_t ok1[] = {0x93, 0x01, 0xa1, 'x', 0xc4, 0x01, 0x00};
     static const uint8_t ok2[] = {0x82, 0x01, 0x02, 0x03, 0x90};
     static const uint8_t ok3[] = {0xcf, 1, 2, 3, 4, 5, 6, 7, 8};
-    ck_assert_int_eq(wire_msgpack_check(ok1, sizeof(ok1), 16), 0);
-    ck_assert_int_eq(wire_msgpack_check(ok2, sizeof(ok2), 16), 0);
-    ck_assert_int_eq(wire_msgpack_check(ok3, sizeof(ok3), 16), 0);
+    ck_assert_int_eq(skip_all(ok1, sizeof(ok1)), 0);
+    ck_assert_int_eq(skip_all(ok2, sizeof(ok2)), 0);
+    ck_assert_int_eq(skip_all(ok3, sizeof(ok3)), 0);
     /* array32 claiming 4 billion elements in 5 bytes */
     static const uint8_t huge[] = {0xdd, 0xff, 0xff, 0xff, 0xff};
-    ck_assert_int_eq(wire_msgpack_check(huge, sizeof(huge), 16), RK_EPROTO);
+    ck_assert_int_eq(skip_all(huge, sizeof(huge)), WIRE__RD_BAD);
     static const uint8_t map_huge[] = {0xdf, 0x80, 0, 0, 0, 1, 2};
-    ck_assert_int_eq(wire_msgpack_check(map_huge, sizeof(map_huge), 16),
-                     RK_EPROTO);
+    ck_assert_int_eq(skip_all(map_huge, sizeof(map_huge)), WIRE__RD_BAD);
     static const uint8_t short_str[] = {0xa5, 'a', 'b'};
-    ck_assert_int_eq(wire_msgpack_check(short_str, 3, 16), RK_EPROTO);
+    ck_assert_int_eq(skip_all(short_str, 3), WIRE__RD_BAD);
     static const uint8_t str32[] = {0xdb, 0xff, 0xff, 0xff, 0xff, 'a'};
-    ck_assert_int_eq(wire_msgpack_check(str32, sizeof(str32), 16), RK_EPROTO);
+    ck_assert_int_eq(skip_all(str32, sizeof(str32)), WIRE__RD_BAD);
     static const uint8_t trailing[] = {0x01, 0x02};
-    ck_assert_int_eq(wire_msgpack_check(trailing, 2, 16), RK_EPROTO);
+    ck_assert_int_eq(skip_all(trailing, 2), WIRE__RD_BAD);
     static const uint8_t reserved[] = {0xc1};
-    ck_assert_int_eq(wire_msgpack_check(reserved, 1, 16), RK_EPROTO);
-    static const uint8_t ext[] = {0xd4, 0x01, 0x02};
-    ck_assert_int_eq(wire_msgpack_check(ext, 3, 16), RK_EPROTO);
+    ck_assert_int_eq(skip_all(reserved, 1), WIRE__RD_BAD);
     static const uint8_t cut_u64[] = {0xcf, 1, 2};
-    ck_assert_int_eq(wire_msgpack_check(cut_u64, 3, 16), RK_EPROTO);
-    ck_assert_int_eq(wire_msgpack_check(ok1, 0, 16), RK_EPROTO);
+    ck_assert_int_eq(skip_all(cut_u64, 3), WIRE__RD_BAD);
+    ck_assert_int_eq(skip_all(ok1, 0), WIRE__RD_BAD);
     uint8_t deep[40];
     memset(deep, 0x91, sizeof(deep));
     deep[39] = 0x00;
-    ck_assert_int_eq(wire_msgpack_check(deep, 17, 16), RK_EPROTO);
+    ck_assert_int_eq(skip_all(deep, 40), WIRE__RD_BAD);
     deep[16] = 0x00;
-    ck_assert_int_eq(wire_msgpack_check(deep, 17, 16), 0);
+    ck_assert_int_eq(skip_all(deep, 17), 0);
+    /* Where a field of a given type is due, nothing else is read: an ext, a
+     * nil or a float is not an unsigned integer. */
+    static const uint8_t ext[] = {0xd4, 0x01, 0x02};
+    static const uint8_t nil[] = {0xc0}, flt[] = {0xca, 0, 0, 0, 0};
+    uint64_t v;
+    struct wire__rd r;
+    wire__rd_init(&r, ext, sizeof(ext));
+    ck_assert_int_eq(wire__rd_uint(&r, &v), WIRE__RD_BAD);
+    wire__rd_init(&r, nil, sizeof(nil));
+    ck_assert_int_eq(wire__rd_uint(&r, &v), WIRE__RD_BAD);
+    wire__rd_init(&r, flt, sizeof(flt));
+    ck_assert_int_eq(wire__rd_uint(&r, &v), WIRE__RD_BAD);
 }
 END_TEST
 
@@ -241,6 +274,196 @@ static bool inside(struct rk_slice s, const uint8_t *p, size_t len)
 {
     return s.p >= p && s.p + s.len <= p + len;
 }
+
+/* The golden packet golden[0..golden_len) (either family) with its body's
+ * array header byte `head` and its elements followed by tail[0..n),
+ * sealed again into out (160 bytes); its length. */
+static size_t golden_longer(uint8_t *out,
+                            const struct wire_key *k,
+                            const uint8_t *golden,
+                            size_t golden_len,
+                            uint8_t head,
+                            const uint8_t *tail,
+                            size_t n)
+{
+    size_t len = golden_len - WIRE_MAC_BYTES; /* magic, version, body */
+    ck_assert_uint_le(len + n + WIRE_MAC_BYTES, 160);
+    memcpy(out, golden, len);
+    out[4] = head;
+    memcpy(out + len, tail, n);
+    wire_mac_compute(out + len + n, k, out, len + n);
+    return len + n + WIRE_MAC_BYTES;
+}
+
+/* buf[0..len) is golden_longer()'s packet. */
+static void golden_longer_check(const uint8_t *buf,
+                                size_t len,
+                                const struct wire_key *k,
+                                const uint8_t *golden,
+                                size_t golden_len,
+                                uint8_t head,
+                                const uint8_t *tail,
+                                size_t n)
+{
+    uint8_t sealed[160];
+    size_t want = golden_longer(sealed, k, golden, golden_len, head, tail, n);
+    ck_assert_uint_eq(len, want);
+    ck_assert_mem_eq(buf, sealed, want);
+}
+
+/* The golden SYN with the sender's wall clock: a sixth element, the
+ * same bytes otherwise; read back, and sized by wire_gossip_size_clock. */
+START_TEST(stamped_round_trip)
+{
+    struct wire_key k = key_of("golden-secret");
+    struct wire_gossip_msg m = golden_syn_msg();
+    m.wall_ms = UINT64_C(1796000000000); /* 0x1a229f12800 */
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(wire_gossip_msg_encode(&buf, &len, &m, &k), 0);
+    const uint8_t wall[] = {0xcf, 0x00, 0x00, 0x01, 0xa2,
+                            0x29, 0xf1, 0x28, 0x00};
+    golden_longer_check(buf, len, &k, golden_syn, sizeof(golden_syn), 0x96,
+                        wall, sizeof(wall));
+    ck_assert_uint_eq(len,
+                      sizeof(golden_syn) + wire_gossip_size_clock(m.wall_ms));
+    struct wire_gossip_msg d;
+    ck_assert_int_eq(wire_gossip_msg_decode(&d, &k, buf, len), 0);
+    ck_assert_uint_eq(d.wall_ms, m.wall_ms);
+    ck_assert_uint_eq(d.n_digests, 2);
+    wire_gossip_msg_release(&d);
+    free(buf);
+    /* the five-element form reads as no stamp */
+    ck_assert_int_eq(
+        wire_gossip_msg_decode(&d, &k, golden_syn, sizeof(golden_syn)), 0);
+    ck_assert_uint_eq(d.wall_ms, 0);
+    wire_gossip_msg_release(&d);
+    ck_assert_uint_eq(wire_gossip_size_clock(0), 0);
+    ck_assert_uint_eq(wire_gossip_size_clock(UINT64_MAX), 9);
+}
+END_TEST
+
+/* The golden SYN numbered: boot 1796000000 (a generation), seq 300, no
+ * wall clock (0: one byte); eight elements, the same bytes before them;
+ * read back, sized by wire_gossip_size_fresh; the shorter forms read as
+ * unnumbered; boot without seq is refused, and so is a boot or seq of 0
+ * in the eight-element form. */
+START_TEST(numbered_round_trip)
+{
+    struct wire_key k = key_of("golden-secret");
+    struct wire_gossip_msg m = golden_syn_msg();
+    m.boot = UINT64_C(1796000000); /* 0x6b0cc900 */
+    m.seq = 300;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(wire_gossip_msg_encode(&buf, &len, &m, &k), 0);
+    const uint8_t tail[] = {0x00, 0xce, 0x6b, 0x0c, 0xc9,
+                            0x00, 0xcd, 0x01, 0x2c};
+    golden_longer_check(buf, len, &k, golden_syn, sizeof(golden_syn), 0x98,
+                        tail, sizeof(tail));
+    ck_assert_uint_le(len, sizeof(golden_syn) +
+                               wire_gossip_size_clock(UINT64_MAX) +
+                               wire_gossip_size_fresh(m.boot, m.seq));
+    struct wire_gossip_msg d;
+    ck_assert_int_eq(wire_gossip_msg_decode(&d, &k, buf, len), 0);
+    ck_assert_uint_eq(d.boot, m.boot);
+    ck_assert_uint_eq(d.seq, 300);
+    ck_assert_uint_eq(d.wall_ms, 0);
+    ck_assert_uint_eq(d.n_digests, 2);
+    wire_gossip_msg_release(&d);
+    free(buf);
+    /* with a wall clock too */
+    m.wall_ms = UINT64_C(1796000000000);
+    ck_assert_int_eq(wire_gossip_msg_encode(&buf, &len, &m, &k), 0);
+    ck_assert_int_eq(wire_gossip_msg_decode(&d, &k, buf, len), 0);
+    ck_assert_uint_eq(d.wall_ms, m.wall_ms);
+    ck_assert_uint_eq(d.boot, m.boot);
+    ck_assert_uint_eq(d.seq, 300);
+    ck_assert_uint_eq(len, sizeof(golden_syn) +
+                               wire_gossip_size_clock(m.wall_ms) +
+                               wire_gossip_size_fresh(m.boot, m.seq));
+    wire_gossip_msg_release(&d);
+    free(buf);
+    /* the five- and six-element forms are unnumbered */
+    ck_assert_int_eq(
+        wire_gossip_msg_decode(&d, &k, golden_syn, sizeof(golden_syn)), 0);
+    ck_assert_uint_eq(d.boot, 0);
+    ck_assert_uint_eq(d.seq, 0);
+    wire_gossip_msg_release(&d);
+    /* boot without seq */
+    m.seq = 0;
+    ck_assert_int_eq(wire_gossip_msg_encode(&buf, &len, &m, &k), RK_EBADREQ);
+    /* eight elements with seq 0, then with boot 0 */
+    const uint8_t zero_seq[] = {0x00, 0xce, 0x6b, 0x0c, 0xc9, 0x00, 0x00};
+    const uint8_t zero_boot[] = {0x00, 0x00, 0x07};
+    uint8_t sealed[160];
+    size_t n = golden_longer(sealed, &k, golden_syn, sizeof(golden_syn), 0x98,
+                             zero_seq, sizeof(zero_seq));
+    ck_assert_int_eq(wire_gossip_msg_decode(&d, &k, sealed, n), RK_EPROTO);
+    n = golden_longer(sealed, &k, golden_syn, sizeof(golden_syn), 0x98,
+                      zero_boot, sizeof(zero_boot));
+    ck_assert_int_eq(wire_gossip_msg_decode(&d, &k, sealed, n), RK_EPROTO);
+    ck_assert_uint_eq(wire_gossip_size_fresh(0, 0), 0);
+    ck_assert_uint_eq(wire_gossip_size_fresh(UINT64_MAX, UINT64_MAX), 18);
+}
+END_TEST
+
+/* ACK2, and a packet with a digest array16, a bin16 value, str8 names and
+ * every uint width: today's bytes, pinned by length and XXH3-64. */
+START_TEST(golden_ack2_and_widths)
+{
+    struct wire_key k = key_of("golden-secret");
+    struct wire_gossip_msg m = golden_ack_msg();
+    m.type = WIRE_GOSSIP_ACK2;
+    m.digests = NULL;
+    m.n_digests = 0;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(wire_gossip_msg_encode(&buf, &len, &m, &k), 0);
+    golden_digest_check(buf, len, GOLDEN_ACK2_LEN, GOLDEN_ACK2_HASH, "ack2");
+    free(buf);
+
+    static const uint64_t num[] = {
+        0,         127,        128,
+        255,       256,        65535,
+        65536,     UINT32_MAX, (uint64_t)UINT32_MAX + 1,
+        UINT64_MAX};
+    static char name[WIRE_GOSSIP_MAX_NAME];
+    static uint8_t value[300];
+    memset(name, 'x', sizeof(name));
+    memset(value, 'v', sizeof(value));
+    struct wire_gossip_digest dg[17];
+    for (size_t i = 0; i < 17; i++)
+        dg[i] = (struct wire_gossip_digest){RK_SLICE(name, 1 + i * 3),
+                                            num[i % 10], num[(i + 3) % 10]};
+    struct wire_gossip_state st[3] = {
+        {0, 2, RK_SLICE(value, 0)},
+        {200, 300, RK_SLICE(value, 255)},
+        {255, 70000, RK_SLICE(value, 300)},
+    };
+    struct wire_gossip_delta dl = {
+        RK_SLICE(name, 32), UINT64_MAX, 1, 70000, st, 3};
+    m = (struct wire_gossip_msg){.type = WIRE_GOSSIP_ACK,
+                                 .cluster = RK_SLICE(name, 31),
+                                 .from = RK_SLICE(name, WIRE_GOSSIP_MAX_NAME),
+                                 .digests = dg,
+                                 .n_digests = 17,
+                                 .deltas = &dl,
+                                 .n_deltas = 1};
+    ck_assert_int_eq(wire_gossip_msg_encode(&buf, &len, &m, &k), 0);
+    golden_digest_check(buf, len, GOLDEN_WIDTHS_LEN, GOLDEN_WIDTHS_HASH,
+                        "widths");
+    struct wire_gossip_msg d;
+    ck_assert_int_eq(wire_gossip_msg_decode(&d, &k, buf, len), 0);
+    ck_assert_uint_eq(d.n_digests, 17);
+    ck_assert_uint_eq(d.digests[16].version, num[9]);
+    ck_assert_uint_eq(d.deltas[0].n_states, 3);
+    ck_assert_uint_eq(d.deltas[0].states[2].value.len, 300);
+    ck_assert_uint_eq(d.deltas[0].states[2].key, 255);
+    wire_gossip_msg_release(&d);
+    free(buf);
+}
+END_TEST
 
 START_TEST(decode_golden)
 {
@@ -348,9 +571,36 @@ static const struct {
       0x06, 0x91, 0x93, 0x00, 0x05, 0xa0},
      19},
     {"trailing byte", {0x95, 0xa1, 'c', 0x01, 0xa1, 'n', 0x90, 0x90, 0x00}, 9},
+    {"reserved byte as type",
+     {0x95, 0xa1, 'c', 0xc1, 0xa1, 'n', 0x90, 0x90},
+     8},
+    {"ext as generation",
+     {0x95, 0xa1, 'c', 0x01, 0xa1, 'n', 0x91, 0x93, 0xa1, 'x', 0xd4, 0x01, 0x02,
+      0x01, 0x90},
+     15},
+    {"cut generation",
+     {0x95, 0xa1, 'c', 0x01, 0xa1, 'n', 0x91, 0x93, 0xa1, 'x', 0xcf, 0x01},
+     12},
+    {"map of digests", {0x95, 0xa1, 'c', 0x01, 0xa1, 'n', 0x80, 0x90}, 8},
+    {"cluster longer than the body",
+     {0x95, 0xdb, 0xff, 0xff, 0xff, 0xff, 'c'},
+     7},
     {"huge array",
      {0x95, 0xa1, 'c', 0x01, 0xa1, 'n', 0xdd, 0x7f, 0xff, 0xff, 0xff, 0x90},
      12},
+    {"wall clock 0", {0x96, 0xa1, 'c', 0x01, 0xa1, 'n', 0x90, 0x90, 0x00}, 9},
+    {"negative wall clock",
+     {0x96, 0xa1, 'c', 0x01, 0xa1, 'n', 0x90, 0x90, 0xff},
+     9},
+    {"wall clock as str",
+     {0x96, 0xa1, 'c', 0x01, 0xa1, 'n', 0x90, 0x90, 0xa1, '1'},
+     10},
+    {"array of 7",
+     {0x97, 0xa1, 'c', 0x01, 0xa1, 'n', 0x90, 0x90, 0x01, 0x01},
+     10},
+    {"array of 6, wall clock missing",
+     {0x96, 0xa1, 'c', 0x01, 0xa1, 'n', 0x90, 0x90},
+     8},
 };
 
 START_TEST(decode_rejects_malformed_bodies)
@@ -402,6 +652,186 @@ START_TEST(encode_refuses_bad_messages)
 }
 END_TEST
 
+/* ---- probe packets ------------------------------------------------------- */
+
+/* A PING from n1 to n2 (seq 7) carrying "n1 suspects n3 (generation 5) at
+ * incarnation 2"; bytes and MAC computed apart with Python's hmac module. */
+static const uint8_t golden_ping[] = {
+    0x52, 0x4b, 0x50, 0x01, 0x97, 0xa4, 0x70, 0x72, 0x6f, 0x64, 0x01,
+    0xa2, 0x6e, 0x31, 0x07, 0xa2, 0x6e, 0x32, 0x00, 0x91, 0x95, 0xa2,
+    0x6e, 0x33, 0x05, 0x02, 0x02, 0xa2, 0x6e, 0x31, 0xe5, 0xc9, 0x75,
+    0xfe, 0x71, 0x3e, 0x9d, 0x2b, 0xf9, 0x3f, 0xe4, 0x7f, 0xf0, 0x33,
+    0x94, 0xd4, 0x59, 0x5b, 0x61, 0x15, 0x20, 0xa4, 0x92, 0x8c, 0xe8,
+    0xd9, 0x96, 0x5f, 0xeb, 0xab, 0x2f, 0x22,
+};
+
+static const struct wire_probe_rumor golden_rumor = {
+    {(const uint8_t *)"n3", 2},
+    5,
+    2,
+    WIRE_PROBE_SUSPECT,
+    {(const uint8_t *)"n1", 2}};
+
+static struct wire_probe_msg golden_ping_msg(void)
+{
+    struct wire_probe_msg m = {
+        .type = WIRE_PROBE_PING,
+        .cluster = RK_SLICE("prod", 4),
+        .from = RK_SLICE("n1", 2),
+        .seq = 7,
+        .target = RK_SLICE("n2", 2),
+        .rumors = (struct wire_probe_rumor *)&golden_rumor,
+        .n_rumors = 1,
+    };
+    return m;
+}
+
+START_TEST(probe_golden_and_round_trip)
+{
+    struct wire_key k = key_of("golden-secret");
+    struct wire_probe_msg m = golden_ping_msg();
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(wire_probe_msg_encode(&buf, &len, &m, &k), 0);
+    ck_assert_uint_eq(len, sizeof(golden_ping));
+    ck_assert_mem_eq(buf, golden_ping, len);
+    ck_assert(wire_probe_is(buf, len));
+    ck_assert(!wire_probe_is(golden_syn, sizeof(golden_syn)));
+    ck_assert_uint_le(len, wire_probe_size_base(4, 2, 2, 1) +
+                               wire_probe_size_rumor(&golden_rumor));
+    free(buf);
+
+    struct wire_probe_msg d;
+    ck_assert_int_eq(
+        wire_probe_msg_decode(&d, &k, golden_ping, sizeof(golden_ping)), 0);
+    ck_assert_int_eq(d.type, WIRE_PROBE_PING);
+    ck_assert_uint_eq(d.seq, 7);
+    ck_assert_mem_eq(d.target.p, "n2", 2);
+    ck_assert_uint_eq(d.n_rumors, 1);
+    ck_assert_mem_eq(d.rumors[0].node.p, "n3", 2);
+    ck_assert_uint_eq(d.rumors[0].generation, 5);
+    ck_assert_uint_eq(d.rumors[0].incarnation, 2);
+    ck_assert_int_eq(d.rumors[0].kind, WIRE_PROBE_SUSPECT);
+    ck_assert_mem_eq(d.rumors[0].origin.p, "n1", 2);
+    wire_probe_msg_release(&d);
+
+    /* every type round-trips; NEWS names no target */
+    for (int t = WIRE_PROBE_PING; t <= WIRE_PROBE_NEWS; t++) {
+        m.type = (enum wire_probe_type)t;
+        m.target = t == WIRE_PROBE_NEWS ? RK_SLICE(NULL, 0) : RK_SLICE("n2", 2);
+        m.seq = UINT64_MAX;
+        m.incarnation = UINT64_MAX - 1;
+        ck_assert_int_eq(wire_probe_msg_encode(&buf, &len, &m, &k), 0);
+        ck_assert_uint_le(len, wire_probe_size_base(4, 2, 2, 1) +
+                                   wire_probe_size_rumor(&golden_rumor));
+        ck_assert_int_eq(wire_probe_msg_decode(&d, &k, buf, len), 0);
+        ck_assert_int_eq(d.type, t);
+        ck_assert_uint_eq(d.seq, UINT64_MAX);
+        ck_assert_uint_eq(d.incarnation, UINT64_MAX - 1);
+        wire_probe_msg_release(&d);
+        free(buf);
+    }
+}
+END_TEST
+
+/* The golden PING numbered: boot 1796000000, pkt_seq 300 after the
+ * rumors (nine elements, the same bytes before them); the seven-element
+ * form reads as unnumbered. */
+START_TEST(probe_numbered_round_trip)
+{
+    struct wire_key k = key_of("golden-secret");
+    struct wire_probe_msg m = golden_ping_msg();
+    m.boot = UINT64_C(1796000000);
+    m.pkt_seq = 300;
+    uint8_t *buf;
+    size_t len;
+    ck_assert_int_eq(wire_probe_msg_encode(&buf, &len, &m, &k), 0);
+    const uint8_t tail[] = {0xce, 0x6b, 0x0c, 0xc9, 0x00, 0xcd, 0x01, 0x2c};
+    golden_longer_check(buf, len, &k, golden_ping, sizeof(golden_ping), 0x99,
+                        tail, sizeof(tail));
+    ck_assert_uint_le(len, wire_probe_size_base(4, 2, 2, 1) +
+                               wire_probe_size_rumor(&golden_rumor));
+    struct wire_probe_msg d;
+    ck_assert_int_eq(wire_probe_msg_decode(&d, &k, buf, len), 0);
+    ck_assert_uint_eq(d.boot, m.boot);
+    ck_assert_uint_eq(d.pkt_seq, 300);
+    ck_assert_uint_eq(d.seq, 7);
+    ck_assert_uint_eq(d.n_rumors, 1);
+    wire_probe_msg_release(&d);
+    free(buf);
+    ck_assert_int_eq(
+        wire_probe_msg_decode(&d, &k, golden_ping, sizeof(golden_ping)), 0);
+    ck_assert_uint_eq(d.boot, 0);
+    ck_assert_uint_eq(d.pkt_seq, 0);
+    wire_probe_msg_release(&d);
+    m.pkt_seq = 0;
+    ck_assert_int_eq(wire_probe_msg_encode(&buf, &len, &m, &k), RK_EBADREQ);
+}
+END_TEST
+
+START_TEST(probe_rejects_bad_input)
+{
+    struct wire_key k = key_of("golden-secret"), other = key_of("other");
+    struct wire_probe_msg d;
+    uint8_t pkt[sizeof(golden_ping)];
+    memcpy(pkt, golden_ping, sizeof(pkt));
+    ck_assert_int_eq(wire_probe_msg_decode(&d, &other, pkt, sizeof(pkt)),
+                     RK_EAUTH);
+    pkt[20] ^= 1;
+    ck_assert_int_eq(wire_probe_msg_decode(&d, &k, pkt, sizeof(pkt)), RK_EAUTH);
+    ck_assert_int_eq(wire_probe_msg_decode(&d, &k, pkt, 10), RK_EPROTO);
+    ck_assert_int_eq(
+        wire_probe_msg_decode(&d, &k, golden_syn, sizeof(golden_syn)),
+        RK_EPROTO);
+    /* the anti-entropy decoder refuses probe packets (what an older node
+     * does with them) */
+    struct wire_gossip_msg gm;
+    ck_assert_int_eq(
+        wire_gossip_msg_decode(&gm, &k, golden_ping, sizeof(golden_ping)),
+        RK_EPROTO);
+
+    /* the encoder refuses what the decoder would */
+    struct wire_probe_msg m = golden_ping_msg();
+    uint8_t *buf;
+    size_t len;
+    m.type = 0;
+    ck_assert_int_eq(wire_probe_msg_encode(&buf, &len, &m, &k), RK_EBADREQ);
+    m = golden_ping_msg();
+    m.target = RK_SLICE(NULL, 0); /* a PING names its target */
+    ck_assert_int_eq(wire_probe_msg_encode(&buf, &len, &m, &k), RK_EBADREQ);
+    m = golden_ping_msg();
+    m.type = WIRE_PROBE_NEWS; /* NEWS names none */
+    ck_assert_int_eq(wire_probe_msg_encode(&buf, &len, &m, &k), RK_EBADREQ);
+    m = golden_ping_msg();
+    struct wire_probe_rumor r = golden_rumor;
+    r.generation = 0;
+    m.rumors = &r;
+    ck_assert_int_eq(wire_probe_msg_encode(&buf, &len, &m, &k), RK_EBADREQ);
+    r = golden_rumor;
+    r.kind = (enum wire_probe_rumor_kind)3;
+    ck_assert_int_eq(wire_probe_msg_encode(&buf, &len, &m, &k), RK_EBADREQ);
+    m = golden_ping_msg();
+    m.n_rumors = WIRE_PROBE_MAX_RUMORS + 1;
+    ck_assert_int_eq(wire_probe_msg_encode(&buf, &len, &m, &k), RK_ETOOLARGE);
+
+    /* a well-sealed body that breaks the layout: a bad kind (7) */
+    uint8_t bad[sizeof(golden_ping)];
+    memcpy(bad, golden_ping, sizeof(bad));
+    bad[26] = 0x07;
+    wire_mac_compute(bad + sizeof(bad) - WIRE_MAC_BYTES, &k, bad,
+                     sizeof(bad) - WIRE_MAC_BYTES);
+    ck_assert_int_eq(wire_probe_msg_decode(&d, &k, bad, sizeof(bad)),
+                     RK_EPROTO);
+    /* and an unknown format version */
+    memcpy(bad, golden_ping, sizeof(bad));
+    bad[3] = 2;
+    wire_mac_compute(bad + sizeof(bad) - WIRE_MAC_BYTES, &k, bad,
+                     sizeof(bad) - WIRE_MAC_BYTES);
+    ck_assert_int_eq(wire_probe_msg_decode(&d, &k, bad, sizeof(bad)),
+                     RK_EVERSION);
+}
+END_TEST
+
 static Suite *wire_gossip_suite(void)
 {
     Suite *s = suite_create("wire_gossip");
@@ -410,16 +840,24 @@ static Suite *wire_gossip_suite(void)
     tcase_add_test(tc, mac_verify_rejects_changes);
     suite_add_tcase(s, tc);
     tc = tcase_create("msgpack");
-    tcase_add_test(tc, msgpack_check_accepts_and_rejects);
+    tcase_add_test(tc, reader_rejects_dishonest_lengths);
     tcase_add_test(tc, sizes_match_encoder);
     suite_add_tcase(s, tc);
     tc = tcase_create("codec");
     tcase_add_test(tc, golden_syn_and_ack);
     tcase_add_test(tc, decode_golden);
+    tcase_add_test(tc, golden_ack2_and_widths);
+    tcase_add_test(tc, stamped_round_trip);
+    tcase_add_test(tc, numbered_round_trip);
     tcase_add_test(tc, decode_rejects_bad_auth_and_format);
     tcase_add_loop_test(tc, decode_rejects_malformed_bodies, 0,
                         sizeof(bad_bodies) / sizeof(bad_bodies[0]));
     tcase_add_test(tc, encode_refuses_bad_messages);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("probe");
+    tcase_add_test(tc, probe_golden_and_round_trip);
+    tcase_add_test(tc, probe_rejects_bad_input);
+    tcase_add_test(tc, probe_numbered_round_trip);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -16,6 +16,7 @@
 #include <msgpack.h>
 
 #include "common/rk.h"
+#include "golden.h"
 #include "wire/rpc_msg.h"
 
 static size_t unhex(uint8_t *out, const char *hex)
@@ -33,6 +34,12 @@ static void assert_bytes(const struct rpc_buf *b, const char *hex)
 {
     uint8_t want[1024];
     size_t n = unhex(want, hex);
+    if (b->len != n || memcmp(b->data, want, n) != 0) {
+        fprintf(stderr, "got ");
+        for (size_t i = 0; i < b->len; i++)
+            fprintf(stderr, "%02x", b->data[i]);
+        fprintf(stderr, "\n");
+    }
     ck_assert_uint_eq(b->len, n);
     ck_assert_mem_eq(b->data, want, n);
 }
@@ -71,6 +78,13 @@ static const struct rpc_write golden_write = {
     "9a010202a26331a26e31a26e32c410aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaac410" \
     "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb7dc42032911fa07d50a1473234fa819e"   \
     "3f13cf7e42a516b8c3427a8cab66d394eed34a"
+
+#define GOLDEN_INT_WIDTHS                                                  \
+    "930300009303ff7f9303e0cc809303d0dfccff9303d080cd01009303d1ff7fcdffff" \
+    "9303d18000ce000100009303d2ffff7fffceffffffff9303d2fffeee90cf00000001" \
+    "000000009303d280000000cfffffffffffffffff"
+#define GOLDEN_LENGTHS_LEN  395728
+#define GOLDEN_LENGTHS_HASH UINT64_C(0xa456a164ed7fc6e1)
 
 START_TEST(golden_vectors)
 {
@@ -139,6 +153,60 @@ START_TEST(golden_vectors)
                      0);
     hb = (struct rpc_buf){proof, pl, pl};
     assert_bytes(&hb, GOLDEN_HS_PROOF);
+}
+END_TEST
+
+/* Every integer width of both signs, and str/bin lengths at each msgpack
+ * boundary, through the messages that carry them: the bytes of today's
+ * encoder pinned by length and XXH3-64 (a mismatch prints both). */
+START_TEST(golden_boundaries)
+{
+    static const int32_t status[] = {0,    -1,     -32,    -33,    -128,
+                                     -129, -32768, -32769, -70000, INT32_MIN};
+    static const uint64_t num[] = {
+        0,         127,        128,
+        255,       256,        65535,
+        65536,     UINT32_MAX, (uint64_t)UINT32_MAX + 1,
+        UINT64_MAX};
+    struct rpc_buf b = RPC_BUF_INIT;
+    for (size_t i = 0; i < sizeof(num) / sizeof(num[0]); i++) {
+        struct rpc_write_ack a = {status[i], num[i]};
+        ck_assert_int_eq(rpc_write_ack_encode(&b, &a), 0);
+    }
+    assert_bytes(&b, GOLDEN_INT_WIDTHS);
+    rpc_buf_reset(&b);
+
+    static const size_t lens[] = {0, 1, 31, 32, 255, 256, 65535, 65536};
+    uint8_t *big = malloc(70000);
+    ck_assert_ptr_nonnull(big);
+    for (size_t i = 0; i < 70000; i++)
+        big[i] = (uint8_t)('a' + i % 26);
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        struct rpc_write w = {.token = num[i],
+                              .epoch = num[i + 1],
+                              .key = RK_SLICE(big, lens[i] ? lens[i] : 1),
+                              .rec = {.ts = num[i + 2],
+                                      .flags = (uint32_t)num[i],
+                                      .expiry = num[i + 1],
+                                      .value = RK_SLICE(big, lens[i])}};
+        ck_assert_int_eq(rpc_write_encode(&b, &w), 0);
+        struct rpc_read_resp rr = {
+            .status = status[i], .hlc = num[i], .found = true, .rec = w.rec};
+        ck_assert_int_eq(rpc_read_resp_encode(&b, &rr), 0);
+    }
+    struct rpc_handshake hs = {.version = RPC_HS_VERSION,
+                               .role = RPC_HS_ANSWER,
+                               .cluster = RK_SLICE(big, 31),
+                               .from = RK_SLICE(big, 32),
+                               .to = RK_SLICE(big, RPC_NAME_MAX),
+                               .time_ms = UINT64_MAX};
+    memset(hs.nonce, 0xab, sizeof(hs.nonce));
+    memset(hs.mac, 0xcd, sizeof(hs.mac));
+    ck_assert_int_eq(rpc_handshake_encode(&b, &hs), 0);
+    golden_digest_check(b.data, b.len, GOLDEN_LENGTHS_LEN, GOLDEN_LENGTHS_HASH,
+                        "lengths");
+    rpc_buf_free(&b);
+    free(big);
 }
 END_TEST
 
@@ -397,6 +465,24 @@ static int dec_hs(struct rk_slice b)
 #define GOLDEN_MERKLE_RESP "960a00050102c41000000000000000010000000000000002"
 #define GOLDEN_MERKLE_ERR  "960afb050300c400"
 
+/* SCAN {epoch 3, (10, 20], limit 5}; SCAN_RESP {status 0, hlc 5, not
+ * done, next 15, one item: "k" ts 1 tombstone}; SCAN_RESP {status -5,
+ * hlc 5}. */
+#define GOLDEN_SCAN      "950b030a1405"
+#define GOLDEN_SCAN_RESP "970c0005c20f01c40995c4016b010100c400"
+#define GOLDEN_SCAN_ERR  "970cfb05c20000c400"
+
+static int dec_scan(struct rk_slice b)
+{
+    struct rpc_scan m;
+    return rpc_scan_decode(&m, b);
+}
+static int dec_scan_resp(struct rk_slice b)
+{
+    struct rpc_scan_resp m;
+    return rpc_scan_resp_decode(&m, b);
+}
+
 static int dec_merkle_req(struct rk_slice b)
 {
     struct rpc_merkle_req m;
@@ -445,6 +531,9 @@ static const struct {
     {GOLDEN_MERKLE_REQ, dec_merkle_req},
     {GOLDEN_MERKLE_RESP, dec_merkle_resp},
     {GOLDEN_MERKLE_ERR, dec_merkle_resp},
+    {GOLDEN_SCAN, dec_scan},
+    {GOLDEN_SCAN_RESP, dec_scan_resp},
+    {GOLDEN_SCAN_ERR, dec_scan_resp},
 };
 
 /* Every proper prefix is refused; every single-byte change of every byte
@@ -1127,6 +1216,69 @@ START_TEST(merkle_golden)
 }
 END_TEST
 
+START_TEST(scan_golden)
+{
+    struct rpc_buf b = RPC_BUF_INIT;
+    uint8_t buf[64];
+    struct rpc_scan q = {.epoch = 3, .start = 10, .end = 20, .limit = 5};
+    ck_assert_int_eq(rpc_scan_encode(&b, &q), 0);
+    assert_bytes(&b, GOLDEN_SCAN);
+    struct rpc_scan q2;
+    size_t n = unhex(buf, GOLDEN_SCAN);
+    ck_assert_int_eq(rpc_scan_decode(&q2, RK_SLICE(buf, n)), 0);
+    ck_assert(q2.epoch == 3 && q2.start == 10 && q2.end == 20 && q2.limit == 5);
+    /* a limit of 0 or past RPC_SCAN_LIMIT_MAX is refused both ways */
+    q.limit = 0;
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_scan_encode(&b, &q), RK_EBADREQ);
+    q.limit = RPC_SCAN_LIMIT_MAX + 1;
+    ck_assert_int_eq(rpc_scan_encode(&b, &q), RK_EBADREQ);
+    buf[n - 1] = 0;
+    ck_assert_int_eq(rpc_scan_decode(&q2, RK_SLICE(buf, n)), RK_EPROTO);
+
+    struct rpc_buf items = RPC_BUF_INIT;
+    struct rpc_record rec = {
+        .ts = 1, .flags = RPC_REC_TOMBSTONE, .value = RK_SLICE("", 0)};
+    ck_assert_int_eq(rpc_stream_item_add(&items, RK_SLICE("k", 1), &rec), 0);
+    struct rpc_scan_resp r = {.hlc = 5,
+                              .next = 15,
+                              .count = 1,
+                              .items = RK_SLICE(items.data, items.len)};
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_scan_resp_encode(&b, &r), 0);
+    assert_bytes(&b, GOLDEN_SCAN_RESP);
+    struct rpc_scan_resp r2;
+    n = unhex(buf, GOLDEN_SCAN_RESP);
+    ck_assert_int_eq(rpc_scan_resp_decode(&r2, RK_SLICE(buf, n)), 0);
+    ck_assert(r2.status == 0 && r2.hlc == 5 && !r2.done && r2.next == 15 &&
+              r2.count == 1);
+    struct rk_slice it = r2.items, key;
+    struct rpc_record got;
+    ck_assert_int_eq(rpc_stream_item_next(&it, &key, &got), 1);
+    ck_assert(key.len == 1 && key.p[0] == 'k' && got.ts == 1 &&
+              got.flags == RPC_REC_TOMBSTONE && got.value.len == 0);
+    ck_assert_int_eq(rpc_stream_item_next(&it, &key, &got), 0);
+    buf[6] = 2; /* a count that is not the items' */
+    ck_assert_int_eq(rpc_scan_resp_decode(&r2, RK_SLICE(buf, n)), RK_EPROTO);
+    buf[6] = 0;
+    ck_assert_int_eq(rpc_scan_resp_decode(&r2, RK_SLICE(buf, n)), RK_EPROTO);
+
+    struct rpc_scan_resp e = {.status = -5, .hlc = 5};
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_scan_resp_encode(&b, &e), 0);
+    assert_bytes(&b, GOLDEN_SCAN_ERR);
+    e.count = RPC_STREAM_ITEMS_MAX + 1;
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_scan_resp_encode(&b, &e), RK_ETOOLARGE);
+    n = unhex(buf, GOLDEN_SCAN_ERR);
+    ck_assert_int_eq(rpc_scan_resp_decode(&r2, RK_SLICE(buf, n)), 0);
+    ck_assert(r2.status == -5 && r2.count == 0);
+    ck_assert_int_eq(rpc_scan_decode(&q2, RK_SLICE(buf, n)), RK_EPROTO);
+    rpc_buf_free(&items);
+    rpc_buf_free(&b);
+}
+END_TEST
+
 START_TEST(stream_req_round_trip)
 {
     uint8_t last[RPC_STREAM_LAST_MAX];
@@ -1691,6 +1843,7 @@ static Suite *wire_rpc_suite(void)
     TCase *tc = tcase_create("golden");
     tcase_add_test(tc, golden_vectors);
     tcase_add_test(tc, golden_decode);
+    tcase_add_test(tc, golden_boundaries);
     tcase_add_test(tc, standard_msgpack);
     tcase_add_test(tc, extra_fields_and_trailing_bytes);
     suite_add_tcase(s, tc);
@@ -1717,6 +1870,7 @@ static Suite *wire_rpc_suite(void)
     tcase_add_test(tc, stream_chunk_round_trip);
     tcase_add_test(tc, stream_push_golden);
     tcase_add_test(tc, merkle_golden);
+    tcase_add_test(tc, scan_golden);
     tcase_add_test(tc, stream_items_max);
     tcase_add_test(tc, stream_item_add_limits);
     tcase_add_test(tc, stream_rejects);

@@ -6,8 +6,11 @@
  * other one as UP, measure gossip bytes per node per second over a steady
  * window, then change node 0's TOKENS and count the rounds (tick intervals,
  * measured at 100 ms resolution) until every node holds the new value.
- * Then cut one node off and measure how long until every node sees the
- * partition (phi-accrual DOWN), heal it and measure until all are UP again.
+ * Then cut one node off (or kill it, --kill 1) and measure, at 100 ms
+ * resolution, how long until the first healthy node and every healthy node
+ * see it DOWN (the failure detectors' detection time), and until the whole
+ * partition is seen (the cut-off node sees every other DOWN too, by
+ * phi-accrual); heal it and measure until all are UP again.
  * DOWN events of a healthy node seen by a healthy node are counted as false
  * convictions over the whole run. Prints one line per seed and the medians.
  */
@@ -26,7 +29,8 @@ static void usage(void)
             "                  [--first-seed S] [--max-packet B] "
             "[--tokens T]\n"
             "                  [--delay-max MS] [--steady S] "
-            "[--partition 0|1]\n");
+            "[--partition 0|1]\n"
+            "                  [--probe 0|1] [--kill 0|1]\n");
 }
 
 struct watch {
@@ -114,7 +118,7 @@ static size_t count_have(gossip_sim *s, size_t n, uint64_t version)
 int main(int argc, char **argv)
 {
     struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
-    size_t runs = 20, steady_s = 30, partition = 1;
+    size_t runs = 20, steady_s = 30, partition = 1, kill = 0;
     uint64_t first_seed = 1;
     for (int i = 1; i < argc; i += 2) { /* --option value */
         const char *a = argv[i];
@@ -143,6 +147,10 @@ int main(int argc, char **argv)
             steady_s = strtoul(v, NULL, 10);
         else if (strcmp(a, "--partition") == 0)
             partition = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--probe") == 0)
+            cfg.no_probe = strtoul(v, NULL, 10) == 0;
+        else if (strcmp(a, "--kill") == 0)
+            kill = strtoul(v, NULL, 10);
         else {
             usage();
             return 2;
@@ -157,15 +165,19 @@ int main(int argc, char **argv)
     double *pps = calloc(runs, sizeof(*pps));
     double *detect = calloc(runs, sizeof(*detect));
     double *heal = calloc(runs, sizeof(*heal));
+    double *first = calloc(runs, sizeof(*first));
+    double *all = calloc(runs, sizeof(*all));
     if (rounds == NULL || bps == NULL || pps == NULL || detect == NULL ||
-        heal == NULL)
+        heal == NULL || first == NULL || all == NULL)
         return 1;
+    double all_max = 0;
     uint64_t false_downs = 0, false_downs_warmup = 0;
     size_t n = cfg.n_nodes;
     printf("nodes=%zu loss=%.2f dup=%.2f delay=%u..%ums tokens=%zu "
-           "max_packet=%zu runs=%zu\n",
+           "max_packet=%zu runs=%zu probe=%d %s\n",
            n, cfg.loss, cfg.dup, cfg.delay_min_ms, cfg.delay_max_ms,
-           cfg.n_tokens, cfg.max_packet, runs);
+           cfg.n_tokens, cfg.max_packet, runs, !cfg.no_probe,
+           kill ? "kill" : "partition");
     for (size_t r = 0; r < runs; r++) {
         cfg.seed = first_seed + r;
         struct watch w = {.victim = SIZE_MAX};
@@ -223,8 +235,34 @@ int main(int argc, char **argv)
         if (!partition)
             goto report;
         w.victim = n / 2;
-        gossip_sim_isolate(s, w.victim, true);
+        if (kill)
+            gossip_sim_kill(s, w.victim);
+        else
+            gossip_sim_isolate(s, w.victim, true);
         start = t;
+        first[r] = all[r] = -1;
+        while (all[r] < 0) {
+            t += 100;
+            if (t - start > 600 * 1000 || gossip_sim_run(s, t) != 0) {
+                fprintf(stderr, "seed %llu: victim not detected\n",
+                        (unsigned long long)cfg.seed);
+                return 1;
+            }
+            size_t down = gossip_sim_down_count(s, w.victim);
+            if (down > 0 && first[r] < 0)
+                first[r] = (double)(t - start) / 1000;
+            if (down == n - 1)
+                all[r] = (double)(t - start) / 1000;
+        }
+        if (all[r] > all_max)
+            all_max = all[r];
+        if (kill) {
+            /* a dead node never comes back: watch for false DOWNs a while */
+            t += 60 * 1000;
+            if (gossip_sim_run(s, t) != 0)
+                return 1;
+            goto report;
+        }
         while (!partition_seen(s, n, w.victim)) {
             t += 1000;
             if (t - start > 600 * 1000 || gossip_sim_run(s, t) != 0) {
@@ -249,10 +287,11 @@ int main(int argc, char **argv)
         false_downs += w.false_downs;
         false_downs_warmup += w.false_downs_warmup;
         printf("seed=%llu warmup_s=%llu rounds_to_all=%.1f "
-               "bytes_per_node_s=%.0f pkts_per_node_s=%.2f detect_s=%.0f "
-               "heal_s=%.0f false_downs=%llu warmup_false_downs=%llu\n",
+               "bytes_per_node_s=%.0f pkts_per_node_s=%.2f first_down_s=%.1f "
+               "all_down_s=%.1f detect_s=%.0f heal_s=%.0f false_downs=%llu "
+               "warmup_false_downs=%llu\n",
                (unsigned long long)cfg.seed, (unsigned long long)(warm / 1000),
-               rounds[r], bps[r], pps[r], detect[r], heal[r],
+               rounds[r], bps[r], pps[r], first[r], all[r], detect[r], heal[r],
                (unsigned long long)w.false_downs,
                (unsigned long long)w.false_downs_warmup);
         fflush(stdout);
@@ -265,8 +304,10 @@ int main(int argc, char **argv)
     printf("median bytes_per_node_s=%.0f pkts_per_node_s=%.2f\n",
            median(bps, runs), median(pps, runs));
     if (partition)
-        printf("median partition_detect_s=%.0f heal_s=%.0f false_downs_total="
+        printf("median first_down_s=%.1f all_down_s=%.1f (max %.1f) "
+               "partition_detect_s=%.0f heal_s=%.0f false_downs_total="
                "%llu (during warm-up: %llu)\n",
+               median(first, runs), median(all, runs), all_max,
                median(detect, runs), median(heal, runs),
                (unsigned long long)false_downs,
                (unsigned long long)false_downs_warmup);
@@ -276,6 +317,8 @@ int main(int argc, char **argv)
                (unsigned long long)false_downs_warmup);
     free(detect);
     free(heal);
+    free(first);
+    free(all);
     free(rounds);
     free(bps);
     free(pps);

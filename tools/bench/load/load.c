@@ -230,6 +230,9 @@ static void *worker_main(void *arg)
     o.client_name = "ringkv-load";
     o.consistency = cf->cl;
     o.timeout_ms = cf->timeout_ms;
+    /* the rotation spreads the connections; a node's connections that
+     * lose it spread over the others too */
+    o.spread = RINGKV_SPREAD_FAILOVER;
     ringkv *c = NULL;
     struct slot *slots = calloc((size_t)cf->depth, sizeof(*slots));
     uint8_t *val = malloc(cf->vsize ? cf->vsize : 1);

@@ -1,0 +1,54 @@
+/*
+ * fuzz_gossip_schema.c - the readers of the SCHEMA value a peer gossips
+ * (node/ring_view.h: its replication, ports, flags and the node it
+ * replaces) on arbitrary bytes: none may crash or read past the bytes; the
+ * replaced node's name it gives must be shorter than the buffer, hold no
+ * space, and follow " replacing=" in the value; the replication part must
+ * lie within the value.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/rk.h"
+#include "gossip/gossip.h"
+#include "node/ring_view.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    /* a copy of exactly size bytes, so ASan sees any read past them */
+    uint8_t *v = malloc(size ? size : 1);
+    if (!v)
+        return 0;
+    if (size)
+        memcpy(v, data, size);
+    struct rk_slice schema = RK_SLICE(v, size);
+    char name[GOSSIP_NAME_MAX + 1];
+    node__schema_replacing(name, sizeof(name), schema);
+    size_t l = strlen(name);
+    if (l >= sizeof(name) || strchr(name, ' '))
+        abort();
+    if (l) {
+        static const char key[] = " replacing=";
+        size_t k = sizeof(key) - 1;
+        int found = 0;
+        for (size_t i = 0; i + k + l <= size && !found; i++)
+            found = memcmp(v + i, key, k) == 0 &&
+                    memcmp(v + i + k, name, l) == 0 &&
+                    (i + k + l == size || v[i + k + l] == ' ');
+        if (!found)
+            abort();
+    }
+    struct rk_slice repl = node__schema_repl(schema);
+    if (repl.len && ((const uint8_t *)repl.p < v ||
+                     (const uint8_t *)repl.p + repl.len > v + size))
+        abort();
+    uint32_t port = node__schema_port(schema, "client", 7380);
+    if (port == 0 || port > 65535)
+        abort();
+    (void)node__schema_flag(schema, "join=wait");
+    free(v);
+    return 0;
+}
