@@ -382,13 +382,24 @@ static void round_merge(struct scan_op *op)
     round_start(op);
 }
 
+/* A request that never reached replica i, or whose connection failed
+ * (refused, reset, closed): the replica is not there for this round,
+ * which the client hears as UNAVAILABLE (retryable), never as the
+ * socket's errno. A scan changes nothing, so nothing is in doubt. */
+static int unreached(int rc)
+{
+    if (rc == RK_ECLOSED || (rc < 0 && rc > -4096 && rc != -ENOMEM))
+        return RK_EUNAVAILABLE;
+    return rc;
+}
+
 static void on_remote(void *arg, int status, struct rk_slice resp)
 {
     struct scan_ctx *x = arg;
     struct scan_op *op = x->op;
     uint32_t round = x->round, i = x->i;
     free(x);
-    op_answer(op, round, i, status, resp);
+    op_answer(op, round, i, unreached(status), resp);
 }
 
 /* Ask replica i for the round's arc; false if the request could not go. */
@@ -421,8 +432,8 @@ static bool ask(struct scan_op *op, uint32_t i)
         rc = x ? rpc_scan_encode(&b, &rq) : -ENOMEM;
         if (rc == 0) {
             *x = (struct scan_ctx){op, op->round, i};
-            rc = node__rpc_addr(n, op->iaddr[i], &b, (uint32_t)left, 0,
-                                on_remote, x);
+            rc = unreached(node__rpc_addr(n, op->iaddr[i], &b, (uint32_t)left,
+                                          0, on_remote, x));
         }
         if (rc < 0)
             free(x);

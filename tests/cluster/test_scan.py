@@ -182,7 +182,15 @@ def main():
     # a node down: at ONE every key still has a live replica (RF 2); ALL
     # cannot be met for the arcs n3 replicates, and says so
     n3.kill9()
+    # regression (scan_replica_refused_says_internal): n2 asked before it
+    # judged n3 down; the refused connection reached the client as
+    # "INTERNAL: Connection refused" (exit 8)
+    rc, out = h.cli(n2, "-c", "ALL", "scan")
+    h.check(rc in (5, 6) and "INTERNAL" not in out,
+            "ringkv -c ALL scan just after n3's kill: exit %d %r" %
+            (rc, out[-200:]))
     c.wait_state(n1, "n3", "DN", timeout=60)
+    c.wait_state(n2, "n3", "DN", timeout=60)
     rc = redis.Redis(host=ips[0], port=6379, socket_timeout=20)
     h.check(rc.execute_command("CONSISTENCY", "ONE") == b"OK", "ONE")
     got = [k.decode() for k in rc.scan_iter(count=100)]
