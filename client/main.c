@@ -614,6 +614,42 @@ static void print_node_notes(const struct wire_cresp *r)
     }
 }
 
+/* "3.2 h": a duration of ms, in the largest unit that keeps it >= 1. */
+static void human_ms(char *buf, size_t n, uint64_t ms)
+{
+    static const struct {
+        const char *unit;
+        double ms;
+    } u[] = {{"d", 86400e3}, {"h", 3600e3}, {"min", 60e3}, {"s", 1e3}};
+    for (size_t i = 0; i < sizeof(u) / sizeof(u[0]); i++)
+        if ((double)ms >= u[i].ms || i + 1 == sizeof(u) / sizeof(u[0])) {
+            snprintf(buf, n, "%.1f %s", (double)ms / u[i].ms, u[i].unit);
+            return;
+        }
+}
+
+/* The answering node's repair schedule (it says it of itself only: the
+ * schedule is not gossiped). */
+static void print_repair(const struct wire_cresp *r)
+{
+    for (size_t i = 0; i < r->nnodes; i++) {
+        const struct wire_cnode *n = &r->nodes[i];
+        if (n->repair_arcs == 0)
+            continue;
+        char age[32];
+        human_ms(age, sizeof(age), n->repair_oldest_ms);
+        printf("Repair: %.*s replicates %" PRIu64 " arcs; the longest any "
+               "has gone without a complete repair is %s",
+               (int)n->name.len, (const char *)n->name.p, n->repair_arcs, age);
+        if (n->repair_overdue)
+            printf("; %" PRIu64 " overdue (past repair_interval_s)",
+                   n->repair_overdue);
+        if (n->repair_never)
+            printf("; %" PRIu64 " never repaired", n->repair_never);
+        printf(" (ringkv netstats lists them)\n");
+    }
+}
+
 /* Clocks further off than max_clock_drift_ms: the answering node's own
  * against its peers' (it then coordinates no writes), a peer's against
  * the answering node's. */
@@ -752,6 +788,12 @@ static int cmd_status(struct cli *a, ringkv *c)
                 printf(",\"clock_far\":true");
             if (n->disk_full)
                 printf(",\"disk_full\":true");
+            if (n->repair_arcs)
+                printf(",\"repair\":{\"arcs\":%" PRIu64
+                       ",\"oldest_ms\":%" PRIu64 ",\"overdue\":%" PRIu64
+                       ",\"never\":%" PRIu64 "}",
+                       n->repair_arcs, n->repair_oldest_ms, n->repair_overdue,
+                       n->repair_never);
             printf("}");
         }
         printf("]}\n");
@@ -761,6 +803,7 @@ static int cmd_status(struct cli *a, ringkv *c)
                    (const char *)r.cluster.p);
         status_table(&r);
         print_node_notes(&r);
+        print_repair(&r);
         print_clock(&r);
         print_waiting(&r);
         print_ring_line(&r);

@@ -17,9 +17,11 @@
 #include "node/coord.h"
 #include "node/daemon.h"
 #include "node/obs.h"
+#include "node/repair_host.h"
 #include "node/replica.h"
 #include "node/ring_view.h"
 #include "node/stream_host.h"
+#include "repair/repair.h"
 #include "ring/ring.h"
 #include "wire/client_msg.h"
 
@@ -68,6 +70,20 @@ state_code(node *n, uint32_t i, enum ring_node_state st)
 /* A status row's load and replication, from the node's gossip state; the
  * replication is copied into repl[0..cap) (gossip's changes with the next
  * packet). */
+/* The answering node's repair schedule, in its own row (not gossiped):
+ * what `ringkv status` says of it under the table. */
+static void status_repair(struct wire_cnode *row, node *n)
+{
+    struct repair_sched_stats rss;
+    node__repair_sched_stats(n, &rss);
+    if (rss.arcs == 0)
+        return;
+    row->repair_arcs = rss.arcs;
+    row->repair_oldest_ms = rss.oldest_age_ms ? rss.oldest_age_ms : 1;
+    row->repair_overdue = rss.overdue;
+    row->repair_never = rss.never;
+}
+
 static void status_gossip(struct wire_cnode *row,
                           char *repl,
                           size_t cap,
@@ -153,6 +169,8 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
         /* only this node knows its disk (it is not gossiped) */
         rows[k].disk_full =
             i < n->npeers && n->peer[i].self && node__disk_full(n);
+        if (i < n->npeers && n->peer[i].self)
+            status_repair(&rows[k], n);
         struct gossip_peer_info pi;
         char wait_addr[sizeof(addrs[0])];
         if (n->g && gossip_peer_find(&pi, n->g, ni.name, now) == 0) {

@@ -81,11 +81,13 @@
 #include "node/log.h"
 #include "node/membership.h"
 #include "node/obs.h"
+#include "node/repair_host.h"
 #include "node/replica.h"
 #include "node/ring_view.h"
 #include "node/rsrv_internal.h"
 #include "node/scan.h"
 #include "node/state.h"
+#include "repair/repair.h"
 #include "ring/ring.h"
 #include "storage/store.h"
 #include "wire/client_msg.h"
@@ -403,6 +405,14 @@ info_build(struct resp_out *o, struct rconn *c, struct info_want sec)
                 "disk_reserve_bytes:%llu\r\n",
                 node__disk_full(n), (unsigned long long)si.avail,
                 (unsigned long long)si.reserve);
+        struct repair_sched_stats rss;
+        node__repair_sched_stats(n, &rss);
+        fprintf(f,
+                "repair_arcs:%llu\r\nrepair_arcs_overdue:%llu\r\n"
+                "repair_arcs_never:%llu\r\nrepair_oldest_age_s:%llu\r\n",
+                (unsigned long long)rss.arcs, (unsigned long long)rss.overdue,
+                (unsigned long long)rss.never,
+                (unsigned long long)(rss.oldest_age_ms / 1000));
         for (int i = 0; i < n->cfg.ndcs; i++)
             fprintf(f, "replication_%s:%d\r\n", n->cfg.replication[i].name,
                     n->cfg.replication[i].rf);

@@ -155,9 +155,18 @@ enum wire_cnfield {
     WIRE_CN_CLOCK_AHEAD = 11,
     WIRE_CN_CLOCK_BEHIND = 12,
     WIRE_CN_CLOCK_FAR = 13,
-    WIRE_CN_DISK_FULL = 14 /* uint 1: short of disk space, refusing writes
-                              (disk_reserve_mb); only the answering node
-                              says it, of itself; absent otherwise */
+    WIRE_CN_DISK_FULL = 14, /* uint 1: short of disk space, refusing writes
+                               (disk_reserve_mb); only the answering node
+                               says it, of itself; absent otherwise */
+    /* The answering node's repair schedule, of itself only (absent in
+     * other rows, and while it replicates nothing): the arcs it
+     * replicates, the longest any of them has gone without a complete
+     * repair (uint ms; since first replicated if never), how many are
+     * past repair_interval_s and how many were never repaired. */
+    WIRE_CN_REPAIR_ARCS = 15,
+    WIRE_CN_REPAIR_OLDEST = 16,
+    WIRE_CN_REPAIR_OVERDUE = 17,
+    WIRE_CN_REPAIR_NEVER = 18
 };
 
 /* A growable byte buffer the encoders append frames to.
@@ -244,6 +253,9 @@ struct wire_cnode {
     uint64_t clock_ahead_ms, clock_behind_ms; /* 0: not sent */
     bool clock_far;                           /* false: not sent */
     uint64_t disk_full; /* 1: refusing writes for disk space (0: not sent) */
+    /* the answering node's repair schedule (WIRE_CN_REPAIR_*; 0: not
+     * sent) */
+    uint64_t repair_arcs, repair_oldest_ms, repair_overdue, repair_never;
 };
 
 struct wire_ctoken {

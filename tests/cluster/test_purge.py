@@ -31,9 +31,12 @@ tombstones while n3 was down (purge.done unrepaired=0, seen=100:
 only the live keys left).
 """
 # ctest: alongside others
+import json
 import os
 import re
 import time
+
+import redis
 
 import harness as h
 
@@ -67,7 +70,7 @@ def main():
     c = h.racked_cluster(ips, replication="dc1:3", num_tokens=4,
                          gc_grace_seconds=3, repair_interval_s=6,
                          purge_interval_s=1, hinted_handoff="false",
-                         repair_after_join="false")
+                         repair_after_join="false", resp_port=6379)
     n1, n2, n3 = c.nodes
     live = {"k%d" % i: ("v%d" % i).encode() for i in range(300)}
     expiring = ["t%d" % i for i in range(30)]
@@ -116,6 +119,26 @@ def main():
             "netstats of n1 with n3 down:\n%s" % out)
     h.check(n1.metrics().get('ringkv_repair_arcs{state="overdue"}') == 12,
             "n1's overdue arcs metric")
+    rc, out = h.cli(n1, "status")
+    h.check(rc == 0 and re.search(
+        r"\nRepair: n1 replicates 12 arcs; the longest any has gone without "
+        r"a complete repair is [0-9.]+ (s|min); 12 overdue \(past "
+        r"repair_interval_s\); 12 never repaired", out),
+        "status of n1 with n3 down:\n%s" % out)
+    rc, out = h.cli(n1, "--json", "status")
+    row = [r for r in json.loads(out)["nodes"] if r["host"] == "n1"][0]
+    h.check(row["repair"]["arcs"] == 12 and row["repair"]["overdue"] == 12
+            and row["repair"]["never"] == 12 and
+            row["repair"]["oldest_ms"] >= 6000,
+            "status --json of n1: %r" % row)
+    h.check(all("repair" not in r for r in json.loads(out)["nodes"]
+                if r["host"] != "n1"), "another node's repair in n1's status")
+    info = redis.Redis(host=n1.ip, port=6379, socket_timeout=20).info("ringkv")
+    h.check(info.get("repair_arcs") == 12 and
+            info.get("repair_arcs_overdue") == 12 and
+            info.get("repair_arcs_never") == 12 and
+            info.get("repair_oldest_age_s", 0) >= 6,
+            "INFO ringkv of n1: %r" % info)
 
     n3.start()
     c.wait_converged(timeout=60)

@@ -103,34 +103,30 @@ static int write_all(int fd, const uint8_t *p, size_t n)
 }
 
 /* STATUS rows of the fake (cli_status changes one's replication). */
-static struct wire_cnode nodes[] = {{{(const uint8_t *)"n1", 2},
-                                     {(const uint8_t *)"127.0.0.11:7380", 15},
-                                     {(const uint8_t *)"dc1", 3},
-                                     {(const uint8_t *)"r1", 2},
-                                     {(const uint8_t *)"UN", 2},
-                                     1536,
-                                     16,
-                                     0.5,
-                                     {(const uint8_t *)"dc1:3", 5},
-                                     0,
-                                     0,
-                                     0,
-                                     false,
-                                     0},
-                                    {{(const uint8_t *)"n2", 2},
-                                     {(const uint8_t *)"127.0.0.12:7380", 15},
-                                     {(const uint8_t *)"dc1", 3},
-                                     {(const uint8_t *)"r2", 2},
-                                     {(const uint8_t *)"DN", 2},
-                                     0,
-                                     16,
-                                     0.5,
-                                     {(const uint8_t *)"dc1:3", 5},
-                                     0,
-                                     600000,
-                                     0,
-                                     true,
-                                     0}};
+#define SL(lit)                                 \
+    {                                           \
+        (const uint8_t *)(lit), sizeof(lit) - 1 \
+    }
+static struct wire_cnode nodes[] = {{.name = SL("n1"),
+                                     .addr = SL("127.0.0.11:7380"),
+                                     .dc = SL("dc1"),
+                                     .rack = SL("r1"),
+                                     .state = SL("UN"),
+                                     .load = 1536,
+                                     .tokens = 16,
+                                     .owns = 0.5,
+                                     .repl = SL("dc1:3")},
+                                    {.name = SL("n2"),
+                                     .addr = SL("127.0.0.12:7380"),
+                                     .dc = SL("dc1"),
+                                     .rack = SL("r2"),
+                                     .state = SL("DN"),
+                                     .tokens = 16,
+                                     .owns = 0.5,
+                                     .repl = SL("dc1:3"),
+                                     .clock_ahead_ms = 600000,
+                                     .clock_far = true}};
+#undef SL
 
 /* Build the answer to q into out; returns 1 to send it, 0 to stay silent,
  * -1 to close the connection, 2 to send garbage, 3 to send it and then
@@ -1369,6 +1365,25 @@ START_TEST(cli_status)
     nodes[0].disk_full = 0;
     ck_assert_ptr_nonnull(
         strstr(out, "\"replication\":\"dc1:3\",\"disk_full\":true}"));
+    /* the answering node's repair schedule: a line, and in --json */
+    ck_assert_ptr_null(strstr(out, "repair"));
+    nodes[0].repair_arcs = 24;
+    nodes[0].repair_oldest_ms = 3 * 3600 * 1000 + 720 * 1000;
+    nodes[0].repair_overdue = 2;
+    nodes[0].repair_never = 1;
+    ck_assert_int_eq(cli(f, NULL, out, err, "status", NULL, NULL, NULL, NULL),
+                     0);
+    ck_assert_ptr_nonnull(
+        strstr(out, "\nRepair: n1 replicates 24 arcs; the longest any has "
+                    "gone without a complete repair is 3.2 h; 2 overdue "
+                    "(past repair_interval_s); 1 never repaired"));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "status", "--json", NULL, NULL, NULL), 0);
+    nodes[0].repair_arcs = nodes[0].repair_oldest_ms = 0;
+    nodes[0].repair_overdue = nodes[0].repair_never = 0;
+    ck_assert_ptr_nonnull(
+        strstr(out, "\"replication\":\"dc1:3\",\"repair\":{\"arcs\":24,"
+                    "\"oldest_ms\":11520000,\"overdue\":2,\"never\":1}}"));
     fake_stop(f);
 }
 END_TEST

@@ -524,7 +524,8 @@ START_TEST(roundtrip_every_response)
         {true, S("one")}, {false, {NULL, 0}}, {true, S("")}};
     struct wire_cnode nodes[] = {{S("a"), S("127.0.0.11:7380"), S("dc1"),
                                   S("r1"), S("UN"), UINT64_MAX, 256, 1.0,
-                                  S("dc1:3,dc2:2"), 2400, 600000, 0, true, 1},
+                                  S("dc1:3,dc2:2"), 2400, 600000, 0, true, 1,
+                                  24, 11520000, 2, 1},
                                  {S("b"),
                                   S("127.0.0.12:7380"),
                                   S("dc1"),
@@ -538,6 +539,10 @@ START_TEST(roundtrip_every_response)
                                   0,
                                   1200,
                                   false,
+                                  0,
+                                  0,
+                                  0,
+                                  0,
                                   0}};
     struct wire_ctoken toks[] = {{0, S("a")}, {UINT64_MAX, S("b")}};
     struct wire_cendpoint eps[] = {{S("a"), S("127.0.0.11:7380")},
@@ -599,6 +604,11 @@ START_TEST(roundtrip_every_response)
     ck_assert(!d.nodes[1].clock_far); /* not sent */
     ck_assert_uint_eq(d.nodes[0].disk_full, 1);
     ck_assert_uint_eq(d.nodes[1].disk_full, 0); /* not sent */
+    ck_assert_uint_eq(d.nodes[0].repair_arcs, 24);
+    ck_assert_uint_eq(d.nodes[0].repair_oldest_ms, 11520000);
+    ck_assert_uint_eq(d.nodes[0].repair_overdue, 2);
+    ck_assert_uint_eq(d.nodes[0].repair_never, 1);
+    ck_assert_uint_eq(d.nodes[1].repair_arcs, 0); /* not sent */
     ck_assert(slice_eq(d.nodes[1].state, "DN"));
     ck_assert(slice_eq(d.nodes[1].rack, "r2"));
     ck_assert_uint_eq(d.ntokens, 2);
@@ -927,7 +937,8 @@ START_TEST(mutations_do_not_crash)
                           .keys = keys,
                           .nkeys = 2};
     struct wire_cnode nodes[] = {{S("a"), S("h:1"), S("d"), S("r"), S("UN"), 5,
-                                  2, 0.25, S("d:3"), 1500, 0, 700, true, 1}};
+                                  2, 0.25, S("d:3"), 1500, 0, 700, true, 1, 3,
+                                  5000, 1, 0}};
     struct wire_ctoken toks[] = {{9, S("a")}};
     struct wire_cresp r = {.id = 77,
                            .op = WIRE_COP_STATUS,
