@@ -87,6 +87,9 @@ class Info(Conn):
 
     def __init__(self):
         super().__init__()
+        # an INFO may wait behind a 16 MiB read on an ASan node of a
+        # loaded machine (30 s was not enough there, CI 2026-12-06)
+        self.s.settimeout(120)
         self.polls = 0
 
     def processed(self):

@@ -83,9 +83,18 @@ def run_case(c, name, reqs, want, parsed_max):
                 (name, grown))
         os.kill(n2.proc.pid, signal.SIGCONT)
         stopped = False
+        # each reply in order: the write's, or OVERLOADED where n2, let
+        # go with a backlog of 1 MiB writes, shed one (an ASan node on a
+        # loaded machine, CI 2026-12-06); most must be written
+        shed = 0
         for i in range(len(reqs)):
             rep = conn.reply()
+            if rep.startswith(b"-OVERLOADED"):
+                shed += 1
+                continue
             h.check(rep == want, "%s: reply %d: %r" % (name, i, rep))
+        h.check(shed <= len(reqs) // 2, "%s: %d of %d writes shed" %
+                (name, shed, len(reqs)))
         t.join(30)
         h.check(not t.is_alive() and not err, "sender: %r" % err)
     finally:

@@ -185,6 +185,11 @@ def main():
 
     # n5 dies too; n10 and n11 both start to replace it: n11 is refused;
     # n10, killed -9 in the middle of its streams, resumes when restarted
+    # more bytes first, so that n10's streams (1 MiB/s) still run 1.5 s
+    # after its first range is done (with 3 MB they could all end by then)
+    more = ["c%d" % i for i in range(2000)]
+    h.put_all(n1, more, b"y" * 4000)
+    expect.update((k, b"y" * 4000) for k in more)
     dead_tokens = tokens_of(n5)
     n5.kill9()
     for o in (n1, n2, n3):
