@@ -45,9 +45,9 @@ def ts(log, event):
         m.group(1).replace("Z", "+00:00")).timestamp()
 
 
-def load(h, nodes, nkeys, value, loaders):
+def load(h, nodes, nkeys, value, loaders, o_depth):
     """Writes k0..k<nkeys-1> = value at QUORUM, `loaders` clients at once
-    (each through another node), 8 requests in flight each."""
+    (each through another node), `o_depth` requests in flight each."""
     errors = []
 
     def run(i):
@@ -58,7 +58,7 @@ def load(h, nodes, nkeys, value, loaders):
             for b in range(0, len(keys), 32):
                 res = c.pipeline([("PUT", {"key": k, "value": value,
                                            "cl": "QUORUM"})
-                                  for k in keys[b:b + 32]], depth=8)
+                                  for k in keys[b:b + 32]], depth=o_depth)
                 bad = [r.err for r in res if r.err]
                 if bad:
                     errors.append(bad[0])
@@ -103,6 +103,8 @@ def main():
                     help="distinct bytes of keys and values loaded")
     ap.add_argument("--value-kib", type=int, default=256)
     ap.add_argument("--loaders", type=int, default=6)
+    ap.add_argument("--depth", type=int, default=4,
+                    help="writes in flight per loader")
     ap.add_argument("--build", default="build")
     ap.add_argument("--keep", action="store_true",
                     help="keep the data directories (RINGKV_KEEP=1)")
@@ -121,7 +123,7 @@ def main():
     nkeys = int(o.gib * (1 << 30)) // vbytes
     value = b"v" * vbytes
     t0 = time.time()
-    load(h, c.nodes, nkeys, value, o.loaders)
+    load(h, c.nodes, nkeys, value, o.loaders, o.depth)
     load_s = time.time() - t0
     total = sum(len("k%d" % k) + vbytes for k in range(nkeys))
     print("loaded %d keys of %d KiB (%.2f GiB of keys and values, RF 3: "
