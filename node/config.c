@@ -118,6 +118,9 @@ static const struct key keys[] = {
     {"disk_reserve_mb", K_INT, OFF(disk_reserve_mb), 0, 0, 1048576, 0, NULL},
     {"stream_throughput_mb", K_INT, OFF(stream_throughput_mb), 0, 0, 1000000, 0,
      NULL},
+    {"stream_max_ranges", K_INT, OFF(stream_max_ranges), 0, 1, 256, 0, NULL},
+    {"stream_donor_max_ranges", K_INT, OFF(stream_donor_max_ranges), 0, 1, 4, 0,
+     NULL},
     {"stall_warning_s", K_INT, OFF(stall_warning_s), 0, 1, 86400, 0, NULL},
     {"auto_compact_pct", K_INT, OFF(auto_compact_pct), 0, -1, 1000000, 0, NULL},
     {"auto_cleanup_s", K_INT, OFF(auto_cleanup_s), 0, 0, 30 * 86400, 0, NULL},
@@ -1047,6 +1050,8 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
     OUT("repair_interval_s: %lld\npurge_interval_s: %lld\n",
         (long long)c->repair_interval_s, (long long)c->purge_interval_s);
     OUT("stream_throughput_mb: %d\n", c->stream_throughput_mb);
+    OUT("stream_max_ranges: %d\nstream_donor_max_ranges: %d\n",
+        c->stream_max_ranges, c->stream_donor_max_ranges);
     OUT("stall_warning_s: %d\n", c->stall_warning_s);
     OUT("max_inflight: %d\nmax_pipeline: %d\nmax_clients: %d\n"
         "max_input_buffer_mb: %d\nclient_frame_timeout_s: %d\n"

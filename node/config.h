@@ -109,16 +109,18 @@ struct node_config {
     int disk_reserve_mb;    /* refuse writes with less free on the disk */
     int auto_compact_pct;   /* compact a range at this % new keys; -1: never */
     int auto_cleanup_s; /* clean up this long after the ring settled; 0: no */
-    int repair_after_join;     /* a streamed join repairs its ranges after */
-    int64_t repair_interval_s; /* each arc repaired this often; 0: never */
-    int64_t purge_interval_s;  /* a purge cycle this often; 0: never */
-    int stream_throughput_mb;  /* MiB/s a node streams in or out; 0: no cap */
-    int stall_warning_s;       /* a long operation without progress this long is
-                                  reported stalled (streaming/stall.c) */
-    int max_inflight;          /* admission control: requests in flight */
-    int max_pipeline;          /* per client connection */
-    int max_clients;           /* client connections, native and RESP */
-    int max_input_buffer_mb;   /* all client input buffers together */
+    int repair_after_join;       /* a streamed join repairs its ranges after */
+    int64_t repair_interval_s;   /* each arc repaired this often; 0: never */
+    int64_t purge_interval_s;    /* a purge cycle this often; 0: never */
+    int stream_throughput_mb;    /* MiB/s a node streams in or out; 0: no cap */
+    int stream_max_ranges;       /* a join's ranges pulled at once... */
+    int stream_donor_max_ranges; /* ...and from one donor */
+    int stall_warning_s;     /* a long operation without progress this long is
+                                reported stalled (streaming/stall.c) */
+    int max_inflight;        /* admission control: requests in flight */
+    int max_pipeline;        /* per client connection */
+    int max_clients;         /* client connections, native and RESP */
+    int max_input_buffer_mb; /* all client input buffers together */
     int client_frame_timeout_s;        /* part of a request, no byte: close */
     char requirepass[NODE_CONFIG_STR]; /* "" = no password */
     char requirepass_file[NODE_CONFIG_STR];    /* or read from this file */
@@ -152,6 +154,7 @@ struct node_config {
         .auto_cleanup_s = 3600, .max_inflight = 10000, .repair_after_join = 1, \
         .repair_interval_s = 3 * 86400LL, .purge_interval_s = 3600,            \
         .max_pipeline = 1024, .stall_warning_s = 30, .max_clients = 10000,     \
+        .stream_max_ranges = 12, .stream_donor_max_ranges = 2,                 \
         .max_input_buffer_mb = 256, .client_frame_timeout_s = 30,              \
         .auth_fail_delay_max_ms = 5000, .log_level = NODE_LOG_INFO,            \
     }

@@ -37,6 +37,9 @@ _Static_assert(GOSSIP_NAME_MAX <= STREAM_NAME_MAX,
                "streaming holds every node name gossip carries");
 _Static_assert(sizeof(((struct node_peer *)0)->iaddr) <= STREAM_ADDR_MAX,
                "streaming holds every internode address");
+_Static_assert(STREAM_DONOR_MAX_RANGES_DEFAULT == 2 &&
+                   STREAM_MAX_RANGES_DEFAULT == 12,
+               "config.h's defaults are streaming's");
 
 /* ---- the host interface ---------------------------------------------------
  */
@@ -319,6 +322,8 @@ int node__streaming_new(node *n)
     snprintf(sc.node_name, sizeof(sc.node_name), "%.*s", STREAM_NAME_MAX,
              n->cfg.node_name);
     sc.stream_throughput_mb = n->cfg.stream_throughput_mb;
+    sc.stream_max_ranges = n->cfg.stream_max_ranges;
+    sc.stream_donor_max_ranges = n->cfg.stream_donor_max_ranges;
     sc.stall_warning_s = n->cfg.stall_warning_s;
     sc.auto_cleanup_s = n->cfg.auto_cleanup_s;
     sc.gossip_interval_ms = n->cfg.gossip_interval_ms;

@@ -6,8 +6,8 @@
  * chunk of the arc from the cursor on the host's pool (store_scan_next; it
  * applies the memtable first, so a chunk sees every committed write) and
  * answers it with the records and where the scan stands after them. At
- * most STREAM_DONOR_JOBS scans run at once; a request past that is
- * answered OVERLOADED and asked again. A leave's push and a repair read
+ * most STREAM_DONOR_SCANS (streaming.h) scans run at once; a request past that
+ * is answered OVERLOADED and asked again. A leave's push and a repair read
  * their own chunks the same way (stream_scan), getting the chunk encoded
  * as the push they send.
  *
@@ -24,8 +24,7 @@
 #include "net/net.h"
 #include "streaming/streaming_internal.h"
 
-#define STREAM_DONOR_JOBS 4                 /* scans a donor runs at once */
-#define STREAM_DONOR_MAX  ((size_t)4 << 20) /* bytes a chunk may ask */
+#define STREAM_DONOR_MAX ((size_t)4 << 20) /* bytes a chunk may ask */
 /* room in a frame for the items, besides the chunk's other fields */
 #define STREAM_FRAME_ITEMS (NET_MAX_FRAME_DEFAULT - 4096)
 
@@ -198,7 +197,7 @@ void stream_serve(stream *s, void *c, uint64_t id, struct rk_slice f)
         donor_refuse(s, c, id, RK_ECLOSED);
         return;
     }
-    if (s->scans >= STREAM_DONOR_JOBS) {
+    if (s->scans >= STREAM_DONOR_SCANS) {
         donor_refuse(s, c, id, RK_EOVERLOADED);
         return;
     }
@@ -229,7 +228,7 @@ int stream_scan(stream *s,
         return RK_ECLOSED;
     if (at->done || at->last.len > sizeof(((struct store_scan *)0)->last))
         return RK_EBADREQ;
-    if (s->scans >= STREAM_DONOR_JOBS)
+    if (s->scans >= STREAM_DONOR_SCANS)
         return RK_EOVERLOADED;
     struct donor_job *j = calloc(1, sizeof(*j));
     if (!j)

@@ -12,17 +12,21 @@
  * a quorum of the old replicas. After STREAM_DELAY_MS, for gossip to
  * spread the announcement (or five gossip intervals, if longer: Cassandra
  * waits its RING_DELAY for the same reason), the node computes the
- * movement plan (ring_plan_new from the ring to the pending ring) and
- * opens a session per range it gains. A session asks one source at a time
- * (the replicas that lose the range first, then the range's other
- * replicas) for chunks of the range in token order (RPC_MSG_STREAM,
- * answered by donor.c), commits each chunk's records through the group
- * commit (last-write-wins, so a record that a dual write brought already
- * is not overwritten by an older one), and only then asks for the next,
- * from where the chunk ended. A source that fails or does not answer is
- * replaced by the next one, from the same point. STREAM_PARALLEL sessions
- * run at once. When every session is done the node announces NORMAL (a
- * new epoch) and host->join_done clears joining.
+ * movement plan and opens a session per piece it gains (join_plan.c: the
+ * ranges gained, cut at the ring's tokens so that every replica of a piece
+ * holds all of it, each given a donor among its live replicas so that the
+ * bytes spread over them). A session asks one source at a time (its donor
+ * first, then the piece's other replicas) for chunks of the range in token
+ * order (RPC_MSG_STREAM, answered by donor.c), commits each chunk's
+ * records through the group commit (last-write-wins, so a record that a
+ * dual write brought already is not overwritten by an older one), and only
+ * then asks for the next, from where the chunk ended. A source that fails
+ * or does not answer is replaced by the next one, from the same point.
+ * Sessions of different donors run at once: stream_max_ranges in all, at
+ * most stream_donor_max_ranges per donor, within the node's throughput
+ * budget. The bytes each donor sent are counted (netstats, boot.joined).
+ * When every session is done the node announces NORMAL (a new epoch) and
+ * host->join_done clears joining.
  *
  * A node replacing a dead one (replace: X) joins the same way with X's
  * tokens: the pending ring has it in X's place, so the plan gives it
@@ -44,10 +48,10 @@
 #define STREAM_DELAY_MS                                                  \
     2000                        /* after announcing BOOT with tokens (at \
                                    least 5 gossip intervals) */
-#define STREAM_PARALLEL   4     /* sessions asking at once */
 #define STREAM_TIMEOUT_MS 30000 /* per chunk request */
 #define STREAM_RETRY_MS   1000  /* after every source failed once */
-#define STREAM_MAX_SRCS   (RING_MAX_REPLICAS * 2)
+#define STREAM_BUSY_MS    100   /* a donor answered OVERLOADED */
+#define STREAM_MAX_SRCS   RING_MAX_REPLICAS
 
 enum sess_state { S_IDLE = 0, S_ASKING, S_COMMITTING, S_WAIT, S_DONE };
 
@@ -55,7 +59,9 @@ struct stream_sess {
     stream *s;
     struct ring_range range;
     char src[STREAM_MAX_SRCS][STREAM_NAME_MAX + 1];
+    int dn[STREAM_MAX_SRCS]; /* each source's entry in join->donor */
     int nsrc, cur, fails;
+    int asked; /* the donor entry whose slot it holds asking, or -1 */
     enum sess_state state;
     uint64_t retry_at;
     /* where the next request starts, and where the chunk being committed
@@ -69,10 +75,22 @@ struct stream_sess {
     bool unsaved; /* `at` moved since its position was last persisted */
 };
 
+/* A node the join may pull from: what it was given and what it sent. */
+struct join_donor {
+    char name[STREAM_NAME_MAX + 1];
+    int inflight;         /* sessions asking it or committing its chunk */
+    size_t planned;       /* sessions it was chosen for */
+    uint64_t weight;      /* their token space (join_plan.c's weight) */
+    uint64_t keys, bytes; /* committed from it */
+};
+
 struct stream_join {
     struct stream_sess *sess;
     size_t ns;
     size_t asking; /* sessions in S_ASKING or S_COMMITTING */
+    struct join_donor *donor;
+    size_t ndonor;
+    bool kicking, rekick; /* stream_kick running; run it again */
     bool planned;
     uint64_t first_token; /* this node's, when it planned: names its saves */
     bool finished;        /* every range in: NORMAL announced */
@@ -97,13 +115,14 @@ static void stream_kick(stream *s);
 
 /* ---- the joining side ------------------------------------------------- */
 
-static void sess_add_src(struct stream_sess *ss, const char *name)
+/* The session's slot of its donor and of the join's limit, given back. */
+static void sess_release(struct stream_sess *ss)
 {
-    for (int i = 0; i < ss->nsrc; i++)
-        if (strcmp(ss->src[i], name) == 0)
-            return;
-    if (ss->nsrc < STREAM_MAX_SRCS)
-        snprintf(ss->src[ss->nsrc++], sizeof(ss->src[0]), "%s", name);
+    struct stream_join *st = ss->s->join;
+    st->asking--;
+    if (ss->asked >= 0)
+        st->donor[ss->asked].inflight--;
+    ss->asked = -1;
 }
 
 /* A session's request failed: the next source, from the same point, at
@@ -116,7 +135,7 @@ sess_fail(struct stream_sess *ss, const char *why, int err, bool wait)
     stream *s = ss->s;
     struct stream_join *st = s->join;
     if (ss->state == S_ASKING || ss->state == S_COMMITTING) {
-        st->asking--;
+        sess_release(ss);
         stream_budget_settle(s, 0);
     }
     ss->fails++;
@@ -151,6 +170,10 @@ static void sess_chunk_committed(struct stream_sess *ss)
     }
     ss->keys += ss->chunk_keys;
     ss->bytes += ss->chunk_bytes;
+    if (ss->asked >= 0) {
+        st->donor[ss->asked].keys += ss->chunk_keys;
+        st->donor[ss->asked].bytes += ss->chunk_bytes;
+    }
     st->keys += ss->chunk_keys;
     st->bytes += ss->chunk_bytes;
     stream_budget_settle(s, ss->chunk_bytes);
@@ -162,7 +185,7 @@ static void sess_chunk_committed(struct stream_sess *ss)
     ss->unsaved = true;
     if (ss->at.done) {
         ss->state = S_DONE;
-        st->asking--;
+        sess_release(ss);
         SLOG(s, INFO, "stream.range_done",
              "range=(%llu,%llu] source=%s keys=%llu bytes=%llu",
              (unsigned long long)ss->range.start,
@@ -171,14 +194,18 @@ static void sess_chunk_committed(struct stream_sess *ss)
         stream_kick(s);
         return;
     }
-    if (!st->aborted && stream_budget_take(s)) {
+    /* the next chunk from the same donor, its slot kept, while it is live */
+    struct stream_peer p;
+    if (!st->aborted && ss->asked >= 0 && ss->dn[ss->cur] == ss->asked &&
+        s->h.peer_by_name(s->h.arg, ss->src[ss->cur], &p) == 0 && p.up &&
+        stream_budget_take(s)) {
         ss->state = S_ASKING;
         sess_ask(ss);
         return;
     }
-    ss->state = S_IDLE; /* the cap (stream_kick starts it in time), or
-                           aborted */
-    st->asking--;
+    ss->state = S_IDLE; /* the cap or a donor gone (stream_kick starts it
+                           in time), or aborted */
+    sess_release(ss);
     stream_kick(s);
 }
 
@@ -207,6 +234,15 @@ static void on_chunk(void *arg, int status, struct rk_slice resp)
         sess_fail(ss, "malformed chunk", rc, false);
         return;
     }
+    if (ch.status == RK_EOVERLOADED) {
+        /* the donor is busy with scans (another stream, a repair): the
+         * same donor a little later, its share kept */
+        sess_release(ss);
+        stream_budget_settle(s, 0);
+        ss->state = S_WAIT;
+        ss->retry_at = stream__now(s) + STREAM_BUSY_MS;
+        return;
+    }
     if (ch.status < 0) {
         sess_fail(ss, "source refused", ch.status, false);
         return;
@@ -220,7 +256,7 @@ static void on_chunk(void *arg, int status, struct rk_slice resp)
         return;
     }
     if (s->join->aborted) { /* not committed: it is all dropped */
-        s->join->asking--;
+        sess_release(ss);
         stream_budget_settle(s, 0);
         ss->state = S_IDLE;
         return;
@@ -233,27 +269,36 @@ static void on_chunk(void *arg, int status, struct rk_slice resp)
                   false);
 }
 
+/* The first live source from the current one on (ss->cur moved to it), or
+ * false when none is. */
+static bool sess_source(struct stream_sess *ss, struct stream_peer *p)
+{
+    stream *s = ss->s;
+    for (int k = 0; k < ss->nsrc; k++) {
+        if (s->h.peer_by_name(s->h.arg, ss->src[ss->cur], p) == 0 && p->up &&
+            !p->self && p->iaddr[0])
+            return true;
+        ss->cur = (ss->cur + 1) % ss->nsrc;
+    }
+    return false;
+}
+
+/* Ask the current source for the next chunk (the session holds a slot of
+ * its donor). */
 static void sess_ask(struct stream_sess *ss)
 {
     stream *s = ss->s;
-    if (ss->nsrc == 0) {
-        sess_fail(ss, "no replica holds the range", RK_EUNAVAILABLE, true);
-        return;
-    }
-    /* the first live source from the current one on */
     struct stream_peer p;
-    bool found = false;
-    for (int k = 0; k < ss->nsrc; k++) {
-        if (s->h.peer_by_name(s->h.arg, ss->src[ss->cur], &p) == 0 && p.up &&
-            !p.self && p.iaddr[0]) {
-            found = true;
-            break;
-        }
-        ss->cur = (ss->cur + 1) % ss->nsrc;
-    }
-    if (!found) {
+    if (!sess_source(ss, &p)) {
         sess_fail(ss, "no live source", RK_EUNAVAILABLE, true);
         return;
+    }
+    struct stream_join *st = s->join;
+    if (ss->asked != ss->dn[ss->cur]) { /* the slot moves with the source */
+        if (ss->asked >= 0)
+            st->donor[ss->asked].inflight--;
+        ss->asked = ss->dn[ss->cur];
+        st->donor[ss->asked].inflight++;
     }
     const ring *r = stream__ring(s);
     struct rpc_stream_req rq = {.epoch = r ? ring_epoch(r) : 0,
@@ -410,112 +455,145 @@ static void stream_resume(stream *s)
          part, st->ns, (unsigned long long)((now - saved) / 1000));
 }
 
-/* Session ss for range rg of move m: its sources, the replicas in `from`
- * that lose the move (they hold all of it), then rg's other replicas (a
- * source that holds only part of it answers NOT_FOUND, and the next is
- * asked); never `replacing`, the dead node a replace stands in for. */
+/* The donor entry named `name`, added if new: its index, or -1 (no room:
+ * the table holds every member of the ring). */
+static int donor_of(struct stream_join *st, const char *name, size_t cap)
+{
+    for (size_t i = 0; i < st->ndonor; i++)
+        if (strcmp(st->donor[i].name, name) == 0)
+            return (int)i;
+    if (st->ndonor == cap)
+        return -1;
+    snprintf(st->donor[st->ndonor].name, sizeof(st->donor[0].name), "%s", name);
+    return (int)st->ndonor++;
+}
+
+/* Session ss for piece p (donor chosen): its sources, the chosen donor
+ * first, then the piece's other candidates in their order. */
 static void sess_plan(struct stream_sess *ss,
                       stream *s,
-                      struct ring_range rg,
-                      const struct ring_move *m,
+                      const struct stream_plan_range *p,
                       const ring *from,
-                      const char *replacing)
+                      size_t dcap)
 {
+    struct stream_join *st = s->join;
     ss->s = s;
-    ss->range = rg;
-    ss->at.start = rg.start;
-    ss->at.end = rg.end;
+    ss->range = p->range;
+    ss->asked = -1;
+    ss->at.start = p->range.start;
+    ss->at.end = p->range.end;
     ss->at.last = RK_SLICE(ss->at_last, 0);
-    struct ring_node_info ni;
-    for (uint32_t k = 0; k < m->nlose; k++)
-        if (ring_node_get(from, &ni, m->lose[k]) == 0 &&
-            strcmp(ni.name, replacing) != 0)
-            sess_add_src(ss, ni.name);
-    if (from && ring_token_count(from)) {
-        uint32_t rep[RING_MAX_REPLICAS];
-        size_t nr = ring_replicas(from, rg.end, rep, RING_MAX_REPLICAS);
-        for (size_t k = 0; k < nr && k < RING_MAX_REPLICAS; k++)
-            if (ring_node_get(from, &ni, rep[k]) == 0 &&
-                strcmp(ni.name, replacing) != 0)
-                sess_add_src(ss, ni.name);
+    for (uint32_t k = 0; k < p->ncand && ss->nsrc < STREAM_MAX_SRCS; k++) {
+        uint32_t c = p->cand[(p->donor + k) % p->ncand];
+        struct ring_node_info ni;
+        int d;
+        if (ring_node_get(from, &ni, c) < 0 ||
+            (d = donor_of(st, ni.name, dcap)) < 0)
+            continue;
+        if (k == 0) {
+            st->donor[d].planned++;
+            st->donor[d].weight += p->weight;
+        }
+        snprintf(ss->src[ss->nsrc], sizeof(ss->src[0]), "%s", ni.name);
+        ss->dn[ss->nsrc++] = d;
     }
 }
 
-/* Where the session starting at `start` inside the move range rg ends:
- * at the next token of `cut` inside rg, or at rg.end (cut NULL: one
- * session for the whole move). */
-static uint64_t cut_end(const ring *cut, uint64_t start, struct ring_range rg)
+/* The donors' share as text: "n1:123,n2:456" of what each sent (or, with
+ * planned, of the token space each was given), and how far the largest
+ * is above the mean of those that have some. */
+static void donors_text(const struct stream_join *st,
+                        bool planned,
+                        char *out,
+                        size_t cap,
+                        double *largest_to_mean)
 {
-    if (!cut)
-        return rg.end;
-    uint64_t t = ring_arc_range(cut, ring_arc_find(cut, start + 1)).end;
-    return t != rg.end &&
-                   ring_range_contains((struct ring_range){start, rg.end}, t)
-               ? t
-               : rg.end;
+    size_t k = 0, n = 0;
+    double sum = 0, top = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < st->ndonor; i++) {
+        const struct join_donor *d = &st->donor[i];
+        uint64_t v = planned ? d->planned : d->bytes;
+        double w = planned ? (double)d->weight : (double)d->bytes;
+        if (v == 0)
+            continue;
+        n++;
+        sum += w;
+        top = w > top ? w : top;
+        int m = snprintf(out + k, cap - k, "%s%s:%llu", k ? "," : "", d->name,
+                         (unsigned long long)v);
+        if (m < 0 || (size_t)m >= cap - k) {
+            out[k] = '\0';
+            break;
+        }
+        k += (size_t)m;
+    }
+    *largest_to_mean = n && sum > 0 ? top / (sum / (double)n) : 0;
 }
 
 /* The movement plan from the ring to the pending ring: a session for every
- * range this node gains. */
+ * piece this node gains, each with its donor chosen among the live
+ * replicas (join_plan.c). */
 static int stream_plan(stream *s)
 {
     struct stream_join *st = s->join;
     const ring *from = stream__ring(s), *to = stream__ring_pending(s);
-    if (!to)
+    if (!to || !from)
         return RK_EINTERNAL;
-    uint32_t self_to = ring_node_find(to, s->cfg.node_name);
-    struct ring_move *mv = NULL;
-    size_t nmv = 0;
-    int rc = ring_plan_new(&mv, &nmv, from, to);
-    if (rc < 0)
-        return rc;
     struct stream_state ns;
     stream__state(s, &ns);
-    /* A replace: one session per arc of the ring. A move merges arcs
-     * whose losers are the same (the dead node), not whose other
-     * replicas are: a range's sources must be the replicas of all of it,
-     * and another node's store may cover an arc it no longer replicates,
-     * with its data stale (until 2026-12-06's test_replace, a fifth of
-     * the keys were missing so). So each move this node gains is cut at
-     * the ring's tokens inside it. */
-    const ring *cut =
-        ns.replacing[0] && from && ring_token_count(from) ? from : NULL;
-    size_t mine = 0;
-    for (size_t i = 0; i < nmv; i++) {
-        if (mv[i].gain != self_to)
-            continue;
-        for (uint64_t a = mv[i].range.start, e;; a = e) {
-            e = cut_end(cut, a, mv[i].range);
-            mine++;
-            if (e == mv[i].range.end)
-                break;
-        }
+    struct stream_plan_range *pr = NULL;
+    size_t npr = 0;
+    int rc =
+        stream_plan_join(&pr, &npr, from, to, s->cfg.node_name, ns.replacing);
+    if (rc < 0)
+        return rc;
+    size_t nm = ring_node_count(from);
+    bool *live = calloc(nm ? nm : 1, sizeof(*live));
+    uint64_t *load = calloc(nm ? nm : 1, sizeof(*load));
+    st->sess = calloc(npr ? npr : 1, sizeof(*st->sess));
+    st->donor = calloc(nm ? nm : 1, sizeof(*st->donor));
+    if (!live || !load || !st->sess || !st->donor) {
+        rc = -ENOMEM;
+        goto free_all;
     }
-    st->sess = calloc(mine ? mine : 1, sizeof(*st->sess));
-    if (!st->sess) {
-        ring_plan_free(mv);
-        return -ENOMEM;
+    for (uint32_t m = 0; m < nm; m++) {
+        struct ring_node_info ni;
+        struct stream_peer p;
+        live[m] = ring_node_get(from, &ni, m) == 0 &&
+                  s->h.peer_by_name(s->h.arg, ni.name, &p) == 0 && p.up &&
+                  !p.self && p.iaddr[0];
     }
-    for (size_t i = 0; i < nmv; i++) {
-        if (mv[i].gain != self_to)
-            continue;
-        for (uint64_t a = mv[i].range.start, e;; a = e) {
-            e = cut_end(cut, a, mv[i].range);
-            sess_plan(&st->sess[st->ns++], s, (struct ring_range){a, e}, &mv[i],
-                      from, ns.replacing);
-            if (e == mv[i].range.end)
-                break;
-        }
-    }
-    ring_plan_free(mv);
+    rc = stream_plan_donors(pr, npr, live, load, nm);
+    if (rc < 0)
+        goto free_all;
+    for (size_t i = 0; i < npr; i++)
+        sess_plan(&st->sess[st->ns++], s, &pr[i], from, nm);
     st->first_token = ns.first_token;
     st->planned = true;
     stream_stall_start(s, &st->stall, "join", "join");
-    SLOG(s, INFO, "stream.planned", "ranges=%zu epoch=%llu replacing=%s",
-         st->ns, (unsigned long long)(from ? ring_epoch(from) : 0),
-         ns.replacing[0] ? ns.replacing : "-");
+    char plan[1024];
+    double ratio = 0;
+    donors_text(st, true, plan, sizeof(plan), &ratio);
+    SLOG(s, INFO, "stream.planned",
+         "ranges=%zu epoch=%llu replacing=%s donors=%zu ranges_by_donor=%s "
+         "largest_share_to_mean=%.2f",
+         st->ns, (unsigned long long)ring_epoch(from),
+         ns.replacing[0] ? ns.replacing : "-", st->ndonor, plan[0] ? plan : "-",
+         ratio);
     stream_resume(s);
-    return 0;
+free_all:
+    free(pr);
+    free(live);
+    free(load);
+    if (rc < 0) {
+        free(st->sess);
+        free(st->donor);
+        st->sess = NULL;
+        st->donor = NULL;
+        st->ns = st->ndonor = 0;
+    }
+    return rc;
 }
 
 /* Every range is in: the node replaced (if any) REMOVED, then NORMAL, a
@@ -569,39 +647,76 @@ static void stream_finish(stream *s)
     struct stream_state ns;
     stream__state(s, &ns);
     uint64_t ms = stream__now(s) - st->start_ms;
+    char sent[1024];
+    double ratio = 0;
+    donors_text(st, false, sent, sizeof(sent), &ratio);
     SLOG(s, INFO, "boot.joined",
          "tokens=%d epoch=%llu ranges=%zu keys=%llu bytes=%llu ms=%llu "
-         "streamed=1 replaced=%s",
+         "streamed=1 replaced=%s bytes_by_donor=%s largest_donor_to_mean=%.2f",
          ns.ntokens, (unsigned long long)epoch, st->ns,
          (unsigned long long)st->keys, (unsigned long long)st->bytes,
-         (unsigned long long)ms, rs.replacing[0] ? rs.replacing : "-");
+         (unsigned long long)ms, rs.replacing[0] ? rs.replacing : "-",
+         sent[0] ? sent : "-", ratio);
     s->h.ring_rebuild(s->h.arg);
 }
 
+/* Start the sessions that may ask now, in ring order: within
+ * stream_max_ranges in all and stream_donor_max_ranges per donor (a
+ * session waits for its own donor's slot rather than take another's
+ * share), and the budget; then, with every range in, the end. Re-entered
+ * (a failure inside it kicks again): run once more after. */
 static void stream_kick(stream *s)
 {
     struct stream_join *st = s->join;
     if (!st || !st->planned || !stream_joining(s) || stream__stopping(s))
         return;
-    uint64_t now = stream__now(s);
-    size_t done = 0;
-    for (size_t i = 0; i < st->ns; i++) {
-        struct stream_sess *ss = &st->sess[i];
-        if (ss->state == S_DONE) {
-            done++;
-            continue;
-        }
-        if (st->asking >= STREAM_PARALLEL)
-            continue;
-        if ((ss->state == S_IDLE ||
-             (ss->state == S_WAIT && now >= ss->retry_at)) &&
-            stream_budget_take(s)) {
+    if (st->kicking) {
+        st->rekick = true;
+        return;
+    }
+    st->kicking = true;
+    size_t done;
+    do {
+        st->rekick = false;
+        uint64_t now = stream__now(s);
+        size_t all =
+            s->cfg.stream_max_ranges > 0 ? (size_t)s->cfg.stream_max_ranges : 1;
+        int per = s->cfg.stream_donor_max_ranges > 0
+                      ? s->cfg.stream_donor_max_ranges
+                      : 1;
+        done = 0;
+        for (size_t i = 0; i < st->ns && stream_joining(s); i++) {
+            struct stream_sess *ss = &st->sess[i];
+            if (ss->state == S_DONE) {
+                done++;
+                continue;
+            }
+            if (st->asking >= all ||
+                !(ss->state == S_IDLE ||
+                  (ss->state == S_WAIT && now >= ss->retry_at)))
+                continue;
+            struct stream_peer p;
+            if (ss->nsrc == 0) {
+                sess_fail(ss, "no replica holds the range", RK_EUNAVAILABLE,
+                          true);
+                continue;
+            }
+            if (!sess_source(ss, &p)) {
+                sess_fail(ss, "no live source", RK_EUNAVAILABLE, true);
+                continue;
+            }
+            struct join_donor *d = &st->donor[ss->dn[ss->cur]];
+            if (d->inflight >= per || !stream_budget_take(s))
+                continue;
             ss->state = S_ASKING;
             st->asking++;
+            ss->asked = ss->dn[ss->cur];
+            d->inflight++;
             sess_ask(ss);
         }
-    }
-    if (done == st->ns && st->asking == 0)
+    } while (st->rekick && stream_joining(s) && !stream__stopping(s));
+    st->kicking = false;
+    if (stream_joining(s) && done == st->ns && st->asking == 0)
         stream_finish(s);
 }
 
@@ -782,6 +897,33 @@ void stream__join_tick(stream *s)
 
 /* ---- netstats ------------------------------------------------------------ */
 
+/* netstats: a line per donor, what it was given and what it sent, and how
+ * far the largest is above the mean. */
+static void donors_lines(const struct stream_join *st, FILE *f)
+{
+    char text[1024], b1[32];
+    double ratio = 0;
+    donors_text(st, false, text, sizeof(text), &ratio);
+    size_t senders = 0;
+    for (size_t i = 0; i < st->ndonor; i++)
+        senders += st->donor[i].bytes > 0;
+    fprintf(f, "Donors: %zu sent", senders);
+    if (senders)
+        fprintf(f, "; the largest %.2fx the mean", ratio);
+    fprintf(f, "\n");
+    for (size_t i = 0; i < st->ndonor; i++) {
+        const struct join_donor *d = &st->donor[i];
+        if (!d->planned && !d->bytes && !d->inflight)
+            continue;
+        stream_human_bytes(b1, sizeof(b1), d->bytes);
+        fprintf(f,
+                "  donor %s: %zu ranges, %d at once now; sent %llu keys, "
+                "%s\n",
+                d->name, d->planned, d->inflight, (unsigned long long)d->keys,
+                b1);
+    }
+}
+
 static double sess_fraction(const struct stream_sess *ss)
 {
     return ss->state == S_DONE ? 1.0 : stream__fraction(ss->range, &ss->at);
@@ -827,6 +969,7 @@ void stream__join_text(stream *s, FILE *f)
         fprintf(f, " (capped at %d MiB/s)", s->cfg.stream_throughput_mb);
     fprintf(f, "\n");
     stream_stall_text(s, &st->stall, f);
+    donors_lines(st, f);
     for (size_t i = 0; i < st->ns; i++) {
         const struct stream_sess *ss = &st->sess[i];
         double fr = sess_fraction(ss);
@@ -854,10 +997,11 @@ void stream__join_idle_text(stream *s, FILE *f)
                     ? "dropping what it had streamed in failed; tried "
                       "again each gossip tick"
                     : "dropping what it had streamed in");
-    else if (st && st->planned)
+    else if (st && st->planned) {
         fprintf(f, "Joined with %zu ranges streamed in: %llu keys.\n", st->ns,
                 (unsigned long long)st->keys);
-    else
+        donors_lines(st, f);
+    } else
         fprintf(f, "Not receiving.\n");
 }
 
@@ -869,6 +1013,7 @@ void stream__join_free(stream *s)
     for (size_t i = 0; i < st->ns; i++)
         rpc_buf_free(&st->sess[i].msg);
     free(st->sess);
+    free(st->donor);
     free(st);
     s->join = NULL;
 }

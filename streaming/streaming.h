@@ -173,9 +173,19 @@ struct stream_host {
     void (*self_stop)(void *arg);
 };
 
+/* A join pulls this many ranges at once in all, at most this many from
+ * one donor; a donor scans at most STREAM_DONOR_SCANS chunks at once (more
+ * requests are answered OVERLOADED), so a donor's limit stays within it. */
+#define STREAM_MAX_RANGES_DEFAULT       12
+#define STREAM_DONOR_MAX_RANGES_DEFAULT 2
+#define STREAM_DONOR_SCANS              4
+
 struct stream_config {
     char node_name[STREAM_NAME_MAX + 1];
     int stream_throughput_mb; /* 0: no cap */
+    /* a join's ranges pulled at once, in all and from one donor */
+    int stream_max_ranges;
+    int stream_donor_max_ranges;
     int stall_warning_s;
     int auto_cleanup_s; /* 0: off */
     int gossip_interval_ms;
@@ -183,11 +193,14 @@ struct stream_config {
     uint64_t max_hint_window_ms;
 };
 
-#define STREAM_CONFIG_INIT                                                 \
-    {                                                                      \
-        .node_name = "", .stream_throughput_mb = 0, .stall_warning_s = 30, \
-        .auto_cleanup_s = 3600, .gossip_interval_ms = 1000,                \
-        .hinted_handoff = true, .max_hint_window_ms = 3 * 3600 * 1000ull   \
+#define STREAM_CONFIG_INIT                                          \
+    {                                                               \
+        .node_name = "", .stream_throughput_mb = 0,                 \
+        .stream_max_ranges = STREAM_MAX_RANGES_DEFAULT,             \
+        .stream_donor_max_ranges = STREAM_DONOR_MAX_RANGES_DEFAULT, \
+        .stall_warning_s = 30, .auto_cleanup_s = 3600,              \
+        .gossip_interval_ms = 1000, .hinted_handoff = true,         \
+        .max_hint_window_ms = 3 * 3600 * 1000ull                    \
     }
 
 /* What moved, for the node's metrics. */
@@ -227,6 +240,46 @@ bool stream_join_busy(const stream *s);
 /* At start, not joining: a finished join's saved time still there is
  * logged (stream.leftover_progress) and deleted. */
 void stream_join_leftover(stream *s);
+
+/* ---- a join's plan and donors (join_plan.c, pure) ----------------------- */
+
+/* A piece of what a join pulls: a range inside one arc of the ring, and
+ * the members of the ring (indices) that may send it, each holding all of
+ * it: the arc's replicas, in the order of the replica walk, those of the
+ * joiner's data centre first (npref of them; all if none is). */
+struct stream_plan_range {
+    struct ring_range range;
+    uint64_t weight; /* the token space it covers, in 2^16 tokens, + 1 */
+    uint32_t cand[RING_MAX_REPLICAS];
+    uint32_t ncand, npref;
+    uint32_t donor; /* stream_plan_donors' choice: an index into cand */
+};
+
+/* The pieces node `self` gains from ring `from` to ring `to` (its pending
+ * ring), in ring order: every range gained cut at from's tokens, and a
+ * piece that two candidates or more may send cut again while it is over a
+ * quarter of a donor's fair share of the total. `excl` (NULL or ""): a
+ * member never asked (the dead node a replace stands in for). *out is
+ * malloc'd (free()), NULL when none. 0, RK_ENOTFOUND (self not in `to`),
+ * -ENOMEM. Pure. */
+int stream_plan_join(struct stream_plan_range **out,
+                     size_t *nout,
+                     const ring *from,
+                     const ring *to,
+                     const char *self,
+                     const char *excl);
+/* Choose each piece's donor among its first npref candidates that are
+ * live (live[member]; NULL: all are) so that the weight spreads: the
+ * biggest pieces first, each to the candidate with the least weight so
+ * far (ties: the first in ring order), then pieces moved off the most
+ * loaded donor while that lowers it. With no live preferred candidate, a
+ * live other one, else the first. load[nmembers] (out): the weight each
+ * member sends. 0 or -ENOMEM. Pure and deterministic. */
+int stream_plan_donors(struct stream_plan_range *r,
+                       size_t n,
+                       const bool *live,
+                       uint64_t *load,
+                       size_t nmembers);
 
 /* ---- the donor side (donor.c) ------------------------------------------- */
 

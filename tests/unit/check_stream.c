@@ -28,7 +28,7 @@
 
 /* ---- the fake host ------------------------------------------------------- */
 
-#define MAXN 3
+#define MAXN 5
 
 struct fake;
 
@@ -57,6 +57,7 @@ struct fconn {
     stream_rpc_cb cb;
     void *cbarg;
     int refs;
+    struct fnode *asked; /* the node a STREAM request went to, or NULL */
 };
 
 enum ev_kind { EV_WORK, EV_COMMIT, EV_DELIVER, EV_ANSWER };
@@ -67,7 +68,7 @@ struct ev {
     stream_done_cb done;   /* EV_COMMIT */
     void *done_arg;
     int status;         /* EV_COMMIT, EV_ANSWER */
-    struct fnode *to;   /* EV_DELIVER */
+    struct fnode *to;   /* EV_DELIVER; EV_ANSWER: a STREAM request's node */
     struct fconn *conn; /* EV_DELIVER */
     stream_rpc_cb cb;   /* EV_ANSWER */
     void *cbarg;
@@ -83,6 +84,9 @@ struct fake {
     ring *ring, *pending;
     struct ev *head, *tail;
     int rpcs; /* requests sent */
+    /* STREAM requests unanswered, per node asked and in all, and the most
+     * seen at once */
+    int asked[MAXN], asked_max[MAXN], asked_all, asked_all_max;
 };
 
 static void ev_push(struct fake *f, struct ev *e)
@@ -157,6 +161,10 @@ static bool pump_one(struct fake *f)
         break;
     }
     case EV_ANSWER:
+        if (e->to) { /* a STREAM request's answer */
+            f->asked[e->to - f->n]--;
+            f->asked_all--;
+        }
         e->cb(e->cbarg, e->status, RK_SLICE(e->frame, e->len));
         break;
     }
@@ -296,17 +304,31 @@ static int h_rpc(void *arg,
     if (!to)
         return RK_EUNAVAILABLE;
     me->f->rpcs++;
+    enum rpc_msg_type t;
+    ck_assert_int_eq(rpc_msg_type_peek(&t, msg), 0);
+    struct fnode *counted = NULL;
+    if (t == RPC_MSG_STREAM) {
+        struct fake *f = me->f;
+        int k = (int)(to - f->n);
+        counted = to;
+        if (++f->asked[k] > f->asked_max[k])
+            f->asked_max[k] = f->asked[k];
+        if (++f->asked_all > f->asked_all_max)
+            f->asked_all_max = f->asked_all;
+    }
     if (to->refuse) { /* the connection is refused: answered at once */
         struct ev *e = ev_new(EV_ANSWER);
         e->cb = cb;
         e->cbarg = cbarg;
         e->status = -ECONNREFUSED;
+        e->to = counted;
         ev_push(me->f, e);
         return 0;
     }
     struct fconn *c = calloc(1, sizeof(*c));
     ck_assert_ptr_nonnull(c);
-    *c = (struct fconn){.from = me, .cb = cb, .cbarg = cbarg, .refs = 1};
+    *c = (struct fconn){
+        .from = me, .cb = cb, .cbarg = cbarg, .refs = 1, .asked = counted};
     struct ev *e = ev_new(EV_DELIVER);
     e->to = to;
     e->conn = c;
@@ -324,6 +346,7 @@ static void h_reply(void *arg, void *conn, uint64_t id, struct rk_slice frame)
     struct ev *e = ev_new(EV_ANSWER);
     e->cb = c->cb;
     e->cbarg = c->cbarg;
+    e->to = c->asked;
     e->frame = dup_bytes(frame);
     e->len = frame.len;
     ev_push(c->from->f, e);
@@ -733,10 +756,9 @@ static void join_setup(struct fake *f)
     j->state.ntokens = 3;
 }
 
-/* Start n2's join and tick past the ring delay: the plan is made. */
-static void join_start(struct fake *f)
+/* Start j's join and tick past the ring delay: the plan is made. */
+static void join_start_of(struct fake *f, struct fnode *j)
 {
-    struct fnode *j = &f->n[2];
     ck_assert_int_eq(stream_join_begin(j->s), 0);
     ck_assert(stream_joining(j->s));
     int sent = f->rpcs;
@@ -744,6 +766,12 @@ static void join_start(struct fake *f)
     ck_assert_int_eq(f->rpcs, sent); /* the ring delay */
     f->now += 2000;
     stream_tick(j->s);
+}
+
+/* n2's */
+static void join_start(struct fake *f)
+{
+    join_start_of(f, &f->n[2]);
 }
 
 START_TEST(join_pulls_ranges)
@@ -1198,6 +1226,349 @@ START_TEST(stall_reported_and_cleared)
 }
 END_TEST
 
+/* ---- donors -------------------------------------------------------------- */
+
+static uint64_t rnd(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+#define PMAX 13 /* members of a random ring, the joiner included */
+#define TMAX 32 /* tokens of one */
+
+/* A ring of RF rf: members m0..m<n-1> with nt[i] tokens tok[i], and the
+ * joiner "j" (nt[n], tok[n]) when with_j. */
+static ring *ring_rand(
+    int n, const size_t *nt, uint64_t tok[][TMAX], bool with_j, unsigned rf)
+{
+    static char names[PMAX][8];
+    const char *nm[PMAX];
+    const uint64_t *tk[PMAX];
+    size_t k[PMAX];
+    int m = 0;
+    for (int i = 0; i < n + (with_j ? 1 : 0); i++, m++) {
+        if (i == n)
+            snprintf(names[i], sizeof(names[i]), "j");
+        else
+            snprintf(names[i], sizeof(names[i]), "m%d", i);
+        nm[m] = names[i];
+        tk[m] = tok[i];
+        k[m] = nt[i];
+    }
+    struct ring_member mb[PMAX];
+    for (int i = 0; i < m; i++)
+        mb[i] = (struct ring_member){.name = nm[i],
+                                     .tokens = tk[i],
+                                     .ntokens = k[i],
+                                     .state = RING_NORMAL};
+    struct ring_config c = {.members = mb,
+                            .nmembers = (size_t)m,
+                            .repl = {.strategy = RING_SIMPLE, .rf = rf}};
+    ring *r = NULL;
+    ck_assert_int_eq(ring_new(&r, &c), 0);
+    return r;
+}
+
+static uint64_t width_of(struct ring_range r)
+{
+    return r.start == r.end ? UINT64_MAX : r.end - r.start;
+}
+
+/* The largest load over the mean of the nonzero ones. */
+static double largest_to_mean(const uint64_t *load, size_t n)
+{
+    double sum = 0, top = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!load[i])
+            continue;
+        k++;
+        sum += (double)load[i];
+        top = (double)load[i] > top ? (double)load[i] : top;
+    }
+    return k ? top / (sum / (double)k) : 0;
+}
+
+/* Property: on random rings (4-12 members, RF 2 or 3, a joiner; every
+ * member with 1-16 random tokens, or with 8-32 as with vnodes), the pieces
+ * of a join cover exactly what it gains, each inside one arc with all the
+ * arc's replicas but the joiner as candidates; the plan is deterministic;
+ * no piece of the most loaded donor could go elsewhere and stay below it;
+ * with vnodes the largest donor's share of the token space is at most
+ * twice the mean of the donors'; a member down is given no piece. */
+START_TEST(plan_spreads_donors_random_rings)
+{
+    uint64_t seed = 0x9E3779B97F4A7C15ull;
+    double worst = 0;
+    for (int round = 0; round < 400; round++) {
+        int n = 4 + (int)(rnd(&seed) % 9);
+        unsigned rf = 2 + (unsigned)(rnd(&seed) % 2);
+        bool vnodes = round % 2 == 1;
+        static uint64_t tok[PMAX][TMAX];
+        size_t nt[PMAX];
+        for (int i = 0; i <= n; i++) {
+            nt[i] = vnodes ? 8 + rnd(&seed) % 25 : 1 + rnd(&seed) % 16;
+            for (size_t t = 0; t < nt[i]; t++)
+                tok[i][t] = rnd(&seed);
+            /* ascending, as a node's tokens are */
+            for (size_t a = 1; a < nt[i]; a++)
+                for (size_t b = a; b > 0 && tok[i][b - 1] > tok[i][b]; b--) {
+                    uint64_t x = tok[i][b];
+                    tok[i][b] = tok[i][b - 1];
+                    tok[i][b - 1] = x;
+                }
+        }
+        ring *from = ring_rand(n, nt, tok, false, rf);
+        ring *to = ring_rand(n, nt, tok, true, rf);
+        struct stream_plan_range *pr = NULL, *pr2 = NULL;
+        size_t np = 0, np2 = 0;
+        ck_assert_int_eq(stream_plan_join(&pr, &np, from, to, "j", NULL), 0);
+        ck_assert_uint_gt(np, 0);
+        /* coverage: the pieces are the gained ranges, in order */
+        struct ring_move *mv = NULL;
+        size_t nmv = 0;
+        ck_assert_int_eq(ring_plan_new(&mv, &nmv, from, to), 0);
+        uint32_t jt = ring_node_find(to, "j");
+        uint64_t gained = 0, pieces = 0;
+        for (size_t i = 0; i < nmv; i++)
+            if (mv[i].gain == jt)
+                gained += width_of(mv[i].range);
+        ring_plan_free(mv);
+        for (size_t i = 0; i < np; i++) {
+            pieces += width_of(pr[i].range);
+            if (i > 0)
+                ck_assert_msg(
+                    pr[i].range.start == pr[i - 1].range.end ||
+                        !ring_range_contains(pr[i - 1].range,
+                                             pr[i].range.start),
+                    "round %d: pieces overlap: (%llx,%llx] (%llx,%llx]", round,
+                    (unsigned long long)pr[i - 1].range.start,
+                    (unsigned long long)pr[i - 1].range.end,
+                    (unsigned long long)pr[i].range.start,
+                    (unsigned long long)pr[i].range.end);
+            uint32_t rep[RING_MAX_REPLICAS];
+            size_t nr = ring_replicas(from, pr[i].range.end, rep, rf);
+            ck_assert_uint_eq(pr[i].ncand, nr);
+            ck_assert_uint_eq(pr[i].npref, nr);
+            for (size_t k = 0; k < nr; k++)
+                ck_assert_uint_eq(pr[i].cand[k], rep[k]);
+            /* inside one arc: every replica holds all of it */
+            size_t a = ring_arc_find(from, pr[i].range.end);
+            ck_assert(ring_range_contains(ring_arc_range(from, a),
+                                          pr[i].range.start + 1));
+        }
+        ck_assert_uint_eq(pieces, gained);
+        size_t nm = ring_node_count(from);
+        uint64_t load[PMAX], load2[PMAX];
+        ck_assert_int_eq(stream_plan_donors(pr, np, NULL, load, nm), 0);
+        double r = largest_to_mean(load, nm);
+        /* however few the tokens: no piece of the most loaded donor can
+         * go to another candidate that would stay below it */
+        size_t top = 0;
+        for (size_t m = 1; m < nm; m++)
+            top = load[m] > load[top] ? m : top;
+        for (size_t i = 0; i < np; i++)
+            for (uint32_t k = 0;
+                 pr[i].cand[pr[i].donor] == top && k < pr[i].ncand; k++)
+                ck_assert_msg(pr[i].cand[k] == top ||
+                                  load[pr[i].cand[k]] + pr[i].weight >=
+                                      load[top],
+                              "round %d: piece %zu could leave the largest "
+                              "donor",
+                              round, i);
+        /* with vnodes (8 tokens or more each, as deployed): the largest
+         * at most twice the mean. With fewer random tokens a ring can
+         * forbid it: a joiner gaining one wide arc that only two nodes
+         * hold must take it from those two. */
+        if (vnodes) {
+            worst = r > worst ? r : worst;
+            ck_assert_msg(r <= 2.0,
+                          "round %d: %d members, RF %u: the largest donor "
+                          "has %.2fx the mean",
+                          round, n, rf, r);
+        }
+        uint64_t sum = 0;
+        for (size_t i = 0; i < np; i++) {
+            ck_assert_uint_lt(pr[i].donor, pr[i].ncand);
+            sum += pr[i].weight;
+        }
+        for (size_t m = 0; m < nm; m++)
+            sum -= load[m];
+        ck_assert_uint_eq(sum, 0);
+        /* deterministic */
+        ck_assert_int_eq(stream_plan_join(&pr2, &np2, from, to, "j", NULL), 0);
+        ck_assert_int_eq(stream_plan_donors(pr2, np2, NULL, load2, nm), 0);
+        ck_assert_uint_eq(np2, np);
+        for (size_t i = 0; i < np; i++)
+            ck_assert_uint_eq(pr2[i].donor, pr[i].donor);
+        /* a member down: never chosen where another replica is live */
+        bool live[PMAX];
+        uint32_t dead = (uint32_t)(rnd(&seed) % nm);
+        for (size_t m = 0; m < nm; m++)
+            live[m] = m != dead;
+        ck_assert_int_eq(stream_plan_donors(pr2, np2, live, load2, nm), 0);
+        ck_assert_uint_eq(load2[dead], 0); /* every piece has 2 replicas */
+        for (size_t i = 0; i < np2; i++)
+            ck_assert(pr2[i].cand[pr2[i].donor] != dead);
+        free(pr);
+        free(pr2);
+        ring_free(from);
+        ring_free(to);
+    }
+    printf("plan_spreads_donors_random_rings: the largest donor at most "
+           "%.2fx the mean\n",
+           worst);
+}
+END_TEST
+
+/* Whether node `name` is one of the rf replicas of key i in r. */
+static bool replica_of_rf(const ring *r, int i, const char *name, size_t rf)
+{
+    uint32_t rep[RING_MAX_REPLICAS];
+    ck_assert_uint_eq(ring_replicas(r, token_of(i), rep, rf), rf);
+    for (size_t k = 0; k < rf; k++) {
+        struct ring_node_info ni;
+        ck_assert_int_eq(ring_node_get(r, &ni, rep[k]), 0);
+        if (strcmp(ni.name, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* RF 3: n0-n3 hold four tokens each, n4 joins with four (random but
+ * fixed); every key is on its three replicas. n4's config: c. */
+static void donors_setup(struct fake *f, const struct stream_config *c)
+{
+    static uint64_t tok[5][TMAX];
+    static const char *const names[] = {"n0", "n1", "n2", "n3", "n4"};
+    uint64_t seed = 0x2545F4914F6CDD1Dull;
+    size_t nt[5];
+    for (int i = 0; i < 5; i++) {
+        nt[i] = 4;
+        for (size_t t = 0; t < 4; t++)
+            tok[i][t] = rnd(&seed);
+        for (size_t a = 1; a < 4; a++)
+            for (size_t b = a; b > 0 && tok[i][b - 1] > tok[i][b]; b--) {
+                uint64_t x = tok[i][b];
+                tok[i][b] = tok[i][b - 1];
+                tok[i][b - 1] = x;
+            }
+    }
+    const uint64_t *tk[5];
+    for (int i = 0; i < 5; i++)
+        tk[i] = tok[i];
+    fake_init(f, 5);
+    f->ring = ring_of_rf(4, names, tk, nt, 3);
+    f->pending = ring_of_rf(5, names, tk, nt, 3);
+    for (int i = 0; i < 5; i++)
+        whole_range(f->n[i].st);
+    for (int i = 0; i < NKEYS / 2; i++)
+        for (int k = 0; k < 4; k++)
+            if (replica_of_rf(f->ring, i, f->n[k].name, 3))
+                put_key(f->n[k].st, i);
+    struct fnode *j = &f->n[4];
+    j->member = false;
+    j->state.first_token = tok[4][0];
+    j->state.ntokens = 4;
+    stream_free(j->s);
+    node_stream(j, c);
+}
+
+/* The join of donors_setup's n4 has ended: it holds exactly the keys it
+ * gained. The bytes each donor sent. */
+static void donors_joined(struct fake *f, uint64_t *sent)
+{
+    struct fnode *j = &f->n[4];
+    pump(f);
+    ck_assert(j->joined);
+    for (int i = 0; i < NKEYS / 2; i++)
+        ck_assert_msg(has_key(j->st, i) ==
+                          replica_of_rf(f->pending, i, "n4", 3),
+                      "key %d", i);
+    for (int k = 0; k < 4; k++) {
+        struct stream_stats st;
+        stream_stats_get(f->n[k].s, &st);
+        sent[k] = st.out_bytes;
+        /* the join's final line names what each donor sent */
+        char want[48];
+        snprintf(want, sizeof(want), "n%d:%llu", k,
+                 (unsigned long long)sent[k]);
+        const char *line = strstr(j->log, "event=boot.joined ");
+        ck_assert_ptr_nonnull(line);
+        ck_assert_msg(!sent[k] || strstr(line, want), "%s not in %s", want,
+                      line);
+    }
+}
+
+/* A join pulls from every replica at once, at most
+ * stream_donor_max_ranges from one and stream_max_ranges in all, and the
+ * bytes spread: every donor sends, the largest at most twice the mean;
+ * netstats and the final log line show what each sent. */
+START_TEST(join_pulls_from_every_donor)
+{
+    struct fake f;
+    struct stream_config c = cfg_for("n4");
+    c.stream_donor_max_ranges = 1;
+    c.stream_max_ranges = 3;
+    donors_setup(&f, &c);
+    struct fnode *j = &f.n[4];
+    join_start_of(&f, j);
+    ck_assert_msg(logged(j, "event=stream.planned "), "%s", j->log);
+    ck_assert(logged(j, " donors=4 "));
+    /* a few chunks in: several donors asked at once */
+    for (int i = 0; i < 40; i++)
+        ck_assert(pump_one(&f));
+    char *t = text_of(j->s);
+    ck_assert_msg(strstr(t, "Donors: ") && strstr(t, "  donor n0: "), "%s", t);
+    free(t);
+    uint64_t sent[4];
+    donors_joined(&f, sent);
+    ck_assert_int_ge(f.asked_all_max, 2);
+    ck_assert_int_le(f.asked_all_max, 3);
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_le(f.asked_max[k], 1);
+        ck_assert_msg(sent[k] > 0, "n%d sent nothing", k);
+    }
+    double r = largest_to_mean(sent, 4);
+    ck_assert_msg(r <= 2.0, "the largest donor sent %.2fx the mean", r);
+    ck_assert(logged(j, " largest_donor_to_mean="));
+    t = text_of(j->s);
+    ck_assert_msg(strstr(t, "Joined with ") && strstr(t, "Donors: 4 sent"),
+                  "%s", t);
+    free(t);
+    fake_free(&f);
+}
+END_TEST
+
+/* A donor down when the join plans is given nothing; a donor that refuses
+ * every request (up, but failing) is replaced by another replica of each
+ * of its ranges, from the same point: the join completes with every key. */
+START_TEST(join_falls_back_from_failing_donor)
+{
+    struct fake f;
+    struct stream_config c = cfg_for("n4");
+    donors_setup(&f, &c);
+    struct fnode *j = &f.n[4];
+    f.n[1].down = true;
+    f.n[2].refuse = true;
+    join_start_of(&f, j);
+    ck_assert(logged(j, "event=stream.planned "));
+    const char *pl = strstr(j->log, "ranges_by_donor=");
+    ck_assert_ptr_nonnull(pl);
+    ck_assert_msg(!strstr(pl, "n1:") && strstr(pl, "n2:"), "%s", pl);
+    f.n[1].down = false;
+    uint64_t sent[4];
+    donors_joined(&f, sent);
+    ck_assert_uint_eq(sent[2], 0);
+    ck_assert(logged(j, "event=stream.retry "));
+    ck_assert(logged(j, "source=n2 "));
+    fake_free(&f);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("stream");
@@ -1207,6 +1578,11 @@ static Suite *suite(void)
     tcase_add_test(tc, replace_waits_while_target_up);
     tcase_add_test(tc, join_resumes_from_positions);
     tcase_add_test(tc, aborted_join_resumes_dropped_ranges);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("donors");
+    tcase_add_test(tc, plan_spreads_donors_random_rings);
+    tcase_add_test(tc, join_pulls_from_every_donor);
+    tcase_add_test(tc, join_falls_back_from_failing_donor);
     suite_add_tcase(s, tc);
     tc = tcase_create("leave");
     tcase_add_test(tc, leave_pushes_ranges);
