@@ -131,15 +131,31 @@ def nice_ticks(lo, hi, n=5):
     return out
 
 
-def svg_plot(path, title, xlabel, ylabel, series, logy=False):
+def log_ticks(lo, hi):
+    """1, 2 and 5 times the powers of ten from lo to hi."""
+    import math
+    out = []
+    e = math.floor(math.log10(lo))
+    while 10 ** e <= hi:
+        for m in (1, 2, 5):
+            if lo <= m * 10 ** e <= hi:
+                out.append(m * 10 ** e)
+        e += 1
+    return out
+
+
+def svg_plot(path, title, xlabel, ylabel, series, logy=False, logx=False):
     """series: [(name, [(x, y)], dashed)]. Writes a small line plot."""
     import math
     W, H, L, R, T, B = 640, 400, 70, 170, 36, 50
-    xs = [x for _, pts, _ in series for x, _ in pts]
+    xs = [x for _, pts, _ in series for x, _ in pts if x > 0]
     ys = [y for _, pts, _ in series for _, y in pts if y > 0]
     if not xs or not ys:
         return
     x0, x1 = 0.0, max(xs) * 1.05
+    if logx:
+        x0 = 10 ** math.floor(math.log10(min(xs)))
+        x1 = 10 ** math.ceil(math.log10(max(xs)))
     if logy:
         y0 = 10 ** math.floor(math.log10(min(ys)))
         y1 = 10 ** math.ceil(math.log10(max(ys)))
@@ -155,12 +171,19 @@ def svg_plot(path, title, xlabel, ylabel, series, logy=False):
         y0, y1 = 0.0, max(ys) * 1.1
         fy = lambda y: T + (H - T - B) * (1 - (y - y0) / (y1 - y0))
         yt = nice_ticks(y0, y1)
-    fx = lambda x: L + (W - L - R) * (x - x0) / (x1 - x0)
+    if logx:
+        fx = lambda x: L + (W - L - R) * (math.log10(max(x, x0)) -
+                                          math.log10(x0)) / \
+            (math.log10(x1) - math.log10(x0))
+        xt = log_ticks(x0, x1)
+    else:
+        fx = lambda x: L + (W - L - R) * (x - x0) / (x1 - x0)
+        xt = nice_ticks(x0, x1)
     o = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" '
          'font-family="sans-serif" font-size="12">' % (W, H),
          '<rect width="100%" height="100%" fill="white"/>',
          '<text x="%d" y="20" font-size="14">%s</text>' % (L, title)]
-    for t in nice_ticks(x0, x1):
+    for t in xt:
         X = fx(t)
         o.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>'
                  % (X, T, X, H - B))
@@ -217,7 +240,11 @@ def main():
     ap.add_argument("--out-svg", default=os.path.join(ROOT, "docs", "img"))
     ap.add_argument("--json", default=None,
                     help="also write every summary here, one a line")
+    ap.add_argument("--replot", default=None, metavar="JSONL",
+                    help="only draw the plots again from a --json file")
     o = ap.parse_args()
+    if o.replot:
+        return replot(o)
     bindir = os.path.join(ROOT, o.build, "bin") if not os.path.isabs(
         o.build) else os.path.join(o.build, "bin")
     os.environ["RINGKV_BIN_DIR"] = bindir
@@ -427,8 +454,9 @@ def plots(o, results):
         svg_plot(os.path.join(o.out_svg, "ycsb-%s.svg" % wl.lower()),
                  "YCSB %s: latency against throughput (%d keys of %d B)" %
                  (wl, o.keys, o.value_bytes),
-                 "throughput, ops/s (offered load rising)",
-                 "latency ms (log), from intended send", series, logy=True)
+                 "throughput, ops/s (log; offered load rising)",
+                 "latency ms (log), from intended send", series, logy=True,
+                 logx=True)
     wl = o.workloads.split(",")[0]
     series = []
     for label in ("ringkv ONE", "ringkv QUORUM", "redis-server"):
@@ -438,6 +466,23 @@ def plots(o, results):
     svg_plot(os.path.join(o.out_svg, "ycsb-%s-time.svg" % wl.lower()),
              "YCSB %s at the top offered step: throughput over time" % wl,
              "second of the run", "ops completed in the second", series)
+
+
+def replot(o):
+    results, wls = {}, []
+    with open(o.replot) as f:
+        for line in f:
+            s = json.loads(line)
+            label = s["label"]
+            if s["load"] or "1MiB" in label:
+                continue
+            results.setdefault((s["workload"], label), []).append(s)
+            if s["workload"] not in wls:
+                wls.append(s["workload"])
+            o.keys, o.value_bytes = s["keys"], s["value_size"]
+    o.workloads = ",".join(wls)
+    plots(o, results)
+    return 0
 
 
 if __name__ == "__main__":
