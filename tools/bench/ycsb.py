@@ -58,10 +58,12 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
 
 
-def rss_mib(pid):
+def rss_mib(pid, what="VmRSS"):
+    """VmRSS, or RssAnon (heap, arenas) or RssFile (mapped files: LMDB's
+    data pages in the page cache), in MiB."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(what + ":"):
                 return int(line.split()[1]) / 1024.0
     return 0.0
 
@@ -85,6 +87,8 @@ class Sampler(threading.Thread):
             for n in self.nodes:
                 try:
                     self.note((n.name, "rss_mib"), rss_mib(n.proc.pid))
+                    self.note((n.name, "rss_anon_mib"),
+                              rss_mib(n.proc.pid, "RssAnon"))
                     m = self.h.metrics_of(n.ip)
                     self.note((n.name, "memtable_mib"),
                               m.get("ringkv_memtable_bytes", 0) / MIB)
@@ -310,17 +314,19 @@ def bench(o, h, c, nodes, redis, tool):
     for label, kind, args in (targets[1], targets[2]):
         t = time.time()
         s = measured(label + " load", kind,
-                     args + common + ["--load", "-P", "64"])
+                     args + common + ["--load", "-P", "32"])
         loads[kind] = (s, time.time() - t)
-        print("load %s: %d keys in %.1f s (%.0f writes/s), errors %d" %
+        print("load %s: %d keys in %.1f s (%.0f writes/s), errors %d, "
+              "writes retried %d (%s)" %
               (kind, s["ops"], time.time() - t, s["ops_per_sec"],
-               s["errors"]), flush=True)
+               s["errors"], s["load_retries"], s["first_error"]), flush=True)
 
     def memory(tag):
         rows = []
         for n in nodes:
             m = h.metrics_of(n.ip)
             rows.append({"node": n.name, "rss_mib": rss_mib(n.proc.pid),
+                         "rss_anon_mib": rss_mib(n.proc.pid, "RssAnon"),
                          "keys": m.get("ringkv_keys", 0),
                          "disk_mib": m.get("ringkv_disk_bytes", 0) / MIB,
                          "memtable_mib": m.get("ringkv_memtable_bytes", 0)
@@ -423,10 +429,10 @@ def report(o, results, loads, big, mem_loaded, mem_after, peak):
                       "%.1f MiB" % (tag, r["node"], r["rss_mib"], r["keys"],
                                     r["used_memory_mib"]))
             else:
-                print("  %-12s %-13s RSS %7.1f MiB, %d keys, disk %.1f MiB, "
-                      "memtable %.1f MiB" % (tag, r["node"], r["rss_mib"],
-                                             r["keys"], r["disk_mib"],
-                                             r["memtable_mib"]))
+                print("  %-12s %-13s RSS %7.1f MiB (anonymous %.1f), %d keys, "
+                      "disk %.1f MiB, memtable %.1f MiB" %
+                      (tag, r["node"], r["rss_mib"], r["rss_anon_mib"],
+                       r["keys"], r["disk_mib"], r["memtable_mib"]))
     bad = 0
     for (name, what), v in sorted(peak.items()):
         bound = {"memtable_mib": 2 * 16, "input_mib": 256}.get(what)

@@ -490,7 +490,7 @@ static int conn_wait(struct conn *c,
  */
 
 struct slot {
-    uint64_t id, t0;
+    uint64_t id, t0, key;
     bool read;
 };
 
@@ -499,7 +499,7 @@ struct worker {
     int idx;
     pthread_t th;
     struct hist lat_r, lat_w;
-    uint64_t reads, writes, misses, errors, late;
+    uint64_t reads, writes, misses, errors, late, retried;
     uint64_t err_by[NERR];
     char first_err[256];
 };
@@ -516,11 +516,29 @@ note_err(struct worker *w, int kind, uint64_t n, uint64_t t1, const char *why)
         snprintf(w->first_err, sizeof(w->first_err), "%s", why);
 }
 
+static int push_retry(uint64_t **keys, size_t *n, size_t *cap, uint64_t k)
+{
+    if (*n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 1024;
+        uint64_t *q = realloc(*keys, nc * sizeof(*q));
+        if (q == NULL)
+            return -ENOMEM;
+        *keys = q;
+        *cap = nc;
+    }
+    (*keys)[(*n)++] = k;
+    return 0;
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     const struct conf *cf = w->cf;
     struct conn c = {.cf = cf, .fd = -1};
+    /* --load: keys refused (OVERLOADED, ...) or lost with a connection,
+     * written again 10 ms later, so that every key is loaded */
+    uint64_t *retry = NULL, retry_at = 0;
+    size_t nretry = 0, retry_cap = 0;
     struct slot *slots = calloc((size_t)cf->depth, sizeof(*slots));
     uint8_t *val = malloc(cf->vsize ? cf->vsize : 1);
     uint64_t rs = cf->seed * 1000003u + (uint64_t)w->idx + 1;
@@ -543,7 +561,7 @@ static void *worker_main(void *arg)
     char key[32];
     while (1) {
         uint64_t now = now_ns();
-        bool sending = cf->load ? lk < lk_end : now < end;
+        bool sending = cf->load ? lk < lk_end || nretry > 0 : now < end;
         if (c.fd < 0 && sending) {
             int rc = conn_open(&c, w->idx % cf->nhosts);
             if (rc != 0) {
@@ -557,7 +575,12 @@ static void *worker_main(void *arg)
             uint64_t k;
             bool read;
             if (cf->load) {
-                k = lk++;
+                if (nretry > 0 && now >= retry_at)
+                    k = retry[--nretry];
+                else if (lk < lk_end)
+                    k = lk++;
+                else
+                    break;
                 read = false;
             } else {
                 k = ycsb_key(&g_zipf, cf->keys, rng_unit(&rs));
@@ -572,15 +595,17 @@ static void *worker_main(void *arg)
                 goto out;
             }
             int s = (head + inflight) % cf->depth;
-            slots[s] = (struct slot){id, interval ? next : now, read};
+            slots[s] = (struct slot){id, interval ? next : now, k, read};
             inflight++;
             if (interval)
                 next += interval;
-            sending = cf->load ? lk < lk_end : now < end;
+            sending = cf->load ? lk < lk_end || nretry > 0 : now < end;
         }
         if (inflight == 0) {
             if (!sending)
                 break;
+            if (cf->load && lk == lk_end && now < retry_at)
+                usleep((useconds_t)((retry_at - now) / 1000 + 1));
             if (interval && next > now) {
                 struct timespec ts = {
                     .tv_sec = (time_t)((next - now) / 1000000000u),
@@ -600,7 +625,14 @@ static void *worker_main(void *arg)
         if (rc == RK_ETIMEOUT && can_send)
             continue;
         if (rc != 0) {
-            /* lost or stuck: everything in flight is abandoned */
+            /* lost or stuck: everything in flight is abandoned (and
+             * written again when loading) */
+            for (int i = 0; cf->load && i < inflight; i++)
+                if (push_retry(&retry, &nretry, &retry_cap,
+                               slots[(head + i) % cf->depth].key) != 0)
+                    goto out;
+            w->retried += cf->load ? (uint64_t)inflight : 0;
+            retry_at = t1 + 10000000u;
             note_err(w,
                      rc == RK_ETIMEOUT ? 1
                      : rc == RK_EPROTO ? 3
@@ -627,6 +659,16 @@ static void *worker_main(void *arg)
         struct slot sl = slots[head];
         head = (head + 1) % cf->depth;
         inflight--;
+        if (rep == REPLY_ERR && cf->load) {
+            if (push_retry(&retry, &nretry, &retry_cap, sl.key) != 0)
+                goto out;
+            w->retried++;
+            retry_at = t1 + 10000000u;
+            if (w->first_err[0] == '\0')
+                snprintf(w->first_err, sizeof(w->first_err), "%s (retried)",
+                         c.err);
+            continue;
+        }
         if (rep == REPLY_ERR) {
             note_err(w, 2, 1, t1, c.err);
             continue;
@@ -644,6 +686,7 @@ static void *worker_main(void *arg)
         w->late += t1 > end && !cf->load;
     }
 out:
+    free(retry);
     conn_close(&c);
     wire_cbuf_release(&c.out);
     free(c.in);
@@ -934,6 +977,7 @@ int main(int argc, char **argv)
     double secs = (double)(t_end - g_t0) / 1e9;
     static struct hist all, all_r, all_w;
     uint64_t reads = 0, writes = 0, misses = 0, errors = 0, late = 0;
+    uint64_t retried = 0;
     uint64_t by[NERR] = {0};
     const char *first_err = NULL;
     for (int i = 0; i < started; i++) {
@@ -944,6 +988,7 @@ int main(int argc, char **argv)
         misses += w[i].misses;
         errors += w[i].errors;
         late += w[i].late;
+        retried += w[i].retried;
         for (int k = 0; k < NERR; k++)
             by[k] += w[i].err_by[k];
         if (first_err == NULL && w[i].first_err[0])
@@ -971,12 +1016,13 @@ int main(int argc, char **argv)
         "\"connections\":%d,\"pipeline\":%d,\"offered_ops_per_sec\":%.1f,"
         "\"seconds\":%.3f,\"ops\":%" PRIu64 ",\"ops_per_sec\":%.1f,"
         "\"mib_per_sec\":%.3f,\"reads\":%" PRIu64 ",\"writes\":%" PRIu64
-        ",\"misses\":%" PRIu64 ",\"errors\":%" PRIu64,
+        ",\"misses\":%" PRIu64 ",\"errors\":%" PRIu64
+        ",\"load_retries\":%" PRIu64,
         cf.resp ? "resp" : "native", cf.host[0], cf.port[0], cf.nhosts,
         cf.workload, cf.load ? "true" : "false", cf.reads, cf.keys, cf.vsize,
         cf.resp ? "n/a" : wire_ccl_name(cf.cl), cf.conns, cf.depth, cf.rate,
         secs, done, ops_s, ops_s * (double)cf.vsize / 1048576.0, reads, writes,
-        misses, errors);
+        misses, errors, retried);
     printf(",\"errors_by_type\":{");
     for (int k = 0; k < NERR; k++)
         printf("%s\"%s\":%" PRIu64, k ? "," : "", err_names[k], by[k]);
