@@ -78,8 +78,10 @@ class Sampler(threading.Thread):
             redis_pid, every
         self.stop = threading.Event()
         self.peak = {}
+        self.phase = "load"  # peaks are kept per phase of the run
 
     def note(self, key, v):
+        key = (self.phase,) + key
         self.peak[key] = max(self.peak.get(key, 0.0), v)
 
     def run(self):
@@ -346,6 +348,7 @@ def bench(o, h, c, nodes, redis, tool):
         return rows
 
     mem_loaded = memory("after the load")
+    sampler.phase = "workloads"
     results = {}
     for wl in o.workloads.split(","):
         for label, kind, args in targets:
@@ -362,6 +365,7 @@ def bench(o, h, c, nodes, redis, tool):
     mem_after = memory("after the workloads")
 
     # 1 MiB values
+    sampler.phase = "1MiB"
     big = {}
     bk = ["-k", str(o.big_keys), "-d", "1048576", "-c", "4", "-P", "2"]
     for label, kind, args in (targets[1], targets[2]):
@@ -434,12 +438,12 @@ def report(o, results, loads, big, mem_loaded, mem_after, peak):
                       (tag, r["node"], r["rss_mib"], r["rss_anon_mib"],
                        r["keys"], r["disk_mib"], r["memtable_mib"]))
     bad = 0
-    for (name, what), v in sorted(peak.items()):
+    for (phase, name, what), v in sorted(peak.items()):
         bound = {"memtable_mib": 2 * 16, "input_mib": 256}.get(what)
         ok = bound is None or v <= bound
         bad += not ok
-        print("  peak %-13s %-13s %8.1f MiB%s" %
-              (name, what, v, "" if bound is None else
+        print("  peak %-9s %-6s %-13s %8.1f MiB%s" %
+              (phase, name, what, v, "" if bound is None else
                "  (bound %d MiB: %s)" % (bound, "ok" if ok else "EXCEEDED")))
     if bad:
         print("BOUND EXCEEDED")
