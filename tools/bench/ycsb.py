@@ -137,6 +137,14 @@ def nice_ticks(lo, hi, n=5):
     return out
 
 
+def short_num(v):
+    """1,500 as 1.5k, 2,000,000 as 2M."""
+    for div, unit in ((1e6, "M"), (1e3, "k")):
+        if v >= div:
+            return ("%.1f" % (v / div)).rstrip("0").rstrip(".") + unit
+    return "%g" % v
+
+
 def log_ticks(lo, hi):
     """1, 2 and 5 times the powers of ten from lo to hi."""
     import math
@@ -194,7 +202,7 @@ def svg_plot(path, title, xlabel, ylabel, series, logy=False, logx=False):
         o.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>'
                  % (X, T, X, H - B))
         o.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' %
-                 (X, H - B + 16, "{:,.0f}".format(t)))
+                 (X, H - B + 16, short_num(t)))
     for t in yt:
         Y = fy(t)
         o.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>'
@@ -210,7 +218,8 @@ def svg_plot(path, title, xlabel, ylabel, series, logy=False, logx=False):
     for i, (name, pts, dashed) in enumerate(series):
         base = name.split(" p")[0]
         col = COLORS.get(base, "#555")
-        pts = sorted(pts)
+        # joined in the order given (offered load rising), so a step past
+        # saturation that completed less shows as the curve turning back
         d = " ".join("%.1f,%.1f" % (fx(x), fy(y)) for x, y in pts)
         o.append('<polyline points="%s" fill="none" stroke="%s" '
                  'stroke-width="2"%s/>' %
@@ -471,8 +480,10 @@ def plots(o, results):
     series = []
     for label in ("ringkv ONE", "ringkv QUORUM", "redis-server"):
         s = results[(wl, label)][-1]  # top step
-        series.append((label, [(t + 1, n) for t, n in
-                               enumerate(s["per_second"])], False))
+        # whole seconds of the offered load; the drain after it is left out
+        secs = s["per_second"][:int(s["seconds"])]
+        series.append((label, [(t + 1, n) for t, n in enumerate(secs)],
+                       False))
     svg_plot(os.path.join(o.out_svg, "ycsb-%s-time.svg" % wl.lower()),
              "YCSB %s at the top offered step: throughput over time" % wl,
              "second of the run", "ops completed in the second", series)
