@@ -428,9 +428,9 @@ static int native_take(struct conn *c, uint64_t *out_id, enum reply *out)
  * nothing is whole) for one reply. Returns 0 with *out_id and *out,
  * RK_ETIMEOUT, RK_ECLOSED, RK_EPROTO or -errno. */
 static int conn_wait(struct conn *c,
-                     uint64_t deadline_ns,
                      uint64_t *out_id,
-                     enum reply *out)
+                     enum reply *out,
+                     uint64_t deadline_ns)
 {
     while (1) {
         int rc = c->cf->resp ? resp_take(c, out) : native_take(c, out_id, out);
@@ -620,7 +620,7 @@ static void *worker_main(void *arg)
         uint64_t deadline = can_send ? next : now + tmo;
         uint64_t id = 0;
         enum reply rep;
-        int rc = conn_wait(&c, deadline, &id, &rep);
+        int rc = conn_wait(&c, &id, &rep, deadline);
         uint64_t t1 = now_ns();
         if (rc == RK_ETIMEOUT && can_send)
             continue;
@@ -1019,7 +1019,8 @@ int main(int argc, char **argv)
         ",\"misses\":%" PRIu64 ",\"errors\":%" PRIu64
         ",\"load_retries\":%" PRIu64,
         cf.resp ? "resp" : "native", cf.host[0], cf.port[0], cf.nhosts,
-        cf.workload, cf.load ? "true" : "false", cf.reads, cf.keys, cf.vsize,
+        cf.load ? "load" : cf.workload, cf.load ? "true" : "false",
+        cf.load ? 0.0 : cf.reads, cf.keys, cf.vsize,
         cf.resp ? "n/a" : wire_ccl_name(cf.cl), cf.conns, cf.depth, cf.rate,
         secs, done, ops_s, ops_s * (double)cf.vsize / 1048576.0, reads, writes,
         misses, errors, retried);
