@@ -260,6 +260,9 @@ def main():
     ap.add_argument("--out-svg", default=os.path.join(ROOT, "docs", "img"))
     ap.add_argument("--json", default=None,
                     help="also write every summary here, one a line")
+    ap.add_argument("--node-env", action="append", default=[],
+                    metavar="KEY=VALUE",
+                    help="in the nodes' environment only (MALLOC_ARENA_MAX=2)")
     ap.add_argument("--replot", default=None, metavar="JSONL",
                     help="only draw the plots again from a --json file")
     o = ap.parse_args()
@@ -272,10 +275,16 @@ def main():
     import harness as h
 
     subprocess.run([tool, "--self-test"], check=True)
+    saved = dict(os.environ)
+    for kv in o.node_env:
+        k, _, v = kv.partition("=")
+        os.environ[k] = v
     c = h.racked_cluster(IPS, replication="dc1:3", log_level="warn",
                          read_timeout_ms=5000, write_timeout_ms=5000,
                          memtable_mb=MEMTABLE_MB,
                          max_input_buffer_mb=INPUT_MB)
+    os.environ.clear()
+    os.environ.update(saved)
     nodes = c.nodes
     rdir = tempfile.mkdtemp(prefix="ycsb-redis-")
     redis = subprocess.Popen(
@@ -398,8 +407,10 @@ def bench(o, h, c, nodes, redis, tool):
 
 def report(o, results, loads, big, mem_loaded, mem_after, peak):
     print("\n### YCSB: %d keys of %d bytes, %d connections x %d in flight, "
-          "%.0f s a step\n" % (o.keys, o.value_bytes, o.connections,
-                               o.pipeline, o.seconds))
+          "%.0f s a step%s\n" % (o.keys, o.value_bytes, o.connections,
+                                 o.pipeline, o.seconds,
+                                 "; nodes with " + " ".join(o.node_env)
+                                 if o.node_env else ""))
     print("| workload | target | offered ops/s | ops/s | p50 ms | p95 ms | "
           "p99 ms | p999 ms | server CPU us/op | errors |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
