@@ -468,8 +468,9 @@ static void base_flush(struct net__base *b)
         dirty_unlink(c);
         if (c->tls_again) {
             c->tls_again = false;
-            conn_input(c); /* may link c again: it comes back */
-            continue;
+            conn_input(c);
+            if (c->dirty)
+                continue; /* linked again: it comes back */
         }
         if (c->state == NET__CLOSING || c->hold || c->state == NET__RESOLVING ||
             c->state == NET__CONNECTING)
@@ -783,23 +784,22 @@ static void raw_shrink(net_conn *c)
 
 static void alloc_raw(net_conn *c, uv_buf_t *buf);
 static void raw_no_room(net_conn *c);
+static bool raw_wants_input(const net_conn *c);
 
 /* Decrypts what c's session holds into the input buffer, as far as its
- * room allows. Returns 0, or nonzero when c closed or has no room for
- * bytes that wait although the handler has seen all it holds (raw_no_room:
- * it waits for the budget or is closed, as a read would). */
-static int tls_decrypt(net_conn *c)
+ * room allows; *stuck: bytes wait that found no room (the handler makes
+ * room, or conn_input decides as a read with no room would). Returns 0, or
+ * nonzero when c closed. */
+static int tls_decrypt(net_conn *c, bool *stuck)
 {
-    bool got = false;
+    *stuck = false;
     while (net__tls_has_input(c->tls)) {
         uv_buf_t buf;
         size_t n = 0;
         alloc_raw(c, &buf);
-        if (buf.len == 0 && got)
-            break; /* the handler makes room first */
         if (buf.len == 0) {
-            raw_no_room(c);
-            return 1;
+            *stuck = true;
+            break;
         }
         int rc = net__tls_read(c->tls, (uint8_t *)buf.base, buf.len, &n);
         if (rc == 1) { /* close_notify: as a half-close */
@@ -813,7 +813,6 @@ static int tls_decrypt(net_conn *c)
         if (n == 0)
             break; /* the rest of a record is still on its way */
         net__rbuf_commit(&c->rbuf, n);
-        got = true;
     }
     /* reading may have answered the peer (a TLS 1.3 key update) */
     int rc = tls_out(c);
@@ -864,8 +863,9 @@ static void conn_input(net_conn *c)
         if (c->state != NET__READY || c->no_input || c->user_paused ||
             c->bp_paused)
             break;
-        if (c->tls && tls_decrypt(c) != 0)
-            break; /* closed, or waiting for room */
+        bool stuck = false;
+        if (c->tls && tls_decrypt(c, &stuck) != 0)
+            break; /* closed */
         size_t held = c->rbuf.len - c->rbuf.off;
         struct net_input in = {held ? c->rbuf.p + c->rbuf.off : NULL,
                                held,
@@ -891,6 +891,19 @@ static void conn_input(net_conn *c)
         /* room was made: the session may hold more */
         if (c->tls && in.consumed > 0 && net__tls_has_input(c->tls))
             c->parse_again = true;
+        /* nothing taken from a full buffer, bytes waiting: as a read that
+         * finds no room, unless the room grows for the need just told */
+        if (c->tls && in.consumed == 0 && stuck && raw_wants_input(c)) {
+            size_t had = c->rbuf.len;
+            if (tls_decrypt(c, &stuck) != 0)
+                break;
+            if (c->rbuf.len > had) {
+                c->parse_again = true;
+            } else if (stuck) {
+                raw_no_room(c);
+                break;
+            }
+        }
     } while (c->parse_again);
     c->in_parse = false;
     if (c->state != NET__READY)

@@ -158,6 +158,10 @@ int net_tls_new(net_tls **out,
     SSL_CTX_set_min_proto_version(t->ctx, TLS1_2_VERSION);
     /* idle connections give their record buffers back */
     SSL_CTX_set_mode(t->ctx, SSL_MODE_RELEASE_BUFFERS);
+    /* no session resumption: a server sends no tickets after the
+     * handshake (bytes an idle client would have to read) */
+    if (opts->server)
+        SSL_CTX_set_num_tickets(t->ctx, 0);
     rc = RK_ECONFIG;
     if (opts->cert_file) {
         if (SSL_CTX_use_certificate_chain_file(t->ctx, opts->cert_file) != 1) {

@@ -1,10 +1,10 @@
 #!/bin/sh
-# make-certs.sh DIR [NODE...] - a test PKI made with the openssl CLI, as
-# docs/operations.md ("TLS") tells an operator to make one:
+# make-certs.sh DIR [NODE[=IP]...] - a test PKI made with the openssl CLI,
+# as docs/operations.md ("TLS") tells an operator to make one:
 #   ca.crt ca.key            the cluster's CA
 #   NODE.crt NODE.key        per node (default n1 n2 n3), signed by the CA,
 #                            CN and DNS SAN the node's name, IP SANs
-#                            127.0.0.1 and 127.0.0.(index+1)
+#                            127.0.0.1 and IP (default 127.0.0.(index+1))
 #   client.crt client.key    a client certificate (CN client)
 #   wrong-ca.crt             another CA, and wrong.crt/wrong.key (CN n1)
 #                            signed by it
@@ -72,12 +72,17 @@ CNF
 ca ca "ringkv test CA"
 ca wrong-ca "another CA"
 i=1
-for n in "$@"; do
+n1ip=127.0.0.2
+for arg in "$@"; do
     i=$((i + 1))
-    cert "$n" "$n" ca "DNS:$n,IP:127.0.0.1,IP:127.0.0.$i"
+    n=${arg%%=*}
+    ip=127.0.0.$i
+    [ "$n" = "$arg" ] || ip=${arg#*=}
+    [ "$n" = n1 ] && n1ip=$ip
+    cert "$n" "$n" ca "DNS:$n,IP:127.0.0.1,IP:$ip"
 done
-cert n1-new n1 ca "DNS:n1,IP:127.0.0.1,IP:127.0.0.2"
+cert n1-new n1 ca "DNS:n1,IP:127.0.0.1,IP:$n1ip"
 cert client client ca "DNS:client"
-cert wrong n1 wrong-ca "DNS:n1,IP:127.0.0.1,IP:127.0.0.2"
+cert wrong n1 wrong-ca "DNS:n1,IP:127.0.0.1,IP:$n1ip"
 dated expired n1 20200101000000Z 20200102000000Z
 dated future n1 20900101000000Z 20900102000000Z

@@ -694,6 +694,84 @@ START_TEST(server_context_replaced_live_untouched)
 }
 END_TEST
 
+/* A server that answers one line at a time, a timer later, with one
+ * request in flight at most (max_requests 1), through a 64-byte cap. */
+struct slow {
+    struct echo v;
+    uv_timer_t timer;
+    net_conn *busy;
+    size_t answered;
+};
+
+static void slow_due(uv_timer_t *t)
+{
+    struct slow *w = t->data;
+    net_conn *c = w->busy;
+    w->busy = NULL;
+    w->answered++;
+    ck_assert_int_eq(net_conn_write(c, "ok\n", 3), 0);
+    net_conn_request_end(c); /* the session holds the next lines */
+    net_conn_input_again(c); /* as the client servers do */
+}
+
+static int slow_input(void *arg, net_conn *c, struct net_input *in)
+{
+    struct slow *w = arg;
+    if (w->busy)
+        return 0;
+    uint8_t *nl = memchr(in->p, '\n', in->len);
+    if (nl == NULL)
+        return 0;
+    in->consumed = (size_t)(nl - in->p) + 1;
+    net_conn_request_begin(c);
+    w->busy = c;
+    uv_timer_start(&w->timer, slow_due, 1, 0);
+    return 0;
+}
+
+/* One request in flight at most, through a 64-byte cap: the lines wait in
+ * the session while the handler is busy or the buffer full, and each comes
+ * through when the one before is answered, the last one held in part. */
+START_TEST(server_one_request_at_a_time)
+{
+    struct env e;
+    struct slow w;
+    struct cli k;
+    memset(&w, 0, sizeof(w));
+    net_tls *sc = ctx(true, "n1", NULL, false);
+    net_tls *cc = ctx(false, NULL, "ca.crt", false);
+    env_start(&e);
+    uv_timer_init(&e.loop, &w.timer);
+    w.timer.data = &w;
+    struct net_server_opts o = NET_SERVER_OPTS_INIT;
+    o.on_input = slow_input;
+    o.on_frame = NULL;
+    o.on_accept = echo_accept;
+    o.on_close = echo_close;
+    o.arg = &w;
+    o.tls = sc;
+    o.input_cap = 64;
+    o.max_requests = 1;
+    ck_assert_int_eq(net_server_new(&w.v.s, &e.loop, &o), 0);
+    /* the struct echo callbacks count into w.v: it is w's first member */
+    cli_start(&e, &k, net_server_port(w.v.s), cc, "n1");
+    RUN_UNTIL(&e, k.hs != 0 && w.v.accepted == 1);
+    char lines[5 * 50 + 40]; /* and part of a sixth, held */
+    memset(lines, 'a', sizeof(lines));
+    for (int i = 0; i < 5; i++)
+        lines[i * 50 + 49] = '\n';
+    cli_send(&k, lines, sizeof(lines));
+    RUN_UNTIL(&e, k.got_len == 15);
+    ck_assert_mem_eq(k.got, "ok\nok\nok\nok\nok\n", 15);
+    cli_stop(&e, &k);
+    RUN_UNTIL(&e, w.v.closed == 1);
+    uv_close((uv_handle_t *)&w.timer, NULL);
+    env_stop(&e, &w.v);
+    net_tls_free(sc);
+    net_tls_free(cc);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("net_tls");
@@ -712,6 +790,7 @@ int main(void)
     tcase_add_test(tc, server_refuses_plaintext);
     tcase_add_test(tc, server_input_cap_holds_over_tls);
     tcase_add_test(tc, server_context_replaced_live_untouched);
+    tcase_add_test(tc, server_one_request_at_a_time);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
