@@ -86,7 +86,6 @@ static const struct key keys[] = {
     {"tls_cert_file", K_STR, OFF(tls_cert_file), SZ(tls_cert_file), 0, 0, 1,
      NULL},
     {"tls_key_file", K_STR, OFF(tls_key_file), SZ(tls_key_file), 0, 0, 1, NULL},
-    {"tls_ca_file", K_STR, OFF(tls_ca_file), SZ(tls_ca_file), 0, 0, 1, NULL},
     {"client_tls", K_ENUM, OFF(client_tls), 0, 0, 0, 0, client_tls_names},
     {"metrics_port", K_PORT, OFF(metrics_port), 0, 0, 65535, 0, NULL},
     {"data_dir", K_STR, OFF(data_dir), SZ(data_dir), 0, 0, 0, NULL},
@@ -878,11 +877,9 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
         return fail(err, errlen,
                     "tls_cert_file and tls_key_file: set both (the node's "
                     "certificate and its private key) or neither");
-    if (c->tls_cert_file[0] == '\0' &&
-        (c->client_tls != NODE_CLIENT_TLS_OFF || c->tls_ca_file[0]))
-        return fail(err, errlen, "%s: TLS needs tls_cert_file and tls_key_file",
-                    c->client_tls != NODE_CLIENT_TLS_OFF ? "client_tls"
-                                                         : "tls_ca_file");
+    if (c->tls_cert_file[0] == '\0' && c->client_tls != NODE_CLIENT_TLS_OFF)
+        return fail(err, errlen,
+                    "client_tls: TLS needs tls_cert_file and tls_key_file");
     if (c->tls_cert_file[0]) {
         char why[512];
         net_tls *t = NULL;
@@ -890,7 +887,6 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
         o.server = true;
         o.cert_file = c->tls_cert_file;
         o.key_file = c->tls_key_file;
-        o.ca_file = c->tls_ca_file[0] ? c->tls_ca_file : NULL;
         int trc = net_tls_new(&t, &o, why, sizeof(why));
         net_tls_free(t);
         if (trc < 0)
@@ -1045,9 +1041,8 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         c->metrics_port);
     OUT("tls_port: %d\ntls_cert_file: %s\n", c->tls_port,
         dump_quote(q, sizeof(q), c->tls_cert_file));
-    OUT("tls_key_file: %s\ntls_ca_file: %s\nclient_tls: %s\n",
+    OUT("tls_key_file: %s\nclient_tls: %s\n",
         dump_quote(q, sizeof(q), c->tls_key_file),
-        dump_quote(q2, sizeof(q2), c->tls_ca_file),
         client_tls_names[c->client_tls]);
     OUT("data_dir: %s\nnum_tokens: %d\ntoken_allocation: %s\n"
         "weight: %.17g\n",

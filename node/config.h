@@ -135,8 +135,7 @@ struct node_config {
     char log_file[NODE_CONFIG_STR];      /* "" = stderr */
     char tls_cert_file[NODE_CONFIG_STR]; /* "" = no TLS */
     char tls_key_file[NODE_CONFIG_STR];
-    char tls_ca_file[NODE_CONFIG_STR]; /* "" = none */
-    enum node_client_tls client_tls;   /* client_port in TLS */
+    enum node_client_tls client_tls; /* client_port in TLS */
 };
 
 /* The defaults, as documented in docs/config.md. */

@@ -23,14 +23,13 @@ int node__tls_load(node *n, char *err, size_t errlen)
     o.server = true;
     o.cert_file = c->tls_cert_file;
     o.key_file = c->tls_key_file;
-    o.ca_file = c->tls_ca_file[0] ? c->tls_ca_file : NULL;
     int rc = net_tls_new(&n->tls.server, &o, why, sizeof(why));
     if (rc < 0) {
         snprintf(err, errlen, "tls_cert_file: %s", why);
         return rc;
     }
-    LOG(INFO, "tls.loaded", "cert=%s key=%s ca=%s", c->tls_cert_file,
-        c->tls_key_file, c->tls_ca_file[0] ? c->tls_ca_file : "-");
+    LOG(INFO, "tls.loaded", "cert=%s key=%s", c->tls_cert_file,
+        c->tls_key_file);
     return 0;
 }
 

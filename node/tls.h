@@ -1,7 +1,7 @@
 /*
  * tls.h - the node's TLS certificates (tls.c): the context its client
- * ports speak TLS with, loaded at start from tls_cert_file, tls_key_file
- * and tls_ca_file (docs/config.md), and what refused handshakes count.
+ * ports speak TLS with, loaded at start from tls_cert_file and
+ * tls_key_file (docs/config.md), and what refused handshakes count.
  *
  * Not a public header: only node/'s files include it. Loop thread only.
  */

@@ -3,8 +3,8 @@
 time (tests/tls/make-certs.sh: a CA, one certificate per node, a wrong CA,
 an expired and a not-yet-valid certificate).
 
-Three nodes (127.0.6.11-13, RF 3) with tls_cert_file / tls_key_file /
-tls_ca_file, client_tls: required (the native port 7380 in TLS), tls_port
+Three nodes (127.0.6.11-13, RF 3) with tls_cert_file / tls_key_file,
+client_tls: required (the native port 7380 in TLS), tls_port
 6380 (RESP in TLS) and resp_port 6379 (RESP in plaintext). Checked:
  - redis-cli --tls --cacert ca.crt against tls_port: SET on one node, GET
    on another; plaintext RESP on resp_port still served;
@@ -47,8 +47,7 @@ def redis_cli(ip, port, *args, tls=None, timeout=20):
 
 def tls_opts(pki, name):
     return {"tls_cert_file": os.path.join(pki, name + ".crt"),
-            "tls_key_file": os.path.join(pki, name + ".key"),
-            "tls_ca_file": os.path.join(pki, "ca.crt")}
+            "tls_key_file": os.path.join(pki, name + ".key")}
 
 
 def refused(n):
