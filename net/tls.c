@@ -405,7 +405,15 @@ void net__tls_why(const struct net__tls *s, char *out, size_t cap)
         snprintf(out, cap, "certificate: %s", X509_verify_cert_error_string(v));
         return;
     }
-    snprintf(out, cap, "%s",
-             ssl_reason(reason, sizeof(reason))[0] ? reason
-                                                   : "handshake failed");
+    unsigned long e = ERR_peek_last_error();
+    int r = ERR_GET_REASON(e);
+    ssl_reason(reason, sizeof(reason));
+    /* what a plaintext client's first bytes read as */
+    if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
+        (r == SSL_R_WRONG_VERSION_NUMBER || r == SSL_R_HTTP_REQUEST ||
+         r == SSL_R_HTTPS_PROXY_REQUEST)) {
+        snprintf(out, cap, "not TLS (a plaintext client?): %s", reason);
+        return;
+    }
+    snprintf(out, cap, "%s", reason[0] ? reason : "handshake failed");
 }

@@ -263,6 +263,9 @@ START_TEST(plaintext_to_server_refused)
         ck_assert_int_eq(net__tls_feed(sv, (const uint8_t *)texts[k], lens[k]),
                          0);
         ck_assert_int_eq(net__tls_handshake(sv), RK_EAUTH);
+        char why[200];
+        net__tls_why(sv, why, sizeof(why));
+        ck_assert_msg(strstr(why, "not TLS") != NULL, "%s", why);
         net__tls_free(sv);
     }
     net_tls_free(sc);
