@@ -120,8 +120,12 @@ size_t net__tls_out_take(struct net__tls *s, uint8_t *p, size_t cap);
 void net__tls_why(const struct net__tls *s, char *out, size_t cap);
 
 /* Ciphertext a TLS connection holds before it stops reading its socket
- * (the session's input BIO); plaintext is bounded by the input cap. */
-#define NET__TLS_IN_MAX (64u * 1024u)
+ * (the session's input BIO; OpenSSL takes what a record needs from it into
+ * its own record buffer, so one record's worth is enough to go on);
+ * plaintext is bounded by the input cap. Neither is charged to the input
+ * budget: a TLS connection may hold this and a record buffer (some 17 KiB,
+ * given back while idle) more than a plaintext one. */
+#define NET__TLS_IN_MAX (16u * 1024u)
 
 /* ---- connections -------------------------------------------------------- */
 
