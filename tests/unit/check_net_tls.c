@@ -720,7 +720,7 @@ static void slow_due(uv_timer_t *t)
 static int slow_input(void *arg, net_conn *c, struct net_input *in)
 {
     struct slow *w = arg;
-    if (w->busy)
+    if (w->busy || in->len == 0)
         return 0;
     uint8_t *nl = memchr(in->p, '\n', in->len);
     if (nl == NULL)
