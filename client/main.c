@@ -55,6 +55,9 @@ struct cli {
     double timeout_s;
     uint32_t ttl;
     uint32_t metrics_port; /* health: the node's metrics port */
+    bool tls;              /* --tls (also implied by --cacert, --tls-name) */
+    const char *cacert;    /* --cacert: the CA that signed the nodes */
+    const char *tls_name;  /* --tls-name: the name their certificate has */
     const char *cmd;
     const char **pos; /* positional arguments after the command */
     int npos;
@@ -1003,6 +1006,12 @@ static const char global_help[] =
     "      --all                clearsnapshot: every snapshot of the node\n"
     "      --metrics-port PORT  health: the node's metrics port (default\n"
     "                           9180)\n"
+    "      --tls                TLS to the client port (client_tls:\n"
+    "                           required), the node's certificate verified\n"
+    "      --cacert FILE        the CA (PEM) that signed the nodes'\n"
+    "                           certificates (default: the system's); --tls\n"
+    "      --tls-name NAME      the name their certificates must carry\n"
+    "                           (default: the host given; \"\": any); --tls\n"
     "      --help               this help, or a command's\n"
     "  --                       end of options (keys that start with '-')\n"
     "Exit codes: 0 ok, 1 not found, 2 usage, 3 cannot connect, 4 auth,\n"
@@ -1122,6 +1131,10 @@ int main(int argc, char **argv)
             a.all = true;
             continue;
         }
+        if (strcmp(s, "--tls") == 0) {
+            a.tls = true;
+            continue;
+        }
         if (strcmp(s, "--help") == 0 || strcmp(s, "-?") == 0) {
             help = 1;
             continue;
@@ -1139,7 +1152,9 @@ int main(int argc, char **argv)
                                               "-u",
                                               "--user",
                                               "--password-file",
-                                              "--metrics-port"};
+                                              "--metrics-port",
+                                              "--cacert",
+                                              "--tls-name"};
         const char *eq = strchr(s, '=');
         size_t nlen = eq && s[1] == '-' ? (size_t)(eq - s) : strlen(s);
         const char *name = NULL;
@@ -1183,6 +1198,10 @@ int main(int argc, char **argv)
                 free(pos);
                 return usage_error("bad --timeout %s (seconds, > 0)", val);
             }
+        } else if (!strcmp(name, "--cacert")) {
+            a.cacert = val;
+        } else if (!strcmp(name, "--tls-name")) {
+            a.tls_name = val;
         } else if (!strcmp(name, "--metrics-port")) {
             if (parse_u32(&a.metrics_port, val, 65535) != 0 ||
                 a.metrics_port == 0) {
@@ -1263,6 +1282,9 @@ int main(int argc, char **argv)
     o.consistency = a.cl;
     o.timeout_ms = (int)ceil(a.timeout_s * 1000);
     o.connect_timeout_ms = o.timeout_ms < 2000 ? o.timeout_ms : 2000;
+    o.tls = a.tls || a.cacert || a.tls_name;
+    o.tls_ca_file = a.cacert;
+    o.tls_verify_name = a.tls_name;
     const char *why = NULL;
     int rc = ringkv_new(&c, &o, &why);
     if (rc != 0) {

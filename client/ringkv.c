@@ -6,6 +6,12 @@
  * deadline on CLOCK_MONOTONIC, so the blocking API never hangs. Writes and
  * reads interleave in flush: a client pipelining thousands of requests must
  * drain responses while it writes, or both sides' buffers fill and stop.
+ *
+ * TLS (opts.tls) runs on the same socket: OpenSSL's SSL object reads and
+ * writes the non-blocking fd itself, and "would block" from it (in either
+ * direction: a read may need to write) is one more reason to poll. Bytes
+ * it has decrypted and holds (SSL_pending) are read before polling, since
+ * the socket shows nothing for them.
  */
 #include "client/ringkv.h"
 
@@ -15,6 +21,9 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,6 +52,9 @@ struct ringkv {
     bool used_any;
     uint64_t rng; /* opts.spread: the state of the host picks */
     int fd;
+    SSL_CTX *tls_ctx; /* opts.tls */
+    SSL *ssl;         /* on fd, while connected with TLS */
+    char *tls_ca_file, *tls_verify_name;
     uint64_t next_id;
     size_t pending;
     struct wire_cbuf out; /* queued bytes, sent from out_off */
@@ -162,6 +174,30 @@ static int ringkv__host_parse(struct ringkv__host *h, const char *s, size_t n)
     return h->name ? 0 : -ENOMEM;
 }
 
+/* The TLS context of a handle: verify the server against the CA file. */
+static int ringkv__tls_ctx(ringkv *c, const char **why)
+{
+    c->tls_ctx = SSL_CTX_new(TLS_client_method());
+    if (c->tls_ctx == NULL) {
+        *why = "out of memory";
+        return -ENOMEM;
+    }
+    SSL_CTX_set_min_proto_version(c->tls_ctx, TLS1_2_VERSION);
+    SSL_CTX_set_mode(c->tls_ctx, SSL_MODE_ENABLE_PARTIAL_WRITE |
+                                     SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_verify(c->tls_ctx, SSL_VERIFY_PEER, NULL);
+    int ok =
+        c->tls_ca_file
+            ? SSL_CTX_load_verify_locations(c->tls_ctx, c->tls_ca_file, NULL)
+            : SSL_CTX_set_default_verify_paths(c->tls_ctx);
+    ERR_clear_error();
+    if (ok != 1) {
+        *why = "cannot load the TLS CA file (PEM certificates)";
+        return RK_ECONFIG;
+    }
+    return 0;
+}
+
 int ringkv_new(ringkv **out,
                const struct ringkv_opts *opts,
                const char **out_err)
@@ -206,6 +242,18 @@ int ringkv_new(ringkv **out,
         why = "out of memory";
         goto free_c;
     }
+    c->tls_ca_file = ringkv__strdup(opts->tls_ca_file);
+    c->tls_verify_name = ringkv__strdup(opts->tls_verify_name);
+    if ((opts->tls_ca_file && !c->tls_ca_file) ||
+        (opts->tls_verify_name && !c->tls_verify_name)) {
+        rc = -ENOMEM;
+        why = "out of memory";
+        goto free_c;
+    }
+    c->opts.tls_ca_file = c->tls_ca_file;
+    c->opts.tls_verify_name = c->tls_verify_name;
+    if (opts->tls && (rc = ringkv__tls_ctx(c, &why)) != 0)
+        goto free_c;
     c->opts.hosts = NULL;
     c->opts.password = c->password;
     c->opts.user = c->user;
@@ -255,6 +303,12 @@ fail:
 
 static void ringkv__drop(ringkv *c)
 {
+    if (c->ssl) {
+        (void)SSL_shutdown(c->ssl); /* close_notify, if the socket takes it */
+        SSL_free(c->ssl);
+        ERR_clear_error();
+        c->ssl = NULL;
+    }
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
@@ -280,6 +334,9 @@ void ringkv_free(ringkv *c)
     free(c->password);
     free(c->user);
     free(c->client_name);
+    free(c->tls_ca_file);
+    free(c->tls_verify_name);
+    SSL_CTX_free(c->tls_ctx);
     wire_cbuf_release(&c->out);
     free(c->in);
     free(c);
@@ -295,6 +352,33 @@ static int ringkv__broken(ringkv *c, int rc, const char *what)
                                     : rk_strerror(rc));
     ringkv__drop(c);
     return rc;
+}
+
+/* A TLS read or write that did not complete: 0 when it would block (poll
+ * and retry), else a broken-connection code. */
+static int ringkv__tls_fail(ringkv *c, int r, const char *what)
+{
+    int e = SSL_get_error(c->ssl, r);
+    int err = errno;
+    ERR_clear_error();
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+        return 0;
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && err == 0))
+        return ringkv__broken(c, RK_ECLOSED, what);
+    if (e == SSL_ERROR_SYSCALL)
+        return ringkv__broken(c, -err, what);
+    return ringkv__broken(c, RK_EPROTO, what);
+}
+
+static int ringkv__tls_read(ringkv *c)
+{
+    size_t n = 0;
+    int r = SSL_read_ex(c->ssl, c->in + c->in_len, c->in_cap - c->in_len, &n);
+    if (r == 1) {
+        c->in_len += n;
+        return 0;
+    }
+    return ringkv__tls_fail(c, r, "reading from");
 }
 
 /* Read what is available into c->in. 0, or a broken-connection code. */
@@ -323,6 +407,8 @@ static int ringkv__read_some(ringkv *c)
             c->in_cap = cap;
         }
     }
+    if (c->ssl)
+        return ringkv__tls_read(c);
     ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
     if (n > 0) {
         c->in_len += (size_t)n;
@@ -339,8 +425,21 @@ static int ringkv__read_some(ringkv *c)
 static int ringkv__flush_until(ringkv *c, int64_t deadline)
 {
     while (c->fd >= 0 && c->out_off < c->out.len) {
-        ssize_t n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off,
-                         MSG_NOSIGNAL);
+        ssize_t n;
+        if (c->ssl) {
+            size_t w = 0;
+            int r = SSL_write_ex(c->ssl, c->out.p + c->out_off,
+                                 c->out.len - c->out_off, &w);
+            if (r != 1) {
+                int rc = ringkv__tls_fail(c, r, "writing to");
+                if (rc != 0)
+                    return rc;
+            }
+            n = r == 1 ? (ssize_t)w : 0; /* 0: poll, then again */
+        } else {
+            n = send(c->fd, c->out.p + c->out_off, c->out.len - c->out_off,
+                     MSG_NOSIGNAL);
+        }
         if (n > 0) {
             c->out_off += (size_t)n;
             c->written += (uint64_t)n;
@@ -412,6 +511,11 @@ ringkv__recv_until(ringkv *c, struct wire_cresp *out, int64_t deadline)
             c->pending--;
             return 0;
         }
+        if (c->ssl && SSL_pending(c->ssl) > 0) { /* decrypted, held */
+            if ((rc = ringkv__read_some(c)) != 0)
+                return rc;
+            continue;
+        }
         struct pollfd pfd = {c->fd, POLLIN, 0};
         int pr = poll(&pfd, 1, ringkv__left(deadline));
         if (pr < 0 && errno != EINTR)
@@ -468,6 +572,67 @@ static int ringkv__connect_addr(ringkv *c, const struct addrinfo *ai)
         }
     }
     return fd;
+}
+
+/* TLS on the connected fd to host: the handshake, within the connect
+ * timeout. 0, or an error with c->err set (RK_EAUTH: the certificate was
+ * refused). */
+static int ringkv__tls_connect(ringkv *c, int fd, const char *host)
+{
+    const char *name = c->tls_verify_name ? c->tls_verify_name : host;
+    int64_t deadline = ringkv__now_ms() + c->opts.connect_timeout_ms;
+    ERR_clear_error();
+    c->ssl = SSL_new(c->tls_ctx);
+    if (c->ssl == NULL || SSL_set_fd(c->ssl, fd) != 1) {
+        ringkv__seterr(c, "TLS with %s: out of memory", c->peer);
+        return -ENOMEM;
+    }
+    if (name[0]) {
+        X509_VERIFY_PARAM *vp = SSL_get0_param(c->ssl);
+        if (X509_VERIFY_PARAM_set1_ip_asc(vp, name) != 1) {
+            ERR_clear_error();
+            if (SSL_set1_host(c->ssl, name) != 1 ||
+                SSL_set_tlsext_host_name(c->ssl, name) != 1) {
+                ringkv__seterr(c, "TLS with %s: bad name %s", c->peer, name);
+                return RK_ECONFIG;
+            }
+        }
+    }
+    while (1) {
+        int r = SSL_connect(c->ssl);
+        if (r == 1)
+            return 0;
+        int e = SSL_get_error(c->ssl, r);
+        if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+            long v = SSL_get_verify_result(c->ssl);
+            char reason[160] = "";
+            unsigned long le = ERR_peek_last_error();
+            if (le)
+                ERR_error_string_n(le, reason, sizeof(reason));
+            ERR_clear_error();
+            if (v != X509_V_OK) {
+                ringkv__seterr(c, "TLS with %s: certificate refused: %s",
+                               c->peer, X509_verify_cert_error_string(v));
+                return RK_EAUTH;
+            }
+            ringkv__seterr(c, "TLS with %s failed: %s", c->peer,
+                           reason[0] ? reason
+                                     : "connection closed in the handshake "
+                                       "(not a TLS port?)");
+            return RK_EPROTO;
+        }
+        struct pollfd pfd = {fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
+                             0};
+        int pr = poll(&pfd, 1, ringkv__left(deadline));
+        if (pr < 0 && errno != EINTR) {
+            ringkv__seterr(c, "TLS with %s: %s", c->peer, strerror(errno));
+            return -errno;
+        }
+        if (pr == 0) {
+            ringkv__seterr(c, "TLS with %s: no handshake in time", c->peer);
+            return RK_ETIMEOUT;
+        }
+    }
 }
 
 static int ringkv__hello(ringkv *c)
@@ -570,6 +735,19 @@ int ringkv_connect(ringkv *c)
         c->pending = 0;
         c->out.len = c->out_off = 0;
         c->in_len = c->in_off = 0;
+        if (c->tls_ctx) {
+            int rc = ringkv__tls_connect(c, fd, h->name);
+            if (rc != 0) {
+                ringkv__drop(c);
+                last = rc;
+                elen += (size_t)snprintf(
+                    errs + elen, elen < sizeof(errs) ? sizeof(errs) - elen : 0,
+                    "%s%s", elen ? "; " : "", c->err);
+                if (elen >= sizeof(errs))
+                    elen = sizeof(errs) - 1;
+                continue;
+            }
+        }
         if (c->password || c->opts.hello) {
             int rc = ringkv__hello(c);
             if (rc != 0) {
@@ -700,6 +878,12 @@ static void ringkv__drop_if_dead(ringkv *c)
     struct pollfd pfd = {c->fd, POLLIN, 0};
     if (poll(&pfd, 1, 0) <= 0)
         return;
+    if (c->ssl) { /* records to read: a close_notify, or data (not ours) */
+        size_t before = c->in_len;
+        if (ringkv__read_some(c) == 0 && c->in_len > before)
+            ringkv__drop(c);
+        return;
+    }
     char b;
     ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))

@@ -17,6 +17,12 @@
  *    writes them, ringkv_recv returns responses as they come, in any order;
  *    match them by id. Do not mix the two while requests are outstanding.
  *
+ * TLS (opts.tls; a node's client_tls: required): every connection is TLS
+ * over the same non-blocking socket (OpenSSL), the node's certificate
+ * verified against tls_ca_file (or the system's CAs) and its name against
+ * the host dialed (or tls_verify_name). A certificate refused is RK_EAUTH,
+ * ringkv_errmsg() saying why; the next host is tried.
+ *
  * Errors: 0, -errno (system: -ECONNREFUSED, ...), or an RK_E* code from
  * common/rk.h (the server's typed errors, RK_ENOTSUP for NOT_IMPLEMENTED,
  * RK_ETIMEOUT for a local timeout, RK_ECLOSED for a lost connection,
@@ -59,6 +65,14 @@ struct ringkv_opts {
     int retries;
     /* Which host to connect to (enum ringkv_spread). */
     int spread;
+    /* Speak TLS (nonzero). */
+    int tls;
+    /* PEM CA bundle that verifies the nodes' certificates; NULL: the
+     * system's. */
+    const char *tls_ca_file;
+    /* The name (or address) the node's certificate must carry; NULL: the
+     * host as given in hosts; "": any (the CA's signature only). */
+    const char *tls_verify_name;
 };
 
 /* ringkv_opts.spread. */
@@ -82,12 +96,14 @@ enum ringkv_spread {
         .hosts = "127.0.0.1", .password = NULL, .user = NULL,               \
         .client_name = "libringkv", .hello = 0, .connect_timeout_ms = 2000, \
         .timeout_ms = 5000, .consistency = WIRE_CCL_DEFAULT, .retries = 1,  \
-        .spread = RINGKV_SPREAD_NONE                                        \
+        .spread = RINGKV_SPREAD_NONE, .tls = 0, .tls_ca_file = NULL,        \
+        .tls_verify_name = NULL                                             \
     }
 
 /* Make a handle. Parses and copies the options; does not connect (the first
  * call does, or ringkv_connect). Returns 0, RK_ECONFIG for a bad host list
- * (message in *out_err if not NULL: a static string), -ENOMEM.
+ * or a TLS CA file that cannot be loaded (message in *out_err if not NULL:
+ * a static string), -ENOMEM.
  * @note *out belongs to the caller: ringkv_free. */
 int ringkv_new(ringkv **out,
                const struct ringkv_opts *opts,

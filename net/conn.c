@@ -24,6 +24,18 @@
  * order, and is woken when other buffers shrink. The deadline timer, idle
  * while a raw connection is established, is its frame timeout.
  *
+ * TLS (raw-stream servers given a context, tls.h): the socket's bytes go
+ * to the connection's session (tls.c) through one read buffer its owner
+ * shares, never more than NET__TLS_IN_MAX held there (the socket is not
+ * read past it); the handshake runs as they arrive, its output written at
+ * once; then conn_input decrypts into the input buffer as far as its room
+ * (input cap, budget) allows before each call of the handler, so the
+ * handler and every bound on input see plaintext as without TLS. Bytes
+ * the session holds when the buffer had no room are decrypted when the
+ * connection may read again (update_reading schedules it for the
+ * flusher), as a socket would deliver them. Output is encrypted as it is
+ * flushed: the turn's plaintext chunks become one write of ciphertext.
+ *
  * Lifetime: a connection is freed when its tcp and timer handles have
  * closed, no getaddrinfo is in flight, and no one holds a reference.
  */
@@ -46,6 +58,7 @@ struct net_budget {
 };
 
 static void update_reading(net_conn *c);
+static void conn_input(net_conn *c);
 
 int net_budget_new(net_budget **out, size_t max)
 {
@@ -371,8 +384,46 @@ free_chunks:
     return rc;
 }
 
+/* Sends the ciphertext c's session has made (handshake messages, alerts,
+ * records), in one write after everything before it. */
+static int tls_out(net_conn *c)
+{
+    size_t n = net__tls_out_pending(c->tls);
+    if (n == 0)
+        return 0;
+    struct net__chunk ch = {malloc(n), 0, n};
+    if (ch.p == NULL)
+        return -ENOMEM;
+    ch.len = net__tls_out_take(c->tls, ch.p, n);
+    if (ch.len == 0) {
+        free(ch.p);
+        return 0;
+    }
+    return write_chunks(c, &ch, 1, 0);
+}
+
+/* A TLS connection's flush: the plaintext waiting is encrypted and goes
+ * as one write. */
+static int tls_flush(net_conn *c)
+{
+    int rc = 0;
+    size_t n = c->nchunks;
+    c->nchunks = 0;
+    c->waiting = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rc == 0)
+            rc = net__tls_write(c->tls, c->chunks[i].p, c->chunks[i].len);
+        chunk_recycle(c, &c->chunks[i]);
+    }
+    if (rc == 0)
+        rc = tls_out(c);
+    return rc;
+}
+
 static int conn_flush(net_conn *c)
 {
+    if (c->tls != NULL && c->state != NET__HANDSHAKE)
+        return c->nchunks ? tls_flush(c) : 0;
     if (c->nchunks == 0)
         return 0;
     size_t n = c->nchunks;
@@ -415,6 +466,12 @@ static void base_flush(struct net__base *b)
     net_conn *c;
     while ((c = b->dirty) != NULL) {
         dirty_unlink(c);
+        if (c->tls_again) {
+            c->tls_again = false;
+            conn_input(c);
+            if (c->dirty)
+                continue; /* linked again: it comes back */
+        }
         if (c->state == NET__CLOSING || c->hold || c->state == NET__RESOLVING ||
             c->state == NET__CONNECTING)
             continue;
@@ -558,7 +615,8 @@ static bool raw_wants_input(const net_conn *c)
 {
     const struct net__base *b = c->base;
     return !c->eof && !c->finishing && !c->budget_wait &&
-           (b->max_requests == 0 || c->requests < b->max_requests);
+           (b->max_requests == 0 || c->requests < b->max_requests) &&
+           (c->tls == NULL || net__tls_in_pending(c->tls) < NET__TLS_IN_MAX);
 }
 
 static void update_reading(net_conn *c)
@@ -577,6 +635,13 @@ static void update_reading(net_conn *c)
     }
     if (c->base->on_input)
         frame_timer_sync(c, false);
+    /* what the session holds is read as a socket's bytes would be */
+    if (want && c->tls && c->state == NET__READY && !c->in_parse &&
+        !c->tls_again && net__tls_has_input(c->tls)) {
+        c->tls_again = true;
+        dirty_link(c);
+        base_kick(c->base);
+    }
 }
 
 static void become_ready(net_conn *c)
@@ -717,6 +782,71 @@ static void raw_shrink(net_conn *c)
     budget_set(c, c->rbuf.cap);
 }
 
+static void alloc_raw(net_conn *c, uv_buf_t *buf);
+static void raw_no_room(net_conn *c);
+static bool raw_wants_input(const net_conn *c);
+
+/* Decrypts what c's session holds into the input buffer, as far as its
+ * room allows; *stuck: bytes wait that found no room (the handler makes
+ * room, or conn_input decides as a read with no room would). Returns 0, or
+ * nonzero when c closed. */
+static int tls_decrypt(net_conn *c, bool *stuck)
+{
+    *stuck = false;
+    while (net__tls_has_input(c->tls)) {
+        uv_buf_t buf;
+        size_t n = 0;
+        alloc_raw(c, &buf);
+        if (buf.len == 0) {
+            *stuck = true;
+            break;
+        }
+        int rc = net__tls_read(c->tls, (uint8_t *)buf.base, buf.len, &n);
+        if (rc == 1) { /* close_notify: as a half-close */
+            c->eof = true;
+            return 0;
+        }
+        if (rc) {
+            net__conn_close(c, rc);
+            return 1;
+        }
+        if (n == 0)
+            break; /* the rest of a record is still on its way */
+        net__rbuf_commit(&c->rbuf, n);
+    }
+    /* reading may have answered the peer (a TLS 1.3 key update) */
+    int rc = tls_out(c);
+    if (rc) {
+        net__conn_close(c, rc);
+        return 1;
+    }
+    return 0;
+}
+
+/* Ciphertext arrived during c's TLS handshake: advance it, send what it
+ * made (also an alert that refuses the peer), and announce c once done. */
+static void tls_handshake(net_conn *c)
+{
+    struct net__base *b = c->base;
+    int rc = net__tls_handshake(c->tls);
+    int wrc = tls_out(c);
+    if (rc < 0) {
+        char why[200];
+        net__tls_why(c->tls, why, sizeof(why));
+        b->stats.handshake_failed++;
+        if (b->on_tls_fail)
+            b->on_tls_fail(b, c, why);
+        net__conn_close(c, rc);
+        return;
+    }
+    if (wrc) {
+        net__conn_close(c, wrc);
+        return;
+    }
+    if (rc == 1)
+        become_ready(c);
+}
+
 /* Hands what c holds to the handler until it takes no more. A finishing
  * connection (EOF seen, or net_conn_finish) is closed by the flusher once
  * no request is in flight. */
@@ -733,6 +863,9 @@ static void conn_input(net_conn *c)
         if (c->state != NET__READY || c->no_input || c->user_paused ||
             c->bp_paused)
             break;
+        bool stuck = false;
+        if (c->tls && tls_decrypt(c, &stuck) != 0)
+            break; /* closed */
         size_t held = c->rbuf.len - c->rbuf.off;
         struct net_input in = {held ? c->rbuf.p + c->rbuf.off : NULL,
                                held,
@@ -755,6 +888,22 @@ static void conn_input(net_conn *c)
          * after a whole one is the next one's, timed from now */
         if (in.consumed > 0 && b->frame_deadline)
             uv_timer_stop(&c->timer);
+        /* room was made: the session may hold more */
+        if (c->tls && in.consumed > 0 && net__tls_has_input(c->tls))
+            c->parse_again = true;
+        /* nothing taken from a full buffer, bytes waiting: as a read that
+         * finds no room, unless the room grows for the need just told */
+        if (c->tls && in.consumed == 0 && stuck && raw_wants_input(c)) {
+            size_t had = c->rbuf.len;
+            if (tls_decrypt(c, &stuck) != 0)
+                break;
+            if (c->rbuf.len > had) {
+                c->parse_again = true;
+            } else if (stuck) {
+                raw_no_room(c);
+                break;
+            }
+        }
     } while (c->parse_again);
     c->in_parse = false;
     if (c->state != NET__READY)
@@ -807,6 +956,16 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     uint8_t *p = NULL;
     size_t len = 0;
     (void)suggested;
+    if (c->tls) {
+        struct net__base *b = c->base;
+        size_t held = net__tls_in_pending(c->tls);
+        if (b->tls_rd == NULL)
+            b->tls_rd = malloc(NET__TLS_IN_MAX);
+        len = held < NET__TLS_IN_MAX ? NET__TLS_IN_MAX - held : 0;
+        *buf = uv_buf_init(b->tls_rd && len ? (char *)b->tls_rd : NULL,
+                           b->tls_rd ? (unsigned)len : 0);
+        return;
+    }
     if (c->base->on_input) {
         alloc_raw(c, buf);
         return;
@@ -820,11 +979,52 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)p, (unsigned)len);
 }
 
+/* read_cb of a TLS connection: the bytes go to its session. */
+static void tls_read(net_conn *c, ssize_t nread, const uv_buf_t *buf)
+{
+    struct net__base *b = c->base;
+    if (nread == 0)
+        return;
+    if (nread < 0 && c->state == NET__HANDSHAKE) {
+        /* closed in the handshake: nothing to answer */
+        b->stats.handshake_failed++;
+        if (b->on_tls_fail && nread == UV_EOF)
+            b->on_tls_fail(b, c, "closed during the handshake");
+        net__conn_close(c, nread == UV_EOF ? RK_EAUTH : (int)nread);
+        return;
+    }
+    if (nread == UV_EOF) { /* as raw: answer what was sent, then close */
+        c->reading = false;
+        c->eof = true;
+        conn_input(c);
+        return;
+    }
+    if (nread < 0) {
+        net__conn_close(c, nread == UV_ENOBUFS ? -ENOMEM : (int)nread);
+        return;
+    }
+    b->stats.bytes_in += (uint64_t)nread;
+    int rc = net__tls_feed(c->tls, (const uint8_t *)buf->base, (size_t)nread);
+    if (rc) {
+        net__conn_close(c, rc);
+        return;
+    }
+    if (c->state == NET__HANDSHAKE)
+        tls_handshake(c);
+    if (c->state != NET__READY)
+        return;
+    conn_input(c);
+    frame_timer_sync(c, true);
+}
+
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     net_conn *c = CONN_OF(s, tcp);
     bool raw = c->base->on_input != NULL;
-    (void)buf;
+    if (c->tls) {
+        tls_read(c, nread, buf);
+        return;
+    }
     if (raw && nread == UV_ENOBUFS) {
         raw_no_room(c);
         return;
@@ -893,6 +1093,9 @@ int net__conn_start(net_conn *c)
                 return rc > 0 ? RK_EINTERNAL : rc;
         }
         update_reading(c);
+    } else if (c->tls) {
+        c->state = NET__HANDSHAKE; /* the client speaks first */
+        update_reading(c);
     } else {
         become_ready(c);
     }
@@ -927,6 +1130,7 @@ void net__conn_maybe_free(net_conn *c)
     free(c->chunks);
     free(c->spare.p);
     net__rbuf_free(&c->rbuf);
+    net__tls_free(c->tls);
     free(c);
     base_maybe_release(b);
 }
@@ -972,6 +1176,15 @@ static void linger_cb(uv_timer_t *t)
     close_handles(CONN_OF(t, timer));
 }
 
+/* A TLS connection closing gracefully tells its peer (close_notify). */
+static int tls_close_notify(net_conn *c)
+{
+    if (c->tls == NULL)
+        return 0;
+    net__tls_shutdown(c->tls);
+    return tls_out(c);
+}
+
 void net__conn_close(net_conn *c, int err)
 {
     if (c->state == NET__CLOSING)
@@ -993,7 +1206,7 @@ void net__conn_close(net_conn *c, int err)
     if (c->gai_busy)
         uv_cancel((uv_req_t *)&c->gai);
     c->base->on_closing(c->base, c, err);
-    if (graceful && conn_flush(c) == 0 &&
+    if (graceful && conn_flush(c) == 0 && tls_close_notify(c) == 0 &&
         uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, shutdown_cb) == 0) {
         uv_timer_start(&c->timer, linger_cb, c->base->linger_ms, 0);
         return;

@@ -251,13 +251,19 @@ struct net_server_opts {
                                   first byte held, not from the last */
     size_t max_requests;       /* in flight: stop reading; 0: no bound */
     net_budget *budget;        /* NULL: none; must outlive the server */
+    struct net_tls *tls;       /* raw-stream: speak TLS with this context
+                                  (net/tls.h; the server takes a reference);
+                                  NULL: plaintext */
+    /* A TLS handshake failed (peer: "ip:port", why: one line, both live
+     * for the call); may be NULL. */
+    void (*on_tls_fail)(void *arg, const char *peer, const char *why);
 };
 
 #define NET_SERVER_OPTS_INIT                                                 \
     {                                                                        \
         "127.0.0.1", 0, NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 5000, \
             false, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, 0, 0,    \
-            false, 0, NULL                                                   \
+            false, 0, NULL, NULL, NULL                                       \
     }
 
 /* Binds and listens. Returns 0, -errno (e.g. -EADDRINUSE), -EINVAL (bad
@@ -269,6 +275,11 @@ int net_server_new(net_server **out,
 
 /* The bound port (useful with port 0). */
 int net_server_port(const net_server *s);
+
+/* Handshakes from now on use tls (a reference is taken; the server's
+ * previous one is dropped); live connections keep theirs. Returns 0, or
+ * -EINVAL for a server made without TLS or tls NULL. */
+int net_server_tls_set(net_server *s, struct net_tls *tls);
 
 /* Stops listening and closes every connection (their on_close run with
  * RK_ECLOSED). s is freed, and done(arg) called, once every handle is

@@ -73,6 +73,60 @@ int net__split_host_port(char *host,
                          uint16_t *port,
                          const char *host_port);
 
+/* ---- TLS sessions (tls.c) ------------------------------------------------ */
+
+struct net_tls;
+struct net__tls;
+
+/* One TLS session over two memory BIOs (tls.c's top): no socket, no
+ * blocking. ctx's role (server or client) decides the session's; a client
+ * checks the server's certificate against verify_name (a DNS name, or an
+ * address against its IP SANs; NULL or "": the CA's signature only).
+ * Returns 0 or -ENOMEM. */
+int net__tls_new(struct net__tls **out,
+                 struct net_tls *ctx,
+                 const char *verify_name);
+void net__tls_free(struct net__tls *s); /* NULL: no-op */
+
+/* Ciphertext from the peer (copied). Returns 0 or -ENOMEM. */
+int net__tls_feed(struct net__tls *s, const uint8_t *p, size_t len);
+/* Ciphertext fed and not yet taken in by the session. */
+size_t net__tls_in_pending(const struct net__tls *s);
+/* Fed bytes or decrypted plaintext wait to be read. */
+bool net__tls_has_input(const struct net__tls *s);
+
+/* Advances the handshake with what was fed: 1 done, 0 more bytes are
+ * needed (send net__tls_out_take's first), RK_EAUTH refused (a bad or
+ * untrusted certificate, not TLS at all: net__tls_why says which; an alert
+ * for the peer may wait in the output). */
+int net__tls_handshake(struct net__tls *s);
+bool net__tls_done(const struct net__tls *s);
+
+/* Plaintext into p[0..cap): 0 with *n bytes (0: more ciphertext needed),
+ * 1 the peer closed the session (close_notify), RK_EAUTH a damaged
+ * record. */
+int net__tls_read(struct net__tls *s, uint8_t *p, size_t cap, size_t *n);
+/* Encrypts p[0..len) into the output. Returns 0, RK_EAUTH (session
+ * failed) or -ENOMEM. */
+int net__tls_write(struct net__tls *s, const uint8_t *p, size_t len);
+/* Queues close_notify (after a finished handshake). */
+void net__tls_shutdown(struct net__tls *s);
+
+/* Ciphertext waiting for the socket, and taking up to cap of it. */
+size_t net__tls_out_pending(const struct net__tls *s);
+size_t net__tls_out_take(struct net__tls *s, uint8_t *p, size_t cap);
+
+/* Why the handshake failed, one line. */
+void net__tls_why(const struct net__tls *s, char *out, size_t cap);
+
+/* Ciphertext a TLS connection holds before it stops reading its socket
+ * (the session's input BIO; OpenSSL takes what a record needs from it into
+ * its own record buffer, so one record's worth is enough to go on);
+ * plaintext is bounded by the input cap. Neither is charged to the input
+ * budget: a TLS connection may hold this and a record buffer (some 17 KiB,
+ * given back while idle) more than a plaintext one. */
+#define NET__TLS_IN_MAX (16u * 1024u)
+
 /* ---- connections -------------------------------------------------------- */
 
 struct net__chunk {
@@ -137,6 +191,8 @@ struct net_conn {
     size_t input_cap;
     size_t charged;                 /* bytes charged to the budget */
     struct net_conn *bprev, *bnext; /* the budget's waiting list */
+    struct net__tls *tls;           /* NULL: plaintext */
+    bool tls_again; /* decrypt what the session holds at the flush */
     char name[NET_NAME_MAX];
     uint8_t hs_sent[NET_HANDSHAKE_MAX]; /* this side's last handshake frame */
     size_t hs_sent_len;
@@ -170,6 +226,10 @@ struct net__base {
     bool frame_deadline; /* the frame timeout counts from the first byte */
     size_t max_requests;
     struct net_budget *budget;
+    struct net_tls *tls; /* accept TLS with this context (raw servers) */
+    uint8_t *tls_rd;     /* ciphertext read buffer, NET__TLS_IN_MAX */
+    /* a TLS handshake failed on c (why: one line); may be NULL */
+    void (*on_tls_fail)(struct net__base *b, net_conn *c, const char *why);
     /* A whole frame arrived on an established conn. Nonzero closes it. */
     int (*on_frame)(struct net__base *b, net_conn *c, struct rk_slice frame);
     /* c finished its handshake (or needs none). */

@@ -2,7 +2,8 @@
  * server.c - a TCP listener whose connections deliver frames to the
  * daemon: raw frames (the native client port) or RPC requests (internode),
  * optionally behind the handshake hook -- or, in raw-stream mode, bytes
- * to a protocol handler (the client ports; net.h).
+ * to a protocol handler (the client ports; net.h), in TLS when given a
+ * context (tls.h).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "net/net_internal.h"
+#include "net/tls.h"
 
 struct net_server {
     struct net__base base; /* first: the base callbacks cast back */
@@ -24,6 +26,7 @@ struct net_server {
     net_frame_cb on_frame;
     net_conn_close_cb on_close;
     void *arg;
+    void (*on_tls_fail)(void *arg, const char *peer, const char *why);
     void (*done)(void *arg);
     void *done_arg;
 };
@@ -79,11 +82,20 @@ static void srv_closed(struct net__base *b, net_conn *c, int err)
         s->on_close(s->arg, c, err);
 }
 
+static void srv_tls_fail(struct net__base *b, net_conn *c, const char *why)
+{
+    net_server *s = (net_server *)b;
+    if (s->on_tls_fail)
+        s->on_tls_fail(s->arg, c->name, why);
+}
+
 static void srv_released(struct net__base *b)
 {
     net_server *s = (net_server *)b;
     void (*done)(void *) = s->done;
     void *arg = s->done_arg;
+    net_tls_free(b->tls);
+    free(b->tls_rd);
     free(s);
     if (done)
         done(arg);
@@ -103,9 +115,12 @@ static void srv_connection(uv_stream_t *listener, int status)
         s->base.stats.conns_accepted++;
         if (s->on_input && net_conn_peer_addr(c, c->name, sizeof(c->name)) != 0)
             snprintf(c->name, sizeof(c->name), "?");
-        if (s->base.has_hs)
+        if (s->base.tls)
+            rc = net__tls_new(&c->tls, s->base.tls, NULL);
+        if (s->base.has_hs || s->base.tls)
             net__conn_deadline(c, s->hs_timeout_ms);
-        rc = net__conn_start(c);
+        if (rc == 0)
+            rc = net__conn_start(c);
     }
     if (rc)
         net__conn_close(c, rc);
@@ -127,7 +142,8 @@ int net_server_new(net_server **out,
     if ((opts->on_frame == NULL && opts->on_input == NULL) ||
         opts->host == NULL || opts->max_frame == 0 ||
         opts->max_frame > UINT32_MAX || opts->max_queued == 0 ||
-        (opts->on_input != NULL && (opts->hs != NULL || opts->rpc)))
+        (opts->on_input != NULL && (opts->hs != NULL || opts->rpc)) ||
+        (opts->tls != NULL && opts->on_input == NULL))
         return -EINVAL;
     if (strchr(opts->host, ':'))
         rc = snprintf(hp, sizeof(hp), "[%s]:%u", opts->host, 1u);
@@ -165,6 +181,10 @@ int net_server_new(net_server **out,
         b->frame_deadline = opts->frame_deadline;
         b->max_requests = opts->max_requests;
         b->budget = opts->budget;
+        if (opts->tls) {
+            b->tls = net_tls_ref(opts->tls);
+            b->on_tls_fail = srv_tls_fail;
+        }
     }
     b->on_ready = srv_ready;
     b->on_closing = srv_closing;
@@ -180,6 +200,7 @@ int net_server_new(net_server **out,
     s->on_frame = opts->on_frame;
     s->on_close = opts->on_close;
     s->arg = opts->arg;
+    s->on_tls_fail = opts->on_tls_fail;
     net__base_init(b, loop);
     rc = uv_tcp_init(loop, &s->listener);
     if (rc)
@@ -213,6 +234,16 @@ close_base:
 int net_server_port(const net_server *s)
 {
     return s->port;
+}
+
+int net_server_tls_set(net_server *s, struct net_tls *tls)
+{
+    if (s->base.tls == NULL || tls == NULL)
+        return -EINVAL;
+    net_tls_ref(tls);
+    net_tls_free(s->base.tls);
+    s->base.tls = tls;
+    return 0;
 }
 
 void net_server_close(net_server *s, void (*done)(void *arg), void *arg)

@@ -38,6 +38,7 @@
 #include "net/net.h"
 #include "node/daemon.h"
 #include "node/log.h"
+#include "node/tls.h"
 #include "wire/client_msg.h"
 
 #define CLIENTS_FD_RESERVE 256
@@ -129,6 +130,8 @@ int node__client_listen(node *n,
     o.on_sent = proto->on_sent;
     o.on_accept = proto->on_accept;
     o.on_close = proto->on_close;
+    o.tls = proto->tls;
+    o.on_tls_fail = node__tls_client_refused;
     o.arg = n;
     int rc = net_server_new(out, n->loop, &o);
     if (rc < 0) {

@@ -55,6 +55,7 @@ struct node_client_proto {
     net_sent_cb on_sent;
     net_accept_cb on_accept;
     net_conn_close_cb on_close;
+    struct net_tls *tls; /* speak TLS with it (node/tls.h); NULL: not */
 };
 /* Listens on listen_address for proto, with the client servers' common
  * input caps, frame timeout and budget (callbacks' arg: n). 0, or an

@@ -20,6 +20,7 @@
 #include <yaml.h>
 
 #include "common/rk.h"
+#include "net/tls.h"
 #include "node/users.h"
 
 /* ---- the key table ---------------------------------------------------- */
@@ -52,11 +53,13 @@ struct key {
 _Static_assert(sizeof(enum node_alloc) == sizeof(int) &&
                    sizeof(enum node_durability) == sizeof(int) &&
                    sizeof(enum node_cpu_sched) == sizeof(int) &&
-                   sizeof(enum node_log_level) == sizeof(int),
+                   sizeof(enum node_log_level) == sizeof(int) &&
+                   sizeof(enum node_client_tls) == sizeof(int),
                "K_ENUM fields are stored as int");
 static const char *const alloc_names[] = {"balanced", "random", NULL};
 static const char *const durability_names[] = {"group", "periodic", NULL};
 static const char *const sched_names[] = {"batch", "normal", NULL};
+static const char *const client_tls_names[] = {"off", "required", NULL};
 static const char *const loglevel_names[] = {"debug", "info", "warn", "error",
                                              NULL};
 
@@ -79,6 +82,11 @@ static const struct key keys[] = {
     {"internode_port", K_PORT, OFF(internode_port), 0, 1, 65535, 0, NULL},
     {"client_port", K_PORT, OFF(client_port), 0, 1, 65535, 0, NULL},
     {"resp_port", K_PORT, OFF(resp_port), 0, 0, 65535, 0, NULL},
+    {"tls_port", K_PORT, OFF(tls_port), 0, 0, 65535, 0, NULL},
+    {"tls_cert_file", K_STR, OFF(tls_cert_file), SZ(tls_cert_file), 0, 0, 1,
+     NULL},
+    {"tls_key_file", K_STR, OFF(tls_key_file), SZ(tls_key_file), 0, 0, 1, NULL},
+    {"client_tls", K_ENUM, OFF(client_tls), 0, 0, 0, 0, client_tls_names},
     {"metrics_port", K_PORT, OFF(metrics_port), 0, 0, 65535, 0, NULL},
     {"data_dir", K_STR, OFF(data_dir), SZ(data_dir), 0, 0, 0, NULL},
     /* at most what gossip can announce (GOSSIP_MAX_TOKENS): until
@@ -860,13 +868,33 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
         {"client_port", c->client_port},
         {"resp_port", c->resp_port},
         {"metrics_port", c->metrics_port},
+        {"tls_port", c->tls_cert_file[0] ? c->tls_port : 0},
     };
-    for (size_t i = 0; i < 5; i++)
-        for (size_t j = i + 1; j < 5; j++)
+    for (size_t i = 0; i < 6; i++)
+        for (size_t j = i + 1; j < 6; j++)
             if (ports[i].port && ports[i].port == ports[j].port &&
                 !(i == 0 && j == 1) /* gossip is UDP, internode TCP */)
                 return fail(err, errlen, "%s: port %d is also %s",
                             ports[j].name, ports[j].port, ports[i].name);
+    if ((c->tls_cert_file[0] == '\0') != (c->tls_key_file[0] == '\0'))
+        return fail(err, errlen,
+                    "tls_cert_file and tls_key_file: set both (the node's "
+                    "certificate and its private key) or neither");
+    if (c->tls_cert_file[0] == '\0' && c->client_tls != NODE_CLIENT_TLS_OFF)
+        return fail(err, errlen,
+                    "client_tls: TLS needs tls_cert_file and tls_key_file");
+    if (c->tls_cert_file[0]) {
+        char why[512];
+        net_tls *t = NULL;
+        struct net_tls_opts o = NET_TLS_OPTS_INIT;
+        o.server = true;
+        o.cert_file = c->tls_cert_file;
+        o.key_file = c->tls_key_file;
+        int trc = net_tls_new(&t, &o, why, sizeof(why));
+        net_tls_free(t);
+        if (trc < 0)
+            return fail(err, errlen, "tls_cert_file: %s", why);
+    }
     if (node_config_rf(c, c->datacenter) == 0)
         return fail(err, errlen,
                     "replication: no replication factor for this node's "
@@ -1014,6 +1042,11 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         "resp_port: %d\nmetrics_port: %d\n",
         c->gossip_port, c->internode_port, c->client_port, c->resp_port,
         c->metrics_port);
+    OUT("tls_port: %d\ntls_cert_file: %s\n", c->tls_port,
+        dump_quote(q, sizeof(q), c->tls_cert_file));
+    OUT("tls_key_file: %s\nclient_tls: %s\n",
+        dump_quote(q, sizeof(q), c->tls_key_file),
+        client_tls_names[c->client_tls]);
     OUT("data_dir: %s\nnum_tokens: %d\ntoken_allocation: %s\n"
         "weight: %.17g\n",
         dump_quote(q, sizeof(q), c->data_dir), c->num_tokens,

@@ -52,6 +52,9 @@ enum node_cpu_sched {
 };
 
 /* Log levels; the logger (node/log.h) uses the same numbers. */
+/* client_port in TLS (tls_cert_file): off, or required (plaintext refused). */
+enum node_client_tls { NODE_CLIENT_TLS_OFF = 0, NODE_CLIENT_TLS_REQUIRED };
+
 enum node_log_level {
     NODE_LOG_DEBUG = 0,
     NODE_LOG_INFO,
@@ -78,6 +81,7 @@ struct node_config {
     int internode_port;
     int client_port;
     int resp_port;    /* 0 = off */
+    int tls_port;     /* RESP in TLS, with tls_cert_file; 0 = off */
     int metrics_port; /* 0 = off */
     char data_dir[NODE_CONFIG_STR];
     int num_tokens;
@@ -130,7 +134,10 @@ struct node_config {
     char metrics_password_file[NODE_CONFIG_STR];
     int auth_fail_delay_max_ms; /* a failed AUTH's answer waits at most */
     enum node_log_level log_level;
-    char log_file[NODE_CONFIG_STR]; /* "" = stderr */
+    char log_file[NODE_CONFIG_STR];      /* "" = stderr */
+    char tls_cert_file[NODE_CONFIG_STR]; /* "" = no TLS */
+    char tls_key_file[NODE_CONFIG_STR];
+    enum node_client_tls client_tls; /* client_port in TLS */
 };
 
 /* The defaults, as documented in docs/config.md. */
@@ -139,11 +146,11 @@ struct node_config {
         .cluster_name = "ringkv", .datacenter = "dc1", .rack = "rack1",        \
         .listen_address = "127.0.0.1", .gossip_port = 7000,                    \
         .internode_port = 7001, .client_port = 7380, .resp_port = 6379,        \
-        .metrics_port = 9180, .data_dir = "./data", .num_tokens = 16,          \
-        .token_allocation = NODE_ALLOC_BALANCED, .weight = 1.0, .ndcs = 1,     \
-        .replication = {{"dc1", 3}}, .default_consistency = NODE_CL_QUORUM,    \
-        .auto_bootstrap = 1, .join_ring = 1,                                   \
-        .durability = NODE_DURABILITY_GROUP,                                   \
+        .tls_port = 6380, .metrics_port = 9180, .data_dir = "./data",          \
+        .num_tokens = 16, .token_allocation = NODE_ALLOC_BALANCED,             \
+        .weight = 1.0, .ndcs = 1, .replication = {{"dc1", 3}},                 \
+        .default_consistency = NODE_CL_QUORUM, .auto_bootstrap = 1,            \
+        .join_ring = 1, .durability = NODE_DURABILITY_GROUP,                   \
         .cpu_scheduling = NODE_SCHED_BATCH, .periodic_sync_ms = 1000,          \
         .log_direct_io = 1, .read_timeout_ms = 2000, .write_timeout_ms = 2000, \
         .connect_timeout_ms = 1000, .gossip_interval_ms = 1000,                \

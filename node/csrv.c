@@ -973,7 +973,9 @@ int node__csrv_start(node *n, char *err, size_t errlen)
 {
     struct node_client_proto p = {
         "client_port", n->cfg.client_port, CSRV_OUT_HIGH, on_input,
-        on_sent,       on_accept,          on_close};
+        on_sent,       on_accept,          on_close,      NULL};
+    if (n->cfg.client_tls == NODE_CLIENT_TLS_REQUIRED)
+        p.tls = n->tls.server;
     return node__client_listen(n, &n->csrv, &p, err, errlen);
 }
 

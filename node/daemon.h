@@ -31,6 +31,7 @@
 #include "node/obs.h"
 #include "node/replica.h"
 #include "node/state.h"
+#include "node/tls.h"
 #include "node/users.h"
 #include "ring/ring.h"
 #include "storage/store.h"
@@ -152,12 +153,14 @@ struct node {
     struct obs *obs;
     struct node_stats stats;
     struct node_obs_totals totals;
+    struct node_tls tls; /* certificates (node/tls.h) */
 
     /* events outside input can repeat at will, written at most every
      * NODE_LOG_LIMIT_MS each (log.h) */
     struct {
         struct node_log_limit gossip_auth, gossip_bad, gossip_replayed,
-            client_auth, resp_auth, inode_hs, clients_refused, client_input;
+            client_auth, resp_auth, inode_hs, clients_refused, client_input,
+            tls_refused;
     } loglim;
 };
 

@@ -523,6 +523,8 @@ int node_start(node *n, char *err, size_t errlen)
                      rk_strerror(rc));
     }
     if (rc == 0)
+        rc = node__tls_load(n, err, errlen);
+    if (rc == 0)
         rc = node__csrv_start(n, err, errlen);
     if (rc == 0)
         rc = node__rsrv_start(n, err, errlen);
@@ -667,6 +669,7 @@ void node_free(node *n)
     node__purge_free(n);
     node__snapshot_free(n);
     net_budget_free(n->clients.budget);
+    node__tls_free(n);
     node__auth_free(n);
     sodium_memzero(&n->users, sizeof(n->users));
     node__peer_tab_unref(n->peer_tab);

@@ -84,6 +84,8 @@ struct obs {
     metrics_family *http_closed, *http_unauth;
     uint64_t http_evicted_last, http_timeouts_last, http_unauth_last;
     metrics_family *clients_refused;
+    metrics_family *tls_refused;
+    uint64_t tls_refused_last;
     metrics_family *input_refused, *input_bytes, *input_waits;
     uint64_t input_waits_last;
     metrics_family *auth_fail, *auth_delayed, *auth_evicted, *noperm;
@@ -146,6 +148,8 @@ static int obs_register(struct obs *o)
     struct metrics_dim d_resp = {"protocol", 1, proto + 1};
     static const char *const why[] = {"preauth_too_large", "frame_timeout"};
     struct metrics_dim d_why = {"why", 2, why};
+    static const char *const tlsport[] = {"client"};
+    struct metrics_dim d_tlsport = {"port", 1, tlsport};
     static const char *const inout[] = {"in", "out"};
     static const char *const hwhy[] = {"evicted", "request_timeout"};
     struct metrics_dim d_hwhy = {"why", 2, hwhy};
@@ -337,6 +341,10 @@ static int obs_register(struct obs *o)
       "Open client connections (RESP).", METRICS_GAUGE, 1, &d_resp);
     F(clients_refused, "ringkv_clients_refused_total",
       "Client connections refused past max_clients.", METRICS_COUNTER, 0, NULL);
+    F(tls_refused, "ringkv_tls_refused_total",
+      "TLS handshakes refused (plaintext, an untrusted or invalid "
+      "certificate, a peer that closed in the handshake), by port.",
+      METRICS_COUNTER, 1, &d_tlsport);
     F(input_refused, "ringkv_client_input_refused_total",
       "Client connections closed for their input: a frame or request over "
       "what may come before authentication, or part of one idle past "
@@ -555,6 +563,7 @@ static void obs_sync(struct obs *o)
     ctr(o->conns_total, 0, s->client_conns, &l->client_conns);
     ctr(o->bad_frames, 0, s->client_bad_frames, &l->client_bad_frames);
     ctr(o->clients_refused, 0, s->clients_refused, &l->clients_refused);
+    ctr(o->tls_refused, 0, n->tls.refused_clients, &o->tls_refused_last);
     ctr(o->input_refused, 0, s->client_preauth_refused,
         &l->client_preauth_refused);
     ctr(o->input_refused, 1, s->client_frame_timeouts,

@@ -100,8 +100,9 @@
 
 struct rsrv {
     node *n;
-    net_server *srv;
-    int refs; /* 1 for the engine's server + 1 per live connection */
+    net_server *srv;     /* resp_port; NULL when 0 */
+    net_server *tls_srv; /* tls_port, in TLS; NULL when off */
+    int refs;            /* 1 per engine's server + 1 per live connection */
     uint64_t nconns;
     uint64_t accepted, proto_err;
     uint64_t commands; /* commands parsed (INFO total_commands_processed) */
@@ -881,7 +882,8 @@ static void on_close(void *arg, net_conn *nc, int err)
 
 int node__rsrv_start(node *n, char *err, size_t errlen)
 {
-    if (n->cfg.resp_port == 0 || n->rsrv)
+    int tls_port = n->tls.server ? n->cfg.tls_port : 0;
+    if ((n->cfg.resp_port == 0 && tls_port == 0) || n->rsrv)
         return 0;
     struct rsrv *rs = calloc(1, sizeof(*rs));
     if (!rs) {
@@ -890,18 +892,34 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
     }
     rs->n = n;
     rs->started_ms = node__now_ms();
-    rs->refs = 1;
-    struct node_client_proto p = {"resp_port", n->cfg.resp_port, RSRV_OUT_HIGH,
-                                  on_input,    on_sent,          on_accept,
-                                  on_close};
-    int rc = node__client_listen(n, &rs->srv, &p, err, errlen);
-    if (rc < 0) {
-        free(rs);
-        return rc;
+    struct node_client_proto p = {
+        "resp_port", n->cfg.resp_port, RSRV_OUT_HIGH, on_input,
+        on_sent,     on_accept,        on_close,      NULL};
+    int rc = 0;
+    if (n->cfg.resp_port)
+        rc = node__client_listen(n, &rs->srv, &p, err, errlen);
+    if (rc == 0 && tls_port) {
+        p.key = "tls_port";
+        p.port = tls_port;
+        p.tls = n->tls.server;
+        rc = node__client_listen(n, &rs->tls_srv, &p, err, errlen);
     }
+    rs->refs = (rs->srv != NULL) + (rs->tls_srv != NULL);
     n->rsrv = rs;
     n->pending_closes++; /* released when rs is freed */
-    LOG(INFO, "resp.listening", "addr=%s:%d", n->listen_ip, n->cfg.resp_port);
+    if (rc < 0) {        /* node_start's failure stops the node: it closes rs */
+        if (rs->refs == 0) {
+            n->rsrv = NULL;
+            n->pending_closes--;
+            free(rs);
+        }
+        return rc;
+    }
+    if (rs->srv)
+        LOG(INFO, "resp.listening", "addr=%s:%d", n->listen_ip,
+            n->cfg.resp_port);
+    if (rs->tls_srv)
+        LOG(INFO, "resp.listening", "addr=%s:%d tls=1", n->listen_ip, tls_port);
     return 0;
 }
 
@@ -909,8 +927,10 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
  * are answered, then each connection closes once its output is written. */
 void node__rsrv_drain(node *n)
 {
-    if (n->rsrv)
+    if (n->rsrv) {
         net_server_drain(n->rsrv->srv);
+        net_server_drain(n->rsrv->tls_srv);
+    }
 }
 
 /* Second half: close every connection (what is ready is written as far as
@@ -921,7 +941,11 @@ void node__rsrv_stop(node *n)
     if (!rs)
         return;
     n->rsrv = NULL;
-    net_server_close(rs->srv, on_server_closed, rs);
+    net_server *srv = rs->srv, *tls_srv = rs->tls_srv;
+    if (srv)
+        net_server_close(srv, on_server_closed, rs);
+    if (tls_srv) /* rs may be gone once both have closed, not before */
+        net_server_close(tls_srv, on_server_closed, rs);
 }
 
 uint64_t node__rsrv_conns(const node *n)

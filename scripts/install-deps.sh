@@ -6,7 +6,7 @@ set -euo pipefail
 pkgs=(
     build-essential cmake pkg-config
     libuv1-dev liblmdb-dev libxxhash-dev libyaml-dev
-    libsodium-dev
+    libsodium-dev libssl-dev openssl
     check libmsgpack-dev # tests only: Check, and msgpack-c as the wire
                          # tests' independent msgpack implementation
     clang clang-format libclang-rt-14-dev

@@ -178,12 +178,47 @@ class Resp(dict):
         return self.get(5)
 
 
+# An ssl.SSLContext every Client (and so status_of, metrics_of, Node.client)
+# wraps its socket in when set: a test of nodes whose client port wants TLS
+# (client_tls: required) sets it (tls_client_context).
+CLIENT_TLS = None
+
+
+def tls_client_context(ca_file, cert=None, key=None):
+    """A client ssl.SSLContext that trusts ca_file only and checks the
+    node's name (the address dialed, against the certificate's IP SANs)."""
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(ca_file)
+    if cert:
+        ctx.load_cert_chain(cert, key)
+    return ctx
+
+
+def make_certs(directory, *nodes):
+    """The test PKI of tests/tls/make-certs.sh in directory (nodes:
+    "name=ip" each): ca.crt, <name>.crt/.key, wrong-ca.crt, wrong.crt,
+    expired.crt, future.crt, n1-new.crt, client.crt (see the script)."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                          "tls", "make-certs.sh")
+    subprocess.run(["sh", script, directory] + list(nodes), check=True)
+    return directory
+
+
 class Client:
-    """Pipelined native-protocol client over one TCP connection."""
+    """Pipelined native-protocol client over one TCP connection (in TLS
+    when tls, an ssl.SSLContext, or CLIENT_TLS is set)."""
 
     def __init__(self, host, port=7380, timeout=10.0, password=None,
-                 user=None):
+                 user=None, tls=None):
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        tls = tls or CLIENT_TLS
+        if tls is not None:
+            try:
+                self.sock = tls.wrap_socket(self.sock, server_hostname=host)
+            except OSError:
+                self.sock.close()
+                raise
         self.sock.settimeout(timeout)
         self.buf = b""
         self.next_id = 1
@@ -729,8 +764,10 @@ class RespConn:
     reply as bytes (a status, error or integer line as sent, a bulk's
     contents, `$-1` for a nil) or a list of those for an array."""
 
-    def __init__(self, ip, port, timeout=20):
+    def __init__(self, ip, port, timeout=20, tls=None):
         self.s = socket.create_connection((ip, port), timeout=timeout)
+        if tls is not None:
+            self.s = tls.wrap_socket(self.s, server_hostname=ip)
         self.buf = b""
 
     def call(self, *args):

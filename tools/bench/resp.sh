@@ -17,7 +17,13 @@
 # or let the script run scripts/demo.sh start/stop around the benchmark:
 #   tools/bench/resp.sh --demo build 127.0.0.11:6379
 # Without an address only redis-server is measured (useful to check this
-# script and the machine). Needs redis-server, redis-benchmark (Debian's
+# script and the machine).
+#
+# With --tls CA CERT KEY both sides speak TLS: redis-server listens on
+# --tls-port only (with CERT/KEY, no client certificates asked), every
+# redis-benchmark gets --tls --cacert CA, and the ringkv address given is
+# a node's tls_port (docs/operations.md, "TLS"). Run once without and once
+# with it to compare the ratios to redis in plaintext and in TLS. Needs redis-server, redis-benchmark (Debian's
 # redis-server and redis-tools, 7.0 here: --csv has latency columns) and
 # python3 for the table.
 set -euo pipefail
@@ -34,6 +40,9 @@ usage: $0 [options] [RINGKV_HOST:PORT]
   --redis-port P  port of the redis-server started here (default 6390)
   --demo BUILD    start the local cluster first with scripts/demo.sh start
                   BUILD (and stop it at the end); still pass the address
+  --tls CA CERT KEY
+                  TLS on both sides (CA verifies both servers; CERT and
+                  KEY are redis-server's); the address is ringkv's tls_port
 EOF
     exit 2
 }
@@ -47,6 +56,7 @@ RUNS=1
 REDIS_PORT=6390
 RINGKV=""
 DEMO=""
+TLS_CA=""
 while [ $# -gt 0 ]; do
     case "$1" in
     -n) N=$2; shift 2 ;;
@@ -57,6 +67,7 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift 2 ;;
     --redis-port) REDIS_PORT=$2; shift 2 ;;
     --demo) DEMO=$2; shift 2 ;;
+    --tls) TLS_CA=$2; TLS_CERT=$3; TLS_KEY=$4; shift 4 ;;
     -h | --help) usage ;;
     -*) usage ;;
     *) RINGKV=$1; shift ;;
@@ -90,6 +101,16 @@ if [ -n "$DEMO" ]; then
     }
 fi
 
+# every redis-cli / redis-benchmark call gets these (TLS)
+TLSARGS=()
+REDIS_LISTEN=(--port "$REDIS_PORT")
+if [ -n "$TLS_CA" ]; then
+    TLSARGS=(--tls --cacert "$TLS_CA")
+    REDIS_LISTEN=(--port 0 --tls-port "$REDIS_PORT" --tls-cert-file "$TLS_CERT"
+        --tls-key-file "$TLS_KEY" --tls-ca-cert-file "$TLS_CA"
+        --tls-auth-clients no)
+fi
+
 work=$(mktemp -d /tmp/ringkv-bench-resp.XXXXXX)
 redis_pid=""
 demo_started=""
@@ -106,19 +127,19 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 # --- redis-server: no RDB, no AOF, its own directory and port -------------
-if redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null 2>&1; then
+if redis-cli "${TLSARGS[@]}" -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null 2>&1; then
     echo "$0: something already answers on 127.0.0.1:$REDIS_PORT;" \
         "choose another --redis-port" >&2
     exit 1
 fi
-redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" \
+redis-server --bind 127.0.0.1 "${REDIS_LISTEN[@]}" --save "" \
     --appendonly no --dir "$work" --daemonize no --logfile "$work/redis.log" &
 redis_pid=$!
 for _ in $(seq 50); do
-    redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
+    redis-cli "${TLSARGS[@]}" -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
     sleep 0.1
 done
-redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null || {
+redis-cli "${TLSARGS[@]}" -h 127.0.0.1 -p "$REDIS_PORT" ping >/dev/null || {
     echo "$0: redis-server did not start; log:" >&2
     cat "$work/redis.log" >&2
     exit 1
@@ -127,13 +148,13 @@ if [ -n "$DEMO" ]; then
     "$root/scripts/demo.sh" start "$DEMO"
     demo_started=1
     for _ in $(seq 100); do
-        redis-cli -h "$RINGKV_HOST" -p "$RINGKV_PORT" ping >/dev/null 2>&1 &&
+        redis-cli "${TLSARGS[@]}" -h "$RINGKV_HOST" -p "$RINGKV_PORT" ping >/dev/null 2>&1 &&
             break
         sleep 0.2
     done
 fi
 if [ -n "$RINGKV" ] &&
-    ! redis-cli -h "$RINGKV_HOST" -p "$RINGKV_PORT" ping >/dev/null 2>&1; then
+    ! redis-cli "${TLSARGS[@]}" -h "$RINGKV_HOST" -p "$RINGKV_PORT" ping >/dev/null 2>&1; then
     echo "$0: ringkv does not answer PING at $RINGKV (start it with" \
         "'make demo')" >&2
     exit 1
@@ -147,7 +168,7 @@ results="$work/results.tsv"
 : >"$results"
 bench() { # target host port pipeline run
     local out="$work/out.$1.$4.$5" rc=0
-    redis-benchmark -h "$2" -p "$3" -t set,get -n "$N" -c "$CLIENTS" \
+    redis-benchmark "${TLSARGS[@]}" -h "$2" -p "$3" -t set,get -n "$N" -c "$CLIENTS" \
         -d "$SIZE" -r "$KEYSPACE" -P "$4" --csv >"$out" 2>&1 || rc=$?
     # "SET","78125.00","0.334","0.104","0.319","0.463","0.591","1.207"
     # test, rps, avg, min, p50, p95, p99, max
@@ -169,7 +190,7 @@ bench() { # target host port pipeline run
 echo "redis-benchmark -t set,get -n $N -c $CLIENTS -d $SIZE -r $KEYSPACE" \
     "-P {${PIPES}} x $RUNS run(s)"
 echo "redis-server 127.0.0.1:$REDIS_PORT (no persistence)" \
-    "${RINGKV:+vs ringkv $RINGKV}"
+    "${RINGKV:+vs ringkv $RINGKV}${TLS_CA:+, both in TLS}"
 for p in ${PIPES//,/ }; do
     for run in $(seq "$RUNS"); do
         bench redis 127.0.0.1 "$REDIS_PORT" "$p" "$run"
