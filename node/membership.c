@@ -17,13 +17,16 @@
  *
  * Joining: a node with a new data_dir announces STATUS BOOT and listens for
  * a few rounds. It chooses its tokens (balanced by default, against the
- * ring it has learnt) only when no live node with a smaller name is still
- * BOOT, so nodes started together join one after the other and never pick
- * the same tokens; a non-seed node also waits until it has heard from the
- * cluster. Then it announces its TOKENS and, with a cluster to stream its
- * ranges from, STATUS BOOT while it streams them in (streaming/), or else
- * STATUS NORMAL (a new epoch), and persists them, so a restart
- * re-announces the same tokens. A node started with join_ring false (or
+ * ring it has learnt with the joining nodes' tokens placed) only when no
+ * live node with a smaller name is still BOOT without tokens and none is
+ * leaving, so nodes started together choose one after the other and never
+ * pick the same tokens; a non-seed node also waits until it has heard from
+ * the cluster. Then it announces its TOKENS and, with a cluster to stream
+ * its ranges from, STATUS BOOT while it streams them in (streaming/), or
+ * else STATUS NORMAL (a new epoch), and persists them, so a restart
+ * re-announces the same tokens. Joins stream at the same time unless
+ * their ranges overlap; then the later waits (node__join_gate, asked by
+ * streaming/ each tick until it plans, says so in gossip and the log). A node started with join_ring false (or
  * whose join was aborted) waits, parked, for `ringkv join`.
  *
  * Replacing: a new node started with replace: X gossips "replacing=X" in

@@ -24,6 +24,14 @@
  * run at once. When every session is done the node announces NORMAL (a
  * new epoch) and host->join_done clears joining.
  *
+ * Several nodes may join at once. The pending ring the node plans against
+ * is its own (host->ring_pending: the ring with it alone placed), and
+ * before it plans it asks host->join_queued, every tick from its
+ * announcement on, whether another movement that changes some of the same
+ * ranges goes first; it then waits (netstats: Queued:) and plans once
+ * that one is done, with no ring delay of its own (the coordinators have
+ * sent it the writes of its ranges since it announced).
+ *
  * A node replacing a dead one (replace: X) joins the same way with X's
  * tokens: the pending ring has it in X's place, so the plan gives it
  * exactly X's ranges, and its sources are their other replicas (never X).
