@@ -1185,6 +1185,73 @@ START_TEST(overlap_far_and_near_joiners)
 }
 END_TEST
 
+/* Whether node `name` is a replica of token t in ring r. */
+static bool is_replica(const ring *r, const char *name, uint64_t t)
+{
+    uint32_t rep[RING_MAX_REPLICAS];
+    size_t n = ring_replicas(r, t, rep, RING_MAX_REPLICAS);
+    for (size_t i = 0; i < n && i < RING_MAX_REPLICAS; i++) {
+        struct ring_node_info ni;
+        ring_node_get(r, &ni, rep[i]);
+        if (strcmp(ni.name, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+START_TEST(placing_another_never_adds_a_joiners_ranges)
+{
+    /* A join queued behind another plans, once that one is done, against
+     * the ring with it placed; coordinators wrote to it, meanwhile, what
+     * it gains in the ring without. That is enough only if placing a node
+     * in front can take ranges from the joiner, never give it any:
+     * checked on random rings (Simple and NTS, few racks and many) at
+     * every piece the rings' tokens cut. */
+    uint64_t seed = 9300 + (uint64_t)_i, s = seed;
+    struct fixture f;
+    int nts = _i % 2;
+    fix_random(&f, &s, 2 + rng_below(&s, 20), 1 + rng_below(&s, 6), nts ? 2 : 1,
+               1 + rng_below(&s, 4), 0);
+    if (nts)
+        fix_nts(&f, 1 + rng_below(&s, 4), 1 + rng_below(&s, 3));
+    else
+        fix_simple(&f, 1 + rng_below(&s, 4));
+    ring *base = fix_ring(&f, 1), *q = NULL, *jq = NULL, *j = NULL;
+    uint64_t tq[4], tj[4];
+    for (size_t i = 0; i < 4; i++) {
+        tq[i] = rng_next(&s);
+        tj[i] = rng_next(&s);
+    }
+    char rq[8], rj[8];
+    snprintf(rq, sizeof(rq), "r%u", rng_below(&s, 5));
+    snprintf(rj, sizeof(rj), "r%u", rng_below(&s, 5));
+    const char *dq = rng_below(&s, 2) ? "dc0" : "dc1";
+    const char *dj = rng_below(&s, 2) ? "dc0" : "dc1";
+    struct ring_member mq = {"joiner-q",           dq, rq,         tq,
+                             1 + rng_below(&s, 4), 0,  RING_NORMAL};
+    struct ring_member mj = {"joiner-j",           dj, rj,         tj,
+                             1 + rng_below(&s, 4), 0,  RING_NORMAL};
+    ck_assert_int_eq(ring_change(&q, base, &mq, NULL, 2), 0);
+    ck_assert_int_eq(ring_change(&j, base, &mj, NULL, 2), 0);
+    ck_assert_int_eq(ring_change(&jq, j, &mq, NULL, 3), 0);
+    size_t cap = ring_token_count(jq) + 1;
+    uint64_t *cut = malloc(cap * sizeof(*cut));
+    ck_assert_ptr_nonnull(cut);
+    size_t n = add_cuts(cut, 0, jq);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(!is_replica(jq, "joiner-q", cut[i]) ||
+                          is_replica(q, "joiner-q", cut[i]),
+                      "seed %llu: token %llu gained only with the other "
+                      "joiner placed",
+                      (unsigned long long)seed, (unsigned long long)cut[i]);
+    free(cut);
+    ring_free(jq);
+    ring_free(j);
+    ring_free(q);
+    ring_free(base);
+}
+END_TEST
+
 START_TEST(plan_join_balanced_shape)
 {
     /* 12 -> 13 nodes, 16 balanced tokens, RF 3: the joiner gains, about
@@ -1403,6 +1470,8 @@ static Suite *ring_suite(void)
     tcase_add_test(tc, plan_join_balanced_shape);
     tcase_add_loop_test(tc, overlap_matches_brute_force, 0, 60);
     tcase_add_test(tc, overlap_far_and_near_joiners);
+    tcase_add_loop_test(tc, placing_another_never_adds_a_joiners_ranges, 0,
+                        200);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("uncovered");
