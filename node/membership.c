@@ -26,8 +26,9 @@
  * else STATUS NORMAL (a new epoch), and persists them, so a restart
  * re-announces the same tokens. Joins stream at the same time unless
  * their ranges overlap; then the later waits (node__join_gate, asked by
- * streaming/ each tick until it plans, says so in gossip and the log). A node started with join_ring false (or
- * whose join was aborted) waits, parked, for `ringkv join`.
+ * streaming/ each tick until it plans, says so in gossip and the log). A node
+ * started with join_ring false (or whose join was aborted) waits, parked, for
+ * `ringkv join`.
  *
  * Replacing: a new node started with replace: X gossips "replacing=X" in
  * its SCHEMA but no STATUS while it listens; then, if X is a member with
@@ -185,9 +186,11 @@ static void peer_retry(node *n, const char *name)
             node__peer_retry(n, n->peer[i].iaddr);
 }
 
+static void boot_try(node *n, uint64_t now, bool tick);
+
 static void handle_events(node *n)
 {
-    bool rebuild = false;
+    bool rebuild = false, boot_news = false;
     for (size_t i = 0; i < n->membership.gout.n_events; i++) {
         const struct gossip_event *e = &n->membership.gout.events[i];
         switch (e->type) {
@@ -219,9 +222,11 @@ static void handle_events(node *n)
             if (e->key == GOSSIP_KEY_ADDRESS || e->key == GOSSIP_KEY_SCHEMA ||
                 e->key == GOSSIP_KEY_TOKENS)
                 rebuild = true;
+            boot_news |= e->key == GOSSIP_KEY_TOKENS;
             break;
         case GOSSIP_EV_MEMBERSHIP:
             rebuild = true;
+            boot_news = true;
             break;
         case GOSSIP_EV_RING_STALE:
             n->ring_stale = 1;
@@ -259,6 +264,13 @@ static void handle_events(node *n)
     }
     if (rebuild)
         node__ring_rebuild(n);
+    /* a peer announced its tokens or a new status: perhaps this fresh
+     * node's turn to choose, against the ring just rebuilt, ... */
+    if (boot_news && n->boot == NODE_BOOT_WAIT)
+        boot_try(n, node__mono_ms(n), false);
+    /* ... or for its join, queued behind another, to stream */
+    if (boot_news && n->boot == NODE_BOOT_STREAM)
+        stream_join_poke(n->streaming);
     node__coord_unpark(n); /* requests that waited for this ring */
 }
 
@@ -473,13 +485,20 @@ hb_advancing(node *n, const struct gossip_peer_info *pi, uint64_t now)
     return now - e->advanced_ms < window;
 }
 
-static void boot_try(node *n, uint64_t now)
+/* A fresh node's turn to choose its tokens: each gossip tick (`tick`),
+ * and at once when gossip brings a peer's TOKENS or STATUS (the node
+ * before it in the queue has announced: the next need not wait for its
+ * tick, which took up to a gossip interval per node of a batch). */
+static void boot_try(node *n, uint64_t now, bool tick)
 {
     if (n->boot != NODE_BOOT_WAIT || n->parked)
         return;
     size_t cnt = gossip_peer_count(n->g);
     /* listen until the set of known endpoints has been stable a while */
-    if (cnt != n->membership.boot_known) {
+    if (!tick) {
+        if (cnt != n->membership.boot_known)
+            return; /* the tick notes it */
+    } else if (cnt != n->membership.boot_known) {
         n->membership.boot_known = cnt;
         n->membership.boot_stable_ticks = 0;
     } else {
@@ -525,14 +544,14 @@ static void boot_try(node *n, uint64_t now)
                       strcmp(pi.name, n->cfg.node_name) < 0 &&
                       (pi.up || hb_advancing(n, &pi, now));
         if (alive && (moving || before)) {
-            if (n->membership.ticks % 5 == 0)
+            if (tick && n->membership.ticks % 5 == 0)
                 LOG(INFO, "boot.waiting", "for=%s%s", pi.name,
                     moving ? " reason=moving" : "");
             return; /* its turn first */
         }
     }
     if (!n->is_seed && n->nseeds > 0 && others == 0) {
-        if (n->membership.ticks % 5 == 0)
+        if (tick && n->membership.ticks % 5 == 0)
             LOG(INFO, "boot.waiting", "for=seeds seeds=%d", n->nseeds);
         return;
     }
@@ -737,7 +756,7 @@ static void on_tick(uv_timer_t *t)
         handle_events(n);
     }
     probe_arm(n);
-    boot_try(n, now);
+    boot_try(n, now, true);
     node__clock_tick(n);
     stream_tick(n->streaming); /* join, leave, automatic cleanup */
     node__repair_after_join(n);

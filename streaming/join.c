@@ -804,6 +804,12 @@ void stream__join_tick(stream *s)
     stream_kick(s);
 }
 
+void stream_join_poke(stream *s)
+{
+    if (s->join && !s->join->planned)
+        stream__join_tick(s);
+}
+
 /* ---- netstats ------------------------------------------------------------ */
 
 static double sess_fraction(const struct stream_sess *ss)

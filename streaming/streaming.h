@@ -214,6 +214,11 @@ void stream_free(stream *s);
 
 /* Every gossip tick: the join, the leave and the automatic cleanup. */
 void stream_tick(stream *s);
+/* Between ticks, when the ring changed: a join that waits (the ring
+ * delay, a stale ring, another join queued ahead: host->join_queued)
+ * looks again at once, so that a queued join starts as soon as the one
+ * ahead has announced NORMAL, not at the next tick. */
+void stream_join_poke(stream *s);
 void stream_stats_get(const stream *s, struct stream_stats *out);
 
 /* ---- a join (join.c) ----------------------------------------------------- */
