@@ -8,7 +8,7 @@ has announced its tokens, chooses its tokens at once (a joining node no
 longer holds the next back) but its join changes the replicas of ranges
 n4's changes too, so it waits. While it waits: its netstats says
 `Queued: waiting for n4` with the reason, STATUS through another node
-carries `queued: n4` on n5's row, `ringkv status` prints a `Queued:` line
+carries `queued: n4` (field 19) on n5's row, `ringkv status` prints a `Queued:` line
 naming both, and n5's log has boot.queued behind=n4. Then n5 streams by
 itself once n4 is done (boot.queue_done), and all five end UN with one
 ring, n5 serving its keys.
@@ -62,12 +62,12 @@ def main():
     deadline = time.time() + 60
     while True:
         row = n1.status()["rows"].get("n5", {})
-        if row.get(15) == "n4":
+        if row.get(19) == "n4":
             break
         h.check(time.time() < deadline and "boot.queue_done" not in n5.log(),
                 "n1's STATUS row of n5 never said it waits for n4: %r" % row)
         time.sleep(0.2)
-    print("n1's STATUS: n5 %s, queued behind %s" % (row.get(5), row.get(15)))
+    print("n1's STATUS: n5 %s, queued behind %s" % (row.get(5), row.get(19)))
     out = subprocess.run([h.RINGKV, "-h", n1.ip, "status"],
                          capture_output=True, text=True).stdout
     h.check("Queued: n5 streams its ranges once n4 is done" in out or
