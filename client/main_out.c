@@ -275,11 +275,19 @@ static void print_clock(const struct wire_cresp *r)
     }
 }
 
-/* Nodes started with join_ring: false, waiting for `ringkv join`. */
+/* Nodes started with join_ring: false, waiting for `ringkv join`; joining
+ * nodes waiting for another movement before they stream. */
 static void print_waiting(const struct wire_cresp *r)
 {
     for (size_t i = 0; i < r->nnodes; i++) {
         const struct wire_cnode *n = &r->nodes[i];
+        if (n->queued.len > 0)
+            printf("Queued: %.*s streams its ranges once %.*s is done (their "
+                   "movements change the same ranges; `ringkv -h %.*s "
+                   "netstats` says more)\n",
+                   (int)n->name.len, (const char *)n->name.p,
+                   (int)n->queued.len, (const char *)n->queued.p,
+                   (int)n->addr.len, (const char *)n->addr.p);
         if (n->state.len != 2 || ((const char *)n->state.p)[1] != 'W')
             continue;
         printf("Waiting: %.*s holds no tokens until `ringkv -h %.*s join`\n",
@@ -385,6 +393,10 @@ void cli_status_json(const struct wire_cresp *r)
                    ",\"overdue\":%" PRIu64 ",\"never\":%" PRIu64 "}",
                    n->repair_arcs, n->repair_oldest_ms, n->repair_overdue,
                    n->repair_never);
+        if (n->queued.len > 0) {
+            printf(",\"queued\":");
+            cli_json_slice(stdout, n->queued);
+        }
         printf("}");
     }
     printf("]}\n");

@@ -139,7 +139,9 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
     /* "dc:rf," for every DC a config may name */
     char(*repls)[NODE_CONFIG_MAX_DCS * (GOSSIP_NAME_MAX + 4)] =
         ab_alloc(b, rows_max * sizeof(*repls));
-    if (!rows || !addrs || !repls)
+    char(*queued)[GOSSIP_NAME_MAX + 1] =
+        ab_alloc(b, rows_max * sizeof(*queued));
+    if (!rows || !addrs || !repls || !queued)
         return -ENOMEM;
     size_t k = 0;
     uint64_t now = node__mono_ms(n);
@@ -181,6 +183,12 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
             if (ni.state == RING_BOOT &&
                 node__peer_waiting(n, &pi, wait_addr, sizeof(wait_addr)))
                 rows[k].state = S(code[0] == 'U' ? "UW" : "DW");
+            /* joining, and waiting for another movement to stream */
+            if (ni.state == RING_BOOT) {
+                node__schema_word(queued[k], sizeof(queued[k]),
+                                  pi.state[GOSSIP_KEY_SCHEMA], "queued");
+                rows[k].queued = S(queued[k]);
+            }
         }
         k++;
     }

@@ -113,13 +113,21 @@ host_replicas(void *arg, struct coord_replicas *out, uint64_t token, bool write)
      * window, streams every range again from the start (streaming/). Both
      * rings hold the same members, so their node indices agree. */
     uint32_t nat = (uint32_t)nr;
-    if (write && n->ring_pending) {
+    /* Several joins at once: each joiner's own pending ring too (the ring
+     * with it alone placed, which it streams against), so that a join
+     * queued behind another (ring_view.c, node__join_queued) has every
+     * write of the ranges it will gain from its announcement on, and
+     * streams as soon as its turn comes, without a ring delay of its
+     * own. Their node indices agree with the ring's as well. */
+    for (size_t j = 0; write && j <= n->njoins; j++) {
+        const ring *pr_ring = j < n->njoins ? n->joins[j].r : n->ring_pending;
+        if (!pr_ring)
+            continue;
         uint32_t pr[RING_MAX_REPLICAS];
-        size_t np =
-            ring_replicas(n->ring_pending, token, pr, RING_MAX_REPLICAS);
+        size_t np = ring_replicas(pr_ring, token, pr, RING_MAX_REPLICAS);
         for (size_t k = 0; k < np && k < RING_MAX_REPLICAS; k++) {
             bool known = false;
-            for (uint32_t i = 0; i < nat; i++)
+            for (uint32_t i = 0; i < nr; i++)
                 known |= idx[i] == pr[k];
             if (!known && nr < RING_MAX_REPLICAS)
                 idx[nr++] = pr[k];

@@ -116,6 +116,11 @@ struct node {
     /* the ring with the nodes that are joining (BOOT with tokens) placed,
      * NULL when none is: writes go to its extra replicas too (coord.c) */
     ring *ring_pending;
+    /* each joining node's own pending ring, the ring with that node alone
+     * placed: writes go to their extra replicas too, and a joiner streams
+     * against its own (ring_view.h) */
+    struct node_join_ring *joins;
+    size_t njoins;
     int ring_stale; /* heard of a newer epoch than ring's, or settling */
     bool settling;  /* restarted, no peer heard yet: see membership.c */
 

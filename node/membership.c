@@ -17,14 +17,18 @@
  *
  * Joining: a node with a new data_dir announces STATUS BOOT and listens for
  * a few rounds. It chooses its tokens (balanced by default, against the
- * ring it has learnt) only when no live node with a smaller name is still
- * BOOT, so nodes started together join one after the other and never pick
- * the same tokens; a non-seed node also waits until it has heard from the
- * cluster. Then it announces its TOKENS and, with a cluster to stream its
- * ranges from, STATUS BOOT while it streams them in (streaming/), or else
- * STATUS NORMAL (a new epoch), and persists them, so a restart
- * re-announces the same tokens. A node started with join_ring false (or
- * whose join was aborted) waits, parked, for `ringkv join`.
+ * ring it has learnt with the joining nodes' tokens placed) only when no
+ * live node with a smaller name is still BOOT without tokens and none is
+ * leaving, so nodes started together choose one after the other and never
+ * pick the same tokens; a non-seed node also waits until it has heard from
+ * the cluster. Then it announces its TOKENS and, with a cluster to stream
+ * its ranges from, STATUS BOOT while it streams them in (streaming/), or
+ * else STATUS NORMAL (a new epoch), and persists them, so a restart
+ * re-announces the same tokens. Joins stream at the same time unless
+ * their ranges overlap; then the later waits (node__join_gate, asked by
+ * streaming/ each tick until it plans, says so in gossip and the log). A node
+ * started with join_ring false (or whose join was aborted) waits, parked, for
+ * `ringkv join`.
  *
  * Replacing: a new node started with replace: X gossips "replacing=X" in
  * its SCHEMA but no STATUS while it listens; then, if X is a member with
@@ -182,9 +186,11 @@ static void peer_retry(node *n, const char *name)
             node__peer_retry(n, n->peer[i].iaddr);
 }
 
+static void boot_try(node *n, uint64_t now, bool tick);
+
 static void handle_events(node *n)
 {
-    bool rebuild = false;
+    bool rebuild = false, boot_news = false;
     for (size_t i = 0; i < n->membership.gout.n_events; i++) {
         const struct gossip_event *e = &n->membership.gout.events[i];
         switch (e->type) {
@@ -216,9 +222,11 @@ static void handle_events(node *n)
             if (e->key == GOSSIP_KEY_ADDRESS || e->key == GOSSIP_KEY_SCHEMA ||
                 e->key == GOSSIP_KEY_TOKENS)
                 rebuild = true;
+            boot_news |= e->key == GOSSIP_KEY_TOKENS;
             break;
         case GOSSIP_EV_MEMBERSHIP:
             rebuild = true;
+            boot_news = true;
             break;
         case GOSSIP_EV_RING_STALE:
             n->ring_stale = 1;
@@ -256,6 +264,13 @@ static void handle_events(node *n)
     }
     if (rebuild)
         node__ring_rebuild(n);
+    /* a peer announced its tokens or a new status: perhaps this fresh
+     * node's turn to choose, against the ring just rebuilt, ... */
+    if (boot_news && n->boot == NODE_BOOT_WAIT)
+        boot_try(n, node__mono_ms(n), false);
+    /* ... or for its join, queued behind another, to stream */
+    if (boot_news && n->boot == NODE_BOOT_STREAM)
+        stream_join_poke(n->streaming);
     node__coord_unpark(n); /* requests that waited for this ring */
 }
 
@@ -470,13 +485,20 @@ hb_advancing(node *n, const struct gossip_peer_info *pi, uint64_t now)
     return now - e->advanced_ms < window;
 }
 
-static void boot_try(node *n, uint64_t now)
+/* A fresh node's turn to choose its tokens: each gossip tick (`tick`),
+ * and at once when gossip brings a peer's TOKENS or STATUS (the node
+ * before it in the queue has announced: the next need not wait for its
+ * tick, which took up to a gossip interval per node of a batch). */
+static void boot_try(node *n, uint64_t now, bool tick)
 {
     if (n->boot != NODE_BOOT_WAIT || n->parked)
         return;
     size_t cnt = gossip_peer_count(n->g);
     /* listen until the set of known endpoints has been stable a while */
-    if (cnt != n->membership.boot_known) {
+    if (!tick) {
+        if (cnt != n->membership.boot_known)
+            return; /* the tick notes it */
+    } else if (cnt != n->membership.boot_known) {
         n->membership.boot_known = cnt;
         n->membership.boot_stable_ticks = 0;
     } else {
@@ -497,14 +519,17 @@ static void boot_try(node *n, uint64_t now)
             node__schema_flag(pi.state[GOSSIP_KEY_SCHEMA], "join=wait"))
             continue; /* parked: it joins when asked, not in turn */
         bool alive = pi.up || pi.phi < n->cfg.phi_convict_threshold;
-        bool booting = pi.status == GOSSIP_STATUS_BOOT ||
-                       pi.status == GOSSIP_STATUS_UNKNOWN;
-        /* one range movement at a time: a node streaming its ranges in
-         * (BOOT with tokens) or out (LEAVING) goes first, whatever its
-         * name */
-        bool moving = (pi.status == GOSSIP_STATUS_BOOT &&
-                       pi.state[GOSSIP_KEY_TOKENS].len > 0) ||
-                      pi.status == GOSSIP_STATUS_LEAVING;
+        /* a fresh node that has not chosen its tokens yet */
+        bool booting = (pi.status == GOSSIP_STATUS_BOOT ||
+                        pi.status == GOSSIP_STATUS_UNKNOWN) &&
+                       pi.state[GOSSIP_KEY_TOKENS].len == 0;
+        /* A node leaving goes first, whatever its name. A node joining
+         * (BOOT with tokens) does not hold this one back any more: its
+         * tokens are in the pending ring this one chooses against, and
+         * the two stream one after the other only where their ranges
+         * overlap (node__join_gate; until 2026-12-06 every join waited
+         * for the one before to end: twelve nodes took 97 s). */
+        bool moving = pi.status == GOSSIP_STATUS_LEAVING;
         char r[GOSSIP_NAME_MAX + 1];
         node__schema_replacing(r, sizeof(r), pi.state[GOSSIP_KEY_SCHEMA]);
         if (n->cfg.replace[0] && strcmp(r, n->cfg.replace) == 0)
@@ -519,14 +544,14 @@ static void boot_try(node *n, uint64_t now)
                       strcmp(pi.name, n->cfg.node_name) < 0 &&
                       (pi.up || hb_advancing(n, &pi, now));
         if (alive && (moving || before)) {
-            if (n->membership.ticks % 5 == 0)
+            if (tick && n->membership.ticks % 5 == 0)
                 LOG(INFO, "boot.waiting", "for=%s%s", pi.name,
                     moving ? " reason=moving" : "");
             return; /* its turn first */
         }
     }
     if (!n->is_seed && n->nseeds > 0 && others == 0) {
-        if (n->membership.ticks % 5 == 0)
+        if (tick && n->membership.ticks % 5 == 0)
             LOG(INFO, "boot.waiting", "for=seeds seeds=%d", n->nseeds);
         return;
     }
@@ -549,8 +574,13 @@ static void boot_try(node *n, uint64_t now)
             nt, GOSSIP_MAX_TOKENS);
         nt = GOSSIP_MAX_TOKENS;
     }
+    /* against the ring with the nodes joining now placed too: their
+     * tokens are taken, and their shares counted */
     const ring *base = n->ring && ring_token_count(n->ring) ? n->ring : NULL;
-    if (tokens_choose(n, nt, base) < 0)
+    const ring *alloc = n->ring_pending && ring_token_count(n->ring_pending)
+                            ? n->ring_pending
+                            : base;
+    if (tokens_choose(n, nt, alloc) < 0)
         return;
     n->st.ntokens = (int)nt;
     announce_tokens(n, nt, others, n->cfg.auto_bootstrap && base);
@@ -726,7 +756,7 @@ static void on_tick(uv_timer_t *t)
         handle_events(n);
     }
     probe_arm(n);
-    boot_try(n, now);
+    boot_try(n, now, true);
     node__clock_tick(n);
     stream_tick(n->streaming); /* join, leave, automatic cleanup */
     node__repair_after_join(n);
@@ -766,7 +796,50 @@ static void schema_set(node *n)
     char v[GOSSIP_VALUE_MAX];
     int l =
         node__schema_format(v, sizeof(v), &n->cfg, n->parked, replacing_of(n));
+    /* " queued=X": joining, it waits for X before it streams */
+    const char *q = n->membership.queued_for;
+    if (q[0] && (size_t)l < sizeof(v)) {
+        int k = snprintf(v + l, sizeof(v) - (size_t)l, " queued=%s", q);
+        l = (size_t)(l + k) < sizeof(v) ? l + k : (int)sizeof(v) - 1;
+    }
     gossip_state_set(n->g, GOSSIP_KEY_SCHEMA, v, (size_t)l);
+}
+
+bool node__join_gate(node *n, char *ahead, size_t cap, char *why, size_t wcap)
+{
+    size_t k = 0;
+    bool before = true;
+    bool q = node__join_queued(n, ahead, cap, &k, &before);
+    if (!q)
+        ahead[0] = '\0';
+    else if (k == 0)
+        snprintf(why, wcap, "%s is leaving (a leave goes first)", ahead);
+    else if (before)
+        snprintf(why, wcap,
+                 "%s joins too, announced first, and its join changes the "
+                 "replicas of %zu of the ranges this one's changes",
+                 ahead, k);
+    else
+        snprintf(why, wcap,
+                 "%s joins too and may be streaming (it has not said it "
+                 "waits), and its join changes the replicas of %zu of the "
+                 "ranges this one's changes",
+                 ahead, k);
+    struct node_membership *m = &n->membership;
+    if (strcmp(ahead, m->queued_for) == 0)
+        return q;
+    uint64_t now = node__mono_ms(n);
+    if (q)
+        LOG(INFO, "boot.queued", "behind=%s ranges=%zu why=\"%s\"", ahead, k,
+            why);
+    else
+        LOG(INFO, "boot.queue_done", "behind=%s waited_ms=%llu", m->queued_for,
+            (unsigned long long)(now - m->queued_since));
+    if (q && !m->queued_for[0])
+        m->queued_since = now;
+    snprintf(m->queued_for, sizeof(m->queued_for), "%s", ahead);
+    schema_set(n);
+    return q;
 }
 
 int node__join_withdraw(node *n, uint64_t *epoch)
@@ -778,6 +851,7 @@ int node__join_withdraw(node *n, uint64_t *epoch)
     n->st.ntokens = 0;
     n->st.wait_join = 1;
     n->st.replace[0] = '\0'; /* an aborted replace is over */
+    n->membership.queued_for[0] = '\0';
     /* persisted before the announce: a restart must not resume the join */
     int rc = node_state_save(&n->st, n->cfg.data_dir);
     if (rc < 0) {

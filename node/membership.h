@@ -72,6 +72,10 @@ struct node_membership {
     } boot_hb[NODE_BOOT_HB_MAX];
     size_t nboot_hb;
     uint64_t settle_until; /* mono ms: settling ends by then regardless */
+    /* joining, waiting for this node before it streams (node__join_gate;
+     * gossiped as " queued=NAME" in SCHEMA), "" if not, and since when */
+    char queued_for[GOSSIP_NAME_MAX + 1];
+    uint64_t queued_since;
 };
 
 /* node_new / node_free: the shell's buffers (before anything else of it),
@@ -96,6 +100,13 @@ int node__join(node *n, char *why, size_t cap);
  * (*epoch), parked until `ringkv join` (wait_join=1 in node.state, saved
  * first). 0 or the error of the save or the announce. */
 int node__join_withdraw(node *n, uint64_t *epoch);
+
+/* Joining, asked each tick until it streams: whether it must wait for
+ * another movement first (node__join_queued); if so who into
+ * ahead[0..cap) and why into why[0..wcap). A change is logged
+ * (boot.queued, boot.queue_done) and gossiped (" queued=NAME" in
+ * SCHEMA, which `ringkv status` shows on every node). */
+bool node__join_gate(node *n, char *ahead, size_t cap, char *why, size_t wcap);
 
 /* The ring rebuild found one of this node's tokens held by a placed member
  * with a smaller name (they joined without knowing of each other): choose

@@ -664,6 +664,7 @@ void node_free(node *n)
     node__replica_free(n);
     ring_free(n->ring);
     ring_free(n->ring_pending);
+    node__join_rings_free(n);
     stream_free(n->streaming);
     node__repair_free(n);
     node__purge_free(n);

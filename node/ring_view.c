@@ -66,9 +66,19 @@ int node__schema_format(char *out,
 
 void node__schema_replacing(char *out, size_t cap, struct rk_slice schema)
 {
-    static const char key[] = " replacing=";
-    size_t k = sizeof(key) - 1;
+    node__schema_word(out, cap, schema, "replacing");
+}
+
+void node__schema_word(char *out,
+                       size_t cap,
+                       struct rk_slice schema,
+                       const char *name)
+{
+    char key[32];
+    size_t k = (size_t)snprintf(key, sizeof(key), " %s=", name);
     out[0] = '\0';
+    if (k >= sizeof(key))
+        return;
     const char *p = (const char *)schema.p;
     for (size_t i = 0; i + k <= schema.len; i++) {
         if (memcmp(p + i, key, k) != 0)
@@ -338,6 +348,75 @@ int node__ring_stale_now(node *n)
     return n->settling || gossip_ring_stale(n->g);
 }
 
+void node__join_rings_free(node *n)
+{
+    for (size_t i = 0; i < n->njoins; i++)
+        ring_free(n->joins[i].r);
+    free(n->joins);
+    n->joins = NULL;
+    n->njoins = 0;
+}
+
+const ring *node__join_ring(const node *n, const char *name)
+{
+    for (size_t i = 0; i < n->njoins; i++)
+        if (strcmp(n->joins[i].name, name) == 0)
+            return n->joins[i].r;
+    return NULL;
+}
+
+/* Each joining member's own pending ring (member i with pend[i] tokens
+ * alone placed), into n->joins, replacing the last rebuild's. A ring that
+ * cannot be built is logged and left out: that joiner then has no ring of
+ * its own, and streams only once it can be built (node__join_queued). */
+static void join_rings_build(node *n,
+                             const struct ring_member *m,
+                             size_t nm,
+                             const size_t *pend,
+                             const uint64_t *epoch,
+                             const char *const *replp,
+                             const struct ring_config *rc0)
+{
+    node__join_rings_free(n);
+    size_t k = 0;
+    for (size_t i = 0; i < nm; i++)
+        k += pend[i] && pend[i] != (size_t)-1;
+    if (!k)
+        return;
+    struct ring_member *m1 = calloc(nm, sizeof(*m1));
+    size_t *p1 = calloc(nm, sizeof(*p1));
+    n->joins = calloc(k, sizeof(*n->joins));
+    if (!m1 || !p1 || !n->joins) {
+        free(n->joins);
+        n->joins = NULL;
+        goto out;
+    }
+    for (size_t i = 0; i < nm; i++) {
+        if (!pend[i] || pend[i] == (size_t)-1)
+            continue;
+        memcpy(m1, m, nm * sizeof(*m1));
+        memset(p1, 0, nm * sizeof(*p1));
+        p1[i] = pend[i];
+        node__ring_pending_members(m1, nm, p1, replp);
+        struct ring_config rc = *rc0;
+        rc.members = m1;
+        ring *r = NULL;
+        int err = ring_new(&r, &rc);
+        if (err < 0) {
+            LOG(ERROR, "ring.join_build_fail", "joining=%s error=\"%s\"",
+                m[i].name, rk_strerror(err));
+            continue;
+        }
+        struct node_join_ring *j = &n->joins[n->njoins++];
+        snprintf(j->name, sizeof(j->name), "%s", m[i].name);
+        j->epoch = epoch[i];
+        j->r = r;
+    }
+out:
+    free(p1);
+    free(m1);
+}
+
 void node__ring_rebuild(node *n)
 {
     uint64_t now = node__mono_ms(n);
@@ -352,10 +431,11 @@ void node__ring_rebuild(node *n)
     /* the node each member replaces (SCHEMA's replacing=), "" if none */
     char(*repl)[GOSSIP_NAME_MAX + 1] = calloc(cnt ? cnt : 1, sizeof(*repl));
     const char **replp = calloc(cnt ? cnt : 1, sizeof(*replp));
+    uint64_t *pepoch = calloc(cnt ? cnt : 1, sizeof(*pepoch));
     struct ring_dc_rf rdc[NODE_CONFIG_MAX_DCS];
     size_t nm = 0, npend = 0;
     ring *r = NULL;
-    if (!m || !toks || !dcs || !names || !pend || !repl || !replp)
+    if (!m || !toks || !dcs || !names || !pend || !repl || !replp || !pepoch)
         goto out;
     for (size_t i = 0; i < cnt; i++) {
         struct gossip_peer_info pi;
@@ -395,6 +475,7 @@ void node__ring_rebuild(node *n)
             m[nm].ntokens = 0;
             if (pi.status == GOSSIP_STATUS_BOOT && nt > 0) {
                 pend[nm] = nt; /* joining: placed in the pending ring */
+                pepoch[nm] = pi.status_epoch;
                 npend++;
             }
         }
@@ -424,6 +505,7 @@ void node__ring_rebuild(node *n)
     ring_free(n->ring);
     n->ring = r;
     gossip_ring_applied(n->g, ring_epoch(r));
+    join_rings_build(n, m, nm, pend, pepoch, replp, &rc);
     ring *rp = NULL;
     if (npend) {
         node__ring_pending_members(m, nm, pend, replp);
@@ -505,6 +587,7 @@ void node__ring_rebuild(node *n)
             ring_replica_count(r), n->ring_stale);
     node__ranges_ensure(n);
 out:
+    free(pepoch);
     free(replp);
     free(repl);
     free(pend);
@@ -542,6 +625,11 @@ void node__ranges_ensure(node *n)
     if (n->ring_pending)
         ranges_ensure_in(n, n->ring_pending,
                          ring_node_find(n->ring_pending, n->cfg.node_name));
+    /* joining: the ring with it alone placed, which it streams against
+     * (it replicates more there than with the other joiners placed too) */
+    const ring *own = node__join_ring(n, n->cfg.node_name);
+    if (own)
+        ranges_ensure_in(n, own, ring_node_find(own, n->cfg.node_name));
 }
 
 static void ranges_ensure_in(node *n, const ring *r, uint32_t self)
@@ -591,4 +679,69 @@ static void ranges_ensure_in(node *n, const ring *r, uint32_t self)
     free(hr);
     free(have);
     free(rr);
+}
+
+/* ---- joins that wait for each other ------------------------------------ */
+
+/* Whether join a comes before join b: announced first (its STATUS epoch),
+ * then by name (two that announced without hearing each other). */
+static bool join_before(const struct node_join_ring *a,
+                        const struct node_join_ring *b)
+{
+    if (a->epoch != b->epoch)
+        return a->epoch < b->epoch;
+    return strcmp(a->name, b->name) < 0;
+}
+
+bool node__join_queued(
+    node *n, char *ahead, size_t cap, size_t *ranges, bool *before)
+{
+    *ranges = 0;
+    *before = true;
+    ahead[0] = '\0';
+    const struct node_join_ring *me = NULL;
+    for (size_t i = 0; i < n->njoins && !me; i++)
+        if (strcmp(n->joins[i].name, n->cfg.node_name) == 0)
+            me = &n->joins[i];
+    if (!n->ring || !me)
+        return false; /* no ring of its own yet: the join waits for it */
+    uint64_t now = node__mono_ms(n);
+    /* a leave goes first, whatever it overlaps */
+    for (size_t i = 0; i < ring_node_count(n->ring); i++) {
+        struct ring_node_info ni;
+        if (ring_node_get(n->ring, &ni, (uint32_t)i) == 0 &&
+            ni.state == RING_LEAVING) {
+            snprintf(ahead, cap, "%s", ni.name);
+            return true;
+        }
+    }
+    /* the joins announced before this one, in their order, then those
+     * after it that have not said they wait (they may be streaming: a
+     * join resumed after a restart comes after one that went meanwhile) */
+    const struct node_join_ring *best = NULL;
+    size_t best_k = 0;
+    for (size_t i = 0; i < n->njoins; i++) {
+        const struct node_join_ring *j = &n->joins[i];
+        struct gossip_peer_info pi;
+        char q[GOSSIP_NAME_MAX + 1];
+        if (j == me || gossip_peer_find(&pi, n->g, j->name, now) < 0 ||
+            !(pi.up || pi.phi < n->cfg.phi_convict_threshold))
+            continue; /* a joiner that is down holds nobody back */
+        node__schema_word(q, sizeof(q), pi.state[GOSSIP_KEY_SCHEMA], "queued");
+        if (!join_before(j, me) && q[0])
+            continue; /* after this one, and waiting itself */
+        size_t k = 0;
+        if (ring_moves_overlap(&k, n->ring, me->r, j->r) < 0 || !k)
+            continue;
+        if (!best || join_before(j, best)) {
+            best = j;
+            best_k = k;
+        }
+    }
+    if (!best)
+        return false;
+    snprintf(ahead, cap, "%s", best->name);
+    *ranges = best_k;
+    *before = join_before(best, me);
+    return true;
 }

@@ -46,6 +46,16 @@ struct node_peer_tab {
     struct node_peer p[];
 };
 
+/* A node joining (BOOT with tokens) and the ring with it alone placed. Its
+ * STATUS epoch and name order the joins: of two whose movements change
+ * the replicas of a common range, the one announced first (the smaller
+ * epoch, then the smaller name) streams first (node__join_queued). */
+struct node_join_ring {
+    char name[GOSSIP_NAME_MAX + 1];
+    uint64_t epoch; /* of its STATUS BOOT */
+    ring *r;        /* same members as n->ring, so same node indices */
+};
+
 /* Build the ring (and the pending ring) from gossip's members under the
  * membership epoch, swap them in, rebuild the peer table, note whether
  * the ring is stale and create the missing local ranges. On a token
@@ -56,6 +66,22 @@ void node__ring_rebuild(node *n);
  * ring and the pending ring); nothing while the node is settling. */
 void node__ranges_ensure(node *n);
 void node__peer_tab_unref(struct node_peer_tab *t); /* NULL: nothing */
+/* The ring with node `name` alone placed, if it is joining; NULL if not.
+ * @note borrowed until the next rebuild. */
+const ring *node__join_ring(const node *n, const char *name);
+/* Free n->joins. */
+void node__join_rings_free(node *n);
+/* Whether this node, joining, must wait before it streams: a node is
+ * leaving (*ranges 0), or a live joining node changes the replicas of a
+ * range its own join changes too (ring_moves_overlap: *ranges of this
+ * join's moves) and was announced before it (node_join_ring's order;
+ * *before true), or after it but has not said that it waits (" queued="
+ * in its SCHEMA; *before false: it may be streaming, a join resumed after
+ * a restart comes after one that went meanwhile). The first such node,
+ * in that order, goes to ahead[0..cap). A joining node that is down holds
+ * nobody back. */
+bool node__join_queued(
+    node *n, char *ahead, size_t cap, size_t *ranges, bool *before);
 /* RING_STALE: heard of a newer ring epoch than the one applied, or
  * restarted and no peer heard yet (settling). */
 int node__ring_stale_now(node *n);
@@ -82,6 +108,12 @@ int node__schema_format(char *out,
                         const struct node_config *c,
                         bool parked,
                         const char *replacing);
+/* The word after " NAME=" in a gossiped SCHEMA value into out[0..cap),
+ * "" if none (or too long): " replacing=X", " queued=X". */
+void node__schema_word(char *out,
+                       size_t cap,
+                       struct rk_slice schema,
+                       const char *name);
 /* The name after " replacing=" in a gossiped SCHEMA value (a node started
  * with replace: NAME) into out[0..cap), "" if none (or too long). */
 void node__schema_replacing(char *out, size_t cap, struct rk_slice schema);

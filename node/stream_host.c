@@ -189,6 +189,11 @@ static const ring *h_ring(void *arg)
 static const ring *h_ring_pending(void *arg)
 {
     node *n = arg;
+    /* a joining node streams what its own join moves: the ring with it
+     * alone placed, not with the other joiners too (where one of them
+     * would take ranges it replicates once it is NORMAL before them) */
+    if (n->boot == NODE_BOOT_STREAM)
+        return node__join_ring(n, n->cfg.node_name);
     return n->ring_pending;
 }
 
@@ -287,6 +292,12 @@ static int h_join_withdraw(void *arg, uint64_t *epoch)
     return node__join_withdraw(arg, epoch);
 }
 
+static bool
+h_join_queued(void *arg, char *ahead, size_t cap, char *why, size_t why_cap)
+{
+    return node__join_gate(arg, ahead, cap, why, why_cap);
+}
+
 /* Hints this node keeps for the other members would be lost with it: the
  * first member that has some (replay kicked), or 0 when none does. */
 static uint64_t h_hints_pending(void *arg, char *for_name, size_t cap)
@@ -359,6 +370,7 @@ int node__streaming_new(node *n)
         .state_save = h_state_save,
         .join_done = h_join_done,
         .join_withdraw = h_join_withdraw,
+        .join_queued = h_join_queued,
         .hints_pending = h_hints_pending,
         .self_stop = h_self_stop,
     };

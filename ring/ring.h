@@ -242,6 +242,18 @@ int ring_plan_new(struct ring_move **out,
 
 void ring_plan_free(struct ring_move *plan);
 
+/* Whether two movements from the same ring `base` -- to ring `a` and to
+ * ring `b`, say base with one joining node placed and base with another --
+ * change the replicas of a common part of the token space: *out is the
+ * number of a's moves (ring_plan_new(base, a)) whose range meets the
+ * range of some move of b, 0 when none does (the two can stream at the
+ * same time: no range changes hands in both). Nodes are matched by name.
+ * Errors: -ENOMEM (*out 0). */
+int ring_moves_overlap(size_t *out,
+                       const ring *base,
+                       const ring *a,
+                       const ring *b);
+
 /* The parts of the ranges `want[0..nwant)` that none of `have[0..nhave)`
  * covers, as ranges in ring order (a part that wraps through zero is one
  * range; the whole ring is start == end). `want` ranges must not overlap

@@ -299,3 +299,37 @@ free_pieces:
     free(h.p);
     return rc;
 }
+
+/* ---- whether two movements touch the same ranges ------------------------ */
+
+/* Whether the ranges a and b share a token: (s1, e1] and (s2, e2] meet
+ * exactly when one holds the other's end (the end of their common part
+ * is one of the two ends); start == end is the whole ring. */
+static bool ranges_meet(struct ring_range a, struct ring_range b)
+{
+    return ring_range_contains(a, b.end) || ring_range_contains(b, a.end);
+}
+
+int ring_moves_overlap(size_t *out,
+                       const ring *base,
+                       const ring *a,
+                       const ring *b)
+{
+    struct ring_move *ma = NULL, *mb = NULL;
+    size_t na = 0, nb = 0;
+    *out = 0;
+    int rc = ring_plan_new(&ma, &na, base, a);
+    if (rc == 0)
+        rc = ring_plan_new(&mb, &nb, base, b);
+    for (size_t i = 0; rc == 0 && i < na; i++) {
+        bool meet = false;
+        for (size_t k = 0; k < nb && !meet; k++)
+            meet = ranges_meet(ma[i].range, mb[k].range);
+        *out += meet;
+    }
+    ring_plan_free(ma);
+    ring_plan_free(mb);
+    if (rc < 0)
+        *out = 0;
+    return rc;
+}

@@ -28,6 +28,14 @@
  * When every session is done the node announces NORMAL (a new epoch) and
  * host->join_done clears joining.
  *
+ * Several nodes may join at once. The pending ring the node plans against
+ * is its own (host->ring_pending: the ring with it alone placed), and
+ * before it plans it asks host->join_queued, every tick from its
+ * announcement on, whether another movement that changes some of the same
+ * ranges goes first; it then waits (netstats: Queued:) and plans once
+ * that one is done, with no ring delay of its own (the coordinators have
+ * sent it the writes of its ranges since it announced).
+ *
  * A node replacing a dead one (replace: X) joins the same way with X's
  * tokens: the pending ring has it in X's place, so the plan gives it
  * exactly X's ranges, and its sources are their other replicas (never X).
@@ -92,6 +100,11 @@ struct stream_join {
     size_t ndonor;
     bool kicking, rekick; /* stream_kick running; run it again */
     bool planned;
+    /* waiting for another movement before it plans (host->join_queued):
+     * who, why, and since when (mono ms, 0: not waiting) */
+    char queued_for[STREAM_NAME_MAX + 1];
+    char queued_why[256];
+    uint64_t queued_ms;
     uint64_t first_token; /* this node's, when it planned: names its saves */
     bool finished;        /* every range in: NORMAL announced */
     bool target_up;       /* the node replaced is UP again: finish waits */
@@ -872,6 +885,17 @@ void stream__join_tick(stream *s)
         return;
     uint64_t now = stream__now(s);
     if (!st->planned) {
+        /* another join that changes the same ranges goes first: asked from
+         * the announcement on, so that the others hear early that this
+         * one waits (the ring delay runs meanwhile) */
+        if (s->h.join_queued &&
+            s->h.join_queued(s->h.arg, st->queued_for, sizeof(st->queued_for),
+                             st->queued_why, sizeof(st->queued_why))) {
+            if (!st->queued_ms)
+                st->queued_ms = now ? now : 1;
+            return;
+        }
+        st->queued_ms = 0;
         /* the ring it streams against must be the cluster's */
         if (now < st->ready_at || s->h.ring_stale(s->h.arg) ||
             !stream__ring_pending(s))
@@ -893,6 +917,12 @@ void stream__join_tick(stream *s)
              (unsigned long long)st->keys, (unsigned long long)st->bytes);
     }
     stream_kick(s);
+}
+
+void stream_join_poke(stream *s)
+{
+    if (s->join && !s->join->planned)
+        stream__join_tick(s);
 }
 
 /* ---- netstats ------------------------------------------------------------ */
@@ -940,6 +970,14 @@ void stream__join_text(stream *s, FILE *f)
         fprintf(f, "Mode: JOINING (replacing %s)\n", ns.replacing);
     else
         fprintf(f, "Mode: JOINING\n");
+    if (!st->planned && st->queued_ms) {
+        fprintf(f,
+                "Queued: waiting for %s for %.1f s: %s; streaming starts "
+                "once it is done (tokens announced %.1f s ago).\n",
+                st->queued_for, (double)(stream__now(s) - st->queued_ms) / 1000,
+                st->queued_why, (double)ms / 1000);
+        return;
+    }
     if (!st->planned) {
         fprintf(f,
                 "Announced its tokens %.1f s ago; streaming starts once "

@@ -165,6 +165,13 @@ struct stream_host {
     /* A join aborted: the node withdraws its tokens (*epoch: the new
      * epoch); 0 or an error. */
     int (*join_withdraw)(void *arg, uint64_t *epoch);
+    /* Whether the join must wait before it streams, asked every tick until
+     * it plans (NULL: never): another movement changes the replicas of
+     * ranges it changes too and goes first. If so, that node's name into
+     * ahead[0..cap) and why, in words, into why[0..why_cap); the node says
+     * so in gossip, `ringkv status` and its log. */
+    bool (*join_queued)(
+        void *arg, char *ahead, size_t cap, char *why, size_t why_cap);
     /* Hints this node keeps for another member, which would be lost with
      * it: how many for the first member that has some (its name into
      * for_name; its replay kicked), 0 when none. */
@@ -220,6 +227,11 @@ void stream_free(stream *s);
 
 /* Every gossip tick: the join, the leave and the automatic cleanup. */
 void stream_tick(stream *s);
+/* Between ticks, when the ring changed: a join that waits (the ring
+ * delay, a stale ring, another join queued ahead: host->join_queued)
+ * looks again at once, so that a queued join starts as soon as the one
+ * ahead has announced NORMAL, not at the next tick. */
+void stream_join_poke(stream *s);
 void stream_stats_get(const stream *s, struct stream_stats *out);
 
 /* ---- a join (join.c) ----------------------------------------------------- */

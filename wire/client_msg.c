@@ -355,8 +355,8 @@ static const struct wire__field value_elem[] = {
 static const struct wire__layout value_layout =
     WIRE__LAYOUT(BARE, struct wire_cvalue, value_elem);
 
-/* A STATUS row; owns, repl, silent, the clock's, disk_full and the
- * repair schedule's are left out when unknown (or zero). */
+/* A STATUS row; owns, repl, silent, the clock's, disk_full, the repair
+ * schedule's and queued are left out when unknown (or zero). */
 static const struct wire__field node_fields[] = {
     NODE(STR, NAME, name, .flags = WIRE__F_REQUIRED, .max = WIRE_CSTR_MAX),
     NODE(STR, ADDR, addr, .max = WIRE_CSTR_MAX),
@@ -376,6 +376,7 @@ static const struct wire__field node_fields[] = {
     NODE(UINT, REPAIR_OLDEST, repair_oldest_ms, .flags = WIRE__F_OMIT_ZERO),
     NODE(UINT, REPAIR_OVERDUE, repair_overdue, .flags = WIRE__F_OMIT_ZERO),
     NODE(UINT, REPAIR_NEVER, repair_never, .flags = WIRE__F_OMIT_ZERO),
+    NODE(STR, QUEUED, queued, .flags = WIRE__F_OMIT_ZERO, .max = WIRE_CSTR_MAX),
 };
 static const struct wire__layout node_row =
     WIRE__LAYOUT(MAP, struct wire_cnode, node_fields);

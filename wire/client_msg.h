@@ -166,7 +166,9 @@ enum wire_cnfield {
     WIRE_CN_REPAIR_ARCS = 15,
     WIRE_CN_REPAIR_OLDEST = 16,
     WIRE_CN_REPAIR_OVERDUE = 17,
-    WIRE_CN_REPAIR_NEVER = 18
+    WIRE_CN_REPAIR_NEVER = 18,
+    WIRE_CN_QUEUED = 19 /* str: joining, the node it waits for before it
+                           streams its ranges; absent otherwise */
 };
 
 /* A growable byte buffer the encoders append frames to.
@@ -256,6 +258,7 @@ struct wire_cnode {
     /* the answering node's repair schedule (WIRE_CN_REPAIR_*; 0: not
      * sent) */
     uint64_t repair_arcs, repair_oldest_ms, repair_overdue, repair_never;
+    struct rk_slice queued; /* joining, waits for this node (empty: not sent) */
 };
 
 struct wire_ctoken {

@@ -2,7 +2,8 @@
 """Twelve ringkvd processes on 127.0.0.21-32 learn each other over gossip.
 
 Proves: nodes started together form one cluster unaided (each fresh node
-takes its turn to choose tokens), every node ends with the same ring epoch
+takes its turn to choose tokens, and joins take turns to stream only where
+their ranges overlap), every node ends with the same ring epoch
 and fingerprint and sees all twelve UN; a thirteenth process with the right
 cluster name but the wrong secret is never admitted, and its packets are
 counted as rejected; random bytes on the gossip port are rejected too and
@@ -21,9 +22,10 @@ def main():
     ips = ["127.0.0.%d" % (21 + i) for i in range(N)]
     c = h.Cluster(ips, seeds=ips[:2], replication="dc1:3")
     c.start()
-    # twelve fresh nodes join one after another (issue 29.2 wants them at
-    # once); under ASan on a loaded machine that took over 120 s (CI,
-    # 2026-12-06: 10 of 12 UN by then), 35 s in a plain build
+    # twelve fresh nodes choose their tokens one after another and stream
+    # at once where their ranges do not overlap (docs/streaming.md); under
+    # ASan on a loaded machine the joins took over 120 s when each waited
+    # for the one before (CI, 2026-12-06: 10 of 12 UN by then)
     epoch, fp = c.wait_converged(timeout=300)
     print("converged: %d nodes, epoch %d, fingerprint %016x" % (N, epoch, fp))
     st = c.nodes[5].status()

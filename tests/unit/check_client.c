@@ -1384,6 +1384,16 @@ START_TEST(cli_status)
     ck_assert_ptr_nonnull(
         strstr(out, "\"replication\":\"dc1:3\",\"repair\":{\"arcs\":24,"
                     "\"oldest_ms\":11520000,\"overdue\":2,\"never\":1}}"));
+    /* a joining node waiting for another to stream: a line, and in --json */
+    nodes[1].queued = (struct rk_slice){(const uint8_t *)"n1", 2};
+    ck_assert_int_eq(cli(f, NULL, out, err, "status", NULL, NULL, NULL, NULL),
+                     0);
+    ck_assert_ptr_nonnull(
+        strstr(out, "\nQueued: n2 streams its ranges once n1 is done"));
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "status", "--json", NULL, NULL, NULL), 0);
+    nodes[1].queued = (struct rk_slice){NULL, 0};
+    ck_assert_ptr_nonnull(strstr(out, "\"clock_far\":true,\"queued\":\"n1\"}"));
     fake_stop(f);
 }
 END_TEST

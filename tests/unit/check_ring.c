@@ -1056,6 +1056,202 @@ START_TEST(plan_matches_brute_force)
 }
 END_TEST
 
+/* ---- two movements touching the same ranges ------------------------------ */
+
+/* Whether token t has the same replicas (by name) in rings x and y. */
+static bool same_replicas(const ring *x, const ring *y, uint64_t t)
+{
+    uint32_t rx[RING_MAX_REPLICAS], ry[RING_MAX_REPLICAS];
+    size_t nx =
+        ring_token_count(x) ? ring_replicas(x, t, rx, RING_MAX_REPLICAS) : 0;
+    size_t ny =
+        ring_token_count(y) ? ring_replicas(y, t, ry, RING_MAX_REPLICAS) : 0;
+    if (nx != ny)
+        return false;
+    for (size_t i = 0; i < nx; i++) {
+        struct ring_node_info a, b;
+        bool found = false;
+        ring_node_get(x, &a, rx[i]);
+        for (size_t k = 0; k < ny && !found; k++) {
+            ring_node_get(y, &b, ry[k]);
+            found = strcmp(a.name, b.name) == 0;
+        }
+        if (!found)
+            return false;
+    }
+    return true;
+}
+
+static size_t add_cuts(uint64_t *cut, size_t n, const ring *r)
+{
+    for (size_t i = 0; i < ring_token_count(r); i++)
+        cut[n++] = ring_arc_range(r, i).end;
+    return n;
+}
+
+/* The brute force: cut the circle at every token of the three rings; the
+ * movements overlap when one piece has other replicas in both a and b
+ * than in base. */
+static bool ref_overlap(const ring *base, const ring *a, const ring *b)
+{
+    size_t cap =
+        ring_token_count(base) + ring_token_count(a) + ring_token_count(b) + 1;
+    uint64_t *cut = malloc(cap * sizeof(*cut));
+    ck_assert_ptr_nonnull(cut);
+    size_t n = add_cuts(cut, 0, base);
+    n = add_cuts(cut, n, a);
+    n = add_cuts(cut, n, b);
+    bool hit = false;
+    for (size_t i = 0; i < n && !hit; i++)
+        hit =
+            !same_replicas(base, a, cut[i]) && !same_replicas(base, b, cut[i]);
+    free(cut);
+    return hit;
+}
+
+START_TEST(overlap_matches_brute_force)
+{
+    uint64_t seed = 9100 + (uint64_t)_i, s = seed;
+    struct fixture f;
+    int nts = _i % 2;
+    /* more nodes than RF mostly, few tokens: both answers happen */
+    fix_random(&f, &s, 4 + rng_below(&s, 20), 1 + rng_below(&s, 4), nts ? 2 : 1,
+               1 + rng_below(&s, 3), 0);
+    if (nts)
+        fix_nts(&f, 1 + rng_below(&s, 3), 1 + rng_below(&s, 2));
+    else
+        fix_simple(&f, 1 + rng_below(&s, 3));
+    ring *base = fix_ring(&f, 1), *a = NULL, *b = NULL;
+    uint64_t ta[3], tb[3];
+    size_t na = 1 + rng_below(&s, 3), nb = 1 + rng_below(&s, 3);
+    for (size_t i = 0; i < 3; i++) {
+        ta[i] = rng_next(&s);
+        tb[i] = rng_next(&s);
+    }
+    struct ring_member ja = {"joiner-a", "dc0", "r0", ta, na, 0, RING_NORMAL};
+    struct ring_member jb = {"joiner-b", "dc0", "r1", tb, nb, 0, RING_NORMAL};
+    ck_assert_int_eq(ring_change(&a, base, &ja, NULL, 2), 0);
+    ck_assert_int_eq(ring_change(&b, base, &jb, NULL, 2), 0);
+    size_t ab = 99, ba = 99;
+    ck_assert_int_eq(ring_moves_overlap(&ab, base, a, b), 0);
+    ck_assert_int_eq(ring_moves_overlap(&ba, base, b, a), 0);
+    bool want = ref_overlap(base, a, b);
+    ck_assert_msg((ab > 0) == want && (ba > 0) == want,
+                  "seed %llu: overlap %zu/%zu, brute force %d",
+                  (unsigned long long)seed, ab, ba, want);
+    ring_free(a);
+    ring_free(b);
+    ring_free(base);
+}
+END_TEST
+
+START_TEST(overlap_far_and_near_joiners)
+{
+    /* 12 nodes of one token each, evenly spaced, RF 2: a joiner inside an
+     * arc changes that arc and the one before it (its replicas); two
+     * joiners six arcs apart share nothing, two in the same arc do */
+    struct fixture f;
+    memset(&f, 0, sizeof(f));
+    f.n = 12;
+    uint64_t step = UINT64_MAX / 12;
+    for (size_t i = 0; i < f.n; i++) {
+        snprintf(f.names[i], sizeof(f.names[i]), "node%02zu", i);
+        snprintf(f.dcs[i], sizeof(f.dcs[i]), "dc0");
+        snprintf(f.racks[i], sizeof(f.racks[i]), "r0");
+        f.tokens[i][0] = step * (i + 1);
+        fix_member(&f, i, 1, RING_NORMAL);
+    }
+    fix_simple(&f, 2);
+    ring *base = fix_ring(&f, 1), *a = NULL, *b = NULL, *c = NULL;
+    uint64_t ta = step * 2 + step / 2, tb = step * 8 + step / 2,
+             tc = step * 2 + step / 4;
+    struct ring_member ja = {"ja", "dc0", "r0", &ta, 1, 0, RING_NORMAL};
+    struct ring_member jb = {"jb", "dc0", "r0", &tb, 1, 0, RING_NORMAL};
+    struct ring_member jc = {"jc", "dc0", "r0", &tc, 1, 0, RING_NORMAL};
+    ck_assert_int_eq(ring_change(&a, base, &ja, NULL, 2), 0);
+    ck_assert_int_eq(ring_change(&b, base, &jb, NULL, 2), 0);
+    ck_assert_int_eq(ring_change(&c, base, &jc, NULL, 2), 0);
+    size_t k = 99;
+    ck_assert_int_eq(ring_moves_overlap(&k, base, a, b), 0);
+    ck_assert_uint_eq(k, 0);
+    ck_assert_int_eq(ring_moves_overlap(&k, base, a, c), 0);
+    ck_assert_uint_gt(k, 0);
+    ck_assert_int_eq(ring_moves_overlap(&k, base, a, base), 0);
+    ck_assert_uint_eq(k, 0); /* no movement overlaps nothing */
+    ring_free(a);
+    ring_free(b);
+    ring_free(c);
+    ring_free(base);
+}
+END_TEST
+
+/* Whether node `name` is a replica of token t in ring r. */
+static bool is_replica(const ring *r, const char *name, uint64_t t)
+{
+    uint32_t rep[RING_MAX_REPLICAS];
+    size_t n = ring_replicas(r, t, rep, RING_MAX_REPLICAS);
+    for (size_t i = 0; i < n && i < RING_MAX_REPLICAS; i++) {
+        struct ring_node_info ni;
+        ring_node_get(r, &ni, rep[i]);
+        if (strcmp(ni.name, name) == 0)
+            return true;
+    }
+    return false;
+}
+
+START_TEST(placing_another_never_adds_a_joiners_ranges)
+{
+    /* A join queued behind another plans, once that one is done, against
+     * the ring with it placed; coordinators wrote to it, meanwhile, what
+     * it gains in the ring without. That is enough only if placing a node
+     * in front can take ranges from the joiner, never give it any:
+     * checked on random rings (Simple and NTS, few racks and many) at
+     * every piece the rings' tokens cut. */
+    uint64_t seed = 9300 + (uint64_t)_i, s = seed;
+    struct fixture f;
+    int nts = _i % 2;
+    fix_random(&f, &s, 2 + rng_below(&s, 20), 1 + rng_below(&s, 6), nts ? 2 : 1,
+               1 + rng_below(&s, 4), 0);
+    if (nts)
+        fix_nts(&f, 1 + rng_below(&s, 4), 1 + rng_below(&s, 3));
+    else
+        fix_simple(&f, 1 + rng_below(&s, 4));
+    ring *base = fix_ring(&f, 1), *q = NULL, *jq = NULL, *j = NULL;
+    uint64_t tq[4], tj[4];
+    for (size_t i = 0; i < 4; i++) {
+        tq[i] = rng_next(&s);
+        tj[i] = rng_next(&s);
+    }
+    char rq[8], rj[8];
+    snprintf(rq, sizeof(rq), "r%u", rng_below(&s, 5));
+    snprintf(rj, sizeof(rj), "r%u", rng_below(&s, 5));
+    const char *dq = rng_below(&s, 2) ? "dc0" : "dc1";
+    const char *dj = rng_below(&s, 2) ? "dc0" : "dc1";
+    struct ring_member mq = {"joiner-q",           dq, rq,         tq,
+                             1 + rng_below(&s, 4), 0,  RING_NORMAL};
+    struct ring_member mj = {"joiner-j",           dj, rj,         tj,
+                             1 + rng_below(&s, 4), 0,  RING_NORMAL};
+    ck_assert_int_eq(ring_change(&q, base, &mq, NULL, 2), 0);
+    ck_assert_int_eq(ring_change(&j, base, &mj, NULL, 2), 0);
+    ck_assert_int_eq(ring_change(&jq, j, &mq, NULL, 3), 0);
+    size_t cap = ring_token_count(jq) + 1;
+    uint64_t *cut = malloc(cap * sizeof(*cut));
+    ck_assert_ptr_nonnull(cut);
+    size_t n = add_cuts(cut, 0, jq);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(!is_replica(jq, "joiner-q", cut[i]) ||
+                          is_replica(q, "joiner-q", cut[i]),
+                      "seed %llu: token %llu gained only with the other "
+                      "joiner placed",
+                      (unsigned long long)seed, (unsigned long long)cut[i]);
+    free(cut);
+    ring_free(jq);
+    ring_free(j);
+    ring_free(q);
+    ring_free(base);
+}
+END_TEST
+
 START_TEST(plan_join_balanced_shape)
 {
     /* 12 -> 13 nodes, 16 balanced tokens, RF 3: the joiner gains, about
@@ -1272,6 +1468,10 @@ static Suite *ring_suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, plan_matches_brute_force, 0, 40);
     tcase_add_test(tc, plan_join_balanced_shape);
+    tcase_add_loop_test(tc, overlap_matches_brute_force, 0, 60);
+    tcase_add_test(tc, overlap_far_and_near_joiners);
+    tcase_add_loop_test(tc, placing_another_never_adds_a_joiners_ranges, 0,
+                        200);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("uncovered");

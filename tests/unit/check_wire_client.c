@@ -522,10 +522,25 @@ START_TEST(roundtrip_every_response)
 {
     struct wire_cvalue vals[] = {
         {true, S("one")}, {false, {NULL, 0}}, {true, S("")}};
-    struct wire_cnode nodes[] = {{S("a"), S("127.0.0.11:7380"), S("dc1"),
-                                  S("r1"), S("UN"), UINT64_MAX, 256, 1.0,
-                                  S("dc1:3,dc2:2"), 2400, 600000, 0, true, 1,
-                                  24, 11520000, 2, 1},
+    struct wire_cnode nodes[] = {{S("a"),
+                                  S("127.0.0.11:7380"),
+                                  S("dc1"),
+                                  S("r1"),
+                                  S("UN"),
+                                  UINT64_MAX,
+                                  256,
+                                  1.0,
+                                  S("dc1:3,dc2:2"),
+                                  2400,
+                                  600000,
+                                  0,
+                                  true,
+                                  1,
+                                  24,
+                                  11520000,
+                                  2,
+                                  1,
+                                  {NULL, 0}},
                                  {S("b"),
                                   S("127.0.0.12:7380"),
                                   S("dc1"),
@@ -543,10 +558,12 @@ START_TEST(roundtrip_every_response)
                                   0,
                                   0,
                                   0,
-                                  0}};
+                                  0,
+                                  {NULL, 0}}};
     struct wire_ctoken toks[] = {{0, S("a")}, {UINT64_MAX, S("b")}};
     struct wire_cendpoint eps[] = {{S("a"), S("127.0.0.11:7380")},
                                    {S("b"), S("127.0.0.12:7380")}};
+    nodes[1].queued = S("a");
     struct wire_cresp r = {.id = 42,
                            .op = WIRE_COP_STATUS,
                            .has = 0xffffu,
@@ -609,6 +626,8 @@ START_TEST(roundtrip_every_response)
     ck_assert_uint_eq(d.nodes[0].repair_overdue, 2);
     ck_assert_uint_eq(d.nodes[0].repair_never, 1);
     ck_assert_uint_eq(d.nodes[1].repair_arcs, 0); /* not sent */
+    ck_assert_uint_eq(d.nodes[0].queued.len, 0);  /* not sent */
+    ck_assert(slice_eq(d.nodes[1].queued, "a"));
     ck_assert(slice_eq(d.nodes[1].state, "DN"));
     ck_assert(slice_eq(d.nodes[1].rack, "r2"));
     ck_assert_uint_eq(d.ntokens, 2);
@@ -938,7 +957,7 @@ START_TEST(mutations_do_not_crash)
                           .nkeys = 2};
     struct wire_cnode nodes[] = {{S("a"), S("h:1"), S("d"), S("r"), S("UN"), 5,
                                   2, 0.25, S("d:3"), 1500, 0, 700, true, 1, 3,
-                                  5000, 1, 0}};
+                                  5000, 1, 0, S("x")}};
     struct wire_ctoken toks[] = {{9, S("a")}};
     struct wire_cresp r = {.id = 77,
                            .op = WIRE_COP_STATUS,
