@@ -1244,7 +1244,7 @@ static uint64_t rnd(uint64_t *x)
 static ring *ring_rand(
     int n, const size_t *nt, uint64_t tok[][TMAX], bool with_j, unsigned rf)
 {
-    static char names[PMAX][8];
+    static char names[PMAX][16];
     const char *nm[PMAX];
     const uint64_t *tk[PMAX];
     size_t k[PMAX];
