@@ -2401,18 +2401,20 @@ START_TEST(raw_frame_deadline_per_request)
     struct tcli t;
     struct net_server_opts o = NET_SERVER_OPTS_INIT;
     env_init(&e);
-    o.frame_timeout_ms = 500;
+    o.frame_timeout_ms = 1500;
     o.frame_deadline = true;
     raw_start(&e, &r, &o);
     tcli_connect(&e, &t, net_server_port(r.s), true);
     /* ten 5-byte requests, each write the end of one and the start of
-     * the next, 100 ms apart: the buffer is never empty for 1 s, twice
-     * the timeout, and each request arrives whole within it */
+     * the next, 200 ms apart: the buffer is never empty for 2 s, more
+     * than the timeout, and each request arrives whole well within it (a
+     * 500 ms timeout with 100 ms steps fired under ASan on a busy
+     * machine: CI 2026-12-06) */
     uint8_t req[5] = {0, 0, 0, 1, 0};
     uint8_t step[5] = {1, 0, 0, 0, 0}; /* length end, tag; next start */
     tcli_write(&t, req, 3);
     for (int i = 0; i < 10; i++) {
-        env_sleep(&e, 100);
+        env_sleep(&e, 200);
         tcli_write(&t, step, i < 9 ? 5 : 2);
         RUN_UNTIL(&e, r.requests == i + 1);
     }
