@@ -72,10 +72,10 @@ def fill_through_n3(n3, acked):
             if not r.err:
                 mine[k] = value_of(i + j)
                 continue
-            if i == 0 and r.err == "TIMEOUT":
-                # the first batch, far from full, may time out on a loaded
-                # machine (CI-like run 2026-12-06: m0, 0 of 2 answered):
-                # not acknowledged, so not counted; the fill goes on
+            if r.err == "TIMEOUT":
+                # a write may time out on a loaded machine (CI-like runs
+                # 2026-12-06: m0, 0 of 2 answered; m1088, 1 of 2): not
+                # acknowledged, so not counted; the fill goes on
                 continue
             h.check(r.err == "FULL", "PUT %s through n3: %s %s" %
                     (k, r.err, r.msg))
