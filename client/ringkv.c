@@ -676,6 +676,22 @@ static int ringkv__hello(ringkv *c)
     return rc;
 }
 
+/* Appends a host's failure to errs ("; " between two), cut at cap. */
+static void errs_add(char *errs, size_t cap, size_t *len, const char *fmt, ...)
+{
+    if (*len > 0 && *len + 2 < cap) {
+        memcpy(errs + *len, "; ", 3);
+        *len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = *len < cap ? vsnprintf(errs + *len, cap - *len, fmt, ap) : 0;
+    va_end(ap);
+    *len += n > 0 ? (size_t)n : 0;
+    if (*len >= cap)
+        *len = cap - 1;
+}
+
 int ringkv_connect(ringkv *c)
 {
     if (c->fd >= 0)
@@ -706,11 +722,8 @@ int ringkv_connect(ringkv *c)
         int g = getaddrinfo(h->name, h->port, &hints, &res);
         if (g != 0) {
             last = -EHOSTUNREACH;
-            elen += (size_t)snprintf(
-                errs + elen, elen < sizeof(errs) ? sizeof(errs) - elen : 0,
-                "%s%s: %s", elen ? "; " : "", c->peer, gai_strerror(g));
-            if (elen >= sizeof(errs))
-                elen = sizeof(errs) - 1;
+            errs_add(errs, sizeof(errs), &elen, "%s: %s", c->peer,
+                     gai_strerror(g));
             continue;
         }
         int fd = -ECONNREFUSED;
@@ -724,11 +737,8 @@ int ringkv_connect(ringkv *c)
         c->used_any = true;
         if (fd < 0) {
             last = fd;
-            elen += (size_t)snprintf(
-                errs + elen, elen < sizeof(errs) ? sizeof(errs) - elen : 0,
-                "%s%s: %s", elen ? "; " : "", c->peer, rk_strerror(fd));
-            if (elen >= sizeof(errs))
-                elen = sizeof(errs) - 1;
+            errs_add(errs, sizeof(errs), &elen, "%s: %s", c->peer,
+                     rk_strerror(fd));
             continue;
         }
         c->fd = fd;
@@ -740,11 +750,7 @@ int ringkv_connect(ringkv *c)
             if (rc != 0) {
                 ringkv__drop(c);
                 last = rc;
-                elen += (size_t)snprintf(
-                    errs + elen, elen < sizeof(errs) ? sizeof(errs) - elen : 0,
-                    "%s%s", elen ? "; " : "", c->err);
-                if (elen >= sizeof(errs))
-                    elen = sizeof(errs) - 1;
+                errs_add(errs, sizeof(errs), &elen, "%s", c->err);
                 continue;
             }
         }
@@ -755,11 +761,7 @@ int ringkv_connect(ringkv *c)
                 if (rc == RK_EAUTH)
                     return rc;
                 last = rc;
-                elen += (size_t)snprintf(
-                    errs + elen, elen < sizeof(errs) ? sizeof(errs) - elen : 0,
-                    "%s%s", elen ? "; " : "", c->err);
-                if (elen >= sizeof(errs))
-                    elen = sizeof(errs) - 1;
+                errs_add(errs, sizeof(errs), &elen, "%s", c->err);
                 continue;
             }
         }

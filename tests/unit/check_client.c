@@ -837,6 +837,16 @@ START_TEST(failover_between_hosts)
     ck_assert_int_eq(ringkv_connect(c), -ECONNREFUSED);
     ck_assert_ptr_nonnull(strstr(ringkv_errmsg(c), "cannot connect"));
     ringkv_free(c);
+    /* two hosts, neither listening: each host's failure, "; " between */
+    unsigned d1 = dead_port(), d2 = dead_port();
+    snprintf(hosts, sizeof(hosts), "127.0.0.1:%u,127.0.0.1:%u", d1, d2);
+    ck_assert_int_eq(ringkv_new(&c, &o, NULL), 0);
+    ck_assert_int_eq(ringkv_connect(c), -ECONNREFUSED);
+    char both[160];
+    snprintf(both, sizeof(both), "127.0.0.1:%u: %s; 127.0.0.1:%u: %s", d1,
+             rk_strerror(-ECONNREFUSED), d2, rk_strerror(-ECONNREFUSED));
+    ck_assert_msg(strstr(ringkv_errmsg(c), both), "%s", ringkv_errmsg(c));
+    ringkv_free(c);
     fake_stop(f);
 }
 END_TEST
