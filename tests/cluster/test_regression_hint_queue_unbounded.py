@@ -31,11 +31,21 @@ def main():
     t0 = time.time()
     peak = 0
     for base in range(0, WRITES, 5000):
-        res = cl.pipeline([("PUT", {"key": "q%d" % i, "value": "v" * 100,
-                                    "cl": "ONE"})
-                           for i in range(base, base + 5000)], depth=512)
-        bad = [r for r in res if r.err]
-        h.check(not bad, "ONE writes with n2 down failed: %r" % bad[:2])
+        todo = list(range(base, base + 5000))
+        for attempt in range(5):
+            res = cl.pipeline([("PUT", {"key": "q%d" % i, "value": "v" * 100,
+                                        "cl": "ONE"})
+                               for i in todo], depth=512)
+            # OVERLOADED says retry later (n1's local commit behind on a
+            # loaded machine: a full make test run, 2026-12-06); anything
+            # else fails
+            bad = [r for r in res if r.err and r.err != "OVERLOADED"]
+            h.check(not bad, "ONE writes with n2 down failed: %r" % bad[:2])
+            todo = [i for i, r in zip(todo, res) if r.err]
+            if not todo:
+                break
+            time.sleep(0.5)
+        h.check(not todo, "%d ONE writes still OVERLOADED" % len(todo))
         peak = max(peak, h.rss_kb(n1.proc.pid) - rss0)
     took = time.time() - t0
     cl.close()

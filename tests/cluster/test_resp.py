@@ -102,6 +102,18 @@ def main():
         r2.mget(["big15"] * 5)
         h.check(False, "MGET of 75 MiB answered")
     except redis.ResponseError as e:
+        # TOO_LARGE once the values are read; a TIMEOUT before that on a
+        # loaded machine (full make test run 2026-12-06) says nothing of
+        # the bound: asked again
+        for attempt in range(3):
+            if not str(e).startswith("TIMEOUT"):
+                break
+            time.sleep(2)
+            try:
+                r2.mget(["big15"] * 5)
+                h.check(False, "MGET of 75 MiB answered")
+            except redis.ResponseError as e2:
+                e = e2
         h.check(str(e).startswith("TOO_LARGE"), "MGET over the bound: %s" % e)
     h.check(big_op("GET of 15 MiB", lambda: r2.get("big15")) == big,
             "the connection serves after TOO_LARGE")

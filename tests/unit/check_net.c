@@ -2360,15 +2360,17 @@ START_TEST(raw_frame_deadline_bounds_trickle)
         struct net_stats st;
         struct net_server_opts o = NET_SERVER_OPTS_INIT;
         env_init(&e);
-        o.frame_timeout_ms = 500;
+        o.frame_timeout_ms = 1000;
         o.frame_deadline = deadline;
         raw_start(&e, &r, &o);
         tcli_connect(&e, &t, net_server_port(r.s), true);
         uint8_t req[4 + 100];
         net__be32_put(req, 100);
         memset(req + 4, 0, 100);
-        /* 40 bytes over about 2 s: four times the timeout */
-        for (size_t i = 0; i < 40 && r.closed == 0; i++) {
+        /* 80 bytes over about 4 s: four times the timeout, each byte 50 ms
+         * after the last, a twentieth of it (500 ms against 50 closed the
+         * connection without the deadline under ASan on a busy machine) */
+        for (size_t i = 0; i < 80 && r.closed == 0; i++) {
             tcli_write(&t, req + i, 1);
             env_sleep(&e, 50);
         }
@@ -2381,7 +2383,7 @@ START_TEST(raw_frame_deadline_bounds_trickle)
             ck_assert_int_eq(r.closed, 0);
             ck_assert_uint_eq(st.frame_timeouts, 0);
             /* the rest arrives: the request is answered */
-            tcli_write(&t, req + 40, sizeof(req) - 40);
+            tcli_write(&t, req + 80, sizeof(req) - 80);
             RUN_UNTIL(&e, r.requests == 1);
         }
         ck_assert_int_eq(r.requests, 1 - deadline);
