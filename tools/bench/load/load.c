@@ -23,76 +23,8 @@
 
 #include "client/ringkv.h"
 #include "common/rk.h"
+#include "tools/bench/hist.h"
 #include "wire/client_msg.h"
-
-/* ---- histogram ------------------------------------------------------------
- */
-
-#define H_SUB     64
-#define H_BUCKETS (2 * H_SUB + 58 * H_SUB)
-
-struct hist {
-    uint64_t n[H_BUCKETS];
-    uint64_t count, max;
-};
-
-static unsigned hist_index(uint64_t v)
-{
-    if (v < 2 * H_SUB)
-        return (unsigned)v;
-    unsigned e = 63 - (unsigned)__builtin_clzll(v); /* >= 7 */
-    unsigned shift = e - 6;
-    return 2 * H_SUB + (e - 7) * H_SUB + (unsigned)((v >> shift) - H_SUB);
-}
-
-/* Upper bound of a bucket's values. */
-static uint64_t hist_value(unsigned i)
-{
-    if (i < 2 * H_SUB)
-        return i;
-    unsigned e = (i - 2 * H_SUB) / H_SUB + 7;
-    uint64_t sub = (i - 2 * H_SUB) % H_SUB + H_SUB;
-    unsigned shift = e - 6;
-    return ((sub + 1) << shift) - 1;
-}
-
-static void hist_add(struct hist *h, uint64_t v)
-{
-    unsigned i = hist_index(v);
-    if (i >= H_BUCKETS)
-        i = H_BUCKETS - 1;
-    h->n[i]++;
-    h->count++;
-    if (v > h->max)
-        h->max = v;
-}
-
-static void hist_merge(struct hist *into, const struct hist *h)
-{
-    for (unsigned i = 0; i < H_BUCKETS; i++)
-        into->n[i] += h->n[i];
-    into->count += h->count;
-    if (h->max > into->max)
-        into->max = h->max;
-}
-
-static uint64_t hist_pct(const struct hist *h, double p)
-{
-    if (h->count == 0)
-        return 0;
-    uint64_t want = (uint64_t)ceil(p / 100.0 * (double)h->count);
-    if (want == 0)
-        want = 1;
-    uint64_t seen = 0;
-    for (unsigned i = 0; i < H_BUCKETS; i++) {
-        seen += h->n[i];
-        if (seen >= want) {
-            uint64_t v = hist_value(i);
-            return v > h->max ? h->max : v;
-        }
-    }
-    return h->max;
-}
 
 /* ---- configuration and state -----------------------------------------------
  */
@@ -160,15 +92,6 @@ static uint64_t now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    /* splitmix64 */
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
 }
 
 static bool claim_op(const struct conf *cf)
@@ -255,8 +178,7 @@ static void *worker_main(void *arg)
         while (inflight < cf->depth && claim_op(cf)) {
             uint64_t k = rng_next(&rs) % cf->keys;
             int kl = snprintf(key, sizeof(key), "key:%" PRIu64, k);
-            bool read =
-                (double)(rng_next(&rs) >> 11) / 9007199254740992.0 < cf->reads;
+            bool read = rng_unit(&rs) < cf->reads;
             struct wire_creq q = {.op = read ? WIRE_COP_GET : WIRE_COP_PUT,
                                   .has = WIRE_CREQ_KEY,
                                   .key = RK_SLICE(key, (size_t)kl)};

@@ -48,78 +48,8 @@
 #include <unistd.h>
 
 #include "common/rk.h"
+#include "tools/bench/hist.h"
 #include "wire/client_msg.h"
-
-/* ---- histogram (log-linear, HdrHistogram's bucket layout) ------------------
- */
-
-#define H_SUB_BITS 7
-#define H_SUB      (1u << H_SUB_BITS) /* linear sub-buckets per octave */
-#define H_BUCKETS  (2 * H_SUB + (64 - H_SUB_BITS - 1) * H_SUB)
-
-struct hist {
-    uint64_t n[H_BUCKETS];
-    uint64_t count, max, sum;
-};
-
-static unsigned hist_index(uint64_t v)
-{
-    if (v < 2 * H_SUB)
-        return (unsigned)v;
-    unsigned e = 63 - (unsigned)__builtin_clzll(v); /* >= H_SUB_BITS + 1 */
-    unsigned shift = e - H_SUB_BITS;
-    return 2 * H_SUB + (e - H_SUB_BITS - 1) * H_SUB +
-           (unsigned)((v >> shift) - H_SUB);
-}
-
-/* The middle of bucket i's values (exact below 2 * H_SUB). */
-static uint64_t hist_value(unsigned i)
-{
-    if (i < 2 * H_SUB)
-        return i;
-    unsigned e = (i - 2 * H_SUB) / H_SUB + H_SUB_BITS + 1;
-    uint64_t sub = (i - 2 * H_SUB) % H_SUB + H_SUB;
-    unsigned shift = e - H_SUB_BITS;
-    uint64_t lo = sub << shift, hi = ((sub + 1) << shift) - 1;
-    return lo + (hi - lo) / 2;
-}
-
-static void hist_add(struct hist *h, uint64_t v)
-{
-    h->n[hist_index(v)]++;
-    h->count++;
-    h->sum += v;
-    if (v > h->max)
-        h->max = v;
-}
-
-static void hist_merge(struct hist *into, const struct hist *h)
-{
-    for (unsigned i = 0; i < H_BUCKETS; i++)
-        into->n[i] += h->n[i];
-    into->count += h->count;
-    into->sum += h->sum;
-    if (h->max > into->max)
-        into->max = h->max;
-}
-
-static uint64_t hist_pct(const struct hist *h, double p)
-{
-    if (h->count == 0)
-        return 0;
-    uint64_t want = (uint64_t)ceil(p / 100.0 * (double)h->count);
-    if (want == 0)
-        want = 1;
-    uint64_t seen = 0;
-    for (unsigned i = 0; i < H_BUCKETS; i++) {
-        seen += h->n[i];
-        if (seen >= want) {
-            uint64_t v = hist_value(i);
-            return v > h->max ? h->max : v;
-        }
-    }
-    return h->max;
-}
 
 /* ---- YCSB's scrambled zipfian ----------------------------------------------
  *
@@ -215,20 +145,6 @@ static uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    /* splitmix64 */
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rng_unit(uint64_t *s)
-{
-    return (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 /* ---- one connection: native frames or RESP over a non-blocking socket -----
