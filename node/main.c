@@ -46,7 +46,7 @@ static void usage(FILE *f)
 
 struct app {
     uv_loop_t loop;
-    uv_signal_t sigterm, sigint;
+    uv_signal_t sigterm, sigint, sighup;
     node *node;
     int signals;
 };
@@ -56,6 +56,16 @@ static void on_stopped(void *arg)
     struct app *a = arg;
     uv_close((uv_handle_t *)&a->sigterm, NULL);
     uv_close((uv_handle_t *)&a->sigint, NULL);
+    uv_close((uv_handle_t *)&a->sighup, NULL);
+}
+
+/* SIGHUP: the TLS certificates again (node_reload_tls). */
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    struct app *a = h->data;
+    (void)signum;
+    LOG(INFO, "signal", "signal=SIGHUP");
+    node_reload_tls(a->node);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -179,6 +189,9 @@ int main(int argc, char **argv)
     a.sigterm.data = a.sigint.data = &a;
     uv_signal_start(&a.sigterm, on_signal, SIGTERM);
     uv_signal_start(&a.sigint, on_signal, SIGINT);
+    uv_signal_init(&a.loop, &a.sighup);
+    a.sighup.data = &a;
+    uv_signal_start(&a.sighup, on_sighup, SIGHUP);
     node_on_self_stop(a.node, on_stopped, &a);
 
     uv_run(&a.loop, UV_RUN_DEFAULT);

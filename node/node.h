@@ -44,6 +44,13 @@ int node_exit_code(const node *n);
 /* Free a stopped (or never started) node. NULL is a no-op. */
 void node_free(node *n);
 
+/* SIGHUP: loads tls_cert_file and tls_key_file again. New handshakes on
+ * the client ports use them; connections keep the session they have. A
+ * certificate that does not load (unreadable, expired, not yet valid, a
+ * key of another) is refused with a log line (tls.reload_failed) and the
+ * one loaded before stays. Nothing when the node speaks no TLS. */
+void node_reload_tls(node *n);
+
 /* The node's name and generation (valid for the node's life). */
 const char *node_name(const node *n);
 int64_t node_generation(const node *n);

@@ -84,8 +84,8 @@ struct obs {
     metrics_family *http_closed, *http_unauth;
     uint64_t http_evicted_last, http_timeouts_last, http_unauth_last;
     metrics_family *clients_refused;
-    metrics_family *tls_refused;
-    uint64_t tls_refused_last;
+    metrics_family *tls_refused, *tls_reloads;
+    uint64_t tls_refused_last, tls_reloads_last[2];
     metrics_family *input_refused, *input_bytes, *input_waits;
     uint64_t input_waits_last;
     metrics_family *auth_fail, *auth_delayed, *auth_evicted, *noperm;
@@ -150,6 +150,8 @@ static int obs_register(struct obs *o)
     struct metrics_dim d_why = {"why", 2, why};
     static const char *const tlsport[] = {"client"};
     struct metrics_dim d_tlsport = {"port", 1, tlsport};
+    static const char *const okfail[] = {"ok", "failed"};
+    struct metrics_dim d_result = {"result", 2, okfail};
     static const char *const inout[] = {"in", "out"};
     static const char *const hwhy[] = {"evicted", "request_timeout"};
     struct metrics_dim d_hwhy = {"why", 2, hwhy};
@@ -345,6 +347,10 @@ static int obs_register(struct obs *o)
       "TLS handshakes refused (plaintext, an untrusted or invalid "
       "certificate, a peer that closed in the handshake), by port.",
       METRICS_COUNTER, 1, &d_tlsport);
+    F(tls_reloads, "ringkv_tls_reloads_total",
+      "Reloads of the TLS certificates (SIGHUP), by result: failed keeps "
+      "the certificate loaded before.",
+      METRICS_COUNTER, 1, &d_result);
     F(input_refused, "ringkv_client_input_refused_total",
       "Client connections closed for their input: a frame or request over "
       "what may come before authentication, or part of one idle past "
@@ -564,6 +570,8 @@ static void obs_sync(struct obs *o)
     ctr(o->bad_frames, 0, s->client_bad_frames, &l->client_bad_frames);
     ctr(o->clients_refused, 0, s->clients_refused, &l->clients_refused);
     ctr(o->tls_refused, 0, n->tls.refused_clients, &o->tls_refused_last);
+    ctr(o->tls_reloads, 0, n->tls.reloads, &o->tls_reloads_last[0]);
+    ctr(o->tls_reloads, 1, n->tls.reload_failed, &o->tls_reloads_last[1]);
     ctr(o->input_refused, 0, s->client_preauth_refused,
         &l->client_preauth_refused);
     ctr(o->input_refused, 1, s->client_frame_timeouts,

@@ -933,6 +933,12 @@ void node__rsrv_drain(node *n)
     }
 }
 
+void node__rsrv_tls_set(node *n, net_tls *tls)
+{
+    if (n->rsrv && n->rsrv->tls_srv)
+        net_server_tls_set(n->rsrv->tls_srv, tls);
+}
+
 /* Second half: close every connection (what is ready is written as far as
  * the socket takes it). */
 void node__rsrv_stop(node *n)

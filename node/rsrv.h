@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/tls.h"
 #include "node/node.h"
 
 /* Listen on listen_address:resp_port (nothing when resp_port is 0); 0, or
@@ -36,6 +37,9 @@ void node__rsrv_drain(node *n);
  * pending_closes). Safe when not started, and twice. */
 void node__rsrv_stop(node *n);
 /* Output is written by net/'s engine at the end of each loop turn. */
+
+/* New handshakes on tls_port use tls (node_reload_tls); none if it is off. */
+void node__rsrv_tls_set(node *n, net_tls *tls);
 
 /* Open RESP connections (for INFO and metrics); 0 when not running. */
 uint64_t node__rsrv_conns(const node *n);

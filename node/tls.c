@@ -12,6 +12,18 @@
 
 #include "node/daemon.h"
 #include "node/log.h"
+#include "node/node.h"
+#include "node/rsrv.h"
+
+/* The client ports' context from the files the config names. */
+static int load(const node *n, net_tls **out, char *why, size_t whylen)
+{
+    struct net_tls_opts o = NET_TLS_OPTS_INIT;
+    o.server = true;
+    o.cert_file = n->cfg.tls_cert_file;
+    o.key_file = n->cfg.tls_key_file;
+    return net_tls_new(out, &o, why, whylen);
+}
 
 int node__tls_load(node *n, char *err, size_t errlen)
 {
@@ -19,11 +31,7 @@ int node__tls_load(node *n, char *err, size_t errlen)
     char why[512];
     if (c->tls_cert_file[0] == '\0')
         return 0;
-    struct net_tls_opts o = NET_TLS_OPTS_INIT;
-    o.server = true;
-    o.cert_file = c->tls_cert_file;
-    o.key_file = c->tls_key_file;
-    int rc = net_tls_new(&n->tls.server, &o, why, sizeof(why));
+    int rc = load(n, &n->tls.server, why, sizeof(why));
     if (rc < 0) {
         snprintf(err, errlen, "tls_cert_file: %s", why);
         return rc;
@@ -31,6 +39,35 @@ int node__tls_load(node *n, char *err, size_t errlen)
     LOG(INFO, "tls.loaded", "cert=%s key=%s", c->tls_cert_file,
         c->tls_key_file);
     return 0;
+}
+
+void node_reload_tls(node *n)
+{
+    const struct node_config *c = &n->cfg;
+    if (n->tls.server == NULL) {
+        LOG(INFO, "tls.reload_skipped",
+            "note=\"no tls_cert_file: the node speaks no TLS\"");
+        return;
+    }
+    net_tls *fresh = NULL;
+    char why[512];
+    if (load(n, &fresh, why, sizeof(why)) < 0) {
+        n->tls.reload_failed++;
+        LOG(WARN, "tls.reload_failed",
+            "cert=%s why=\"%s\" note=\"the certificate loaded before "
+            "stays in use\"",
+            c->tls_cert_file, why);
+        return;
+    }
+    /* new handshakes use it; connections keep the session they have */
+    if (n->csrv && c->client_tls == NODE_CLIENT_TLS_REQUIRED)
+        net_server_tls_set(n->csrv, fresh);
+    node__rsrv_tls_set(n, fresh);
+    net_tls_free(n->tls.server);
+    n->tls.server = fresh;
+    n->tls.reloads++;
+    LOG(INFO, "tls.reloaded", "cert=%s key=%s", c->tls_cert_file,
+        c->tls_key_file);
 }
 
 void node__tls_free(node *n)

@@ -16,9 +16,10 @@
 
 /* The node's part (n->tls). */
 struct node_tls {
-    net_tls *server;          /* client ports (tls_port, client_port when
-                                 client_tls is required); NULL: no TLS */
-    uint64_t refused_clients; /* handshakes refused on a client port */
+    net_tls *server;                 /* client ports (tls_port, client_port when
+                                        client_tls is required); NULL: no TLS */
+    uint64_t refused_clients;        /* handshakes refused on a client port */
+    uint64_t reloads, reload_failed; /* node_reload_tls (SIGHUP) */
 };
 
 /* Loads the contexts the configuration asks for (none without

@@ -17,6 +17,11 @@ client_tls: required (the native port 7380 in TLS), tls_port
  - the refusals are counted (ringkv_tls_refused_total{port="client"}) and
    logged (client.tls_refused, rate-limited);
  - the native protocol's client (the harness's, in TLS) sees the cluster.
+Then n1's certificate files are replaced and it gets SIGHUP: new
+handshakes on 6380 and 7380 get the new certificate, a TLS writer open
+across it sees no failed request, and an expired certificate given the
+same way is refused (tls.reload_failed says so) with the one before kept
+(ringkv_tls_reloads_total counts both).
 Then one node (127.0.6.14) with requirepass: the bound on what a client may
 send before authenticating holds over TLS (a 1 MB bulk before AUTH closes
 the connection, counted as preauth_too_large). And a node given an expired
@@ -110,6 +115,91 @@ def client_ports(c, pki):
     print("refused handshakes counted (%d) and logged" % got)
 
 
+def peer_der(ctx, ip, port):
+    """The certificate the node at ip:port presents (DER)."""
+    with socket.create_connection((ip, port), timeout=20) as s:
+        with ctx.wrap_socket(s, server_hostname=ip) as t:
+            return t.getpeercert(binary_form=True)
+
+
+def der_of(path):
+    import ssl
+    return ssl.PEM_cert_to_DER_cert(open(path).read())
+
+
+def reload_on_sighup(c, pki):
+    """n1's certificate files replaced, then SIGHUP: new handshakes get the
+    new certificate on both TLS ports, a connection open across it goes on
+    with no failed request, and an expired certificate is refused with the
+    one before kept."""
+    import shutil
+    import signal
+    import threading
+    n1 = c.nodes[0]
+    ctx = h.tls_client_context(os.path.join(pki, "ca.crt"))
+    old, new = der_of(os.path.join(pki, "n1.crt")), der_of(
+        os.path.join(pki, "n1-new.crt"))
+    h.check(peer_der(ctx, n1.ip, 6380) == old, "n1's first certificate")
+    # a writer on one TLS connection, all through the reload
+    raw = ctx.wrap_socket(socket.create_connection((n1.ip, 6380), timeout=20),
+                          server_hostname=n1.ip)
+    stop, errors, done = threading.Event(), [], [0]
+
+    def writer():
+        buf = b""
+        while not stop.is_set():
+            raw.sendall(h.resp_cmd("SET", "rot%d" % done[0], "v"))
+            while b"\r\n" not in buf:
+                d = raw.recv(4096)
+                if not d:
+                    errors.append("connection closed")
+                    return
+                buf += d
+            line, buf = buf.split(b"\r\n", 1)
+            if line != b"+OK":
+                errors.append(line)
+            done[0] += 1
+
+    t = threading.Thread(target=writer, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    for ext in ("crt", "key"):
+        shutil.copy(os.path.join(pki, "n1-new." + ext),
+                    os.path.join(pki, "n1." + ext))
+    n1.proc.send_signal(signal.SIGHUP)
+    h.wait_log(n1, "tls.reloaded", timeout=20)
+    time.sleep(0.5)
+    stop.set()
+    t.join(20)
+    h.check(not t.is_alive() and not errors and done[0] > 0,
+            "the writer across the reload: %d written, errors %r" %
+            (done[0], errors[:3]))
+    raw.close()
+    for port in (6380, 7380):
+        h.check(peer_der(ctx, n1.ip, port) == new,
+                "port %d after SIGHUP: not the new certificate" % port)
+    print("SIGHUP: the new certificate on 6380 and 7380; a TLS writer "
+          "across it: %d SETs, none failed" % done[0])
+    # an expired one: refused, the new one stays, and the node serves
+    for ext in ("crt", "key"):
+        shutil.copy(os.path.join(pki, "expired." + ext),
+                    os.path.join(pki, "n1." + ext))
+    n1.proc.send_signal(signal.SIGHUP)
+    h.wait_log(n1, "tls.reload_failed", timeout=20)
+    line = [ln for ln in n1.log().splitlines()
+            if "event=tls.reload_failed " in ln][0]
+    h.check("expired" in line, "the refusal says why: %r" % line)
+    h.check(peer_der(ctx, n1.ip, 6380) == new, "the expired one was taken")
+    m = n1.metrics()
+    h.check(m.get('ringkv_tls_reloads_total{result="ok"}') == 1 and
+            m.get('ringkv_tls_reloads_total{result="failed"}') == 1,
+            "ringkv_tls_reloads_total: %r" % {k: v for k, v in m.items()
+                                              if "reloads" in k})
+    h.check(n1.alive(), "n1 died")
+    print("an expired certificate on SIGHUP: refused (%s), the one before "
+          "kept" % line.split("why=")[1][:60])
+
+
 def preauth_bound(pki):
     """A TLS client that sends 1 MB of a bulk before AUTH is closed."""
     c = h.Cluster([SOLO], seeds=[SOLO], replication="dc1:1", resp_port=6379,
@@ -186,6 +276,7 @@ def main():
     c.start()
     c.wait_converged()
     client_ports(c, pki)
+    reload_on_sighup(c, pki)
     for n in c.nodes:
         n.stop()
     preauth_bound(pki)
