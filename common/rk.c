@@ -70,7 +70,7 @@ const char *rk_strerror(int err)
     for (size_t i = 0; i < RK__NERRS; i++)
         if (rk__errs[i].code == err)
             return rk__errs[i].text;
-    if (err < 0 && err > -4096)
+    if (rk_is_errno(err))
         return strerror(-err);
     return "unknown error";
 }

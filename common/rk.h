@@ -55,6 +55,12 @@ enum rk_err {
 
 /* Human-readable description of any code: 0, -errno or RK_E*. Never NULL;
  * the string is static. */
+/* Whether err is a negative errno (a system error: the network's, the
+ * disk's), not one of ringkv's own codes nor 0. */
+static inline bool rk_is_errno(int err)
+{
+    return err < 0 && err > -4096;
+}
 const char *rk_strerror(int err);
 
 /* Whether err says a connection could not be made or was lost (refused,

@@ -447,7 +447,7 @@ void coord_run_deferred(struct coord *c)
 void node__coord_note_failure(struct creq *q, int st)
 {
     if (st == RK_ETIMEOUT || st == RK_ECLOSED || st == RK_EUNAVAILABLE ||
-        (st < 0 && st > -4096))
+        rk_is_errno(st))
         q->timed_out = true;
     if (!q->fail_err)
         q->fail_err = st;
@@ -462,7 +462,7 @@ void node__coord_note_replica_failure(struct creq *q, int st)
     if (st == RK_EOLDRING)
         st = RK_ESTALE;
     node__coord_note_failure(q, st);
-    if (st < 0 && st > -4096 && !q->cause)
+    if (rk_is_errno(st) && !q->cause)
         q->cause = st;
 }
 

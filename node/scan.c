@@ -388,7 +388,7 @@ static void round_merge(struct scan_op *op)
  * socket's errno. A scan changes nothing, so nothing is in doubt. */
 static int unreached(int rc)
 {
-    if (rc == RK_ECLOSED || (rc < 0 && rc > -4096 && rc != -ENOMEM))
+    if (rc == RK_ECLOSED || (rk_is_errno(rc) && rc != -ENOMEM))
         return RK_EUNAVAILABLE;
     return rc;
 }

@@ -51,7 +51,7 @@ int store__err(int rc)
     }
     if (rc > 0)
         return -rc;
-    if (rc < 0 && rc > -4096)
+    if (rk_is_errno(rc))
         return rc;
     return RK_EINTERNAL;
 }

@@ -33,6 +33,13 @@ static uint64_t width(struct ring_range r)
     return r.start == r.end ? UINT64_MAX : r.end - r.start;
 }
 
+/* A piece's weight: its token space in units of 2^16 tokens (a sum over
+ * RF rings fits in 64 bits), never 0. */
+static uint64_t weight(struct ring_range r)
+{
+    return (width(r) >> 16) + 1;
+}
+
 struct plan_buf {
     struct stream_plan_range *v;
     size_t n, cap;
@@ -136,7 +143,7 @@ int stream_plan_join(struct stream_plan_range **out,
         goto free_cut;
     /* a donor's fair share: the token space over the donors that may
      * send, each counted once */
-    uint64_t total = 0; /* in 2^16 tokens: a sum of RF rings fits */
+    uint64_t total = 0; /* weights */
     size_t ndonors = 0;
     size_t nn = ring_node_count(from);
     bool *seen = calloc(nn ? nn : 1, sizeof(*seen));
@@ -145,7 +152,7 @@ int stream_plan_join(struct stream_plan_range **out,
         goto free_cut;
     }
     for (size_t i = 0; i < cut.n; i++) {
-        total += (width(cut.v[i].range) >> 16) + 1;
+        total += weight(cut.v[i].range);
         for (uint32_t k = 0; k < cut.v[i].npref; k++)
             if (!seen[cut.v[i].cand[k]]) {
                 seen[cut.v[i].cand[k]] = true;
@@ -157,7 +164,7 @@ int stream_plan_join(struct stream_plan_range **out,
         ndonors > 1 ? total / (ndonors * PIECES_PER_DONOR) + 1 : UINT64_MAX;
     for (size_t i = 0; rc == 0 && i < cut.n; i++) {
         struct stream_plan_range p = cut.v[i];
-        uint64_t w = (width(p.range) >> 16) + 1;
+        uint64_t w = weight(p.range);
         uint64_t k =
             p.npref > 1 && w > piece_max ? (w + piece_max - 1) / piece_max : 1;
         uint64_t step = width(p.range) / k, a = p.range.start,
@@ -165,7 +172,7 @@ int stream_plan_join(struct stream_plan_range **out,
         for (uint64_t j = 0; rc == 0 && j < k; j++) {
             uint64_t e = j + 1 == k ? end : a + step;
             p.range = (struct ring_range){a, e};
-            p.weight = (width(p.range) >> 16) + 1;
+            p.weight = weight(p.range);
             p.donor = 0;
             rc = buf_push(&b, &p);
             a = e;
