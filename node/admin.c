@@ -79,7 +79,7 @@ static void status_repair(struct wire_cnode *row, node *n)
     if (rss.arcs == 0)
         return;
     row->repair_arcs = rss.arcs;
-    row->repair_oldest_ms = rss.oldest_age_ms ? rss.oldest_age_ms : 1;
+    row->repair_oldest_ms = rss.oldest_age_ms; /* 0 omitted, read as 0 */
     row->repair_overdue = rss.overdue;
     row->repair_never = rss.never;
 }
