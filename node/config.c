@@ -21,6 +21,7 @@
 
 #include "common/rk.h"
 #include "net/tls.h"
+#include "node/tls.h"
 #include "node/users.h"
 
 /* ---- the key table ---------------------------------------------------- */
@@ -886,11 +887,7 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
     if (c->tls_cert_file[0]) {
         char why[512];
         net_tls *t = NULL;
-        struct net_tls_opts o = NET_TLS_OPTS_INIT;
-        o.server = true;
-        o.cert_file = c->tls_cert_file;
-        o.key_file = c->tls_key_file;
-        int trc = net_tls_new(&t, &o, why, sizeof(why));
+        int trc = node__tls_context(c, &t, why, sizeof(why));
         net_tls_free(t);
         if (trc < 0)
             return fail(err, errlen, "tls_cert_file: %s", why);

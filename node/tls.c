@@ -15,13 +15,15 @@
 #include "node/node.h"
 #include "node/rsrv.h"
 
-/* The client ports' context from the files the config names. */
-static int load(const node *n, net_tls **out, char *why, size_t whylen)
+int node__tls_context(const struct node_config *c,
+                      net_tls **out,
+                      char *why,
+                      size_t whylen)
 {
     struct net_tls_opts o = NET_TLS_OPTS_INIT;
     o.server = true;
-    o.cert_file = n->cfg.tls_cert_file;
-    o.key_file = n->cfg.tls_key_file;
+    o.cert_file = c->tls_cert_file;
+    o.key_file = c->tls_key_file;
     return net_tls_new(out, &o, why, whylen);
 }
 
@@ -31,7 +33,7 @@ int node__tls_load(node *n, char *err, size_t errlen)
     char why[512];
     if (c->tls_cert_file[0] == '\0')
         return 0;
-    int rc = load(n, &n->tls.server, why, sizeof(why));
+    int rc = node__tls_context(c, &n->tls.server, why, sizeof(why));
     if (rc < 0) {
         snprintf(err, errlen, "tls_cert_file: %s", why);
         return rc;
@@ -51,7 +53,7 @@ void node_reload_tls(node *n)
     }
     net_tls *fresh = NULL;
     char why[512];
-    if (load(n, &fresh, why, sizeof(why)) < 0) {
+    if (node__tls_context(c, &fresh, why, sizeof(why)) < 0) {
         n->tls.reload_failed++;
         LOG(WARN, "tls.reload_failed",
             "cert=%s why=\"%s\" note=\"the certificate loaded before "

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "net/tls.h"
+#include "node/config.h"
 #include "node/node.h"
 
 /* The node's part (n->tls). */
@@ -26,6 +27,15 @@ struct node_tls {
  * tls_cert_file). 0, or an error with why in err (an expired or
  * not-yet-valid certificate says so, and since when). */
 int node__tls_load(node *n, char *err, size_t errlen);
+
+/* The client ports' context from the files c names (tls_cert_file,
+ * tls_key_file): what the start, a reload and node_config_validate load.
+ * 0, or an error with why (expired, not valid yet, unreadable, a key of
+ * another certificate). */
+int node__tls_context(const struct node_config *c,
+                      net_tls **out,
+                      char *why,
+                      size_t whylen);
 
 /* Drops the node's references (servers hold their own). */
 void node__tls_free(node *n);
