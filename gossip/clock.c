@@ -40,6 +40,11 @@ void gossip_wall_set(gossip *g, uint64_t wall_ms)
         g->clock_announced = true;
 }
 
+void gossip_arrival_set(gossip *g, uint64_t wall_ms)
+{
+    g->arrival_ms = wall_ms;
+}
+
 uint64_t gossip__clock_stamp(const gossip *g, const char *to)
 {
     if (g->wall_ms == 0)
@@ -65,7 +70,12 @@ void gossip__clock_sample(gossip *g,
         return;
     struct gossip__ep *e = &g->eps[idx];
     uint32_t i = e->clock_pos++ % GOSSIP__CLOCK_SAMPLES;
-    e->clock_off[i] = diff_ms(remote_wall, g->wall_ms);
+    /* compared with the packet's arrival, not its reading: a packet read
+     * late (this node stopped) is as fresh as when it came */
+    uint64_t at = g->wall_ms;
+    if (g->arrival_ms != 0 && g->arrival_ms < at)
+        at = g->arrival_ms;
+    e->clock_off[i] = diff_ms(remote_wall, at);
     /* 0 marks an empty slot: a now_ms of 0 counts as 1 */
     e->clock_at[i] = now_ms ? now_ms : 1;
 }

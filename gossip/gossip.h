@@ -315,6 +315,15 @@ int gossip_peer_find(struct gossip_peer_info *out,
  * stamped or estimated; the simulator's default). */
 void gossip_wall_set(gossip *g, uint64_t wall_ms);
 
+/* The wall clock (Unix ms) at which the datagram given to the next
+ * gossip_recv arrived, when it is known and earlier than the clock set
+ * by gossip_wall_set: its stamp is compared with this instead. A packet
+ * that waited in the socket while this node was stopped would otherwise
+ * make its sender look behind by the wait, and this node ahead of all
+ * (test_regression_stopped_node_judges_skew). Used by that one
+ * gossip_recv; 0: not known. */
+void gossip_arrival_set(gossip *g, uint64_t wall_ms);
+
 /* How this node's wall clock compares with its live peers'. Each peer's
  * offset is the largest of its last GOSSIP__CLOCK_SAMPLES stamps minus
  * this node's clock on receipt (one-way: the network delay makes a peer

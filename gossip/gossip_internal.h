@@ -151,6 +151,7 @@ struct gossip {
 
     /* wall clocks (clock.c) */
     uint64_t wall_ms;     /* this node's, as of the last gossip_wall_set */
+    uint64_t arrival_ms;  /* the packet in gossip_recv's (0: wall_ms) */
     bool clock_announced; /* CLOCK set in its own states */
 
     /* packet numbers and replies (fresh.c) */

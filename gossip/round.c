@@ -675,12 +675,12 @@ static int recv_gossip(struct recv_ctx *c, const struct wire_gossip_msg *m)
     return rc;
 }
 
-int gossip_recv(gossip *g,
-                uint64_t now_ms,
-                const char *from,
-                const uint8_t *pkt,
-                size_t len,
-                struct gossip_out *out)
+static int recv_packet(gossip *g,
+                       uint64_t now_ms,
+                       const char *from,
+                       const uint8_t *pkt,
+                       size_t len,
+                       struct gossip_out *out)
 {
     gossip_out_clear(out);
     g->stats.rx_packets++;
@@ -722,6 +722,18 @@ int gossip_recv(gossip *g,
 release:
     wire_probe_msg_release(&pm);
     wire_gossip_msg_release(&m);
+    return rc;
+}
+
+int gossip_recv(gossip *g,
+                uint64_t now_ms,
+                const char *from,
+                const uint8_t *pkt,
+                size_t len,
+                struct gossip_out *out)
+{
+    int rc = recv_packet(g, now_ms, from, pkt, len, out);
+    g->arrival_ms = 0; /* gossip_arrival_set's holds for one packet */
     return rc;
 }
 

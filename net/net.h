@@ -461,10 +461,15 @@ void net_peers_stats(const net_peers *p, struct net_stats *out);
 
 /* ---- UDP (gossip) ------------------------------------------------------- */
 
-/* One datagram from `from`; pkt borrows the receive buffer. */
+/* One datagram from `from`; pkt borrows the receive buffer. arrived_ms:
+ * the wall clock (Unix ms) at which the datagram reached the host, as the
+ * kernel stamped it (SIOCGSTAMP), not when the loop came to read it: a
+ * datagram that waited in the socket while the process was stopped or
+ * its loop busy arrived earlier than it is read. 0: not known. */
 typedef void (*net_udp_recv_cb)(void *arg,
                                 struct rk_slice pkt,
-                                const struct sockaddr *from);
+                                const struct sockaddr *from,
+                                uint64_t arrived_ms);
 
 struct net_udp_opts {
     const char *host;  /* numeric bind address */

@@ -2,10 +2,23 @@
  * udp.c - one UDP socket for gossip: datagrams in through a callback with
  * the sender's address, datagrams out with uv_udp_try_send, falling back to
  * a copied, queued uv_udp_send bounded by max_queued bytes.
+ *
+ * Each datagram comes with the wall clock of its arrival as the kernel
+ * stamped it (SIOCGSTAMP: the stamp of the datagram the last recvmsg
+ * returned; libuv reads one per recvmsg and calls back before the next,
+ * unless told to use recvmmsg, which this socket is not). Gossip compares
+ * its peers' clocks with it: the time the loop read a datagram is late by
+ * however long the datagram waited, which is long when the process was
+ * stopped (test_regression_stopped_node_judges_skew).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/time.h>
+#ifdef __linux__
+#include <linux/sockios.h>
+#endif
 
 #include "net/net_internal.h"
 
@@ -17,6 +30,7 @@ struct net_udp {
     size_t queued;
     bool closing;
     int port;
+    int fd; /* the socket's, for its arrival stamps; -1: none */
     struct net_stats stats;
     void (*done)(void *arg);
     void *done_arg;
@@ -37,6 +51,21 @@ static void udp_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init((char *)u->rbuf, sizeof(u->rbuf));
 }
 
+/* The arrival of the datagram read last, in Unix ms; 0: not known (the
+ * first ones, read before stamping was on, or no SIOCGSTAMP here). */
+static uint64_t arrived_ms(const net_udp *u)
+{
+#ifdef SIOCGSTAMP
+    struct timeval tv;
+    if (u->fd < 0 || ioctl(u->fd, SIOCGSTAMP, &tv) != 0 || tv.tv_sec <= 0)
+        return 0;
+    return (uint64_t)tv.tv_sec * 1000u + (uint64_t)tv.tv_usec / 1000u;
+#else
+    (void)u;
+    return 0;
+#endif
+}
+
 static void udp_recv(uv_udp_t *h,
                      ssize_t nread,
                      const uv_buf_t *buf,
@@ -53,7 +82,8 @@ static void udp_recv(uv_udp_t *h,
     }
     u->stats.frames_in++;
     u->stats.bytes_in += (uint64_t)nread;
-    u->on_recv(u->arg, (struct rk_slice){u->rbuf, (size_t)nread}, addr);
+    u->on_recv(u->arg, (struct rk_slice){u->rbuf, (size_t)nread}, addr,
+               arrived_ms(u));
 }
 
 int net_udp_new(net_udp **out, uv_loop_t *loop, const struct net_udp_opts *opts)
@@ -77,6 +107,7 @@ int net_udp_new(net_udp **out, uv_loop_t *loop, const struct net_udp_opts *opts)
     u->on_recv = opts->on_recv;
     u->arg = opts->arg;
     u->max_queued = opts->max_queued;
+    u->fd = -1;
     rc = uv_udp_init(loop, &u->udp);
     if (rc) {
         free(u);
@@ -87,6 +118,11 @@ int net_udp_new(net_udp **out, uv_loop_t *loop, const struct net_udp_opts *opts)
     if (rc == 0) {
         int len = sizeof(ss);
         rc = uv_udp_getsockname(&u->udp, (struct sockaddr *)&ss, &len);
+    }
+    uv_os_fd_t fd;
+    if (rc == 0 && uv_fileno((uv_handle_t *)&u->udp, &fd) == 0) {
+        u->fd = fd;
+        (void)arrived_ms(u); /* turns stamping on: ENOENT, none yet */
     }
     if (rc == 0)
         rc = uv_udp_recv_start(&u->udp, udp_alloc, udp_recv);

@@ -772,15 +772,19 @@ static void on_tick(uv_timer_t *t)
     }
 }
 
-static void on_udp(void *arg, struct rk_slice pkt, const struct sockaddr *from)
+static void on_udp(void *arg,
+                   struct rk_slice pkt,
+                   const struct sockaddr *from,
+                   uint64_t arrived_ms)
 {
     node *n = arg;
     char addr[96];
     if (net_addr_format(addr, sizeof(addr), from) < 0)
         return;
     n->stats.gossip_in++;
-    /* the packet's stamp is compared with this (gossip/clock.c) */
+    /* the packet's stamp is compared with its arrival (gossip/clock.c) */
     gossip_wall_set(n->g, node__now_ms());
+    gossip_arrival_set(n->g, arrived_ms);
     gossip_recv(n->g, node__mono_ms(n), addr, pkt.p, pkt.len,
                 &n->membership.gout);
     gossip_send_all(n);

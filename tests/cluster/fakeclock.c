@@ -5,16 +5,22 @@
  * clock_gettime(CLOCK_REALTIME and its _COARSE variant) and time answer
  * the real time plus RINGKV_FAKE_CLOCK_OFFSET_MS milliseconds (negative:
  * behind): the clocks ringkvd's timestamps, expiries and generation come
- * from. Monotonic clocks are left alone, and so is gettimeofday (the log's
- * time stamps stay true). Used through harness.fake_clock; not part of
- * ringkvd.
+ * from. So does the kernel's arrival stamp of a datagram (ioctl
+ * SIOCGSTAMP, net/udp.c), which comes from the same clock on a host whose
+ * clock is wrong. Monotonic clocks are left alone, and so is gettimeofday
+ * (the log's time stamps stay true). Used through harness.fake_clock; not part
+ * of ringkvd.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
 #include <errno.h>
+#include <linux/sockios.h>
+#include <stdarg.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/time.h>
 #include <time.h>
 
 static long long offset_ms(void)
@@ -61,4 +67,28 @@ time_t time(time_t *out)
     if (out)
         *out = ts.tv_sec;
     return ts.tv_sec;
+}
+
+int ioctl(int fd, unsigned long req, ...)
+{
+    static int (*real)(int, unsigned long, ...);
+    va_list ap;
+    va_start(ap, req);
+    void *arg = va_arg(ap, void *);
+    va_end(ap);
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "ioctl");
+    if (!real) {
+        errno = ENOSYS;
+        return -1;
+    }
+    int rc = real(fd, req, arg);
+    if (rc == 0 && req == SIOCGSTAMP) {
+        struct timeval *tv = arg;
+        struct timespec ts = {tv->tv_sec, (long)tv->tv_usec * 1000L};
+        shift(&ts, offset_ms());
+        tv->tv_sec = ts.tv_sec;
+        tv->tv_usec = ts.tv_nsec / 1000L;
+    }
+    return rc;
 }

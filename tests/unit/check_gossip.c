@@ -1786,6 +1786,104 @@ START_TEST(clock_put_right_and_stale_estimates)
 }
 END_TEST
 
+/* C's packets from A and B, emitted over `rounds` ticks of 200 ms from
+ * `now` and held back (C stopped); returns how many, at most `cap`. */
+static size_t held_for_c(struct net *net,
+                         uint64_t now,
+                         int rounds,
+                         struct flight *q,
+                         size_t cap,
+                         struct gossip_out *out)
+{
+    size_t n = 0;
+    for (int r = 0; r < rounds; r++, now += 200)
+        for (size_t i = 0; i < 2; i++) {
+            net_wall(net, i, now);
+            ck_assert_int_eq(gossip_tick(net->g[i], now, out), 0);
+            for (size_t k = 0; k < out->n_pkts; k++) {
+                if (strcmp(out->pkts[k].to, "C") != 0 || n == cap)
+                    continue;
+                q[n].from = i;
+                q[n].to = now; /* when it was sent (and arrived) */
+                q[n].len = out->pkts[k].len;
+                q[n].buf = malloc(q[n].len);
+                memcpy(q[n].buf, out->pkts[k].buf, q[n].len);
+                n++;
+            }
+        }
+    return n;
+}
+
+/* Regression (stopped_node_judges_skew): C stopped for 6 s reads, when it
+ * goes on, the packets that waited for it (those of the first 4 s: more
+ * than the samples kept of each peer). Compared with its clock at the
+ * reading, their stamps made A and B look 2-6 s behind and C skewed,
+ * ahead; compared with their arrival (gossip_arrival_set, the kernel's
+ * stamp in ringkvd), they are as fresh as they were. */
+START_TEST(clock_packets_read_late_judged_by_arrival)
+{
+    for (int by_arrival = 0; by_arrival < 2; by_arrival++) {
+        struct net net;
+        struct gossip_out out;
+        uint64_t now =
+            abc_formed_clocks(&net, &out, (const int64_t[]){0, 0, 0});
+        ck_assert(!view(net.g[2], now).skewed);
+        struct flight q[256];
+        size_t n = held_for_c(&net, now, 20, q, 256, &out);
+        uint64_t late = now + 6000; /* C goes on */
+        int from[2] = {0, 0};
+        for (size_t k = 0; k < n; k++) {
+            net_wall(&net, 2, late);
+            if (by_arrival)
+                gossip_arrival_set(net.g[2], net.wall_base + q[k].to);
+            ck_assert_int_eq(gossip_recv(net.g[2], late, net.name[q[k].from],
+                                         q[k].buf, q[k].len, &out),
+                             0);
+            from[q[k].from]++;
+            free(q[k].buf);
+        }
+        ck_assert_int_gt(from[0], 0);
+        ck_assert_int_gt(from[1], 0);
+        struct gossip_clock_view v = view(net.g[2], late);
+        ck_assert_uint_eq(v.fresh, 2);
+        if (by_arrival) {
+            ck_assert(!v.skewed);
+            ck_assert_uint_eq(v.far, 0);
+            ck_assert_int_eq(v.offset_ms, 0);
+            /* an arrival holds for one packet, even one refused: A's
+             * next is compared with C's clock, not with that arrival */
+            gossip_arrival_set(net.g[2], net.wall_base + now);
+            ck_assert_int_ne(
+                gossip_recv(net.g[2], late, "A", (const uint8_t *)"x", 1, &out),
+                0);
+            bool sent = false;
+            for (uint64_t t = late; !sent; t += 200) {
+                net_wall(&net, 0, t);
+                ck_assert_int_eq(gossip_tick(net.g[0], t, &out), 0);
+                for (size_t k = 0; k < out.n_pkts && !sent; k++) {
+                    if (strcmp(out.pkts[k].to, "C") != 0)
+                        continue;
+                    size_t len = out.pkts[k].len;
+                    uint8_t *pkt = malloc(len); /* out is cleared */
+                    memcpy(pkt, out.pkts[k].buf, len);
+                    net_wall(&net, 2, t);
+                    ck_assert_int_eq(
+                        gossip_recv(net.g[2], t, "A", pkt, len, &out), 0);
+                    free(pkt);
+                    sent = true;
+                }
+                ck_assert_uint_lt(t, late + 20000);
+            }
+            ck_assert_int_eq(peer(net.g[2], "A", late).clock_offset_ms, 0);
+        } else {
+            ck_assert(v.skewed); /* what the reading alone concluded */
+            ck_assert_int_ge(v.offset_ms, 2000);
+        }
+        net_free(&net, &out);
+    }
+}
+END_TEST
+
 /* Two nodes whose clocks differ: no majority says which one is wrong,
  * and both are skewed. */
 START_TEST(two_nodes_both_skewed)
@@ -2238,6 +2336,7 @@ static Suite *gossip_suite(void)
     tcase_add_test(tc, one_clock_ahead_is_skewed_alone);
     tcase_add_test(tc, clock_behind_is_skewed_near_is_not);
     tcase_add_test(tc, clock_put_right_and_stale_estimates);
+    tcase_add_test(tc, clock_packets_read_late_judged_by_arrival);
     tcase_add_test(tc, two_nodes_both_skewed);
     tcase_add_test(tc, too_few_estimates_no_verdict);
     tcase_add_test(tc, unstamped_peer_gets_no_stamps);
