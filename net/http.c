@@ -56,6 +56,7 @@ struct http_server {
                       size_t ulen,
                       const uint8_t *pass,
                       size_t plen);
+    void (*on_tls_fail)(void *arg, const char *peer, const char *why);
     void (*done)(void *arg);
     void *done_arg;
     uint16_t port;
@@ -377,6 +378,13 @@ static void on_close(void *arg, net_conn *c, int err)
  */
 
 /* Resolves address into a numeric host for net_server_new. */
+static void on_tls_fail(void *arg, const char *peer, const char *why)
+{
+    http_server *h = arg;
+    if (h->on_tls_fail)
+        h->on_tls_fail(h->arg, peer, why);
+}
+
 static int numeric_host(char *out, size_t cap, const char *address)
 {
     struct addrinfo hints = {0}, *ai = NULL;
@@ -422,6 +430,9 @@ int http_server_start(http_server **out,
     so.input_cap = HTTP_SERVER_HEAD_MAX;
     so.frame_timeout_ms = timeout_ms;
     so.frame_deadline = true;
+    so.tls = opts->tls;
+    so.on_tls_fail = on_tls_fail;
+    h->on_tls_fail = opts->on_tls_fail;
     rc = net_server_new(&h->srv, loop, &so);
     if (rc) {
         free(h);
@@ -430,6 +441,11 @@ int http_server_start(http_server **out,
     h->port = (uint16_t)net_server_port(h->srv);
     *out = h;
     return 0;
+}
+
+int http_server_tls_set(http_server *h, struct net_tls *tls)
+{
+    return net_server_tls_set(h->srv, tls);
 }
 
 uint16_t http_server_port(const http_server *h)

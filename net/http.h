@@ -43,6 +43,7 @@
 #include <uv.h>
 
 typedef struct http_server http_server;
+struct net_tls; /* net/tls.h */
 
 #define HTTP_SERVER_HEAD_MAX (8u * 1024u) /* bytes a request head may take */
 
@@ -68,13 +69,19 @@ struct http_server_opts {
                       size_t ulen,
                       const uint8_t *pass,
                       size_t plen);
+    /* Optional: HTTPS. Every connection speaks TLS with this context
+     * (net/tls.h; the server takes a reference); a plaintext request is
+     * never answered. on_tls_fail, if set, is told of each refused
+     * handshake (the peer, why). NULL: plain HTTP. */
+    struct net_tls *tls;
+    void (*on_tls_fail)(void *arg, const char *peer, const char *why);
 };
 
-#define HTTP_SERVER_OPTS_INIT                                          \
-    {                                                                  \
-        .address = "0.0.0.0", .port = 9180, .max_connections = 32,     \
-        .request_timeout_ms = 5000, .on_scrape = NULL, .health = NULL, \
-        .arg = NULL, .authorize = NULL                                 \
+#define HTTP_SERVER_OPTS_INIT                                            \
+    {                                                                    \
+        .address = "0.0.0.0", .port = 9180, .max_connections = 32,       \
+        .request_timeout_ms = 5000, .on_scrape = NULL, .health = NULL,   \
+        .arg = NULL, .authorize = NULL, .tls = NULL, .on_tls_fail = NULL \
     }
 
 /* Bind and start serving on loop. Returns 0, -ENOMEM, -EINVAL for an
@@ -107,6 +114,11 @@ int http_basic_auth_parse(const char *p,
 
 /* Scrapes refused for missing or wrong credentials (401). */
 uint64_t http_server_unauthorized(const http_server *h);
+
+/* HTTPS handshakes from now on use tls (a reference is taken;
+ * connections open keep theirs): a certificate's reload. 0, or -EINVAL
+ * for a server started without TLS. */
+int http_server_tls_set(http_server *h, struct net_tls *tls);
 
 /* The port actually bound (useful with port 0). */
 uint16_t http_server_port(const http_server *h);

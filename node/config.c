@@ -89,6 +89,9 @@ static const struct key keys[] = {
     {"tls_key_file", K_STR, OFF(tls_key_file), SZ(tls_key_file), 0, 0, 1, NULL},
     {"client_tls", K_ENUM, OFF(client_tls), 0, 0, 0, 0, client_tls_names},
     {"metrics_port", K_PORT, OFF(metrics_port), 0, 0, 65535, 0, NULL},
+    {"metrics_tls", K_ENUM, OFF(metrics_tls), 0, 0, 0, 0, client_tls_names},
+    {"metrics_address", K_STR, OFF(metrics_address), SZ(metrics_address), 0, 0,
+     1, NULL},
     {"data_dir", K_STR, OFF(data_dir), SZ(data_dir), 0, 0, 0, NULL},
     /* at most what gossip can announce (GOSSIP_MAX_TOKENS): until
      * 2026-12-06 it took 1024, and a node of more than 512 never joined */
@@ -844,6 +847,10 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
         return fail(err, errlen,
                     "advertise_address: '%s' is not a host name or address",
                     c->advertise_address);
+    if (c->metrics_address[0] && !host_ok(c->metrics_address))
+        return fail(err, errlen,
+                    "metrics_address: '%s' is not a host name or address",
+                    c->metrics_address);
     for (const char *p = c->cluster_name; *p; p++)
         if (!isprint((unsigned char)*p))
             return fail(err, errlen,
@@ -884,6 +891,9 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
     if (c->tls_cert_file[0] == '\0' && c->client_tls != NODE_CLIENT_TLS_OFF)
         return fail(err, errlen,
                     "client_tls: TLS needs tls_cert_file and tls_key_file");
+    if (c->tls_cert_file[0] == '\0' && c->metrics_tls != NODE_CLIENT_TLS_OFF)
+        return fail(err, errlen,
+                    "metrics_tls: HTTPS needs tls_cert_file and tls_key_file");
     if (c->tls_cert_file[0]) {
         char why[512];
         net_tls *t = NULL;
@@ -1041,9 +1051,13 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         c->metrics_port);
     OUT("tls_port: %d\ntls_cert_file: %s\n", c->tls_port,
         dump_quote(q, sizeof(q), c->tls_cert_file));
-    OUT("tls_key_file: %s\nclient_tls: %s\n",
+    OUT("tls_key_file: %s\nclient_tls: %s\nmetrics_tls: %s\n",
         dump_quote(q, sizeof(q), c->tls_key_file),
-        client_tls_names[c->client_tls]);
+        client_tls_names[c->client_tls], client_tls_names[c->metrics_tls]);
+    OUT("metrics_address: %s\n",
+        dump_quote(q, sizeof(q),
+                   c->metrics_address[0] ? c->metrics_address
+                                         : c->listen_address));
     OUT("data_dir: %s\nnum_tokens: %d\ntoken_allocation: %s\n"
         "weight: %.17g\n",
         dump_quote(q, sizeof(q), c->data_dir), c->num_tokens,

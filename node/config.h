@@ -137,7 +137,9 @@ struct node_config {
     char log_file[NODE_CONFIG_STR];      /* "" = stderr */
     char tls_cert_file[NODE_CONFIG_STR]; /* "" = no TLS */
     char tls_key_file[NODE_CONFIG_STR];
-    enum node_client_tls client_tls; /* client_port in TLS */
+    enum node_client_tls client_tls;       /* client_port in TLS */
+    enum node_client_tls metrics_tls;      /* metrics_port in TLS (HTTPS) */
+    char metrics_address[NODE_CONFIG_STR]; /* metrics_port's; "" = listen */
 };
 
 /* The defaults, as documented in docs/config.md. */

@@ -85,7 +85,7 @@ struct obs {
     uint64_t http_evicted_last, http_timeouts_last, http_unauth_last;
     metrics_family *clients_refused;
     metrics_family *tls_refused, *tls_reloads;
-    uint64_t tls_refused_last, tls_reloads_last[2];
+    uint64_t tls_refused_last[2], tls_reloads_last[2];
     metrics_family *input_refused, *input_bytes, *input_waits;
     uint64_t input_waits_last;
     metrics_family *auth_fail, *auth_delayed, *auth_evicted, *noperm;
@@ -148,8 +148,8 @@ static int obs_register(struct obs *o)
     struct metrics_dim d_resp = {"protocol", 1, proto + 1};
     static const char *const why[] = {"preauth_too_large", "frame_timeout"};
     struct metrics_dim d_why = {"why", 2, why};
-    static const char *const tlsport[] = {"client"};
-    struct metrics_dim d_tlsport = {"port", 1, tlsport};
+    static const char *const tlsport[] = {"client", "metrics"};
+    struct metrics_dim d_tlsport = {"port", 2, tlsport};
     static const char *const okfail[] = {"ok", "failed"};
     struct metrics_dim d_result = {"result", 2, okfail};
     static const char *const inout[] = {"in", "out"};
@@ -569,7 +569,8 @@ static void obs_sync(struct obs *o)
     ctr(o->conns_total, 0, s->client_conns, &l->client_conns);
     ctr(o->bad_frames, 0, s->client_bad_frames, &l->client_bad_frames);
     ctr(o->clients_refused, 0, s->clients_refused, &l->clients_refused);
-    ctr(o->tls_refused, 0, n->tls.refused_clients, &o->tls_refused_last);
+    ctr(o->tls_refused, 0, n->tls.refused_clients, &o->tls_refused_last[0]);
+    ctr(o->tls_refused, 1, n->tls.refused_metrics, &o->tls_refused_last[1]);
     ctr(o->tls_reloads, 0, n->tls.reloads, &o->tls_reloads_last[0]);
     ctr(o->tls_reloads, 1, n->tls.reload_failed, &o->tls_reloads_last[1]);
     ctr(o->input_refused, 0, s->client_preauth_refused,
@@ -894,6 +895,16 @@ static bool metrics_authorize(void *arg,
                                  RK_SLICE(pass, plen));
 }
 
+/* A refused HTTPS handshake on metrics_port (metrics_tls: required). */
+static void metrics_tls_refused(void *arg, const char *peer, const char *why)
+{
+    struct obs *o = arg;
+    node *n = o->n;
+    n->tls.refused_metrics++;
+    LOG_LIMITED(&n->loglim.tls_refused, node__mono_ms(n), WARN,
+                "metrics.tls_refused", "peer=%s why=\"%s\"", peer, why);
+}
+
 /* ---- life ------------------------------------------------------------- */
 
 static void obs_free(struct obs *o)
@@ -951,12 +962,18 @@ int node__obs_start(node *n, char *err, size_t errlen)
         ho.on_scrape = on_scrape;
         ho.health = on_health;
         ho.arg = o;
+        if (n->cfg.metrics_address[0])
+            ho.address = n->cfg.metrics_address;
         if (n->users.metrics.set)
             ho.authorize = metrics_authorize;
+        if (n->cfg.metrics_tls == NODE_CLIENT_TLS_REQUIRED) {
+            ho.tls = n->tls.server; /* node__tls_load ran before */
+            ho.on_tls_fail = metrics_tls_refused;
+        }
         rc = http_server_start(&o->http, n->loop, &ho);
         if (rc < 0) {
             snprintf(err, errlen, "metrics_port: cannot listen on %s:%d: %s",
-                     n->listen_ip, n->cfg.metrics_port, rk_strerror(rc));
+                     ho.address, n->cfg.metrics_port, rk_strerror(rc));
             o->http = NULL;
             n->pending_closes++;
             uv_close((uv_handle_t *)&o->timer, on_obs_closed);
@@ -965,11 +982,19 @@ int node__obs_start(node *n, char *err, size_t errlen)
         o->handles++; /* the http server, until its close is done */
         uv_timer_start(&o->timer, on_timer, 0, OBS_PUBLISH_MS);
         n->pending_closes++; /* released when o is freed */
-        LOG(INFO, "metrics.listening", "addr=%s:%u", n->listen_ip,
-            (unsigned)http_server_port(o->http));
+        LOG(INFO, "metrics.listening", "addr=%s:%u tls=%s", ho.address,
+            (unsigned)http_server_port(o->http), ho.tls ? "on" : "off");
     }
     n->obs = o;
     return 0;
+}
+
+int node__obs_tls_set(node *n, net_tls *tls)
+{
+    if (!n->obs || !n->obs->http ||
+        n->cfg.metrics_tls != NODE_CLIENT_TLS_REQUIRED)
+        return 0;
+    return http_server_tls_set(n->obs->http, tls);
 }
 
 void node__obs_stop(node *n)

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/tls.h"
 #include "node/config.h"
 #include "node/node.h"
 
@@ -27,6 +28,10 @@
  * server on listen_address:metrics_port and the publish timer. 0, or an
  * error with a message in err (nothing left open). */
 int node__obs_start(node *n, char *err, size_t errlen);
+
+/* HTTPS on metrics_port from now on with tls (a certificate's reload):
+ * 0 when metrics_tls is off or the port closed. */
+int node__obs_tls_set(node *n, net_tls *tls);
 
 /* Stop the HTTP server and the timer; the registry is freed once the
  * server and the handles are closed (node_stop waits: pending_closes). Hooks

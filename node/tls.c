@@ -13,6 +13,7 @@
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/node.h"
+#include "node/obs.h"
 #include "node/rsrv.h"
 
 int node__tls_context(const struct node_config *c,
@@ -65,6 +66,7 @@ void node_reload_tls(node *n)
     if (n->csrv && c->client_tls == NODE_CLIENT_TLS_REQUIRED)
         net_server_tls_set(n->csrv, fresh);
     node__rsrv_tls_set(n, fresh);
+    (void)node__obs_tls_set(n, fresh);
     net_tls_free(n->tls.server);
     n->tls.server = fresh;
     n->tls.reloads++;

@@ -20,6 +20,7 @@ struct node_tls {
     net_tls *server;                 /* client ports (tls_port, client_port when
                                         client_tls is required); NULL: no TLS */
     uint64_t refused_clients;        /* handshakes refused on a client port */
+    uint64_t refused_metrics;        /* on metrics_port (metrics_tls) */
     uint64_t reloads, reload_failed; /* node_reload_tls (SIGHUP) */
 };
 
