@@ -116,8 +116,19 @@ void net__tls_shutdown(struct net__tls *s);
 size_t net__tls_out_pending(const struct net__tls *s);
 size_t net__tls_out_take(struct net__tls *s, uint8_t *p, size_t cap);
 
-/* Why the handshake failed, one line. */
-void net__tls_why(const struct net__tls *s, char *out, size_t cap);
+/* Why the handshake (or a read) failed, one line in out, and its kind: a
+ * certificate the session refused says whose, why and, for a date, since
+ * when ("certificate /CN=n4: certificate has expired (notAfter Jan  2
+ * 00:00:00 2020 GMT)"). */
+enum net_tls_fail net__tls_why(const struct net__tls *s, char *out, size_t cap);
+
+/* Whether the peer's certificate (verified by the handshake) names name:
+ * an address among its IP SANs, a host name among its DNS SANs (or its CN
+ * when it has none). If not, why says so (one line in why[0..cap)). */
+bool net__tls_peer_is(const struct net__tls *s,
+                      const char *name,
+                      char *why,
+                      size_t cap);
 
 /* Ciphertext a TLS connection holds before it stops reading its socket
  * (the session's input BIO; OpenSSL takes what a record needs from it into
@@ -226,10 +237,14 @@ struct net__base {
     bool frame_deadline; /* the frame timeout counts from the first byte */
     size_t max_requests;
     struct net_budget *budget;
-    struct net_tls *tls; /* accept TLS with this context (raw servers) */
+    struct net_tls *tls; /* connections speak TLS with this context (its
+                            role: the server's or the peers') */
     uint8_t *tls_rd;     /* ciphertext read buffer, NET__TLS_IN_MAX */
-    /* a TLS handshake failed on c (why: one line); may be NULL */
-    void (*on_tls_fail)(struct net__base *b, net_conn *c, const char *why);
+    /* c refused its peer (why: one line); may be NULL */
+    void (*on_tls_fail)(struct net__base *b,
+                        net_conn *c,
+                        enum net_tls_fail reason,
+                        const char *why);
     /* A whole frame arrived on an established conn. Nonzero closes it. */
     int (*on_frame)(struct net__base *b, net_conn *c, struct rk_slice frame);
     /* c finished its handshake (or needs none). */

@@ -506,6 +506,8 @@ int node_start(node *n, char *err, size_t errlen)
         rc = node__repair_start(n, err, errlen);
     if (rc == 0)
         rc = node__obs_start(n, err, errlen);
+    if (rc == 0) /* the internode port may speak TLS */
+        rc = node__tls_load(n, err, errlen);
     if (rc == 0)
         rc = node__internode_start(n, err, errlen);
     if (rc == 0)
@@ -522,8 +524,6 @@ int node_start(node *n, char *err, size_t errlen)
             snprintf(err, errlen, "failed authentications' table: %s",
                      rk_strerror(rc));
     }
-    if (rc == 0)
-        rc = node__tls_load(n, err, errlen);
     if (rc == 0)
         rc = node__csrv_start(n, err, errlen);
     if (rc == 0)
