@@ -312,6 +312,7 @@ def wrong_ca_node(c, pki):
     n4.start()
     wait_refused(c.nodes, "wrong_ca", before, timeout=90)
     t0 = time.time()
+    seen = set()
     while time.time() < t0 + 15:
         for obs in (n1, n4):
             try:
@@ -319,6 +320,7 @@ def wrong_ca_node(c, pki):
             except (OSError, ConnectionError, RuntimeError):
                 continue
             h.check(row.get(5) != "UN", "%s sees n4 UN" % obs.name)
+            seen.add("%s:%s" % (obs.name, row.get(5)))
         time.sleep(0.5)
     h.check(n4.alive(), "n4 died")
     lines = [ln for n in c.nodes for ln in n.log().splitlines()
@@ -327,8 +329,9 @@ def wrong_ca_node(c, pki):
     h.check(lines, "no wrong_ca refusal logged")
     got = {n.name: refused(n, "wrong_ca") for n in c.nodes}
     n4.kill9()
-    print("n4 (another CA): refused %r, never UN in 15 s; %s" %
-          (got, lines[0][lines[0].index("event="):][:200]))
+    print("n4 (another CA): refused %r, never UN in 15 s (seen as %s); %s"
+          % (got, ", ".join(sorted(seen)),
+             lines[0][lines[0].index("event="):][:200]))
 
 
 def main():
