@@ -20,9 +20,9 @@
  * the protocol handler instead (conn_input), which consumes whole requests
  * from its front; their output is raw bytes in the same chunks. Their
  * buffer's growth past NET_INPUT_BASE is charged to the server's budget
- * (net_budget): a read that would pass it waits on the budget's list, in
- * order, and is woken when other buffers shrink. The deadline timer, idle
- * while a raw connection is established, is its frame timeout.
+ * (net_budget, budget.c): a read that would pass it waits on the budget's
+ * list, in order, and is woken when other buffers shrink. The deadline timer,
+ * idle while a raw connection is established, is its frame timeout.
  *
  * TLS (servers and peers given a context, tls.h): the socket's bytes go
  * to the connection's session (tls.c) through one read buffer its owner
@@ -54,121 +54,12 @@
 
 #define CONN_OF(h, field) ((net_conn *)((char *)(h)-offsetof(net_conn, field)))
 
-/* ---- input budget (raw-stream connections) ------------------------------ */
-
-struct net_budget {
-    size_t max;
-    size_t used;
-    uint64_t waits;
-    net_conn *whead, *wtail; /* connections waiting to read, in order */
-};
-
 static void update_reading(net_conn *c);
 static void conn_input(net_conn *c);
 
-int net_budget_new(net_budget **out, size_t max)
+void net__conn_reading_update(net_conn *c)
 {
-    if (max < NET_INPUT_BASE)
-        return -EINVAL;
-    net_budget *b = calloc(1, sizeof(*b));
-    if (b == NULL)
-        return -ENOMEM;
-    b->max = max;
-    *out = b;
-    return 0;
-}
-
-void net_budget_free(net_budget *b)
-{
-    free(b);
-}
-
-size_t net_budget_used(const net_budget *b)
-{
-    return b->used;
-}
-
-uint64_t net_budget_waits(const net_budget *b)
-{
-    return b->waits;
-}
-
-/* What a buffer of capacity cap costs the budget. */
-static size_t budget_charge_of(size_t cap)
-{
-    return cap > NET_INPUT_BASE ? cap - NET_INPUT_BASE : 0;
-}
-
-/* The largest capacity c's buffer may have within the budget. */
-static size_t budget_cap_allowed(const net_conn *c)
-{
-    const net_budget *b = c->base->budget;
-    if (b == NULL)
-        return SIZE_MAX;
-    size_t left = b->used < b->max ? b->max - b->used : 0;
-    return NET_INPUT_BASE + c->charged + left;
-}
-
-static void budget_unwait(net_conn *c)
-{
-    net_budget *b = c->base->budget;
-    if (!c->budget_wait)
-        return;
-    if (c->bprev)
-        c->bprev->bnext = c->bnext;
-    else
-        b->whead = c->bnext;
-    if (c->bnext)
-        c->bnext->bprev = c->bprev;
-    else
-        b->wtail = c->bprev;
-    c->bprev = c->bnext = NULL;
-    c->budget_wait = false;
-}
-
-/* Wakes waiting connections in order, as many as the budget left could
- * serve a read's worth (each charges only when it reads; one that finds
- * the budget spent again waits at the tail). */
-static void budget_wake(net_budget *b)
-{
-    size_t left = b->used < b->max ? b->max - b->used : 0;
-    size_t n = left / NET__READ_CHUNK + 1;
-    while (b->whead != NULL && n-- > 0 && b->used < b->max) {
-        net_conn *c = b->whead;
-        budget_unwait(c);
-        update_reading(c);
-    }
-}
-
-/* c's buffer now has capacity cap: charge or refund the difference. */
-static void budget_set(net_conn *c, size_t cap)
-{
-    net_budget *b = c->base->budget;
-    if (b == NULL)
-        return;
-    size_t ch = budget_charge_of(cap);
-    bool freed = ch < c->charged;
-    b->used = b->used - c->charged + ch;
-    c->charged = ch;
-    if (freed)
-        budget_wake(b);
-}
-
-static void budget_wait(net_conn *c)
-{
-    net_budget *b = c->base->budget;
-    if (c->budget_wait)
-        return;
-    c->budget_wait = true;
-    c->bnext = NULL;
-    c->bprev = b->wtail;
-    if (b->wtail)
-        b->wtail->bnext = c;
-    else
-        b->whead = c;
-    b->wtail = c;
-    b->waits++;
-    c->base->stats.budget_waits++;
+    update_reading(c);
 }
 
 /* ---- base: flusher and release ------------------------------------------ */
@@ -818,7 +709,7 @@ static void raw_shrink(net_conn *c)
         if (c->rbuf.cap > NET_INPUT_BASE)
             net__rbuf_free(&c->rbuf);
     }
-    budget_set(c, c->rbuf.cap);
+    net__budget_set(c, c->rbuf.cap);
 }
 
 static void alloc_raw(net_conn *c, uv_buf_t *buf);
@@ -1013,12 +904,12 @@ static void alloc_raw(net_conn *c, uv_buf_t *buf)
     uint8_t *p = NULL;
     size_t len = 0;
     size_t cap = net__rbuf_raw_target(&c->rbuf, c->need, c->input_cap);
-    size_t allowed = budget_cap_allowed(c);
+    size_t allowed = net__budget_cap_allowed(c);
     if (cap > c->rbuf.cap && cap > allowed)
         cap = allowed > c->rbuf.cap ? allowed : c->rbuf.cap;
     if (net__rbuf_reserve_cap(&c->rbuf, cap, c->input_cap, &p, &len) != 0)
         len = 0;
-    budget_set(c, c->rbuf.cap);
+    net__budget_set(c, c->rbuf.cap);
     if (len > UINT32_MAX)
         len = UINT32_MAX;
     *buf = uv_buf_init(len ? (char *)p : NULL, (unsigned)len);
@@ -1034,8 +925,8 @@ static void raw_no_room(net_conn *c)
     if (c->rbuf.len - c->rbuf.off >= c->input_cap) {
         b->stats.oversize++;
         net__conn_close(c, RK_ETOOLARGE);
-    } else if (b->budget != NULL && budget_cap_allowed(c) <= c->rbuf.cap) {
-        budget_wait(c);
+    } else if (b->budget != NULL && net__budget_cap_allowed(c) <= c->rbuf.cap) {
+        net__budget_wait(c);
         frame_timer_sync(c, false);
     } else {
         net__conn_close(c, -ENOMEM);
@@ -1261,7 +1152,7 @@ static void handle_closed(uv_handle_t *h)
         return;
     if (c->base->on_input) { /* nothing reads into it any more */
         net__rbuf_free(&c->rbuf);
-        budget_set(c, 0);
+        net__budget_set(c, 0);
     }
     c->base->stats.conns_closed++;
     c->refs++; /* on_closed may drop the owner's last reference */
@@ -1313,7 +1204,7 @@ void net__conn_close(net_conn *c, int err)
      * out first, as far as the socket takes it at once */
     if (err == RK_ECLOSED && c->base->on_input && c->state == NET__READY)
         (void)conn_flush(c); /* a write of the rest is cancelled below */
-    budget_unwait(c);
+    net__budget_unwait(c);
     c->state = NET__CLOSING;
     c->close_err = err;
     dirty_unlink(c);

@@ -278,6 +278,21 @@ void net__conn_close(net_conn *c, int err);
 void net__conn_deadline(net_conn *c, uint64_t ms);
 /* Frees c if nothing holds it any more. */
 void net__conn_maybe_free(net_conn *c);
+/* Starts or stops reading c as its state asks (a budget waking it). */
+void net__conn_reading_update(net_conn *c);
+
+/* ---- input budget (budget.c; raw-stream connections) -------------------- */
+
+/* The largest capacity c's input buffer may have within its budget
+ * (SIZE_MAX without one). */
+size_t net__budget_cap_allowed(const net_conn *c);
+/* c's buffer now has capacity cap: charge or refund the difference (a
+ * refund wakes waiting connections). No budget: no-op. */
+void net__budget_set(net_conn *c, size_t cap);
+/* c waits for the budget (at the tail of its list); net__budget_unwait
+ * takes it off (no-op if it is not waiting). */
+void net__budget_wait(net_conn *c);
+void net__budget_unwait(net_conn *c);
 
 static inline void net__be32_put(uint8_t *p, uint32_t v)
 {
