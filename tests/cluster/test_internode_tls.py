@@ -204,7 +204,7 @@ def rotate(c, pki):
     return acked
 
 
-def plaintext_node(c, pki, written, probed_at):
+def plaintext_node(c, written, probed_at):
     """n3 restarted without internode TLS: refused by n1 and n2; back in
     TLS, it catches up through connections made with the new certs."""
     n1, n2, n3 = c.nodes
@@ -352,7 +352,7 @@ def main():
           "QUORUM through each" % len(keys))
     probed_at = plaintext_probe(pki, c.nodes[1])
     keys.update(rotate(c, pki))
-    plaintext_node(c, pki, keys, probed_at)
+    plaintext_node(c, keys, probed_at)
     wrong_ca_node(c, pki)
     for n in c.nodes:
         n.stop()
