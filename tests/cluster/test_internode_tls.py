@@ -4,7 +4,7 @@ certificates the openssl CLI makes at test time (tests/tls/make-certs.sh:
 the cluster's CA, one certificate per node, a second one for n1, an
 expired one; and here a certificate for n4 signed by another CA).
 
-Three nodes (127.0.8.21-23, RF 3) with tls_cert_file, tls_key_file,
+Three nodes (127.0.9.21-23, RF 3) with tls_cert_file, tls_key_file,
 tls_ca_file and internode_tls: required. Checked:
  - they converge and serve QUORUM writes and reads through every node;
  - the internode port speaks TLS only: a plaintext connection to it is
@@ -21,7 +21,7 @@ tls_ca_file and internode_tls: required. Checked:
    once per 10 s per reason with the count of suppressed lines); back in
    TLS it catches up (n1's connections to it are new: the rotated
    certificate works), every key read at QUORUM through it;
- - a 4th node (127.0.8.24) whose certificate another CA signed, with the
+ - a 4th node (127.0.9.24) whose certificate another CA signed, with the
    cluster's secret and CA file, is refused (reason wrong_ca, logged,
    counted) and never becomes UN.
 """
@@ -35,8 +35,8 @@ import time
 
 import harness as h
 
-IPS = ["127.0.8.21", "127.0.8.22", "127.0.8.23"]
-ROGUE = "127.0.8.24"
+IPS = ["127.0.9.21", "127.0.9.22", "127.0.9.23"]
+ROGUE = "127.0.9.24"
 
 
 def refused(n, reason):
