@@ -677,6 +677,11 @@ static const struct cmd cmds[] = {
      cmd_admin, WIRE_COP_LISTSNAPSHOTS},
     {"clearsnapshot", "TAG | --all", "Remove a snapshot of the node, or all.",
      0, 1, cmd_clearsnapshot, WIRE_COP_CLEARSNAPSHOT},
+    {"reloadtls", "",
+     "Load the node's TLS certificate, key and CA file again, as SIGHUP "
+     "does: new handshakes (client ports, internode) use them, open "
+     "connections keep theirs; a file that does not load changes nothing.",
+     0, 0, cmd_admin, WIRE_COP_RELOADTLS},
 };
 
 #define NCMDS (sizeof(cmds) / sizeof(cmds[0]))

@@ -203,7 +203,8 @@ int ringkv_recv(ringkv *c, struct wire_cresp *out, int timeout_ms);
 
 /* Whether applying req twice is harmless, so it may be resent when its
  * outcome is unknown: HELLO, PING, GET, MGET, SCAN, STATUS, RING,
- * ENDPOINTS, METRICS, NETSTATS, LISTSNAPSHOTS. Not PUT or DEL (see ringkv_call)
+ * ENDPOINTS, METRICS, NETSTATS, LISTSNAPSHOTS, RELOADTLS (loading the same
+ * files again is harmless). Not PUT or DEL (see ringkv_call)
  * nor the admin ops that change the cluster (JOIN, DECOMMISSION, REMOVENODE,
  * REPAIR, CLEANUP, ABORT). */
 bool ringkv_idempotent(const struct wire_creq *req);

@@ -20,11 +20,11 @@
  * the protocol handler instead (conn_input), which consumes whole requests
  * from its front; their output is raw bytes in the same chunks. Their
  * buffer's growth past NET_INPUT_BASE is charged to the server's budget
- * (net_budget): a read that would pass it waits on the budget's list, in
- * order, and is woken when other buffers shrink. The deadline timer, idle
- * while a raw connection is established, is its frame timeout.
+ * (net_budget, budget.c): a read that would pass it waits on the budget's
+ * list, in order, and is woken when other buffers shrink. The deadline timer,
+ * idle while a raw connection is established, is its frame timeout.
  *
- * TLS (raw-stream servers given a context, tls.h): the socket's bytes go
+ * TLS (servers and peers given a context, tls.h): the socket's bytes go
  * to the connection's session (tls.c) through one read buffer its owner
  * shares, never more than NET__TLS_IN_MAX held there (the socket is not
  * read past it); the handshake runs as they arrive, its output written at
@@ -35,6 +35,12 @@
  * connection may read again (update_reading schedules it for the
  * flusher), as a socket would deliver them. Output is encrypted as it is
  * flushed: the turn's plaintext chunks become one write of ciphertext.
+ * Framed connections (internode, in mutual TLS: server.c, peers.c) run
+ * the same session; once TLS is done the handshake hook runs inside it,
+ * its frames each in a record written at once, and the name the hook
+ * establishes must be one the peer's certificate carries (tls_name_check).
+ * What they receive is decrypted whole into the read buffer, whose
+ * framing bounds it. No plaintext byte ever leaves a TLS connection.
  *
  * Lifetime: a connection is freed when its tcp and timer handles have
  * closed, no getaddrinfo is in flight, and no one holds a reference.
@@ -48,121 +54,12 @@
 
 #define CONN_OF(h, field) ((net_conn *)((char *)(h)-offsetof(net_conn, field)))
 
-/* ---- input budget (raw-stream connections) ------------------------------ */
-
-struct net_budget {
-    size_t max;
-    size_t used;
-    uint64_t waits;
-    net_conn *whead, *wtail; /* connections waiting to read, in order */
-};
-
 static void update_reading(net_conn *c);
 static void conn_input(net_conn *c);
 
-int net_budget_new(net_budget **out, size_t max)
+void net__conn_reading_update(net_conn *c)
 {
-    if (max < NET_INPUT_BASE)
-        return -EINVAL;
-    net_budget *b = calloc(1, sizeof(*b));
-    if (b == NULL)
-        return -ENOMEM;
-    b->max = max;
-    *out = b;
-    return 0;
-}
-
-void net_budget_free(net_budget *b)
-{
-    free(b);
-}
-
-size_t net_budget_used(const net_budget *b)
-{
-    return b->used;
-}
-
-uint64_t net_budget_waits(const net_budget *b)
-{
-    return b->waits;
-}
-
-/* What a buffer of capacity cap costs the budget. */
-static size_t budget_charge_of(size_t cap)
-{
-    return cap > NET_INPUT_BASE ? cap - NET_INPUT_BASE : 0;
-}
-
-/* The largest capacity c's buffer may have within the budget. */
-static size_t budget_cap_allowed(const net_conn *c)
-{
-    const net_budget *b = c->base->budget;
-    if (b == NULL)
-        return SIZE_MAX;
-    size_t left = b->used < b->max ? b->max - b->used : 0;
-    return NET_INPUT_BASE + c->charged + left;
-}
-
-static void budget_unwait(net_conn *c)
-{
-    net_budget *b = c->base->budget;
-    if (!c->budget_wait)
-        return;
-    if (c->bprev)
-        c->bprev->bnext = c->bnext;
-    else
-        b->whead = c->bnext;
-    if (c->bnext)
-        c->bnext->bprev = c->bprev;
-    else
-        b->wtail = c->bprev;
-    c->bprev = c->bnext = NULL;
-    c->budget_wait = false;
-}
-
-/* Wakes waiting connections in order, as many as the budget left could
- * serve a read's worth (each charges only when it reads; one that finds
- * the budget spent again waits at the tail). */
-static void budget_wake(net_budget *b)
-{
-    size_t left = b->used < b->max ? b->max - b->used : 0;
-    size_t n = left / NET__READ_CHUNK + 1;
-    while (b->whead != NULL && n-- > 0 && b->used < b->max) {
-        net_conn *c = b->whead;
-        budget_unwait(c);
-        update_reading(c);
-    }
-}
-
-/* c's buffer now has capacity cap: charge or refund the difference. */
-static void budget_set(net_conn *c, size_t cap)
-{
-    net_budget *b = c->base->budget;
-    if (b == NULL)
-        return;
-    size_t ch = budget_charge_of(cap);
-    bool freed = ch < c->charged;
-    b->used = b->used - c->charged + ch;
-    c->charged = ch;
-    if (freed)
-        budget_wake(b);
-}
-
-static void budget_wait(net_conn *c)
-{
-    net_budget *b = c->base->budget;
-    if (c->budget_wait)
-        return;
-    c->budget_wait = true;
-    c->bnext = NULL;
-    c->bprev = b->wtail;
-    if (b->wtail)
-        b->wtail->bnext = c;
-    else
-        b->whead = c;
-    b->wtail = c;
-    b->waits++;
-    c->base->stats.budget_waits++;
+    update_reading(c);
 }
 
 /* ---- base: flusher and release ------------------------------------------ */
@@ -422,8 +319,8 @@ static int tls_flush(net_conn *c)
 
 static int conn_flush(net_conn *c)
 {
-    if (c->tls != NULL && c->state != NET__HANDSHAKE)
-        return c->nchunks ? tls_flush(c) : 0;
+    if (c->tls != NULL) /* no plaintext ever goes out of a TLS conn */
+        return c->nchunks && net__tls_done(c->tls) ? tls_flush(c) : 0;
     if (c->nchunks == 0)
         return 0;
     size_t n = c->nchunks;
@@ -490,9 +387,21 @@ static void base_flush(struct net__base *b)
     }
 }
 
-/* Writes one frame at once, ahead of anything queued (handshakes). */
+/* Writes one frame at once, ahead of anything queued (handshakes; in a
+ * TLS record of its own on a TLS connection). */
 static int write_now(net_conn *c, const uint8_t *p, size_t len)
 {
+    if (c->tls != NULL) {
+        uint8_t f[NET_FRAME_HDR + NET_HANDSHAKE_MAX];
+        if (len > NET_HANDSHAKE_MAX)
+            return RK_EINTERNAL;
+        net__be32_put(f, (uint32_t)len);
+        memcpy(f + NET_FRAME_HDR, p, len);
+        c->base->stats.frames_out++;
+        c->base->stats.bytes_out += NET_FRAME_HDR + len;
+        int rc = net__tls_write(c->tls, f, NET_FRAME_HDR + len);
+        return rc ? rc : tls_out(c);
+    }
     struct net__chunk ch = {malloc(NET_FRAME_HDR + len), NET_FRAME_HDR + len,
                             NET_FRAME_HDR + len};
     if (ch.p == NULL)
@@ -636,8 +545,8 @@ static void update_reading(net_conn *c)
     if (c->base->on_input)
         frame_timer_sync(c, false);
     /* what the session holds is read as a socket's bytes would be */
-    if (want && c->tls && c->state == NET__READY && !c->in_parse &&
-        !c->tls_again && net__tls_has_input(c->tls)) {
+    if (want && c->tls && c->base->on_input && c->state == NET__READY &&
+        !c->in_parse && !c->tls_again && net__tls_has_input(c->tls)) {
         c->tls_again = true;
         dirty_link(c);
         base_kick(c->base);
@@ -673,6 +582,25 @@ static int handshake_send(net_conn *c, struct rk_slice peer)
     return rc;
 }
 
+/* c refused its peer: reported to the owner (counting is the caller's). */
+static void tls_report(net_conn *c, enum net_tls_fail f, const char *why)
+{
+    if (c->base->on_tls_fail)
+        c->base->on_tls_fail(c->base, c, f, why);
+}
+
+/* A TLS connection's peer authenticated in the hook as c->name: its
+ * certificate must name that node, or anyone holding a certificate of the
+ * CA and the secret could speak for any node. */
+static int tls_name_check(net_conn *c)
+{
+    char why[300];
+    if (net__tls_peer_is(c->tls, c->name, why, sizeof(why)))
+        return 0;
+    tls_report(c, NET_TLS_FAIL_NAME, why);
+    return RK_EAUTH;
+}
+
 /* One frame received during the handshake. The connecting side sent its
  * first frame at the start: what comes back is checked against it, and its
  * last frame answers it. The accepting side answers the first frame and
@@ -690,6 +618,8 @@ static int handshake_step(net_conn *c, struct rk_slice frame)
     rc = b->hs.check(b->hs.arg, c->dialed, frame, sent, c->name,
                      sizeof(c->name));
     c->name[sizeof(c->name) - 1] = '\0';
+    if (rc == 0 && c->tls != NULL)
+        rc = tls_name_check(c);
     if (rc == 0 && c->outbound)
         rc = handshake_send(c, frame);
     if (rc > 0)
@@ -779,7 +709,7 @@ static void raw_shrink(net_conn *c)
         if (c->rbuf.cap > NET_INPUT_BASE)
             net__rbuf_free(&c->rbuf);
     }
-    budget_set(c, c->rbuf.cap);
+    net__budget_set(c, c->rbuf.cap);
 }
 
 static void alloc_raw(net_conn *c, uv_buf_t *buf);
@@ -823,28 +753,81 @@ static int tls_decrypt(net_conn *c, bool *stuck)
     return 0;
 }
 
+/* c's session failed (rc): counted, reported with its reason, closed. */
+static void tls_failed(net_conn *c, int rc)
+{
+    char why[300];
+    enum net_tls_fail f = net__tls_why(c->tls, why, sizeof(why));
+    c->base->stats.handshake_failed++;
+    tls_report(c, f, why);
+    net__conn_close(c, rc);
+}
+
 /* Ciphertext arrived during c's TLS handshake: advance it, send what it
- * made (also an alert that refuses the peer), and announce c once done. */
+ * made (also an alert that refuses the peer), and once done announce c or,
+ * with the handshake hook, begin that inside TLS (the connecting side
+ * speaks first). */
 static void tls_handshake(net_conn *c)
 {
     struct net__base *b = c->base;
     int rc = net__tls_handshake(c->tls);
     int wrc = tls_out(c);
     if (rc < 0) {
-        char why[200];
-        net__tls_why(c->tls, why, sizeof(why));
-        b->stats.handshake_failed++;
-        if (b->on_tls_fail)
-            b->on_tls_fail(b, c, why);
-        net__conn_close(c, rc);
+        tls_failed(c, rc);
         return;
     }
     if (wrc) {
         net__conn_close(c, wrc);
         return;
     }
-    if (rc == 1)
+    if (rc != 1)
+        return;
+    if (!b->has_hs) {
         become_ready(c);
+        return;
+    }
+    if (c->outbound && (rc = handshake_send(c, (struct rk_slice){NULL, 0})))
+        net__conn_close(c, rc > 0 ? RK_EINTERNAL : rc);
+}
+
+/* A framed TLS connection's plaintext: all the session holds goes to the
+ * read buffer (whose framing bounds it: conn_parse refuses a frame over
+ * max_frame from its header, and the socket is read at most
+ * NET__TLS_IN_MAX at a time). Returns 0, 1 when c closed, 2 when the
+ * peer ended the session (close_notify: frames before it are parsed, then
+ * c closes as at the end of a plaintext stream). A failure before the
+ * handshake hook is done is a TLS refusal: in TLS 1.3 a client learns
+ * that the server refused its certificate only here, from the alert. */
+static int tls_decrypt_frames(net_conn *c)
+{
+    while (net__tls_has_input(c->tls)) {
+        uint8_t *p = NULL;
+        size_t len = 0, n = 0;
+        if (net__rbuf_reserve(&c->rbuf, &p, &len) != 0) {
+            net__conn_close(c, -ENOMEM);
+            return 1;
+        }
+        int rc = net__tls_read(c->tls, p, len, &n);
+        if (rc == 1)
+            return 2;
+        if (rc && c->state == NET__HANDSHAKE) {
+            tls_failed(c, rc);
+            return 1;
+        }
+        if (rc) {
+            net__conn_close(c, rc);
+            return 1;
+        }
+        if (n == 0)
+            break; /* the rest of a record is still on its way */
+        net__rbuf_commit(&c->rbuf, n);
+    }
+    int rc = tls_out(c); /* a TLS 1.3 key update's answer, say */
+    if (rc) {
+        net__conn_close(c, rc);
+        return 1;
+    }
+    return 0;
 }
 
 /* Hands what c holds to the handler until it takes no more. A finishing
@@ -921,12 +904,12 @@ static void alloc_raw(net_conn *c, uv_buf_t *buf)
     uint8_t *p = NULL;
     size_t len = 0;
     size_t cap = net__rbuf_raw_target(&c->rbuf, c->need, c->input_cap);
-    size_t allowed = budget_cap_allowed(c);
+    size_t allowed = net__budget_cap_allowed(c);
     if (cap > c->rbuf.cap && cap > allowed)
         cap = allowed > c->rbuf.cap ? allowed : c->rbuf.cap;
     if (net__rbuf_reserve_cap(&c->rbuf, cap, c->input_cap, &p, &len) != 0)
         len = 0;
-    budget_set(c, c->rbuf.cap);
+    net__budget_set(c, c->rbuf.cap);
     if (len > UINT32_MAX)
         len = UINT32_MAX;
     *buf = uv_buf_init(len ? (char *)p : NULL, (unsigned)len);
@@ -942,8 +925,8 @@ static void raw_no_room(net_conn *c)
     if (c->rbuf.len - c->rbuf.off >= c->input_cap) {
         b->stats.oversize++;
         net__conn_close(c, RK_ETOOLARGE);
-    } else if (b->budget != NULL && budget_cap_allowed(c) <= c->rbuf.cap) {
-        budget_wait(c);
+    } else if (b->budget != NULL && net__budget_cap_allowed(c) <= c->rbuf.cap) {
+        net__budget_wait(c);
         frame_timer_sync(c, false);
     } else {
         net__conn_close(c, -ENOMEM);
@@ -983,14 +966,21 @@ static void alloc_cb(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 static void tls_read(net_conn *c, ssize_t nread, const uv_buf_t *buf)
 {
     struct net__base *b = c->base;
+    bool raw = b->on_input != NULL;
     if (nread == 0)
         return;
-    if (nread < 0 && c->state == NET__HANDSHAKE) {
-        /* closed in the handshake: nothing to answer */
+    if (nread < 0 && !net__tls_done(c->tls)) {
+        /* closed in the TLS handshake: nothing to answer */
         b->stats.handshake_failed++;
-        if (b->on_tls_fail && nread == UV_EOF)
-            b->on_tls_fail(b, c, "closed during the handshake");
+        if (nread == UV_EOF)
+            tls_report(c, NET_TLS_FAIL_CLOSED,
+                       "closed during the TLS handshake (a peer that does "
+                       "not speak TLS, or refused it)");
         net__conn_close(c, nread == UV_EOF ? RK_EAUTH : (int)nread);
+        return;
+    }
+    if (nread == UV_EOF && !raw) { /* as a plaintext stream's end */
+        net__conn_close(c, 0);
         return;
     }
     if (nread == UV_EOF) { /* as raw: answer what was sent, then close */
@@ -1009,8 +999,19 @@ static void tls_read(net_conn *c, ssize_t nread, const uv_buf_t *buf)
         net__conn_close(c, rc);
         return;
     }
-    if (c->state == NET__HANDSHAKE)
+    if (!net__tls_done(c->tls)) {
         tls_handshake(c);
+        if (c->state == NET__CLOSING || !net__tls_done(c->tls))
+            return;
+    }
+    if (!raw) {
+        rc = tls_decrypt_frames(c);
+        if (rc != 1)
+            conn_parse(c);
+        if (rc == 2)
+            net__conn_close(c, 0);
+        return;
+    }
     if (c->state != NET__READY)
         return;
     conn_input(c);
@@ -1082,19 +1083,25 @@ int net__conn_start(net_conn *c)
 {
     struct net__base *b = c->base;
     uv_tcp_nodelay(&c->tcp, 1);
-    if (b->has_hs) {
+    if (b->has_hs || c->tls) {
         c->state = NET__HANDSHAKE;
         c->hold = c->outbound;
         /* Until authenticated, a peer may send only small frames. */
-        c->rbuf.max_frame = NET_HANDSHAKE_MAX;
-        if (c->outbound) {
+        if (b->has_hs)
+            c->rbuf.max_frame = NET_HANDSHAKE_MAX;
+        /* the connecting side speaks first: TLS's ClientHello (the hook's
+         * first frame follows once TLS is done), or the hook's */
+        if (c->outbound && c->tls) {
+            int rc = net__tls_handshake(c->tls);
+            if (rc == 0)
+                rc = tls_out(c);
+            if (rc)
+                return rc > 0 ? RK_EINTERNAL : rc;
+        } else if (c->outbound) {
             int rc = handshake_send(c, (struct rk_slice){NULL, 0});
             if (rc)
                 return rc > 0 ? RK_EINTERNAL : rc;
         }
-        update_reading(c);
-    } else if (c->tls) {
-        c->state = NET__HANDSHAKE; /* the client speaks first */
         update_reading(c);
     } else {
         become_ready(c);
@@ -1107,6 +1114,9 @@ static void deadline_cb(uv_timer_t *t)
     net_conn *c = CONN_OF(t, timer);
     if (c->state == NET__HANDSHAKE)
         c->base->stats.handshake_failed++;
+    if (c->state == NET__HANDSHAKE && c->tls && !net__tls_done(c->tls))
+        tls_report(c, NET_TLS_FAIL_TIMEOUT,
+                   "the TLS handshake did not finish in time");
     net__conn_close(c, RK_ETIMEOUT);
 }
 
@@ -1142,7 +1152,7 @@ static void handle_closed(uv_handle_t *h)
         return;
     if (c->base->on_input) { /* nothing reads into it any more */
         net__rbuf_free(&c->rbuf);
-        budget_set(c, 0);
+        net__budget_set(c, 0);
     }
     c->base->stats.conns_closed++;
     c->refs++; /* on_closed may drop the owner's last reference */
@@ -1194,7 +1204,7 @@ void net__conn_close(net_conn *c, int err)
      * out first, as far as the socket takes it at once */
     if (err == RK_ECLOSED && c->base->on_input && c->state == NET__READY)
         (void)conn_flush(c); /* a write of the rest is cancelled below */
-    budget_unwait(c);
+    net__budget_unwait(c);
     c->state = NET__CLOSING;
     c->close_err = err;
     dirty_unlink(c);

@@ -56,7 +56,7 @@ struct http_server {
                       size_t ulen,
                       const uint8_t *pass,
                       size_t plen);
-    void (*on_tls_fail)(void *arg, const char *peer, const char *why);
+    net_tls_fail_cb on_tls_fail;
     void (*done)(void *arg);
     void *done_arg;
     uint16_t port;
@@ -378,11 +378,14 @@ static void on_close(void *arg, net_conn *c, int err)
  */
 
 /* Resolves address into a numeric host for net_server_new. */
-static void on_tls_fail(void *arg, const char *peer, const char *why)
+static void on_tls_fail(void *arg,
+                        const char *peer,
+                        enum net_tls_fail reason,
+                        const char *why)
 {
     http_server *h = arg;
     if (h->on_tls_fail)
-        h->on_tls_fail(h->arg, peer, why);
+        h->on_tls_fail(h->arg, peer, reason, why);
 }
 
 static int numeric_host(char *out, size_t cap, const char *address)

@@ -42,6 +42,8 @@
 
 #include <uv.h>
 
+#include "net/net.h" /* enum net_tls_fail */
+
 typedef struct http_server http_server;
 struct net_tls; /* net/tls.h */
 
@@ -74,7 +76,10 @@ struct http_server_opts {
      * never answered. on_tls_fail, if set, is told of each refused
      * handshake (the peer, why). NULL: plain HTTP. */
     struct net_tls *tls;
-    void (*on_tls_fail)(void *arg, const char *peer, const char *why);
+    void (*on_tls_fail)(void *arg,
+                        const char *peer,
+                        enum net_tls_fail reason,
+                        const char *why);
 };
 
 #define HTTP_SERVER_OPTS_INIT                                            \

@@ -38,7 +38,11 @@
  * A failing make or check (or a handshake not finished in
  * handshake_timeout_ms) closes the connection and counts
  * stats.handshake_failed. wire/rpc_msg.h provides rpc_handshake_make/check
- * for these two slots.
+ * for these two slots. Given a TLS context too (net_server_opts.tls,
+ * net_peers_opts.tls: mutual TLS), a connection does the TLS handshake
+ * first and the hook's inside it, and refuses a peer whose certificate
+ * does not carry the name the hook's check returned (NET_TLS_FAIL_NAME);
+ * every refusal is reported with its reason (on_tls_fail).
  *
  * Raw-stream servers (net_server_opts.on_input; the client protocols): no
  * framing of net/'s own. Each connection's input buffer holds what arrived
@@ -173,6 +177,39 @@ struct net_handshake {
     void *arg;
 };
 
+/* ---- TLS refusals ---------------------------------------------------------
+ */
+
+/* Why a TLS connection refused its peer (net_server_opts.on_tls_fail,
+ * net_peers_opts.on_tls_fail): its handshake failed, or, on an internode
+ * connection, the name the peer gave in the handshake hook is not one its
+ * certificate carries. */
+enum net_tls_fail {
+    NET_TLS_FAIL_OTHER = 0,
+    NET_TLS_FAIL_PLAINTEXT,     /* the peer does not speak TLS */
+    NET_TLS_FAIL_UNTRUSTED,     /* its certificate is not signed by the CA */
+    NET_TLS_FAIL_EXPIRED,       /* its certificate has expired */
+    NET_TLS_FAIL_NOT_YET_VALID, /* its certificate is not valid yet */
+    NET_TLS_FAIL_NO_CERT,       /* it sent no certificate (mutual TLS) */
+    NET_TLS_FAIL_NAME,          /* its certificate does not name it */
+    NET_TLS_FAIL_PEER,          /* it refused ours (a TLS alert) */
+    NET_TLS_FAIL_CLOSED,        /* it closed during the TLS handshake */
+    NET_TLS_FAIL_TIMEOUT,       /* the TLS handshake did not finish in time */
+    NET_TLS_FAIL_COUNT
+};
+
+/* The reason's metric label: "other", "plaintext", "wrong_ca", "expired",
+ * "not_yet_valid", "no_cert", "name_mismatch", "peer_refused", "closed",
+ * "timeout". Static strings. */
+const char *net_tls_fail_name(enum net_tls_fail f);
+
+/* A TLS refusal on a connection (peer: its "ip:port", or the "host:port"
+ * dialed; why: one line; both live for the call). */
+typedef void (*net_tls_fail_cb)(void *arg,
+                                const char *peer,
+                                enum net_tls_fail reason,
+                                const char *why);
+
 /* ---- input budget (raw-stream servers) ---------------------------------- */
 
 /* Bytes of input buffer every raw-stream connection may hold without
@@ -244,19 +281,21 @@ struct net_server_opts {
     bool no_batching; /* one write per frame: for measurements only */
     /* Raw-stream mode (on_input set; then on_frame, rpc and hs unused): */
     net_input_cb on_input;
-    net_sent_cb on_sent;       /* may be NULL */
-    size_t input_cap;          /* per connection; 0: max_frame */
-    uint32_t frame_timeout_ms; /* part of a request, no byte: close; 0 off */
-    bool frame_deadline;       /* frame_timeout_ms counts from the request's
-                                  first byte held, not from the last */
-    size_t max_requests;       /* in flight: stop reading; 0: no bound */
-    net_budget *budget;        /* NULL: none; must outlive the server */
-    struct net_tls *tls;       /* raw-stream: speak TLS with this context
-                                  (net/tls.h; the server takes a reference);
-                                  NULL: plaintext */
-    /* A TLS handshake failed (peer: "ip:port", why: one line, both live
-     * for the call); may be NULL. */
-    void (*on_tls_fail)(void *arg, const char *peer, const char *why);
+    net_sent_cb on_sent;         /* may be NULL */
+    size_t input_cap;            /* per connection; 0: max_frame */
+    uint32_t frame_timeout_ms;   /* part of a request, no byte: close; 0 off */
+    bool frame_deadline;         /* frame_timeout_ms counts from the request's
+                                    first byte held, not from the last */
+    size_t max_requests;         /* in flight: stop reading; 0: no bound */
+    net_budget *budget;          /* NULL: none; must outlive the server */
+    struct net_tls *tls;         /* speak TLS with this context (net/tls.h;
+                                    the server takes a reference); NULL:
+                                    plaintext. With hs, the handshake hook
+                                    runs inside TLS, and the name check
+                                    returns must be one the peer's
+                                    certificate carries (mutual TLS: a
+                                    context made with verify_peer) */
+    net_tls_fail_cb on_tls_fail; /* a TLS refusal; may be NULL */
 };
 
 #define NET_SERVER_OPTS_INIT                                                 \
@@ -371,13 +410,22 @@ struct net_peers_opts {
     uint32_t backoff_min_ms;        /* after a failed connect ... */
     uint32_t backoff_max_ms;        /* ... doubling up to this */
     const struct net_handshake *hs; /* NULL: none; copied */
-    bool no_batching; /* one write per frame: for measurements only */
+    bool no_batching;    /* one write per frame: for measurements only */
+    struct net_tls *tls; /* connect in TLS with this client context
+                            (net/tls.h; a reference is taken): the peer's
+                            certificate is verified against its CA, ours
+                            presented, and the name the hook's check
+                            returns must be one the peer's certificate
+                            carries; NULL: plaintext */
+    net_tls_fail_cb on_tls_fail; /* a TLS refusal (peer: the "host:port"
+                                    dialed); may be NULL */
+    void *arg;                   /* on_tls_fail's */
 };
 
 #define NET_PEERS_OPTS_INIT                                                   \
     {                                                                         \
         NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 2000, 100, 5000, NULL, \
-            false                                                             \
+            false, NULL, NULL, NULL                                           \
     }
 
 int net_peers_new(net_peers **out,
@@ -387,6 +435,11 @@ int net_peers_new(net_peers **out,
 /* Fails every pending request with RK_ECLOSED, closes every connection;
  * frees p and calls done(arg) when all is closed. NULL: no-op. */
 void net_peers_close(net_peers *p, void (*done)(void *arg), void *arg);
+
+/* Connections opened from now on use tls (a reference is taken, the
+ * previous one dropped); open ones keep theirs. Returns 0, or -EINVAL for
+ * peers made without TLS or tls NULL. */
+int net_peers_tls_set(net_peers *p, struct net_tls *tls);
 
 /* Sends payload as a request to host_port ("10.0.0.1:7001", "[::1]:7001",
  * "node3:7001"), connecting (resolving a name) on demand and reusing the

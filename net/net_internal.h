@@ -116,8 +116,19 @@ void net__tls_shutdown(struct net__tls *s);
 size_t net__tls_out_pending(const struct net__tls *s);
 size_t net__tls_out_take(struct net__tls *s, uint8_t *p, size_t cap);
 
-/* Why the handshake failed, one line. */
-void net__tls_why(const struct net__tls *s, char *out, size_t cap);
+/* Why the handshake (or a read) failed, one line in out, and its kind: a
+ * certificate the session refused says whose, why and, for a date, since
+ * when ("certificate /CN=n4: certificate has expired (notAfter Jan  2
+ * 00:00:00 2020 GMT)"). */
+enum net_tls_fail net__tls_why(const struct net__tls *s, char *out, size_t cap);
+
+/* Whether the peer's certificate (verified by the handshake) names name:
+ * an address among its IP SANs, a host name among its DNS SANs (or its CN
+ * when it has none). If not, why says so (one line in why[0..cap)). */
+bool net__tls_peer_is(const struct net__tls *s,
+                      const char *name,
+                      char *why,
+                      size_t cap);
 
 /* Ciphertext a TLS connection holds before it stops reading its socket
  * (the session's input BIO; OpenSSL takes what a record needs from it into
@@ -226,10 +237,14 @@ struct net__base {
     bool frame_deadline; /* the frame timeout counts from the first byte */
     size_t max_requests;
     struct net_budget *budget;
-    struct net_tls *tls; /* accept TLS with this context (raw servers) */
+    struct net_tls *tls; /* connections speak TLS with this context (its
+                            role: the server's or the peers') */
     uint8_t *tls_rd;     /* ciphertext read buffer, NET__TLS_IN_MAX */
-    /* a TLS handshake failed on c (why: one line); may be NULL */
-    void (*on_tls_fail)(struct net__base *b, net_conn *c, const char *why);
+    /* c refused its peer (why: one line); may be NULL */
+    void (*on_tls_fail)(struct net__base *b,
+                        net_conn *c,
+                        enum net_tls_fail reason,
+                        const char *why);
     /* A whole frame arrived on an established conn. Nonzero closes it. */
     int (*on_frame)(struct net__base *b, net_conn *c, struct rk_slice frame);
     /* c finished its handshake (or needs none). */
@@ -263,6 +278,21 @@ void net__conn_close(net_conn *c, int err);
 void net__conn_deadline(net_conn *c, uint64_t ms);
 /* Frees c if nothing holds it any more. */
 void net__conn_maybe_free(net_conn *c);
+/* Starts or stops reading c as its state asks (a budget waking it). */
+void net__conn_reading_update(net_conn *c);
+
+/* ---- input budget (budget.c; raw-stream connections) -------------------- */
+
+/* The largest capacity c's input buffer may have within its budget
+ * (SIZE_MAX without one). */
+size_t net__budget_cap_allowed(const net_conn *c);
+/* c's buffer now has capacity cap: charge or refund the difference (a
+ * refund wakes waiting connections). No budget: no-op. */
+void net__budget_set(net_conn *c, size_t cap);
+/* c waits for the budget (at the tail of its list); net__budget_unwait
+ * takes it off (no-op if it is not waiting). */
+void net__budget_wait(net_conn *c);
+void net__budget_unwait(net_conn *c);
 
 static inline void net__be32_put(uint8_t *p, uint32_t v)
 {

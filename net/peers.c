@@ -28,6 +28,10 @@
  * with RK_EUNAVAILABLE instead of queueing behind a dead address. A
  * connection that was ready and then closed is reopened by the next request.
  *
+ * With a TLS context (net_peers_opts.tls) every connection is a TLS
+ * client: the handshake hook runs inside TLS once it is done, and the name
+ * the hook's check returns must be one the peer's certificate carries.
+ *
  * Finished request structs go to a pool (common/pool.h), so a request in
  * the steady state costs no malloc.
  */
@@ -38,6 +42,7 @@
 
 #include "common/pool.h"
 #include "net/net_internal.h"
+#include "net/tls.h"
 
 struct req {
     uint64_t id;
@@ -79,6 +84,8 @@ struct net_peers {
     struct rk_pool rfree;      /* finished requests (linked by hnext) */
     uint64_t next_id;
     uint32_t connect_timeout_ms, backoff_min_ms, backoff_max_ms;
+    net_tls_fail_cb on_tls_fail;
+    void *arg;
     void (*done)(void *arg);
     void *done_arg;
 };
@@ -377,6 +384,12 @@ static int peer_connect(net_peers *p, struct peer *e)
     c->dialed = e->name; /* e outlives its connections */
     e->conn = c;
     net__conn_deadline(c, p->connect_timeout_ms);
+    /* the peer's name is checked after the hook's handshake, against the
+     * node it proved to be (conn.c), not against the address dialed */
+    if (p->base.tls && (rc = net__tls_new(&c->tls, p->base.tls, NULL)) != 0) {
+        net__conn_close(c, rc);
+        return rc;
+    }
     if (net_addr_parse(&ss, e->name) == 0) {
         rc = start_connect(c, (struct sockaddr *)&ss);
     } else {
@@ -473,6 +486,16 @@ static void peers_closing(struct net__base *b, net_conn *c, int err)
     peer_fail_all(p, e, err ? err : RK_ECLOSED);
 }
 
+static void peers_tls_fail(struct net__base *b,
+                           net_conn *c,
+                           enum net_tls_fail reason,
+                           const char *why)
+{
+    net_peers *p = (net_peers *)b;
+    if (p->on_tls_fail)
+        p->on_tls_fail(p->arg, c->dialed, reason, why);
+}
+
 static void peers_closed(struct net__base *b, net_conn *c, int err)
 {
     (void)b;
@@ -495,6 +518,8 @@ static void peers_released(struct net__base *b)
     }
     free(p->pb);
     free(p->rb);
+    net_tls_free(b->tls);
+    free(b->tls_rd);
     for (struct req *r; (r = rk_pool_get(&p->rfree, REQ_LINK)) != NULL;)
         free(r);
     free(p);
@@ -541,6 +566,12 @@ int net_peers_new(net_peers **out,
         b->has_hs = true;
         b->hs = *opts->hs;
     }
+    if (opts->tls) {
+        b->tls = net_tls_ref(opts->tls);
+        b->on_tls_fail = peers_tls_fail;
+        p->on_tls_fail = opts->on_tls_fail;
+        p->arg = opts->arg;
+    }
     b->on_frame = peers_frame;
     b->on_ready = peers_ready;
     b->on_closing = peers_closing;
@@ -580,6 +611,16 @@ void net_peers_close(net_peers *p, void (*done)(void *arg), void *arg)
         net__conn_close(c, RK_ECLOSED);
     uv_close((uv_handle_t *)&p->timer, peers_timer_closed);
     net__base_close(&p->base);
+}
+
+int net_peers_tls_set(net_peers *p, struct net_tls *tls)
+{
+    if (p->base.tls == NULL || tls == NULL)
+        return -EINVAL;
+    net_tls_ref(tls);
+    net_tls_free(p->base.tls);
+    p->base.tls = tls;
+    return 0;
 }
 
 int net_peers_request(net_peers *p,

@@ -2,8 +2,9 @@
  * server.c - a TCP listener whose connections deliver frames to the
  * daemon: raw frames (the native client port) or RPC requests (internode),
  * optionally behind the handshake hook -- or, in raw-stream mode, bytes
- * to a protocol handler (the client ports; net.h), in TLS when given a
- * context (tls.h).
+ * to a protocol handler (the client ports; net.h); either in TLS when
+ * given a context (tls.h), the hook then running inside it (internode
+ * mutual TLS).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -26,7 +27,7 @@ struct net_server {
     net_frame_cb on_frame;
     net_conn_close_cb on_close;
     void *arg;
-    void (*on_tls_fail)(void *arg, const char *peer, const char *why);
+    net_tls_fail_cb on_tls_fail;
     void (*done)(void *arg);
     void *done_arg;
 };
@@ -82,11 +83,20 @@ static void srv_closed(struct net__base *b, net_conn *c, int err)
         s->on_close(s->arg, c, err);
 }
 
-static void srv_tls_fail(struct net__base *b, net_conn *c, const char *why)
+static void srv_tls_fail(struct net__base *b,
+                         net_conn *c,
+                         enum net_tls_fail reason,
+                         const char *why)
 {
     net_server *s = (net_server *)b;
-    if (s->on_tls_fail)
-        s->on_tls_fail(s->arg, c->name, why);
+    char addr[NET_NAME_MAX];
+    if (s->on_tls_fail == NULL)
+        return;
+    /* a raw conn's name is its address; a framed one's, the name its
+     * handshake hook gave (if any) */
+    if (s->on_input == NULL && net_conn_peer_addr(c, addr, sizeof(addr)) != 0)
+        snprintf(addr, sizeof(addr), "?");
+    s->on_tls_fail(s->arg, s->on_input ? c->name : addr, reason, why);
 }
 
 static void srv_released(struct net__base *b)
@@ -142,8 +152,7 @@ int net_server_new(net_server **out,
     if ((opts->on_frame == NULL && opts->on_input == NULL) ||
         opts->host == NULL || opts->max_frame == 0 ||
         opts->max_frame > UINT32_MAX || opts->max_queued == 0 ||
-        (opts->on_input != NULL && (opts->hs != NULL || opts->rpc)) ||
-        (opts->tls != NULL && opts->on_input == NULL))
+        (opts->on_input != NULL && (opts->hs != NULL || opts->rpc)))
         return -EINVAL;
     if (strchr(opts->host, ':'))
         rc = snprintf(hp, sizeof(hp), "[%s]:%u", opts->host, 1u);
@@ -181,10 +190,10 @@ int net_server_new(net_server **out,
         b->frame_deadline = opts->frame_deadline;
         b->max_requests = opts->max_requests;
         b->budget = opts->budget;
-        if (opts->tls) {
-            b->tls = net_tls_ref(opts->tls);
-            b->on_tls_fail = srv_tls_fail;
-        }
+    }
+    if (opts->tls) {
+        b->tls = net_tls_ref(opts->tls);
+        b->on_tls_fail = srv_tls_fail;
     }
     b->on_ready = srv_ready;
     b->on_closing = srv_closing;

@@ -43,6 +43,12 @@ struct net__tls {
     BIO *out; /* ciphertext ssl wrote, not yet taken for the socket */
     bool done;
     bool failed;
+    /* the first failure verifying the peer's chain (verify_cb): its
+     * X509_V_ERR_ code (X509_V_OK: none) and the certificate it is about,
+     * "/CN=n4" and, for a date, " (notAfter ...)" */
+    int verr;
+    char vsubject[128];
+    char vdate[64];
 };
 
 /* ---- contexts ----------------------------------------------------------- */
@@ -84,6 +90,15 @@ static void asn1_time_str(char *out, size_t cap, const ASN1_TIME *t)
     BIO_free(b);
 }
 
+/* x's subject as one line ("/CN=n1"). */
+static void subject_str(char *out, size_t cap, X509 *x)
+{
+    out[0] = '\0';
+    if (x != NULL &&
+        X509_NAME_oneline(X509_get_subject_name(x), out, (int)cap) == NULL)
+        out[0] = '\0';
+}
+
 /* An expired or not-yet-valid certificate is refused at load: a node that
  * starts (or reloads) with one would fail every handshake later. */
 static int check_dates(X509 *x, const char *file, char *why, size_t cap)
@@ -115,6 +130,34 @@ file_readable(const char *file, const char *what, char *why, size_t cap)
         return -e;
     }
     fclose(f);
+    return 0;
+}
+
+/* OpenSSL's verdict on each certificate of the peer's chain, kept as it
+ * stands: the first failure is noted in the session (its code, the
+ * certificate's subject and the date at fault), so the log line of a
+ * refusal says whose certificate and since when. */
+static int verify_cb(int ok, X509_STORE_CTX *x)
+{
+    if (ok)
+        return 1;
+    SSL *ssl =
+        X509_STORE_CTX_get_ex_data(x, SSL_get_ex_data_X509_STORE_CTX_idx());
+    struct net__tls *s = ssl ? SSL_get_app_data(ssl) : NULL;
+    if (s == NULL || s->verr != X509_V_OK)
+        return 0;
+    X509 *cert = X509_STORE_CTX_get_current_cert(x);
+    s->verr = X509_STORE_CTX_get_error(x);
+    subject_str(s->vsubject, sizeof(s->vsubject), cert);
+    if (cert && s->verr == X509_V_ERR_CERT_HAS_EXPIRED) {
+        char when[48];
+        asn1_time_str(when, sizeof(when), X509_get0_notAfter(cert));
+        snprintf(s->vdate, sizeof(s->vdate), " (notAfter %s)", when);
+    } else if (cert && s->verr == X509_V_ERR_CERT_NOT_YET_VALID) {
+        char when[48];
+        asn1_time_str(when, sizeof(when), X509_get0_notBefore(cert));
+        snprintf(s->vdate, sizeof(s->vdate), " (notBefore %s)", when);
+    }
     return 0;
 }
 
@@ -200,10 +243,11 @@ int net_tls_new(net_tls **out,
         SSL_CTX_set_default_verify_paths(t->ctx);
     }
     if (!opts->server)
-        SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, NULL);
+        SSL_CTX_set_verify(t->ctx, SSL_VERIFY_PEER, verify_cb);
     else if (opts->verify_peer)
-        SSL_CTX_set_verify(
-            t->ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        SSL_CTX_set_verify(t->ctx,
+                           SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+                           verify_cb);
     ERR_clear_error();
     *out = t;
     return 0;
@@ -246,6 +290,8 @@ int net__tls_new(struct net__tls **out, net_tls *ctx, const char *verify_name)
     BIO_set_mem_eof_return(s->in, -1);
     BIO_set_mem_eof_return(s->out, -1);
     SSL_set_bio(s->ssl, s->in, s->out); /* ssl owns both from here */
+    s->verr = X509_V_OK;
+    SSL_set_app_data(s->ssl, s); /* for verify_cb */
     if (ctx->server) {
         SSL_set_accept_state(s->ssl);
     } else {
@@ -395,25 +441,86 @@ size_t net__tls_out_take(struct net__tls *s, uint8_t *p, size_t cap)
     return got;
 }
 
-void net__tls_why(const struct net__tls *s, char *out, size_t cap)
+const char *net_tls_fail_name(enum net_tls_fail f)
 {
-    long v = SSL_get_verify_result(s->ssl);
+    static const char *const names[NET_TLS_FAIL_COUNT] = {
+        [NET_TLS_FAIL_OTHER] = "other",
+        [NET_TLS_FAIL_PLAINTEXT] = "plaintext",
+        [NET_TLS_FAIL_UNTRUSTED] = "wrong_ca",
+        [NET_TLS_FAIL_EXPIRED] = "expired",
+        [NET_TLS_FAIL_NOT_YET_VALID] = "not_yet_valid",
+        [NET_TLS_FAIL_NO_CERT] = "no_cert",
+        [NET_TLS_FAIL_NAME] = "name_mismatch",
+        [NET_TLS_FAIL_PEER] = "peer_refused",
+        [NET_TLS_FAIL_CLOSED] = "closed",
+        [NET_TLS_FAIL_TIMEOUT] = "timeout",
+    };
+    return (unsigned)f < NET_TLS_FAIL_COUNT ? names[f] : "other";
+}
+
+enum net_tls_fail net__tls_why(const struct net__tls *s, char *out, size_t cap)
+{
+    long v = s->verr != X509_V_OK ? s->verr : SSL_get_verify_result(s->ssl);
     char reason[200];
     if (cap == 0)
-        return;
+        return NET_TLS_FAIL_OTHER;
     if (v != X509_V_OK) {
-        snprintf(out, cap, "certificate: %s", X509_verify_cert_error_string(v));
-        return;
+        enum net_tls_fail f = NET_TLS_FAIL_UNTRUSTED;
+        if (v == X509_V_ERR_CERT_HAS_EXPIRED)
+            f = NET_TLS_FAIL_EXPIRED;
+        else if (v == X509_V_ERR_CERT_NOT_YET_VALID)
+            f = NET_TLS_FAIL_NOT_YET_VALID;
+        snprintf(out, cap, "certificate%s%s: %s%s", s->vsubject[0] ? " " : "",
+                 s->vsubject, X509_verify_cert_error_string(v), s->vdate);
+        return f;
     }
     unsigned long e = ERR_peek_last_error();
     int r = ERR_GET_REASON(e);
     ssl_reason(reason, sizeof(reason));
+    if (ERR_GET_LIB(e) != ERR_LIB_SSL) {
+        snprintf(out, cap, "%s", reason[0] ? reason : "handshake failed");
+        return NET_TLS_FAIL_OTHER;
+    }
     /* what a plaintext client's first bytes read as */
-    if (ERR_GET_LIB(e) == ERR_LIB_SSL &&
-        (r == SSL_R_WRONG_VERSION_NUMBER || r == SSL_R_HTTP_REQUEST ||
-         r == SSL_R_HTTPS_PROXY_REQUEST)) {
+    if (r == SSL_R_WRONG_VERSION_NUMBER || r == SSL_R_HTTP_REQUEST ||
+        r == SSL_R_HTTPS_PROXY_REQUEST || r == SSL_R_PACKET_LENGTH_TOO_LONG) {
         snprintf(out, cap, "not TLS (a plaintext client?): %s", reason);
-        return;
+        return NET_TLS_FAIL_PLAINTEXT;
+    }
+    if (r == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
+        snprintf(out, cap, "the peer sent no certificate: %s", reason);
+        return NET_TLS_FAIL_NO_CERT;
+    }
+    /* an alert: the peer refused the handshake (our certificate, say) */
+    if (r >= SSL_AD_REASON_OFFSET && r < SSL_AD_REASON_OFFSET + 256) {
+        snprintf(out, cap, "the peer refused the handshake: %s", reason);
+        return NET_TLS_FAIL_PEER;
     }
     snprintf(out, cap, "%s", reason[0] ? reason : "handshake failed");
+    return NET_TLS_FAIL_OTHER;
+}
+
+bool net__tls_peer_is(const struct net__tls *s,
+                      const char *name,
+                      char *why,
+                      size_t cap)
+{
+    X509 *x = SSL_get0_peer_certificate(s->ssl);
+    char subject[128];
+    if (x == NULL) {
+        snprintf(why, cap, "the peer presented no certificate");
+        return false;
+    }
+    ERR_clear_error();
+    bool ok = name[0] != '\0' && (X509_check_ip_asc(x, name, 0) == 1 ||
+                                  X509_check_host(x, name, 0, 0, NULL) == 1);
+    ERR_clear_error();
+    if (!ok) {
+        subject_str(subject, sizeof(subject), x);
+        snprintf(why, cap,
+                 "certificate %s does not name %s, the node the peer says "
+                 "it is",
+                 subject[0] ? subject : "(no subject)", name);
+    }
+    return ok;
 }

@@ -16,6 +16,13 @@
  * is flushed. A connection is announced (on_accept) only once its
  * handshake is done; one that fails or does not finish within
  * handshake_timeout_ms is closed and counted (stats.handshake_failed).
+ * An internode server (rpc, with the handshake hook) given a context made
+ * with verify_peer, and net_peers given a client context with its own
+ * certificate, speak mutual TLS: each side verifies the other's chain
+ * against its CA file (dates included: an expired peer certificate is
+ * refused, and the reason says since when), then runs the hook inside TLS
+ * and checks that the peer's certificate names the node the hook says it
+ * is (net.h). Refusals are reported with a reason (enum net_tls_fail).
  *
  * Reference-counted: every holder (a server, the daemon) takes its own
  * reference; connections hold the underlying SSL_CTX themselves, so a

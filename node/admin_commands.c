@@ -22,6 +22,7 @@
 #include "node/snapshot.h"
 #include "node/snapshot_manifest.h"
 #include "node/stream_host.h"
+#include "node/tls.h"
 #include "ring/ring.h"
 #include "streaming/streaming.h"
 #include "wire/client_msg.h"
@@ -59,6 +60,7 @@ int node__admin_command_op(uint32_t op)
     case WIRE_COP_CLEANUP:
     case WIRE_COP_ABORT:
     case WIRE_COP_SNAPSHOT:
+    case WIRE_COP_RELOADTLS:
         return 1;
     default:
         return 0;
@@ -150,6 +152,15 @@ int node__admin_command(node *n,
                 tag[0] = '\0'; /* a tag never has a NUL; too long: refused */
         }
         return node__snapshot_begin(n, nargs ? tag : NULL, text, len);
+    }
+    case WIRE_COP_RELOADTLS: { /* what SIGHUP does (node/tls.c) */
+        char msg[1024];
+        if (nargs != 0)
+            return bad_args(text, len, "RELOADTLS takes no argument");
+        int rc = node__tls_reload(n, msg, sizeof(msg));
+        *text = strdup(msg);
+        *len = *text ? strlen(*text) : 0;
+        return rc;
     }
     case WIRE_COP_JOIN: {
         char msg[512];

@@ -1,8 +1,8 @@
 /*
  * admin_commands.h - the operator's commands that change the node or the
  * cluster (admin_commands.c): JOIN, DECOMMISSION, REMOVENODE, REPAIR,
- * CLEANUP, ABORT, SNAPSHOT, run alike for the native protocol (its ops)
- * and RESP (commands of the same names), and the role each op needs.
+ * CLEANUP, ABORT, SNAPSHOT, RELOADTLS, run alike for the native protocol (its
+ * ops) and RESP (commands of the same names), and the role each op needs.
  *
  * Not a public header: only node/'s files include it. Runs on the loop
  * thread.
@@ -19,8 +19,8 @@
 
 /* The role a native op (enum wire_cop) needs: ADMIN for the ones that
  * change the node or the cluster (JOIN, DECOMMISSION, REMOVENODE, REPAIR,
- * CLEANUP, ABORT, SNAPSHOT, CLEARSNAPSHOT) and for ops this version does
- * not know, DATA for reads, writes and read-only views (PING, GET, PUT,
+ * CLEANUP, ABORT, SNAPSHOT, CLEARSNAPSHOT, RELOADTLS) and for ops this version
+ * does not know, DATA for reads, writes and read-only views (PING, GET, PUT,
  * DEL, MGET, STATUS, RING, ENDPOINTS, METRICS, NETSTATS, LISTSNAPSHOTS),
  * NONE for HELLO. Pure. */
 enum node_role node__op_role(uint32_t op);

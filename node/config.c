@@ -55,12 +55,14 @@ _Static_assert(sizeof(enum node_alloc) == sizeof(int) &&
                    sizeof(enum node_durability) == sizeof(int) &&
                    sizeof(enum node_cpu_sched) == sizeof(int) &&
                    sizeof(enum node_log_level) == sizeof(int) &&
-                   sizeof(enum node_client_tls) == sizeof(int),
+                   sizeof(enum node_client_tls) == sizeof(int) &&
+                   sizeof(enum node_internode_tls) == sizeof(int),
                "K_ENUM fields are stored as int");
 static const char *const alloc_names[] = {"balanced", "random", NULL};
 static const char *const durability_names[] = {"group", "periodic", NULL};
 static const char *const sched_names[] = {"batch", "normal", NULL};
 static const char *const client_tls_names[] = {"off", "required", NULL};
+static const char *const internode_tls_names[] = {"off", "required", NULL};
 static const char *const loglevel_names[] = {"debug", "info", "warn", "error",
                                              NULL};
 
@@ -88,6 +90,9 @@ static const struct key keys[] = {
      NULL},
     {"tls_key_file", K_STR, OFF(tls_key_file), SZ(tls_key_file), 0, 0, 1, NULL},
     {"client_tls", K_ENUM, OFF(client_tls), 0, 0, 0, 0, client_tls_names},
+    {"tls_ca_file", K_STR, OFF(tls_ca_file), SZ(tls_ca_file), 0, 0, 1, NULL},
+    {"internode_tls", K_ENUM, OFF(internode_tls), 0, 0, 0, 0,
+     internode_tls_names},
     {"metrics_port", K_PORT, OFF(metrics_port), 0, 0, 65535, 0, NULL},
     {"metrics_tls", K_ENUM, OFF(metrics_tls), 0, 0, 0, 0, client_tls_names},
     {"metrics_address", K_STR, OFF(metrics_address), SZ(metrics_address), 0, 0,
@@ -894,13 +899,18 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
     if (c->tls_cert_file[0] == '\0' && c->metrics_tls != NODE_CLIENT_TLS_OFF)
         return fail(err, errlen,
                     "metrics_tls: HTTPS needs tls_cert_file and tls_key_file");
+    if (c->internode_tls != NODE_INTERNODE_TLS_OFF &&
+        (c->tls_cert_file[0] == '\0' || c->tls_ca_file[0] == '\0'))
+        return fail(err, errlen,
+                    "internode_tls: mutual TLS needs tls_cert_file, "
+                    "tls_key_file and tls_ca_file (the cluster's CA)");
     if (c->tls_cert_file[0]) {
-        char why[512];
-        net_tls *t = NULL;
-        int trc = node__tls_context(c, &t, why, sizeof(why));
-        net_tls_free(t);
+        char why[600];
+        struct node_tls_contexts t = {NULL, NULL, NULL};
+        int trc = node__tls_contexts(&t, c, why, sizeof(why));
+        node__tls_contexts_free(&t);
         if (trc < 0)
-            return fail(err, errlen, "tls_cert_file: %s", why);
+            return fail(err, errlen, "%s", why);
     }
     if (node_config_rf(c, c->datacenter) == 0)
         return fail(err, errlen,
@@ -1058,6 +1068,9 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         dump_quote(q, sizeof(q),
                    c->metrics_address[0] ? c->metrics_address
                                          : c->listen_address));
+    OUT("tls_ca_file: %s\ninternode_tls: %s\n",
+        dump_quote(q, sizeof(q), c->tls_ca_file),
+        internode_tls_names[c->internode_tls]);
     OUT("data_dir: %s\nnum_tokens: %d\ntoken_allocation: %s\n"
         "weight: %.17g\n",
         dump_quote(q, sizeof(q), c->data_dir), c->num_tokens,

@@ -54,6 +54,12 @@ enum node_cpu_sched {
 /* Log levels; the logger (node/log.h) uses the same numbers. */
 /* client_port in TLS (tls_cert_file): off, or required (plaintext refused). */
 enum node_client_tls { NODE_CLIENT_TLS_OFF = 0, NODE_CLIENT_TLS_REQUIRED };
+/* internode_port in mutual TLS (tls_cert_file, tls_ca_file): off, or
+ * required (a plaintext peer, or one of another CA, refused). */
+enum node_internode_tls {
+    NODE_INTERNODE_TLS_OFF = 0,
+    NODE_INTERNODE_TLS_REQUIRED
+};
 
 enum node_log_level {
     NODE_LOG_DEBUG = 0,
@@ -140,6 +146,8 @@ struct node_config {
     enum node_client_tls client_tls;       /* client_port in TLS */
     enum node_client_tls metrics_tls;      /* metrics_port in TLS (HTTPS) */
     char metrics_address[NODE_CONFIG_STR]; /* metrics_port's; "" = listen */
+    char tls_ca_file[NODE_CONFIG_STR];     /* the cluster's CA (internode) */
+    enum node_internode_tls internode_tls; /* internode_port in mutual TLS */
 };
 
 /* The defaults, as documented in docs/config.md. */

@@ -975,7 +975,7 @@ int node__csrv_start(node *n, char *err, size_t errlen)
         "client_port", n->cfg.client_port, CSRV_OUT_HIGH, on_input,
         on_sent,       on_accept,          on_close,      NULL};
     if (n->cfg.client_tls == NODE_CLIENT_TLS_REQUIRED)
-        p.tls = n->tls.server;
+        p.tls = n->tls.ctx.ports;
     return node__client_listen(n, &n->csrv, &p, err, errlen);
 }
 

@@ -166,6 +166,7 @@ struct node {
         struct node_log_limit gossip_auth, gossip_bad, gossip_replayed,
             client_auth, resp_auth, inode_hs, clients_refused, client_input,
             tls_refused;
+        struct node_log_limit inode_tls[NET_TLS_FAIL_COUNT]; /* by reason */
     } loglim;
 };
 

@@ -504,7 +504,8 @@ int node_start(node *n, char *err, size_t errlen)
     }
     if (rc == 0)
         rc = node__repair_start(n, err, errlen);
-    if (rc == 0) /* before the first port that may speak TLS */
+    if (rc == 0) /* before the first port that may speak TLS (metrics,
+                    internode, clients) */
         rc = node__tls_load(n, err, errlen);
     if (rc == 0)
         rc = node__obs_start(n, err, errlen);

@@ -44,11 +44,14 @@ int node_exit_code(const node *n);
 /* Free a stopped (or never started) node. NULL is a no-op. */
 void node_free(node *n);
 
-/* SIGHUP: loads tls_cert_file and tls_key_file again. New handshakes on
- * the client ports use them; connections keep the session they have. A
- * certificate that does not load (unreadable, expired, not yet valid, a
- * key of another) is refused with a log line (tls.reload_failed) and the
- * one loaded before stays. Nothing when the node speaks no TLS. */
+/* SIGHUP (and `ringkv reloadtls`): loads tls_cert_file, tls_key_file and,
+ * with internode_tls required, tls_ca_file again. New handshakes on the
+ * client ports and the internode port (and connections to peers) use
+ * them; connections keep the session they have. A certificate that does
+ * not load (unreadable, expired, not yet valid, a key of another, a CA
+ * file that does not load) is refused with a log line (tls.reload_failed)
+ * and every context loaded before stays. Nothing when the node speaks no
+ * TLS. */
 void node_reload_tls(node *n);
 
 /* The node's name and generation (valid for the node's life). */

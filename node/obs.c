@@ -84,8 +84,9 @@ struct obs {
     metrics_family *http_closed, *http_unauth;
     uint64_t http_evicted_last, http_timeouts_last, http_unauth_last;
     metrics_family *clients_refused;
-    metrics_family *tls_refused, *tls_reloads;
+    metrics_family *tls_refused, *tls_reloads, *inode_tls_refused;
     uint64_t tls_refused_last[2], tls_reloads_last[2];
+    uint64_t inode_tls_refused_last[NET_TLS_FAIL_COUNT];
     metrics_family *input_refused, *input_bytes, *input_waits;
     uint64_t input_waits_last;
     metrics_family *auth_fail, *auth_delayed, *auth_evicted, *noperm;
@@ -150,6 +151,10 @@ static int obs_register(struct obs *o)
     struct metrics_dim d_why = {"why", 2, why};
     static const char *const tlsport[] = {"client", "metrics"};
     struct metrics_dim d_tlsport = {"port", 2, tlsport};
+    const char *tlsfail[NET_TLS_FAIL_COUNT];
+    for (int i = 0; i < NET_TLS_FAIL_COUNT; i++)
+        tlsfail[i] = net_tls_fail_name((enum net_tls_fail)i);
+    struct metrics_dim d_tlsfail = {"reason", NET_TLS_FAIL_COUNT, tlsfail};
     static const char *const okfail[] = {"ok", "failed"};
     struct metrics_dim d_result = {"result", 2, okfail};
     static const char *const inout[] = {"in", "out"};
@@ -348,9 +353,16 @@ static int obs_register(struct obs *o)
       "certificate, a peer that closed in the handshake), by port.",
       METRICS_COUNTER, 1, &d_tlsport);
     F(tls_reloads, "ringkv_tls_reloads_total",
-      "Reloads of the TLS certificates (SIGHUP), by result: failed keeps "
-      "the certificate loaded before.",
+      "Reloads of the TLS certificates (SIGHUP, ringkv reloadtls), by "
+      "result: failed keeps the certificates loaded before.",
       METRICS_COUNTER, 1, &d_result);
+    F(inode_tls_refused, "ringkv_internode_tls_refused_total",
+      "Internode connections refused in TLS (internode_tls: required), "
+      "either side, by reason: plaintext, wrong_ca, expired, "
+      "not_yet_valid, no_cert, name_mismatch (the certificate is not the "
+      "node's the peer proved to be), peer_refused (it refused ours), "
+      "closed, timeout, other.",
+      METRICS_COUNTER, 1, &d_tlsfail);
     F(input_refused, "ringkv_client_input_refused_total",
       "Client connections closed for their input: a frame or request over "
       "what may come before authentication, or part of one idle past "
@@ -573,6 +585,9 @@ static void obs_sync(struct obs *o)
     ctr(o->tls_refused, 1, n->tls.refused_metrics, &o->tls_refused_last[1]);
     ctr(o->tls_reloads, 0, n->tls.reloads, &o->tls_reloads_last[0]);
     ctr(o->tls_reloads, 1, n->tls.reload_failed, &o->tls_reloads_last[1]);
+    for (size_t i = 0; i < NET_TLS_FAIL_COUNT; i++)
+        ctr(o->inode_tls_refused, i, n->tls.inode_refused[i],
+            &o->inode_tls_refused_last[i]);
     ctr(o->input_refused, 0, s->client_preauth_refused,
         &l->client_preauth_refused);
     ctr(o->input_refused, 1, s->client_frame_timeouts,
@@ -896,13 +911,17 @@ static bool metrics_authorize(void *arg,
 }
 
 /* A refused HTTPS handshake on metrics_port (metrics_tls: required). */
-static void metrics_tls_refused(void *arg, const char *peer, const char *why)
+static void metrics_tls_refused(void *arg,
+                                const char *peer,
+                                enum net_tls_fail reason,
+                                const char *why)
 {
     struct obs *o = arg;
     node *n = o->n;
     n->tls.refused_metrics++;
     LOG_LIMITED(&n->loglim.tls_refused, node__mono_ms(n), WARN,
-                "metrics.tls_refused", "peer=%s why=\"%s\"", peer, why);
+                "metrics.tls_refused", "peer=%s reason=%s why=\"%s\"", peer,
+                net_tls_fail_name(reason), why);
 }
 
 /* ---- life ------------------------------------------------------------- */
@@ -967,7 +986,7 @@ int node__obs_start(node *n, char *err, size_t errlen)
         if (n->users.metrics.set)
             ho.authorize = metrics_authorize;
         if (n->cfg.metrics_tls == NODE_CLIENT_TLS_REQUIRED) {
-            ho.tls = n->tls.server; /* node__tls_load ran before */
+            ho.tls = n->tls.ctx.ports; /* node__tls_load ran before */
             ho.on_tls_fail = metrics_tls_refused;
         }
         rc = http_server_start(&o->http, n->loop, &ho);

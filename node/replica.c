@@ -4,11 +4,13 @@
  * (net_peers), local reads and writes, and hinted handoff.
  *
  * Every internode connection starts with the mutual challenge-response
- * handshake of wire/rpc_msg.h under the cluster key; a peer without the
- * secret never gets a frame delivered, and a connection to a member's
- * address is used only once the node there has proved it is that member. A
- * malformed request is answered with an error status (BAD_REQUEST / PROTOCOL);
- * a frame that breaks the framing closes that one connection.
+ * handshake of wire/rpc_msg.h under the cluster key (inside mutual TLS
+ * under the cluster's CA with internode_tls required, the name each side
+ * proves checked against its certificate: node/tls.c, net/conn.c); a peer
+ * without the secret never gets a frame delivered, and a connection to a
+ * member's address is used only once the node there has proved it is that
+ * member. A malformed request is answered with an error status (BAD_REQUEST /
+ * PROTOCOL); a frame that breaks the framing closes that one connection.
  *
  * Hints: a write for a DOWN (or unreachable) replica is stored in the store's
  * hints env (on the thread pool: it fsyncs), the hints of one loop turn in one
@@ -1002,6 +1004,9 @@ int node__internode_start(node *n, char *err, size_t errlen)
     so.on_frame = on_iframe;
     so.arg = n;
     so.handshake_timeout_ms = (uint32_t)n->cfg.connect_timeout_ms * 2;
+    /* internode_tls required: mutual TLS, the handshake above inside it */
+    so.tls = n->tls.ctx.inode_server;
+    so.on_tls_fail = node__tls_internode_refused_accept;
     int rc = net_server_new(&n->replica.srv, n->loop, &so);
     if (rc < 0) {
         snprintf(err, errlen, "internode_port: cannot listen on %s:%d: %s",
@@ -1013,6 +1018,9 @@ int node__internode_start(node *n, char *err, size_t errlen)
     po.backoff_min_ms = 100;
     po.backoff_max_ms = 2000;
     po.hs = &hs;
+    po.tls = n->tls.ctx.inode_client;
+    po.on_tls_fail = node__tls_internode_refused_connect;
+    po.arg = n;
     rc = net_peers_new(&n->replica.peers, n->loop, &po);
     if (rc < 0) {
         snprintf(err, errlen, "internode: %s", rk_strerror(rc));

@@ -882,7 +882,7 @@ static void on_close(void *arg, net_conn *nc, int err)
 
 int node__rsrv_start(node *n, char *err, size_t errlen)
 {
-    int tls_port = n->tls.server ? n->cfg.tls_port : 0;
+    int tls_port = n->tls.ctx.ports ? n->cfg.tls_port : 0;
     if ((n->cfg.resp_port == 0 && tls_port == 0) || n->rsrv)
         return 0;
     struct rsrv *rs = calloc(1, sizeof(*rs));
@@ -901,7 +901,7 @@ int node__rsrv_start(node *n, char *err, size_t errlen)
     if (rc == 0 && tls_port) {
         p.key = "tls_port";
         p.port = tls_port;
-        p.tls = n->tls.server;
+        p.tls = n->tls.ctx.ports;
         rc = node__client_listen(n, &rs->tls_srv, &p, err, errlen);
     }
     rs->refs = (rs->srv != NULL) + (rs->tls_srv != NULL);

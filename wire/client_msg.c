@@ -54,6 +54,7 @@ static const struct {
     {WIRE_COP_SNAPSHOT, "SNAPSHOT"},
     {WIRE_COP_LISTSNAPSHOTS, "LISTSNAPSHOTS"},
     {WIRE_COP_CLEARSNAPSHOT, "CLEARSNAPSHOT"},
+    {WIRE_COP_RELOADTLS, "RELOADTLS"},
 };
 
 #define WIRE__NOPS (sizeof(wire__ops) / sizeof(wire__ops[0]))

@@ -69,7 +69,8 @@ enum wire_cop {
     WIRE_COP_ABORT = 46,    /* stop the node's decommission or removenode */
     WIRE_COP_SNAPSHOT = 47, /* args: none, or the TAG */
     WIRE_COP_LISTSNAPSHOTS = 48, /* text: a row per snapshot */
-    WIRE_COP_CLEARSNAPSHOT = 49  /* args: the TAG, or "--all" */
+    WIRE_COP_CLEARSNAPSHOT = 49, /* args: the TAG, or "--all" */
+    WIRE_COP_RELOADTLS = 50      /* load the TLS certificates again */
 };
 
 /* Consistency levels; 0 (field absent) means the server's default. */

@@ -830,6 +830,7 @@ static const struct resp__cmddef {
     {"abort", RESP_OP_ADMIN, 1, 1, 0},
     {"join", RESP_OP_ADMIN, 1, 1, 0},
     {"snapshot", RESP_OP_ADMIN, 1, 2, 0},
+    {"reloadtls", RESP_OP_ADMIN, 1, 1, 0},
     {"scan", RESP_OP_SCAN, 2, 0, 0},
     {"dbsize", RESP_OP_DBSIZE, 1, 1, 0},
 };

@@ -6,12 +6,14 @@ Three nodes (127.0.3.71-73, RF 2) with requirepass (the `default` user,
 inline) and admin_password_file (the `admin` user, as "sha256:<hex>" in a
 file). Checked:
  - native protocol: HELLO as default reads and writes; DECOMMISSION,
-   CLEANUP, REPAIR, REMOVENODE, SNAPSHOT, ABORT and JOIN answer NOPERM, and
+   CLEANUP, REPAIR, REMOVENODE, SNAPSHOT, ABORT, JOIN and RELOADTLS answer
+   NOPERM, and
    nothing changes (every node UN, the same ring epoch, no session in
    netstats, no snapshot); a wrong password, the admin user with the data
    password and an unknown user get AUTH;
- - the CLI: `ringkv -a PW decommission` exits 9 (NOPERM), a wrong user or
-   password exits 4, RINGKV_USER works as --user;
+ - the CLI: `ringkv -a PW decommission` (and reloadtls) exits 9 (NOPERM),
+   a wrong user or password exits 4, RINGKV_USER works as --user; the
+   admin user's reloadtls runs (nothing to reload: no TLS);
  - RESP: -NOAUTH before AUTH, -WRONGPASS for a wrong pair (the role held
    stays), -NOPERM for DECOMMISSION / CLEANUP / REPAIR as default, Redis's
    exact words; `AUTH admin <pw>` then runs CLEANUP and REPAIR;
@@ -42,7 +44,7 @@ PW = "data-pw-7f3a"
 ADMIN_PW = "admin-pw-91c2"
 ADMIN_OPS = [("DECOMMISSION", None), ("CLEANUP", None), ("REPAIR", None),
              ("REMOVENODE", ["n2"]), ("SNAPSHOT", ["t1"]), ("ABORT", None),
-             ("JOIN", None)]
+             ("JOIN", None), ("RELOADTLS", None)]
 
 
 def wait_all_up(nodes, names, timeout=60):
@@ -116,6 +118,11 @@ def cli_checks(n1):
     h.check(rc == 9 and '"NOPERM"' in out, "cleanup --json: %d %r" % (rc, out))
     rc, out = h.cli(n1, "-a", PW, "repair")
     h.check(rc == 9, "repair as default: %d %r" % (rc, out))
+    rc, out = h.cli(n1, "-a", PW, "reloadtls")
+    h.check(rc == 9, "reloadtls as default: %d %r" % (rc, out))
+    rc, out = h.cli(n1, "-u", "admin", "-a", ADMIN_PW, "reloadtls")
+    h.check(rc == 0 and "nothing to reload" in out,
+            "reloadtls as admin: %d %r" % (rc, out))
     rc, out = h.cli(n1, "-a", PW, "get", "k1")
     h.check(rc == 0 and "v1" in out, "get as default: %d %r" % (rc, out))
     rc, out = h.cli(n1, "-u", "admin", "-a", PW, "status")
@@ -137,7 +144,7 @@ def resp_checks(n1):
     h.check(r.call("AUTH", "nobody", PW) == wrong, "AUTH nobody")
     h.check(r.call("AUTH", PW) == b"+OK", "AUTH <data pw>")
     h.check(r.call("GET", "k1") == b"v1", "GET as default")
-    for cmd in ("decommission", "cleanup", "repair"):
+    for cmd in ("decommission", "cleanup", "repair", "reloadtls"):
         got = r.call(cmd.upper())
         want = ("-NOPERM User default has no permissions to run the '%s' "
                 "command" % cmd).encode()
@@ -223,7 +230,7 @@ def roles_cluster():
     noperm, fails = counters(n1)
     counted = noperm - base_noperm
     # 7 native ops + 1 as user default + 3 CLI + 4 + 1 RESP + 1 redis-py
-    h.check(counted == 17, "ringkv_client_noperm_total rose by %d" % counted)
+    h.check(counted == 20, "ringkv_client_noperm_total rose by %d" % counted)
     # failures as either user are counted (and slowed) alike: 4 native
     # HELLOs, 3 CLI runs, 4 RESP AUTHs, 1 redis-py connection
     failed = fails - base_fail

@@ -6,10 +6,13 @@
  * refusal, never a crash or a leak; after a refusal every call keeps
  * refusing; and any plaintext read stays within the buffer given.
  *
- * Input: byte 0 picks the side (bit 0: client) and seeds the piece sizes,
- * the rest is the peer's bytes. The server's certificate (EC P-256, self
- * signed) is made once in-process and loaded through net_tls_new from a
- * temporary file, as a daemon loads its own.
+ * Input: byte 0 picks the side (bit 0: client; bit 1, a server: one that
+ * asks for the client's certificate and verifies it, as the internode
+ * port does) and seeds the piece sizes, the rest is the peer's bytes. A
+ * session that finishes its handshake also has its peer's certificate
+ * checked against a name (net__tls_peer_is, the internode name check). The
+ * server's certificate (EC P-256, self signed) is made once in-process and
+ * loaded through net_tls_new from a temporary file, as a daemon loads its own.
  */
 #include <openssl/evp.h>
 #include <openssl/pem.h>
@@ -32,7 +35,7 @@ static void check(int cond)
         abort();
 }
 
-static net_tls *server_ctx, *client_ctx;
+static net_tls *server_ctx, *mutual_ctx, *client_ctx;
 
 /* A self-signed certificate and its key, written to two temporary files
  * that are removed once loaded. */
@@ -67,6 +70,9 @@ static void contexts_make(void)
     o.key_file = key;
     char why[256];
     check(net_tls_new(&server_ctx, &o, why, sizeof(why)) == 0);
+    o.ca_file = crt;
+    o.verify_peer = true;
+    check(net_tls_new(&mutual_ctx, &o, why, sizeof(why)) == 0);
     struct net_tls_opts c = NET_TLS_OPTS_INIT;
     c.ca_file = crt;
     check(net_tls_new(&client_ctx, &c, why, sizeof(why)) == 0);
@@ -83,9 +89,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (server_ctx == NULL)
         contexts_make();
     bool client = data[0] & 1;
+    bool mutual = !client && (data[0] & 2);
     unsigned seed = data[0];
     struct net__tls *s;
-    check(net__tls_new(&s, client ? client_ctx : server_ctx,
+    check(net__tls_new(&s,
+                       client   ? client_ctx
+                       : mutual ? mutual_ctx
+                                : server_ctx,
                        client ? "fuzz" : NULL) == 0);
     uint8_t out[4096], plain[1024];
     if (client) { /* its ClientHello goes nowhere */
@@ -108,11 +118,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (hs == RK_EAUTH) {
             check(net__tls_handshake(s) == RK_EAUTH);
             char why[200];
-            net__tls_why(s, why, sizeof(why));
+            enum net_tls_fail f = net__tls_why(s, why, sizeof(why));
             check(strlen(why) < sizeof(why));
+            check(strlen(net_tls_fail_name(f)) > 0);
             break;
         }
         if (hs == 1) {
+            char why[300];
+            (void)net__tls_peer_is(s, "fuzz", why, sizeof(why));
+            (void)net__tls_peer_is(s, "127.0.0.1", why, sizeof(why));
             size_t n = 0;
             int rc;
             while ((rc = net__tls_read(s, plain, sizeof(plain), &n)) == 0 &&

@@ -743,11 +743,11 @@ START_TEST(no_resend_of_sent_write)
     ck_assert_int_eq(ringkv_put(c, "k", 1, "v", 1, 0), 0);
     /* what may be resent */
     struct wire_creq q = {.op = WIRE_COP_GET};
-    static const uint32_t idem[] = {WIRE_COP_HELLO,     WIRE_COP_PING,
-                                    WIRE_COP_GET,       WIRE_COP_MGET,
-                                    WIRE_COP_STATUS,    WIRE_COP_RING,
-                                    WIRE_COP_ENDPOINTS, WIRE_COP_METRICS,
-                                    WIRE_COP_NETSTATS,  WIRE_COP_LISTSNAPSHOTS};
+    static const uint32_t idem[] = {
+        WIRE_COP_HELLO,         WIRE_COP_PING,     WIRE_COP_GET,
+        WIRE_COP_MGET,          WIRE_COP_STATUS,   WIRE_COP_RING,
+        WIRE_COP_ENDPOINTS,     WIRE_COP_METRICS,  WIRE_COP_NETSTATS,
+        WIRE_COP_LISTSNAPSHOTS, WIRE_COP_RELOADTLS};
     static const uint32_t once[] = {
         WIRE_COP_PUT,          WIRE_COP_DEL,        WIRE_COP_JOIN,
         WIRE_COP_DECOMMISSION, WIRE_COP_REMOVENODE, WIRE_COP_REPAIR,

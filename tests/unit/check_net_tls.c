@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <check.h>
 #include <uv.h>
@@ -344,6 +346,7 @@ struct echo {
     net_server *s;
     size_t accepted, closed, fails;
     int last_err;
+    enum net_tls_fail last_fail;
     size_t cap; /* set on each accepted connection (0: leave) */
     bool closed_done;
 };
@@ -376,12 +379,16 @@ static void echo_close(void *arg, net_conn *c, int err)
     v->last_err = err;
 }
 
-static void echo_tls_fail(void *arg, const char *peer, const char *why)
+static void echo_tls_fail(void *arg,
+                          const char *peer,
+                          enum net_tls_fail reason,
+                          const char *why)
 {
     struct echo *v = arg;
     ck_assert_ptr_nonnull(peer);
     ck_assert_ptr_nonnull(why);
     v->fails++;
+    v->last_fail = reason;
 }
 
 static void echo_done(void *arg)
@@ -775,6 +782,445 @@ START_TEST(server_one_request_at_a_time)
 }
 END_TEST
 
+/* ---- internode: framed RPC in mutual TLS, the handshake hook inside -- */
+
+/* A handshake hook whose frames are the sender's name: the connector says
+ * its name (HELLO, then again as its PROOF), the acceptor its own
+ * (ANSWER); check takes the name the other side sent. What it proves is
+ * nothing; what it claims is what the engine checks the certificate
+ * against. */
+static int name_make(void *arg,
+                     const char *to,
+                     struct rk_slice peer,
+                     uint8_t *out,
+                     size_t cap,
+                     size_t *out_len)
+{
+    const char *me = arg;
+    (void)to;
+    (void)peer;
+    *out_len = strlen(me);
+    ck_assert_uint_le(*out_len, cap);
+    memcpy(out, me, *out_len);
+    return 0;
+}
+
+static int name_check(void *arg,
+                      const char *to,
+                      struct rk_slice got,
+                      struct rk_slice sent,
+                      char *name,
+                      size_t cap)
+{
+    (void)arg;
+    (void)to;
+    (void)sent;
+    if (got.len == 0 || got.len >= cap)
+        return RK_EAUTH;
+    memcpy(name, got.p, got.len);
+    name[got.len] = '\0';
+    return 0;
+}
+
+/* One side's TLS refusals, as the daemon's callbacks see them. */
+struct fails {
+    size_t n;
+    enum net_tls_fail last;
+    char why[512];
+    char peer[NET_NAME_MAX];
+};
+
+static void fails_note(void *arg,
+                       const char *peer,
+                       enum net_tls_fail reason,
+                       const char *why)
+{
+    struct fails *f = arg;
+    f->n++;
+    f->last = reason;
+    snprintf(f->why, sizeof(f->why), "%s", why);
+    snprintf(f->peer, sizeof(f->peer), "%s", peer);
+}
+
+/* The internode server: answers every request with its payload, and keeps
+ * the name each connection proved. */
+struct isrv {
+    net_server *s;
+    struct fails fails;
+    size_t accepted;
+    char last_peer[NET_NAME_MAX];
+    bool closed_done;
+};
+
+static void isrv_accept(void *arg, net_conn *c)
+{
+    struct isrv *v = arg;
+    v->accepted++;
+    snprintf(v->last_peer, sizeof(v->last_peer), "%s", net_conn_peer_name(c));
+}
+
+static int isrv_frame(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
+{
+    (void)arg;
+    return net_conn_reply(c, id, f);
+}
+
+static void isrv_done(void *arg)
+{
+    ((struct isrv *)arg)->closed_done = true;
+}
+
+static void isrv_fail(void *arg,
+                      const char *peer,
+                      enum net_tls_fail reason,
+                      const char *why)
+{
+    fails_note(&((struct isrv *)arg)->fails, peer, reason, why);
+}
+
+/* name: what its hook claims; t: its context (NULL: plaintext). */
+static void
+isrv_start(struct env *e, struct isrv *v, const char *name, net_tls *t)
+{
+    static struct net_handshake hs;
+    struct net_server_opts o = NET_SERVER_OPTS_INIT;
+    hs = (struct net_handshake){name_make, name_check, (void *)name};
+    memset(v, 0, sizeof(*v));
+    o.rpc = true;
+    o.hs = &hs;
+    o.on_accept = isrv_accept;
+    o.on_frame = isrv_frame;
+    o.on_tls_fail = isrv_fail;
+    o.arg = v;
+    o.tls = t;
+    o.handshake_timeout_ms = 5000;
+    ck_assert_int_eq(net_server_new(&v->s, &e->loop, &o), 0);
+}
+
+/* The connecting side: net_peers whose hook claims name. */
+struct ipeers {
+    net_peers *p;
+    struct fails fails;
+    char addr[64];
+    bool closed_done;
+};
+
+static void ipeers_done(void *arg)
+{
+    ((struct ipeers *)arg)->closed_done = true;
+}
+
+static void ipeers_start(
+    struct env *e, struct ipeers *q, const char *name, net_tls *t, int port)
+{
+    struct net_handshake hs = {name_make, name_check, (void *)name};
+    struct net_peers_opts o = NET_PEERS_OPTS_INIT;
+    memset(q, 0, sizeof(*q));
+    o.hs = &hs;
+    o.tls = t;
+    o.on_tls_fail = fails_note;
+    o.arg = &q->fails;
+    o.connect_timeout_ms = 5000;
+    o.backoff_min_ms = 1;
+    o.backoff_max_ms = 1;
+    snprintf(q->addr, sizeof(q->addr), "127.0.0.1:%d", port);
+    ck_assert_int_eq(net_peers_new(&q->p, &e->loop, &o), 0);
+}
+
+struct answer {
+    bool done;
+    int status;
+    char body[64];
+};
+
+static void answer_cb(void *arg, int status, struct rk_slice resp)
+{
+    struct answer *a = arg;
+    a->done = true;
+    a->status = status;
+    snprintf(a->body, sizeof(a->body), "%.*s", (int)resp.len,
+             (const char *)resp.p);
+}
+
+/* One request through q; its status (the body must echo on success). */
+static int ask(struct env *e, struct ipeers *q, const char *what)
+{
+    struct answer a = {0};
+    int rc = net_peers_request(q->p, q->addr, RK_SLICE(what, strlen(what)),
+                               10000, answer_cb, &a);
+    if (rc)
+        return rc;
+    RUN_UNTIL(e, a.done);
+    if (a.status == 0)
+        ck_assert_str_eq(a.body, what);
+    return a.status;
+}
+
+static void istop(struct env *e, struct isrv *v, struct ipeers *q)
+{
+    if (q) {
+        net_peers_close(q->p, ipeers_done, q);
+        RUN_UNTIL(e, q->closed_done);
+    }
+    net_server_close(v->s, isrv_done, v);
+    RUN_UNTIL(e, v->closed_done);
+}
+
+static void env_end(struct env *e)
+{
+    uv_close((uv_handle_t *)&e->tick, NULL);
+    while (uv_run(&e->loop, UV_RUN_NOWAIT) != 0)
+        ;
+    ck_assert_int_eq(uv_loop_close(&e->loop), 0);
+}
+
+/* Both sides verify: n2 dials n1, each with its certificate of the CA and
+ * the CA to verify the other's; the hook runs inside TLS and requests go
+ * both ways of the connection. */
+START_TEST(internode_mutual_ok)
+{
+    struct env e;
+    struct isrv v;
+    struct ipeers q;
+    struct net_stats st;
+    net_tls *sc = ctx(true, "n1", "ca.crt", true);
+    net_tls *cc = ctx(false, "n2", "ca.crt", false);
+    env_start(&e);
+    isrv_start(&e, &v, "n1", sc);
+    ipeers_start(&e, &q, "n2", cc, net_server_port(v.s));
+    net_tls_free(sc); /* each holds its own reference */
+    net_tls_free(cc);
+    ck_assert_int_eq(ask(&e, &q, "first"), 0);
+    for (int i = 0; i < 50; i++)
+        ck_assert_int_eq(ask(&e, &q, "again"), 0);
+    ck_assert_uint_eq(v.accepted, 1);
+    ck_assert_str_eq(v.last_peer, "n2");
+    ck_assert_uint_eq(v.fails.n + q.fails.n, 0);
+    ck_assert_int_eq(net_peers_state(q.p, q.addr), NET_PEER_READY);
+    net_server_stats(v.s, &st);
+    ck_assert_uint_eq(st.handshake_failed, 0);
+    ck_assert_uint_eq(st.frames_in, 51 + 2); /* requests, the hook's two */
+    istop(&e, &v, &q);
+    env_end(&e);
+}
+END_TEST
+
+/* A peer whose certificate another CA signed is refused by the server
+ * (it never gets the hook's first frame); a peer that trusts another CA
+ * refuses the server. Either way no request is served. */
+START_TEST(internode_wrong_ca_refused)
+{
+    struct env e;
+    struct isrv v;
+    struct ipeers q;
+    net_tls *sc = ctx(true, "n1", "ca.crt", true);
+    net_tls *rogue = ctx(false, "wrong", "ca.crt", false);
+    net_tls *doubter = ctx(false, "n2", "wrong-ca.crt", false);
+    env_start(&e);
+    isrv_start(&e, &v, "n1", sc);
+
+    ipeers_start(&e, &q, "n2", rogue, net_server_port(v.s));
+    ck_assert_int_ne(ask(&e, &q, "x"), 0);
+    RUN_UNTIL(&e, v.fails.n >= 1);
+    ck_assert_uint_eq(v.accepted, 0);
+    ck_assert_int_eq(v.fails.last, NET_TLS_FAIL_UNTRUSTED);
+    ck_assert_msg(strstr(v.fails.why, "certificate") != NULL, "%s",
+                  v.fails.why);
+    ck_assert_msg(strncmp(v.fails.peer, "127.0.0.1:", 10) == 0, "%s",
+                  v.fails.peer);
+    /* the rogue learns it from the alert, a refusal of its own too */
+    ck_assert_uint_ge(q.fails.n, 1);
+    ck_assert_int_eq(q.fails.last, NET_TLS_FAIL_PEER);
+    ck_assert_str_eq(q.fails.peer, q.addr);
+    net_peers_close(q.p, ipeers_done, &q);
+    RUN_UNTIL(&e, q.closed_done);
+
+    size_t before = v.fails.n;
+    ipeers_start(&e, &q, "n2", doubter, net_server_port(v.s));
+    ck_assert_int_ne(ask(&e, &q, "x"), 0);
+    ck_assert_uint_ge(q.fails.n, 1);
+    ck_assert_int_eq(q.fails.last, NET_TLS_FAIL_UNTRUSTED);
+    RUN_UNTIL(&e, v.fails.n > before);
+    ck_assert_int_eq(v.fails.last, NET_TLS_FAIL_PEER);
+    ck_assert_uint_eq(v.accepted, 0);
+    istop(&e, &v, &q);
+    env_end(&e);
+    net_tls_free(sc);
+    net_tls_free(rogue);
+    net_tls_free(doubter);
+}
+END_TEST
+
+/* A plaintext peer (the hook's HELLO in the clear) to a TLS server is
+ * refused as not TLS; a TLS peer to a plaintext server is closed on (its
+ * ClientHello reads as a frame too large for a handshake). */
+START_TEST(internode_plaintext_refused)
+{
+    struct env e;
+    struct isrv v;
+    struct ipeers q;
+    struct net_stats st;
+    net_tls *sc = ctx(true, "n1", "ca.crt", true);
+    net_tls *cc = ctx(false, "n2", "ca.crt", false);
+    env_start(&e);
+    isrv_start(&e, &v, "n1", sc);
+    ipeers_start(&e, &q, "n2", NULL, net_server_port(v.s));
+    ck_assert_int_ne(ask(&e, &q, "x"), 0);
+    RUN_UNTIL(&e, v.fails.n >= 1);
+    ck_assert_int_eq(v.fails.last, NET_TLS_FAIL_PLAINTEXT);
+    ck_assert_msg(strstr(v.fails.why, "not TLS") != NULL, "%s", v.fails.why);
+    ck_assert_uint_eq(v.accepted, 0);
+    net_server_stats(v.s, &st);
+    ck_assert_uint_ge(st.handshake_failed, 1);
+    istop(&e, &v, &q);
+
+    isrv_start(&e, &v, "n1", NULL);
+    ipeers_start(&e, &q, "n2", cc, net_server_port(v.s));
+    ck_assert_int_ne(ask(&e, &q, "x"), 0);
+    ck_assert_uint_ge(q.fails.n, 1);
+    ck_assert_int_eq(q.fails.last, NET_TLS_FAIL_CLOSED);
+    ck_assert_uint_eq(v.accepted, 0);
+    istop(&e, &v, &q);
+    env_end(&e);
+    net_tls_free(sc);
+    net_tls_free(cc);
+}
+END_TEST
+
+/* The hook's name must be one the certificate carries: n2's certificate
+ * claiming to be n3 is refused by the server; a server with n1's
+ * certificate claiming to be n9 is refused by the peer. */
+START_TEST(internode_name_mismatch_refused)
+{
+    struct env e;
+    struct isrv v;
+    struct ipeers q;
+    net_tls *sc = ctx(true, "n1", "ca.crt", true);
+    net_tls *cc = ctx(false, "n2", "ca.crt", false);
+    env_start(&e);
+    isrv_start(&e, &v, "n1", sc);
+    ipeers_start(&e, &q, "n3", cc, net_server_port(v.s));
+    ck_assert_int_ne(ask(&e, &q, "x"), 0);
+    RUN_UNTIL(&e, v.fails.n >= 1);
+    ck_assert_int_eq(v.fails.last, NET_TLS_FAIL_NAME);
+    ck_assert_msg(strstr(v.fails.why, "/CN=n2") && strstr(v.fails.why, "n3"),
+                  "%s", v.fails.why);
+    ck_assert_uint_eq(v.accepted, 0);
+    istop(&e, &v, &q);
+
+    isrv_start(&e, &v, "n9", sc);
+    ipeers_start(&e, &q, "n2", cc, net_server_port(v.s));
+    ck_assert_int_ne(ask(&e, &q, "x"), 0);
+    ck_assert_uint_ge(q.fails.n, 1);
+    ck_assert_int_eq(q.fails.last, NET_TLS_FAIL_NAME);
+    ck_assert_msg(strstr(q.fails.why, "/CN=n1") && strstr(q.fails.why, "n9"),
+                  "%s", q.fails.why);
+    ck_assert_uint_eq(v.accepted, 0);
+    istop(&e, &v, &q);
+
+    /* an address the certificate carries as an IP SAN is a name too */
+    isrv_start(&e, &v, "127.0.0.2", sc); /* n1's: IP:127.0.0.2 */
+    ipeers_start(&e, &q, "n2", cc, net_server_port(v.s));
+    ck_assert_int_eq(ask(&e, &q, "x"), 0);
+    istop(&e, &v, &q);
+    env_end(&e);
+    net_tls_free(sc);
+    net_tls_free(cc);
+}
+END_TEST
+
+/* A certificate that was valid when its context loaded and has expired
+ * since is refused by the peer verifying it, which says since when. */
+START_TEST(internode_expired_peer_refused)
+{
+    char cmd[2048], nb[32], na[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    time_t from = now - 3600, until = now + 3;
+    strftime(nb, sizeof(nb), "%Y%m%d%H%M%SZ", gmtime_r(&from, &tm));
+    strftime(na, sizeof(na), "%Y%m%d%H%M%SZ", gmtime_r(&until, &tm));
+    snprintf(cmd, sizeof(cmd),
+             "cd %s && openssl genpkey -algorithm EC -pkeyopt "
+             "ec_paramgen_curve:P-256 -out short.key 2>/dev/null && "
+             "openssl req -new -key short.key -subj /CN=n2 -out short.csr "
+             "2>/dev/null && openssl ca -batch -config ca.db/ca.cnf -cert "
+             "ca.crt -keyfile ca.key -startdate %s -enddate %s -in short.csr "
+             "-out short.crt -notext 2>/dev/null",
+             dir, nb, na);
+    ck_assert_int_eq(system(cmd), 0);
+    net_tls *cc = ctx(false, "short", "ca.crt", false); /* valid now */
+    net_tls *sc = ctx(true, "n1", "ca.crt", true);
+    while (time(NULL) <= until + 1)
+        sleep(1);
+    struct env e;
+    struct isrv v;
+    struct ipeers q;
+    env_start(&e);
+    isrv_start(&e, &v, "n1", sc);
+    ipeers_start(&e, &q, "n2", cc, net_server_port(v.s));
+    ck_assert_int_ne(ask(&e, &q, "x"), 0);
+    RUN_UNTIL(&e, v.fails.n >= 1);
+    ck_assert_int_eq(v.fails.last, NET_TLS_FAIL_EXPIRED);
+    ck_assert_msg(strstr(v.fails.why, "expired") &&
+                      strstr(v.fails.why, "notAfter") &&
+                      strstr(v.fails.why, "/CN=n2"),
+                  "%s", v.fails.why);
+    ck_assert_uint_eq(v.accepted, 0);
+    istop(&e, &v, &q);
+    env_end(&e);
+    net_tls_free(sc);
+    net_tls_free(cc);
+}
+END_TEST
+
+/* Contexts replaced: connections open go on with theirs, new ones use the
+ * new: a server that now trusts another CA refuses a new peer while the
+ * old connection is served; peers given a certificate of another CA are
+ * refused on their next connection. */
+START_TEST(internode_context_replaced_live_untouched)
+{
+    struct env e;
+    struct isrv v;
+    struct ipeers q1, q2;
+    net_tls *sc = ctx(true, "n1", "ca.crt", true);
+    net_tls *sc2 = ctx(true, "n1", "wrong-ca.crt", true);
+    net_tls *cc = ctx(false, "n2", "ca.crt", false);
+    net_tls *rogue = ctx(false, "wrong", "ca.crt", false);
+    env_start(&e);
+    isrv_start(&e, &v, "n1", sc);
+    int port = net_server_port(v.s);
+    ipeers_start(&e, &q1, "n2", cc, port);
+    ck_assert_int_eq(ask(&e, &q1, "before"), 0);
+
+    ck_assert_int_eq(net_server_tls_set(v.s, sc2), 0);
+    ipeers_start(&e, &q2, "n2", cc, port);
+    ck_assert_int_ne(ask(&e, &q2, "new"), 0);
+    ck_assert_int_eq(v.fails.last, NET_TLS_FAIL_UNTRUSTED);
+    ck_assert_int_eq(ask(&e, &q1, "still"), 0);
+    ck_assert_uint_eq(v.accepted, 1);
+
+    ck_assert_int_eq(net_server_tls_set(v.s, sc), 0);
+    ck_assert_int_eq(net_peers_tls_set(q1.p, rogue), 0);
+    ck_assert_int_eq(ask(&e, &q1, "live"), 0); /* its connection stays */
+    net_peers_drop(q1.p, q1.addr);
+    ck_assert_int_ne(ask(&e, &q1, "reconnected"), 0);
+    ck_assert_int_eq(v.fails.last, NET_TLS_FAIL_UNTRUSTED);
+    ck_assert_int_eq(net_peers_tls_set(q1.p, cc), 0);
+    net_peers_drop(q1.p, q1.addr);
+    ck_assert_int_eq(ask(&e, &q1, "back"), 0);
+    ck_assert_int_eq(net_peers_tls_set(q1.p, NULL), -EINVAL);
+
+    net_peers_close(q2.p, ipeers_done, &q2);
+    RUN_UNTIL(&e, q2.closed_done);
+    istop(&e, &v, &q1);
+    env_end(&e);
+    net_tls_free(sc);
+    net_tls_free(sc2);
+    net_tls_free(cc);
+    net_tls_free(rogue);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("net_tls");
@@ -794,6 +1240,15 @@ int main(void)
     tcase_add_test(tc, server_input_cap_holds_over_tls);
     tcase_add_test(tc, server_context_replaced_live_untouched);
     tcase_add_test(tc, server_one_request_at_a_time);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("internode");
+    tcase_add_unchecked_fixture(tc, pki_make, pki_remove);
+    tcase_add_test(tc, internode_mutual_ok);
+    tcase_add_test(tc, internode_wrong_ca_refused);
+    tcase_add_test(tc, internode_plaintext_refused);
+    tcase_add_test(tc, internode_name_mismatch_refused);
+    tcase_add_test(tc, internode_expired_peer_refused);
+    tcase_add_test(tc, internode_context_replaced_live_untouched);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -968,7 +968,7 @@ START_TEST(cmd_local_answers)
     ck_assert(r.close);
     req_expect(&r, R("COMMAND"), "*0\r\n");
     req_expect(&r, R("COMMAND", "DOCS"), "*0\r\n");
-    req_expect(&r, R("command", "count"), ":31\r\n");
+    req_expect(&r, R("command", "count"), ":32\r\n");
     req_expect(&r, R("COMMAND", "INFO", "get", "set"), "*2\r\n$-1\r\n$-1\r\n");
     req_expect(&r, R("COMMAND", "X"),
                "-ERR unknown subcommand 'X' of 'command'\r\n");

@@ -443,13 +443,13 @@ static void req_roundtrip(const struct wire_creq *q, struct wire_creq *d)
 START_TEST(roundtrip_every_request_op)
 {
     static const uint32_t ops[] = {
-        WIRE_COP_HELLO,         WIRE_COP_PING,         WIRE_COP_GET,
-        WIRE_COP_PUT,           WIRE_COP_DEL,          WIRE_COP_MGET,
-        WIRE_COP_STATUS,        WIRE_COP_RING,         WIRE_COP_ENDPOINTS,
-        WIRE_COP_METRICS,       WIRE_COP_JOIN,         WIRE_COP_DECOMMISSION,
-        WIRE_COP_REMOVENODE,    WIRE_COP_REPAIR,       WIRE_COP_CLEANUP,
-        WIRE_COP_NETSTATS,      WIRE_COP_ABORT,        WIRE_COP_SNAPSHOT,
-        WIRE_COP_LISTSNAPSHOTS, WIRE_COP_CLEARSNAPSHOT};
+        WIRE_COP_HELLO,         WIRE_COP_PING,          WIRE_COP_GET,
+        WIRE_COP_PUT,           WIRE_COP_DEL,           WIRE_COP_MGET,
+        WIRE_COP_STATUS,        WIRE_COP_RING,          WIRE_COP_ENDPOINTS,
+        WIRE_COP_METRICS,       WIRE_COP_JOIN,          WIRE_COP_DECOMMISSION,
+        WIRE_COP_REMOVENODE,    WIRE_COP_REPAIR,        WIRE_COP_CLEANUP,
+        WIRE_COP_NETSTATS,      WIRE_COP_ABORT,         WIRE_COP_SNAPSHOT,
+        WIRE_COP_LISTSNAPSHOTS, WIRE_COP_CLEARSNAPSHOT, WIRE_COP_RELOADTLS};
     struct rk_slice keys[] = {S("k1"), S("k2"), S("\x00\xff")};
     struct rk_slice args[] = {S("node-3"), S("")};
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
