@@ -14,7 +14,10 @@
 #
 # `up` builds the image ringkv:local from BUILD_DIR (default build) with
 # scripts/docker-image.sh, writes a random cluster secret to
-# run/compose/secret the first time, starts node1..nodeNODES (and any node
+# run/compose/secret the first time, makes the cluster's CA and a
+# certificate per node with the openssl CLI (run/compose/<project>/pki:
+# the nodes speak mutual TLS to each other, internode_tls: required, and
+# offer RESP in TLS on 6380), starts node1..nodeNODES (and any node
 # added since) as the project "ringkv" and waits until they are all UN.
 # `add` starts the next node (the lowest number not in use) and waits for
 # it to be UN, having streamed its ranges in. `remove NODE` decommissions
@@ -31,7 +34,9 @@
 # Environment: RINGKV_NET (default 172.28.5) picks the network,
 # RINGKV_PROJECT (default ringkv) the compose project, RINGKV_IMAGE the
 # image tag, RINGKV_SECRET_FILE the cluster secret (default
-# run/compose/secret), RINGKV_COMPOSE_OVERRIDE an extra compose file laid
+# run/compose/secret), RINGKV_PKI_DIR the CA and the nodes' certificates
+# (default run/compose/<project>/pki; made where missing, never replaced:
+# put your own there to use them), RINGKV_COMPOSE_OVERRIDE an extra compose file laid
 # over it. Any RINGKV_<KEY> that the compose file reads can be set too.
 set -eu
 
@@ -43,6 +48,7 @@ project=${RINGKV_PROJECT:-ringkv}
 state="$root/run/compose/$project"
 export RINGKV_NET="$net"
 export RINGKV_SECRET_FILE="${RINGKV_SECRET_FILE:-$root/run/compose/secret}"
+export RINGKV_PKI_DIR="${RINGKV_PKI_DIR:-$state/pki}"
 
 die() {
     echo "compose: $*" >&2
@@ -66,7 +72,9 @@ gen() {
 # with `make compose`, which builds the image from your build
 # (scripts/docker-image.sh) and writes the cluster secret; to run
 # docker-compose yourself, set RINGKV_SECRET_FILE to a file of random bytes
-# (every node reads the same) and RINGKV_IMAGE to the image built.
+# (every node reads the same), RINGKV_PKI_DIR to a folder holding ca.crt and
+# nodeN.crt / nodeN.key for each node (signed by that CA, naming nodeN; see
+# `certs` in scripts/compose.sh) and RINGKV_IMAGE to the image built.
 # docs/operations.md has the details, and how to add and remove nodes.
 #
 # Every setting is a RINGKV_<KEY> variable (docs/config.md). The nodes have
@@ -78,6 +86,11 @@ gen() {
 # and from anywhere through `docker exec <container> ringkv status`
 # (RINGKV_HOST is the node's own address in its container). Each container
 # is healthy when its node serves (`ringkv health`: /health/ready on 9180).
+#
+# TLS: the nodes speak mutual TLS to each other (internode_tls: required,
+# each with its own certificate, nodeN.crt, signed by the cluster's CA,
+# ca.crt) and RESP in TLS on 6380 besides plaintext RESP on 6379:
+#   redis-cli --tls --cacert run/compose/ringkv/pki/ca.crt -h 172.28.5.11 -p 6380 PING
 version: "3.7"
 
 x-node-env: &node-env
@@ -91,11 +104,13 @@ x-node-env: &node-env
   RINGKV_READ_TIMEOUT_MS: ${RINGKV_READ_TIMEOUT_MS:-2000}
   RINGKV_WRITE_TIMEOUT_MS: ${RINGKV_WRITE_TIMEOUT_MS:-2000}
   RINGKV_LOG_LEVEL: ${RINGKV_LOG_LEVEL:-info}
+  RINGKV_INTERNODE_TLS: required
+  RINGKV_TLS_CA_FILE: /run/secrets/cluster_ca
+  RINGKV_TLS_PORT: "6380"
   ASAN_OPTIONS: ${ASAN_OPTIONS:-}
 
 x-node: &node
   image: ${RINGKV_IMAGE:-ringkv:local}
-  secrets: [cluster_secret]
   # SIGTERM drains the node; give it the time it needs
   stop_grace_period: 30s
   restart: "no"
@@ -113,9 +128,12 @@ EOT
   node$i:
     <<: *node
     hostname: node$i
+    secrets: [cluster_secret, cluster_ca, node${i}_crt, node${i}_key]
     environment:
       <<: *node-env
       RINGKV_NODE_NAME: node$i
+      RINGKV_TLS_CERT_FILE: /run/secrets/node${i}_crt
+      RINGKV_TLS_KEY_FILE: /run/secrets/node${i}_key
       RINGKV_RACK: $(rack_of "$i")
       RINGKV_LISTEN_ADDRESS: \${RINGKV_NET:-172.28.5}.$((10 + i))
       RINGKV_HOST: \${RINGKV_NET:-172.28.5}.$((10 + i))
@@ -142,7 +160,54 @@ EOT
 secrets:
   cluster_secret:
     file: ${RINGKV_SECRET_FILE:-./cluster-secret}
+  cluster_ca:
+    file: ${RINGKV_PKI_DIR:-./pki}/ca.crt
 EOT
+    for i in "$@"; do
+        cat <<EOT
+  node${i}_crt:
+    file: \${RINGKV_PKI_DIR:-./pki}/node$i.crt
+  node${i}_key:
+    file: \${RINGKV_PKI_DIR:-./pki}/node$i.key
+EOT
+    done
+}
+
+# certs N... : the CA (once) and node N's certificate and key, where
+# missing, in RINGKV_PKI_DIR (openssl CLI; EC P-256). A node's certificate
+# names it (CN and DNS SAN nodeN: what its peers check against the name it
+# proves in the internode handshake) and its address (IP SAN: what
+# `redis-cli --tls` dialing it checks); both serverAuth and clientAuth,
+# since every node is both on the internode port.
+certs() {
+    command -v openssl >/dev/null ||
+        die "openssl not found (Debian: apt-get install openssl)"
+    mkdir -p "$RINGKV_PKI_DIR"
+    (
+        cd "$RINGKV_PKI_DIR"
+        umask 077
+        key() { openssl genpkey -algorithm EC \
+            -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+        if [ ! -s ca.crt ] || [ ! -s ca.key ]; then
+            key ca.key
+            openssl req -x509 -new -key ca.key -days 3650 \
+                -subj "/CN=ringkv compose CA ($project)" -out ca.crt \
+                2>/dev/null || exit 1
+        fi
+        for i in "$@"; do
+            [ -s "node$i.crt" ] && [ -s "node$i.key" ] && continue
+            key "node$i.key"
+            openssl req -new -key "node$i.key" -subj "/CN=node$i" \
+                -out "node$i.csr" 2>/dev/null || exit 1
+            printf 'subjectAltName=DNS:node%s,IP:%s.%s\nextendedKeyUsage=serverAuth,clientAuth\n' \
+                "$i" "$net" $((10 + i)) >"node$i.ext"
+            openssl x509 -req -in "node$i.csr" -CA ca.crt -CAkey ca.key \
+                -CAcreateserial -days 825 -extfile "node$i.ext" \
+                -out "node$i.crt" 2>/dev/null || exit 1
+            rm -f "node$i.csr" "node$i.ext"
+        done
+        chmod 644 ./*.crt # keys stay 600: the nodes run as root
+    ) || die "cannot make the certificates in $RINGKV_PKI_DIR"
 }
 
 nodes() { cat "$state/nodes" 2>/dev/null || true; }
@@ -212,15 +277,19 @@ up)
     number NODES "$n"
     image "${2:-build}"
     { nodes; seq 1 "$n"; } | write_file
+    # shellcheck disable=SC2046
+    certs $(nodes)
     compose up -d
     count=$(nodes | wc -l)
     wait_up $((60 + 20 * count))
     cat <<EOT
 
 $count nodes in containers, node N at $net.(10+N) (Redis protocol 6379,
-native 7380, metrics 9180, health $net.11:9180/health). Try:
+native 7380, metrics 9180, health $net.11:9180/health, RESP in TLS 6380;
+mutual TLS between the nodes, certificates in $RINGKV_PKI_DIR). Try:
   redis-cli -h $net.11 SET greeting hello
   redis-cli -h $net.13 GET greeting
+  redis-cli --tls --cacert $RINGKV_PKI_DIR/ca.crt -h $net.12 -p 6380 GET greeting
   docker exec ${project}_node2_1 ringkv get greeting
   docker exec ${project}_node2_1 redis-cli -h $net.12 GET greeting
   make compose-add                 (one more node joins, streaming its share)
@@ -235,6 +304,7 @@ add)
     while nodes | grep -qx "$i"; do i=$((i + 1)); done
     [ "$i" -le 200 ] || die "200 nodes already"
     { nodes; echo "$i"; } | write_file
+    certs "$i"
     compose up -d "node$i"
     echo "node$i ($net.$((10 + i)), $(rack_of "$i")) joining"
     wait_up 600

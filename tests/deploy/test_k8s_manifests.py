@@ -9,7 +9,8 @@ Proves, with no Kubernetes (the manifests are parsed, not applied):
 - the image: the compose file's default image is the manifests';
 - the settings: every RINGKV_<KEY> the compose file gives each node is
   given with the same value in the manifests, except what names the
-  deployment (cluster name, seeds) or a node (name, rack, addresses); a
+  deployment (cluster name, seeds, where the CA is mounted) or a node
+  (name, rack, addresses, its certificate); a
   variable in one and not the other fails;
 - the racks: one StatefulSet per rack, rack1..rack3 as in compose, alike
   but for their names and rack; seeds are pods that exist;
@@ -18,7 +19,9 @@ Proves, with no Kubernetes (the manifests are parsed, not applied):
 - probes on /health/ready and /health/live on the metrics port, a
   PodDisruptionBudget of one, a headless Service publishing not-ready pods
   (nodes must find each other before they are ready), the secret mounted
-  where RINGKV_CLUSTER_SECRET_FILE points;
+  where RINGKV_CLUSTER_SECRET_FILE points, the TLS Secret where the CA and
+  the pod's own certificate and key are read (internode mutual TLS, RESP
+  in TLS on 6380, as in compose, whose nodes read nodeN's);
 - ringkvd --check-config accepts each deployment's environment (pod
   fields filled in as Kubernetes would) and prints every setting it set:
   none is a key the daemon does not know.
@@ -39,11 +42,18 @@ import harness as h  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PORTS = {(7000, "UDP"), (7001, "TCP"), (7380, "TCP"), (6379, "TCP"),
-         (9180, "TCP")}
+         (9180, "TCP"), (6380, "TCP")}
 # set per deployment or per node, not shared settings
-PER_DEPLOYMENT = {"RINGKV_CLUSTER_NAME", "RINGKV_SEEDS"}
+PER_DEPLOYMENT = {"RINGKV_CLUSTER_NAME", "RINGKV_SEEDS",
+                  # where each mounts its secrets (checked below)
+                  "RINGKV_TLS_CA_FILE"}
 PER_NODE = {"RINGKV_NODE_NAME", "RINGKV_RACK", "RINGKV_LISTEN_ADDRESS",
-            "RINGKV_ADVERTISE_ADDRESS", "RINGKV_HOST"}
+            "RINGKV_ADVERTISE_ADDRESS", "RINGKV_HOST", "RINGKV_TLS_CERT_FILE",
+            "RINGKV_TLS_KEY_FILE"}
+# where each deployment mounts the TLS files: the test's own are used to
+# run ringkvd --check-config (key: the test PKI's file)
+TLS_FILES = {"RINGKV_TLS_CERT_FILE": "n1.crt", "RINGKV_TLS_KEY_FILE": "n1.key",
+             "RINGKV_TLS_CA_FILE": "ca.crt"}
 # read by the CLI, not by ringkvd
 CLI_ONLY = {"RINGKV_HOST"}
 
@@ -78,9 +88,14 @@ def k8s_env(c, pod, ns="default", ip="127.0.0.1"):
     return env
 
 
-def check_config(env, tmp):
+def check_config(env, tmp, pki):
     """ringkvd --check-config in env (plus a data_dir and secret of
-    tmp's): its printed settings, {key: text}."""
+    tmp's, and the TLS files of the test PKI pki in place of the
+    deployment's): its printed settings, {key: text}."""
+    env = dict(env)
+    for k, f in TLS_FILES.items():
+        h.check(k in env, "no %s" % k)
+        env[k] = os.path.join(pki, f)
     secret = os.path.join(tmp, "secret")
     with open(secret, "w") as f:
         f.write("test-secret\n")
@@ -187,6 +202,17 @@ def main():
         h.check(os.path.dirname(env["RINGKV_CLUSTER_SECRET_FILE"]) ==
                 mounts.get("cluster-secret"), "%s: secret not mounted where "
                 "RINGKV_CLUSTER_SECRET_FILE points" % name)
+        vols = {v["name"]: v for v in
+                s["spec"]["template"]["spec"]["volumes"]}
+        h.check(all(os.path.dirname(env[k]) == mounts.get("tls")
+                    for k in TLS_FILES) and
+                env["RINGKV_TLS_CERT_FILE"].endswith("/%s-0.crt" % name) and
+                env["RINGKV_TLS_KEY_FILE"].endswith("/%s-0.key" % name) and
+                vols.get("tls", {}).get("secret", {}).get("secretName") ==
+                "ringkv-tls", "%s: TLS files %r not read from the Secret "
+                "ringkv-tls mounted at %r" % (name, {k: env[k] for k in
+                                                     TLS_FILES},
+                                               mounts.get("tls")))
         h.check(env["RINGKV_NODE_NAME"] == name + "-0" and
                 env["RINGKV_ADVERTISE_ADDRESS"].startswith(name + "-0.ringkv."),
                 "%s: node name / advertise %r" % (name, env))
@@ -215,12 +241,25 @@ def main():
     print("ports, image, %d shared settings, racks %r, probes, data volume "
           "and PDB agree" % (len(shared_c), racks))
 
+    # compose: each node reads its own certificate among the secrets
+    for n, s in cnodes.items():
+        e = cenv[n]
+        secs = set(s["secrets"])
+        h.check({"cluster_secret", "cluster_ca", n + "_crt", n + "_key"} <=
+                secs and e["RINGKV_TLS_CERT_FILE"] == "/run/secrets/%s_crt"
+                % n and e["RINGKV_TLS_KEY_FILE"] == "/run/secrets/%s_key" % n
+                and e["RINGKV_TLS_CA_FILE"] == "/run/secrets/cluster_ca",
+                "compose %s: TLS files %r, secrets %r" % (n, e, secs))
+    print("TLS: the CA and each node's own certificate, from the Secret "
+          "(k8s) and the compose secrets")
+
     # the daemon accepts both
     with tempfile.TemporaryDirectory() as tmp:
+        pki = h.make_certs(os.path.join(tmp, "pki"), "n1=127.0.0.1")
         for s in sets:
             c = s["spec"]["template"]["spec"]["containers"][0]
             env = k8s_env(c, s["metadata"]["name"] + "-1", ns="prod")
-            got = check_config(env, tmp)
+            got = check_config(env, tmp, pki)
             h.check(got["node_name"] == s["metadata"]["name"] + "-1" and
                     got["advertise_address"].endswith(".ringkv.prod.svc."
                                                       "cluster.local"),
@@ -230,7 +269,7 @@ def main():
                         "ringkvd uses by default" % port)
         env = {k: v for k, v in cenv["node4"].items() if v != ""}
         env["RINGKV_LISTEN_ADDRESS"] = "127.0.0.1"
-        got = check_config(env, tmp)
+        got = check_config(env, tmp, pki)
         h.check(got["rack"] == "rack1", "compose node4: %r" % got)
     print("ringkvd --check-config accepts the k8s and compose settings")
 

@@ -12,7 +12,9 @@ addresses on the bridge network, never to anything off this machine.
 1. Up (`compose.sh up`, NODES=3, which waits for them UN): all three see
    three nodes UN with one ring fingerprint, and each container turns
    healthy (its health check runs `ringkv health` in it); `ringkv status`
-   in a container needs no -h (RINGKV_HOST); redis-cli is in the image; 200
+   in a container needs no -h (RINGKV_HOST); redis-cli is in the image;
+   the nodes speak mutual TLS to each other with the certificates
+   compose.sh made, and redis-cli --tls reaches RESP in TLS on 6380; 200
    keys written through RESP on node1 at the default QUORUM are read at
    ALL through node3 (native protocol).
 2. A node lost (`docker-compose kill node3`, its rack with it): node1 sees
@@ -162,6 +164,31 @@ def disk_full(written):
     return full
 
 
+def tls_on(names):
+    """The nodes speak mutual TLS to each other with the certificates
+    compose.sh made (they converged, so the handshakes passed), and offer
+    RESP in TLS on 6380, which redis-cli on this host reaches trusting the
+    compose CA and checking the node's address."""
+    pki = os.path.join(ROOT, "run", "compose", L.PROJECT, "pki")
+    ca = os.path.join(pki, "ca.crt")
+    for n in names:
+        h.check(os.path.exists(os.path.join(pki, n + ".crt")),
+                "compose.sh made no certificate for %s" % n)
+        log = run("docker", "logs", container(n))
+        h.check("event=tls.loaded " in log and "internode=required" in log,
+                "%s did not load its certificates for internode TLS" % n)
+    out = run("redis-cli", "--tls", "--cacert", ca, "-h", IP["node2"], "-p",
+              "6380", "PING")
+    h.check(out.strip() == "PONG", "redis-cli --tls to node2:6380: %r" % out)
+    m = h.metrics_of(IP["node1"])
+    refused = sum(v for k, v in m.items()
+                  if k.startswith("ringkv_internode_tls_refused_total"))
+    h.check(refused == 0, "internode TLS refusals between the nodes: %r" %
+            refused)
+    print("internode mutual TLS on (tls.loaded internode=required, no "
+          "refusal); redis-cli --tls --cacert ca.crt on 6380: PONG")
+
+
 def scenario():
     all3 = ["node1", "node2", "node3"]
     up = {n: "UN" for n in all3}
@@ -178,6 +205,7 @@ def scenario():
               "-h", IP["node3"], "PING")
     h.check(out.strip() == "PONG", "redis-cli in node2's container: %r" % out)
     print("every container healthy; ringkv status and redis-cli in them work")
+    tls_on(all3)
 
     keys = ["k%03d" % i for i in range(200)]
     r = h.RespConn(IP["node1"], 6379)
