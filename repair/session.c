@@ -675,8 +675,8 @@ void repair_tick(repair *r)
     if (rc == 0) {
         rlog(r, REPAIR_LOG_INFO, "repair.after_join",
              "comparisons=%zu note=\"each range streamed in from one replica "
-             "is compared with the others, which may hold writes that one "
-             "missed\"",
+             "at a join, or gained with a replication change, is compared "
+             "with the other replicas, which may hold writes it lacks\"",
              r->nc);
         if (r->running)
             r->after_join = true; /* repair_end clears the due */
