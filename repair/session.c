@@ -882,7 +882,8 @@ void repair_text(const repair *r, FILE *f)
     if (!r->begun)
         return;
     if (r->after_join)
-        fprintf(f, "The repair a node runs after joining by streaming "
+        fprintf(f, "The repair a node runs after joining by streaming, or "
+                   "after gaining replicas with a replication change "
                    "(repair_after_join):\n");
     char in[32], out[32];
     r->h.human_bytes(r->h.arg, in, sizeof(in), r->bytes_in);

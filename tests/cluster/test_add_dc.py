@@ -112,6 +112,8 @@ def main():
     v1 = replication_converged(dc1, "dc1:3")
     for n in dc1:
         st = wait_status(n, "Repair after the replication change: done")
+        if n is n1:
+            print(st)
         h.check("Repair: done with failures" not in st,
                 "%s's repair failed:\n%s" % (n.name, st))
         h.check("version %d" % v1 in st, "%s's status: %s" % (n.name, st))
@@ -137,6 +139,7 @@ def main():
     h.check(rc == 0 and "rebuild --from dc1" in out,
             "replication set: %d %s" % (rc, out))
     v2 = replication_converged(c.nodes, "dc1:3,dc2:3")
+    print(h.cli(n4, "replication")[1])
     h.check(v2 > v1, "version %d after %d" % (v2, v1))
     wait_status(n4, "Rebuild needed")
     w = h.Writer(n5, "e", cl="EACH_QUORUM")
@@ -145,6 +148,7 @@ def main():
         rc, out = h.cli(n, "rebuild", "--from", "dc1")
         h.check(rc == 0 and "rebuilds from data centre dc1" in out,
                 "rebuild on %s: %d %s" % (n.name, rc, out))
+        print(out)
     rc, out = h.cli(n4, "rebuild", "--from", "dc3")
     h.check(rc != 0, "a second rebuild was accepted: %s" % out)
     # n4 killed -9 mid-way, and resumed
@@ -157,6 +161,7 @@ def main():
     for n in dc2:
         h.wait_log(n, "rebuild.done", timeout=180)
     st = wait_status(n4, "Rebuilt from dc1")
+    print(st)
     h.check_resumed(n4, n4.log()[mark:], "rebuild", "stream.resumed",
                     "stream.range_done", "rebuild.done", saved, before)
     c.wait_converged(timeout=60)
