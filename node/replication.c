@@ -202,18 +202,26 @@ static void gained_note(node *n,
         return; /* not placed yet: its join streams what it replicates */
     struct ring_move *mv = NULL;
     size_t nmv = 0;
-    if (ring_plan_new(&mv, &nmv, old, n->ring) < 0) {
-        LOG(ERROR, "replication.plan_fail",
-            "note=\"cannot tell what this node gained: run `ringkv repair` "
-            "on it\"");
-        return;
+    if (ring_plan_new(&mv, &nmv, old, n->ring) == 0) {
+        for (size_t i = 0; i < nmv; i++)
+            r->gained += mv[i].gain == self;
+        ring_plan_free(mv);
     }
-    for (size_t i = 0; i < nmv; i++)
-        r->gained += mv[i].gain == self;
-    ring_plan_free(mv);
-    if (r->gained == 0)
+    /* The rings compared hold the members gossip knows now: right after a
+     * restart (the node was down when the setting changed) that may be
+     * itself and one peer, where it replicates everything either way. So
+     * a higher RF in its data centre, or another strategy, counts as a
+     * gain too: the count is for people, the repair is what matters. */
+    int was_rf = node_repl_dc_rf(was, nwas, n->cfg.datacenter);
+    int now_rf =
+        node_repl_dc_rf(n->cfg.replication, n->cfg.ndcs, n->cfg.datacenter);
+    bool was_simple = nwas == 1 && strcmp(was[0].name, "*") == 0;
+    bool now_simple =
+        n->cfg.ndcs == 1 && strcmp(n->cfg.replication[0].name, "*") == 0;
+    if (now_rf == 0 ||
+        (r->gained == 0 && now_rf <= was_rf && was_simple == now_simple))
         return;
-    if (node_repl_dc_rf(was, nwas, n->cfg.datacenter) == 0) {
+    if (was_rf == 0) {
         /* a data centre that had no replicas: no replica here to repair
          * from, the whole of it comes from another data centre */
         snprintf(r->rebuild_dc, sizeof(r->rebuild_dc), "%s", n->cfg.datacenter);
