@@ -21,8 +21,9 @@ Proves, with no acknowledged write lost:
 3. Every acknowledged key reads back at EACH_QUORUM through a dc2 node with
    both data centres up, and at LOCAL_QUORUM through a dc2 node once every
    dc1 node is killed -9.
-4. A restarted node keeps the cluster's setting over its config file's
-   (`replication.file_differs`).
+4. A node down during the change (n2) adopts the setting when it is back,
+   over its config file's (`replication.file_differs`) and its
+   node.state's; `ringkv replication` says "Not converged" meanwhile.
 """
 # ctest: long
 import re
@@ -134,21 +135,36 @@ def main():
         m = re.search(r"event=boot.joined .*ranges=(\d+) keys=(\d+)", n.log())
         h.check(m and m.group(1) == "0" and m.group(2) == "0",
                 "%s streamed to join: %r" % (n.name, m and m.group(0)))
+    # n2 is down during the change: it adopts the setting when back, over
+    # its file's (dc1:2) and its node.state's (dc1:3)
+    h.check(n2.stop() == 0, "n2 unclean exit")
+    mark = len(n2.log())
     rc, out = h.cli(n5, "replication", "set", "dc1:3,dc2:3")
     print(out)
     h.check(rc == 0 and "rebuild --from dc1" in out,
             "replication set: %d %s" % (rc, out))
+    time.sleep(1)
+    rc, out = h.cli(n1, "replication")
+    print(out)
+    h.check("Not converged: 5 of 6 nodes use dc1:3,dc2:3" in out, out)
+    n2.start()
     v2 = replication_converged(c.nodes, "dc1:3,dc2:3")
     print(h.cli(n4, "replication")[1])
     h.check(v2 > v1, "version %d after %d" % (v2, v1))
+    log = n2.log()[mark:]
+    h.check("event=replication.file_differs" in log and
+            'event=replication.adopted replication="dc1:3,dc2:3"' in log,
+            "n2 did not adopt the setting after its restart")
     wait_status(n4, "Rebuild needed")
     w = h.Writer(n5, "e", cl="EACH_QUORUM")
     w.start()
-    for n in dc2:
-        rc, out = h.cli(n, "rebuild", "--from", "dc1")
+    for n in dc2:  # the last one follows it to its end
+        rc, out = h.cli(n, "rebuild", "--from", "dc1",
+                        *(["--wait"] if n is n6 else []))
         h.check(rc == 0 and "rebuilds from data centre dc1" in out,
                 "rebuild on %s: %d %s" % (n.name, rc, out))
         print(out)
+    h.check("Rebuilt from dc1: " in out, "--wait: %s" % out)
     rc, out = h.cli(n4, "rebuild", "--from", "dc3")
     h.check(rc != 0, "a second rebuild was accepted: %s" % out)
     # n4 killed -9 mid-way, and resumed
@@ -172,14 +188,6 @@ def main():
 
     # 3. EACH_QUORUM across, then LOCAL_QUORUM in dc2 alone
     read_all(n6, expect, "EACH_QUORUM")
-    # 4. a restart keeps the cluster's setting over the file's (dc1:2)
-    h.check(n2.stop() == 0, "n2 unclean exit")
-    mark = len(n2.log())
-    n2.start()
-    c.wait_converged(timeout=60)
-    h.check("event=replication.file_differs" in n2.log()[mark:],
-            "n2 did not log that its file differs")
-    replication_converged([n2], "dc1:3,dc2:3")
     for n in dc1:
         n.kill9()
     for n in dc1:
