@@ -112,6 +112,10 @@ def main():
             "repairs its ranges" in out, "replication set: %d %s" % (rc, out))
     v1 = replication_converged(dc1, "dc1:3")
     for n in dc1:
+        got = n.metrics().get("ringkv_replication_version")
+        h.check(got == v1, "%s's ringkv_replication_version %r, not %d" %
+                (n.name, got, v1))
+    for n in dc1:
         st = wait_status(n, "Repair after the replication change: done")
         if n is n1:
             print(st)
