@@ -381,6 +381,12 @@ int node__repl_set(node *n, struct rk_slice spec, char **text, size_t *len)
                       "%s's ring is behind the cluster's (restarted, or a "
                       "change not heard yet): ask again in a moment",
                       n->cfg.node_name);
+    /* a movement plans its streams under the setting it started with:
+     * another one under its feet would leave ranges unstreamed */
+    if (n->ring_pending || n->njoins)
+        return answer(text, len, RK_EBADREQ,
+                      "a node is joining or leaving (`ringkv status` shows "
+                      "which): change the replication once it is done");
     char want[512], cur[512];
     node_repl_format(want, sizeof(want), dcs, nd);
     own_text(n, cur, sizeof(cur));

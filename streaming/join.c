@@ -45,6 +45,10 @@
  * the same tokens again and resumes each range from the position saved
  * after its last committed chunk ("progress kept across restarts",
  * below), or from its start when the node was down past the hint window.
+ *
+ * `ringkv rebuild --from DC` runs the same sessions with another plan
+ * ("a rebuild", below): every range the node replicates in its ring, from
+ * its replicas in DC, and nothing announced at the end.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -94,11 +98,12 @@ struct join_donor {
 };
 
 struct stream_join {
-    /* `ringkv rebuild --from DC` (rebuild.c) rather than a join: the same
-     * sessions, planned against the ring (every range the node
+    /* `ringkv rebuild --from DC` ("a rebuild", below) rather than a join:
+     * the same sessions, planned against the ring (every range the node
      * replicates, from the replicas in that data centre), and no
-     * announcement at the end */
-    bool rebuild;
+     * announcement at the end. fresh: asked by the command, not resumed
+     * after a restart (positions left by an earlier one are not taken) */
+    bool rebuild, fresh;
     char from_dc[STREAM_NAME_MAX + 1];
     struct stream_sess *sess;
     size_t ns;
@@ -626,7 +631,12 @@ static int stream_plan(stream *s)
              st->ns, (unsigned long long)ring_epoch(from),
              ns.replacing[0] ? ns.replacing : "-", st->ndonor,
              plan[0] ? plan : "-", ratio);
-    stream_resume(s);
+    if (st->fresh) { /* every position saved anew: none left of before */
+        for (size_t i = 0; i < st->ns; i++)
+            st->sess[i].unsaved = true;
+        stream_save(s);
+    } else
+        stream_resume(s);
 free_all:
     free(pr);
     free(live);
@@ -1093,6 +1103,7 @@ int stream_rebuild_begin(stream *s, const char *dc, char **text, size_t *len)
     if (rc < 0)
         return rebuild_answer(text, len, rc, "cannot start the rebuild: %s",
                               rk_strerror(rc));
+    s->join->fresh = true;
     SLOG(s, INFO, "rebuild.begin", "from=%s pieces=%zu", dc, npr);
     stream__join_tick(s); /* planned at once: the ring is ready */
     return rebuild_answer(
