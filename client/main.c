@@ -58,6 +58,7 @@ struct cli {
     bool tls;              /* --tls (also implied by --cacert, --tls-name) */
     const char *cacert;    /* --cacert: the CA that signed the nodes */
     const char *tls_name;  /* --tls-name: the name their certificate has */
+    const char *from;      /* rebuild --from: the data centre to stream from */
     const char *cmd;
     const char **pos; /* positional arguments after the command */
     int npos;
@@ -606,6 +607,8 @@ static int cmd_metrics(struct cli *a, ringkv *c)
 }
 
 static int cmd_admin(struct cli *a, ringkv *c);
+static int cmd_replication(struct cli *a, ringkv *c);
+static int cmd_rebuild(struct cli *a, ringkv *c);
 static int cmd_snapshot(struct cli *a, ringkv *c);
 static int cmd_clearsnapshot(struct cli *a, ringkv *c);
 
@@ -658,6 +661,18 @@ static const struct cmd cmds[] = {
      0, 1, cmd_admin, WIRE_COP_REPAIR},
     {"cleanup", "", "Drop data the node no longer replicates.", 0, 0, cmd_admin,
      WIRE_COP_CLEANUP},
+    {"replication", "[set SETTING]",
+     "Without arguments: each node's replication setting and its version, "
+     "and whether they agree. `set dc1:3,dc2:3` (admin): the cluster's new "
+     "setting, carried to every node by gossip; nodes that gain replicas "
+     "repair them by themselves, a data centre that had none is filled by "
+     "`rebuild`.",
+     0, 2, cmd_replication, WIRE_COP_REPLICATION},
+    {"rebuild", "--from DC",
+     "Stream every range the node replicates from the replicas in data "
+     "centre DC (fills a new data centre); resumed after a restart, "
+     "progress in status and netstats (--wait follows it).",
+     0, 0, cmd_rebuild, WIRE_COP_REBUILD},
     {"netstats", "",
      "Streaming sessions: bytes, keys, rate, ETA; a line 'Stalled: ...' when "
      "an operation has made no progress for stall_warning_s; the last "
@@ -874,6 +889,9 @@ static int wait_done(struct cli *a, ringkv *c, const char *started)
                 snprintf(done_line, sizeof(done_line), "%s", line);
                 code = failed ? EXIT_OTHER : EXIT_OK;
             }
+        } else if (strcmp(a->cmd, "rebuild") == 0) {
+            stats_line(line, sizeof(line), t, "Receiving");
+            stats_line(done_line, sizeof(done_line), t, "Rebuilt from");
         } else { /* removenode */
             stats_line(line, sizeof(line), t, "Copying");
             char what[300];
@@ -964,6 +982,37 @@ static int cmd_admin(struct cli *a, ringkv *c)
     return a->wait ? start_and_wait(a, c, cmd->op) : cmd_text(a, c, cmd->op);
 }
 
+/* replication: each node's setting; replication set SETTING: a new one. */
+static int cmd_replication(struct cli *a, ringkv *c)
+{
+    if (a->npos == 0)
+        return cmd_text(a, c, WIRE_COP_REPLICATION);
+    if (a->npos != 2 || strcmp(a->pos[0], "set") != 0) {
+        fprintf(stderr, "ringkv replication: give no argument, or `set "
+                        "SETTING` (e.g. set dc1:3,dc2:3)\n");
+        return EXIT_USAGE;
+    }
+    a->pos++;
+    a->npos--;
+    return cmd_text(a, c, WIRE_COP_REPLICATION_SET);
+}
+
+/* rebuild --from DC: the data centre goes as the op's argument. */
+static int cmd_rebuild(struct cli *a, ringkv *c)
+{
+    static const char *dc[1];
+    if (!a->from || !a->from[0]) {
+        fprintf(stderr, "ringkv rebuild: say which data centre to stream "
+                        "from: --from DC\n");
+        return EXIT_USAGE;
+    }
+    dc[0] = a->from;
+    a->pos = dc;
+    a->npos = 1;
+    return a->wait ? start_and_wait(a, c, WIRE_COP_REBUILD)
+                   : cmd_text(a, c, WIRE_COP_REBUILD);
+}
+
 /* A snapshot is always followed to its end: it is not done until its
  * files are. */
 static int cmd_snapshot(struct cli *a, ringkv *c)
@@ -1004,7 +1053,9 @@ static const char global_help[] =
     "  -t, --timeout SECONDS    per request (default 5; decimals allowed)\n"
     "      --ttl SECONDS        put: expire the value\n"
     "      --json               one JSON object on stdout\n"
-    "      --wait               decommission, removenode, cleanup, repair:\n"
+    "      --from DC            rebuild: the data centre to stream from\n"
+    "      --wait               decommission, removenode, cleanup, repair,\n"
+    "                           rebuild:\n"
     "                           follow the progress until it is over (a\n"
     "                           warning on stderr when it stalls; snapshot\n"
     "                           always does)\n"
@@ -1159,7 +1210,8 @@ int main(int argc, char **argv)
                                               "--password-file",
                                               "--metrics-port",
                                               "--cacert",
-                                              "--tls-name"};
+                                              "--tls-name",
+                                              "--from"};
         const char *eq = strchr(s, '=');
         size_t nlen = eq && s[1] == '-' ? (size_t)(eq - s) : strlen(s);
         const char *name = NULL;
@@ -1207,6 +1259,8 @@ int main(int argc, char **argv)
             a.cacert = val;
         } else if (!strcmp(name, "--tls-name")) {
             a.tls_name = val;
+        } else if (!strcmp(name, "--from")) {
+            a.from = val;
         } else if (!strcmp(name, "--metrics-port")) {
             if (parse_u32(&a.metrics_port, val, 65535) != 0 ||
                 a.metrics_port == 0) {
@@ -1270,10 +1324,15 @@ int main(int argc, char **argv)
     }
     if (a.wait && strcmp(cmd->name, "decommission") != 0 &&
         strcmp(cmd->name, "removenode") != 0 &&
-        strcmp(cmd->name, "cleanup") != 0 && strcmp(cmd->name, "repair") != 0) {
+        strcmp(cmd->name, "cleanup") != 0 && strcmp(cmd->name, "repair") != 0 &&
+        strcmp(cmd->name, "rebuild") != 0) {
         code = usage_error("--wait applies to decommission, removenode, "
-                           "cleanup and repair, not %s",
+                           "cleanup, repair and rebuild, not %s",
                            cmd->name);
+        goto out;
+    }
+    if (a.from && cmd->run != cmd_rebuild) {
+        code = usage_error("--from applies to rebuild only, not %s", cmd->name);
         goto out;
     }
     code = password_from_file(&a, pw_flag, &pw_read);

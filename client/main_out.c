@@ -399,7 +399,12 @@ void cli_status_json(const struct wire_cresp *r)
         }
         printf("}");
     }
-    printf("]}\n");
+    printf("]");
+    if ((r->has & WIRE_CRESP_TEXT) && r->text.len) {
+        printf(",\"notes\":");
+        cli_json_slice(stdout, r->text);
+    }
+    printf("}\n");
 }
 
 void cli_status_text(const struct wire_cresp *r)
@@ -414,4 +419,11 @@ void cli_status_text(const struct wire_cresp *r)
     print_waiting(r);
     cli_print_ring_line(r);
     print_replication(r);
+    /* the node's notes: its replication setting's version, and the repair
+     * or rebuild under way after a change */
+    if ((r->has & WIRE_CRESP_TEXT) && r->text.len) {
+        fwrite(r->text.p, 1, r->text.len, stdout);
+        if (r->text.p[r->text.len - 1] != '\n')
+            putchar('\n');
+    }
 }

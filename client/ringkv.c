@@ -859,6 +859,7 @@ bool ringkv_idempotent(const struct wire_creq *req)
     case WIRE_COP_NETSTATS:
     case WIRE_COP_LISTSNAPSHOTS:
     case WIRE_COP_RELOADTLS: /* loading the same files again is harmless */
+    case WIRE_COP_REPLICATION:
         return true;
     default:
         /* PUT and DEL are stamped by the coordinator, so a second copy is

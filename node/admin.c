@@ -19,6 +19,7 @@
 #include "node/obs.h"
 #include "node/repair_host.h"
 #include "node/replica.h"
+#include "node/replication.h"
 #include "node/ring_view.h"
 #include "node/stream_host.h"
 #include "repair/repair.h"
@@ -291,8 +292,28 @@ int node__admin(node *n,
                 const struct wire_creq *q)
 {
     switch (q->op) {
-    case WIRE_COP_STATUS:
-        return do_status(n, r, b);
+    case WIRE_COP_STATUS: {
+        int rc = do_status(n, r, b);
+        if (rc < 0)
+            return rc;
+        /* the answering node's notes: its replication setting, and the
+         * repair or rebuild that follows a change (replication.h) */
+        char *t = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&t, &len);
+        if (!f)
+            return -ENOMEM;
+        node__repl_status_text(n, f);
+        if (fclose(f) != 0) {
+            free(t);
+            return -ENOMEM;
+        }
+        if (len == 0) {
+            free(t);
+            return 0;
+        }
+        return text_answer(r, b, t, len);
+    }
     case WIRE_COP_RING:
         return do_ring(n, r, b);
     case WIRE_COP_ENDPOINTS:
@@ -307,6 +328,11 @@ int node__admin(node *n,
     case WIRE_COP_NETSTATS: {
         size_t len = 0;
         char *t = node__netstats_text(n, &len);
+        return t ? text_answer(r, b, t, len) : -ENOMEM;
+    }
+    case WIRE_COP_REPLICATION: {
+        size_t len = 0;
+        char *t = node__repl_show(n, &len);
         return t ? text_answer(r, b, t, len) : -ENOMEM;
     }
     }

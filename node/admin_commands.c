@@ -19,6 +19,7 @@
 #include "node/daemon.h"
 #include "node/membership.h"
 #include "node/repair_host.h"
+#include "node/replication.h"
 #include "node/snapshot.h"
 #include "node/snapshot_manifest.h"
 #include "node/stream_host.h"
@@ -44,6 +45,7 @@ enum node_role node__op_role(uint32_t op)
     case WIRE_COP_METRICS:
     case WIRE_COP_NETSTATS:
     case WIRE_COP_LISTSNAPSHOTS:
+    case WIRE_COP_REPLICATION:
         return NODE_ROLE_DATA;
     default:
         return NODE_ROLE_ADMIN;
@@ -61,6 +63,8 @@ int node__admin_command_op(uint32_t op)
     case WIRE_COP_ABORT:
     case WIRE_COP_SNAPSHOT:
     case WIRE_COP_RELOADTLS:
+    case WIRE_COP_REPLICATION_SET:
+    case WIRE_COP_REBUILD:
         return 1;
     default:
         return 0;
@@ -161,6 +165,23 @@ int node__admin_command(node *n,
         *text = strdup(msg);
         *len = *text ? strlen(*text) : 0;
         return rc;
+    }
+    case WIRE_COP_REPLICATION_SET:
+        if (nargs != 1)
+            return bad_args(text, len,
+                            "REPLICATION_SET takes one argument: the "
+                            "replication setting, e.g. dc1:3,dc2:3");
+        return node__repl_set(n, args[0], text, len);
+    case WIRE_COP_REBUILD: {
+        char dc[64];
+        if (nargs != 1 || args[0].len == 0 || args[0].len >= sizeof(dc) ||
+            memchr(args[0].p, '\0', args[0].len))
+            return bad_args(text, len,
+                            "REBUILD takes one argument: the data centre to "
+                            "stream from");
+        memcpy(dc, args[0].p, args[0].len);
+        dc[args[0].len] = '\0';
+        return stream_rebuild_begin(n->streaming, dc, text, len);
     }
     case WIRE_COP_JOIN: {
         char msg[512];

@@ -912,11 +912,9 @@ int node_config_validate(const struct node_config *c, char *err, size_t errlen)
         if (trc < 0)
             return fail(err, errlen, "%s", why);
     }
-    if (node_config_rf(c, c->datacenter) == 0)
-        return fail(err, errlen,
-                    "replication: no replication factor for this node's "
-                    "data centre '%s'",
-                    c->datacenter);
+    /* A node of a data centre the replication gives no RF holds no
+     * replicas (a new data centre, before `ringkv replication set` names
+     * it): allowed, and logged at start (node.c). */
     if (c->cluster_secret_file[0]) {
         FILE *f = fopen(c->cluster_secret_file, "rb");
         if (!f)

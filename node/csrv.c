@@ -751,7 +751,8 @@ static void handle_req(struct csrv_conn *c, const struct wire_creq *q)
     case WIRE_COP_RING:
     case WIRE_COP_ENDPOINTS:
     case WIRE_COP_METRICS:
-    case WIRE_COP_NETSTATS: {
+    case WIRE_COP_NETSTATS:
+    case WIRE_COP_REPLICATION: {
         struct wire_cresp r = {.id = q->id, .op = q->op};
         struct node_admin_buf ab;
         node_admin_buf_init(&ab);

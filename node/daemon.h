@@ -30,6 +30,7 @@
 #include "node/node.h"
 #include "node/obs.h"
 #include "node/replica.h"
+#include "node/replication.h"
 #include "node/state.h"
 #include "node/tls.h"
 #include "node/users.h"
@@ -140,7 +141,8 @@ struct node {
     uint64_t raj_since_ms; /* mono ms it joined (streaming/), 0 if restarted
                               since: when the repair after it is due */
     struct node_repair *repair; /* repair/ (node/repair_host.h), from start */
-    struct node_purge *purge;   /* node/purge.h, from the first purge tick */
+    struct node_repl repl;    /* the replication setting (node/replication.h) */
+    struct node_purge *purge; /* node/purge.h, from the first purge tick */
     struct node_snapshot *snap; /* node/snapshot.h, from the first snapshot */
 
     /* front ends: the coordinator (node/coord.h), the native client server

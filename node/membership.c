@@ -58,6 +58,7 @@
 #include "node/purge.h"
 #include "node/repair_host.h"
 #include "node/replica.h"
+#include "node/replication.h"
 #include "node/ring_view.h"
 #include "node/state.h"
 #include "node/stream_host.h"
@@ -190,7 +191,7 @@ static void boot_try(node *n, uint64_t now, bool tick);
 
 static void handle_events(node *n)
 {
-    bool rebuild = false, boot_news = false;
+    bool rebuild = false, boot_news = false, repl_news = false;
     for (size_t i = 0; i < n->membership.gout.n_events; i++) {
         const struct gossip_event *e = &n->membership.gout.events[i];
         switch (e->type) {
@@ -223,10 +224,12 @@ static void handle_events(node *n)
                 e->key == GOSSIP_KEY_TOKENS)
                 rebuild = true;
             boot_news |= e->key == GOSSIP_KEY_TOKENS;
+            repl_news |= e->key == GOSSIP_KEY_SCHEMA;
             break;
         case GOSSIP_EV_MEMBERSHIP:
             rebuild = true;
             boot_news = true;
+            repl_news = true;
             break;
         case GOSSIP_EV_RING_STALE:
             n->ring_stale = 1;
@@ -262,6 +265,9 @@ static void handle_events(node *n)
             break;
         }
     }
+    /* a newer replication setting heard: adopted (its own rebuild) */
+    if (repl_news)
+        node__repl_watch(n);
     if (rebuild)
         node__ring_rebuild(n);
     /* a peer announced its tokens or a new status: perhaps this fresh
@@ -798,8 +804,8 @@ static void on_udp(void *arg,
 static void schema_set(node *n)
 {
     char v[GOSSIP_VALUE_MAX];
-    int l =
-        node__schema_format(v, sizeof(v), &n->cfg, n->parked, replacing_of(n));
+    int l = node__schema_format(v, sizeof(v), &n->cfg, n->st.repl_version,
+                                n->parked, replacing_of(n));
     /* " queued=X": joining, it waits for X before it streams */
     const char *q = n->membership.queued_for;
     if (q[0] && (size_t)l < sizeof(v)) {
@@ -807,6 +813,11 @@ static void schema_set(node *n)
         l = (size_t)(l + k) < sizeof(v) ? l + k : (int)sizeof(v) - 1;
     }
     gossip_state_set(n->g, GOSSIP_KEY_SCHEMA, v, (size_t)l);
+}
+
+void node__schema_publish(node *n)
+{
+    schema_set(n);
 }
 
 bool node__join_gate(node *n, char *ahead, size_t cap, char *why, size_t wcap)
@@ -996,6 +1007,12 @@ int node__gossip_start(node *n, char *err, size_t errlen)
         n->boot = NODE_BOOT_DONE;
         if (!n->st.joining)
             stream_join_leftover(n->streaming);
+        /* a rebuild cut short: it goes on once the ring has settled */
+        if (!n->st.joining && !n->st.leaving && n->st.rebuild_from[0] &&
+            stream_rebuild_resume(n->streaming, n->st.rebuild_from) < 0)
+            LOG(ERROR, "rebuild.resume_fail",
+                "from=%s note=\"out of memory: run `ringkv rebuild` again\"",
+                n->st.rebuild_from);
         if (n->st.joining) {
             rc = resume(n, node__stream_begin, "joining", err, errlen);
             if (rc < 0)

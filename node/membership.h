@@ -107,6 +107,8 @@ int node__join_withdraw(node *n, uint64_t *epoch);
  * (boot.queued, boot.queue_done) and gossiped (" queued=NAME" in
  * SCHEMA, which `ringkv status` shows on every node). */
 bool node__join_gate(node *n, char *ahead, size_t cap, char *why, size_t wcap);
+/* Gossip this node's SCHEMA again (the replication setting changed). */
+void node__schema_publish(node *n);
 
 /* The ring rebuild found one of this node's tokens held by a placed member
  * with a smaller name (they joined without knowing of each other): choose

@@ -39,6 +39,7 @@
 #include "node/purge.h"
 #include "node/repair_host.h"
 #include "node/replica.h"
+#include "node/replication.h"
 #include "node/ring_view.h"
 #include "node/rsrv.h"
 #include "node/snapshot.h"
@@ -357,6 +358,8 @@ int node_new(node **out,
         snprintf(err, errlen, "out of memory");
     if (rc == 0)
         rc = node__identity(n, err, errlen);
+    if (rc == 0)
+        node__repl_start(n); /* node.state's setting over the file's */
     if (rc == 0)
         rc = node__secret(n, err, errlen);
     if (rc == 0)

@@ -65,7 +65,8 @@ struct obs {
     metrics_family *gossip_in, *gossip_out, *gossip_bad, *gossip_auth;
     metrics_family *gossip_wrong, *gossip_malformed, *gossip_msgs;
     metrics_family *gossip_replayed, *gossip_withheld;
-    metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes, *repl_diff;
+    metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes, *repl_diff,
+        *repl_version;
     metrics_family *owned, *ranges, *keys, *bytes, *mem_writes, *mem_bytes;
     metrics_family *store_failed, *log_direct, *space_skips;
     bool store_failed_logged;
@@ -278,6 +279,11 @@ static int obs_register(struct obs *o)
     F(repl_diff, "ringkv_replication_mismatch",
       "Ring members gossiping a replication setting other than this "
       "node's (should be 0: they place replicas differently).",
+      METRICS_GAUGE, 0, NULL);
+    F(repl_version, "ringkv_replication_version",
+      "Version of the replication setting this node uses (`ringkv "
+      "replication set`: Unix ms; 0: the config file's). Equal on every "
+      "node once a change has spread.",
       METRICS_GAUGE, 0, NULL);
     F(owned, "ringkv_owned_ranges",
       "Token ranges this node replicates in the applied ring.", METRICS_GAUGE,
@@ -675,6 +681,7 @@ static void obs_sync(struct obs *o)
     metrics_gauge_set(o->ring_nodes, 0,
                       n->ring ? (int64_t)ring_node_count(n->ring) : 0);
     metrics_gauge_set(o->repl_diff, 0, (int64_t)node__repl_mismatches(n));
+    metrics_gauge_set(o->repl_version, 0, (int64_t)n->st.repl_version);
     size_t owned = 0;
     if (n->ring && n->self_idx != RING_NONE)
         owned = ring_node_ranges(n->ring, n->self_idx, NULL, 0);

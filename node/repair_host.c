@@ -565,6 +565,12 @@ void node__repair_text(node *n, FILE *f)
     }
 }
 
+void node__repair_session_text(node *n, FILE *f)
+{
+    if (n->repair)
+        repair_text(n->repair->part, f);
+}
+
 void node__repair_stats(node *n, struct repair_stats *out)
 {
     if (n->repair)

@@ -31,6 +31,8 @@ int node__repair_begin(node *n,
                        char **text,
                        size_t *len);
 void node__repair_text(node *n, FILE *f); /* NETSTATS line, if any */
+/* The last repair session's lines alone (no schedule), if there was one. */
+void node__repair_session_text(node *n, FILE *f);
 void node__repair_free(node *n);
 /* An RPC_MSG_MERKLE request from another node's repair. */
 void node__repair_serve(node *n, net_conn *c, uint64_t id, struct rk_slice f);

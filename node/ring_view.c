@@ -30,6 +30,7 @@
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/membership.h"
+#include "node/replication.h"
 #include "ring/ring.h"
 #include "storage/store.h"
 
@@ -38,29 +39,23 @@
 int node__schema_format(char *out,
                         size_t cap,
                         const struct node_config *c,
+                        uint64_t repl_version,
                         bool parked,
                         const char *replacing)
 {
     /* DCs by name: the order a config lists them in places nothing, and
      * peers compare this text (regression: repl_order_mismatch) */
-    int ord[NODE_CONFIG_MAX_DCS];
-    for (int i = 0; i < c->ndcs; i++) {
-        int j = i;
-        for (; j > 0 && strcmp(c->replication[ord[j - 1]].name,
-                               c->replication[i].name) > 0;
-             j--)
-            ord[j] = ord[j - 1];
-        ord[j] = i;
-    }
-    int l = snprintf(out, cap, "repl=");
-    for (int i = 0; i < c->ndcs; i++)
-        l += snprintf(out + l, cap - (size_t)l, "%s%s:%d", i ? "," : "",
-                      c->replication[ord[i]].name, c->replication[ord[i]].rf);
-    l +=
-        snprintf(out + l, cap - (size_t)l, " internode=%d client=%d%s",
+    char repl[NODE_CONFIG_MAX_DCS * 80];
+    node_repl_format(repl, sizeof(repl), c->replication, c->ndcs);
+    int l =
+        snprintf(out, cap, "repl=%s internode=%d client=%d%s", repl,
                  c->internode_port, c->client_port, parked ? " join=wait" : "");
-    if (replacing && replacing[0] && (size_t)l < cap)
+    if (replacing && replacing[0] && l >= 0 && (size_t)l < cap)
         l += snprintf(out + l, cap - (size_t)l, " replacing=%s", replacing);
+    /* a setting made by `ringkv replication set` (replication.h) */
+    if (repl_version && l >= 0 && (size_t)l < cap)
+        l += snprintf(out + l, cap - (size_t)l, " replv=%llu",
+                      (unsigned long long)repl_version);
     return l < (int)cap ? l : (int)cap - 1;
 }
 
@@ -532,8 +527,11 @@ void node__ring_rebuild(node *n)
     n->self_idx = RING_NONE;
     struct gossip_peer_info self;
     struct rk_slice own = RK_SLICE(NULL, 0);
-    if (gossip_peer_get(&self, n->g, 0, now) == 0)
+    uint64_t own_v = 0;
+    if (gossip_peer_get(&self, n->g, 0, now) == 0) {
         own = node__schema_repl(self.state[GOSSIP_KEY_SCHEMA]);
+        own_v = node_repl_schema_version(self.state[GOSSIP_KEY_SCHEMA]);
+    }
     for (uint32_t i = 0; i < rn; i++) {
         struct ring_node_info ni;
         ring_node_get(r, &ni, i);
@@ -548,7 +546,11 @@ void node__ring_rebuild(node *n)
             pt[i].up = pi.up;
             pt[i].self = pi.self;
             theirs = node__schema_repl(pi.state[GOSSIP_KEY_SCHEMA]);
+            /* a setting of another version is not a mismatch: the node
+             * with the older one adopts the newer (replication.h) */
             pt[i].repl_differs = !pi.self && theirs.len > 0 &&
+                                 node_repl_schema_version(
+                                     pi.state[GOSSIP_KEY_SCHEMA]) == own_v &&
                                  (theirs.len != own.len ||
                                   memcmp(theirs.p, own.p, theirs.len) != 0);
             if (!pi.up && !pi.self)

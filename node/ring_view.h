@@ -100,12 +100,14 @@ bool node__peer_waiting(node *n,
 /* This node's SCHEMA value into out[0..cap) (cap GOSSIP_VALUE_MAX):
  * "repl=dc1:3,dc2:2 internode=7001 client=7380", the DCs by name (peers
  * compare this text; the order a config lists them in places nothing),
- * " join=wait" while parked and " replacing=NAME" while it replaces (or
- * has replaced) node NAME (replacing NULL or "": none). Returns its
- * length. */
+ * " join=wait" while parked, " replacing=NAME" while it replaces (or
+ * has replaced) node NAME (replacing NULL or "": none), and " replv=V"
+ * for a replication setting of version V > 0 (`ringkv replication set`,
+ * node/replication.h). Returns its length. */
 int node__schema_format(char *out,
                         size_t cap,
                         const struct node_config *c,
+                        uint64_t repl_version,
                         bool parked,
                         const char *replacing);
 /* The word after " NAME=" in a gossiped SCHEMA value into out[0..cap),

@@ -97,6 +97,12 @@ static int parse_line(struct node_state *out, char *line, int *have)
         snprintf(out->removing, sizeof(out->removing), "%s", v);
     } else if (strcmp(k, "replace") == 0) {
         snprintf(out->replace, sizeof(out->replace), "%s", v);
+    } else if (strcmp(k, "replication_version") == 0) {
+        out->repl_version = strtoull(v, NULL, 10);
+    } else if (strcmp(k, "replication") == 0) {
+        snprintf(out->repl, sizeof(out->repl), "%s", v);
+    } else if (strcmp(k, "rebuild_from") == 0) {
+        snprintf(out->rebuild_from, sizeof(out->rebuild_from), "%s", v);
     } else if (strcmp(k, "tokens") == 0) {
         const char *p = v;
         while (*p) {
@@ -189,11 +195,12 @@ char *node_state_format(const struct node_state *st)
             "node_name=%s\ncluster_name=%s\ngeneration=%" PRId64
             "\nring_epoch=%" PRIu64
             "\njoining=%d\nleaving=%d\nleft=%d\nrepair_due=%d\nwait_join=%d"
-            "\nremoving=%s\nreplace=%s\ntokens=",
+            "\nremoving=%s\nreplace=%s\nreplication_version=%" PRIu64
+            "\nreplication=%s\nrebuild_from=%s\ntokens=",
             st->node_name, st->cluster_name, st->generation, st->ring_epoch,
             st->joining ? 1 : 0, st->leaving ? 1 : 0, st->left ? 1 : 0,
             st->repair_due ? 1 : 0, st->wait_join ? 1 : 0, st->removing,
-            st->replace);
+            st->replace, st->repl_version, st->repl, st->rebuild_from);
     for (int i = 0; i < st->ntokens; i++)
         fprintf(f, "%s%" PRIu64, i ? "," : "", st->tokens[i]);
     fprintf(f, "\n");

@@ -39,6 +39,16 @@ struct node_state {
     char replace[256];  /* the dead node this node replaces (announced BOOT
                            with its tokens, joining=1) or has replaced
                            (joining=0); "" when none (membership.c) */
+    /* The cluster's replication setting as this node last adopted it
+     * (`ringkv replication set`, gossiped; node/replication.h): its
+     * version (0: never set, the config file's `replication` rules) and
+     * its text ("dc1:3,dc2:3"). Kept over the config file's value. */
+    uint64_t repl_version;
+    char repl[512];
+    /* `ringkv rebuild --from DC` under way: the data centre it streams
+     * from ("" when none); a restart takes it up again
+     * (streaming/rebuild.c) */
+    char rebuild_from[256];
     int ntokens;
     uint64_t tokens[NODE_STATE_MAX_TOKENS];
 };

@@ -264,6 +264,8 @@ static void h_state_get(void *arg, struct stream_state *out)
              n->st.removing);
     snprintf(out->replacing, sizeof(out->replacing), "%.*s", STREAM_NAME_MAX,
              n->st.joining ? n->st.replace : "");
+    snprintf(out->rebuild_from, sizeof(out->rebuild_from), "%.*s",
+             STREAM_NAME_MAX, n->st.rebuild_from);
 }
 
 static int h_state_save(void *arg, const struct stream_state *st)
@@ -273,6 +275,8 @@ static int h_state_save(void *arg, const struct stream_state *st)
     n->st.leaving = st->leaving;
     n->st.left = st->left;
     snprintf(n->st.removing, sizeof(n->st.removing), "%s", st->removing);
+    snprintf(n->st.rebuild_from, sizeof(n->st.rebuild_from), "%s",
+             st->rebuild_from);
     return node__state_save(n);
 }
 

@@ -675,8 +675,8 @@ void repair_tick(repair *r)
     if (rc == 0) {
         rlog(r, REPAIR_LOG_INFO, "repair.after_join",
              "comparisons=%zu note=\"each range streamed in from one replica "
-             "is compared with the others, which may hold writes that one "
-             "missed\"",
+             "at a join, or gained with a replication change, is compared "
+             "with the other replicas, which may hold writes it lacks\"",
              r->nc);
         if (r->running)
             r->after_join = true; /* repair_end clears the due */
@@ -882,7 +882,8 @@ void repair_text(const repair *r, FILE *f)
     if (!r->begun)
         return;
     if (r->after_join)
-        fprintf(f, "The repair a node runs after joining by streaming "
+        fprintf(f, "The repair a node runs after joining by streaming, or "
+                   "after gaining replicas with a replication change "
                    "(repair_after_join):\n");
     char in[32], out[32];
     r->h.human_bytes(r->h.arg, in, sizeof(in), r->bytes_in);

@@ -45,8 +45,13 @@
  * the same tokens again and resumes each range from the position saved
  * after its last committed chunk ("progress kept across restarts",
  * below), or from its start when the node was down past the hint window.
+ *
+ * `ringkv rebuild --from DC` runs the same sessions with another plan
+ * ("a rebuild", below): every range the node replicates in its ring, from
+ * its replicas in DC, and nothing announced at the end.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +98,13 @@ struct join_donor {
 };
 
 struct stream_join {
+    /* `ringkv rebuild --from DC` ("a rebuild", below) rather than a join:
+     * the same sessions, planned against the ring (every range the node
+     * replicates, from the replicas in that data centre), and no
+     * announcement at the end. fresh: asked by the command, not resumed
+     * after a restart (positions left by an earlier one are not taken) */
+    bool rebuild, fresh;
+    char from_dc[STREAM_NAME_MAX + 1];
     struct stream_sess *sess;
     size_t ns;
     size_t asking; /* sessions in S_ASKING or S_COMMITTING */
@@ -109,7 +121,7 @@ struct stream_join {
     bool finished;        /* every range in: NORMAL announced */
     bool target_up;       /* the node replaced is UP again: finish waits */
     uint64_t ready_at;    /* mono ms: plan from then */
-    uint64_t start_ms;
+    uint64_t start_ms, end_ms;
     uint64_t last_log_ms;
     uint64_t keys, bytes; /* committed so far, all sessions */
     bool saving;          /* a save job on the pool */
@@ -125,6 +137,12 @@ struct stream_join {
 
 static void sess_ask(struct stream_sess *ss);
 static void stream_kick(stream *s);
+
+/* A join or a rebuild pulling ranges (begun, neither done nor aborted). */
+static bool pulling(const stream *s)
+{
+    return s->join && !s->join->finished && !s->join->aborted;
+}
 
 /* ---- the joining side ------------------------------------------------- */
 
@@ -356,6 +374,11 @@ static uint64_t save_token(stream *s)
 
 static void save_name(stream *s, struct ring_range r, char *out, size_t cap)
 {
+    if (s->join && s->join->rebuild) {
+        snprintf(out, cap, "rebuild.at.%016llx_%016llx",
+                 (unsigned long long)r.start, (unsigned long long)r.end);
+        return;
+    }
     snprintf(out, cap, "stream.at.%016llx.%016llx_%016llx",
              (unsigned long long)save_token(s), (unsigned long long)r.start,
              (unsigned long long)r.end);
@@ -363,6 +386,10 @@ static void save_name(stream *s, struct ring_range r, char *out, size_t cap)
 
 static void save_time_name(stream *s, char *out, size_t cap)
 {
+    if (s->join && s->join->rebuild) {
+        snprintf(out, cap, "rebuild.saved_ms");
+        return;
+    }
     snprintf(out, cap, "stream.saved_ms.%016llx",
              (unsigned long long)save_token(s));
 }
@@ -551,14 +578,16 @@ static int stream_plan(stream *s)
 {
     struct stream_join *st = s->join;
     const ring *from = stream__ring(s), *to = stream__ring_pending(s);
-    if (!to || !from)
+    if (!from || (!to && !st->rebuild))
         return RK_EINTERNAL;
     struct stream_state ns;
     stream__state(s, &ns);
     struct stream_plan_range *pr = NULL;
     size_t npr = 0;
-    int rc =
-        stream_plan_join(&pr, &npr, from, to, s->cfg.node_name, ns.replacing);
+    int rc = st->rebuild ? stream_plan_rebuild(&pr, &npr, from,
+                                               s->cfg.node_name, st->from_dc)
+                         : stream_plan_join(&pr, &npr, from, to,
+                                            s->cfg.node_name, ns.replacing);
     if (rc < 0)
         return rc;
     size_t nm = ring_node_count(from);
@@ -584,17 +613,30 @@ static int stream_plan(stream *s)
         sess_plan(&st->sess[st->ns++], s, &pr[i], from, nm);
     st->first_token = ns.first_token;
     st->planned = true;
-    stream_stall_start(s, &st->stall, "join", "join");
+    stream_stall_start(s, &st->stall, st->rebuild ? "rebuild" : "join",
+                       st->rebuild ? "rebuild" : "join");
     char plan[1024];
     double ratio = 0;
     donors_text(st, true, plan, sizeof(plan), &ratio);
-    SLOG(s, INFO, "stream.planned",
-         "ranges=%zu epoch=%llu replacing=%s donors=%zu ranges_by_donor=%s "
-         "largest_share_to_mean=%.2f",
-         st->ns, (unsigned long long)ring_epoch(from),
-         ns.replacing[0] ? ns.replacing : "-", st->ndonor, plan[0] ? plan : "-",
-         ratio);
-    stream_resume(s);
+    if (st->rebuild)
+        SLOG(s, INFO, "rebuild.planned",
+             "from=%s ranges=%zu epoch=%llu donors=%zu ranges_by_donor=%s "
+             "largest_share_to_mean=%.2f",
+             st->from_dc, st->ns, (unsigned long long)ring_epoch(from),
+             st->ndonor, plan[0] ? plan : "-", ratio);
+    else
+        SLOG(s, INFO, "stream.planned",
+             "ranges=%zu epoch=%llu replacing=%s donors=%zu "
+             "ranges_by_donor=%s largest_share_to_mean=%.2f",
+             st->ns, (unsigned long long)ring_epoch(from),
+             ns.replacing[0] ? ns.replacing : "-", st->ndonor,
+             plan[0] ? plan : "-", ratio);
+    if (st->fresh) { /* every position saved anew: none left of before */
+        for (size_t i = 0; i < st->ns; i++)
+            st->sess[i].unsaved = true;
+        stream_save(s);
+    } else
+        stream_resume(s);
 free_all:
     free(pr);
     free(live);
@@ -614,6 +656,14 @@ free_all:
 static void stream_finish(stream *s)
 {
     struct stream_join *st = s->join;
+    if (st->rebuild) {
+        st->finished = true;
+        st->end_ms = stream__now(s);
+        st->purge_due = true; /* the positions saved: no longer needed */
+        stream_save(s);
+        stream__rebuild_done(s);
+        return;
+    }
     struct stream_state rs;
     stream__state(s, &rs);
     uint64_t epoch = 0;
@@ -681,7 +731,7 @@ static void stream_finish(stream *s)
 static void stream_kick(stream *s)
 {
     struct stream_join *st = s->join;
-    if (!st || !st->planned || !stream_joining(s) || stream__stopping(s))
+    if (!st || !st->planned || !pulling(s) || stream__stopping(s))
         return;
     if (st->kicking) {
         st->rekick = true;
@@ -698,7 +748,7 @@ static void stream_kick(stream *s)
                       ? s->cfg.stream_donor_max_ranges
                       : 1;
         done = 0;
-        for (size_t i = 0; i < st->ns && stream_joining(s); i++) {
+        for (size_t i = 0; i < st->ns && pulling(s); i++) {
             struct stream_sess *ss = &st->sess[i];
             if (ss->state == S_DONE) {
                 done++;
@@ -727,9 +777,9 @@ static void stream_kick(stream *s)
             d->inflight++;
             sess_ask(ss);
         }
-    } while (st->rekick && stream_joining(s) && !stream__stopping(s));
+    } while (st->rekick && pulling(s) && !stream__stopping(s));
     st->kicking = false;
-    if (stream_joining(s) && done == st->ns && st->asking == 0)
+    if (pulling(s) && done == st->ns && st->asking == 0)
         stream_finish(s);
 }
 
@@ -815,7 +865,12 @@ bool stream_join_busy(const stream *s)
 
 bool stream_joining(const stream *s)
 {
-    return s->join && !s->join->finished && !s->join->aborted;
+    return pulling(s) && !s->join->rebuild;
+}
+
+bool stream_rebuilding(const stream *s)
+{
+    return pulling(s) && s->join->rebuild;
 }
 
 int stream_join_abort(stream *s, char *msg, size_t cap)
@@ -856,6 +911,8 @@ int stream_join_abort(stream *s, char *msg, size_t cap)
 
 int stream_join_begin(stream *s)
 {
+    if (stream_rebuilding(s))
+        return -EBUSY;
     if (s->join && (s->join->aborted || s->join->finished)) {
         if (stream_join_busy(s))
             return -EBUSY;
@@ -881,9 +938,22 @@ void stream__join_tick(stream *s)
         drop_start(s);
         return;
     }
-    if (!stream_joining(s) || stream__stopping(s))
+    if (!pulling(s) || stream__stopping(s))
         return;
     uint64_t now = stream__now(s);
+    if (!st->planned && st->rebuild) {
+        /* a rebuild resumed after a restart: once the ring is the
+         * cluster's and the node is in it */
+        if (now < st->ready_at || s->h.ring_stale(s->h.arg) ||
+            !s->h.ring_member(s->h.arg))
+            return;
+        int rc = stream_plan(s);
+        if (rc < 0) {
+            SLOG(s, ERROR, "rebuild.plan_fail", "from=%s error=\"%s\"",
+                 st->from_dc, rk_strerror(rc));
+            return;
+        }
+    }
     if (!st->planned) {
         /* another join that changes the same ranges goes first: asked from
          * the announcement on, so that the others hear early that this
@@ -923,6 +993,168 @@ void stream_join_poke(stream *s)
 {
     if (s->join && !s->join->planned)
         stream__join_tick(s);
+}
+
+/* ---- a rebuild ----------------------------------------------------------- */
+
+/* A rebuild is this file's join with other ranges and sources: its plan
+ * is every range the node replicates in its ring, each from the replicas
+ * in one data centre (stream_plan_rebuild), its positions are saved under
+ * names of their own ("rebuild.at.", so a join's are never taken), and its
+ * end announces nothing: it clears state.rebuild_from. */
+
+static int rebuild_new(stream *s, const char *dc)
+{
+    if (s->join) {
+        if (stream_join_busy(s))
+            return -EBUSY;
+        stream__join_free(s); /* the last join's or rebuild's summary */
+    }
+    s->join = calloc(1, sizeof(*s->join));
+    if (!s->join)
+        return -ENOMEM;
+    s->join->rebuild = true;
+    snprintf(s->join->from_dc, sizeof(s->join->from_dc), "%s", dc);
+    s->join->start_ms = stream__now(s);
+    s->join->ready_at = s->join->start_ms;
+    return 0;
+}
+
+static int
+rebuild_answer(char **text, size_t *len, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int
+rebuild_answer(char **text, size_t *len, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int l = vasprintf(text, fmt, ap);
+    va_end(ap);
+    if (l < 0) {
+        *text = NULL;
+        *len = 0;
+        return -ENOMEM;
+    }
+    *len = (size_t)l;
+    return rc;
+}
+
+int stream_rebuild_begin(stream *s, const char *dc, char **text, size_t *len)
+{
+    const char *me = s->cfg.node_name;
+    if (stream_rebuilding(s))
+        return rebuild_answer(text, len, RK_EBADREQ,
+                              "%s is rebuilding from %s already: `ringkv "
+                              "status` shows how far",
+                              me, s->join->from_dc);
+    if (stream_joining(s))
+        return rebuild_answer(text, len, RK_EBADREQ,
+                              "%s is joining: its join streams the ranges it "
+                              "replicates",
+                              me);
+    if (stream_leave_running(s))
+        return rebuild_answer(text, len, RK_EBADREQ,
+                              "%s is leaving the ring (or drives a removal): "
+                              "no rebuild meanwhile",
+                              me);
+    char why[256];
+    int rc = stream_ring_ready(s, why, sizeof(why));
+    if (rc < 0)
+        return rebuild_answer(text, len, rc, "%s", why);
+    const ring *r = stream__ring(s);
+    struct stream_plan_range *pr = NULL;
+    size_t npr = 0;
+    rc = r ? stream_plan_rebuild(&pr, &npr, r, me, dc) : RK_ENOTFOUND;
+    if (rc == RK_ENOTFOUND)
+        return rebuild_answer(text, len, RK_EBADREQ,
+                              "%s is not in its ring: nothing to rebuild", me);
+    if (rc < 0)
+        return rebuild_answer(text, len, rc, "cannot plan the rebuild: %s",
+                              rk_strerror(rc));
+    size_t lacking = 0;
+    struct ring_range first = {0, 0};
+    for (size_t i = 0; i < npr; i++)
+        if (pr[i].ncand == 0 && lacking++ == 0)
+            first = pr[i].range;
+    free(pr);
+    if (npr == 0)
+        return rebuild_answer(text, len, RK_EBADREQ,
+                              "%s replicates no range: the replication "
+                              "setting gives its data centre no replicas "
+                              "(`ringkv replication set` first)",
+                              me);
+    if (lacking)
+        return rebuild_answer(
+            text, len, RK_EBADREQ,
+            "data centre '%s' holds no replica of %zu of the %zu pieces %s "
+            "replicates, e.g. (%llu,%llu]: check the name against `ringkv "
+            "status` and the setting against `ringkv replication`",
+            dc, lacking, npr, me, (unsigned long long)first.start,
+            (unsigned long long)first.end);
+    struct stream_state st;
+    stream__state(s, &st);
+    snprintf(st.rebuild_from, sizeof(st.rebuild_from), "%s", dc);
+    rc = stream__state_save(s, &st);
+    if (rc < 0)
+        return rebuild_answer(text, len, rc,
+                              "cannot save the rebuild in node.state: %s",
+                              rk_strerror(rc));
+    rc = rebuild_new(s, dc);
+    if (rc < 0)
+        return rebuild_answer(text, len, rc, "cannot start the rebuild: %s",
+                              rk_strerror(rc));
+    s->join->fresh = true;
+    SLOG(s, INFO, "rebuild.begin", "from=%s pieces=%zu", dc, npr);
+    stream__join_tick(s); /* planned at once: the ring is ready */
+    return rebuild_answer(
+        text, len, 0,
+        "%s rebuilds from data centre %s: %zu pieces of the ranges it "
+        "replicates, streamed from their replicas there (within "
+        "stream_throughput_mb); it serves meanwhile, and a restart resumes "
+        "the rebuild. Progress: `ringkv status` or `ringkv netstats` on %s "
+        "(`ringkv rebuild --from %s --wait` follows it).",
+        me, dc, npr, me, dc);
+}
+
+int stream_rebuild_resume(stream *s, const char *dc)
+{
+    int rc = rebuild_new(s, dc);
+    if (rc == 0)
+        SLOG(s, INFO, "rebuild.resuming",
+             "from=%s note=\"a rebuild was cut short: it goes on once the "
+             "ring has settled (rebuild.planned, stream.resumed)\"",
+             dc);
+    return rc;
+}
+
+void stream__rebuild_done(stream *s)
+{
+    struct stream_join *st = s->join;
+    struct stream_state ns;
+    stream__state(s, &ns);
+    ns.rebuild_from[0] = '\0';
+    int rc = stream__state_save(s, &ns);
+    char sent[1024];
+    double ratio = 0;
+    donors_text(st, false, sent, sizeof(sent), &ratio);
+    SLOG(s, INFO, "rebuild.done",
+         "from=%s ranges=%zu keys=%llu bytes=%llu ms=%llu bytes_by_donor=%s "
+         "largest_donor_to_mean=%.2f saved=%d",
+         st->from_dc, st->ns, (unsigned long long)st->keys,
+         (unsigned long long)st->bytes,
+         (unsigned long long)(st->end_ms - st->start_ms), sent[0] ? sent : "-",
+         ratio, rc == 0);
+}
+
+void stream_rebuild_text(stream *s, FILE *f)
+{
+    const struct stream_join *st = s->join;
+    if (!st || !st->rebuild)
+        return;
+    if (stream_rebuilding(s))
+        stream__join_text(s, f);
+    else
+        stream__join_idle_text(s, f);
 }
 
 /* ---- netstats ------------------------------------------------------------ */
@@ -966,10 +1198,19 @@ void stream__join_text(stream *s, FILE *f)
     uint64_t ms = stream__now(s) - st->start_ms;
     struct stream_state ns;
     stream__state(s, &ns);
-    if (ns.replacing[0])
+    if (st->rebuild)
+        fprintf(f, "Rebuilding from data centre %s:\n", st->from_dc);
+    else if (ns.replacing[0])
         fprintf(f, "Mode: JOINING (replacing %s)\n", ns.replacing);
     else
         fprintf(f, "Mode: JOINING\n");
+    if (st->rebuild && !st->planned) {
+        fprintf(f,
+                "Waiting for the ring to settle (restarted %.1f s ago); "
+                "streaming goes on then.\n",
+                (double)ms / 1000);
+        return;
+    }
     if (!st->planned && st->queued_ms) {
         fprintf(f,
                 "Queued: waiting for %s for %.1f s: %s; streaming starts "
@@ -1035,7 +1276,16 @@ void stream__join_idle_text(stream *s, FILE *f)
                     ? "dropping what it had streamed in failed; tried "
                       "again each gossip tick"
                     : "dropping what it had streamed in");
-    else if (st && st->planned) {
+    else if (st && st->planned && st->rebuild) {
+        char b[32];
+        stream_human_bytes(b, sizeof(b), st->bytes);
+        fprintf(f,
+                "Rebuilt from %s: %zu ranges streamed in, %llu keys, %s in "
+                "%.1f s.\n",
+                st->from_dc, st->ns, (unsigned long long)st->keys, b,
+                (double)(st->end_ms - st->start_ms) / 1000);
+        donors_lines(st, f);
+    } else if (st && st->planned) {
         fprintf(f, "Joined with %zu ranges streamed in: %llu keys.\n", st->ns,
                 (unsigned long long)st->keys);
         donors_lines(st, f);

@@ -99,6 +99,68 @@ static void candidates(struct stream_plan_range *p,
         p->npref = p->ncand;
 }
 
+/* Whether member m of r is in data centre dc. */
+static bool in_dc(const ring *r, uint32_t m, const char *dc)
+{
+    struct ring_node_info ni;
+    return ring_node_get(r, &ni, m) == 0 && strcmp(ni.dc, dc) == 0;
+}
+
+/* The pieces of cut (ranges inside one arc of `from` each, candidates
+ * set) into *out, a piece that two candidates or more may send cut again
+ * into equal pieces while it is over a quarter of a donor's fair share
+ * of the total. 0 (*out malloc'd, NULL when none) or -ENOMEM. */
+static int pieces_split(struct stream_plan_range **out,
+                        size_t *nout,
+                        const struct plan_buf *cut,
+                        const ring *from)
+{
+    /* a donor's fair share: the token space over the donors that may
+     * send, each counted once */
+    uint64_t total = 0; /* weights */
+    size_t ndonors = 0;
+    size_t nn = ring_node_count(from);
+    bool *seen = calloc(nn ? nn : 1, sizeof(*seen));
+    if (!seen)
+        return -ENOMEM;
+    for (size_t i = 0; i < cut->n; i++) {
+        total += weight(cut->v[i].range);
+        for (uint32_t k = 0; k < cut->v[i].npref; k++)
+            if (!seen[cut->v[i].cand[k]]) {
+                seen[cut->v[i].cand[k]] = true;
+                ndonors++;
+            }
+    }
+    free(seen);
+    uint64_t piece_max =
+        ndonors > 1 ? total / (ndonors * PIECES_PER_DONOR) + 1 : UINT64_MAX;
+    struct plan_buf b = {0};
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < cut->n; i++) {
+        struct stream_plan_range p = cut->v[i];
+        uint64_t w = weight(p.range);
+        uint64_t k =
+            p.npref > 1 && w > piece_max ? (w + piece_max - 1) / piece_max : 1;
+        uint64_t step = width(p.range) / k, a = p.range.start,
+                 end = p.range.end;
+        for (uint64_t j = 0; rc == 0 && j < k; j++) {
+            uint64_t e = j + 1 == k ? end : a + step;
+            p.range = (struct ring_range){a, e};
+            p.weight = weight(p.range);
+            p.donor = 0;
+            rc = buf_push(&b, &p);
+            a = e;
+        }
+    }
+    if (rc < 0) {
+        free(b.v);
+        return rc;
+    }
+    *out = b.v;
+    *nout = b.n;
+    return 0;
+}
+
 int stream_plan_join(struct stream_plan_range **out,
                      size_t *nout,
                      const ring *from,
@@ -123,7 +185,7 @@ int stream_plan_join(struct stream_plan_range **out,
     uint32_t self_from = ring_node_find(from, self);
     uint32_t excl_from =
         excl && excl[0] ? ring_node_find(from, excl) : RING_NONE;
-    struct plan_buf cut = {0}, b = {0};
+    struct plan_buf cut = {0};
     /* each move this node gains, cut at the ring's tokens */
     for (size_t i = 0; rc == 0 && i < nmv; i++) {
         if (mv[i].gain != self_to)
@@ -139,52 +201,50 @@ int stream_plan_join(struct stream_plan_range **out,
         }
     }
     ring_plan_free(mv);
-    if (rc < 0)
-        goto free_cut;
-    /* a donor's fair share: the token space over the donors that may
-     * send, each counted once */
-    uint64_t total = 0; /* weights */
-    size_t ndonors = 0;
-    size_t nn = ring_node_count(from);
-    bool *seen = calloc(nn ? nn : 1, sizeof(*seen));
-    if (!seen) {
-        rc = -ENOMEM;
-        goto free_cut;
-    }
-    for (size_t i = 0; i < cut.n; i++) {
-        total += weight(cut.v[i].range);
-        for (uint32_t k = 0; k < cut.v[i].npref; k++)
-            if (!seen[cut.v[i].cand[k]]) {
-                seen[cut.v[i].cand[k]] = true;
-                ndonors++;
-            }
-    }
-    free(seen);
-    uint64_t piece_max =
-        ndonors > 1 ? total / (ndonors * PIECES_PER_DONOR) + 1 : UINT64_MAX;
-    for (size_t i = 0; rc == 0 && i < cut.n; i++) {
-        struct stream_plan_range p = cut.v[i];
-        uint64_t w = weight(p.range);
-        uint64_t k =
-            p.npref > 1 && w > piece_max ? (w + piece_max - 1) / piece_max : 1;
-        uint64_t step = width(p.range) / k, a = p.range.start,
-                 end = p.range.end;
-        for (uint64_t j = 0; rc == 0 && j < k; j++) {
-            uint64_t e = j + 1 == k ? end : a + step;
-            p.range = (struct ring_range){a, e};
-            p.weight = weight(p.range);
-            p.donor = 0;
-            rc = buf_push(&b, &p);
-            a = e;
+    if (rc == 0)
+        rc = pieces_split(out, nout, &cut, from);
+    free(cut.v);
+    return rc;
+}
+
+int stream_plan_rebuild(struct stream_plan_range **out,
+                        size_t *nout,
+                        const ring *r,
+                        const char *self,
+                        const char *from_dc)
+{
+    *out = NULL;
+    *nout = 0;
+    uint32_t me = ring_node_find(r, self);
+    if (me == RING_NONE)
+        return RK_ENOTFOUND;
+    size_t nr = ring_node_ranges(r, me, NULL, 0);
+    if (nr == 0)
+        return 0;
+    struct ring_range *rr = calloc(nr, sizeof(*rr));
+    if (!rr)
+        return -ENOMEM;
+    ring_node_ranges(r, me, rr, nr);
+    struct plan_buf cut = {0};
+    int rc = 0;
+    /* each range it replicates, cut at the ring's tokens: every piece in
+     * one arc, whose replicas in from_dc are its candidates */
+    for (size_t i = 0; rc == 0 && i < nr; i++)
+        for (uint64_t a = rr[i].start, e; rc == 0; a = e) {
+            e = cut_end(r, a, rr[i]);
+            struct stream_plan_range p = {.range = {a, e}};
+            candidates(&p, r, me, RING_NONE, from_dc);
+            p.ncand = p.npref < p.ncand ? p.npref : p.ncand;
+            if (p.ncand && !in_dc(r, p.cand[0], from_dc))
+                p.ncand = 0; /* none in from_dc: candidates() took any */
+            p.npref = p.ncand;
+            rc = buf_push(&cut, &p);
+            if (e == rr[i].end)
+                break;
         }
-    }
-    if (rc < 0) {
-        free(b.v);
-        goto free_cut;
-    }
-    *out = b.v;
-    *nout = b.n;
-free_cut:
+    free(rr);
+    if (rc == 0)
+        rc = pieces_split(out, nout, &cut, r);
     free(cut.v);
     return rc;
 }

@@ -398,6 +398,9 @@ void stream_text(stream *s, FILE *f, const char *idle_mode)
         stream__join_text(s, f);
     } else if (s->leave) {
         stream__leave_text(s, f);
+    } else if (stream_rebuilding(s)) {
+        fprintf(f, "Mode: %s\n", idle_mode);
+        stream__join_text(s, f);
     } else {
         fprintf(f, "Mode: %s\n", idle_mode);
         stream__join_idle_text(s, f);

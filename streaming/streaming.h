@@ -73,6 +73,9 @@ struct stream_state {
     /* joining in the place of this dead node (replace), or "": the join
      * never asks it, and announces it REMOVED before NORMAL */
     char replacing[STREAM_NAME_MAX + 1];
+    /* `ringkv rebuild --from DC` under way: DC, or "" (kept across
+     * restarts: a restart takes the rebuild up again) */
+    char rebuild_from[STREAM_NAME_MAX + 1];
 };
 
 /* A piece of work for the host's thread pool: work() off the loop, then
@@ -253,6 +256,27 @@ bool stream_join_busy(const stream *s);
  * logged (stream.leftover_progress) and deleted. */
 void stream_join_leftover(stream *s);
 
+/* ---- a rebuild (join.c) -------------------------------------------------- */
+
+/* `ringkv rebuild --from DC`: stream every range this node replicates in
+ * its ring from the replicas in data centre DC (a data centre that had no
+ * replicas before a replication change gets its data so), with the join's
+ * sessions: chunks committed last-write-wins through the group commit,
+ * positions saved each tick (a restart resumes, state.rebuild_from), the
+ * throughput budget, progress in netstats. The node serves meanwhile.
+ * Returns at once with the operator's answer (*text, malloc'd): 0, or
+ * RK_EBADREQ (joining, leaving, a rebuild running, DC holds no replica of
+ * some range, nothing to rebuild) / RK_ESTALE, or -ENOMEM. */
+int stream_rebuild_begin(stream *s, const char *dc, char **text, size_t *len);
+/* At start with state.rebuild_from set: the rebuild goes on (planned once
+ * the ring has settled). 0 or -ENOMEM. */
+int stream_rebuild_resume(stream *s, const char *dc);
+/* A rebuild under way (begun, not done). */
+bool stream_rebuilding(const stream *s);
+/* `ringkv status`: the rebuild's line (under way, or the last one's end),
+ * if there was one. */
+void stream_rebuild_text(stream *s, FILE *f);
+
 /* ---- a join's plan and donors (join_plan.c, pure) ----------------------- */
 
 /* A piece of what a join pulls: a range inside one arc of the ring, and
@@ -280,6 +304,16 @@ int stream_plan_join(struct stream_plan_range **out,
                      const ring *to,
                      const char *self,
                      const char *excl);
+/* The pieces a rebuild from data centre from_dc pulls to node `self`:
+ * every range self replicates in ring r, cut at r's tokens (and cut again
+ * as stream_plan_join does), each piece's candidates its replicas in
+ * from_dc (ncand 0 when none is there). *out malloc'd (free()), NULL when
+ * none. 0, RK_ENOTFOUND (self not in r), -ENOMEM. Pure. */
+int stream_plan_rebuild(struct stream_plan_range **out,
+                        size_t *nout,
+                        const ring *r,
+                        const char *self,
+                        const char *from_dc);
 /* Choose each piece's donor among its first npref candidates that are
  * live (live[member]; NULL: all are) so that the weight spreads: the
  * biggest pieces first, each to the candidate with the least weight so

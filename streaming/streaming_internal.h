@@ -119,6 +119,8 @@ void stream__join_tick(stream *s);
 void stream__join_text(stream *s, FILE *f);
 void stream__join_idle_text(stream *s, FILE *f);
 void stream__join_free(stream *s);
+/* A rebuild's sessions are all done: state.rebuild_from cleared, logged. */
+void stream__rebuild_done(stream *s);
 void stream__leave_tick(stream *s);
 void stream__leave_text(stream *s, FILE *f);
 void stream__leave_free(stream *s);

@@ -68,9 +68,12 @@ enum wire_cop {
     WIRE_COP_NETSTATS = 45,
     WIRE_COP_ABORT = 46,    /* stop the node's decommission or removenode */
     WIRE_COP_SNAPSHOT = 47, /* args: none, or the TAG */
-    WIRE_COP_LISTSNAPSHOTS = 48, /* text: a row per snapshot */
-    WIRE_COP_CLEARSNAPSHOT = 49, /* args: the TAG, or "--all" */
-    WIRE_COP_RELOADTLS = 50      /* load the TLS certificates again */
+    WIRE_COP_LISTSNAPSHOTS = 48,   /* text: a row per snapshot */
+    WIRE_COP_CLEARSNAPSHOT = 49,   /* args: the TAG, or "--all" */
+    WIRE_COP_RELOADTLS = 50,       /* load the TLS certificates again */
+    WIRE_COP_REPLICATION = 51,     /* text: each node's replication setting */
+    WIRE_COP_REPLICATION_SET = 52, /* args: the setting ("dc1:3,dc2:3") */
+    WIRE_COP_REBUILD = 53          /* args: the data centre to stream from */
 };
 
 /* Consistency levels; 0 (field absent) means the server's default. */

@@ -303,6 +303,19 @@ static int fake_answer(struct fake *f,
         r->has = WIRE_CRESP_TEXT;
         r->text = RK_SLICE("cleanup started", 15);
         return 1;
+    case WIRE_COP_REPLICATION:
+    case WIRE_COP_REPLICATION_SET:
+    case WIRE_COP_REBUILD: {
+        /* the op and its argument, echoed */
+        static char echo[128];
+        bool a = (q->has & WIRE_CREQ_ARGS) && q->nargs;
+        int l = snprintf(echo, sizeof(echo), "%s %.*s", wire_cop_name(q->op),
+                         a ? (int)q->args[0].len : 0,
+                         a ? (const char *)q->args[0].p : "");
+        r->has = WIRE_CRESP_TEXT;
+        r->text = RK_SLICE(echo, (size_t)l);
+        return 1;
+    }
     case WIRE_COP_STATUS:
         r->has = WIRE_CRESP_EPOCH | WIRE_CRESP_FPRINT | WIRE_CRESP_NODES;
         r->epoch = 3;
@@ -1464,6 +1477,44 @@ START_TEST(cli_usage_and_connection)
 }
 END_TEST
 
+/* `replication`, `replication set SETTING` and `rebuild --from DC`: the
+ * ops and arguments sent, and the usage errors (exit 2) caught before. */
+START_TEST(cli_replication_and_rebuild)
+{
+    struct fake *f = fake_start(false, NULL);
+    char out[8192], err[8192];
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "replication", NULL, NULL, NULL, NULL), 0);
+    ck_assert_str_eq(out, "REPLICATION \n");
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "replication", "set", "dc1:3,dc2:3", NULL, NULL),
+        0);
+    ck_assert_str_eq(out, "REPLICATION_SET dc1:3,dc2:3\n");
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "rebuild", "--from", "dc1", NULL, NULL), 0);
+    ck_assert_str_eq(out, "REBUILD dc1\n");
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "rebuild", "--from=dc2", NULL, NULL, NULL), 0);
+    ck_assert_str_eq(out, "REBUILD dc2\n");
+    /* usage errors */
+    ck_assert_int_eq(cli(f, NULL, out, err, "rebuild", NULL, NULL, NULL, NULL),
+                     2);
+    ck_assert_ptr_nonnull(strstr(err, "--from DC"));
+    ck_assert_int_eq(cli(f, NULL, out, err, "rebuild", "dc1", NULL, NULL, NULL),
+                     2);
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "replication", "set", NULL, NULL, NULL), 2);
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "replication", "get", "dc1:3", NULL, NULL), 2);
+    ck_assert_int_eq(
+        cli(f, NULL, out, err, "replication", "set", "a:1", "b:1", NULL), 2);
+    ck_assert_int_eq(cli(f, NULL, out, err, "get", "k", "--from", "dc1", NULL),
+                     2);
+    ck_assert_ptr_nonnull(strstr(err, "--from applies to rebuild only"));
+    fake_stop(f);
+}
+END_TEST
+
 START_TEST(cli_password)
 {
     struct fake *f = fake_start(false, "pw");
@@ -1588,6 +1639,7 @@ static Suite *client_suite(void)
     tcase_add_test(tc, cli_status);
     tcase_add_test(tc, cli_ring_endpoints_metrics);
     tcase_add_test(tc, cli_usage_and_connection);
+    tcase_add_test(tc, cli_replication_and_rebuild);
     tcase_add_test(tc, cli_password);
     tcase_add_test(tc, load_generator_runs);
     tcase_add_test(tc, load_counts_unresolvable_host_as_connection);

@@ -54,7 +54,7 @@ START_TEST(format_simple_strategy)
     c.internode_port = 7101;
     c.client_port = 7480;
     char v[GOSSIP_VALUE_MAX];
-    int l = node__schema_format(v, sizeof(v), &c, false, NULL);
+    int l = node__schema_format(v, sizeof(v), &c, 0, false, NULL);
     ck_assert_str_eq(v, "repl=*:2 internode=7101 client=7480");
     ck_assert_int_eq(l, (int)strlen(v));
 }
@@ -70,8 +70,8 @@ START_TEST(format_orders_dcs_by_name)
     repl_set(&b, 3, (const char *[]){"north", "east", "west"},
              (int[]){1, 3, 2});
     char va[GOSSIP_VALUE_MAX], vb[GOSSIP_VALUE_MAX];
-    node__schema_format(va, sizeof(va), &a, false, NULL);
-    node__schema_format(vb, sizeof(vb), &b, false, NULL);
+    node__schema_format(va, sizeof(va), &a, 0, false, NULL);
+    node__schema_format(vb, sizeof(vb), &b, 0, false, NULL);
     ck_assert_str_eq(va, "repl=east:3,north:1,west:2 internode=7001 "
                          "client=7380");
     ck_assert_str_eq(va, vb);
@@ -84,7 +84,7 @@ START_TEST(format_parked_reads_back)
     c.internode_port = 7201;
     c.client_port = 7580;
     char v[GOSSIP_VALUE_MAX];
-    int l = node__schema_format(v, sizeof(v), &c, true, NULL);
+    int l = node__schema_format(v, sizeof(v), &c, 0, true, NULL);
     ck_assert_str_eq(v, "repl=dc1:3 internode=7201 client=7580 join=wait");
     struct rk_slice s = RK_SLICE(v, (size_t)l);
     ck_slice(node__schema_repl(s), "dc1:3");
@@ -92,7 +92,7 @@ START_TEST(format_parked_reads_back)
     ck_assert_uint_eq(node__schema_port(s, "client", 1), 7580);
     ck_assert(node__schema_flag(s, "join=wait"));
 
-    l = node__schema_format(v, sizeof(v), &c, false, NULL);
+    l = node__schema_format(v, sizeof(v), &c, 0, false, NULL);
     s = RK_SLICE(v, (size_t)l);
     ck_assert(!node__schema_flag(s, "join=wait"));
     ck_assert_uint_eq(node__schema_port(s, "client", 1), 7580);
@@ -264,7 +264,7 @@ START_TEST(format_replacing_reads_back)
 {
     struct node_config c = NODE_CONFIG_INIT;
     char v[GOSSIP_VALUE_MAX], name[GOSSIP_NAME_MAX + 1];
-    int l = node__schema_format(v, sizeof(v), &c, true, "n4");
+    int l = node__schema_format(v, sizeof(v), &c, 0, true, "n4");
     ck_assert_str_eq(v, "repl=dc1:3 internode=7001 client=7380 join=wait "
                         "replacing=n4");
     ck_assert_int_eq(l, (int)strlen(v));
@@ -273,7 +273,7 @@ START_TEST(format_replacing_reads_back)
     ck_assert(node__schema_flag(str(v), "join=wait"));
     ck_assert_uint_eq(node__schema_port(str(v), "client", 1), 7380);
     /* none, or an empty name: "" */
-    node__schema_format(v, sizeof(v), &c, false, "");
+    node__schema_format(v, sizeof(v), &c, 0, false, "");
     node__schema_replacing(name, sizeof(name), str(v));
     ck_assert_str_eq(name, "");
     node__schema_replacing(name, sizeof(name), str("repl=dc1:3 replacing="));
