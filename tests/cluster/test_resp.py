@@ -84,11 +84,11 @@ def main():
     # is sent again (the same SET is the same write; reads are
     # idempotent), as in CI 2026-12-06; any other error fails.
     def big_op(what, fn):
-        for attempt in range(4):
+        for attempt in range(6):
             try:
                 return fn()
             except redis.ResponseError as e:
-                h.check(str(e).startswith("TIMEOUT") and attempt < 3,
+                h.check(str(e).startswith("TIMEOUT") and attempt < 5,
                         "%s: %s" % (what, e))
                 time.sleep(2)
     # a socket timeout long enough for 60 MiB through ASan on 2 loaded

@@ -653,19 +653,30 @@ static int count_calls(const struct rpc_res *r, size_t n, int *status_seen)
     return total;
 }
 
-static net_peers *
-peers_start(struct env *e, const struct net_handshake *hs, size_t max_queued)
+/* Peers whose reconnections back off between backoff_min_ms and
+ * backoff_max_ms. */
+static net_peers *peers_start_backoff(struct env *e,
+                                      const struct net_handshake *hs,
+                                      size_t max_queued,
+                                      uint32_t backoff_min_ms,
+                                      uint32_t backoff_max_ms)
 {
     net_peers *p;
     struct net_peers_opts o = NET_PEERS_OPTS_INIT;
     o.hs = hs;
-    o.backoff_min_ms = 20;
-    o.backoff_max_ms = 80;
+    o.backoff_min_ms = backoff_min_ms;
+    o.backoff_max_ms = backoff_max_ms;
     o.connect_timeout_ms = 5000;
     if (max_queued)
         o.max_queued = max_queued;
     ck_assert_int_eq(net_peers_new(&p, &e->loop, &o), 0);
     return p;
+}
+
+static net_peers *
+peers_start(struct env *e, const struct net_handshake *hs, size_t max_queued)
+{
+    return peers_start_backoff(e, hs, max_queued, 20, 80);
 }
 
 #define NPIPE 20000
@@ -1604,8 +1615,12 @@ START_TEST(handshake_refuses_wrong_secret)
     char a[64];
     addr_of(a, sizeof(a), net_server_port(v.s));
 
-    /* A node with the wrong secret: it refuses the server's answer. */
-    net_peers *p = peers_start(&e, &hook_b, 0);
+    /* A node with the wrong secret: it refuses the server's answer. Its
+     * backoff is long: with 20 ms, a loop turn slower than that (ASan on
+     * a loaded machine, make test 2026-12-06) ran the backoff's timer in
+     * the turn that failed the request, and the peer was idle again by
+     * the check. */
+    net_peers *p = peers_start_backoff(&e, &hook_b, 0, 5000, 5000);
     struct rpc_res r = {0};
     ck_assert_int_eq(
         net_peers_request(p, a, RK_SLICE("12345678", 8), 60000, rpc_cb, &r), 0);
