@@ -64,6 +64,7 @@ class Writer(threading.Thread):
         self.stop = False
         self.i = 0
         self.shed = 0
+        self.timeouts = 0  # PUTs sent again after a TIMEOUT
 
     def set_nodes(self, names, phase):
         with self.lock:
@@ -90,9 +91,19 @@ class Writer(threading.Thread):
                     c = clients[name] = h.Client(IP[name], timeout=10)
                 # OVERLOADED: shed before anything was done (ringkv-load
                 # saturates the nodes in step 4); back off and send again,
-                # as a client is asked to
+                # as a client is asked to. TIMEOUT: the replicas too slow
+                # under that load (ASan, a loaded host: make test
+                # 2026-12-06, one write of ~1,500 while node3 died); the
+                # same PUT is sent again (the same value: it may be
+                # applied twice), at most 3 times, so a write that
+                # cannot be done still fails the drill
+                timeouts = 0
                 for _ in range(50):
                     r = c.call("PUT", key=key, value="v-" + key, cl="QUORUM")
+                    if r.err == "TIMEOUT" and timeouts < 3:
+                        timeouts += 1
+                        self.timeouts += 1
+                        continue
                     if r.err != "OVERLOADED":
                         break
                     self.shed += 1
@@ -347,8 +358,8 @@ def drills(d):
     h.check(mine and miss == [], "node7 lacks %d of its %d keys at ONE" %
             (len(miss), len(mine)))
     print("%d acknowledged QUORUM writes (%d times shed OVERLOADED and sent "
-          "again), every one read back; node7 has its %d" %
-          (len(acked), w.shed, len(mine)))
+          "again, %d TIMEOUT and sent again), every one read back; node7 "
+          "has its %d" % (len(acked), w.shed, w.timeouts, len(mine)))
 
 
 if __name__ == "__main__":
