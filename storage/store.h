@@ -261,6 +261,14 @@ int store_get_raw(uint8_t **out,
                   store *s,
                   struct rk_slice key);
 
+/* As store_get_raw, but the record is copied into the caller's buffer *buf
+ * of *cap bytes (NULL and 0 at first), which is grown with realloc when it
+ * is too small (*buf and *cap are updated; the caller frees *buf, on
+ * failure too). Lets a caller that reads often keep one buffer instead of
+ * a malloc and a free per read. *out_len is set only on success. */
+int store_get_raw_into(
+    uint8_t **buf, size_t *cap, size_t *out_len, store *s, struct rk_slice key);
+
 /* ---- Ranges ------------------------------------------------------------- */
 
 struct store_range {
