@@ -200,7 +200,8 @@ typedef struct store_batch store_batch;
 int store_batch_new(store_batch **out);
 void store_batch_free(store_batch *b); /* NULL is a no-op */
 
-/* Empty the batch for reuse (keeps its memory). */
+/* Empty the batch for reuse (keeps its memory, within bounds: the copy
+ * chunks of a few writes' worth and a log record buffer up to 1 MiB). */
 void store_batch_reset(store_batch *b);
 
 /* Append a write of the encoded record `rec` to `key` (token =

@@ -366,6 +366,61 @@ START_TEST(batch_results)
 }
 END_TEST
 
+/* One batch reused (store_batch_reset) for several commits: its copies of
+ * the writes live in chunks it keeps, so a round of writes filling more
+ * than one chunk, with a value too large for a chunk among them, must
+ * come out whole each time, and the writes of the round before must not
+ * show through. */
+START_TEST(batch_reuse_keeps_copies_apart)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    store_batch *b;
+    ck_assert_int_eq(store_batch_new(&b), 0);
+    char key[32], val[64];
+    char *big = malloc(40000);
+    ck_assert_ptr_nonnull(big);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 1500; i++) { /* ~75 KiB of copies */
+            snprintf(key, sizeof(key), "k%04d", i);
+            snprintf(val, sizeof(val), "round %d value %04d", round, i);
+            size_t n;
+            uint8_t *r = rec(&n, (uint64_t)round + 1, 0, 0, val, strlen(val));
+            ck_assert_int_eq(
+                store_batch_add(b, RK_SLICE(key, strlen(key)), RK_SLICE(r, n)),
+                0);
+            free(r);
+        }
+        memset(big, 'a' + round, 40000);
+        size_t n;
+        uint8_t *r = rec(&n, (uint64_t)round + 1, 0, 0, big, 40000);
+        ck_assert_int_eq(store_batch_add(b, RK_SLICE("big", 3), RK_SLICE(r, n)),
+                         0);
+        free(r);
+        ck_assert_int_eq(store_batch_commit(s, b), 0);
+        for (size_t i = 0; i < store_batch_count(b); i++)
+            ck_assert_int_eq(store_batch_result(b, i), 0);
+        store_batch_reset(b);
+        for (int i = 0; i < 1500; i += 149) {
+            snprintf(key, sizeof(key), "k%04d", i);
+            snprintf(val, sizeof(val), "round %d value %04d", round, i);
+            expect(s, key, val);
+        }
+        char *v = get(s, "big", 1);
+        ck_assert_ptr_nonnull(v);
+        ck_assert_uint_eq(strlen(v), 40000);
+        ck_assert_int_eq(v[0], 'a' + round);
+        ck_assert_int_eq(v[39999], 'a' + round);
+        free(v);
+    }
+    free(big);
+    store_batch_free(b);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 /* store_batch_commit_many: each batch gets the results store_batch_commit
  * would give it (an empty batch, one whose key no range holds, LWW between
  * batches of one call in both orders), and what it acknowledged is in the
@@ -2876,6 +2931,7 @@ static Suite *storage_suite(void)
     tcase_add_test(tc, put_get_lww_in_store);
     tcase_add_test(tc, get_raw_into_reuses_buffer);
     tcase_add_test(tc, batch_results);
+    tcase_add_test(tc, batch_reuse_keeps_copies_apart);
     tcase_add_test(tc, limits_big_keys_and_values);
     tcase_add_test(tc, corrupt_stored_record);
     tcase_add_test(tc, bad_options);
