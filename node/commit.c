@@ -16,8 +16,9 @@
  * one-machine cluster kept six log syncs in flight on one disk, each taking
  * ~1.1 ms. With one committer a sync takes ~0.5 ms there, and redis-benchmark
  * SET at -P 1 went from 14.6-16.3k to 15.6-19.1k/s in three paired runs
- * (docs/performance.md). NODE_COMMITTERS could be raised for a disk that
- * completes concurrent flushes in parallel (storage/wal.c lets two run).
+ * (docs/performance-resp-history.md). NODE_COMMITTERS could be raised for a
+ * disk that completes concurrent flushes in parallel (storage/wal.c lets two
+ * run).
  *
  * Like every ringkvd thread, the committer runs under SCHED_BATCH by
  * default (cpu_scheduling, set in main.c before any thread starts): its
@@ -26,7 +27,7 @@
  * the next free slice, with a larger group waiting by then. On the
  * one-machine demo cluster (3 nodes and redis-benchmark on 2 vCPUs) the
  * committer alone under SCHED_BATCH gave 1.19-1.28x SET/s at -P 1 in
- * paired runs, neutral at -P 16 (docs/performance.md).
+ * paired runs, neutral at -P 16 (docs/performance-resp-history.md).
  */
 #include "node/commit.h"
 

@@ -410,7 +410,7 @@ void store__bg_due(store *s, int flags)
  * when it fills), nothing waits for it (reads look in the memtable first,
  * scans, checkpoints and drops apply it first), and replay after a crash
  * starts at the last checkpoint either way. SET at -P 1 on the demo
- * cluster: 1.08-1.12x in 10 paired runs (docs/performance.md). */
+ * cluster: 1.08-1.12x in 10 paired runs (docs/performance-resp-history.md). */
 #define STORE__FLUSH_MS 10000
 #define STORE__CKPT_MS                                    \
     60000 /* a checkpoint at least this often, if written \
