@@ -16,8 +16,9 @@
  * one-machine cluster kept six log syncs in flight on one disk, each taking
  * ~1.1 ms. With one committer a sync takes ~0.5 ms there, and redis-benchmark
  * SET at -P 1 went from 14.6-16.3k to 15.6-19.1k/s in three paired runs
- * (docs/performance.md). NODE_COMMITTERS could be raised for a disk that
- * completes concurrent flushes in parallel (storage/wal.c lets two run).
+ * (docs/performance-resp-history.md). NODE_COMMITTERS could be raised for a
+ * disk that completes concurrent flushes in parallel (storage/wal.c lets two
+ * run).
  *
  * Like every ringkvd thread, the committer runs under SCHED_BATCH by
  * default (cpu_scheduling, set in main.c before any thread starts): its
@@ -26,7 +27,7 @@
  * the next free slice, with a larger group waiting by then. On the
  * one-machine demo cluster (3 nodes and redis-benchmark on 2 vCPUs) the
  * committer alone under SCHED_BATCH gave 1.19-1.28x SET/s at -P 1 in
- * paired runs, neutral at -P 16 (docs/performance.md).
+ * paired runs, neutral at -P 16 (docs/performance-resp-history.md).
  */
 #include "node/commit.h"
 
@@ -46,9 +47,24 @@ struct commit_waiter {
     void *arg;
 };
 
-static struct commit_job *job_new(void)
+/* Committed jobs kept for reuse (n->commit.spare): their batch's write
+ * array and copy chunks and their waiter array stay allocated, so a loop
+ * turn's batch costs no malloc in the steady state. */
+#define COMMIT_SPARE 4
+
+static struct commit_job *job_new(node *n)
 {
-    struct commit_job *j = calloc(1, sizeof(*j));
+    struct commit_job *j = n->commit.spare;
+    if (j) {
+        n->commit.spare = j->next;
+        n->commit.nspare--;
+        j->next = NULL;
+        j->status = 0;
+        j->lead = false;
+        j->us = 0;
+        return j;
+    }
+    j = calloc(1, sizeof(*j));
     if (!j)
         return NULL;
     if (store_batch_new(&j->batch) < 0) {
@@ -65,6 +81,21 @@ static void job_free(struct commit_job *j)
     store_batch_free(j->batch);
     free(j->waiters);
     free(j);
+}
+
+/* j's waiters have been told: keep it for job_new, or free it. */
+static void job_done(node *n, struct commit_job *j)
+{
+    if (!n->commit.cq.inited || n->commit.nspare >= COMMIT_SPARE ||
+        j->cap > 4096) {
+        job_free(j);
+        return;
+    }
+    store_batch_reset(j->batch);
+    j->nwaiters = 0;
+    j->next = n->commit.spare;
+    n->commit.spare = j;
+    n->commit.nspare++;
 }
 
 static void job_fail(struct commit_job *j, int rc)
@@ -85,7 +116,7 @@ int node__commit_add(node *n,
     if (!n->store)
         return RK_ECLOSED;
     if (!n->commit.open) {
-        n->commit.open = job_new();
+        n->commit.open = job_new(n);
         if (!n->commit.open)
             return -ENOMEM;
     }
@@ -178,7 +209,7 @@ static void on_commit_done(uv_async_t *a)
                 j->status < 0 ? j->status : store_batch_result(j->batch, i);
             j->waiters[i].cb(rc, j->waiters[i].arg);
         }
-        job_free(j);
+        job_done(n, j);
         j = next;
     }
     node__stop_progress(n);
@@ -252,4 +283,10 @@ void node__commit_free(node *n)
         q->async_open = false;
         uv_close((uv_handle_t *)&q->async, NULL);
     }
+    while (n->commit.spare) {
+        struct commit_job *j = n->commit.spare;
+        n->commit.spare = j->next;
+        job_free(j);
+    }
+    n->commit.nspare = 0;
 }

@@ -51,8 +51,10 @@ struct commit_queue {
 
 /* The group commit's part of struct node (n->commit). */
 struct node_commit {
-    struct commit_job *open; /* collecting */
-    int running;             /* jobs queued or being committed */
+    struct commit_job *open;  /* collecting */
+    int running;              /* jobs queued or being committed */
+    struct commit_job *spare; /* committed, kept for reuse (commit.c) */
+    int nspare;
     struct commit_queue cq;
 };
 

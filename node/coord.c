@@ -170,6 +170,8 @@ static void meter_detach(struct creq *q)
 /* Frees a released request and the encode buffers it kept. */
 static void creq_free(struct creq *q)
 {
+    for (uint32_t i = 0; i < RING_MAX_REPLICAS; i++)
+        free(q->rbuf[i].p);
     rpc_buf_free(&q->wmsg);
     free(q->srec);
     free(q);
@@ -182,7 +184,10 @@ static void creq_release(struct creq *q)
     struct coord *c = q->c;
     meter_detach(q);
     for (uint32_t i = 0; i < q->plan.nrep; i++)
-        free(q->r[i].buf);
+        if (q->rbuf[i].cap > COORD_BUF_KEEP) {
+            free(q->rbuf[i].p);
+            q->rbuf[i] = (struct cbuf){NULL, 0};
+        }
     c->h.release(c->h.arg, q->hold);
     if (q->key != q->kbuf)
         free(q->key);
@@ -688,8 +693,10 @@ struct creq *node__coord_req_new(struct coord *c,
         q->wmsg = (struct rpc_buf)RPC_BUF_INIT;
         q->srec = NULL;
         q->srec_cap = 0;
-        for (uint32_t i = 0; i < RING_MAX_REPLICAS; i++)
+        for (uint32_t i = 0; i < RING_MAX_REPLICAS; i++) {
             q->ctx[i] = (struct cctx){.q = q, .i = i};
+            q->rbuf[i] = (struct cbuf){NULL, 0};
+        }
     }
     memset(q, 0, CREQ_ZEROED);
     rpc_buf_reset(&q->wmsg);

@@ -70,8 +70,9 @@ struct coord_host {
      * of, so that ready() says stale until its ring has reached it. */
     void (*ring_behind)(void *arg, uint64_t epoch);
     /* The local replica: a write, answered later through cb (an error
-     * returned: cb never called); a read, at once (value malloc'd into
-     * *buf, the caller frees). */
+     * returned: cb never called); a read, at once (the value is copied
+     * into the caller's buffer *buf of *cap bytes, grown with realloc when
+     * too small; the caller keeps it and frees it). */
     int (*local_write)(void *arg,
                        struct rk_slice key,
                        const struct rpc_record *rec,
@@ -81,7 +82,8 @@ struct coord_host {
                       struct rk_slice key,
                       bool *found,
                       struct rpc_record *rec,
-                      uint8_t **buf);
+                      uint8_t **buf,
+                      size_t *cap);
     /* 0, or RK_EFULL while the local replica would refuse writes for lack
      * of disk space (the store's disk reserve, with a margin): a write
      * that needs a copy here is then refused before anything is sent. */

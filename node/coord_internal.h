@@ -34,11 +34,18 @@ struct crep {
     const char *iaddr;
 };
 
-/* What a replica's read returned. */
+/* What a replica's read returned; rec.value points into the request's
+ * rbuf[] of the same index. */
 struct creply {
     bool found;
     struct rpc_record rec;
-    uint8_t *buf; /* owns rec.value */
+};
+
+/* A buffer a request keeps across reuse (up to COORD_BUF_KEEP bytes), so
+ * that a read costs no malloc in the steady state. */
+struct cbuf {
+    uint8_t *p;
+    size_t cap;
 };
 
 struct creq;
@@ -122,7 +129,8 @@ struct creq {
     struct creply r[RING_MAX_REPLICAS];
     struct crep rp[RING_MAX_REPLICAS];
     /* ---- kept across reuse ---- */
-    struct cctx ctx[RING_MAX_REPLICAS]; /* {q, i}: set once at malloc */
+    struct cctx ctx[RING_MAX_REPLICAS];  /* {q, i}: set once at malloc */
+    struct cbuf rbuf[RING_MAX_REPLICAS]; /* r[i]'s value */
     struct creq *next_free;
     struct rpc_buf wmsg; /* encoded rpc_write (or rpc_read) */
     uint8_t *srec;       /* encoded store record (hints) */

@@ -192,9 +192,10 @@ static int host_local_read(void *arg,
                            struct rk_slice key,
                            bool *found,
                            struct rpc_record *rec,
-                           uint8_t **buf)
+                           uint8_t **buf,
+                           size_t *cap)
 {
-    return node__local_read(arg, key, found, rec, buf);
+    return node__local_read(arg, key, found, rec, buf, cap);
 }
 
 static int host_rpc(void *arg,

@@ -52,7 +52,7 @@ static int send_read(struct creq *q, uint32_t i)
     if (q->plan.rep[i].self) {
         bool found;
         int rc = c->h.local_read(c->h.arg, RK_SLICE(q->key, q->klen), &found,
-                                 &q->r[i].rec, &q->r[i].buf);
+                                 &q->r[i].rec, &q->rbuf[i].p, &q->rbuf[i].cap);
         if (rc < 0) {
             coord_plan_answered(&q->plan, i, false);
             node__coord_note_replica_failure(q, rc);
@@ -360,13 +360,22 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
         q->r[i].found = rr.found;
         if (rr.found) {
             q->r[i].rec = rr.rec;
-            q->r[i].buf = malloc(rr.rec.value.len ? rr.rec.value.len : 1);
-            if (!q->r[i].buf) {
+            struct cbuf *b = &q->rbuf[i];
+            size_t len = rr.rec.value.len;
+            if (b->p == NULL || b->cap < len) {
+                uint8_t *p = realloc(b->p, len ? len : 1);
+                if (p) {
+                    b->p = p;
+                    b->cap = len ? len : 1;
+                }
+            }
+            if (b->p == NULL || b->cap < len) {
                 ok = false;
                 node__coord_note_failure(q, -ENOMEM);
             } else {
-                memcpy(q->r[i].buf, rr.rec.value.p, rr.rec.value.len);
-                q->r[i].rec.value = RK_SLICE(q->r[i].buf, rr.rec.value.len);
+                if (len)
+                    memcpy(b->p, rr.rec.value.p, len);
+                q->r[i].rec.value = RK_SLICE(b->p, len);
                 node__coord_meter_add(q, &q->r[i].rec);
             }
         }

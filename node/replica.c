@@ -196,26 +196,23 @@ int node__local_read(node *n,
                      struct rk_slice key,
                      bool *found,
                      struct rpc_record *rec,
-                     uint8_t **buf)
+                     uint8_t **buf,
+                     size_t *cap)
 {
     size_t len = 0;
-    *buf = NULL;
     *found = false;
     memset(rec, 0, sizeof(*rec));
     if (!n->store)
         return RK_ECLOSED;
-    int rc = store_get_raw(buf, &len, n->store, key);
+    int rc = store_get_raw_into(buf, cap, &len, n->store, key);
     if (rc == RK_ENOTFOUND)
         return 0;
     if (rc < 0)
         return rc;
     struct store_record sr;
     rc = store_record_decode(&sr, *buf, len);
-    if (rc < 0) {
-        free(*buf);
-        *buf = NULL;
+    if (rc < 0)
         return rc;
-    }
     *found = true;
     rec->ts = sr.ts;
     rec->flags = (sr.flags & STORE_REC_TOMBSTONE) ? RPC_REC_TOMBSTONE : 0;
@@ -275,6 +272,9 @@ void node__replica_free(node *n)
          (w = rk_pool_get(&n->replica.iwrite_pool, IWRITE_LINK));)
         free(w);
     rpc_buf_free(&n->replica.reply_buf);
+    free(n->replica.read_buf);
+    n->replica.read_buf = NULL;
+    n->replica.read_cap = 0;
     if (n->hints.open) { /* only if the node never ran its stop */
         hint_store_job_free(n->hints.open);
         n->hints.open = NULL;
@@ -404,9 +404,9 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
             return 0;
         }
         struct rpc_read_resp r = {.status = 0};
-        uint8_t *buf = NULL;
         bool found;
-        rc = node__local_read(n, rq.key, &found, &r.rec, &buf);
+        rc = node__local_read(n, rq.key, &found, &r.rec, &n->replica.read_buf,
+                              &n->replica.read_cap);
         r.status = rc;
         r.found = rc == 0 && found;
         r.hlc = n->clock.hlc.last;
@@ -422,7 +422,11 @@ static int on_iframe(void *arg, net_conn *c, uint64_t id, struct rk_slice f)
             net_conn_reply(c, id, RK_SLICE(b->data, b->len));
         if (b->cap > 64 * 1024)
             rpc_buf_free(b); /* a large value: do not keep its buffer */
-        free(buf);
+        if (n->replica.read_cap > 64 * 1024) {
+            free(n->replica.read_buf);
+            n->replica.read_buf = NULL;
+            n->replica.read_cap = 0;
+        }
         return 0;
     }
     if (t == RPC_MSG_STREAM) {

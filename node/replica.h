@@ -31,6 +31,8 @@ struct node_replica {
     net_peers *peers;
     struct rk_pool iwrite_pool; /* finished replica writes */
     struct rpc_buf reply_buf;   /* replies are encoded here */
+    uint8_t *read_buf;          /* replica reads' records are read here */
+    size_t read_cap;
 };
 
 /* Hinted handoff's part of struct node (n->hints). */
@@ -101,13 +103,16 @@ int node__local_write(node *n,
                       const struct rpc_record *rec,
                       node_commit_cb cb,
                       void *arg);
-/* Read the local raw record of key: 0 and *found, or an error. The record's
- * value is malloc'd into *buf (caller frees) and rec->value points into it. */
+/* Read the local raw record of key: 0 and *found, or an error. The record
+ * is copied into the caller's buffer *buf of *cap bytes (NULL and 0 at
+ * first; grown with realloc when too small, the caller keeps and frees it)
+ * and rec->value points into it. */
 int node__local_read(node *n,
                      struct rk_slice key,
                      bool *found,
                      struct rpc_record *rec,
-                     uint8_t **buf);
+                     uint8_t **buf,
+                     size_t *cap);
 /* Whether the local store is short of disk space for new writes: it
  * refuses them (under disk_reserve_mb) or is within a margin of that (a
  * part of the reserve, at least STORE_SPACE_MARGIN), where this node

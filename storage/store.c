@@ -410,7 +410,7 @@ void store__bg_due(store *s, int flags)
  * when it fills), nothing waits for it (reads look in the memtable first,
  * scans, checkpoints and drops apply it first), and replay after a crash
  * starts at the last checkpoint either way. SET at -P 1 on the demo
- * cluster: 1.08-1.12x in 10 paired runs (docs/performance.md). */
+ * cluster: 1.08-1.12x in 10 paired runs (docs/performance-resp-history.md). */
 #define STORE__FLUSH_MS 10000
 #define STORE__CKPT_MS                                    \
     60000 /* a checkpoint at least this often, if written \
@@ -713,10 +713,31 @@ void store_free(store *s)
 
 /* ---- Reads -------------------------------------------------------------- */
 
+/* Copy len bytes of p into the caller's buffer *buf of *cap bytes (NULL /
+ * 0: none yet), growing it with realloc: 0 or -ENOMEM (*buf untouched). */
+static int store__buf_put(uint8_t **buf, size_t *cap, const void *p, size_t len)
+{
+    if (*buf == NULL || *cap < len) {
+        size_t want = len ? len : 1;
+        uint8_t *nb = realloc(*buf, want);
+        if (nb == NULL)
+            return -ENOMEM;
+        *buf = nb;
+        *cap = want;
+    }
+    if (len)
+        memcpy(*buf, p, len);
+    return 0;
+}
+
 /* The memtable's record of key (mem and imm, the LWW winner if both hold
- * one): 0 and a malloc'd copy, RK_ENOTFOUND or -ENOMEM. */
-static int store__mem_find(
-    uint8_t **out, size_t *out_len, store *s, uint64_t t, struct rk_slice key)
+ * one), copied into *buf (store__buf_put): 0, RK_ENOTFOUND or -ENOMEM. */
+static int store__mem_find(uint8_t **buf,
+                           size_t *cap,
+                           size_t *out_len,
+                           store *s,
+                           uint64_t t,
+                           struct rk_slice key)
 {
     struct rk_slice a, b;
     pthread_mutex_lock(&s->memmu);
@@ -735,16 +756,19 @@ static int store__mem_find(
             store_record_cmp(&y, &x) > 0)
             a = b;
     }
-    *out = malloc(a.len ? a.len : 1);
-    if (*out != NULL) {
-        memcpy(*out, a.p, a.len);
+    int rc = store__buf_put(buf, cap, a.p, a.len);
+    if (rc == 0)
         *out_len = a.len;
-    }
     pthread_mutex_unlock(&s->memmu);
-    return *out ? 0 : -ENOMEM;
+    return rc;
 }
 
-static int store__get(uint8_t **out,
+/* The record of key, the LWW winner of the memtable's and the env's, into
+ * *buf (store__buf_put). The memtable's record is copied there first; an
+ * env record that wins replaces it (m, decoded from it, is not used after
+ * that). */
+static int store__get(uint8_t **buf,
+                      size_t *cap,
                       size_t *out_len,
                       store *s,
                       struct rk_slice key,
@@ -758,7 +782,7 @@ static int store__get(uint8_t **out,
     uint8_t kb[STORE__IKEY_MAX];
     MDB_val k = {store__ikey(kb, t, key), kb}, v;
     MDB_txn *txn;
-    uint8_t *mrec = NULL;
+    bool inmem = false; /* *buf holds the memtable's record */
     size_t mlen = 0;
     struct store_record r, m;
     pthread_rwlock_rdlock(&s->maplock);
@@ -769,10 +793,11 @@ static int store__get(uint8_t **out,
     }
     /* The memtable first: a write that moves from it to the env meanwhile
      * is then found in the env. */
-    rc = store__mem_find(&mrec, &mlen, s, t, key);
+    rc = store__mem_find(buf, cap, &mlen, s, t, key);
     if (rc != 0 && rc != RK_ENOTFOUND)
         goto unlock;
-    if (mrec != NULL && (rc = store_record_decode(&m, mrec, mlen)))
+    inmem = rc == 0;
+    if (inmem && (rc = store_record_decode(&m, *buf, mlen)))
         goto unlock;
     if ((rc = store__rtxn(&txn, rr)))
         goto unlock;
@@ -788,36 +813,44 @@ static int store__get(uint8_t **out,
     }
     if ((rc = store_record_decode(&r, rec.p, rec.len)))
         goto done_txn;
-    if (mrec != NULL && store_record_cmp(&m, &r) >= 0)
+    if (inmem && store_record_cmp(&m, &r) >= 0)
         goto done_txn; /* the memtable's wins */
-    free(mrec);
-    mrec = NULL;
+    inmem = false;
     if (live_only && !store_record_live(&r, now_ms)) {
         rc = RK_ENOTFOUND;
         goto done_txn;
     }
-    *out = malloc(rec.len ? rec.len : 1);
-    if (*out == NULL) {
-        rc = -ENOMEM;
-        goto done_txn;
-    }
-    memcpy(*out, rec.p, rec.len);
-    *out_len = rec.len;
+    if ((rc = store__buf_put(buf, cap, rec.p, rec.len)) == 0)
+        *out_len = rec.len;
 done_txn:
     store__rtxn_done(rr, txn);
-    if (mrec != NULL && (rc == 0 || rc == RK_ENOTFOUND || rc == RK_ECORRUPT ||
-                         rc == RK_EVERSION)) {
+    if (inmem && (rc == 0 || rc == RK_ENOTFOUND || rc == RK_ECORRUPT ||
+                  rc == RK_EVERSION)) {
         /* the memtable's record wins (an undecodable stored one loses) */
         rc = live_only && !store_record_live(&m, now_ms) ? RK_ENOTFOUND : 0;
-        if (rc == 0) {
-            *out = mrec;
+        if (rc == 0)
             *out_len = mlen;
-            mrec = NULL;
-        }
     }
 unlock:
     pthread_rwlock_unlock(&s->maplock);
-    free(mrec);
+    return rc;
+}
+
+/* store_get and store_get_raw: a malloc'd copy of the caller's own. */
+static int store__get_copy(uint8_t **out,
+                           size_t *out_len,
+                           store *s,
+                           struct rk_slice key,
+                           bool live_only,
+                           uint64_t now_ms)
+{
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    int rc = store__get(&buf, &cap, out_len, s, key, live_only, now_ms);
+    if (rc == 0)
+        *out = buf;
+    else
+        free(buf);
     return rc;
 }
 
@@ -827,10 +860,16 @@ int store_get(uint8_t **out,
               struct rk_slice key,
               uint64_t now_ms)
 {
-    return store__get(out, out_len, s, key, true, now_ms);
+    return store__get_copy(out, out_len, s, key, true, now_ms);
 }
 
 int store_get_raw(uint8_t **out, size_t *out_len, store *s, struct rk_slice key)
 {
-    return store__get(out, out_len, s, key, false, 0);
+    return store__get_copy(out, out_len, s, key, false, 0);
+}
+
+int store_get_raw_into(
+    uint8_t **buf, size_t *cap, size_t *out_len, store *s, struct rk_slice key)
+{
+    return store__get(buf, cap, out_len, s, key, false, 0);
 }

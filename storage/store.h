@@ -200,7 +200,8 @@ typedef struct store_batch store_batch;
 int store_batch_new(store_batch **out);
 void store_batch_free(store_batch *b); /* NULL is a no-op */
 
-/* Empty the batch for reuse (keeps its memory). */
+/* Empty the batch for reuse (keeps its memory, within bounds: the copy
+ * chunks of a few writes' worth and a log record buffer up to 1 MiB). */
 void store_batch_reset(store_batch *b);
 
 /* Append a write of the encoded record `rec` to `key` (token =
@@ -260,6 +261,14 @@ int store_get_raw(uint8_t **out,
                   size_t *out_len,
                   store *s,
                   struct rk_slice key);
+
+/* As store_get_raw, but the record is copied into the caller's buffer *buf
+ * of *cap bytes (NULL and 0 at first), which is grown with realloc when it
+ * is too small (*buf and *cap are updated; the caller frees *buf, on
+ * failure too). Lets a caller that reads often keep one buffer instead of
+ * a malloc and a free per read. *out_len is set only on success. */
+int store_get_raw_into(
+    uint8_t **buf, size_t *cap, size_t *out_len, store *s, struct rk_slice key);
 
 /* ---- Ranges ------------------------------------------------------------- */
 

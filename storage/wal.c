@@ -15,10 +15,10 @@
  * dirty pages and no writeback to wait for. On the development VM a 4 KiB
  * write + fdatasync from each of three threads took ~240 us and ~33 us of
  * CPU this way against ~280 us and ~55 us through the page cache
- * (docs/performance.md). A direct write covers whole WAL_DIO blocks: the
- * append rewrites the partial block it starts in (its earlier bytes, kept
- * in `tail`, unchanged: a torn rewrite leaves them as they were) and pads
- * the last one with zeros, which replay reads as the end of the log.
+ * (docs/performance-resp-history.md). A direct write covers whole WAL_DIO
+ * blocks: the append rewrites the partial block it starts in (its earlier
+ * bytes, kept in `tail`, unchanged: a torn rewrite leaves them as they were)
+ * and pads the last one with zeros, which replay reads as the end of the log.
  */
 #include "storage/wal.h"
 

@@ -34,9 +34,26 @@ struct store__w {
     int result;
 };
 
+/* The copies a batch keeps of its writes (store_batch_add) are carved
+ * from chunks of STORE__CHUNK bytes: one malloc per chunk instead of one
+ * per write (a write larger than a quarter of a chunk gets its own).
+ * Copies never move, since the writes point into them; a reset keeps up to
+ * STORE__CHUNKS_KEPT chunks for the next use of the batch. */
+#define STORE__CHUNK       (64u * 1024u)
+#define STORE__CHUNKS_KEPT 4
+#define STORE__LOG_KEPT    (1u << 20) /* a larger log record buffer is freed */
+
+struct store__chunk {
+    struct store__chunk *next;
+    size_t used;
+    uint8_t data[];
+};
+
 struct store_batch {
     struct store__w *w;
     size_t n, cap;
+    struct store__chunk *chunks; /* the one being filled first */
+    struct store__chunk *spare;  /* emptied by a reset */
     uint32_t *order;
     size_t order_cap;
     uint8_t *log; /* the commit log record being built */
@@ -53,11 +70,40 @@ int store_batch_new(store_batch **out)
     return 0;
 }
 
+static void store__chunks_free(struct store__chunk *c)
+{
+    while (c != NULL) {
+        struct store__chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+}
+
 void store_batch_reset(store_batch *b)
 {
     for (size_t i = 0; i < b->n; i++)
         free(b->w[i].own);
     b->n = 0;
+    if (b->log_cap > STORE__LOG_KEPT) {
+        free(b->log);
+        b->log = NULL;
+        b->log_cap = 0;
+    }
+    size_t kept = 0;
+    for (struct store__chunk *c = b->spare; c != NULL; c = c->next)
+        kept++;
+    while (b->chunks != NULL) {
+        struct store__chunk *c = b->chunks;
+        b->chunks = c->next;
+        if (kept < STORE__CHUNKS_KEPT) {
+            c->used = 0;
+            c->next = b->spare;
+            b->spare = c;
+            kept++;
+        } else {
+            free(c);
+        }
+    }
 }
 
 void store_batch_free(store_batch *b)
@@ -65,6 +111,7 @@ void store_batch_free(store_batch *b)
     if (b == NULL)
         return;
     store_batch_reset(b);
+    store__chunks_free(b->spare);
     free(b->w);
     free(b->order);
     free(b->log);
@@ -94,6 +141,25 @@ int store__check_write(struct rk_slice key, struct rk_slice rec)
     return store_record_decode(&r, rec.p, rec.len);
 }
 
+/* len bytes of b's chunks (NULL: none free and no memory for one). */
+static uint8_t *store__chunk_take(store_batch *b, size_t len)
+{
+    struct store__chunk *c = b->chunks;
+    if (c == NULL || STORE__CHUNK - c->used < len) {
+        c = b->spare;
+        if (c != NULL)
+            b->spare = c->next;
+        else if ((c = malloc(sizeof(*c) + STORE__CHUNK)) == NULL)
+            return NULL;
+        c->used = 0;
+        c->next = b->chunks;
+        b->chunks = c;
+    }
+    uint8_t *p = c->data + c->used;
+    c->used += len;
+    return p;
+}
+
 int store__batch_push(store_batch *b,
                       uint64_t token,
                       struct rk_slice key,
@@ -111,13 +177,18 @@ int store__batch_push(store_batch *b,
     struct store__w *w = &b->w[b->n];
     w->own = NULL;
     if (copy) {
-        w->own = malloc(key.len + rec.len);
-        if (w->own == NULL)
+        size_t len = key.len + rec.len;
+        uint8_t *p;
+        if (len > STORE__CHUNK / 4)
+            p = w->own = malloc(len ? len : 1);
+        else
+            p = store__chunk_take(b, len);
+        if (p == NULL)
             return -ENOMEM;
-        memcpy(w->own, key.p, key.len);
-        memcpy(w->own + key.len, rec.p, rec.len);
-        key.p = w->own;
-        rec.p = w->own + key.len;
+        memcpy(p, key.p, key.len);
+        memcpy(p + key.len, rec.p, rec.len);
+        key.p = p;
+        rec.p = p + key.len;
     }
     w->token = token;
     w->key = key;

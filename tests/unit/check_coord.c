@@ -818,15 +818,21 @@ static int f_local_read(void *arg,
                         struct rk_slice key,
                         bool *found,
                         struct rpc_record *rec,
-                        uint8_t **buf)
+                        uint8_t **buf,
+                        size_t *cap)
 {
     struct fake *f = arg;
     (void)key;
     *found = f->local_found;
-    *buf = NULL;
     *rec = (struct rpc_record){.ts = f->local_ts};
     if (f->local_found) {
-        *buf = malloc(5);
+        if (*cap < 5) {
+            uint8_t *p = realloc(*buf, 5);
+            if (!p)
+                return -ENOMEM;
+            *buf = p;
+            *cap = 5;
+        }
         memcpy(*buf, "local", 5);
         rec->value = RK_SLICE(*buf, 5);
     }

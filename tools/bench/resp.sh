@@ -8,7 +8,11 @@
 # against redis-server and, if an address is given, against ringkv, one
 # right after the other, and prints ops/s, p50 and p99 (ms) of both and the
 # ratios ringkv/redis. With --runs K every measurement is repeated K times
-# (alternating targets) and medians are printed.
+# (alternating targets) and medians are printed. Each op runs as its own
+# redis-benchmark (-t set, then -t get), and the CPU time (utime + stime
+# from /proc) its server used during it is printed per operation: the one
+# redis-server, and ringkv's nodes (with --demo the demo's three nodes,
+# otherwise the pids given with --pids).
 #
 # ringkv is not started here unless asked: start a cluster first (`make
 # demo` starts a local 3-node cluster) and pass the RESP address of one
@@ -40,6 +44,8 @@ usage: $0 [options] [RINGKV_HOST:PORT]
   --redis-port P  port of the redis-server started here (default 6390)
   --demo BUILD    start the local cluster first with scripts/demo.sh start
                   BUILD (and stop it at the end); still pass the address
+  --pids LIST     comma-separated pids of the ringkv nodes whose CPU time
+                  is counted (with --demo: the demo's nodes)
   --tls CA CERT KEY
                   TLS on both sides (CA verifies both servers; CERT and
                   KEY are redis-server's); the address is ringkv's tls_port
@@ -57,6 +63,7 @@ REDIS_PORT=6390
 RINGKV=""
 DEMO=""
 TLS_CA=""
+PIDS=""
 while [ $# -gt 0 ]; do
     case "$1" in
     -n) N=$2; shift 2 ;;
@@ -67,6 +74,7 @@ while [ $# -gt 0 ]; do
     --runs) RUNS=$2; shift 2 ;;
     --redis-port) REDIS_PORT=$2; shift 2 ;;
     --demo) DEMO=$2; shift 2 ;;
+    --pids) PIDS=$2; shift 2 ;;
     --tls) TLS_CA=$2; TLS_CERT=$3; TLS_KEY=$4; shift 4 ;;
     -h | --help) usage ;;
     -*) usage ;;
@@ -161,27 +169,46 @@ if [ -n "$RINGKV" ] &&
 fi
 
 # --- measurements ----------------------------------------------------------
-# results.tsv: target pipeline run op rps p50 p99 failed
+# results.tsv: target pipeline run op rps p50 p99 failed cpu_us_per_op
 # redis-benchmark 7 stops at the first error reply ("Error from server: ..."),
 # so a run with any error has no result line and counts as failed.
 results="$work/results.tsv"
 : >"$results"
-bench() { # target host port pipeline run
-    local out="$work/out.$1.$4.$5" rc=0
-    redis-benchmark "${TLSARGS[@]}" -h "$2" -p "$3" -t set,get -n "$N" -c "$CLIENTS" \
-        -d "$SIZE" -r "$KEYSPACE" -P "$4" --csv >"$out" 2>&1 || rc=$?
-    # "SET","78125.00","0.334","0.104","0.319","0.463","0.591","1.207"
-    # test, rps, avg, min, p50, p95, p99, max
+if [ -n "$DEMO" ] && [ -z "$PIDS" ]; then
+    PIDS=$(cat "$root"/run/demo/node*.pid | paste -sd, -)
+fi
+cpu_ticks() { # comma-separated pids -> utime + stime of all, in ticks
+    local t=0 p
+    for p in ${1//,/ }; do
+        [ -r "/proc/$p/stat" ] || continue
+        t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat")))
+    done
+    echo "$t"
+}
+hz=$(getconf CLK_TCK)
+bench() { # target host port pipeline run pids
+    local out rc op t0 t1
     for op in SET GET; do
+        out="$work/out.$1.$4.$5.$op"
+        rc=0
+        t0=$(cpu_ticks "$6")
+        redis-benchmark "${TLSARGS[@]}" -h "$2" -p "$3" -t "${op,,}" -n "$N" \
+            -c "$CLIENTS" -d "$SIZE" -r "$KEYSPACE" -P "$4" --csv >"$out" 2>&1 ||
+            rc=$?
+        t1=$(cpu_ticks "$6")
+        # "SET","78125.00","0.334","0.104","0.319","0.463","0.591","1.207"
+        # test, rps, avg, min, p50, p95, p99, max
         if [ "$rc" = 0 ] && grep -qE "^\"$op\"," "$out"; then
             grep -E "^\"$op\"," "$out" | tr -d '"' |
                 awk -F, -v t="$1" -v p="$4" -v r="$5" \
-                    '{print t "\t" p "\t" r "\t" $1 "\t" $2 "\t" $5 "\t" $7 "\t0"}' \
+                    -v c="$(awk -v d="$((t1 - t0))" -v hz="$hz" -v n="$N" \
+                        'BEGIN { printf "%.2f", d * 1e6 / hz / n }')" \
+                    '{print t "\t" p "\t" r "\t" $1 "\t" $2 "\t" $5 "\t" $7 "\t0\t" c}' \
                     >>"$results"
         else
             echo "$0: $1 -P $4 run $5: $op failed (exit $rc):" >&2
             grep -v '^"' "$out" | head -3 >&2
-            printf '%s\t%s\t%s\t%s\t0\t0\t0\t1\n' "$1" "$4" "$5" "$op" \
+            printf '%s\t%s\t%s\t%s\t0\t0\t0\t1\t0\n' "$1" "$4" "$5" "$op" \
                 >>"$results"
         fi
     done
@@ -193,9 +220,9 @@ echo "redis-server 127.0.0.1:$REDIS_PORT (no persistence)" \
     "${RINGKV:+vs ringkv $RINGKV}${TLS_CA:+, both in TLS}"
 for p in ${PIPES//,/ }; do
     for run in $(seq "$RUNS"); do
-        bench redis 127.0.0.1 "$REDIS_PORT" "$p" "$run"
+        bench redis 127.0.0.1 "$REDIS_PORT" "$p" "$run" "$redis_pid"
         if [ -n "$RINGKV" ]; then
-            bench ringkv "$RINGKV_HOST" "$RINGKV_PORT" "$p" "$run"
+            bench ringkv "$RINGKV_HOST" "$RINGKV_PORT" "$p" "$run" "$PIDS"
         fi
     done
 done
@@ -208,30 +235,32 @@ from statistics import median
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 runs = int(sys.argv[2])
 data = {}
-for t, p, r, op, rps, p50, p99, err in rows:
+for t, p, r, op, rps, p50, p99, err, cpu in rows:
     d = data.setdefault((t, int(p), op), {"rps": [], "p50": [], "p99": [],
-                                          "err": 0})
+                                          "cpu": [], "err": 0})
     if int(err):
         d["err"] += 1
         continue
     d["rps"].append(float(rps))
     d["p50"].append(float(p50))
     d["p99"].append(float(p99))
+    d["cpu"].append(float(cpu))
 
 def cell(key):
     d = data.get(key)
     if d is None or not d["rps"]:
-        return None, "%10s %8s %8s" % ("-", "-", "-")
-    v = (median(d["rps"]), median(d["p50"]), median(d["p99"]))
-    return v, "%10.0f %8.3f %8.3f" % v
+        return None, "%10s %8s %8s %7s" % ("-", "-", "-", "-")
+    v = (median(d["rps"]), median(d["p50"]), median(d["p99"]),
+         median(d["cpu"]))
+    return v, "%10.0f %8.3f %8.3f %7.2f" % v
 
 what = "median of %d" % runs if runs > 1 else "one run"
 print()
-print("%-4s %-4s | %-28s | %-28s | %s" % ("", "", "redis-server (" + what + ")",
+print("%-4s %-4s | %-36s | %-36s | %s" % ("", "", "redis-server (" + what + ")",
       "ringkv", "ringkv/redis"))
-print("%-4s %-4s | %10s %8s %8s | %10s %8s %8s | %6s %6s %6s" %
-      ("-P", "op", "ops/s", "p50 ms", "p99 ms", "ops/s", "p50 ms", "p99 ms",
-       "ops/s", "p50", "p99"))
+print("%-4s %-4s | %10s %8s %8s %7s | %10s %8s %8s %7s | %6s %6s %6s %6s" %
+      ("-P", "op", "ops/s", "p50 ms", "p99 ms", "us CPU", "ops/s", "p50 ms",
+       "p99 ms", "us CPU", "ops/s", "p50", "p99", "CPU"))
 errors = {}
 for p in sorted({k[1] for k in data}):
     for op in ("SET", "GET"):
@@ -239,10 +268,11 @@ for p in sorted({k[1] for k in data}):
         kv, ks = cell(("ringkv", p, op))
         ratio = ""
         if rv and kv and rv[0] > 0:
-            ratio = "%6.2f %6s %6s" % (
+            ratio = "%6.2f %6s %6s %6s" % (
                 kv[0] / rv[0],
                 "%.2f" % (kv[1] / rv[1]) if rv[1] > 0 else "-",
-                "%.2f" % (kv[2] / rv[2]) if rv[2] > 0 else "-")
+                "%.2f" % (kv[2] / rv[2]) if rv[2] > 0 else "-",
+                "%.2f" % (kv[3] / rv[3]) if rv[3] > 0 else "-")
         print("%-4s %-4s | %s | %s | %s" % (p, op, rs, ks, ratio))
 for (t, p, op), d in sorted(data.items()):
     errors[t] = errors.get(t, 0) + d["err"]

@@ -1,0 +1,231 @@
+/*
+ * check_storage_reuse.c - the store's buffers that outlive one call: reads
+ * into a buffer the caller keeps (store_get_raw_into) and batches reused
+ * through store_batch_reset, whose copies of the writes live in chunks
+ * the batch keeps (storage/writes.c). Apart from check_storage.c, which
+ * is past its size already.
+ *
+ * Every test works in its own fresh directory under $TMPDIR (or /tmp).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <check.h>
+
+#include "common/rk.h"
+#include "storage/store.h"
+
+/* ---- helpers (as check_storage.c's) ------------------------------------- */
+
+static char tmpdir[256];
+
+static void mk_tmp(void)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(tmpdir, sizeof(tmpdir), "%s/rk_store_XXXXXX", t ? t : "/tmp");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void rm_tmp(void)
+{
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+static store *open_store(struct store_opts *o)
+{
+    struct store_opts d = STORE_OPTS_INIT;
+    if (o == NULL)
+        o = &d;
+    o->data_dir = tmpdir;
+    store *s = NULL;
+    int rc = store_open(&s, o);
+    ck_assert_msg(rc == 0, "store_open: %s", rk_strerror(rc));
+    return s;
+}
+
+/* Encode a record into a heap buffer; *len set. */
+static uint8_t *rec(size_t *len,
+                    uint64_t ts,
+                    uint8_t flags,
+                    uint64_t exp,
+                    const void *val,
+                    size_t vlen)
+{
+    struct store_record r = {ts, flags, exp, RK_SLICE(val, vlen)};
+    size_t n = store_record_size(&r);
+    uint8_t *p = malloc(n);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(store_record_encode(p, n, len, &r), 0);
+    return p;
+}
+
+static int put(store *s, const char *key, uint64_t ts, const char *val)
+{
+    size_t n;
+    uint8_t *r = rec(&n, ts, val ? 0 : STORE_REC_TOMBSTONE, 0, val,
+                     val ? strlen(val) : 0);
+    int rc = store_put(s, RK_SLICE(key, strlen(key)), RK_SLICE(r, n));
+    free(r);
+    return rc;
+}
+
+/* The value of key at now, as a malloc'd C string, or NULL. */
+static char *get(store *s, const char *key, uint64_t now)
+{
+    uint8_t *p;
+    size_t n;
+    int rc = store_get(&p, &n, s, RK_SLICE(key, strlen(key)), now);
+    if (rc == RK_ENOTFOUND)
+        return NULL;
+    ck_assert_msg(rc == 0, "get %s: %s", key, rk_strerror(rc));
+    struct store_record r;
+    ck_assert_int_eq(store_record_decode(&r, p, n), 0);
+    char *v = malloc(r.value.len + 1);
+    memcpy(v, r.value.p, r.value.len);
+    v[r.value.len] = 0;
+    free(p);
+    return v;
+}
+
+static void expect(store *s, const char *key, const char *val)
+{
+    char *v = get(s, key, 1);
+    if (val == NULL)
+        ck_assert_msg(v == NULL, "%s: expected absent, got %s", key, v);
+    else
+        ck_assert_msg(v && strcmp(v, val) == 0, "%s: expected %s got %s", key,
+                      val, v ? v : "(absent)");
+    free(v);
+}
+
+static const struct store_range WHOLE = {0, 0};
+
+/* ---- tests -------------------------------------------------------------- */
+
+/* store_get_raw_into: one buffer serves many reads, grown only when a
+ * record is larger than it, and the memtable's and the env's records (the
+ * LWW winner of the two) come out as store_get_raw's do. */
+START_TEST(get_raw_into_reuses_buffer)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    ck_assert_int_eq(put(s, "a", 5, "env"), 0);
+    ck_assert_int_eq(put(s, "big", 5, "a value longer than the first"), 0);
+    ck_assert_int_eq(store_checkpoint(s), 0);     /* both in the env now */
+    ck_assert_int_eq(put(s, "a", 4, "older"), 0); /* in the memtable */
+    ck_assert_int_eq(put(s, "m", 7, "mem"), 0);
+    uint8_t *buf = NULL;
+    size_t cap = 0, n = 0;
+    struct store_record r;
+    ck_assert_int_eq(store_get_raw_into(&buf, &cap, &n, s, RK_SLICE("a", 1)),
+                     0);
+    ck_assert_int_eq(store_record_decode(&r, buf, n), 0);
+    ck_assert_uint_eq(r.ts, 5); /* the env's record wins */
+    ck_assert_mem_eq(r.value.p, "env", 3);
+    ck_assert_uint_ge(cap, n);
+    uint8_t *first = buf;
+    size_t cap1 = cap;
+    ck_assert_int_eq(store_get_raw_into(&buf, &cap, &n, s, RK_SLICE("m", 1)),
+                     0);
+    ck_assert_int_eq(store_record_decode(&r, buf, n), 0);
+    ck_assert_uint_eq(r.ts, 7);
+    ck_assert_mem_eq(r.value.p, "mem", 3);
+    ck_assert_ptr_eq(buf, first); /* not larger: the same buffer */
+    ck_assert_uint_eq(cap, cap1);
+    ck_assert_int_eq(store_get_raw_into(&buf, &cap, &n, s, RK_SLICE("nope", 4)),
+                     RK_ENOTFOUND);
+    ck_assert_int_eq(store_get_raw_into(&buf, &cap, &n, s, RK_SLICE("big", 3)),
+                     0);
+    ck_assert_uint_ge(cap, n);
+    ck_assert_int_eq(store_record_decode(&r, buf, n), 0);
+    ck_assert_uint_eq(r.value.len, strlen("a value longer than the first"));
+    ck_assert_mem_eq(r.value.p, "a value longer than the first", r.value.len);
+    uint8_t *p;
+    size_t pn;
+    ck_assert_int_eq(store_get_raw(&p, &pn, s, RK_SLICE("big", 3)), 0);
+    ck_assert_uint_eq(pn, n);
+    ck_assert_mem_eq(p, buf, n);
+    free(p);
+    free(buf);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* One batch reused (store_batch_reset) for several commits: its copies of
+ * the writes live in chunks it keeps, so a round of writes filling more
+ * than one chunk, with a value too large for a chunk among them, must
+ * come out whole each time, and the writes of the round before must not
+ * show through. */
+START_TEST(batch_reuse_keeps_copies_apart)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    store_batch *b;
+    ck_assert_int_eq(store_batch_new(&b), 0);
+    char key[32], val[64];
+    char *big = malloc(40000);
+    ck_assert_ptr_nonnull(big);
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 1500; i++) { /* ~75 KiB of copies */
+            snprintf(key, sizeof(key), "k%04d", i);
+            snprintf(val, sizeof(val), "round %d value %04d", round, i);
+            size_t n;
+            uint8_t *r = rec(&n, (uint64_t)round + 1, 0, 0, val, strlen(val));
+            ck_assert_int_eq(
+                store_batch_add(b, RK_SLICE(key, strlen(key)), RK_SLICE(r, n)),
+                0);
+            free(r);
+        }
+        memset(big, 'a' + round, 40000);
+        size_t n;
+        uint8_t *r = rec(&n, (uint64_t)round + 1, 0, 0, big, 40000);
+        ck_assert_int_eq(store_batch_add(b, RK_SLICE("big", 3), RK_SLICE(r, n)),
+                         0);
+        free(r);
+        ck_assert_int_eq(store_batch_commit(s, b), 0);
+        for (size_t i = 0; i < store_batch_count(b); i++)
+            ck_assert_int_eq(store_batch_result(b, i), 0);
+        store_batch_reset(b);
+        for (int i = 0; i < 1500; i += 149) {
+            snprintf(key, sizeof(key), "k%04d", i);
+            snprintf(val, sizeof(val), "round %d value %04d", round, i);
+            expect(s, key, val);
+        }
+        char *v = get(s, "big", 1);
+        ck_assert_ptr_nonnull(v);
+        ck_assert_uint_eq(strlen(v), 40000);
+        ck_assert_int_eq(v[0], 'a' + round);
+        ck_assert_int_eq(v[39999], 'a' + round);
+        free(v);
+    }
+    free(big);
+    store_batch_free(b);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+static Suite *reuse_suite(void)
+{
+    Suite *s = suite_create("storage_reuse");
+    TCase *tc = tcase_create("reuse");
+    tcase_add_test(tc, get_raw_into_reuses_buffer);
+    tcase_add_test(tc, batch_reuse_keeps_copies_apart);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(reuse_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
