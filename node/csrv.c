@@ -56,6 +56,7 @@
 #include "node/scan.h"
 #include "node/snapshot.h"
 #include "node/snapshot_manifest.h"
+#include "ring/ring.h"
 #include "wire/client_msg.h"
 
 #define CSRV_OUT_HIGH (8u * 1024u * 1024u)
@@ -151,6 +152,13 @@ static void conn_send(struct csrv_conn *c, struct wire_cresp *resp)
 {
     if (c->closing)
         return;
+    /* every reply says which ring the node has applied: a token-aware
+     * client that sees a newer epoch than its own asks for the ring again
+     * (docs/protocol.md, "Token-aware clients") */
+    if (!(resp->has & WIRE_CRESP_EPOCH) && c->n->ring) {
+        resp->epoch = ring_epoch(c->n->ring);
+        resp->has |= WIRE_CRESP_EPOCH;
+    }
     int rc = wire_cresp_encode(&c->out, resp);
     if (rc < 0) {
         /* a reply over the frame limit is the request's TOO_LARGE, not an
