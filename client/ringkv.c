@@ -326,6 +326,8 @@ void ringkv_free(ringkv *c)
     SSL_CTX_free(c->tls_ctx);
     wire_cbuf_release(&c->out);
     free(c->in);
+    free(c->pfds);
+    free(c->pfh);
     free(c);
 }
 
@@ -588,11 +590,24 @@ static int ringkv__recv_any(ringkv *c, struct wire_cresp *out, int64_t deadline)
                 return ringkv__recv_fail(c, h, rc);
         }
     }
-    struct pollfd pfd[64];
-    ringkv *ph[64];
     while (1) {
         size_t n = 0;
         bool again = false;
+        /* a RING answer taken may have dropped node handles: count again */
+        nh = ringkv__route_count(c) + 1;
+        if (nh > c->pcap) {
+            struct pollfd *p = realloc(c->pfds, nh * sizeof(*p));
+            if (p)
+                c->pfds = p;
+            ringkv **q = p ? realloc(c->pfh, nh * sizeof(*q)) : NULL;
+            if (q)
+                c->pfh = q;
+            if (!p || !q)
+                return ringkv__recv_fail(c, c, -ENOMEM);
+            c->pcap = nh;
+        }
+        struct pollfd *pfd = c->pfds;
+        ringkv **ph = c->pfh;
         /* from a different connection each call: one whose buffer holds
          * many answers must not hide the others' (the route's RING) */
         size_t first = c->rr++ % nh;
@@ -601,9 +616,11 @@ static int ringkv__recv_any(ringkv *c, struct wire_cresp *out, int64_t deadline)
             ringkv *h = i == 0 ? c : ringkv__route_at(c, i - 1);
             if (h->fd < 0 || h->pending == 0)
                 continue;
-            int rc;
-            while ((rc = ringkv__take(h, out)) == 2)
-                ;
+            int rc = ringkv__take(h, out);
+            if (rc == 2) { /* the route's RING: handles may have gone */
+                again = true;
+                break;
+            }
             if (rc == 1)
                 return 0;
             if (rc < 0)
@@ -616,10 +633,8 @@ static int ringkv__recv_any(ringkv *c, struct wire_cresp *out, int64_t deadline)
                 again = true;
                 continue;
             }
-            if (n < sizeof(pfd) / sizeof(pfd[0])) {
-                pfd[n] = (struct pollfd){h->fd, POLLIN, 0};
-                ph[n++] = h;
-            }
+            pfd[n] = (struct pollfd){h->fd, POLLIN, 0};
+            ph[n++] = h;
         }
         if (again)
             continue;

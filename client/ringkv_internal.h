@@ -13,6 +13,7 @@
 #define CLIENT_RINGKV_INTERNAL_H
 
 #include <openssl/ssl.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,11 +59,14 @@ struct ringkv {
     /* the node connected to (HELLO's or RING's `node`), "" unknown */
     char node[RINGKV__NAME_MAX];
     /* a node handle of a token-aware handle: */
-    ringkv *owner;            /* the handle it belongs to (NULL: it is one) */
-    int64_t down_ms;          /* not tried again before (monotonic ms) */
-    unsigned fails;           /* connection failures in a row */
-    bool mapped;              /* a node of the current ring */
-    size_t rr;                /* ringkv_recv's first connection looked at */
+    ringkv *owner;       /* the handle it belongs to (NULL: it is one) */
+    int64_t down_ms;     /* not tried again before (monotonic ms) */
+    unsigned fails;      /* connection failures in a row */
+    bool mapped;         /* a node of the current ring */
+    size_t rr;           /* ringkv_recv's first connection looked at */
+    struct pollfd *pfds; /* ringkv_recv's poll set, pcap long */
+    ringkv **pfh;        /* the handle of each */
+    size_t pcap;
     struct ringkv__route *rt; /* opts.token_aware, on the handle only */
 };
 
