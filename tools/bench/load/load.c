@@ -500,7 +500,7 @@ int main(int argc, char **argv)
     double secs = (double)(now_us() - t0) / 1e6;
     static struct hist all, all_r, all_w;
     uint64_t reads = 0, writes = 0, misses = 0, errors = 0, by[NERR] = {0};
-    uint64_t to_replica = 0, fallback = 0;
+    uint64_t to_replica = 0, fallback = 0, refreshes = 0, conns = 0;
     const char *first_err = NULL;
     int fatal = 0;
     for (int i = 0; i < started; i++) {
@@ -512,6 +512,8 @@ int main(int argc, char **argv)
         errors += w[i].errors;
         to_replica += w[i].route.to_replica;
         fallback += w[i].route.fallback;
+        refreshes += w[i].route.refreshes;
+        conns += w[i].route.connections;
         for (int k = 0; k < NERR; k++)
             by[k] += w[i].err_by[k];
         if (first_err == NULL && w[i].first_err[0])
@@ -541,8 +543,10 @@ int main(int argc, char **argv)
                wire_ccl_name(cf.cl), secs, done, ops_s, reads, writes, misses,
                errors, p50, p99, p999, mx);
         printf("\"token_aware\":%s,\"to_replica\":%" PRIu64
-               ",\"fallback\":%" PRIu64 ",",
-               cf.token_aware ? "true" : "false", to_replica, fallback);
+               ",\"fallback\":%" PRIu64 ",\"ring_refreshes\":%" PRIu64
+               ",\"connections_open\":%" PRIu64 ",",
+               cf.token_aware ? "true" : "false", to_replica, fallback,
+               refreshes, conns);
         print_lat_json("read_latency_ms", &all_r);
         print_lat_json("write_latency_ms", &all_w);
         printf("\"errors_by_type\":{");
