@@ -59,6 +59,7 @@ struct cli {
     const char *cacert;    /* --cacert: the CA that signed the nodes */
     const char *tls_name;  /* --tls-name: the name their certificate has */
     const char *from;      /* rebuild --from: the data centre to stream from */
+    bool no_token_aware;   /* --no-token-aware: every request to -h's node */
     const char *cmd;
     const char **pos; /* positional arguments after the command */
     int npos;
@@ -1068,6 +1069,9 @@ static const char global_help[] =
     "                           certificates (default: the system's); --tls\n"
     "      --tls-name NAME      the name their certificates must carry\n"
     "                           (default: the host given; \"\": any); --tls\n"
+    "      --no-token-aware     get, put, del, mget: ask the node of -h (or\n"
+    "                           the next host) instead of a replica of the\n"
+    "                           key\n"
     "      --help               this help, or a command's\n"
     "  --                       end of options (keys that start with '-')\n"
     "Exit codes: 0 ok, 1 not found, 2 usage, 3 cannot connect, 4 auth,\n"
@@ -1189,6 +1193,10 @@ int main(int argc, char **argv)
         }
         if (strcmp(s, "--tls") == 0) {
             a.tls = true;
+            continue;
+        }
+        if (strcmp(s, "--no-token-aware") == 0) {
+            a.no_token_aware = true;
             continue;
         }
         if (strcmp(s, "--help") == 0 || strcmp(s, "-?") == 0) {
@@ -1349,6 +1357,7 @@ int main(int argc, char **argv)
     o.tls = a.tls || a.cacert || a.tls_name;
     o.tls_ca_file = a.cacert;
     o.tls_verify_name = a.tls_name;
+    o.token_aware = !a.no_token_aware;
     const char *why = NULL;
     int rc = ringkv_new(&c, &o, &why);
     if (rc != 0) {

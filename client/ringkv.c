@@ -34,41 +34,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "client/ringkv_internal.h"
+
 #define RINGKV__READ_CHUNK (64u * 1024u)
-
-struct ringkv__host {
-    char *name;
-    char port[8];
-};
-
-struct ringkv {
-    struct ringkv_opts opts;
-    char *password;
-    char *user;
-    char *client_name;
-    struct ringkv__host *hosts;
-    size_t nhosts;
-    size_t cur; /* index of the host last used */
-    bool used_any;
-    uint64_t rng; /* opts.spread: the state of the host picks */
-    int fd;
-    SSL_CTX *tls_ctx; /* opts.tls */
-    SSL *ssl;         /* on fd, while connected with TLS */
-    char *tls_ca_file, *tls_verify_name;
-    uint64_t next_id;
-    size_t pending;
-    struct wire_cbuf out; /* queued bytes, sent from out_off */
-    size_t out_off;
-    uint64_t written; /* bytes ever handed to the kernel (never reset) */
-    uint8_t *in;      /* received bytes in [in_off, in_len) */
-    size_t in_len, in_cap, in_off;
-    char err[512];
-    char peer[320];
-};
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static int64_t ringkv__now_ms(void)
+int64_t ringkv__now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -90,8 +62,7 @@ static int ringkv__left(int64_t deadline)
     return l < 0 ? 0 : (l > INT32_MAX ? INT32_MAX : (int)l);
 }
 
-__attribute__((format(printf, 2, 3))) static void
-ringkv__seterr(ringkv *c, const char *fmt, ...)
+void ringkv__seterr(ringkv *c, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -121,7 +92,12 @@ const char *ringkv_host_name(const ringkv *c, size_t i)
 
 size_t ringkv_pending(const ringkv *c)
 {
-    return c->pending;
+    size_t n = c->pending - c->internal;
+    for (size_t i = 0; i < ringkv__route_count(c); i++) {
+        const ringkv *h = ringkv__route_at(c, i);
+        n += h->pending - h->internal;
+    }
+    return n;
 }
 
 /* ---- handle ------------------------------------------------------------ */
@@ -254,6 +230,10 @@ int ringkv_new(ringkv **out,
     c->opts.tls_verify_name = c->tls_verify_name;
     if (opts->tls && (rc = ringkv__tls_ctx(c, &why)) != 0)
         goto free_c;
+    if (opts->token_aware && (rc = ringkv__route_new(c)) != 0) {
+        why = "out of memory";
+        goto free_c;
+    }
     c->opts.hosts = NULL;
     c->opts.password = c->password;
     c->opts.user = c->user;
@@ -301,8 +281,13 @@ fail:
     return rc;
 }
 
-static void ringkv__drop(ringkv *c)
+void ringkv__drop(ringkv *c)
 {
+    if (c->fd >= 0 && (c->owner || c->rt))
+        ringkv__route_lost(c);
+    c->internal = 0;
+    if (!c->owner)
+        c->node[0] = '\0'; /* the next connection may reach another */
     if (c->ssl) {
         (void)SSL_shutdown(c->ssl); /* close_notify, if the socket takes it */
         SSL_free(c->ssl);
@@ -321,6 +306,7 @@ static void ringkv__drop(ringkv *c)
 void ringkv_close(ringkv *c)
 {
     ringkv__drop(c);
+    ringkv__route_close(c);
 }
 
 void ringkv_free(ringkv *c)
@@ -328,6 +314,7 @@ void ringkv_free(ringkv *c)
     if (c == NULL)
         return;
     ringkv__drop(c);
+    ringkv__route_free(c->rt);
     for (size_t i = 0; i < c->nhosts; i++)
         free(c->hosts[i].name);
     free(c->hosts);
@@ -339,6 +326,8 @@ void ringkv_free(ringkv *c)
     SSL_CTX_free(c->tls_ctx);
     wire_cbuf_release(&c->out);
     free(c->in);
+    free(c->pfds);
+    free(c->pfh);
     free(c);
 }
 
@@ -422,7 +411,7 @@ static int ringkv__read_some(ringkv *c)
 }
 
 /* Write queued bytes until done or deadline, reading meanwhile. */
-static int ringkv__flush_until(ringkv *c, int64_t deadline)
+int ringkv__flush_until(ringkv *c, int64_t deadline)
 {
     while (c->fd >= 0 && c->out_off < c->out.len) {
         ssize_t n;
@@ -468,16 +457,71 @@ static int ringkv__flush_until(ringkv *c, int64_t deadline)
     return 0;
 }
 
+/* The error of node handle h as the handle's own. */
+static int ringkv__adopt(ringkv *c, ringkv *h, int rc)
+{
+    if (h != c)
+        memcpy(c->err, h->err, sizeof(c->err));
+    return rc;
+}
+
 int ringkv_flush(ringkv *c)
 {
-    if (c->fd < 0)
-        return c->out.len ? RK_ECLOSED : 0;
-    return ringkv__flush_until(c, ringkv__now_ms() + c->opts.timeout_ms);
+    int64_t deadline = ringkv__now_ms() + c->opts.timeout_ms;
+    for (size_t i = 0; i <= ringkv__route_count(c); i++) {
+        ringkv *h = i == 0 ? c : ringkv__route_at(c, i - 1);
+        if (h->fd < 0) {
+            if (h->out.len > h->out_off)
+                return RK_ECLOSED;
+            continue;
+        }
+        int rc = ringkv__flush_until(h, deadline);
+        if (rc != 0)
+            return ringkv__adopt(c, h, rc);
+    }
+    return 0;
+}
+
+/* One whole response frame from c's buffer decoded into out: 1, 0 when
+ * none is whole yet, RK_EPROTO (disconnected). Answers of the route's RING
+ * request are taken by the route (2, nothing in out). */
+static int ringkv__take(ringkv *c, struct wire_cresp *out)
+{
+    struct rk_slice body = {NULL, 0};
+    size_t used = 0;
+    int rc = 0;
+    if (c->in != NULL)
+        rc = wire_cframe_parse(&body, &used, c->in + c->in_off,
+                               c->in_len - c->in_off);
+    if (rc != 0) {
+        ringkv__seterr(c, "bad frame from %s: %s", c->peer, rk_strerror(rc));
+        ringkv__drop(c);
+        return RK_EPROTO;
+    }
+    if (used == 0)
+        return 0;
+    rc = wire_cresp_decode(out, body.p, body.len);
+    c->in_off += used;
+    if (rc != 0) {
+        ringkv__seterr(c, "bad response from %s: %s", c->peer,
+                       out->why ? out->why : rk_strerror(rc));
+        wire_cresp_clear(out);
+        ringkv__drop(c);
+        return RK_EPROTO;
+    }
+    c->pending--;
+    if ((c->rt || c->owner) && ringkv__route_answer(c, out)) {
+        wire_cresp_clear(out);
+        return 2;
+    }
+    return 1;
 }
 
 /* Wait for one whole response frame and decode it into out. */
-static int
-ringkv__recv_until(ringkv *c, struct wire_cresp *out, int64_t deadline)
+int ringkv__recv_until(ringkv *c,
+                       struct wire_cresp *out,
+                       int64_t deadline,
+                       bool internal)
 {
     int rc;
     if (c->pending == 0) {
@@ -487,29 +531,19 @@ ringkv__recv_until(ringkv *c, struct wire_cresp *out, int64_t deadline)
     if ((rc = ringkv__flush_until(c, deadline)) != 0)
         return rc;
     while (1) {
-        struct rk_slice body = {NULL, 0};
-        size_t used = 0;
-        if (c->in != NULL)
-            rc = wire_cframe_parse(&body, &used, c->in + c->in_off,
-                                   c->in_len - c->in_off);
-        if (rc != 0) {
-            ringkv__seterr(c, "bad frame from %s: %s", c->peer,
-                           rk_strerror(rc));
-            ringkv__drop(c);
-            return RK_EPROTO;
-        }
-        if (used > 0) {
-            rc = wire_cresp_decode(out, body.p, body.len);
-            c->in_off += used;
-            if (rc != 0) {
-                ringkv__seterr(c, "bad response from %s: %s", c->peer,
-                               out->why ? out->why : rk_strerror(rc));
-                wire_cresp_clear(out);
-                ringkv__drop(c);
-                return RK_EPROTO;
-            }
-            c->pending--;
+        rc = ringkv__take(c, out);
+        if (rc < 0)
+            return rc;
+        if (rc == 1)
             return 0;
+        if (rc == 2) {
+            if (internal)
+                return RINGKV__INTERNAL;
+            if (c->pending == 0) {
+                ringkv__seterr(c, "no request outstanding");
+                return RK_EBADREQ;
+            }
+            continue;
         }
         if (c->ssl && SSL_pending(c->ssl) > 0) { /* decrypted, held */
             if ((rc = ringkv__read_some(c)) != 0)
@@ -529,12 +563,112 @@ ringkv__recv_until(ringkv *c, struct wire_cresp *out, int64_t deadline)
     }
 }
 
+/* A token-aware handle's connection h failed: as with one connection,
+ * every outstanding request is gone (ringkv_recv's contract). */
+static int ringkv__recv_fail(ringkv *c, ringkv *h, int rc)
+{
+    ringkv__adopt(c, h, rc);
+    ringkv_close(c);
+    return rc;
+}
+
+/* ringkv_recv over every connection of a token-aware handle. */
+static int ringkv__recv_any(ringkv *c, struct wire_cresp *out, int64_t deadline)
+{
+    size_t nh = ringkv__route_count(c) + 1;
+    if (ringkv_pending(c) == 0) {
+        ringkv__seterr(c, "no request outstanding");
+        return RK_EBADREQ;
+    }
+    for (size_t i = 0; i < nh; i++) {
+        ringkv *h = i == 0 ? c : ringkv__route_at(c, i - 1);
+        if (h->fd >= 0 && h->out.len > h->out_off) {
+            int rc = ringkv__flush_until(h, deadline);
+            if (rc == RK_ETIMEOUT)
+                return ringkv__adopt(c, h, rc);
+            if (rc != 0)
+                return ringkv__recv_fail(c, h, rc);
+        }
+    }
+    while (1) {
+        size_t n = 0;
+        bool again = false;
+        /* a RING answer taken may have dropped node handles: count again */
+        nh = ringkv__route_count(c) + 1;
+        if (nh > c->pcap) {
+            struct pollfd *p = realloc(c->pfds, nh * sizeof(*p));
+            if (p)
+                c->pfds = p;
+            ringkv **q = p ? realloc(c->pfh, nh * sizeof(*q)) : NULL;
+            if (q)
+                c->pfh = q;
+            if (!p || !q)
+                return ringkv__recv_fail(c, c, -ENOMEM);
+            c->pcap = nh;
+        }
+        struct pollfd *pfd = c->pfds;
+        ringkv **ph = c->pfh;
+        /* from a different connection each call: one whose buffer holds
+         * many answers must not hide the others' (the route's RING) */
+        size_t first = c->rr++ % nh;
+        for (size_t k = 0; k < nh; k++) {
+            size_t i = (first + k) % nh;
+            ringkv *h = i == 0 ? c : ringkv__route_at(c, i - 1);
+            if (h->fd < 0 || h->pending == 0)
+                continue;
+            int rc = ringkv__take(h, out);
+            if (rc == 2) { /* the route's RING: handles may have gone */
+                again = true;
+                break;
+            }
+            if (rc == 1)
+                return 0;
+            if (rc < 0)
+                return ringkv__recv_fail(c, h, rc);
+            if (h->pending == 0)
+                continue;
+            if (h->ssl && SSL_pending(h->ssl) > 0) { /* decrypted, held */
+                if ((rc = ringkv__read_some(h)) != 0)
+                    return ringkv__recv_fail(c, h, rc);
+                again = true;
+                continue;
+            }
+            pfd[n] = (struct pollfd){h->fd, POLLIN, 0};
+            ph[n++] = h;
+        }
+        if (again)
+            continue;
+        if (ringkv_pending(c) == 0) { /* only the route's RING was */
+            ringkv__seterr(c, "no request outstanding");
+            return RK_EBADREQ;
+        }
+        int pr = poll(pfd, (nfds_t)n, ringkv__left(deadline));
+        if (pr < 0 && errno != EINTR)
+            return ringkv__recv_fail(c, c, -errno);
+        if (pr == 0) {
+            ringkv__seterr(c, "no answer in time from %s%s", c->peer,
+                           nh > 1 ? " or the replicas' nodes" : "");
+            return RK_ETIMEOUT;
+        }
+        for (size_t i = 0; pr > 0 && i < n; i++) {
+            if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            int rc = ringkv__read_some(ph[i]);
+            if (rc != 0)
+                return ringkv__recv_fail(c, ph[i], rc);
+        }
+    }
+}
+
 int ringkv_recv(ringkv *c, struct wire_cresp *out, int timeout_ms)
 {
     memset(out, 0, sizeof(*out));
     if (timeout_ms < 0)
         timeout_ms = c->opts.timeout_ms;
-    return ringkv__recv_until(c, out, ringkv__now_ms() + timeout_ms);
+    int64_t deadline = ringkv__now_ms() + timeout_ms;
+    if (c->rt)
+        return ringkv__recv_any(c, out, deadline);
+    return ringkv__recv_until(c, out, deadline, false);
 }
 
 /* ---- connecting ---------------------------------------------------------- */
@@ -661,7 +795,8 @@ static int ringkv__hello(ringkv *c)
     c->pending++;
     struct wire_cresp r;
     memset(&r, 0, sizeof(r));
-    rc = ringkv__recv_until(c, &r, ringkv__now_ms() + c->opts.timeout_ms);
+    rc =
+        ringkv__recv_until(c, &r, ringkv__now_ms() + c->opts.timeout_ms, false);
     if (rc != 0)
         return rc;
     if (r.err != 0) {
@@ -671,6 +806,19 @@ static int ringkv__hello(ringkv *c)
     } else if (r.id != q.id) {
         rc = RK_EPROTO;
         ringkv__seterr(c, "HELLO answered with a wrong id by %s", c->peer);
+    } else if ((r.has & WIRE_CRESP_NODE) && c->owner &&
+               (r.node.len != strlen(c->node) ||
+                memcmp(r.node.p, c->node, r.node.len) != 0)) {
+        /* a node connection must reach the node the ring names there */
+        rc = RK_EPROTO;
+        ringkv__seterr(c, "%s answered as node %.*s, not %s as the ring says",
+                       c->peer, (int)r.node.len, (const char *)r.node.p,
+                       c->node);
+    } else if ((r.has & WIRE_CRESP_NODE) && !c->owner &&
+               r.node.len < sizeof(c->node)) {
+        memcpy(c->node, r.node.p, r.node.len);
+        c->node[r.node.len] = '\0';
+        memcpy(c->hosts[c->cur].node, c->node, sizeof(c->node));
     }
     wire_cresp_clear(&r);
     return rc;
@@ -765,6 +913,8 @@ int ringkv_connect(ringkv *c)
                 continue;
             }
         }
+        if (!c->owner && !c->node[0])
+            memcpy(c->node, h->node, sizeof(c->node)); /* known from before */
         c->err[0] = '\0';
         return 0;
     }
@@ -774,11 +924,14 @@ int ringkv_connect(ringkv *c)
 
 /* ---- requests ------------------------------------------------------------ */
 
-int ringkv_send(ringkv *c, uint64_t *out_id, const struct wire_creq *req)
+int ringkv__queue(ringkv *c,
+                  ringkv *h,
+                  uint64_t *out_id,
+                  const struct wire_creq *req)
 {
     int rc;
-    if ((rc = ringkv_connect(c)) != 0)
-        return rc;
+    if ((rc = ringkv_connect(h)) != 0)
+        return ringkv__adopt(c, h, rc);
     struct wire_creq q = *req;
     q.id = c->next_id++;
     if (!(q.has & WIRE_CREQ_CL) && c->opts.consistency != WIRE_CCL_DEFAULT) {
@@ -786,18 +939,32 @@ int ringkv_send(ringkv *c, uint64_t *out_id, const struct wire_creq *req)
         q.cl = c->opts.consistency;
     }
     /* keep the buffer from growing without bound while pipelining */
-    if (c->out.len - c->out_off > (1u << 20) && (rc = ringkv_flush(c)) != 0)
-        return rc;
-    if ((rc = wire_creq_encode(&c->out, &q)) != 0) {
+    if (h->out.len - h->out_off > (1u << 20) &&
+        (rc = ringkv__flush_until(h, ringkv__now_ms() + c->opts.timeout_ms)) !=
+            0)
+        return ringkv__adopt(c, h, rc);
+    if ((rc = wire_creq_encode(&h->out, &q)) != 0) {
         ringkv__seterr(c, "cannot send %s: %s",
                        wire_cop_name(q.op) ? wire_cop_name(q.op) : "request",
                        rk_strerror(rc));
         return rc;
     }
-    c->pending++;
+    h->pending++;
     if (out_id != NULL)
         *out_id = q.id;
     return 0;
+}
+
+int ringkv_send(ringkv *c, uint64_t *out_id, const struct wire_creq *req)
+{
+    ringkv *h = c;
+    if (c->rt) {
+        int rc = ringkv__route_refresh(c, req, false);
+        if (rc != 0)
+            return rc;
+        h = ringkv__route_pick(c, req);
+    }
+    return ringkv__queue(c, h, out_id, req);
 }
 
 /* ---- error kinds ------------------------------------------------------- */
@@ -899,35 +1066,49 @@ int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
 {
     int rc = 0;
     memset(out, 0, sizeof(*out));
-    if (c->pending != 0) {
+    if (ringkv_pending(c) != 0) {
         ringkv__seterr(c,
                        "synchronous call with %zu pipelined requests "
                        "outstanding",
-                       c->pending);
+                       ringkv_pending(c));
         return RK_EBADREQ;
     }
     bool idempotent = ringkv_idempotent(req);
+    int skipped = 0; /* replicas' nodes that could not be reached */
     for (int attempt = 0; attempt <= c->opts.retries; attempt++) {
         uint64_t id;
-        ringkv__drop_if_dead(c);
-        if ((rc = ringkv_send(c, &id, req)) != 0) {
-            /* not a byte of req was written: any request may go again */
+        ringkv *t = c; /* the connection it goes on */
+        rc = 0;
+        if (c->rt && (rc = ringkv__route_refresh(c, req, true)) == 0)
+            t = ringkv__route_pick(c, req);
+        ringkv__drop_if_dead(t);
+        if (rc != 0 || (rc = ringkv__queue(c, t, &id, req)) != 0) {
+            /* not a byte of req was written: any request may go again;
+             * a replica's node that cannot be reached is skipped without
+             * counting as an attempt (the handle's own node is last) */
+            if (t != c && ringkv_errkind(rc) == RINGKV_KIND_CONNECTION &&
+                skipped++ < RING_MAX_REPLICAS) {
+                ringkv__route_avoid(t);
+                attempt--;
+                continue;
+            }
             if (ringkv_retryable(rc, true))
                 continue;
             return rc;
         }
-        uint64_t from = c->written;
-        size_t len = c->out.len - c->out_off; /* req's frame, queued */
+        uint64_t from = t->written;
+        size_t len = t->out.len - t->out_off; /* req's frame, queued */
         int64_t deadline = ringkv__now_ms() + c->opts.timeout_ms;
-        rc = ringkv__recv_until(c, out, deadline);
+        rc = ringkv__recv_until(t, out, deadline, false);
         if (rc == RK_ETIMEOUT) {
-            ringkv__drop(c);
-            return rc;
+            ringkv__drop(t);
+            return ringkv__adopt(c, t, rc);
         }
         if (rc != 0) {
+            ringkv__adopt(c, t, rc);
             /* A frame not written whole cannot have been decoded, let
              * alone applied; one written whole may have been. */
-            bool whole = c->written - from >= len;
+            bool whole = t->written - from >= len;
             if (ringkv_retryable(rc, idempotent || !whole))
                 continue;
             if (whole && !idempotent &&
@@ -942,10 +1123,10 @@ int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
             return rc;
         }
         if (out->id != id) {
-            ringkv__seterr(c, "%s answered id %llu, expected %llu", c->peer,
+            ringkv__seterr(c, "%s answered id %llu, expected %llu", t->peer,
                            (unsigned long long)out->id, (unsigned long long)id);
             wire_cresp_clear(out);
-            ringkv__drop(c);
+            ringkv__drop(t);
             return RK_EPROTO;
         }
         if (out->err != 0) {
@@ -957,12 +1138,17 @@ int ringkv_call(ringkv *c, struct wire_cresp *out, const struct wire_creq *req)
             c->err[0] = '\0';
         }
         /* A node whose ring is stale refuses to coordinate; another node
-         * may not be. Nothing was done, so asking the next host is safe. */
-        if (out->err == RK_ESTALE && c->nhosts > 1 &&
+         * may not be. Nothing was done, so asking elsewhere is safe: the
+         * next host, or for a replica's connection, the next replica or
+         * the handle's own node. */
+        if (out->err == RK_ESTALE && (c->nhosts > 1 || t != c) &&
             attempt < c->opts.retries) {
             rc = out->err;
             wire_cresp_clear(out);
-            ringkv__drop(c);
+            if (t != c)
+                ringkv__route_avoid(t);
+            else
+                ringkv__drop(c);
             continue;
         }
         return out->err;

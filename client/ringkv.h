@@ -4,9 +4,12 @@
  *
  * One `ringkv` handle is one TCP connection to one node of a cluster, chosen
  * from a list of hosts; when the connection fails the next call reconnects,
- * moving on to the next host. Calls block; every wait is bounded by poll()
- * timeouts (the socket itself is non-blocking). A handle is not thread-safe:
- * use one per thread.
+ * moving on to the next host. A token-aware handle (opts.token_aware)
+ * also learns the ring from that node and sends each GET, PUT, DEL (and
+ * MGET, by its first key) to a replica of its key, on one more connection
+ * per node, opened when first needed; see "Token-aware" below. Calls block;
+ * every wait is bounded by poll() timeouts (the socket itself is non-blocking).
+ * A handle is not thread-safe: use one per thread.
  *
  * Two ways to talk:
  *  - synchronous: ringkv_get / ringkv_put / ringkv_del, or ringkv_call for
@@ -71,8 +74,14 @@ struct ringkv_opts {
      * system's. */
     const char *tls_ca_file;
     /* The name (or address) the node's certificate must carry; NULL: the
-     * host as given in hosts; "": any (the CA's signature only). */
+     * host as given in hosts (or, for a node the ring names, its
+     * address); "": any (the CA's signature only). */
     const char *tls_verify_name;
+    /* Token-aware (nonzero): send each keyed request to a replica of its
+     * key (docs/protocol.md, "Token-aware clients"). Off in
+     * RINGKV_OPTS_INIT, so that a program keeps its one connection per
+     * handle until it asks; the CLI and ringkv-load turn it on. */
+    int token_aware;
 };
 
 /* ringkv_opts.spread. */
@@ -97,7 +106,7 @@ enum ringkv_spread {
         .client_name = "libringkv", .hello = 0, .connect_timeout_ms = 2000, \
         .timeout_ms = 5000, .consistency = WIRE_CCL_DEFAULT, .retries = 1,  \
         .spread = RINGKV_SPREAD_NONE, .tls = 0, .tls_ca_file = NULL,        \
-        .tls_verify_name = NULL                                             \
+        .tls_verify_name = NULL, .token_aware = 0                           \
     }
 
 /* Make a handle. Parses and copies the options; does not connect (the first
@@ -171,6 +180,39 @@ const char *ringkv_peer(const ringkv *c);
  * @note Valid as long as c. */
 const char *ringkv_host_name(const ringkv *c, size_t i);
 
+/* ---- token-aware -------------------------------------------------------
+ *
+ * With opts.token_aware the handle asks its node for RING before its first
+ * keyed request (a synchronous call waits for it; pipelined requests go to
+ * the handle's own node meanwhile) and computes each key's replicas from
+ * it with ring/, as the nodes do. A GET, PUT or DEL then goes to a
+ * replica of its key (an MGET to one of its first key's): the handle's own
+ * node when it is one, else the first replica in the ring's preference
+ * order, on a connection of its own (opened at first use, HELLO first: it
+ * must be answered by the node the ring names). Every answer carries its
+ * node's ring epoch; a newer one than the handle's makes it ask that node
+ * for RING again, and until the answer comes requests go to its own node
+ * (as they do when no replica can be reached: a node that fails is skipped
+ * for a second, longer while it keeps failing). Other requests always go
+ * to the handle's own connection. Ids are the handle's, unique over all
+ * its connections. A server older than the ring rows of RING answers
+ * (docs/protocol.md) leaves the handle with its one connection. */
+
+struct ringkv_route_stats {
+    uint64_t epoch;      /* of the ring last asked for (0: none yet) */
+    size_t nodes;        /* nodes placing tokens in the ring in use (0:
+                            none usable) */
+    size_t connections;  /* open now, the handle's own included */
+    uint64_t to_replica; /* keyed requests sent to a replica of the key */
+    /* keyed requests sent to the handle's own node instead: no ring (yet),
+     * a stale one, or no replica reachable */
+    uint64_t fallback;
+    uint64_t refreshes; /* RING answers taken */
+};
+
+/* What the handle's routing did so far (all zero when not token-aware). */
+void ringkv_route_stats(const ringkv *c, struct ringkv_route_stats *out);
+
 /* ---- pipelined API ---------------------------------------------------- */
 
 /* Queue req (connecting first if needed). The handle assigns the id (req->id
@@ -194,7 +236,10 @@ size_t ringkv_pending(const ringkv *c);
  * filled (the server's verdict is out->err), RK_ETIMEOUT (nothing yet; the
  * connection is kept), RK_EPROTO (undecodable frame; disconnected),
  * RK_ECLOSED / -errno (connection lost; disconnected, outstanding requests
- * are gone), or RK_EBADREQ when nothing is outstanding.
+ * are gone), or RK_EBADREQ when nothing is outstanding. A token-aware
+ * handle waits on all its connections; when one is lost or sends an
+ * undecodable frame, it closes them all, so that "outstanding requests
+ * are gone" holds for every request as with one connection.
  * @note *out owns its memory: wire_cresp_clear(out) after use, on success
  * only. */
 int ringkv_recv(ringkv *c, struct wire_cresp *out, int timeout_ms);

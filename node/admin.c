@@ -222,12 +222,32 @@ static int do_status(node *n, struct wire_cresp *r, struct node_admin_buf *b)
     return 0;
 }
 
+/* This node's replication as STATUS shows it ("dc1:3,dc2:2", "*:3"),
+ * from its config: what places the replicas of its ring. */
+static void own_repl(char *out, size_t cap, const struct node_config *c)
+{
+    size_t l = 0;
+    out[0] = '\0';
+    for (int i = 0; i < c->ndcs && l < cap; i++) {
+        int w = snprintf(out + l, cap - l, "%s%s:%d", i ? "," : "",
+                         c->replication[i].name, c->replication[i].rf);
+        l += w > 0 ? (size_t)w : 0;
+    }
+}
+
+/* RING: the placed tokens and, for a token-aware client, a row per
+ * placed node (name, client address, dc, rack, state) with this node's
+ * replication on its own row: all a client needs to compute each key's
+ * replicas with ring/ as this node does (docs/protocol.md). */
 static int do_ring(node *n, struct wire_cresp *r, struct node_admin_buf *b)
 {
     ring *rg = n->ring;
     size_t cnt = rg ? ring_token_count(rg) : 0;
+    size_t nn = rg ? ring_node_count(rg) : 0;
     struct wire_ctoken *t = ab_alloc(b, cnt * sizeof(*t));
-    if (!t)
+    struct wire_cnode *rows = ab_alloc(b, nn * sizeof(*rows));
+    char *repl = ab_alloc(b, NODE_CONFIG_MAX_DCS * (GOSSIP_NAME_MAX + 16));
+    if (!t || !rows || !repl)
         return -ENOMEM;
     for (size_t i = 0; i < cnt; i++) {
         struct ring_node_info ni;
@@ -235,11 +255,40 @@ static int do_ring(node *n, struct wire_cresp *r, struct node_admin_buf *b)
         t[i].token = ring_arc_range(rg, i).end;
         t[i].node = S(ni.name);
     }
+    own_repl(repl, NODE_CONFIG_MAX_DCS * (GOSSIP_NAME_MAX + 16), &n->cfg);
+    size_t k = 0;
+    for (uint32_t i = 0; i < nn; i++) {
+        struct ring_node_info ni;
+        ring_node_get(rg, &ni, i);
+        bool self = i < n->npeers && n->peer[i].self;
+        const char *code = state_code(n, i, ni.state);
+        /* a node that places nothing is left out, but for this node's
+         * own row: it says the replication (a node that has left still
+         * answers RING) */
+        if (!self && (!code || ni.state == RING_BOOT || ni.ntokens == 0))
+            continue;
+        if (!code)
+            code = "UL"; /* left or removed: not placed any more */
+        rows[k].name = S(ni.name);
+        rows[k].addr = S(i < n->npeers ? n->peer[i].caddr : "");
+        rows[k].dc = S(ni.dc);
+        rows[k].rack = S(ni.rack);
+        rows[k].state = S(code);
+        rows[k].tokens = (uint32_t)ni.ntokens;
+        rows[k].owns = -1.0;
+        if (self)
+            rows[k].repl = S(repl);
+        k++;
+    }
     r->tokens = t;
     r->ntokens = cnt;
+    r->nodes = rows;
+    r->nnodes = k;
     r->epoch = rg ? ring_epoch(rg) : 0;
     r->fprint = rg ? ring_fingerprint(rg) : 0;
-    r->has |= WIRE_CRESP_TOKENS | WIRE_CRESP_EPOCH | WIRE_CRESP_FPRINT;
+    r->node = S(n->cfg.node_name);
+    r->has |= WIRE_CRESP_TOKENS | WIRE_CRESP_EPOCH | WIRE_CRESP_FPRINT |
+              WIRE_CRESP_NODES | WIRE_CRESP_NODE;
     return 0;
 }
 

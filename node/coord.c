@@ -132,6 +132,12 @@ int node__coord_plan(struct creq *q)
         rs.nrep = RING_MAX_REPLICAS;
     if (rs.nnat > rs.nrep)
         rs.nnat = rs.nrep;
+    if (!q->replanned) {
+        bool replica = false;
+        for (uint32_t i = 0; i < rs.nnat; i++)
+            replica |= rs.rep[i].self;
+        c->stats.placement[replica]++;
+    }
     memset(q->r, 0, rs.nrep * sizeof(q->r[0]));
     for (uint32_t i = 0; i < rs.nrep; i++) {
         q->rp[i].name = rs.name[i] ? rs.name[i] : "";

@@ -147,6 +147,10 @@ struct coord_stats {
                                   disk space (coord_host local_full) */
     uint64_t local_full_late;  /* answered OK before this node's own copy
                                   was refused for disk space */
+    /* data requests by where they were coordinated (first planning
+     * only): [1] this node is a natural replica of the key (a token-aware
+     * client's choice), [0] it is not */
+    uint64_t placement[2];
 };
 
 /* At node_new: the node's coordinator, idle (no timer yet). 0 or

@@ -56,6 +56,7 @@
 #include "node/scan.h"
 #include "node/snapshot.h"
 #include "node/snapshot_manifest.h"
+#include "ring/ring.h"
 #include "wire/client_msg.h"
 
 #define CSRV_OUT_HIGH (8u * 1024u * 1024u)
@@ -74,6 +75,19 @@
 _Static_assert(WIRE_CFRAME_MAX + WIRE_CFRAME_HDR <= CLIENT_INPUT_MAX,
                "a whole native frame fits a connection's input");
 
+/* A connection reads its own writes: a GET or MGET waits for the
+ * connection's PUTs and DELs in flight of keys in the same bucket, the
+ * top byte of the key's token (a false conflict only waits), as the RESP
+ * server's commands do (node/resp_data_commands.c). Until 2026-12-06 it
+ * waited for every write in flight on the connection, which kept a
+ * pipelined 50/50 mix to a few requests per connection at a time. */
+#define CSRV_BUCKETS 256
+
+static uint8_t key_bucket(struct rk_slice k)
+{
+    return (uint8_t)(rk_token(k.p, k.len) >> 56);
+}
+
 struct csrv_conn {
     net_conn *nc;
     node *n;
@@ -87,7 +101,9 @@ struct csrv_conn {
     bool paused;          /* net_conn_read_pause: full, or a request held */
     int inflight;
     int writes_inflight; /* PUT/DEL not answered yet */
-    bool has_held;       /* a GET/MGET waits for them */
+    /* of those, by their key's bucket (key_bucket) */
+    uint32_t wpend[CSRV_BUCKETS];
+    bool has_held; /* a GET/MGET waits for some of them */
     bool processing;
     struct coord_meter meter; /* values its reads hold, and MGETs' copies */
     struct wire_creq held;
@@ -104,6 +120,7 @@ struct csrv_conn {
 struct csrv_req {
     struct csrv_conn *c;
     bool is_write;
+    uint8_t bucket; /* a write's key's (key_bucket) */
     uint64_t id;
     uint32_t op;
     size_t nkeys, pending;
@@ -151,6 +168,13 @@ static void conn_send(struct csrv_conn *c, struct wire_cresp *resp)
 {
     if (c->closing)
         return;
+    /* every reply says which ring the node has applied: a token-aware
+     * client that sees a newer epoch than its own asks for the ring again
+     * (docs/protocol.md, "Token-aware clients") */
+    if (!(resp->has & WIRE_CRESP_EPOCH) && c->n->ring) {
+        resp->epoch = ring_epoch(c->n->ring);
+        resp->has |= WIRE_CRESP_EPOCH;
+    }
     int rc = wire_cresp_encode(&c->out, resp);
     if (rc < 0) {
         /* a reply over the frame limit is the request's TOO_LARGE, not an
@@ -243,13 +267,31 @@ static int req_op(const struct wire_creq *q)
                                    : NODE_OP_GET;
 }
 
+/* Whether GET or MGET q must wait for c's writes in flight: one of its
+ * keys is in the bucket of one of them. */
+static bool read_waits(const struct csrv_conn *c, const struct wire_creq *q)
+{
+    if (c->writes_inflight == 0)
+        return false;
+    if (q->op == WIRE_COP_GET)
+        return c->wpend[key_bucket(q->key)] > 0;
+    for (size_t i = 0; q->op == WIRE_COP_MGET && i < q->nkeys; i++)
+        if (c->wpend[key_bucket(q->keys[i])] > 0)
+            return true;
+    return false;
+}
+
 /* A request leaves its connection: a GET held behind the connection's
- * writes may go once none is in flight. */
+ * writes may go once none of its buckets has one in flight. */
 static void req_leave(struct csrv_req *r)
 {
     struct csrv_conn *c = r->c;
-    if (r->is_write && --c->writes_inflight == 0 && c->has_held &&
-        !c->processing && !c->closing)
+    if (!r->is_write)
+        return;
+    c->writes_inflight--;
+    c->wpend[r->bucket]--;
+    if (c->has_held && !c->processing && !c->closing &&
+        !read_waits(c, &c->held))
         conn_wake(c);
 }
 
@@ -451,7 +493,11 @@ static struct csrv_req *req_new(struct csrv_conn *c, const struct wire_creq *q)
     r->id = q->id;
     r->op = q->op;
     r->is_write = q->op == WIRE_COP_PUT || q->op == WIRE_COP_DEL;
-    c->writes_inflight += r->is_write;
+    if (r->is_write) {
+        r->bucket = key_bucket(q->key);
+        c->writes_inflight++;
+        c->wpend[r->bucket]++;
+    }
     c->refs++;
     net_conn_request_begin(c->nc);
     c->inflight++;
@@ -840,8 +886,9 @@ static void bad_header(struct csrv_conn *c, int rc, size_t flen)
 
 /* The engine's on_input: answer the whole frames at the front of the
  * input, in order. A GET or MGET that follows a PUT or DEL still in flight
- * on this connection waits for it (and reading stops meanwhile), so a
- * connection reads its own writes. */
+ * on this connection, of a key in the same bucket as one of its own,
+ * waits for it (and reading stops meanwhile), so a connection reads its
+ * own writes. */
 static int on_input(void *arg, net_conn *nc, struct net_input *in)
 {
     struct csrv_conn *c = net_conn_data(nc);
@@ -851,7 +898,7 @@ static int on_input(void *arg, net_conn *nc, struct net_input *in)
         return 0; /* refused at accept: closing */
     c->refs++;    /* requests may finish and unref inside */
     c->processing = true;
-    if (c->has_held && c->writes_inflight == 0) {
+    if (c->has_held && !read_waits(c, &c->held)) {
         c->has_held = false;
         handle_req(c, &c->held);
         wire_creq_clear(&c->held);
@@ -890,8 +937,7 @@ static int on_input(void *arg, net_conn *nc, struct net_input *in)
             c->n->stats.client_bad_frames++;
             send_err(c, q.has_id ? q.id : 0, q.has_id ? q.op : 0, rc,
                      q.why ? q.why : rk_strerror(rc));
-        } else if (c->writes_inflight > 0 &&
-                   (q.op == WIRE_COP_GET || q.op == WIRE_COP_MGET)) {
+        } else if (read_waits(c, &q)) {
             c->held = q; /* owns its copy of the body */
             c->has_held = true;
             break;

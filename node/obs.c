@@ -58,7 +58,7 @@ struct obs {
 
     metrics_family *req, *lat, *err;
     metrics_family *overloaded, *stale, *stale_waits, *replans, *repairs,
-        *hedges, *passed_over, *unsent;
+        *hedges, *passed_over, *unsent, *placement;
     metrics_family *hints_stored, *hints_replayed, *hints_dropped;
     metrics_family *writes_refused, *clock_skew;
     metrics_family *clock_skewed, *clock_offset, *clock_skew_writes;
@@ -193,6 +193,13 @@ static int obs_register(struct obs *o)
       "Requests a replica refused as planned on an older ring than its own "
       "(OLD_RING): they waited for the newer ring and were planned again.",
       METRICS_COUNTER, 0, NULL);
+    static const char *const placed[] = {"other", "replica"};
+    struct metrics_dim d_placed = {"coordinator", 2, placed};
+    F(placement, "ringkv_coordinated_requests_total",
+      "Data requests (GET, PUT, DEL, each key of an MGET) this node "
+      "coordinated, by whether it is a replica of the key (a token-aware "
+      "client sends each key to one) or another node.",
+      METRICS_COUNTER, 1, &d_placed);
     F(repairs, "ringkv_read_repairs_total",
       "Replica writes made by read repair.", METRICS_COUNTER, 0, NULL);
     F(hedges, "ringkv_read_hedges_total",
@@ -557,6 +564,8 @@ static void obs_sync(struct obs *o)
     ctr(o->stale, 0, cs->stale, &cprev->stale);
     ctr(o->stale_waits, 0, cs->stale_waits, &cprev->stale_waits);
     ctr(o->replans, 0, cs->replans, &cprev->replans);
+    for (int k = 0; k < 2; k++)
+        ctr(o->placement, (size_t)k, cs->placement[k], &cprev->placement[k]);
     ctr(o->repairs, 0, cs->read_repairs, &cprev->read_repairs);
     ctr(o->hedges, 0, cs->read_hedges, &cprev->read_hedges);
     ctr(o->passed_over, 0, cs->read_passed_over, &cprev->read_passed_over);

@@ -222,9 +222,13 @@ def shares(r):
 def load_spread(w, six):
     """Step 4."""
     load = os.path.join(h.BIN_DIR, "ringkv-load")
+    # --no-token-aware: this drill is about where the connections go when
+    # their node dies; token-aware, the requests would go where their keys
+    # are whatever the connections did
     p = subprocess.Popen([load, "-h", ",".join(IP[n] for n in six),
                           "-c", "120", "-P", "1", "-r", "0.5", "-k", "10000",
-                          "--consistency", "QUORUM", "-t", "40"],
+                          "--consistency", "QUORUM", "-t", "40",
+                          "--no-token-aware"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         time.sleep(5)

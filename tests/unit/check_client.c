@@ -1576,13 +1576,24 @@ START_TEST(load_generator_runs)
     struct fake *f = fake_start(false, NULL);
     char host[32], out[8192];
     snprintf(host, sizeof(host), "127.0.0.1:%u", f->port);
-    const char *args[] = {"-h",  host, "-c", "1",  "-P",  "8",      "-n",
-                          "300", "-k", "20", "-r", "0.5", "--json", NULL};
+    const char *args[] = {"-h", host, "-c", "1",   "-P",     "8",  "-n", "300",
+                          "-k", "20", "-r", "0.5", "--json", NULL, NULL};
     ck_assert_int_eq(
         run_prog("ringkv-load", args, out, sizeof(out), NULL, 0, NULL), 0);
     ck_assert_ptr_nonnull(strstr(out, "\"ops\":300,"));
     ck_assert_ptr_nonnull(strstr(out, "\"errors\":0,"));
     ck_assert_ptr_nonnull(strstr(out, "\"p999\":"));
+    /* token-aware by default: one RING first, which this fake answers
+     * without node rows (an older server), so all go to the one host */
+    ck_assert_ptr_nonnull(strstr(out, "\"token_aware\":true,"));
+    ck_assert_ptr_nonnull(strstr(out, "\"to_replica\":0,"));
+    ck_assert_int_eq(atomic_load(&f->requests), 301);
+    args[13] = "--no-token-aware";
+    atomic_store(&f->requests, 0);
+    ck_assert_int_eq(
+        run_prog("ringkv-load", args, out, sizeof(out), NULL, 0, NULL), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"ops\":300,"));
+    ck_assert_ptr_nonnull(strstr(out, "\"token_aware\":false,"));
     ck_assert_int_eq(atomic_load(&f->requests), 300);
     fake_stop(f);
 }

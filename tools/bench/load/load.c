@@ -8,6 +8,11 @@
  * --keys; --reads is the fraction of GETs. The run stops after --duration
  * seconds or --ops operations. Results: ops/s and p50/p99/p999/max, as text
  * or --json. NOT_FOUND answers to GETs are counted as misses, not errors.
+ *
+ * Token-aware (libringkv's opts.token_aware; --no-token-aware turns it
+ * off): each thread's handle sends each request to a replica of its key,
+ * on up to one connection per node; the requests sent to a replica and
+ * those sent to the thread's first node instead are counted.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -40,6 +45,7 @@ struct conf {
     int timeout_ms;
     uint64_t seed;
     bool json, preload;
+    bool token_aware;
 };
 
 #define NERR 10 /* err_slot() classes, named in err_names */
@@ -51,6 +57,7 @@ struct worker {
     struct hist lat_r, lat_w; /* all latencies = their merge */
     uint64_t reads, writes, misses, errors;
     uint64_t err_by[NERR]; /* by exit class, see err_slot */
+    struct ringkv_route_stats route;
     char first_err[256];
     int fatal;
 };
@@ -156,6 +163,7 @@ static void *worker_main(void *arg)
     /* the rotation spreads the connections; a node's connections that
      * lose it spread over the others too */
     o.spread = RINGKV_SPREAD_FAILOVER;
+    o.token_aware = cf->token_aware;
     ringkv *c = NULL;
     struct slot *slots = calloc((size_t)cf->depth, sizeof(*slots));
     uint8_t *val = malloc(cf->vsize ? cf->vsize : 1);
@@ -251,6 +259,8 @@ static void *worker_main(void *arg)
         wire_cresp_clear(&r);
     }
 out:
+    if (c)
+        ringkv_route_stats(c, &w->route);
     ringkv_free(c);
     free(slots);
     free(val);
@@ -266,6 +276,7 @@ static int preload(const struct conf *cf)
     o.password = cf->password;
     o.consistency = cf->cl;
     o.timeout_ms = cf->timeout_ms;
+    o.token_aware = cf->token_aware;
     ringkv *c;
     const char *why;
     int rc = ringkv_new(&c, &o, &why);
@@ -317,6 +328,8 @@ static const char usage[] =
     "  -a, --password PW       or $RINGKV_PASSWORD\n"
     "      --timeout MS        per-response timeout (default 5000)\n"
     "      --seed N            key/value randomness (default 1)\n"
+    "      --no-token-aware    send every request to the connection's\n"
+    "                          first host, not to a replica of its key\n"
     "      --json              one JSON object on stdout\n";
 
 static void json_cstr(const char *s)
@@ -380,7 +393,8 @@ int main(int argc, char **argv)
                       .keys = 100000,
                       .duration = 10,
                       .timeout_ms = 5000,
-                      .seed = 1};
+                      .seed = 1,
+                      .token_aware = true};
     bool host_given = false;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -392,6 +406,10 @@ int main(int argc, char **argv)
         }
         if (!strcmp(o, "--preload")) {
             cf.preload = true;
+            continue;
+        }
+        if (!strcmp(o, "--no-token-aware")) {
+            cf.token_aware = false;
             continue;
         }
         if (!strcmp(o, "--help")) {
@@ -482,6 +500,7 @@ int main(int argc, char **argv)
     double secs = (double)(now_us() - t0) / 1e6;
     static struct hist all, all_r, all_w;
     uint64_t reads = 0, writes = 0, misses = 0, errors = 0, by[NERR] = {0};
+    uint64_t to_replica = 0, fallback = 0, refreshes = 0, conns = 0;
     const char *first_err = NULL;
     int fatal = 0;
     for (int i = 0; i < started; i++) {
@@ -491,6 +510,10 @@ int main(int argc, char **argv)
         writes += w[i].writes;
         misses += w[i].misses;
         errors += w[i].errors;
+        to_replica += w[i].route.to_replica;
+        fallback += w[i].route.fallback;
+        refreshes += w[i].route.refreshes;
+        conns += w[i].route.connections;
         for (int k = 0; k < NERR; k++)
             by[k] += w[i].err_by[k];
         if (first_err == NULL && w[i].first_err[0])
@@ -519,6 +542,11 @@ int main(int argc, char **argv)
                cf.conns, cf.depth, cf.vsize, cf.reads, cf.keys,
                wire_ccl_name(cf.cl), secs, done, ops_s, reads, writes, misses,
                errors, p50, p99, p999, mx);
+        printf("\"token_aware\":%s,\"to_replica\":%" PRIu64
+               ",\"fallback\":%" PRIu64 ",\"ring_refreshes\":%" PRIu64
+               ",\"connections_open\":%" PRIu64 ",",
+               cf.token_aware ? "true" : "false", to_replica, fallback,
+               refreshes, conns);
         print_lat_json("read_latency_ms", &all_r);
         print_lat_json("write_latency_ms", &all_w);
         printf("\"errors_by_type\":{");
@@ -541,6 +569,10 @@ int main(int argc, char **argv)
                done, secs, ops_s, reads, writes, misses, errors);
         printf("latency ms: p50 %.3f  p99 %.3f  p999 %.3f  max %.3f\n", p50,
                p99, p999, mx);
+        if (cf.token_aware)
+            printf("token-aware: %" PRIu64 " sent to a replica of the key, "
+                   "%" PRIu64 " to the first node (no ring yet, or stale)\n",
+                   to_replica, fallback);
         print_lat_text("  reads ", &all_r);
         print_lat_text("  writes", &all_w);
         for (int k = 0; k < NERR; k++)
