@@ -824,13 +824,17 @@ const char *node_config_file_arg(int argc, char *const *argv, char *const *envp)
 
 /* ---- validation ------------------------------------------------------- */
 
+int node_config_dcs_rf(const struct node_config_dc *dcs, int n, const char *dc)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(dcs[i].name, dc) == 0 || strcmp(dcs[i].name, "*") == 0)
+            return dcs[i].rf;
+    return 0;
+}
+
 int node_config_rf(const struct node_config *c, const char *dc)
 {
-    for (int i = 0; i < c->ndcs; i++)
-        if (strcmp(c->replication[i].name, dc) == 0 ||
-            strcmp(c->replication[i].name, "*") == 0)
-            return c->replication[i].rf;
-    return 0;
+    return node_config_dcs_rf(c->replication, c->ndcs, dc);
 }
 
 /* A node name holds letters, digits and . - _ : only ("" too). */

@@ -229,6 +229,9 @@ node_config_file_arg(int argc, char *const *argv, char *const *envp);
 
 /* Replication factor configured for `dc`, 0 if none. */
 int node_config_rf(const struct node_config *c, const char *dc);
+/* The same in a setting dcs[0..n) ("*" counts for all), as a replication
+ * change holds one apart from the config (node/replication.h). */
+int node_config_dcs_rf(const struct node_config_dc *dcs, int n, const char *dc);
 
 /* Names and parsing of consistency levels ("QUORUM", case-insensitive). */
 const char *node_cl_name(enum node_cl cl);

@@ -104,14 +104,6 @@ uint64_t node_repl_next_version(uint64_t highest, uint64_t wall_ms)
     return wall_ms > highest ? wall_ms : highest + 1;
 }
 
-int node_repl_dc_rf(const struct node_config_dc *dcs, int n, const char *dc)
-{
-    for (int i = 0; i < n; i++)
-        if (strcmp(dcs[i].name, dc) == 0 || strcmp(dcs[i].name, "*") == 0)
-            return dcs[i].rf;
-    return 0;
-}
-
 uint64_t node_repl_schema_version(struct rk_slice schema)
 {
     char w[32];
@@ -134,7 +126,7 @@ static void own_text(const node *n, char *out, size_t cap)
 /* The setting in use gives this node's data centre no RF: said at start. */
 static void no_rf_note(node *n)
 {
-    if (node_repl_dc_rf(n->cfg.replication, n->cfg.ndcs, n->cfg.datacenter))
+    if (node_config_dcs_rf(n->cfg.replication, n->cfg.ndcs, n->cfg.datacenter))
         return;
     LOG(WARN, "replication.no_rf_here",
         "dc=%s note=\"the replication gives this data centre no RF: the "
@@ -212,9 +204,9 @@ static void gained_note(node *n,
      * itself and one peer, where it replicates everything either way. So
      * a higher RF in its data centre, or another strategy, counts as a
      * gain too: the count is for people, the repair is what matters. */
-    int was_rf = node_repl_dc_rf(was, nwas, n->cfg.datacenter);
+    int was_rf = node_config_dcs_rf(was, nwas, n->cfg.datacenter);
     int now_rf =
-        node_repl_dc_rf(n->cfg.replication, n->cfg.ndcs, n->cfg.datacenter);
+        node_config_dcs_rf(n->cfg.replication, n->cfg.ndcs, n->cfg.datacenter);
     bool was_simple = nwas == 1 && strcmp(was[0].name, "*") == 0;
     bool now_simple =
         n->cfg.ndcs == 1 && strcmp(n->cfg.replication[0].name, "*") == 0;
@@ -414,7 +406,7 @@ int node__repl_set(node *n, struct rk_slice spec, char **text, size_t *len)
             want, v, cur, n->cfg.node_name);
     for (int i = 0; i < nd; i++) {
         size_t have = dc_nodes(n->ring, dcs[i].name);
-        int old = node_repl_dc_rf(was, nwas, dcs[i].name);
+        int old = node_config_dcs_rf(was, nwas, dcs[i].name);
         if (have < (size_t)dcs[i].rf)
             fprintf(f,
                     "Note: data centre %s has %zu nodes in the ring, fewer "
@@ -451,7 +443,7 @@ int node__repl_set(node *n, struct rk_slice spec, char **text, size_t *len)
         }
     }
     for (int k = 0; k < nwas; k++)
-        if (node_repl_dc_rf(dcs, nd, was[k].name) == 0)
+        if (node_config_dcs_rf(dcs, nd, was[k].name) == 0)
             fprintf(f,
                     "Data centre %s no longer has replicas: run `ringkv "
                     "cleanup` on its nodes to drop what they held.\n",

@@ -82,8 +82,6 @@ bool node_repl_supersedes(uint64_t va,
 /* The version of a new setting made at wall_ms: above every version known
  * (highest), and wall_ms when the clock is ahead of them. */
 uint64_t node_repl_next_version(uint64_t highest, uint64_t wall_ms);
-/* The RF of data centre dc in dcs[0..n) ("*" counts for all), 0 if none. */
-int node_repl_dc_rf(const struct node_config_dc *dcs, int n, const char *dc);
 /* The version a gossiped SCHEMA value carries (" replv=V"), 0 if none. */
 uint64_t node_repl_schema_version(struct rk_slice schema);
 

@@ -85,10 +85,10 @@ START_TEST(dc_rf)
     int n = 0;
     ck_assert_int_eq(node_repl_parse(d, &n, "dc1:3,dc2:2", err, sizeof(err)),
                      0);
-    ck_assert_int_eq(node_repl_dc_rf(d, n, "dc2"), 2);
-    ck_assert_int_eq(node_repl_dc_rf(d, n, "dc3"), 0);
+    ck_assert_int_eq(node_config_dcs_rf(d, n, "dc2"), 2);
+    ck_assert_int_eq(node_config_dcs_rf(d, n, "dc3"), 0);
     ck_assert_int_eq(node_repl_parse(d, &n, "2", err, sizeof(err)), 0);
-    ck_assert_int_eq(node_repl_dc_rf(d, n, "anything"), 2);
+    ck_assert_int_eq(node_config_dcs_rf(d, n, "anything"), 2);
 }
 END_TEST
 
