@@ -195,6 +195,20 @@ def tls_client_context(ca_file, cert=None, key=None):
     return ctx
 
 
+def tls_peer_der(ctx, ip, port):
+    """The certificate the server at ip:port presents (DER), through ctx
+    (tls_client_context)."""
+    with socket.create_connection((ip, port), timeout=20) as s:
+        with ctx.wrap_socket(s, server_hostname=ip) as t:
+            return t.getpeercert(binary_form=True)
+
+
+def pem_der(path):
+    """The certificate in the PEM file path, as DER."""
+    import ssl
+    return ssl.PEM_cert_to_DER_cert(open(path).read())
+
+
 def make_certs(directory, *nodes):
     """The test PKI of tests/tls/make-certs.sh in directory (nodes:
     "name=ip" each): ca.crt, <name>.crt/.key, wrong-ca.crt, wrong.crt,

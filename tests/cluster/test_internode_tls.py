@@ -29,7 +29,6 @@ tls_ca_file and internode_tls: required. Checked:
 import os
 import shutil
 import socket
-import ssl
 import subprocess
 import time
 
@@ -67,10 +66,6 @@ def rogue_cert(pki, name, ip):
     run("openssl", "x509", "-req", "-in", name + ".csr", "-CA",
         "wrong-ca.crt", "-CAkey", "wrong-ca.key", "-CAcreateserial",
         "-extfile", name + ".ext", "-days", "30", "-out", name + ".crt")
-
-
-def der_of(path):
-    return ssl.PEM_cert_to_DER_cert(open(path).read())
 
 
 def internode_cert(pki, ip):
@@ -150,7 +145,7 @@ def plaintext_probe(pki, n, times=5):
     h.check(len(lines) == 1 and "suppressed=0" in lines[0],
             "%d probes, lines: %r" % (times, lines))
     der = internode_cert(pki, n.ip)
-    h.check(der == der_of(os.path.join(pki, n.name + ".crt")),
+    h.check(der == h.pem_der(os.path.join(pki, n.name + ".crt")),
             "%s presents another certificate on 7001" % n.name)
     print("7001 in TLS only: %d plaintext connections refused and "
           "counted, one line logged; %s's own certificate presented" %
@@ -173,7 +168,7 @@ def rotate(c, pki):
     time.sleep(1.5)
     acked = w.finish(at_least=50)
     h.check(internode_cert(pki, n1.ip) ==
-            der_of(os.path.join(pki, "n1-new.crt")),
+            h.pem_der(os.path.join(pki, "n1-new.crt")),
             "7001 after reloadtls: not the new certificate")
     h.check("event=tls.reloaded " in n1.log(), "no tls.reloaded line")
     print("ringkv reloadtls: %r; the new certificate on 7001; a QUORUM "
@@ -192,7 +187,7 @@ def rotate(c, pki):
         with open(os.path.join(pki, "n1." + ext), "wb") as f:
             f.write(keep[ext])
     h.check(internode_cert(pki, n1.ip) ==
-            der_of(os.path.join(pki, "n1-new.crt")),
+            h.pem_der(os.path.join(pki, "n1-new.crt")),
             "the expired certificate was taken")
     m = n1.metrics()
     h.check(m.get('ringkv_tls_reloads_total{result="ok"}') == 1 and

@@ -50,16 +50,6 @@ def https_get(ctx, path, auth=True):
     return status, data.split(b"\r\n\r\n", 1)[1]
 
 
-def peer_der(ctx):
-    with socket.create_connection((METRICS_IP, PORT), timeout=20) as s:
-        with ctx.wrap_socket(s, server_hostname=METRICS_IP) as t:
-            return t.getpeercert(binary_form=True)
-
-
-def der_of(path):
-    return ssl.PEM_cert_to_DER_cert(open(path).read())
-
-
 def refused(n):
     return n.metrics().get('ringkv_tls_refused_total{port="metrics"}', 0)
 
@@ -140,15 +130,15 @@ def main():
             "no metrics.tls_refused in the log")
     print("plain HTTP not answered, another CA refused: counted, logged")
 
-    old = der_of(os.path.join(pki, "n1.crt"))
-    new = der_of(os.path.join(pki, "n1-new.crt"))
-    h.check(peer_der(ctx) == old, "the first certificate")
+    old = h.pem_der(os.path.join(pki, "n1.crt"))
+    new = h.pem_der(os.path.join(pki, "n1-new.crt"))
+    h.check(h.tls_peer_der(ctx, METRICS_IP, PORT) == old, "the first certificate")
     for ext in ("crt", "key"):
         shutil.copy(os.path.join(pki, "n1-new." + ext),
                     os.path.join(pki, "n1." + ext))
     n.proc.send_signal(signal.SIGHUP)
     h.wait_log(n, "tls.reloaded", timeout=20)
-    h.check(peer_der(ctx) == new, "metrics port after SIGHUP: not the new "
+    h.check(h.tls_peer_der(ctx, METRICS_IP, PORT) == new, "metrics port after SIGHUP: not the new "
             "certificate")
     status, _ = https_get(ctx, "/metrics")
     h.check(status == 200, "/metrics after the reload: %d" % status)

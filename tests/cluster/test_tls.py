@@ -115,18 +115,6 @@ def client_ports(c, pki):
     print("refused handshakes counted (%d) and logged" % got)
 
 
-def peer_der(ctx, ip, port):
-    """The certificate the node at ip:port presents (DER)."""
-    with socket.create_connection((ip, port), timeout=20) as s:
-        with ctx.wrap_socket(s, server_hostname=ip) as t:
-            return t.getpeercert(binary_form=True)
-
-
-def der_of(path):
-    import ssl
-    return ssl.PEM_cert_to_DER_cert(open(path).read())
-
-
 def reload_on_sighup(c, pki):
     """n1's certificate files replaced, then SIGHUP: new handshakes get the
     new certificate on both TLS ports, a connection open across it goes on
@@ -137,9 +125,9 @@ def reload_on_sighup(c, pki):
     import threading
     n1 = c.nodes[0]
     ctx = h.tls_client_context(os.path.join(pki, "ca.crt"))
-    old, new = der_of(os.path.join(pki, "n1.crt")), der_of(
+    old, new = h.pem_der(os.path.join(pki, "n1.crt")), h.pem_der(
         os.path.join(pki, "n1-new.crt"))
-    h.check(peer_der(ctx, n1.ip, 6380) == old, "n1's first certificate")
+    h.check(h.tls_peer_der(ctx, n1.ip, 6380) == old, "n1's first certificate")
     # a writer on one TLS connection, all through the reload
     raw = ctx.wrap_socket(socket.create_connection((n1.ip, 6380), timeout=20),
                           server_hostname=n1.ip)
@@ -176,7 +164,7 @@ def reload_on_sighup(c, pki):
             (done[0], errors[:3]))
     raw.close()
     for port in (6380, 7380):
-        h.check(peer_der(ctx, n1.ip, port) == new,
+        h.check(h.tls_peer_der(ctx, n1.ip, port) == new,
                 "port %d after SIGHUP: not the new certificate" % port)
     print("SIGHUP: the new certificate on 6380 and 7380; a TLS writer "
           "across it: %d SETs, none failed" % done[0])
@@ -189,7 +177,7 @@ def reload_on_sighup(c, pki):
     line = [ln for ln in n1.log().splitlines()
             if "event=tls.reload_failed " in ln][0]
     h.check("expired" in line, "the refusal says why: %r" % line)
-    h.check(peer_der(ctx, n1.ip, 6380) == new, "the expired one was taken")
+    h.check(h.tls_peer_der(ctx, n1.ip, 6380) == new, "the expired one was taken")
     m = n1.metrics()
     h.check(m.get('ringkv_tls_reloads_total{result="ok"}') == 1 and
             m.get('ringkv_tls_reloads_total{result="failed"}') == 1,
