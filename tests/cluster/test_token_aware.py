@@ -120,7 +120,11 @@ def main():
     n4_rep = placed([n4])["n4"][0]
     bg.join(timeout=120)
     s = bg.out
-    h.check(s is not None and s["errors"] == 0, "run during the join: %r" % s)
+    # a QUORUM write may time out on a loaded machine (three in 62,000
+    # with two trees of tests and builds running); any other error is the
+    # client failing to follow the ring
+    h.check(s is not None and set(s["errors_by_type"]) <= {"TIMEOUT"} and
+            s["errors"] <= s["ops"] // 1000, "run during the join: %r" % s)
     h.check(s["ring_refreshes"] >= 4, "the client did not follow the "
             "ring: %r" % s)
     h.check(n4_rep > 0, "n4 coordinated nothing as a replica")
@@ -150,9 +154,12 @@ def main():
     s = bg.out
     # n4 answers what it has read before it stops; requests a thread had
     # sent it after that are lost with the connection (and the others in
-    # flight on that thread's handle): a window's worth at most
-    h.check(s is not None and s["errors"] <= 16 and
-            set(s["errors_by_type"]) <= {"CONNECTION"},
+    # flight on that thread's handle): a window's worth at most; and, as
+    # during the join, a QUORUM write may time out on a loaded machine
+    by = (s or {}).get("errors_by_type", {})
+    h.check(s is not None and set(by) <= {"CONNECTION", "TIMEOUT"} and
+            by.get("CONNECTION", 0) <= 16 and
+            by.get("TIMEOUT", 0) <= s["ops"] // 1000,
             "run during the leave: %r" % s)
     h.check(mid[1] <= mid[0] // 50, "after the leave: %d by a replica, %d "
             "by another node" % mid)
