@@ -15,10 +15,10 @@
 
 #include <uv.h>
 
+#include "coord/coord.h"
+#include "coord/coord_host.h"
 #include "gossip/gossip.h"
 #include "node/clock.h"
-#include "node/coord.h"
-#include "node/coord_host.h"
 #include "node/daemon.h"
 #include "node/obs.h"
 #include "node/replica.h"

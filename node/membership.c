@@ -48,10 +48,10 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "coord/coord.h"
 #include "gossip/gossip.h"
 #include "net/net.h"
 #include "node/clock.h"
-#include "node/coord.h"
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/obs.h"
@@ -690,8 +690,8 @@ bool node__boot_retoken(node *n,
 /* ---- loop glue -------------------------------------------------------- */
 
 /* Log when a peer has left requests unanswered for write_timeout_ms, so
- * that reads ask it last (node/coord_read.c) and writes to it are hinted
- * (node/coord.c), and when it answers again: an operator sees why, before
+ * that reads ask it last (coord/coord_read.c) and writes to it are hinted
+ * (coord/coord.c), and when it answers again: an operator sees why, before
  * gossip says DOWN. */
 static void silence_watch(node *n)
 {

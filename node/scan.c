@@ -29,14 +29,14 @@
 #include <uv.h>
 
 #include "common/glob.h"
+#include "coord/coord_plan.h"
+#include "coord/scan_merge.h"
 #include "gossip/gossip.h"
 #include "node/clock.h"
-#include "node/coord_plan.h"
 #include "node/daemon.h"
 #include "node/obs.h"
 #include "node/replica.h"
 #include "node/ring_view.h"
-#include "node/scan_merge.h"
 #include "ring/ring.h"
 #include "storage/store.h"
 #include "wire/rpc_msg.h"

@@ -1,8 +1,8 @@
 /*
  * check_coord.c - the coordinator in-process: its level planning
- * (node/coord_plan.h), each level by example and then properties on random
+ * (coord/coord_plan.h), each level by example and then properties on random
  * replica sets against a brute-force definition; and its request state
- * machine (coord.c, coord_read.c) on a fake host (node/coord_host.h):
+ * machine (coord.c, coord_read.c) on a fake host (coord/coord_host.h):
  * replicas that answer, fail or stay silent, a local commit that hangs, a
  * stale ring, on a fake clock that fires RPC deadlines and the wake timer.
  *
@@ -25,10 +25,10 @@
 #include <check.h>
 
 #include "common/rk.h"
+#include "coord/coord.h"
+#include "coord/coord_host.h"
+#include "coord/coord_plan.h"
 #include "node/config.h"
-#include "node/coord.h"
-#include "node/coord_host.h"
-#include "node/coord_plan.h"
 #include "node/log.h"
 #include "node/replica.h"
 #include "ring/ring.h"

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/coord_host.h"
-#include "node/coord_internal.h"
-#include "node/coord_plan.h"
+#include "coord/coord_host.h"
+#include "coord/coord_internal.h"
+#include "coord/coord_plan.h"
 #include "node/log.h"
 #include "storage/store.h"
 

@@ -13,9 +13,9 @@
 #include <stdint.h>
 
 #include "common/pool.h"
-#include "node/coord.h"
-#include "node/coord_host.h"
-#include "node/coord_plan.h"
+#include "coord/coord.h"
+#include "coord/coord_host.h"
+#include "coord/coord_plan.h"
 #include "wire/rpc_msg.h"
 
 enum { C_GET = 0, C_PUT, C_DEL };

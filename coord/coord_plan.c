@@ -6,7 +6,7 @@
  * peers are coord.c's and coord_read.c's; tests/unit/check_coord.c checks
  * it against a brute-force definition of each level.
  */
-#include "node/coord_plan.h"
+#include "coord/coord_plan.h"
 
 #include <string.h>
 

@@ -19,9 +19,9 @@
 #include <stdint.h>
 
 #include "common/rk.h"
+#include "coord/coord.h"
+#include "coord/coord_plan.h"
 #include "node/config.h"
-#include "node/coord.h"
-#include "node/coord_plan.h"
 #include "ring/ring.h"
 #include "wire/rpc_msg.h"
 
