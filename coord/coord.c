@@ -5,7 +5,7 @@
  * repair: read_fill, read_hedge, read_expire) are in coord_read.c;
  * coord_internal.h is what both share. The core reaches the daemon --
  * ring, replicas, RPC, hints, clocks, the wake timer -- only through its
- * host (coord_host.h), which coord_node.c fills in over struct node and
+ * host (coord_host.h), which node/coord_node.c fills in over struct node and
  * tests/unit/check_coord.c with fakes.
  *
  * Levels are planned by coord_plan.c, pure and unit-tested: a level is a
@@ -100,6 +100,7 @@
  * their encode buffers: a request in the steady state costs no malloc.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,7 +109,6 @@
 #include "coord/coord_host.h"
 #include "coord/coord_internal.h"
 #include "coord/coord_plan.h"
-#include "node/log.h"
 #include "storage/hlc.h"
 #include "storage/store.h"
 
@@ -234,6 +234,18 @@ void coord_free(struct coord *c)
 const struct coord_stats *coord_stats(const struct coord *c)
 {
     return &c->stats;
+}
+
+void coord__log(struct coord *c,
+                enum coord_log_level level,
+                const char *event,
+                const char *fmt,
+                ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    c->h.log(c->h.arg, level, event, fmt, ap);
+    va_end(ap);
 }
 
 void node__coord_unref(struct creq *q)
@@ -522,11 +534,11 @@ static void note_refused(struct coord *c, const char *peer, int st)
     uint64_t now = c->h.now_ms(c->h.arg);
     if (c->refused_logged_ms && now - c->refused_logged_ms < 10000)
         return;
-    LOG(WARN, "coord.write_refused",
-        "peer=%s error=%s refused=%llu hint=none hint_why=\"%s\"", peer,
-        rk_errname(st), (unsigned long long)c->refused_unlogged,
-        "a replay would be refused too, the replica lacks the write: "
-        "check replication and ring in ringkv status");
+    CLOG(c, WARN, "coord.write_refused",
+         "peer=%s error=%s refused=%llu hint=none hint_why=\"%s\"", peer,
+         rk_errname(st), (unsigned long long)c->refused_unlogged,
+         "a replay would be refused too, the replica lacks the write: "
+         "check replication and ring in ringkv status");
     c->refused_logged_ms = now;
     c->refused_unlogged = 0;
 }

@@ -2,9 +2,9 @@
  * coord_host.h - the coordinator's core (coord.c, coord_read.c) and what it
  * needs of its host: the ring's replicas of a key, the local replica, RPC
  * to the remote ones, hints, the hybrid logical clock, a wake timer and
- * the clocks. The daemon fills it in (coord_node.c, over struct node and
- * libuv); tests/unit/check_coord.c fills it with fake replicas on a fake
- * clock and runs the request state machine in-process.
+ * the clocks, the log. The daemon fills it in (node/coord_node.c, over
+ * struct node and libuv); tests/unit/check_coord.c fills it with fake
+ * replicas on a fake clock and runs the request state machine in-process.
  *
  * Everything runs on one thread (the loop's). The core calls the host only
  * from its own entry points and from the callbacks the host calls; the
@@ -12,16 +12,16 @@
  * never calls its callback, one that returns 0 calls it exactly once,
  * later (from coord_run_deferred, coord_wake or a replica's callback).
  */
-#ifndef NODE_COORD_HOST_H
-#define NODE_COORD_HOST_H
+#ifndef COORD_COORD_HOST_H
+#define COORD_COORD_HOST_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "common/rk.h"
 #include "coord/coord.h"
 #include "coord/coord_plan.h"
-#include "node/config.h"
 #include "ring/ring.h"
 #include "wire/rpc_msg.h"
 
@@ -40,6 +40,14 @@ struct coord_replicas {
  * and the request may wait for it (RK_ESTALE: refuse at once). */
 #define COORD_HOST_STALE_WAIT 1
 
+/* The levels of the lines the core logs (node/log.h's numbers). */
+enum coord_log_level {
+    COORD_LOG_DEBUG = 0,
+    COORD_LOG_INFO,
+    COORD_LOG_WARN,
+    COORD_LOG_ERROR
+};
+
 typedef void (*coord_local_cb)(int status, void *arg);
 /* A remote replica's answer (net/'s net_rpc_cb): status, or 0 and resp. */
 typedef void (*coord_rpc_cb)(void *arg, int status, struct rk_slice resp);
@@ -51,6 +59,12 @@ struct coord_host {
     uint64_t (*now_ns)(void *arg);
     /* Wall clock (ms since the epoch): expiries. */
     uint64_t (*wall_ms)(void *arg);
+    /* One log line: `event`, then fmt's key=value fields. */
+    void (*log)(void *arg,
+                enum coord_log_level level,
+                const char *event,
+                const char *fmt,
+                va_list ap);
     /* Call coord_wake at loop ms `at` (once; a later arm replaces it);
      * at 0: not at all. */
     void (*wake_arm)(void *arg, uint64_t at);

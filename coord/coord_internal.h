@@ -1,12 +1,12 @@
 /*
- * coord_internal.h - what coord.c and coord_read.c share and the rest of
- * node/ does not see: the coordinator's struct, the request struct and the
+ * coord_internal.h - what coord.c and coord_read.c share and nothing
+ * outside coord/ sees: the coordinator's struct, the request struct and the
  * steps of its life that reads and writes both take (planning, finishing,
  * the wake list, waiting for the ring). coord.h is the coordinator's
  * contract; coord_plan.h the pure level planning both use.
  */
-#ifndef NODE_COORD_INTERNAL_H
-#define NODE_COORD_INTERNAL_H
+#ifndef COORD_COORD_INTERNAL_H
+#define COORD_COORD_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -19,6 +19,14 @@
 #include "wire/rpc_msg.h"
 
 enum { C_GET = 0, C_PUT, C_DEL };
+
+/* One log line through the host: CLOG(c, WARN, "coord.event", "k=%s", v). */
+void coord__log(struct coord *c,
+                enum coord_log_level level,
+                const char *event,
+                const char *fmt,
+                ...) __attribute__((format(printf, 4, 5)));
+#define CLOG(c, lvl, ...) coord__log((c), COORD_LOG_##lvl, __VA_ARGS__)
 
 #define COORD_KEY_INLINE 64
 #define COORD_QUIET_MS   100 /* see coord_quiet_limit() */

@@ -18,13 +18,13 @@
  * answer is needed on top of the level's (Cassandra's rule); one that is
  * down, or that turns out not ready (coord_plan_drop_pending), does not.
  */
-#ifndef NODE_COORD_PLAN_H
-#define NODE_COORD_PLAN_H
+#ifndef COORD_COORD_PLAN_H
+#define COORD_COORD_PLAN_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "node/config.h"
+#include "coord/coord.h" /* enum node_cl */
 #include "ring/ring.h"
 
 /* A replica as the planner is told of it. @note dc is borrowed during

@@ -20,7 +20,6 @@
 #include "coord/coord_host.h"
 #include "coord/coord_internal.h"
 #include "coord/coord_plan.h"
-#include "node/log.h"
 #include "storage/store.h"
 
 /* ---- reads ------------------------------------------------------------ */
@@ -186,7 +185,8 @@ static void on_repair_done(int status, void *arg)
     struct cctx *c = arg;
     struct creq *q = c->q;
     if (status < 0)
-        LOG(DEBUG, "coord.repair_fail", "error=\"%s\"", rk_strerror(status));
+        CLOG(q->c, DEBUG, "coord.repair_fail", "error=\"%s\"",
+             rk_strerror(status));
     else
         q->holders++;
     if (--q->repair_pending == 0)
@@ -299,7 +299,7 @@ static void read_expire(struct creq *q)
         node__coord_finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
         return;
     }
-    LOG(DEBUG, "coord.repair_late", "pending=%u", q->repair_pending);
+    CLOG(q->c, DEBUG, "coord.repair_late", "pending=%u", q->repair_pending);
     read_answer(q);
 }
 

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord/coord.h"
 #include "gossip/gossip.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/obs.h"
 #include "node/repair_host.h"

@@ -22,21 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "coord/coord.h" /* enum node_cl: the consistency levels */
+
 #define NODE_CONFIG_STR       256 /* longest string value + 1 */
 #define NODE_CONFIG_MAX_SEEDS 32
 #define NODE_CONFIG_MAX_DCS   8
 #define NODE_CONFIG_ERR       512 /* size callers give to `err` */
-
-/* Consistency levels, in the order of wire/ and the CLI. */
-enum node_cl {
-    NODE_CL_ONE = 1,
-    NODE_CL_TWO,
-    NODE_CL_QUORUM,
-    NODE_CL_ALL,
-    NODE_CL_LOCAL_ONE,
-    NODE_CL_LOCAL_QUORUM,
-    NODE_CL_EACH_QUORUM
-};
 
 enum node_alloc { NODE_ALLOC_BALANCED = 0, NODE_ALLOC_RANDOM };
 

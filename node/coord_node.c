@@ -1,25 +1,29 @@
 /*
- * coord_node.c - the coordinator in the daemon: its host (coord_host.h)
- * filled in over struct node -- the ring and the pending ring's replicas
- * with the peer table's names, the local replica, internode RPC, hints,
- * the HLC, metrics -- and the one libuv timer of its wake list; and
- * coord.h's entry points, which take the node.
+ * coord_node.c - the coordinator in the daemon: its host
+ * (coord/coord_host.h) filled in over struct node -- the ring and the
+ * pending ring's replicas with the peer table's names, the local replica,
+ * internode RPC, hints, the HLC, metrics, the log -- and the one libuv
+ * timer of its wake list; and coord_node.h's entry points, which take the
+ * node.
  *
- * Apart from coord.c so that the coordinator's core reaches the daemon
+ * Apart from coord/ so that the coordinator's core reaches the daemon
  * only through the host: tests/unit/check_coord.c runs the same core with
  * fake replicas on a fake clock.
  */
+#include "node/coord_node.h"
+
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <uv.h>
 
-#include "coord/coord.h"
 #include "coord/coord_host.h"
 #include "gossip/gossip.h"
 #include "node/clock.h"
 #include "node/daemon.h"
+#include "node/log.h"
 #include "node/obs.h"
 #include "node/replica.h"
 #include "node/ring_view.h"
@@ -53,6 +57,21 @@ static uint64_t host_now_ns(void *arg)
 static uint64_t host_wall_ms(void *arg)
 {
     return node__clock_cluster_ms(arg);
+}
+
+_Static_assert(COORD_LOG_DEBUG == (int)NODE_LOG_DEBUG &&
+                   COORD_LOG_ERROR == (int)NODE_LOG_ERROR,
+               "coord_log_level takes node/log.h's numbers");
+
+static void host_log(void *arg,
+                     enum coord_log_level level,
+                     const char *event,
+                     const char *fmt,
+                     va_list ap)
+{
+    (void)arg;
+    if ((enum node_log_level)level >= node_log_min)
+        node_log_vwrite((enum node_log_level)level, event, fmt, ap);
 }
 
 static void on_wake(uv_timer_t *t)
@@ -269,6 +288,7 @@ int node__coord_new(struct coord_node **out, node *n)
                                  .now_ms = host_now_ms,
                                  .now_ns = host_now_ns,
                                  .wall_ms = host_wall_ms,
+                                 .log = host_log,
                                  .wake_arm = host_wake_arm,
                                  .ready = host_ready,
                                  .replicas = host_replicas,

@@ -43,13 +43,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord/coord.h"
 #include "net/net.h"
 #include "node/admin.h"
 #include "node/admin_commands.h"
 #include "node/auth_delay.h"
 #include "node/clients.h"
 #include "node/clock.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/obs.h"

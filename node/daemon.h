@@ -39,7 +39,7 @@
 #include "streaming/streaming.h"
 #include "wire/rpc_msg.h"
 
-struct coord_node;    /* coord/coord.h */
+struct coord_node;    /* node/coord_node.h */
 struct node_peer;     /* node/ring_view.h */
 struct node_peer_tab; /* node/ring_view.h */
 struct node_repair;   /* repair_host.c */
@@ -145,9 +145,9 @@ struct node {
     struct node_purge *purge; /* node/purge.h, from the first purge tick */
     struct node_snapshot *snap; /* node/snapshot.h, from the first snapshot */
 
-    /* front ends: the coordinator (coord/coord.h), the native client server
-     * (node/csrv.h), the RESP server (node/rsrv.h, NULL when off), and what
-     * both client servers share (node/clients.h, node/auth_delay.h) */
+    /* front ends: the coordinator (node/coord_node.h), the native client
+     * server (node/csrv.h), the RESP server (node/rsrv.h, NULL when off), and
+     * what both client servers share (node/clients.h, node/auth_delay.h) */
     struct coord_node *coord;
     net_server *csrv;
     struct rsrv *rsrv;

@@ -48,10 +48,10 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "coord/coord.h"
 #include "gossip/gossip.h"
 #include "net/net.h"
 #include "node/clock.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/obs.h"

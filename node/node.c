@@ -24,13 +24,13 @@
 #include <sodium.h>
 
 #include "common/rk.h"
-#include "coord/coord.h"
 #include "gossip/gossip.h"
 #include "net/net.h"
 #include "node/auth_delay.h"
 #include "node/clients.h"
 #include "node/clock.h"
 #include "node/commit.h"
+#include "node/coord_node.h"
 #include "node/csrv.h"
 #include "node/daemon.h"
 #include "node/log.h"

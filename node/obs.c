@@ -23,12 +23,12 @@
 #include <string.h>
 
 #include "common/metrics.h"
-#include "coord/coord.h"
 #include "gossip/gossip.h"
 #include "net/http.h"
 #include "net/net.h"
 #include "node/auth_delay.h"
 #include "node/clients.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/purge.h"

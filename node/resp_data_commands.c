@@ -20,9 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "coord/coord.h"
 #include "node/clients.h"
 #include "node/clock.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/obs.h"
 #include "node/rsrv_internal.h"

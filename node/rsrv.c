@@ -72,11 +72,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "coord/coord.h"
 #include "net/net.h"
 #include "node/admin_commands.h"
 #include "node/auth_delay.h"
 #include "node/clients.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/membership.h"

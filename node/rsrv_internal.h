@@ -14,10 +14,10 @@
 #include <uv.h>
 
 #include "common/rk.h"
-#include "coord/coord.h"
 #include "net/net.h"
 #include "node/auth_delay.h"
 #include "node/config.h"
+#include "node/coord_node.h"
 #include "node/node.h"
 #include "node/users.h"
 #include "wire/resp.h"

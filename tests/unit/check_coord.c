@@ -15,6 +15,7 @@
  * (splitmix64); a failing assertion prints the seed and the case's index.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +29,6 @@
 #include "coord/coord.h"
 #include "coord/coord_host.h"
 #include "coord/coord_plan.h"
-#include "node/config.h"
 #include "node/log.h"
 #include "node/replica.h"
 #include "ring/ring.h"
@@ -949,6 +949,18 @@ static int f_clock_seen(void *arg, uint64_t ts)
     return 0;
 }
 
+/* Every line to the daemon's logger, so the tests below read what it
+ * writes. */
+static void f_log(void *arg,
+                  enum coord_log_level level,
+                  const char *event,
+                  const char *fmt,
+                  va_list ap)
+{
+    (void)arg;
+    node_log_vwrite((enum node_log_level)level, event, fmt, ap);
+}
+
 static void
 f_observe(void *arg, int op, enum node_cl cl, int err, uint64_t start_ns)
 {
@@ -997,7 +1009,8 @@ static void fake_init(struct fake *f, const char *spec, int64_t max_inflight)
                                  .clock_now = f_clock_now,
                                  .clock_recv = f_clock_recv,
                                  .clock_seen = f_clock_seen,
-                                 .observe = f_observe};
+                                 .observe = f_observe,
+                                 .log = f_log};
     const struct coord_opts o = {.datacenter = "dc1",
                                  .read_timeout_ms = 1000,
                                  .write_timeout_ms = 2000,
