@@ -55,8 +55,8 @@
 #include "node/obs.h"
 #include "node/scan.h"
 #include "node/snapshot.h"
-#include "node/snapshot_manifest.h"
 #include "ring/ring.h"
+#include "storage/snapshot_manifest.h"
 #include "wire/client_msg.h"
 
 #define CSRV_OUT_HIGH (8u * 1024u * 1024u)

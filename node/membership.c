@@ -60,9 +60,9 @@
 #include "node/replica.h"
 #include "node/replication.h"
 #include "node/ring_view.h"
-#include "node/state.h"
 #include "node/stream_host.h"
 #include "ring/ring.h"
+#include "storage/node_state.h"
 #include "streaming/streaming.h"
 
 #define RING_DELAY_TICKS 5    /* rounds a fresh node listens before joining */

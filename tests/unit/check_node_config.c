@@ -13,7 +13,7 @@
 #include "common/rk.h"
 #include "node/config.h"
 #include "node/log.h"
-#include "node/state.h"
+#include "storage/node_state.h"
 
 static char err[NODE_CONFIG_ERR];
 
