@@ -30,18 +30,18 @@
 
 /* Consistency levels, in the order of wire/ and the CLI (node/config.h
  * parses and names them). */
-enum node_cl {
-    NODE_CL_ONE = 1,
-    NODE_CL_TWO,
-    NODE_CL_QUORUM,
-    NODE_CL_ALL,
-    NODE_CL_LOCAL_ONE,
-    NODE_CL_LOCAL_QUORUM,
-    NODE_CL_EACH_QUORUM
+enum coord_cl {
+    COORD_CL_ONE = 1,
+    COORD_CL_TWO,
+    COORD_CL_QUORUM,
+    COORD_CL_ALL,
+    COORD_CL_LOCAL_ONE,
+    COORD_CL_LOCAL_QUORUM,
+    COORD_CL_EACH_QUORUM
 };
 
 /* The coordinator's operations, as its counters and node/obs.h index them. */
-enum node_op { NODE_OP_GET = 0, NODE_OP_PUT, NODE_OP_DEL, NODE_OP_N };
+enum coord_op { COORD_OP_GET = 0, COORD_OP_PUT, COORD_OP_DEL, COORD_OP_N };
 
 /* Answered coordinator requests still waiting for replicas are bounded at
  * this many times max_inflight (the metric's help says it). */
@@ -93,15 +93,15 @@ struct coord_meter {
 struct coord;
 
 /* What the coordinator counts, exported by METRICS and read by the node's
- * stop (index by enum node_op, then by enum node_cl). */
+ * stop (index by enum coord_op, then by enum coord_cl). */
 struct coord_stats {
     int64_t inflight;    /* requests not yet answered (admission) */
     int64_t background;  /* answered, replica requests still outstanding */
     int64_t parked;      /* of those in flight, waiting for the ring */
     uint64_t overloaded; /* refused: past max_inflight (admission) */
-    uint64_t req[NODE_OP_N][8];
-    uint64_t unavailable[NODE_OP_N][8];
-    uint64_t timeout[NODE_OP_N][8];
+    uint64_t req[COORD_OP_N][8];
+    uint64_t unavailable[COORD_OP_N][8];
+    uint64_t timeout[COORD_OP_N][8];
     uint64_t stale;       /* answered RING_STALE */
     uint64_t stale_waits; /* requests that waited for the ring */
     uint64_t replans; /* refused OLD_RING by a replica: waited, planned again */

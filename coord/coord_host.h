@@ -130,9 +130,9 @@ struct coord_host {
     int (*clock_now)(void *arg, uint64_t *out);
     int (*clock_recv)(void *arg, uint64_t remote, const char *from);
     int (*clock_seen)(void *arg, uint64_t ts);
-    /* A request (op: NODE_OP_*) answered with err, started at start_ns. */
+    /* A request (op: COORD_OP_*) answered with err, started at start_ns. */
     void (*observe)(
-        void *arg, int op, enum node_cl cl, int err, uint64_t start_ns);
+        void *arg, int op, enum coord_cl cl, int err, uint64_t start_ns);
 };
 
 /* The coordinator's settings (from node_config). */
@@ -168,11 +168,11 @@ const struct coord_stats *coord_stats(const struct coord *c);
 /* A client request: coord.h's coord_get_metered, coord_put, coord_del.
  * @note key and value are copied; meter is borrowed until cb runs. */
 struct coord_request {
-    int op; /* NODE_OP_GET, NODE_OP_PUT, NODE_OP_DEL */
+    int op; /* COORD_OP_GET, COORD_OP_PUT, COORD_OP_DEL */
     struct rk_slice key;
     struct rk_slice value; /* put; value.p NULL: none given */
     uint64_t ttl_ms;       /* put: 0, no expiry */
-    enum node_cl cl;
+    enum coord_cl cl;
     uint64_t deadline;         /* get: loop ms; 0: read_timeout_ms from now */
     struct coord_meter *meter; /* get: NULL or what its values count in */
     coord_cb cb;

@@ -272,7 +272,7 @@ static int host_clock_seen(void *arg, uint64_t ts)
 }
 
 static void
-host_observe(void *arg, int op, enum node_cl cl, int err, uint64_t start_ns)
+host_observe(void *arg, int op, enum coord_cl cl, int err, uint64_t start_ns)
 {
     node__obs_request(arg, op, cl, err, start_ns);
 }
@@ -366,20 +366,20 @@ const struct coord_stats *node__coord_stats(const node *n)
 }
 
 int coord_get(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
+    node *n, struct rk_slice key, enum coord_cl cl, coord_cb cb, void *arg)
 {
     return coord_get_metered(n, key, cl, 0, NULL, cb, arg);
 }
 
 int coord_get_metered(node *n,
                       struct rk_slice key,
-                      enum node_cl cl,
+                      enum coord_cl cl,
                       uint64_t deadline,
                       struct coord_meter *m,
                       coord_cb cb,
                       void *arg)
 {
-    const struct coord_request r = {.op = NODE_OP_GET,
+    const struct coord_request r = {.op = COORD_OP_GET,
                                     .key = key,
                                     .cl = cl,
                                     .deadline = deadline,
@@ -393,11 +393,11 @@ int coord_put(node *n,
               struct rk_slice key,
               struct rk_slice value,
               uint64_t ttl_ms,
-              enum node_cl cl,
+              enum coord_cl cl,
               coord_cb cb,
               void *arg)
 {
-    const struct coord_request r = {.op = NODE_OP_PUT,
+    const struct coord_request r = {.op = COORD_OP_PUT,
                                     .key = key,
                                     .value = value,
                                     .ttl_ms = ttl_ms,
@@ -408,10 +408,10 @@ int coord_put(node *n,
 }
 
 int coord_del(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
+    node *n, struct rk_slice key, enum coord_cl cl, coord_cb cb, void *arg)
 {
     const struct coord_request r = {
-        .op = NODE_OP_DEL, .key = key, .cl = cl, .cb = cb, .arg = arg};
+        .op = COORD_OP_DEL, .key = key, .cl = cl, .cb = cb, .arg = arg};
     return coord_request(n->coord->core, &r);
 }
 
@@ -425,7 +425,7 @@ uint64_t coord_quiet_limit(const node *n)
     return coord_quiet_limit_ms((uint32_t)n->cfg.read_timeout_ms);
 }
 
-enum node_cl coord_default_cl(const node *n)
+enum coord_cl coord_default_cl(const node *n)
 {
     return n->cfg.default_consistency;
 }

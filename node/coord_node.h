@@ -19,7 +19,7 @@ typedef struct node node; /* node/node.h */
 struct coord_node;
 
 int coord_get(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg);
+    node *n, struct rk_slice key, enum coord_cl cl, coord_cb cb, void *arg);
 
 /* coord_get, answered by `deadline` (the loop's clock, ms:
  * coord_read_deadline(); 0: read_timeout_ms from now), and counting the
@@ -29,7 +29,7 @@ int coord_get(
  * @note m is borrowed until the callback runs (or the call fails). */
 int coord_get_metered(node *n,
                       struct rk_slice key,
-                      enum node_cl cl,
+                      enum coord_cl cl,
                       uint64_t deadline,
                       struct coord_meter *m,
                       coord_cb cb,
@@ -44,19 +44,19 @@ int coord_put(node *n,
               struct rk_slice key,
               struct rk_slice value,
               uint64_t ttl_ms,
-              enum node_cl cl,
+              enum coord_cl cl,
               coord_cb cb,
               void *arg);
 
 int coord_del(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg);
+    node *n, struct rk_slice key, enum coord_cl cl, coord_cb cb, void *arg);
 
 /* How long a peer may leave a request unanswered before reads ask it
  * after the other replicas (and STATUS shows it silent). */
 uint64_t coord_quiet_limit(const node *n);
 
 /* The node's configured default level. */
-enum node_cl coord_default_cl(const node *n);
+enum coord_cl coord_default_cl(const node *n);
 
 /* At node_new: the node's coordinator, idle (no timer yet). 0 or
  * -ENOMEM. @note *out is owned by n, freed by node__coord_free. */

@@ -572,7 +572,7 @@ static void exec_local(struct rconn *c, const struct resp_request *q)
         break;
     case RESP_OP_CONSISTENCY:
         if (q->has_level) {
-            c->cl = (enum node_cl)((int)q->level + NODE_CL_ONE);
+            c->cl = (enum coord_cl)((int)q->level + COORD_CL_ONE);
             resp_out_ok(o);
         } else {
             resp_out_simple(o, node_cl_name(c->cl));

@@ -210,7 +210,7 @@ struct scan_op {
     node *n;
     coord_scan_cb cb;
     void *arg;
-    enum node_cl cl;
+    enum coord_cl cl;
     uint64_t cursor;
     uint32_t budget; /* keys' work left */
     uint32_t rounds;
@@ -589,7 +589,7 @@ int coord_scan(node *n,
                uint64_t cursor,
                uint32_t count,
                struct rk_slice match,
-               enum node_cl cl,
+               enum coord_cl cl,
                coord_scan_cb cb,
                void *arg)
 {

@@ -45,7 +45,7 @@ int coord_scan(node *n,
                uint64_t cursor,
                uint32_t count,
                struct rk_slice match,
-               enum node_cl cl,
+               enum coord_cl cl,
                coord_scan_cb cb,
                void *arg);
 
