@@ -1,7 +1,7 @@
 /*
  * pool.h - a free list of objects of one type, kept for reuse so a request
  * in the steady state allocates nothing (net/peers.c RPC requests,
- * node/coord.c coordinator requests, node/replica.c replica writes,
+ * coord/coord.c coordinator requests, node/replica.c replica writes,
  * node/rsrv.c RESP slots).
  *
  * Intrusive: an object is linked through a pointer field of its own, named

@@ -461,7 +461,7 @@ static bool syn_lacks(const gossip *g, const struct wire_gossip_msg *m)
  * four, with each of the others picking one of its three peers, no SYN
  * reaches a given node in a round with probability (2/3)^3, about 3 in 10).
  * Meanwhile it has heard of the new node's epoch through the others' RING_EPOCH
- * and its ring is stale: its requests wait (node/coord.c). So a node whose SYN
+ * and its ring is stale: its requests wait (coord/coord.c). So a node whose SYN
  * misses endpoints gets a SYN back at once, and asks for them in its ACK. At
  * most one per sender per half interval: a sender that cannot take an endpoint
  * (a tombstone) would otherwise be sent one per SYN, and two such nodes would

@@ -212,7 +212,7 @@ static void req_link(net_peers *p, struct req *r)
     /* Deadline list, from the end nearer in deadline: usually no step at
      * all, from the tail for a request with the usual timeout, from the
      * head for one given what is left of an earlier deadline (a read that
-     * asks another replica late, node/coord_read.c). t: the last request
+     * asks another replica late, coord/coord_read.c). t: the last request
      * due no later than r, NULL if none. */
     struct req *t = p->ttail;
     if (t == NULL || t->deadline <= r->deadline) {

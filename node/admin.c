@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "gossip/gossip.h"
-#include "node/coord.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/obs.h"
 #include "node/repair_host.h"

@@ -21,10 +21,10 @@
 #include "node/repair_host.h"
 #include "node/replication.h"
 #include "node/snapshot.h"
-#include "node/snapshot_manifest.h"
 #include "node/stream_host.h"
 #include "node/tls.h"
 #include "ring/ring.h"
+#include "storage/snapshot_manifest.h"
 #include "streaming/streaming.h"
 #include "wire/client_msg.h"
 

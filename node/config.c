@@ -275,18 +275,18 @@ static int parse_bool(int *out, const char *v)
     return -1;
 }
 
-const char *node_cl_name(enum node_cl cl)
+const char *node_cl_name(enum coord_cl cl)
 {
-    if (cl < NODE_CL_ONE || cl > NODE_CL_EACH_QUORUM)
+    if (cl < COORD_CL_ONE || cl > COORD_CL_EACH_QUORUM)
         return "?";
     return cl_names[cl];
 }
 
-int node_cl_parse(enum node_cl *out, const char *s)
+int node_cl_parse(enum coord_cl *out, const char *s)
 {
-    for (int i = NODE_CL_ONE; i <= NODE_CL_EACH_QUORUM; i++) {
+    for (int i = COORD_CL_ONE; i <= COORD_CL_EACH_QUORUM; i++) {
         if (strcasecmp(s, cl_names[i]) == 0) {
-            *out = (enum node_cl)i;
+            *out = (enum coord_cl)i;
             return 0;
         }
     }
@@ -494,13 +494,13 @@ int node_config_set(struct node_config *c,
         *(int *)field = b;
         return 0;
     case K_CL: {
-        enum node_cl cl;
+        enum coord_cl cl;
         if (node_cl_parse(&cl, value) < 0)
             return fail(err, errlen,
                         "%s: expected one of ONE, TWO, QUORUM, ALL, "
                         "LOCAL_ONE, LOCAL_QUORUM, EACH_QUORUM, got '%s'",
                         k->name, value);
-        *(enum node_cl *)field = cl;
+        *(enum coord_cl *)field = cl;
         return 0;
     }
     case K_ENUM: {

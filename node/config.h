@@ -22,21 +22,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "coord/coord.h" /* enum coord_cl: the consistency levels */
+
 #define NODE_CONFIG_STR       256 /* longest string value + 1 */
 #define NODE_CONFIG_MAX_SEEDS 32
 #define NODE_CONFIG_MAX_DCS   8
 #define NODE_CONFIG_ERR       512 /* size callers give to `err` */
-
-/* Consistency levels, in the order of wire/ and the CLI. */
-enum node_cl {
-    NODE_CL_ONE = 1,
-    NODE_CL_TWO,
-    NODE_CL_QUORUM,
-    NODE_CL_ALL,
-    NODE_CL_LOCAL_ONE,
-    NODE_CL_LOCAL_QUORUM,
-    NODE_CL_EACH_QUORUM
-};
 
 enum node_alloc { NODE_ALLOC_BALANCED = 0, NODE_ALLOC_RANDOM };
 
@@ -95,7 +86,7 @@ struct node_config {
     double weight;
     int ndcs;
     struct node_config_dc replication[NODE_CONFIG_MAX_DCS];
-    enum node_cl default_consistency;
+    enum coord_cl default_consistency;
     int auto_bootstrap;
     int join_ring;                 /* 0: a fresh node waits for `ringkv join` */
     char replace[NODE_CONFIG_STR]; /* "": none; a dead node's name: take its
@@ -159,7 +150,7 @@ struct node_config {
         .tls_port = 6380, .metrics_port = 9180, .data_dir = "./data",          \
         .num_tokens = 16, .token_allocation = NODE_ALLOC_BALANCED,             \
         .weight = 1.0, .ndcs = 1, .replication = {{"dc1", 3}},                 \
-        .default_consistency = NODE_CL_QUORUM, .auto_bootstrap = 1,            \
+        .default_consistency = COORD_CL_QUORUM, .auto_bootstrap = 1,           \
         .join_ring = 1, .durability = NODE_DURABILITY_GROUP,                   \
         .cpu_scheduling = NODE_SCHED_BATCH, .periodic_sync_ms = 1000,          \
         .log_direct_io = 1, .read_timeout_ms = 2000, .write_timeout_ms = 2000, \
@@ -234,8 +225,8 @@ int node_config_rf(const struct node_config *c, const char *dc);
 int node_config_dcs_rf(const struct node_config_dc *dcs, int n, const char *dc);
 
 /* Names and parsing of consistency levels ("QUORUM", case-insensitive). */
-const char *node_cl_name(enum node_cl cl);
-int node_cl_parse(enum node_cl *out, const char *s);
+const char *node_cl_name(enum coord_cl cl);
+int node_cl_parse(enum coord_cl *out, const char *s);
 
 /* Write the effective configuration as YAML to `buf` (for --check-config and
  * logs); the secret and the password are shown as "<set>". Returns the

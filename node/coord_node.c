@@ -1,25 +1,29 @@
 /*
- * coord_node.c - the coordinator in the daemon: its host (coord_host.h)
- * filled in over struct node -- the ring and the pending ring's replicas
- * with the peer table's names, the local replica, internode RPC, hints,
- * the HLC, metrics -- and the one libuv timer of its wake list; and
- * coord.h's entry points, which take the node.
+ * coord_node.c - the coordinator in the daemon: its host
+ * (coord/coord_host.h) filled in over struct node -- the ring and the
+ * pending ring's replicas with the peer table's names, the local replica,
+ * internode RPC, hints, the HLC, metrics, the log -- and the one libuv
+ * timer of its wake list; and coord_node.h's entry points, which take the
+ * node.
  *
- * Apart from coord.c so that the coordinator's core reaches the daemon
+ * Apart from coord/ so that the coordinator's core reaches the daemon
  * only through the host: tests/unit/check_coord.c runs the same core with
  * fake replicas on a fake clock.
  */
+#include "node/coord_node.h"
+
 #include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <uv.h>
 
+#include "coord/coord_host.h"
 #include "gossip/gossip.h"
 #include "node/clock.h"
-#include "node/coord.h"
-#include "node/coord_host.h"
 #include "node/daemon.h"
+#include "node/log.h"
 #include "node/obs.h"
 #include "node/replica.h"
 #include "node/ring_view.h"
@@ -53,6 +57,21 @@ static uint64_t host_now_ns(void *arg)
 static uint64_t host_wall_ms(void *arg)
 {
     return node__clock_cluster_ms(arg);
+}
+
+_Static_assert(COORD_LOG_DEBUG == (int)NODE_LOG_DEBUG &&
+                   COORD_LOG_ERROR == (int)NODE_LOG_ERROR,
+               "coord_log_level takes node/log.h's numbers");
+
+static void host_log(void *arg,
+                     enum coord_log_level level,
+                     const char *event,
+                     const char *fmt,
+                     va_list ap)
+{
+    (void)arg;
+    if ((enum node_log_level)level >= node_log_min)
+        node_log_vwrite((enum node_log_level)level, event, fmt, ap);
 }
 
 static void on_wake(uv_timer_t *t)
@@ -253,7 +272,7 @@ static int host_clock_seen(void *arg, uint64_t ts)
 }
 
 static void
-host_observe(void *arg, int op, enum node_cl cl, int err, uint64_t start_ns)
+host_observe(void *arg, int op, enum coord_cl cl, int err, uint64_t start_ns)
 {
     node__obs_request(arg, op, cl, err, start_ns);
 }
@@ -269,6 +288,7 @@ int node__coord_new(struct coord_node **out, node *n)
                                  .now_ms = host_now_ms,
                                  .now_ns = host_now_ns,
                                  .wall_ms = host_wall_ms,
+                                 .log = host_log,
                                  .wake_arm = host_wake_arm,
                                  .ready = host_ready,
                                  .replicas = host_replicas,
@@ -346,20 +366,20 @@ const struct coord_stats *node__coord_stats(const node *n)
 }
 
 int coord_get(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
+    node *n, struct rk_slice key, enum coord_cl cl, coord_cb cb, void *arg)
 {
     return coord_get_metered(n, key, cl, 0, NULL, cb, arg);
 }
 
 int coord_get_metered(node *n,
                       struct rk_slice key,
-                      enum node_cl cl,
+                      enum coord_cl cl,
                       uint64_t deadline,
                       struct coord_meter *m,
                       coord_cb cb,
                       void *arg)
 {
-    const struct coord_request r = {.op = NODE_OP_GET,
+    const struct coord_request r = {.op = COORD_OP_GET,
                                     .key = key,
                                     .cl = cl,
                                     .deadline = deadline,
@@ -373,11 +393,11 @@ int coord_put(node *n,
               struct rk_slice key,
               struct rk_slice value,
               uint64_t ttl_ms,
-              enum node_cl cl,
+              enum coord_cl cl,
               coord_cb cb,
               void *arg)
 {
-    const struct coord_request r = {.op = NODE_OP_PUT,
+    const struct coord_request r = {.op = COORD_OP_PUT,
                                     .key = key,
                                     .value = value,
                                     .ttl_ms = ttl_ms,
@@ -388,10 +408,10 @@ int coord_put(node *n,
 }
 
 int coord_del(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg)
+    node *n, struct rk_slice key, enum coord_cl cl, coord_cb cb, void *arg)
 {
     const struct coord_request r = {
-        .op = NODE_OP_DEL, .key = key, .cl = cl, .cb = cb, .arg = arg};
+        .op = COORD_OP_DEL, .key = key, .cl = cl, .cb = cb, .arg = arg};
     return coord_request(n->coord->core, &r);
 }
 
@@ -405,7 +425,7 @@ uint64_t coord_quiet_limit(const node *n)
     return coord_quiet_limit_ms((uint32_t)n->cfg.read_timeout_ms);
 }
 
-enum node_cl coord_default_cl(const node *n)
+enum coord_cl coord_default_cl(const node *n)
 {
     return n->cfg.default_consistency;
 }

@@ -49,14 +49,14 @@
 #include "node/auth_delay.h"
 #include "node/clients.h"
 #include "node/clock.h"
-#include "node/coord.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/obs.h"
 #include "node/scan.h"
 #include "node/snapshot.h"
-#include "node/snapshot_manifest.h"
 #include "ring/ring.h"
+#include "storage/snapshot_manifest.h"
 #include "wire/client_msg.h"
 
 #define CSRV_OUT_HIGH (8u * 1024u * 1024u)
@@ -134,7 +134,7 @@ struct csrv_req {
     size_t next_key, copied; /* MGET: the next key to read; copied bytes */
     uint32_t reads;          /* MGET: reads in flight */
     uint64_t deadline;       /* MGET: its reads answer by then */
-    enum node_cl cl;
+    enum coord_cl cl;
 };
 
 struct csrv_sub {
@@ -252,19 +252,19 @@ static void conn_finish(struct csrv_conn *c)
 
 /* ---- requests --------------------------------------------------------- */
 
-static enum node_cl req_cl(node *n, const struct wire_creq *q)
+static enum coord_cl req_cl(node *n, const struct wire_creq *q)
 {
     if (!(q->has & WIRE_CREQ_CL) || q->cl == WIRE_CCL_DEFAULT)
         return coord_default_cl(n);
-    return (enum node_cl)q->cl; /* same numbering, checked by the decoder */
+    return (enum coord_cl)q->cl; /* same numbering, checked by the decoder */
 }
 
-/* NODE_OP_* of a data request, for node/obs.h. */
+/* COORD_OP_* of a data request, for node/obs.h. */
 static int req_op(const struct wire_creq *q)
 {
-    return q->op == WIRE_COP_PUT   ? NODE_OP_PUT
-           : q->op == WIRE_COP_DEL ? NODE_OP_DEL
-                                   : NODE_OP_GET;
+    return q->op == WIRE_COP_PUT   ? COORD_OP_PUT
+           : q->op == WIRE_COP_DEL ? COORD_OP_DEL
+                                   : COORD_OP_GET;
 }
 
 /* Whether GET or MGET q must wait for c's writes in flight: one of its
@@ -525,7 +525,7 @@ static void req_abort(struct csrv_req *r, int err)
 static void do_data(struct csrv_conn *c, const struct wire_creq *q)
 {
     node *n = c->n;
-    enum node_cl cl = req_cl(n, q);
+    enum coord_cl cl = req_cl(n, q);
     if (c->inflight >= n->cfg.max_pipeline ||
         n->clients.inflight >= n->cfg.max_inflight) {
         n->stats.overloaded++;

@@ -31,15 +31,15 @@
 #include "node/obs.h"
 #include "node/replica.h"
 #include "node/replication.h"
-#include "node/state.h"
 #include "node/tls.h"
 #include "node/users.h"
 #include "ring/ring.h"
+#include "storage/node_state.h"
 #include "storage/store.h"
 #include "streaming/streaming.h"
 #include "wire/rpc_msg.h"
 
-struct coord_node;    /* node/coord.h */
+struct coord_node;    /* node/coord_node.h */
 struct node_peer;     /* node/ring_view.h */
 struct node_peer_tab; /* node/ring_view.h */
 struct node_repair;   /* repair_host.c */
@@ -145,9 +145,9 @@ struct node {
     struct node_purge *purge; /* node/purge.h, from the first purge tick */
     struct node_snapshot *snap; /* node/snapshot.h, from the first snapshot */
 
-    /* front ends: the coordinator (node/coord.h), the native client server
-     * (node/csrv.h), the RESP server (node/rsrv.h, NULL when off), and what
-     * both client servers share (node/clients.h, node/auth_delay.h) */
+    /* front ends: the coordinator (node/coord_node.h), the native client
+     * server (node/csrv.h), the RESP server (node/rsrv.h, NULL when off), and
+     * what both client servers share (node/clients.h, node/auth_delay.h) */
     struct coord_node *coord;
     net_server *csrv;
     struct rsrv *rsrv;

@@ -51,7 +51,7 @@
 #include "gossip/gossip.h"
 #include "net/net.h"
 #include "node/clock.h"
-#include "node/coord.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/obs.h"
@@ -60,9 +60,9 @@
 #include "node/replica.h"
 #include "node/replication.h"
 #include "node/ring_view.h"
-#include "node/state.h"
 #include "node/stream_host.h"
 #include "ring/ring.h"
+#include "storage/node_state.h"
 #include "streaming/streaming.h"
 
 #define RING_DELAY_TICKS 5    /* rounds a fresh node listens before joining */
@@ -690,8 +690,8 @@ bool node__boot_retoken(node *n,
 /* ---- loop glue -------------------------------------------------------- */
 
 /* Log when a peer has left requests unanswered for write_timeout_ms, so
- * that reads ask it last (node/coord_read.c) and writes to it are hinted
- * (node/coord.c), and when it answers again: an operator sees why, before
+ * that reads ask it last (coord/coord_read.c) and writes to it are hinted
+ * (coord/coord.c), and when it answers again: an operator sees why, before
  * gossip says DOWN. */
 static void silence_watch(node *n)
 {

@@ -28,7 +28,7 @@
 #include "net/net.h"
 #include "node/auth_delay.h"
 #include "node/clients.h"
-#include "node/coord.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/purge.h"
@@ -44,7 +44,7 @@
 #define OBS_PUBLISH_MS 1000
 #define NODE_STR_(x)   #x
 #define NODE_STR(x)    NODE_STR_(x)
-#define OBS_NLEVELS    7 /* NODE_CL_ONE .. NODE_CL_EACH_QUORUM */
+#define OBS_NLEVELS    7 /* COORD_CL_ONE .. COORD_CL_EACH_QUORUM */
 
 enum { E_UNAVAILABLE = 0, E_TIMEOUT, E_OVERLOADED, E_N };
 
@@ -134,9 +134,9 @@ static int obs_register(struct obs *o)
 {
     const char *levels[OBS_NLEVELS];
     for (int c = 0; c < OBS_NLEVELS; c++)
-        levels[c] = node_cl_name((enum node_cl)(c + NODE_CL_ONE));
+        levels[c] = node_cl_name((enum coord_cl)(c + COORD_CL_ONE));
     struct metrics_dim op_level[3] = {
-        {"op", NODE_OP_N, op_names},
+        {"op", COORD_OP_N, op_names},
         {"level", OBS_NLEVELS, levels},
         {"error", E_N, err_names},
     };
@@ -546,9 +546,9 @@ static void obs_sync(struct obs *o)
     struct node_stats *l = &o->last;
     const struct coord_stats *cs = node__coord_stats(n);
     struct coord_stats *cprev = &o->clast;
-    for (int op = 0; op < NODE_OP_N; op++) {
+    for (int op = 0; op < COORD_OP_N; op++) {
         for (int c = 0; c < OBS_NLEVELS; c++) {
-            int cl = c + NODE_CL_ONE;
+            int cl = c + COORD_CL_ONE;
             ctr(o->req, metrics_series(o->req, (size_t)op, (size_t)c, 0),
                 cs->req[op][cl], &cprev->req[op][cl]);
             ctr(o->err,
@@ -797,14 +797,14 @@ int node__obs_store_watch(node *n)
 
 /* ---- hot path --------------------------------------------------------- */
 
-static bool op_cl_ok(int op, enum node_cl cl)
+static bool op_cl_ok(int op, enum coord_cl cl)
 {
-    return op >= 0 && op < NODE_OP_N && (int)cl >= NODE_CL_ONE &&
-           (int)cl < NODE_CL_ONE + OBS_NLEVELS;
+    return op >= 0 && op < COORD_OP_N && (int)cl >= COORD_CL_ONE &&
+           (int)cl < COORD_CL_ONE + OBS_NLEVELS;
 }
 
 void node__obs_request(
-    node *n, int op, enum node_cl cl, int err, uint64_t t0_ns)
+    node *n, int op, enum coord_cl cl, int err, uint64_t t0_ns)
 {
     struct obs *o = n->obs;
     if (!o || !op_cl_ok(op, cl))
@@ -814,7 +814,7 @@ void node__obs_request(
     uint64_t us = now > t0_ns ? (now - t0_ns) / 1000u : 0;
     metrics_observe_us(
         o->lat,
-        metrics_series(o->lat, (size_t)op, (size_t)(cl - NODE_CL_ONE), 0), us);
+        metrics_series(o->lat, (size_t)op, (size_t)(cl - COORD_CL_ONE), 0), us);
 }
 
 void node__obs_commit(node *n, uint64_t us)
@@ -823,14 +823,14 @@ void node__obs_commit(node *n, uint64_t us)
         metrics_observe_us(n->obs->commit_lat, 0, us);
 }
 
-void node__obs_overloaded(node *n, int op, enum node_cl cl)
+void node__obs_overloaded(node *n, int op, enum coord_cl cl)
 {
     struct obs *o = n->obs;
     if (!o || !op_cl_ok(op, cl))
         return;
     metrics_counter_add(o->err,
                         metrics_series(o->err, (size_t)op,
-                                       (size_t)(cl - NODE_CL_ONE),
+                                       (size_t)(cl - COORD_CL_ONE),
                                        E_OVERLOADED),
                         1);
 }

@@ -38,16 +38,16 @@ int node__obs_tls_set(node *n, net_tls *tls);
  * called after this do nothing. Safe when not started, and twice. */
 void node__obs_stop(node *n);
 
-/* Hot path: a coordinator request (op: NODE_OP_*) at level cl finished
+/* Hot path: a coordinator request (op: COORD_OP_*) at level cl finished
  * with err (0, RK_ENOTFOUND, RK_ETIMEOUT, ...) after starting at t0_ns. */
 void node__obs_request(
-    node *n, int op, enum node_cl cl, int err, uint64_t t0_ns);
+    node *n, int op, enum coord_cl cl, int err, uint64_t t0_ns);
 
 /* A group commit (log write, sync, memtable) took `us` on the committer. */
 void node__obs_commit(node *n, uint64_t us);
 
 /* Admission control shed a request of op at level cl (either server). */
-void node__obs_overloaded(node *n, int op, enum node_cl cl);
+void node__obs_overloaded(node *n, int op, enum coord_cl cl);
 
 /* The store's sticky failure (a failed log or env sync: store_failed), 0
  * if none; logs `store.sync_failed` the first time it sees one, and

@@ -33,8 +33,8 @@
 #include <string.h>
 
 #include "common/rk.h"
+#include "coord/coord.h"
 #include "node/clock.h"
-#include "node/coord.h"
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/repair_host.h"

@@ -22,7 +22,7 @@
 
 #include "node/clients.h"
 #include "node/clock.h"
-#include "node/coord.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/obs.h"
 #include "node/rsrv_internal.h"
@@ -34,11 +34,11 @@ static int node_op_of(enum slot_kind k)
     switch (k) {
     case K_SET:
     case K_MSET:
-        return NODE_OP_PUT;
+        return COORD_OP_PUT;
     case K_DEL:
-        return NODE_OP_DEL;
+        return COORD_OP_DEL;
     default:
-        return NODE_OP_GET;
+        return COORD_OP_GET;
     }
 }
 

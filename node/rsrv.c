@@ -76,7 +76,7 @@
 #include "node/admin_commands.h"
 #include "node/auth_delay.h"
 #include "node/clients.h"
-#include "node/coord.h"
+#include "node/coord_node.h"
 #include "node/daemon.h"
 #include "node/log.h"
 #include "node/membership.h"
@@ -86,9 +86,9 @@
 #include "node/ring_view.h"
 #include "node/rsrv_internal.h"
 #include "node/scan.h"
-#include "node/state.h"
 #include "repair/repair.h"
 #include "ring/ring.h"
+#include "storage/node_state.h"
 #include "storage/store.h"
 #include "wire/client_msg.h"
 #include "wire/resp.h"
@@ -572,7 +572,7 @@ static void exec_local(struct rconn *c, const struct resp_request *q)
         break;
     case RESP_OP_CONSISTENCY:
         if (q->has_level) {
-            c->cl = (enum node_cl)((int)q->level + NODE_CL_ONE);
+            c->cl = (enum coord_cl)((int)q->level + COORD_CL_ONE);
             resp_out_ok(o);
         } else {
             resp_out_simple(o, node_cl_name(c->cl));

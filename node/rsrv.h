@@ -3,7 +3,7 @@
  *
  * A protocol handler on net/'s connection engine (raw-stream net_server).
  * Each connection parses pipelined requests with wire/resp.h and executes
- * the data commands through the coordinator (node/coord.h), at the
+ * the data commands through the coordinator (node/coord_node.h), at the
  * connection's consistency level (CONSISTENCY <level>; default from the
  * config). Replies go out in request order even when the coordinator
  * completes them out of order. Admission control answers -OVERLOADED at

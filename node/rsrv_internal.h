@@ -17,7 +17,7 @@
 #include "net/net.h"
 #include "node/auth_delay.h"
 #include "node/config.h"
-#include "node/coord.h"
+#include "node/coord_node.h"
 #include "node/node.h"
 #include "node/users.h"
 #include "wire/resp.h"
@@ -62,7 +62,7 @@ struct rconn {
     bool held;
     struct resp_cmd hcmd;
     int refs;
-    enum node_cl cl;
+    enum coord_cl cl;
     bool closing;        /* nc closed */
     bool authed;         /* role != NODE_ROLE_NONE */
     enum node_role role; /* node/users.h */
@@ -111,7 +111,7 @@ struct rslot {
     int err;          /* first error (not RK_ENOTFOUND) */
     uint32_t acks, need;
     int cause; /* coord_result.cause */
-    enum node_cl cl;
+    enum coord_cl cl;
     /* TTL / PTTL */
     bool pttl;
     uint64_t expiry; /* the value's, Unix ms; 0: none */

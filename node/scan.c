@@ -29,14 +29,14 @@
 #include <uv.h>
 
 #include "common/glob.h"
+#include "coord/coord_plan.h"
+#include "coord/scan_merge.h"
 #include "gossip/gossip.h"
 #include "node/clock.h"
-#include "node/coord_plan.h"
 #include "node/daemon.h"
 #include "node/obs.h"
 #include "node/replica.h"
 #include "node/ring_view.h"
-#include "node/scan_merge.h"
 #include "ring/ring.h"
 #include "storage/store.h"
 #include "wire/rpc_msg.h"
@@ -210,7 +210,7 @@ struct scan_op {
     node *n;
     coord_scan_cb cb;
     void *arg;
-    enum node_cl cl;
+    enum coord_cl cl;
     uint64_t cursor;
     uint32_t budget; /* keys' work left */
     uint32_t rounds;
@@ -589,7 +589,7 @@ int coord_scan(node *n,
                uint64_t cursor,
                uint32_t count,
                struct rk_slice match,
-               enum node_cl cl,
+               enum coord_cl cl,
                coord_scan_cb cb,
                void *arg)
 {

@@ -2,7 +2,7 @@
  * scan.h - SCAN over the whole cluster (node/scan.c): the coordinator's
  * walk of the token space, the replica's answer to RPC_MSG_SCAN, and
  * DBSIZE's estimate. The cursor and the merge of answers are pure
- * (node/scan_merge.h).
+ * (coord/scan_merge.h).
  *
  * Not a public header: node/'s client servers include it.
  */
@@ -45,7 +45,7 @@ int coord_scan(node *n,
                uint64_t cursor,
                uint32_t count,
                struct rk_slice match,
-               enum node_cl cl,
+               enum coord_cl cl,
                coord_scan_cb cb,
                void *arg);
 

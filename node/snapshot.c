@@ -32,8 +32,8 @@
 #include "common/rk.h"
 #include "node/daemon.h"
 #include "node/log.h"
-#include "node/snapshot_manifest.h"
-#include "node/state.h"
+#include "storage/node_state.h"
+#include "storage/snapshot_manifest.h"
 #include "storage/store.h"
 #include "streaming/streaming.h"
 

@@ -5,8 +5,8 @@
  *
  * A snapshot is the folder data_dir/snapshots/TAG: a compact LMDB copy of
  * every range the node holds (store_range_copy_fd), the node.state of the
- * moment, and a manifest (snapshot_manifest.h), written last. What is not
- * in it, and why: the commit log (the memtable is applied to the ranges
+ * moment, and a manifest (storage/snapshot_manifest.h), written last. What is
+ * not in it, and why: the commit log (the memtable is applied to the ranges
  * before they are copied, so the copies hold every write committed before
  * the snapshot began), the system store (the range map is the manifest's
  * range list; the clock's ceiling and a stream's progress belong to the

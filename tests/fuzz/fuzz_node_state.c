@@ -1,6 +1,6 @@
 /*
  * fuzz_node_state.c - the reader of a node's identity file (node.state,
- * node/state.c) on arbitrary bytes: it must return 0 or an error, never
+ * storage/node_state.c) on arbitrary bytes: it must return 0 or an error, never
  * crash, and a state it accepts must format to text that reads back to the
  * same state (compared as the formatted text of both).
  */
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/state.h"
+#include "storage/node_state.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

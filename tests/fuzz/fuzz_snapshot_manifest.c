@@ -1,6 +1,6 @@
 /*
  * fuzz_snapshot_manifest.c - the reader of a snapshot's manifest
- * (node/snapshot_manifest.c), which `ringkv listsnapshots` and a restore
+ * (storage/snapshot_manifest.c), which `ringkv listsnapshots` and a restore
  * read from disk, on arbitrary bytes: it must return 0 or an error, never
  * crash, and a manifest it accepts must format to text that reads back to
  * the same manifest (compared as the formatted text of both).
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/snapshot_manifest.h"
+#include "storage/snapshot_manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

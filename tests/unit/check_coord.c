@@ -1,8 +1,8 @@
 /*
  * check_coord.c - the coordinator in-process: its level planning
- * (node/coord_plan.h), each level by example and then properties on random
+ * (coord/coord_plan.h), each level by example and then properties on random
  * replica sets against a brute-force definition; and its request state
- * machine (coord.c, coord_read.c) on a fake host (node/coord_host.h):
+ * machine (coord.c, coord_read.c) on a fake host (coord/coord_host.h):
  * replicas that answer, fail or stay silent, a local commit that hangs, a
  * stale ring, on a fake clock that fires RPC deadlines and the wake timer.
  *
@@ -15,6 +15,7 @@
  * (splitmix64); a failing assertion prints the seed and the case's index.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,10 +26,9 @@
 #include <check.h>
 
 #include "common/rk.h"
-#include "node/config.h"
-#include "node/coord.h"
-#include "node/coord_host.h"
-#include "node/coord_plan.h"
+#include "coord/coord.h"
+#include "coord/coord_host.h"
+#include "coord/coord_plan.h"
 #include "node/log.h"
 #include "node/replica.h"
 #include "ring/ring.h"
@@ -42,9 +42,10 @@ static uint32_t rng_below(uint64_t *s, uint32_t n)
     return n ? (uint32_t)(rng_next(s) % n) : 0;
 }
 
-static const enum node_cl levels[] = {
-    NODE_CL_ONE,       NODE_CL_TWO,          NODE_CL_QUORUM,     NODE_CL_ALL,
-    NODE_CL_LOCAL_ONE, NODE_CL_LOCAL_QUORUM, NODE_CL_EACH_QUORUM};
+static const enum coord_cl levels[] = {
+    COORD_CL_ONE,        COORD_CL_TWO,       COORD_CL_QUORUM,
+    COORD_CL_ALL,        COORD_CL_LOCAL_ONE, COORD_CL_LOCAL_QUORUM,
+    COORD_CL_EACH_QUORUM};
 #define NLEVELS (sizeof(levels) / sizeof(levels[0]))
 
 /* A replica list: rep[0..nnat) the ring's, the rest pending. */
@@ -90,7 +91,7 @@ static void mk(struct tcase *t, const char *local, const char *spec)
     }
 }
 
-static int plan(struct coord_plan *p, const struct tcase *t, enum node_cl cl)
+static int plan(struct coord_plan *p, const struct tcase *t, enum coord_cl cl)
 {
     return coord_plan_make(p, cl, t->local, t->rep, t->nrep, t->nnat);
 }
@@ -99,7 +100,7 @@ static int plan(struct coord_plan *p, const struct tcase *t, enum node_cl cl)
  * answers in all. */
 static void plan_is(struct coord_plan *p,
                     const struct tcase *t,
-                    enum node_cl cl,
+                    enum coord_cl cl,
                     int rc,
                     uint32_t need)
 {
@@ -134,31 +135,31 @@ static uint32_t natural(const struct tcase *t, const char *dc)
  * Returns how many. */
 static int scopes(struct scope *out,
                   const struct tcase *t,
-                  enum node_cl cl,
+                  enum coord_cl cl,
                   uint32_t dropped)
 {
     int n = 0;
     switch (cl) {
-    case NODE_CL_ONE:
+    case COORD_CL_ONE:
         out[n++] = (struct scope){NULL, 1};
         break;
-    case NODE_CL_TWO:
+    case COORD_CL_TWO:
         out[n++] = (struct scope){NULL, 2};
         break;
-    case NODE_CL_QUORUM:
+    case COORD_CL_QUORUM:
         out[n++] = (struct scope){NULL, natural(t, NULL) / 2 + 1};
         break;
-    case NODE_CL_ALL:
+    case COORD_CL_ALL:
         out[n++] =
             (struct scope){NULL, natural(t, NULL) ? natural(t, NULL) : 1};
         break;
-    case NODE_CL_LOCAL_ONE:
+    case COORD_CL_LOCAL_ONE:
         out[n++] = (struct scope){t->local, 1};
         break;
-    case NODE_CL_LOCAL_QUORUM:
+    case COORD_CL_LOCAL_QUORUM:
         out[n++] = (struct scope){t->local, natural(t, t->local) / 2 + 1};
         break;
-    case NODE_CL_EACH_QUORUM:
+    case COORD_CL_EACH_QUORUM:
         for (uint32_t i = 0; i < t->nnat; i++) {
             bool seen = false;
             for (int k = 0; k < n; k++)
@@ -183,7 +184,7 @@ static int scopes(struct scope *out,
 
 /* Does the set of replicas `set` (a bit per replica) meet level cl? */
 static bool
-meets(const struct tcase *t, enum node_cl cl, uint32_t set, uint32_t dropped)
+meets(const struct tcase *t, enum coord_cl cl, uint32_t set, uint32_t dropped)
 {
     struct scope sc[RING_MAX_REPLICAS + 1];
     int n = scopes(sc, t, cl, dropped);
@@ -256,13 +257,13 @@ START_TEST(single_dc_levels)
     struct tcase t;
     mk(&t, "dc1", "dc1* dc1 dc1");
     static const struct {
-        enum node_cl cl;
+        enum coord_cl cl;
         uint32_t need;
         int dc;
-    } want[] = {{NODE_CL_ONE, 1, -1},       {NODE_CL_TWO, 2, -1},
-                {NODE_CL_QUORUM, 2, -1},    {NODE_CL_ALL, 3, -1},
-                {NODE_CL_LOCAL_ONE, 1, 0},  {NODE_CL_LOCAL_QUORUM, 2, 0},
-                {NODE_CL_EACH_QUORUM, 2, 0}};
+    } want[] = {{COORD_CL_ONE, 1, -1},       {COORD_CL_TWO, 2, -1},
+                {COORD_CL_QUORUM, 2, -1},    {COORD_CL_ALL, 3, -1},
+                {COORD_CL_LOCAL_ONE, 1, 0},  {COORD_CL_LOCAL_QUORUM, 2, 0},
+                {COORD_CL_EACH_QUORUM, 2, 0}};
     for (size_t k = 0; k < sizeof(want) / sizeof(want[0]); k++) {
         struct coord_plan p;
         ck_assert_int_eq(plan(&p, &t, want[k].cl), 0);
@@ -285,15 +286,15 @@ START_TEST(quorum_of_even_and_small_rf)
             add(&t, "dc1", true, false);
         t.nnat = t.nrep;
         struct coord_plan p;
-        ck_assert_int_eq(plan(&p, &t, NODE_CL_QUORUM), 0);
+        ck_assert_int_eq(plan(&p, &t, COORD_CL_QUORUM), 0);
         ck_assert_uint_eq(p.need, q[k]);
-        ck_assert_int_eq(plan(&p, &t, NODE_CL_ALL), 0);
+        ck_assert_int_eq(plan(&p, &t, COORD_CL_ALL), 0);
         ck_assert_uint_eq(p.need, rf[k]);
     }
     /* no replica at all: ALL needs one, and cannot have it */
     struct tcase t = {.local = "dc1"};
     struct coord_plan p;
-    plan_is(&p, &t, NODE_CL_ALL, RK_EUNAVAILABLE, 1);
+    plan_is(&p, &t, COORD_CL_ALL, RK_EUNAVAILABLE, 1);
 }
 END_TEST
 
@@ -304,14 +305,14 @@ START_TEST(two_dcs_local_and_each)
     struct tcase t;
     mk(&t, "dc2", "dc1 dc2* dc1 dc2 dc1");
     struct coord_plan p;
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_LOCAL_QUORUM), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_LOCAL_QUORUM), 0);
     ck_assert_int_eq(p.ncons, 1);
     ck_assert_int_eq(p.cons[0].dc, 0);
     ck_assert_uint_eq(p.need, 2);
     ck_assert_int_eq(p.rep[0].dc, 1);
     ck_assert_int_eq(p.rep[1].dc, 0);
-    plan_is(&p, &t, NODE_CL_QUORUM, 0, 3);
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_EACH_QUORUM), 0);
+    plan_is(&p, &t, COORD_CL_QUORUM, 0, 3);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_EACH_QUORUM), 0);
     ck_assert_int_eq(p.ncons, 2);
     ck_assert_uint_eq(p.need, 4); /* 2 of dc2's 2, 2 of dc1's 3 */
     /* answers from dc1 alone do not meet EACH_QUORUM, nor LOCAL_ONE */
@@ -324,7 +325,7 @@ START_TEST(two_dcs_local_and_each)
     coord_plan_answered(&p, 3, true);
     ck_assert(coord_plan_satisfied(&p));
     ck_assert_uint_eq(p.acks, 5);
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_LOCAL_ONE), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_LOCAL_ONE), 0);
     coord_plan_answered(&p, 0, true);
     ck_assert(!coord_plan_satisfied(&p));
     coord_plan_answered(&p, 3, true);
@@ -337,13 +338,13 @@ START_TEST(local_dc_without_replicas)
     struct tcase t;
     mk(&t, "dc3", "dc1 dc2");
     struct coord_plan p;
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_LOCAL_ONE), RK_EUNAVAILABLE);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_LOCAL_ONE), RK_EUNAVAILABLE);
     ck_assert_uint_eq(p.acks, 2); /* the live replicas, for the message */
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_LOCAL_QUORUM), RK_EUNAVAILABLE);
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_EACH_QUORUM), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_LOCAL_QUORUM), RK_EUNAVAILABLE);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_EACH_QUORUM), 0);
     ck_assert_int_eq(p.ncons, 2);
     ck_assert_uint_eq(p.need, 2);
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_ONE), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_ONE), 0);
 }
 END_TEST
 
@@ -352,14 +353,14 @@ START_TEST(unavailable_up_front)
     struct tcase t;
     mk(&t, "dc1", "dc1* dc1- dc1-");
     struct coord_plan p;
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_ONE), 0);
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_TWO), RK_EUNAVAILABLE);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_ONE), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_TWO), RK_EUNAVAILABLE);
     ck_assert_uint_eq(p.acks, 1);
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_QUORUM), RK_EUNAVAILABLE);
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_ALL), RK_EUNAVAILABLE);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_QUORUM), RK_EUNAVAILABLE);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_ALL), RK_EUNAVAILABLE);
     t.rep[1].up = true;
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_QUORUM), 0);
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_ALL), RK_EUNAVAILABLE);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_QUORUM), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_ALL), RK_EUNAVAILABLE);
 }
 END_TEST
 
@@ -368,11 +369,11 @@ START_TEST(bad_input)
     struct tcase t;
     mk(&t, "dc1", "dc1");
     struct coord_plan p;
-    ck_assert_int_eq(plan(&p, &t, (enum node_cl)0), RK_EBADREQ);
-    ck_assert_int_eq(plan(&p, &t, (enum node_cl)99), RK_EBADREQ);
-    ck_assert_int_eq(coord_plan_make(&p, NODE_CL_ONE, "dc1", t.rep, 1, 2),
+    ck_assert_int_eq(plan(&p, &t, (enum coord_cl)0), RK_EBADREQ);
+    ck_assert_int_eq(plan(&p, &t, (enum coord_cl)99), RK_EBADREQ);
+    ck_assert_int_eq(coord_plan_make(&p, COORD_CL_ONE, "dc1", t.rep, 1, 2),
                      RK_EBADREQ);
-    ck_assert_int_eq(coord_plan_make(&p, NODE_CL_ONE, "dc1", t.rep,
+    ck_assert_int_eq(coord_plan_make(&p, COORD_CL_ONE, "dc1", t.rep,
                                      RING_MAX_REPLICAS + 1, 1),
                      RK_EBADREQ);
     ck_assert_uint_eq(p.need, 0);
@@ -386,14 +387,14 @@ START_TEST(pending_replicas)
     struct tcase t;
     mk(&t, "dc1", "dc1* dc1 dc1 | dc1 dc2");
     struct coord_plan p;
-    plan_is(&p, &t, NODE_CL_QUORUM, 0, 4);       /* 2 + both joiners: any DC */
-    plan_is(&p, &t, NODE_CL_LOCAL_QUORUM, 0, 3); /* 2 + dc1's joiner */
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_EACH_QUORUM), 0);
+    plan_is(&p, &t, COORD_CL_QUORUM, 0, 4);       /* 2 + both joiners: any DC */
+    plan_is(&p, &t, COORD_CL_LOCAL_QUORUM, 0, 3); /* 2 + dc1's joiner */
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_EACH_QUORUM), 0);
     ck_assert_int_eq(p.ncons, 1); /* dc2 holds no ring replica */
     ck_assert_uint_eq(p.need, 3);
     /* a joiner that is down is not waited for */
     t.rep[3].up = false;
-    plan_is(&p, &t, NODE_CL_QUORUM, 0, 3);
+    plan_is(&p, &t, COORD_CL_QUORUM, 0, 3);
     /* nor one that turns out not ready: it drops out */
     coord_plan_answered(&p, 0, true);
     coord_plan_answered(&p, 1, true);
@@ -404,9 +405,9 @@ START_TEST(pending_replicas)
     ck_assert(coord_plan_satisfied(&p));
     /* ALL with an up joiner: every ring replica and the joiner */
     t.rep[3].up = true;
-    plan_is(&p, &t, NODE_CL_ALL, 0, 5);
+    plan_is(&p, &t, COORD_CL_ALL, 0, 5);
     t.rep[1].up = false;
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_ALL), RK_EUNAVAILABLE);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_ALL), RK_EUNAVAILABLE);
 }
 END_TEST
 
@@ -415,7 +416,7 @@ START_TEST(outcome_waits_then_fails)
     struct tcase t;
     mk(&t, "dc1", "dc1 dc1 dc1");
     struct coord_plan p;
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_QUORUM), 0);
     ck_assert_int_eq(coord_plan_outcome(&p), COORD_PLAN_FAILED); /* none */
     for (uint32_t i = 0; i < 3; i++)
         coord_plan_asked(&p, i);
@@ -426,7 +427,7 @@ START_TEST(outcome_waits_then_fails)
     ck_assert_uint_eq(p.acks, 1);
     coord_plan_answered(&p, 2, false);
     ck_assert_int_eq(coord_plan_outcome(&p), COORD_PLAN_FAILED);
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_QUORUM), 0);
     for (uint32_t i = 0; i < 3; i++)
         coord_plan_asked(&p, i);
     coord_plan_answered(&p, 2, true);
@@ -458,27 +459,27 @@ START_TEST(read_asks_self_first_then_in_order)
     mk(&t, "dc1", "dc1 dc1- dc1 dc1*");
     struct coord_plan p;
     uint32_t order[RING_MAX_REPLICAS], passed = 0;
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_ONE), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_ONE), 0);
     ck_assert_uint_eq(fill(&p, NULL, order, &passed), 1);
     ck_assert_uint_eq(order[0], 3);
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_QUORUM), 0);
     ck_assert_uint_eq(fill(&p, NULL, order, &passed), 3);
     ck_assert_uint_eq(order[0], 3);
     ck_assert_uint_eq(order[1], 0);
     ck_assert_uint_eq(order[2], 2);
     /* replica 0 is silent: asked after 2 */
     bool quiet[RING_MAX_REPLICAS] = {true};
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_TWO), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_TWO), 0);
     ck_assert_uint_eq(fill(&p, quiet, order, &passed), 2);
     ck_assert_uint_eq(order[0], 3);
     ck_assert_uint_eq(order[1], 2);
     ck_assert(p.rep[0].passed_over);
     ck_assert_uint_eq(passed, 1);
     /* ... and asked when the others do not suffice */
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_ALL), RK_EUNAVAILABLE);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_ALL), RK_EUNAVAILABLE);
     t.rep[1].up = true;
     passed = 0;
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_QUORUM), 0);
     ck_assert_uint_eq(fill(&p, quiet, order, &passed), 3);
     ck_assert_uint_eq(order[0], 3);
     ck_assert_uint_eq(order[1], 1);
@@ -493,7 +494,7 @@ START_TEST(read_asks_next_after_failure_and_hedge)
     mk(&t, "dc1", "dc1 dc1 dc1 dc1");
     struct coord_plan p;
     uint32_t order[RING_MAX_REPLICAS];
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_QUORUM), 0); /* 3 of 4 */
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_QUORUM), 0); /* 3 of 4 */
     ck_assert_uint_eq(fill(&p, NULL, order, NULL), 3);
     ck_assert(!p.rep[3].asked);
     /* one fails: the fourth is asked */
@@ -509,7 +510,7 @@ START_TEST(read_asks_next_after_failure_and_hedge)
     coord_plan_answered(&p, 3, true);
     ck_assert_int_eq(coord_plan_outcome(&p), COORD_PLAN_FAILED);
     /* hedge: the silent ones are no longer counted on */
-    ck_assert_int_eq(plan(&p, &t, NODE_CL_ONE), 0);
+    ck_assert_int_eq(plan(&p, &t, COORD_CL_ONE), 0);
     ck_assert_uint_eq(fill(&p, NULL, order, NULL), 1);
     ck_assert_uint_eq(coord_plan_hedge(&p), 1);
     ck_assert(p.rep[0].slow);
@@ -533,7 +534,7 @@ START_TEST(plan_matches_brute_force)
     for (int k = 0; k < CASES; k++) {
         struct tcase t;
         random_case(&t, &s, true);
-        enum node_cl cl = levels[rng_below(&s, NLEVELS)];
+        enum coord_cl cl = levels[rng_below(&s, NLEVELS)];
         struct coord_plan p;
         int rc = plan(&p, &t, cl);
         bool avail = meets(&t, cl, up_set(&t), 0);
@@ -621,7 +622,7 @@ START_TEST(read_order_matches_brute_force)
     for (int k = 0; k < CASES; k++) {
         struct tcase t;
         random_case(&t, &s, false);
-        enum node_cl cl = levels[rng_below(&s, NLEVELS)];
+        enum coord_cl cl = levels[rng_below(&s, NLEVELS)];
         struct coord_plan p;
         if (plan(&p, &t, cl) < 0)
             continue;
@@ -949,8 +950,20 @@ static int f_clock_seen(void *arg, uint64_t ts)
     return 0;
 }
 
+/* Every line to the daemon's logger, so the tests below read what it
+ * writes. */
+static void f_log(void *arg,
+                  enum coord_log_level level,
+                  const char *event,
+                  const char *fmt,
+                  va_list ap)
+{
+    (void)arg;
+    node_log_vwrite((enum node_log_level)level, event, fmt, ap);
+}
+
 static void
-f_observe(void *arg, int op, enum node_cl cl, int err, uint64_t start_ns)
+f_observe(void *arg, int op, enum coord_cl cl, int err, uint64_t start_ns)
 {
     (void)arg;
     (void)op;
@@ -997,7 +1010,8 @@ static void fake_init(struct fake *f, const char *spec, int64_t max_inflight)
                                  .clock_now = f_clock_now,
                                  .clock_recv = f_clock_recv,
                                  .clock_seen = f_clock_seen,
-                                 .observe = f_observe};
+                                 .observe = f_observe,
+                                 .log = f_log};
     const struct coord_opts o = {.datacenter = "dc1",
                                  .read_timeout_ms = 1000,
                                  .write_timeout_ms = 2000,
@@ -1020,7 +1034,7 @@ static void on_result(const struct coord_result *res, void *arg)
     }
 }
 
-static int fake_request(struct fake *f, int op, enum node_cl cl)
+static int fake_request(struct fake *f, int op, enum coord_cl cl)
 {
     const struct coord_request r = {.op = op,
                                     .key = RK_SLICE("k", 1),
@@ -1141,7 +1155,7 @@ START_TEST(write_quorum_answers_at_its_level)
 {
     struct fake f;
     fake_init(&f, "dc1* dc1 dc1", 100);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM), 0);
     ck_assert_uint_eq(f.ncommit, 1);
     ck_assert_uint_eq(live_rpcs(&f), 2);
     turn(&f);
@@ -1162,7 +1176,7 @@ START_TEST(write_quorum_answers_at_its_level)
     ck_assert_uint_eq(f.hints[2], 1);
     ck_assert_int_eq(st->background, 0);
     ck_assert_int_eq(f.results, 1);
-    ck_assert_uint_eq(st->req[NODE_OP_PUT][NODE_CL_QUORUM], 1);
+    ck_assert_uint_eq(st->req[COORD_OP_PUT][COORD_CL_QUORUM], 1);
     fake_done(&f);
 }
 END_TEST
@@ -1171,7 +1185,7 @@ START_TEST(write_failures_answer_timeout_with_cause)
 {
     struct fake f;
     fake_init(&f, "dc1* dc1 dc1", 100);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM), 0);
     turn(&f);
     answer(&f, 1, -EIO, false, 0);
     commit(&f, 0, 0);
@@ -1184,7 +1198,7 @@ START_TEST(write_failures_answer_timeout_with_cause)
     ck_assert_uint_eq(f.hints[1], 1);
     ck_assert_uint_eq(f.hints[2], 0);
     const struct coord_stats *st = coord_stats(f.c);
-    ck_assert_uint_eq(st->timeout[NODE_OP_PUT][NODE_CL_QUORUM], 1);
+    ck_assert_uint_eq(st->timeout[COORD_OP_PUT][COORD_CL_QUORUM], 1);
     ck_assert_uint_eq(st->writes_refused, 1);
     fake_done(&f);
 }
@@ -1225,7 +1239,7 @@ START_TEST(write_refused_for_good_keeps_no_hint)
     fake_init(&f, "dc1* dc1 dc1", 100);
     f.now = 1000;
     for (size_t i = 0; i <= ng; i++) {
-        ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_ALL), 0);
+        ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_ALL), 0);
         turn(&f);
         commit(&f, i, 0);
         answer(&f, 1, 0, false, 0);
@@ -1239,7 +1253,7 @@ START_TEST(write_refused_for_good_keeps_no_hint)
     ck_assert_int_eq(log_count(path, "event=coord.write_refused "), 1);
     /* 10 s later: logged again, with the count since (4 left out) */
     f.now += 10000;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_ALL), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_ALL), 0);
     turn(&f);
     commit(&f, ng + 1, 0);
     answer(&f, 1, 0, false, 0);
@@ -1258,7 +1272,7 @@ START_TEST(write_down_and_silent_replicas_are_hinted)
     struct fake f;
     fake_init(&f, "dc1* dc1- dc1", 100);
     f.quiet[2] = 5000; /* silent for a write timeout: not sent to */
-    ck_assert_int_eq(fake_request(&f, NODE_OP_DEL, NODE_CL_ONE), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_DEL, COORD_CL_ONE), 0);
     ck_assert_uint_eq(live_rpcs(&f), 0);
     ck_assert_uint_eq(f.hints[1], 1);
     ck_assert_uint_eq(f.hints[2], 1);
@@ -1278,7 +1292,7 @@ START_TEST(write_decided_at_once_is_answered_from_the_loop)
     fake_init(&f, "dc1 dc1 dc1", 100);
     for (uint32_t i = 0; i < 3; i++)
         f.quiet[i] = 5000;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_ONE), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_ONE), 0);
     ck_assert_int_eq(f.results, 0);
     ck_assert_uint_eq(live_rpcs(&f), 0);
     turn(&f);
@@ -1303,8 +1317,8 @@ START_TEST(write_refused_when_local_disk_full)
     struct fake f;
     fake_init(&f, "dc1* dc1 dc1", 100);
     f.local_full = RK_EFULL;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM), RK_EFULL);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_DEL, NODE_CL_ONE), RK_EFULL);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM), RK_EFULL);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_DEL, COORD_CL_ONE), RK_EFULL);
     ck_assert_uint_eq(f.ncommit, 0);
     ck_assert_uint_eq(live_rpcs(&f), 0);
     for (uint32_t i = 0; i < 3; i++)
@@ -1312,14 +1326,14 @@ START_TEST(write_refused_when_local_disk_full)
     const struct coord_stats *st = coord_stats(f.c);
     ck_assert_uint_eq(st->writes_full, 2);
     ck_assert_int_eq(st->inflight, 0);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_ONE), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_ONE), 0);
     ck_assert_uint_eq(live_rpcs(&f), 0); /* read locally: reads go on */
     turn(&f);
     result_is(&f, 1, RK_ENOTFOUND);
 
     /* the disk filled after the look: the write is not acknowledged */
     f.local_full = 0;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM), 0);
     turn(&f);
     commit(&f, 0, RK_EFULL);
     result_is(&f, 2, RK_EFULL);
@@ -1329,7 +1343,7 @@ START_TEST(write_refused_when_local_disk_full)
     ck_assert_uint_eq(st->local_full_late, 0);
 
     /* ...or, answered already, it is counted */
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM), 0);
     turn(&f);
     answer(&f, 1, 0, false, 0);
     answer(&f, 2, 0, false, 0);
@@ -1341,7 +1355,7 @@ START_TEST(write_refused_when_local_disk_full)
 
     fake_init(&f, "dc1 dc1 dc1", 100); /* not a replica of the key */
     f.local_full = RK_EFULL;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM), 0);
     ck_assert_uint_eq(live_rpcs(&f), 3);
     answer(&f, 0, 0, false, 0);
     answer(&f, 1, 0, false, 0);
@@ -1355,7 +1369,7 @@ START_TEST(write_local_commit_hangs_until_the_deadline)
 {
     struct fake f;
     fake_init(&f, "dc1* dc1 dc1", 100);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_ALL), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_ALL), 0);
     turn(&f);
     answer(&f, 1, 0, false, 0);
     answer(&f, 2, 0, false, 0);
@@ -1382,10 +1396,10 @@ START_TEST(write_deadline_grows_with_the_value)
     char *big = malloc(len);
     ck_assert_ptr_nonnull(big);
     memset(big, 'b', len);
-    const struct coord_request r = {.op = NODE_OP_PUT,
+    const struct coord_request r = {.op = COORD_OP_PUT,
                                     .key = RK_SLICE("k", 1),
                                     .value = RK_SLICE(big, len),
-                                    .cl = NODE_CL_ALL,
+                                    .cl = COORD_CL_ALL,
                                     .cb = on_result,
                                     .arg = &f};
     f.in_call = true;
@@ -1409,7 +1423,7 @@ START_TEST(write_pending_replica_not_ready_is_hinted)
 {
     struct fake f;
     fake_init(&f, "dc1 dc1 dc1 | dc1", 100);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM), 0);
     ck_assert_uint_eq(live_rpcs(&f), 4);
     turn(&f);
     answer(&f, 0, 0, false, 0);
@@ -1430,7 +1444,7 @@ START_TEST(read_one_is_answered_locally)
     fake_init(&f, "dc1 dc1* dc1", 100);
     f.local_found = true;
     f.local_ts = 50;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_ONE), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_ONE), 0);
     ck_assert_uint_eq(live_rpcs(&f), 0);
     ck_assert_int_eq(f.results, 0);
     turn(&f);
@@ -1444,7 +1458,7 @@ START_TEST(read_hedges_past_a_silent_replica)
 {
     struct fake f;
     fake_init(&f, "dc1 dc1 dc1", 100);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
     ck_assert_int_ge(outstanding(&f, 0), 0);
     ck_assert_int_ge(outstanding(&f, 1), 0);
     ck_assert_int_lt(outstanding(&f, 2), 0);
@@ -1466,7 +1480,7 @@ START_TEST(read_repairs_a_stale_replica_before_answering)
 {
     struct fake f;
     fake_init(&f, "dc1 dc1 dc1", 100);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
     turn(&f);
     answer(&f, 0, 0, true, 20);
     answer(&f, 1, 0, true, 10);
@@ -1495,7 +1509,7 @@ START_TEST(read_repair_unfinished_is_not_answered)
 {
     struct fake f;
     fake_init(&f, "dc1 dc1 dc1", 100);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
     turn(&f);
     answer(&f, 0, 0, true, 20);
     answer(&f, 1, 0, true, 10);
@@ -1534,7 +1548,7 @@ START_TEST(read_times_out_at_its_deadline)
 {
     struct fake f;
     fake_init(&f, "dc1 dc1 dc1", 100);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
     turn(&f);
     advance(&f, 999);
     ck_assert_int_eq(f.results, 0);
@@ -1543,7 +1557,7 @@ START_TEST(read_times_out_at_its_deadline)
     result_is(&f, 1, RK_ETIMEOUT);
     ck_assert_uint_eq(f.last.acks, 0);
     ck_assert_uint_eq(f.last.need, 2);
-    ck_assert_uint_eq(coord_stats(f.c)->timeout[NODE_OP_GET][NODE_CL_QUORUM],
+    ck_assert_uint_eq(coord_stats(f.c)->timeout[COORD_OP_GET][COORD_CL_QUORUM],
                       1);
     fake_done(&f);
 }
@@ -1554,7 +1568,7 @@ START_TEST(read_asks_a_silent_peer_last)
     struct fake f;
     fake_init(&f, "dc1 dc1 dc1", 100);
     f.quiet[0] = 5000;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_TWO), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_TWO), 0);
     ck_assert_int_lt(outstanding(&f, 0), 0);
     ck_assert_int_ge(outstanding(&f, 1), 0);
     ck_assert_int_ge(outstanding(&f, 2), 0);
@@ -1574,8 +1588,8 @@ START_TEST(stale_ring_waits_then_starts_or_expires)
     struct fake f;
     fake_init(&f, "dc1 dc1 dc1", 100);
     f.ready = COORD_HOST_STALE_WAIT;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_ONE), 0);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_ONE), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_ONE), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_ONE), 0);
     ck_assert_uint_eq(live_rpcs(&f), 0);
     ck_assert_int_eq(coord_stats(f.c)->parked, 2);
     coord_unpark(f.c); /* still stale: nothing */
@@ -1592,16 +1606,16 @@ START_TEST(stale_ring_waits_then_starts_or_expires)
     ck_assert_int_eq(f.results, 2);
     /* one that waits past its deadline: RING_STALE */
     f.ready = COORD_HOST_STALE_WAIT;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_ONE), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_ONE), 0);
     advance(&f, f.now + 999);
     ck_assert_int_eq(f.results, 2);
     advance(&f, f.now + 1);
     result_is(&f, 3, RK_ESTALE);
     /* settling after a restart: refused at once */
     f.ready = RK_ESTALE;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_ONE), RK_ESTALE);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_ONE), RK_ESTALE);
     f.ready = RK_ECLOSED;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_ONE), RK_ECLOSED);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_ONE), RK_ECLOSED);
     f.ready = 0;
     ck_assert_int_eq(f.results, 3);
     fake_done(&f);
@@ -1622,7 +1636,7 @@ START_TEST(regression_epoch_change_loses_write)
     struct fake f;
     fake_init(&f, "dc1 dc1 dc1", 100);
     f.now = 1000;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
     turn(&f);
     ck_assert_uint_eq(live_rpcs(&f), 2);
     answer(&f, 0, RK_EOLDRING, false, 0); /* on epoch 8 already */
@@ -1635,7 +1649,7 @@ START_TEST(regression_epoch_change_loses_write)
     ck_assert_uint_eq(f.heard, 8);
     ck_assert_int_eq(coord_stats(f.c)->parked, 1);
     ck_assert_uint_eq(coord_stats(f.c)->replans, 1);
-    ck_assert_uint_eq(coord_stats(f.c)->req[NODE_OP_GET][NODE_CL_QUORUM], 1);
+    ck_assert_uint_eq(coord_stats(f.c)->req[COORD_OP_GET][COORD_CL_QUORUM], 1);
     ck_assert_int_eq(coord_stats(f.c)->inflight, 1);
     advance(&f, 1400);
     ck_assert_int_eq(f.results, 0);
@@ -1656,7 +1670,7 @@ START_TEST(regression_epoch_change_loses_write)
     ck_assert_str_eq(f.value, "peer");
 
     /* a write refused by one replica is written again on the new ring */
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM), 0);
     turn(&f);
     answer(&f, 2, RK_EOLDRING, false, 0);
     answer(&f, 0, 0, false, 0);
@@ -1678,7 +1692,7 @@ START_TEST(regression_epoch_change_loses_write)
     /* refused after the write was answered: not written again but hinted
      * (replayed once this node has the newer ring), and the ring counts
      * as behind for the requests that come next */
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM), 0);
     turn(&f);
     answer(&f, 0, 0, false, 0);
     answer(&f, 1, 0, false, 0);
@@ -1695,7 +1709,7 @@ START_TEST(regression_epoch_change_loses_write)
     f.ready = 0;
 
     /* the newer ring never comes: RING_STALE at the request's deadline */
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
     turn(&f);
     uint64_t t0 = f.now;
     answer(&f, 0, RK_EOLDRING, false, 0);
@@ -1713,13 +1727,13 @@ START_TEST(admission_and_unavailable_refuse_at_once)
 {
     struct fake f;
     fake_init(&f, "dc1 dc1- dc1-", 1);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM),
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM),
                      RK_EUNAVAILABLE);
     ck_assert_uint_eq(live_rpcs(&f), 0);
     ck_assert_uint_eq(
-        coord_stats(f.c)->unavailable[NODE_OP_PUT][NODE_CL_QUORUM], 1);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_ONE), 0);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_ONE),
+        coord_stats(f.c)->unavailable[COORD_OP_PUT][COORD_CL_QUORUM], 1);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_ONE), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_ONE),
                      RK_EOVERLOADED);
     ck_assert_uint_eq(coord_stats(f.c)->overloaded, 1);
     answer(&f, 0, 0, false, 0);
@@ -1738,22 +1752,22 @@ START_TEST(unreachable_replica_is_planned_down)
     struct fake f;
     fake_init(&f, "dc1* dc1 dc1", 100);
     f.refused[2] = true;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_ALL),
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_ALL),
                      RK_EUNAVAILABLE);
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_ALL),
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_ALL),
                      RK_EUNAVAILABLE);
     ck_assert_uint_eq(live_rpcs(&f), 0);
-    ck_assert_uint_eq(coord_stats(f.c)->unavailable[NODE_OP_GET][NODE_CL_ALL],
+    ck_assert_uint_eq(coord_stats(f.c)->unavailable[COORD_OP_GET][COORD_CL_ALL],
                       1);
     /* QUORUM read: this node and n1, never n2, even past the hedge point */
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
     ck_assert_int_ge(outstanding(&f, 1), 0);
     advance(&f, f.now + 600);
     ck_assert_int_lt(outstanding(&f, 2), 0);
     answer(&f, 1, 0, false, 0);
     result_is(&f, 1, RK_ENOTFOUND);
     /* QUORUM write: sent to n1, hinted for n2 at once */
-    ck_assert_int_eq(fake_request(&f, NODE_OP_PUT, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_PUT, COORD_CL_QUORUM), 0);
     ck_assert_uint_eq(f.hints[2], 1);
     ck_assert_int_lt(outstanding(&f, 2), 0);
     ck_assert_int_ge(outstanding(&f, 1), 0);
@@ -1763,13 +1777,13 @@ START_TEST(unreachable_replica_is_planned_down)
     /* connected again: asked again */
     f.refused[2] = false;
     f.refused[1] = true;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_QUORUM), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
     ck_assert_int_lt(outstanding(&f, 1), 0);
     ck_assert_int_ge(outstanding(&f, 2), 0);
     answer(&f, 2, 0, false, 0);
     result_is(&f, 3, RK_ENOTFOUND);
     f.refused[1] = false;
-    ck_assert_int_eq(fake_request(&f, NODE_OP_GET, NODE_CL_ALL), 0);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_ALL), 0);
     ck_assert_int_ge(outstanding(&f, 1), 0);
     ck_assert_int_ge(outstanding(&f, 2), 0);
     answer(&f, 1, 0, false, 0);

@@ -13,7 +13,7 @@
 #include "common/rk.h"
 #include "node/config.h"
 #include "node/log.h"
-#include "node/state.h"
+#include "storage/node_state.h"
 
 static char err[NODE_CONFIG_ERR];
 
@@ -34,7 +34,7 @@ START_TEST(defaults_are_valid)
     ck_assert_int_eq(c.client_port, 7380);
     ck_assert_int_eq(c.resp_port, 6379);
     ck_assert_int_eq(c.metrics_port, 9180);
-    ck_assert_int_eq(c.default_consistency, NODE_CL_QUORUM);
+    ck_assert_int_eq(c.default_consistency, COORD_CL_QUORUM);
     ck_assert_int_eq(node_config_rf(&c, "dc1"), 3);
     ck_assert_int_eq(node_config_rf(&c, "dc2"), 0);
 }
@@ -77,7 +77,7 @@ START_TEST(yaml_full_document)
     ck_assert_int_eq(c.ndcs, 2);
     ck_assert_int_eq(node_config_rf(&c, "east"), 3);
     ck_assert_int_eq(node_config_rf(&c, "west"), 2);
-    ck_assert_int_eq(c.default_consistency, NODE_CL_LOCAL_QUORUM);
+    ck_assert_int_eq(c.default_consistency, COORD_CL_LOCAL_QUORUM);
     ck_assert_int_eq(c.auto_bootstrap, 0);
     ck_assert_int_eq(c.durability, NODE_DURABILITY_PERIODIC);
     ck_assert_int_eq(c.cpu_scheduling, NODE_SCHED_NORMAL);
@@ -296,13 +296,13 @@ END_TEST
 
 START_TEST(consistency_names)
 {
-    enum node_cl cl;
-    for (int i = NODE_CL_ONE; i <= NODE_CL_EACH_QUORUM; i++) {
-        ck_assert_int_eq(node_cl_parse(&cl, node_cl_name((enum node_cl)i)), 0);
+    enum coord_cl cl;
+    for (int i = COORD_CL_ONE; i <= COORD_CL_EACH_QUORUM; i++) {
+        ck_assert_int_eq(node_cl_parse(&cl, node_cl_name((enum coord_cl)i)), 0);
         ck_assert_int_eq(cl, i);
     }
     ck_assert_int_eq(node_cl_parse(&cl, "each_quorum"), 0);
-    ck_assert_int_eq(cl, NODE_CL_EACH_QUORUM);
+    ck_assert_int_eq(cl, COORD_CL_EACH_QUORUM);
     ck_assert_int_eq(node_cl_parse(&cl, "THREE"), RK_EBADREQ);
 }
 END_TEST

@@ -15,7 +15,7 @@
 #include "node/config.h"
 #include "node/replication.h"
 #include "node/ring_view.h"
-#include "node/state.h"
+#include "storage/node_state.h"
 
 static struct rk_slice str(const char *s)
 {

@@ -17,8 +17,8 @@
 #include "common/rk.h"
 #include "node/config.h"
 #include "node/snapshot.h"
-#include "node/snapshot_manifest.h"
-#include "node/state.h"
+#include "storage/node_state.h"
+#include "storage/snapshot_manifest.h"
 #include "storage/store.h"
 
 static char tmp[200];

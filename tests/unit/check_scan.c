@@ -2,7 +2,7 @@
  * check_scan.c - SCAN's pure parts: the glob matcher (common/glob.h)
  * against known cases and, exhaustively over small inputs, against a
  * direct port of Redis's recursive stringmatchlen; the walk's segments
- * and the merge of replica answers (node/scan_merge.h), by cases and
+ * and the merge of replica answers (coord/scan_merge.h), by cases and
  * against a brute-force model on random replicas.
  */
 #include <stdbool.h>
@@ -15,7 +15,7 @@
 
 #include "common/glob.h"
 #include "common/rk.h"
-#include "node/scan_merge.h"
+#include "coord/scan_merge.h"
 #include "rng.h"
 #include "wire/rpc_msg.h"
 

@@ -17,10 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/coord_host.h"
-#include "node/coord_internal.h"
-#include "node/coord_plan.h"
-#include "node/log.h"
+#include "coord/coord_host.h"
+#include "coord/coord_internal.h"
+#include "coord/coord_plan.h"
 #include "storage/store.h"
 
 /* ---- reads ------------------------------------------------------------ */
@@ -55,12 +54,12 @@ static int send_read(struct creq *q, uint32_t i)
                                  &q->r[i].rec, &q->rbuf[i].p, &q->rbuf[i].cap);
         if (rc < 0) {
             coord_plan_answered(&q->plan, i, false);
-            node__coord_note_replica_failure(q, rc);
+            coord__note_replica_failure(q, rc);
             return rc;
         }
         q->r[i].found = found;
         if (found)
-            node__coord_meter_add(q, &q->r[i].rec);
+            coord__meter_add(q, &q->r[i].rec);
         coord_plan_answered(&q->plan, i, true);
         return 0;
     }
@@ -87,7 +86,7 @@ static int send_read(struct creq *q, uint32_t i)
     }
     if (rc < 0) {
         coord_plan_answered(&q->plan, i, false);
-        node__coord_note_failure(q, rc);
+        coord__note_failure(q, rc);
     }
     return rc;
 }
@@ -146,17 +145,17 @@ static void on_repair_remote(void *arg, int status, struct rk_slice resp)
 static void read_reply(struct creq *q)
 {
     if (q->newest < 0) {
-        node__coord_finish(q, RK_ENOTFOUND, RK_SLICE(NULL, 0));
+        coord__finish(q, RK_ENOTFOUND, RK_SLICE(NULL, 0));
         return;
     }
     const struct rpc_record *rec = &q->r[q->newest].rec;
     if ((rec->flags & RPC_REC_TOMBSTONE) ||
         (rec->expiry && rec->expiry <= q->c->h.wall_ms(q->c->h.arg))) {
-        node__coord_finish(q, RK_ENOTFOUND, RK_SLICE(NULL, 0));
+        coord__finish(q, RK_ENOTFOUND, RK_SLICE(NULL, 0));
         return;
     }
     q->expiry = rec->expiry;
-    node__coord_finish(q, 0, rec->value);
+    coord__finish(q, 0, rec->value);
 }
 
 /* The newest answer once its read repair is over (or the deadline came):
@@ -175,7 +174,7 @@ static void read_answer(struct creq *q)
                 if (q->plan.rep[i].asked && !q->plan.rep[i].answered)
                     return; /* a replica may still confirm it */
         q->plan.acks = q->holders;
-        node__coord_finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
+        coord__finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
         return;
     }
     read_reply(q);
@@ -186,15 +185,16 @@ static void on_repair_done(int status, void *arg)
     struct cctx *c = arg;
     struct creq *q = c->q;
     if (status < 0)
-        LOG(DEBUG, "coord.repair_fail", "error=\"%s\"", rk_strerror(status));
+        CLOG(q->c, DEBUG, "coord.repair_fail", "error=\"%s\"",
+             rk_strerror(status));
     else
         q->holders++;
     if (--q->repair_pending == 0)
         read_answer(q);
-    node__coord_unref(q);
+    coord__unref(q);
 }
 
-void node__coord_read_decide(struct creq *q)
+void coord__read_decide(struct creq *q)
 {
     if (q->done || q->phase != 0)
         return;
@@ -202,7 +202,7 @@ void node__coord_read_decide(struct creq *q)
         read_fill(q);
         enum coord_plan_outcome o = coord_plan_outcome(&q->plan);
         if (o == COORD_PLAN_FAILED)
-            node__coord_finish(
+            coord__finish(
                 q, q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
                 RK_SLICE(NULL, 0));
         if (o != COORD_PLAN_SATISFIED)
@@ -249,7 +249,7 @@ void node__coord_read_decide(struct creq *q)
         if (q->r[i].found && rec_cmp(&q->r[i].rec, best) == 0)
             continue;
         if (!encoded) {
-            if (node__coord_encode_records(q, best) < 0)
+            if (coord__encode_records(q, best) < 0)
                 break;
             encoded = true;
         }
@@ -272,7 +272,7 @@ void node__coord_read_decide(struct creq *q)
     }
     if (--q->repair_pending == 0)
         read_answer(q);
-    node__coord_unref(q);
+    coord__unref(q);
 }
 
 /* Half of what the read had left when it started has passed without
@@ -296,14 +296,14 @@ static void read_expire(struct creq *q)
 {
     if (q->phase == 0) {
         q->timed_out = true;
-        node__coord_finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
+        coord__finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
         return;
     }
-    LOG(DEBUG, "coord.repair_late", "pending=%u", q->repair_pending);
+    CLOG(q->c, DEBUG, "coord.repair_late", "pending=%u", q->repair_pending);
     read_answer(q);
 }
 
-void node__coord_read_wake(struct creq *q, uint64_t now)
+void coord__read_wake(struct creq *q, uint64_t now)
 {
     if (q->done)
         return;
@@ -313,10 +313,10 @@ void node__coord_read_wake(struct creq *q, uint64_t now)
     }
     if (q->phase == 0) {
         read_hedge(q);
-        node__coord_read_decide(q);
+        coord__read_decide(q);
     }
     if (!q->done)
-        node__coord_wake_link(q, q->deadline);
+        coord__wake_link(q, q->deadline);
 }
 
 /* A replica's answer after the newest was chosen (asked by the decision,
@@ -371,12 +371,12 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
             }
             if (b->p == NULL || b->cap < len) {
                 ok = false;
-                node__coord_note_failure(q, -ENOMEM);
+                coord__note_failure(q, -ENOMEM);
             } else {
                 if (len)
                     memcpy(b->p, rr.rec.value.p, len);
                 q->r[i].rec.value = RK_SLICE(b->p, len);
-                node__coord_meter_add(q, &q->r[i].rec);
+                coord__meter_add(q, &q->r[i].rec);
             }
         }
         coord_plan_answered(&q->plan, i, ok);
@@ -385,16 +385,16 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
         coord_plan_answered(&q->plan, i, false);
         /* OLD_RING: asked again on the newer ring, by q's successor, if
          * it can be */
-        if (st != RK_EOLDRING || !node__coord_replan(q))
-            node__coord_note_replica_failure(q, st);
+        if (st != RK_EOLDRING || !coord__replan(q))
+            coord__note_replica_failure(q, st);
     } else {
         coord_plan_answered(&q->plan, i, false);
-        node__coord_note_failure(q, st);
+        coord__note_failure(q, st);
     }
     if (q->phase == 1)
         read_confirm(q, i, st == 0);
-    node__coord_read_decide(q);
-    node__coord_unref(q);
+    coord__read_decide(q);
+    coord__unref(q);
 }
 
 void coord_errmsg(
@@ -435,45 +435,44 @@ void coord_errmsg(
 
 /* Plans q's read and asks its replicas, by q->deadline; returns an
  * error, having asked nothing, when it cannot start. */
-int node__coord_read_start(struct creq *q)
+int coord__read_start(struct creq *q)
 {
     struct coord *c = q->c;
     if (!q->replanned)
-        c->stats.req[NODE_OP_GET][q->cl]++;
-    int rc = node__coord_plan(q);
+        c->stats.req[COORD_OP_GET][q->cl]++;
+    int rc = coord__plan(q);
     if (rc < 0) {
         if (rc == RK_EUNAVAILABLE)
-            c->stats.unavailable[NODE_OP_GET][q->cl]++;
+            c->stats.unavailable[COORD_OP_GET][q->cl]++;
         return rc;
     }
     uint64_t now = c->h.now_ms(c->h.arg);
     read_fill(q);
     if (!coord_plan_satisfied(&q->plan)) /* hedge point, deadline */
-        node__coord_wake_link(
-            q, q->deadline > now ? now + (q->deadline - now) / 2 : q->deadline);
-    node__coord_defer(q);
+        coord__wake_link(q, q->deadline > now ? now + (q->deadline - now) / 2
+                                              : q->deadline);
+    coord__defer(q);
     return 0;
 }
 
-int node__coord_read_request(struct coord *c, const struct coord_request *r)
+int coord__read_request(struct coord *c, const struct coord_request *r)
 {
-    int rc = node__coord_check(c, r->key);
+    int rc = coord__check(c, r->key);
     if (rc < 0)
         return rc;
-    struct creq *q =
-        node__coord_req_new(c, C_GET, r->key, r->cl, r->cb, r->arg);
+    struct creq *q = coord__req_new(c, C_GET, r->key, r->cl, r->cb, r->arg);
     if (!q)
         return -ENOMEM;
     q->meter = r->meter;
     q->deadline = r->deadline ? r->deadline
                               : c->h.now_ms(c->h.arg) + c->o.read_timeout_ms;
     if (rc == COORD_PARK) {
-        node__coord_park(q, q->deadline);
-    } else if ((rc = node__coord_read_start(q)) < 0) {
+        coord__park(q, q->deadline);
+    } else if ((rc = coord__read_start(q)) < 0) {
         q->done = true;
-        node__coord_unref(q);
+        coord__unref(q);
         return rc;
     }
-    node__coord_unref(q);
+    coord__unref(q);
     return 0;
 }

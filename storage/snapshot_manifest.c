@@ -4,7 +4,7 @@
  * `ringkv listsnapshots` and by a restore, so the parser takes any bytes
  * (fuzz_snapshot_manifest).
  */
-#include "node/snapshot_manifest.h"
+#include "storage/snapshot_manifest.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -14,7 +14,7 @@
 #include <time.h>
 
 #include "common/rk.h"
-#include "node/state.h"
+#include "storage/node_state.h"
 
 static bool name_char(char c)
 {

@@ -1,14 +1,16 @@
 /*
- * state.h - what a node remembers about itself across restarts: its name,
- * the cluster it belongs to, its generation and its tokens.
+ * node_state.h - what a node remembers about itself across restarts: its
+ * name, the cluster it belongs to, its generation and its tokens; and the
+ * data_dir's lock.
  *
  * Stored as a small key=value text file `data_dir/node.state`, replaced
  * atomically (write a temporary file, fsync, rename, fsync the folder), so
  * a crash leaves either the old or the new state, never half of one. The
- * data itself lives in storage/ (LMDB); this is only the identity.
+ * data itself lives in the LMDB environments beside it (store.h); this is
+ * only the identity, which node/ fills in and reads back.
  */
-#ifndef NODE_STATE_H
-#define NODE_STATE_H
+#ifndef RK_STORAGE_NODE_STATE_H
+#define RK_STORAGE_NODE_STATE_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,28 +1,36 @@
 /*
- * coord_internal.h - what coord.c and coord_read.c share and the rest of
- * node/ does not see: the coordinator's struct, the request struct and the
+ * coord_internal.h - what coord.c and coord_read.c share and nothing
+ * outside coord/ sees: the coordinator's struct, the request struct and the
  * steps of its life that reads and writes both take (planning, finishing,
  * the wake list, waiting for the ring). coord.h is the coordinator's
  * contract; coord_plan.h the pure level planning both use.
  */
-#ifndef NODE_COORD_INTERNAL_H
-#define NODE_COORD_INTERNAL_H
+#ifndef COORD_COORD_INTERNAL_H
+#define COORD_COORD_INTERNAL_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/pool.h"
-#include "node/coord.h"
-#include "node/coord_host.h"
-#include "node/coord_plan.h"
+#include "coord/coord.h"
+#include "coord/coord_host.h"
+#include "coord/coord_plan.h"
 #include "wire/rpc_msg.h"
 
 enum { C_GET = 0, C_PUT, C_DEL };
 
+/* One log line through the host: CLOG(c, WARN, "coord.event", "k=%s", v). */
+void coord__log(struct coord *c,
+                enum coord_log_level level,
+                const char *event,
+                const char *fmt,
+                ...) __attribute__((format(printf, 4, 5)));
+#define CLOG(c, lvl, ...) coord__log((c), COORD_LOG_##lvl, __VA_ARGS__)
+
 #define COORD_KEY_INLINE 64
 #define COORD_QUIET_MS   100 /* see coord_quiet_limit() */
-/* node__coord_check: the request waits for the ring */
+/* coord__check: the request waits for the ring */
 #define COORD_PARK 1
 
 /* A replica as the ring saw it when the request was planned: name and
@@ -75,10 +83,10 @@ struct cctx {
 };
 
 struct creq {
-    /* ---- zeroed for every request (node__coord_req_new) ---- */
+    /* ---- zeroed for every request (coord__req_new) ---- */
     struct coord *c;
     int op;
-    enum node_cl cl;
+    enum coord_cl cl;
     coord_cb cb;
     void *arg;
     uint64_t start_ns;
@@ -107,24 +115,24 @@ struct creq {
     /* waiting for the ring (on the wake list until its timeout): what the
      * request needs to start then */
     bool parked;
-    struct creq *pnext; /* node__coord_unpark's list */
+    struct creq *pnext; /* coord_unpark's list */
     uint8_t *pval;      /* put: a copy of the value (malloc'd; NULL: none) */
     size_t pval_len;
     bool pval_set; /* put: a value was given (it may be empty) */
     uint64_t pttl;
     /* the ring epoch of the replica requests sent (q->wmsg's) */
     uint64_t epoch;
-    /* planned again (node__coord_replan): already counted in stats.req */
+    /* planned again (coord__replan): already counted in stats.req */
     bool replanned;
     /* read repair */
     int phase;
     uint32_t repair_pending;
     int newest; /* index into r[], -1 */
     /* replicas known to hold the newest: those that answered it, and
-     * those its read repair reached (node__coord_read_decide) */
+     * those its read repair reached (coord__read_decide) */
     uint32_t holders;
     void *hold; /* the host's: rp[] points into what it keeps */
-    /* ---- set by node__coord_plan() for the plan.nrep replicas ---- */
+    /* ---- set by coord__plan() for the plan.nrep replicas ---- */
     uint32_t rep[RING_MAX_REPLICAS];
     struct creply r[RING_MAX_REPLICAS];
     struct crep rp[RING_MAX_REPLICAS];
@@ -142,38 +150,38 @@ struct creq {
 
 /* Take q's replicas from the ring (and the pending ring's, for a write)
  * and plan its level over them (q->plan): 0, RK_EUNAVAILABLE, RK_EBADREQ. */
-int node__coord_plan(struct creq *q);
+int coord__plan(struct creq *q);
 /* A received record is held by q: its caller's meter counts its value. */
-void node__coord_meter_add(struct creq *q, const struct rpc_record *rec);
+void coord__meter_add(struct creq *q, const struct rpc_record *rec);
 /* Drop a reference; the last one returns q to the pool. */
-void node__coord_unref(struct creq *q);
+void coord__unref(struct creq *q);
 /* Answer q's caller (once; later calls do nothing). */
-void node__coord_finish(struct creq *q, int err, struct rk_slice value);
+void coord__finish(struct creq *q, int err, struct rk_slice value);
 /* Put q on the wake list for `at`, from the end nearer in time. */
-void node__coord_wake_link(struct creq *q, uint64_t at);
+void coord__wake_link(struct creq *q, uint64_t at);
 /* Defer a decision made inside coord_*() to the end of the loop turn, so
  * the callback never runs from inside the call. */
-void node__coord_defer(struct creq *q);
+void coord__defer(struct creq *q);
 /* Note a failed replica request (the first failure is reported). */
-void node__coord_note_failure(struct creq *q, int st);
+void coord__note_failure(struct creq *q, int st);
 /* A failure a replica reported itself (its disk: -EIO, -ENOSPC...), not
  * one of the network between: the first is named in a TIMEOUT reply.
  * OLD_RING is noted as RING_STALE (retryable; clients do not know it). */
-void node__coord_note_replica_failure(struct creq *q, int st);
+void coord__note_replica_failure(struct creq *q, int st);
 /* Encode q's rpc_write of `rec` into q->wmsg, and its store record (for
  * hints) into q->srec. */
-int node__coord_encode_records(struct creq *q, const struct rpc_record *rec);
+int coord__encode_records(struct creq *q, const struct rpc_record *rec);
 /* Checks before a request starts: 0, COORD_PARK (wait for the ring), or
  * the error to answer at once. */
-int node__coord_check(struct coord *c, struct rk_slice key);
+int coord__check(struct coord *c, struct rk_slice key);
 /* A request from the pool (or malloc'd) holding one reference, counted in
  * stats.inflight; NULL when out of memory. */
-struct creq *node__coord_req_new(struct coord *c,
-                                 int op,
-                                 struct rk_slice key,
-                                 enum node_cl cl,
-                                 coord_cb cb,
-                                 void *arg);
+struct creq *coord__req_new(struct coord *c,
+                            int op,
+                            struct rk_slice key,
+                            enum coord_cl cl,
+                            coord_cb cb,
+                            void *arg);
 /* Replica i refused q as planned on an older ring than its own
  * (RK_EOLDRING): if q is still deciding, its caller is handed to a new
  * request that waits for the newer ring (as a request arriving while the
@@ -182,22 +190,22 @@ struct creq *node__coord_req_new(struct coord *c,
  * false (q answered already, or no wake list): q goes on, counting the
  * refusal as a failure. Either way the host hears that its ring is behind
  * (ring_behind). */
-bool node__coord_replan(struct creq *q);
+bool coord__replan(struct creq *q);
 /* q waits for the ring on the wake list, until `until` (the loop's
- * clock), when it is answered RING_STALE; node__coord_unpark finds it
+ * clock), when it is answered RING_STALE; coord_unpark finds it
  * there if the ring catches up first. */
-void node__coord_park(struct creq *q, uint64_t until);
+void coord__park(struct creq *q, uint64_t until);
 
 /* ---- coord_read.c ---- */
 
 /* Plan q's read and ask the replicas it needs; an error, having sent
  * nothing, when it cannot start. */
-int node__coord_read_start(struct creq *q);
+int coord__read_start(struct creq *q);
 /* Answer q, ask more replicas or repair, as its answers so far allow. */
-void node__coord_read_decide(struct creq *q);
+void coord__read_decide(struct creq *q);
 /* coord_request's reads. */
-int node__coord_read_request(struct coord *c, const struct coord_request *r);
+int coord__read_request(struct coord *c, const struct coord_request *r);
 /* q's wake time came (on_wake): its hedge point or its deadline. */
-void node__coord_read_wake(struct creq *q, uint64_t now);
+void coord__read_wake(struct creq *q, uint64_t now);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * state.c - the node's identity file (see state.h).
+ * node_state.c - the node's identity file (see node_state.h).
  */
-#include "node/state.h"
+#include "storage/node_state.h"
 
 #include <errno.h>
 #include <fcntl.h>

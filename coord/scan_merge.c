@@ -7,7 +7,7 @@
  * other. An answer covers offsets below its cover: the arc's length when
  * done, else next's offset.
  */
-#include "node/scan_merge.h"
+#include "coord/scan_merge.h"
 
 #include <string.h>
 

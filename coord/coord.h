@@ -1,7 +1,9 @@
 /*
  * coord.h - the coordinator: any node serves get/put/del for any key at a
- * chosen consistency level. The one entry point both client servers (native
- * and RESP) use.
+ * chosen consistency level. Its levels, its results and its counters; the
+ * entry points both client servers (native and RESP) use take the node and
+ * are node/coord_node.h's, the core behind them (requests on a host
+ * interface) is coord_host.h's.
  *
  * token = rk_token(key); the replicas are the ring's preference list for it.
  * Writes get an HLC timestamp here and go to every live replica (local ones
@@ -19,18 +21,27 @@
  * RK_ESTALE (this node's ring is older than one it has heard of),
  * RK_EOVERLOADED (admission control), RK_ECLOSED (shutting down).
  */
-#ifndef NODE_COORD_H
-#define NODE_COORD_H
+#ifndef COORD_COORD_H
+#define COORD_COORD_H
 
 #include <stdint.h>
 
 #include "common/rk.h"
-#include "node/config.h"
 
-typedef struct node node; /* node/node.h */
+/* Consistency levels, in the order of wire/ and the CLI (node/config.h
+ * parses and names them). */
+enum coord_cl {
+    COORD_CL_ONE = 1,
+    COORD_CL_TWO,
+    COORD_CL_QUORUM,
+    COORD_CL_ALL,
+    COORD_CL_LOCAL_ONE,
+    COORD_CL_LOCAL_QUORUM,
+    COORD_CL_EACH_QUORUM
+};
 
 /* The coordinator's operations, as its counters and node/obs.h index them. */
-enum node_op { NODE_OP_GET = 0, NODE_OP_PUT, NODE_OP_DEL, NODE_OP_N };
+enum coord_op { COORD_OP_GET = 0, COORD_OP_PUT, COORD_OP_DEL, COORD_OP_N };
 
 /* Answered coordinator requests still waiting for replicas are bounded at
  * this many times max_inflight (the metric's help says it). */
@@ -63,9 +74,6 @@ void coord_errmsg(
 
 typedef void (*coord_cb)(const struct coord_result *res, void *arg);
 
-int coord_get(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg);
-
 /* What the read requests of one caller hold for it before they answer:
  * the bytes of the values the replicas have returned (read locally at the
  * call, or received later), which are waiting for the level, the newest
@@ -78,63 +86,22 @@ struct coord_meter {
     size_t bytes;
 };
 
-/* coord_get, answered by `deadline` (the loop's clock, ms:
- * coord_read_deadline(); 0: read_timeout_ms from now), and counting the
- * values it holds in `m` until its callback. The reads of one client
- * request (an MGET's keys) share the request's deadline, however late
- * each starts; one that starts past it asks no remote replica.
- * @note m is borrowed until the callback runs (or the call fails). */
-int coord_get_metered(node *n,
-                      struct rk_slice key,
-                      enum node_cl cl,
-                      uint64_t deadline,
-                      struct coord_meter *m,
-                      coord_cb cb,
-                      void *arg);
-
-/* The deadline of a client read arriving now: read_timeout_ms from now,
- * on the loop's clock (what coord_get_metered takes). */
-uint64_t coord_read_deadline(node *n);
-
-/* ttl_ms 0 means no expiry. */
-int coord_put(node *n,
-              struct rk_slice key,
-              struct rk_slice value,
-              uint64_t ttl_ms,
-              enum node_cl cl,
-              coord_cb cb,
-              void *arg);
-
-int coord_del(
-    node *n, struct rk_slice key, enum node_cl cl, coord_cb cb, void *arg);
-
-/* How long a peer may leave a request unanswered before reads ask it
- * after the other replicas (and STATUS shows it silent). */
-uint64_t coord_quiet_limit(const node *n);
-
-/* The node's configured default level. */
-enum node_cl coord_default_cl(const node *n);
-
-/* ---- the coordinator in the daemon ------------------------------------ */
-
 /* The coordinator's core: requests in flight, the wake list of their
  * deadlines, the requests waiting for the ring, the pool of finished
  * requests, its counters (coord_internal.h), reaching the daemon through
  * a host (coord_host.h). */
 struct coord;
-/* The coordinator of a node: its core, host and timer (coord_node.c). */
-struct coord_node;
 
 /* What the coordinator counts, exported by METRICS and read by the node's
- * stop (index by enum node_op, then by enum node_cl). */
+ * stop (index by enum coord_op, then by enum coord_cl). */
 struct coord_stats {
     int64_t inflight;    /* requests not yet answered (admission) */
     int64_t background;  /* answered, replica requests still outstanding */
     int64_t parked;      /* of those in flight, waiting for the ring */
     uint64_t overloaded; /* refused: past max_inflight (admission) */
-    uint64_t req[NODE_OP_N][8];
-    uint64_t unavailable[NODE_OP_N][8];
-    uint64_t timeout[NODE_OP_N][8];
+    uint64_t req[COORD_OP_N][8];
+    uint64_t unavailable[COORD_OP_N][8];
+    uint64_t timeout[COORD_OP_N][8];
     uint64_t stale;       /* answered RING_STALE */
     uint64_t stale_waits; /* requests that waited for the ring */
     uint64_t replans; /* refused OLD_RING by a replica: waited, planned again */
@@ -152,22 +119,5 @@ struct coord_stats {
      * client's choice), [0] it is not */
     uint64_t placement[2];
 };
-
-/* At node_new: the node's coordinator, idle (no timer yet). 0 or
- * -ENOMEM. @note *out is owned by n, freed by node__coord_free. */
-int node__coord_new(struct coord_node **out, node *n);
-/* At node_free, once the loop has closed its timer; NULL: nothing. */
-void node__coord_free(struct coord_node *c);
-/* The deadline timer (node_start), and its close (node__handle_closed). */
-void node__coord_start(node *n);
-void node__coord_stop(node *n);
-/* End of a loop turn: the decisions deferred by coord_*() calls. */
-void node__coord_run_deferred(node *n);
-/* Start the requests waiting for the ring (a node that has heard of a
- * newer epoch) once it has caught up, or answer them CLOSED once the node
- * stops; does nothing while the ring is stale. */
-void node__coord_unpark(node *n);
-/* @note borrowed: lives as long as the node. */
-const struct coord_stats *node__coord_stats(const node *n);
 
 #endif

@@ -19,8 +19,8 @@
  * It is written last (after every file is synced), so a snapshot folder
  * without one is a copy that did not finish.
  */
-#ifndef NODE_SNAPSHOT_MANIFEST_H
-#define NODE_SNAPSHOT_MANIFEST_H
+#ifndef RK_STORAGE_SNAPSHOT_MANIFEST_H
+#define RK_STORAGE_SNAPSHOT_MANIFEST_H
 
 #include <stdbool.h>
 #include <stddef.h>

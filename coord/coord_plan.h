@@ -18,13 +18,13 @@
  * answer is needed on top of the level's (Cassandra's rule); one that is
  * down, or that turns out not ready (coord_plan_drop_pending), does not.
  */
-#ifndef NODE_COORD_PLAN_H
-#define NODE_COORD_PLAN_H
+#ifndef COORD_COORD_PLAN_H
+#define COORD_COORD_PLAN_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "node/config.h"
+#include "coord/coord.h" /* enum coord_cl */
 #include "ring/ring.h"
 
 /* A replica as the planner is told of it. @note dc is borrowed during
@@ -70,7 +70,7 @@ struct coord_plan {
  * RING_MAX_REPLICAS or nnat past nrep); RK_EUNAVAILABLE when too few
  * replicas are up for a constraint (out->acks: how many are up). */
 int coord_plan_make(struct coord_plan *out,
-                    enum node_cl cl,
+                    enum coord_cl cl,
                     const char *local_dc,
                     const struct coord_plan_replica *reps,
                     uint32_t nrep,

@@ -6,7 +6,7 @@
  * peers are coord.c's and coord_read.c's; tests/unit/check_coord.c checks
  * it against a brute-force definition of each level.
  */
-#include "node/coord_plan.h"
+#include "coord/coord_plan.h"
 
 #include <string.h>
 
@@ -57,7 +57,7 @@ static int number_dcs(struct coord_plan *p,
 }
 
 int coord_plan_make(struct coord_plan *out,
-                    enum node_cl cl,
+                    enum coord_cl cl,
                     const char *local_dc,
                     const struct coord_plan_replica *reps,
                     uint32_t nrep,
@@ -76,25 +76,25 @@ int coord_plan_make(struct coord_plan *out,
     uint32_t per_dc[RING_MAX_REPLICAS + 1] = {0};
     int ndc = number_dcs(p, per_dc, local_dc, reps);
     switch (cl) {
-    case NODE_CL_ONE:
+    case COORD_CL_ONE:
         cons_add(p, -1, 1);
         break;
-    case NODE_CL_TWO:
+    case COORD_CL_TWO:
         cons_add(p, -1, 2);
         break;
-    case NODE_CL_QUORUM:
+    case COORD_CL_QUORUM:
         cons_add(p, -1, nnat / 2 + 1);
         break;
-    case NODE_CL_ALL:
+    case COORD_CL_ALL:
         cons_add(p, -1, nnat ? nnat : 1);
         break;
-    case NODE_CL_LOCAL_ONE:
+    case COORD_CL_LOCAL_ONE:
         cons_add(p, 0, 1);
         break;
-    case NODE_CL_LOCAL_QUORUM:
+    case COORD_CL_LOCAL_QUORUM:
         cons_add(p, 0, per_dc[0] / 2 + 1);
         break;
-    case NODE_CL_EACH_QUORUM:
+    case COORD_CL_EACH_QUORUM:
         for (int d = 0; d < ndc; d++)
             if (per_dc[d])
                 cons_add(p, d, per_dc[d] / 2 + 1);

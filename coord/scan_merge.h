@@ -17,8 +17,8 @@
  * across ring changes: the next call finds whichever replicas hold that token
  * then.
  */
-#ifndef NODE_SCAN_MERGE_H
-#define NODE_SCAN_MERGE_H
+#ifndef COORD_SCAN_MERGE_H
+#define COORD_SCAN_MERGE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -5,13 +5,13 @@
  * repair: read_fill, read_hedge, read_expire) are in coord_read.c;
  * coord_internal.h is what both share. The core reaches the daemon --
  * ring, replicas, RPC, hints, clocks, the wake timer -- only through its
- * host (coord_host.h), which coord_node.c fills in over struct node and
+ * host (coord_host.h), which node/coord_node.c fills in over struct node and
  * tests/unit/check_coord.c with fakes.
  *
  * Levels are planned by coord_plan.c, pure and unit-tested: a level is a
  * list of constraints "at least k answers from replicas of DC d (or of any
  * DC)", quorums counted over the replicas the ring actually places
- * (min(RF, nodes) per DC). node__coord_plan takes the replicas from the
+ * (min(RF, nodes) per DC). coord__plan takes the replicas from the
  * ring and hands them over; before anything is sent the live replicas are
  * checked against every constraint: too few is UNAVAILABLE, at once.
  *
@@ -64,7 +64,7 @@
  * it has applied (gossip told it a membership changed before it had the
  * change itself, usually for less than a gossip round) does not answer
  * RING_STALE at once: the request waits, counted in flight like any
- * other, until the ring catches up (node__coord_unpark, from membership.c)
+ * other, until the ring catches up (coord_unpark, from node/membership.c)
  * and then starts as if it had just arrived; it is answered RING_STALE
  * only if its deadline (write_timeout_ms from its arrival, or the read's
  * deadline) passes first; one that starts has what is left of it. Until
@@ -81,7 +81,7 @@
  * epoch as heard (host ring_behind: its ring is stale from then on),
  * hands the caller to a new request that waits for the ring as above and
  * is planned and sent again on the newer one, by the same deadline
- * (node__coord_replan); the refused request goes on in the background,
+ * (coord__replan); the refused request goes on in the background,
  * answering no one. A request already answered is not planned again (a
  * write's refusing replica gets a hint), but the ring counts as behind
  * all the same.
@@ -100,15 +100,15 @@
  * their encode buffers: a request in the steady state costs no malloc.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "node/coord_host.h"
-#include "node/coord_internal.h"
-#include "node/coord_plan.h"
-#include "node/log.h"
+#include "coord/coord_host.h"
+#include "coord/coord_internal.h"
+#include "coord/coord_plan.h"
 #include "storage/hlc.h"
 #include "storage/store.h"
 
@@ -120,7 +120,7 @@ static void wake_unlink(struct creq *q);
 
 /* ---- levels ----------------------------------------------------------- */
 
-int node__coord_plan(struct creq *q)
+int coord__plan(struct creq *q)
 {
     struct coord *c = q->c;
     struct coord_replicas rs;
@@ -155,7 +155,7 @@ int node__coord_plan(struct creq *q)
 /* ---- completion ------------------------------------------------------- */
 
 /* A received record is held by q: its caller's meter counts its value. */
-void node__coord_meter_add(struct creq *q, const struct rpc_record *rec)
+void coord__meter_add(struct creq *q, const struct rpc_record *rec)
 {
     if (!q->meter)
         return;
@@ -236,7 +236,19 @@ const struct coord_stats *coord_stats(const struct coord *c)
     return &c->stats;
 }
 
-void node__coord_unref(struct creq *q)
+void coord__log(struct coord *c,
+                enum coord_log_level level,
+                const char *event,
+                const char *fmt,
+                ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    c->h.log(c->h.arg, level, event, fmt, ap);
+    va_end(ap);
+}
+
+void coord__unref(struct creq *q)
 {
     if (--q->refs == 0) {
         if (q->background)
@@ -248,7 +260,7 @@ void node__coord_unref(struct creq *q)
 }
 
 /* q answers no one from now on (answered, or handed to a successor:
- * node__coord_replan): what still runs for it (slow replicas, repairs,
+ * coord__replan): what still runs for it (slow replicas, repairs,
  * hints) is background work. */
 static void to_background(struct creq *q)
 {
@@ -259,15 +271,15 @@ static void to_background(struct creq *q)
     q->background = true;
 }
 
-void node__coord_finish(struct creq *q, int err, struct rk_slice value)
+void coord__finish(struct creq *q, int err, struct rk_slice value)
 {
     if (q->done)
         return;
     to_background(q);
     struct coord *c = q->c;
     struct coord_stats *st = &c->stats;
-    int op = q->op == C_GET ? NODE_OP_GET
-                            : (q->op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL);
+    int op = q->op == C_GET ? COORD_OP_GET
+                            : (q->op == C_PUT ? COORD_OP_PUT : COORD_OP_DEL);
     if (err == RK_ETIMEOUT)
         st->timeout[op][q->cl]++;
     c->h.observe(c->h.arg, op, q->cl, err, q->start_ns);
@@ -280,7 +292,7 @@ void node__coord_finish(struct creq *q, int err, struct rk_slice value)
     q->cb(&res, q->arg);
     if (q->waking) { /* the caller holds another reference */
         wake_unlink(q);
-        node__coord_unref(q);
+        coord__unref(q);
     }
 }
 
@@ -292,7 +304,7 @@ void node__coord_finish(struct creq *q, int err, struct rk_slice value)
  * not answered (read_hedge), at its deadline it is answered whatever is
  * still out (read_expire). A write that asked the local replica is on it
  * until its deadline (write_expire). Most requests are answered before
- * and leave the list from node__coord_finish(). */
+ * and leave the list from coord__finish(). */
 
 static void write_expire(struct creq *q);
 static void park_expire(struct creq *q);
@@ -309,10 +321,10 @@ void coord_wake(struct coord *c)
         if (q->parked)
             park_expire(q); /* RING_STALE */
         else if (q->op == C_GET)
-            node__coord_read_wake(q, now); /* may put q back, later */
+            coord__read_wake(q, now); /* may put q back, later */
         else
             write_expire(q);
-        node__coord_unref(q); /* the list's reference */
+        coord__unref(q); /* the list's reference */
     }
     wake_arm(c);
 }
@@ -338,7 +350,7 @@ static void wake_arm(struct coord *c)
 }
 
 /* Put q on the wake list for `at`, from the end nearer in time. */
-void node__coord_wake_link(struct creq *q, uint64_t at)
+void coord__wake_link(struct creq *q, uint64_t at)
 {
     struct coord *c = q->c;
     if (!c->wake_open)
@@ -402,7 +414,7 @@ void coord_close(struct coord *c)
     while (c->wake_head) {
         struct creq *q = c->wake_head;
         wake_unlink(q);
-        node__coord_unref(q);
+        coord__unref(q);
     }
     c->wake_open = false;
     if (c->wake_at)
@@ -412,7 +424,7 @@ void coord_close(struct coord *c)
 
 /* Defer a decision made inside coord_*() to the end of the loop turn, so
  * the callback never runs from inside the call. */
-void node__coord_defer(struct creq *q)
+void coord__defer(struct creq *q)
 {
     if (q->deferred)
         return;
@@ -429,12 +441,12 @@ static void write_settle(struct creq *q)
         return;
     switch (coord_plan_outcome(&q->plan)) {
     case COORD_PLAN_SATISFIED:
-        node__coord_finish(q, 0, RK_SLICE(NULL, 0));
+        coord__finish(q, 0, RK_SLICE(NULL, 0));
         break;
     case COORD_PLAN_FAILED:
-        node__coord_finish(
-            q, q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
-            RK_SLICE(NULL, 0));
+        coord__finish(q,
+                      q->timed_out || !q->fail_err ? RK_ETIMEOUT : q->fail_err,
+                      RK_SLICE(NULL, 0));
         break;
     case COORD_PLAN_WAITING:
         break;
@@ -448,14 +460,14 @@ void coord_run_deferred(struct coord *c)
         c->deferred = q->next_deferred;
         q->deferred = false;
         if (q->op == C_GET)
-            node__coord_read_decide(q);
+            coord__read_decide(q);
         else
             write_settle(q);
-        node__coord_unref(q);
+        coord__unref(q);
     }
 }
 
-void node__coord_note_failure(struct creq *q, int st)
+void coord__note_failure(struct creq *q, int st)
 {
     if (st == RK_ETIMEOUT || st == RK_ECLOSED || st == RK_EUNAVAILABLE ||
         rk_is_errno(st))
@@ -466,13 +478,13 @@ void node__coord_note_failure(struct creq *q, int st)
 
 /* A failure a replica reported itself (its disk: -EIO, -ENOSPC...), not
  * one of the network between: the first is named in a TIMEOUT reply.
- * OLD_RING (a request not planned again: node__coord_replan) is noted as
+ * OLD_RING (a request not planned again: coord__replan) is noted as
  * RING_STALE, retryable: no client knows OLD_RING. */
-void node__coord_note_replica_failure(struct creq *q, int st)
+void coord__note_replica_failure(struct creq *q, int st)
 {
     if (st == RK_EOLDRING)
         st = RK_ESTALE;
-    node__coord_note_failure(q, st);
+    coord__note_failure(q, st);
     if (rk_is_errno(st) && !q->cause)
         q->cause = st;
 }
@@ -485,7 +497,7 @@ void node__coord_note_replica_failure(struct creq *q, int st)
 static void write_expire(struct creq *q)
 {
     q->timed_out = true;
-    node__coord_finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
+    coord__finish(q, RK_ETIMEOUT, RK_SLICE(NULL, 0));
 }
 
 static void on_local_write(int status, void *arg)
@@ -495,7 +507,7 @@ static void on_local_write(int status, void *arg)
     uint32_t i = x->i;
     coord_plan_answered(&q->plan, i, status == 0);
     if (status < 0)
-        node__coord_note_replica_failure(q, status);
+        coord__note_replica_failure(q, status);
     if (status == RK_EFULL) {
         /* This node's disk filled after write_start looked (the margin
          * of local_full was used up by writes in flight): no hint can be
@@ -504,12 +516,12 @@ static void on_local_write(int status, void *arg)
         if (q->done && coord_plan_outcome(&q->plan) == COORD_PLAN_SATISFIED)
             q->c->stats.local_full_late++;
         else if (!q->done)
-            node__coord_finish(q, RK_EFULL, RK_SLICE(NULL, 0));
+            coord__finish(q, RK_EFULL, RK_SLICE(NULL, 0));
     }
     if (q->phase == 0) {
         write_settle(q);
     }
-    node__coord_unref(q);
+    coord__unref(q);
 }
 
 /* A replica refused a write for good: no hint (its replay would be
@@ -522,11 +534,11 @@ static void note_refused(struct coord *c, const char *peer, int st)
     uint64_t now = c->h.now_ms(c->h.arg);
     if (c->refused_logged_ms && now - c->refused_logged_ms < 10000)
         return;
-    LOG(WARN, "coord.write_refused",
-        "peer=%s error=%s refused=%llu hint=none hint_why=\"%s\"", peer,
-        rk_errname(st), (unsigned long long)c->refused_unlogged,
-        "a replay would be refused too, the replica lacks the write: "
-        "check replication and ring in ringkv status");
+    CLOG(c, WARN, "coord.write_refused",
+         "peer=%s error=%s refused=%llu hint=none hint_why=\"%s\"", peer,
+         rk_errname(st), (unsigned long long)c->refused_unlogged,
+         "a replay would be refused too, the replica lacks the write: "
+         "check replication and ring in ringkv status");
     c->refused_logged_ms = now;
     c->refused_unlogged = 0;
 }
@@ -553,7 +565,7 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
     coord_plan_answered(&q->plan, i, st == 0);
     if (st == 0) {
         /* counted */
-    } else if (told && st == RK_EOLDRING && node__coord_replan(q)) {
+    } else if (told && st == RK_EOLDRING && coord__replan(q)) {
         /* written again on the newer ring, by q's successor */
     } else if (told && st == RK_ESTALE && i >= q->plan.nnat) {
         /* A pending replica that has not heard of the leave yet (gossip
@@ -568,9 +580,9 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
                   RK_SLICE(q->srec, q->srec_len));
     } else {
         if (told)
-            node__coord_note_replica_failure(q, st);
+            coord__note_replica_failure(q, st);
         else
-            node__coord_note_failure(q, st);
+            coord__note_failure(q, st);
         /* the replica may not have it: keep a hint, unless the replica
          * refused the write for good (a replay would be refused too) */
         if (told && c->h.refused_for_good(c->h.arg, st))
@@ -580,7 +592,7 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
                       RK_SLICE(q->srec, q->srec_len));
     }
     write_settle(q);
-    node__coord_unref(q);
+    coord__unref(q);
 }
 
 /* The write could not be sent to peer i: its connection is backing off
@@ -630,7 +642,7 @@ static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
     return 0;
 }
 
-int node__coord_encode_records(struct creq *q, const struct rpc_record *rec)
+int coord__encode_records(struct creq *q, const struct rpc_record *rec)
 {
     struct rpc_write w = {.token = q->token,
                           .epoch = q->c->h.epoch(q->c->h.arg),
@@ -661,7 +673,7 @@ int node__coord_encode_records(struct creq *q, const struct rpc_record *rec)
     return store_record_encode(q->srec, need, &q->srec_len, &sr);
 }
 
-int node__coord_check(struct coord *c, struct rk_slice key)
+int coord__check(struct coord *c, struct rk_slice key)
 {
     int ready = c->h.ready(c->h.arg);
     if (ready == RK_ECLOSED)
@@ -684,12 +696,12 @@ int node__coord_check(struct coord *c, struct rk_slice key)
     return 0;
 }
 
-struct creq *node__coord_req_new(struct coord *c,
-                                 int op,
-                                 struct rk_slice key,
-                                 enum node_cl cl,
-                                 coord_cb cb,
-                                 void *arg)
+struct creq *coord__req_new(struct coord *c,
+                            int op,
+                            struct rk_slice key,
+                            enum coord_cl cl,
+                            coord_cb cb,
+                            void *arg)
 {
     struct creq *q = rk_pool_get(&c->pool, CREQ_LINK);
     if (!q) {
@@ -751,7 +763,7 @@ static int write_local_full(struct creq *q)
 static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
 {
     struct coord *c = q->c;
-    int sop = q->op == C_PUT ? NODE_OP_PUT : NODE_OP_DEL;
+    int sop = q->op == C_PUT ? COORD_OP_PUT : COORD_OP_DEL;
     if (!q->replanned)
         c->stats.req[sop][q->cl]++;
     /* stamped before it is planned: a write this node refuses for its
@@ -760,7 +772,7 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
     int rc = c->h.clock_now(c->h.arg, &rec.ts);
     if (rc < 0)
         return rc;
-    rc = node__coord_plan(q);
+    rc = coord__plan(q);
     if (rc < 0) {
         if (rc == RK_EUNAVAILABLE)
             c->stats.unavailable[sop][q->cl]++;
@@ -784,7 +796,7 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
         if (ttl_ms)
             rec.expiry = hlc_ts_ms(rec.ts) + ttl_ms;
     }
-    rc = node__coord_encode_records(q, &rec);
+    rc = coord__encode_records(q, &rec);
     if (rc < 0)
         return rc;
     bool local = false;
@@ -797,7 +809,7 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
         }
         int e = send_write(q, i, &rec);
         if (e < 0) {
-            node__coord_note_failure(q, e);
+            coord__note_failure(q, e);
             if (!p->self)
                 write_unsent(q, i);
         } else if (p->self) {
@@ -805,9 +817,8 @@ static int write_start(struct creq *q, struct rk_slice value, uint64_t ttl_ms)
         }
     }
     if (local) /* the commit has no deadline of its own: the write's */
-        node__coord_wake_link(q, q->deadline);
-    node__coord_defer(
-        q); /* settles at the end of the turn if already decided */
+        coord__wake_link(q, q->deadline);
+    coord__defer(q); /* settles at the end of the turn if already decided */
     return 0;
 }
 
@@ -839,12 +850,12 @@ static int coord_write(struct coord *c, int op, const struct coord_request *r)
 {
     struct rk_slice value = op == C_PUT ? r->value : RK_SLICE(NULL, 0);
     uint64_t ttl_ms = op == C_PUT ? r->ttl_ms : 0;
-    int rc = node__coord_check(c, r->key);
+    int rc = coord__check(c, r->key);
     if (rc < 0)
         return rc;
     if (value.len > RK_MAX_VALUE)
         return RK_ETOOLARGE;
-    struct creq *q = node__coord_req_new(c, op, r->key, r->cl, r->cb, r->arg);
+    struct creq *q = coord__req_new(c, op, r->key, r->cl, r->cb, r->arg);
     if (!q)
         return -ENOMEM;
     q->deadline = c->h.now_ms(c->h.arg) +
@@ -853,28 +864,28 @@ static int coord_write(struct coord *c, int op, const struct coord_request *r)
         if (value.p && (rc = keep_value(q, value)) < 0)
             goto fail;
         q->pttl = ttl_ms;
-        node__coord_park(q, q->deadline);
+        coord__park(q, q->deadline);
     } else {
         rc = write_start(q, value, ttl_ms);
         if (rc < 0)
             goto fail;
     }
-    node__coord_unref(q);
+    coord__unref(q);
     return 0;
 fail:
     q->done = true;
-    node__coord_unref(q);
+    coord__unref(q);
     return rc;
 }
 
 int coord_request(struct coord *c, const struct coord_request *r)
 {
     switch (r->op) {
-    case NODE_OP_GET:
-        return node__coord_read_request(c, r);
-    case NODE_OP_PUT:
+    case COORD_OP_GET:
+        return coord__read_request(c, r);
+    case COORD_OP_PUT:
         return coord_write(c, C_PUT, r);
-    case NODE_OP_DEL:
+    case COORD_OP_DEL:
         return coord_write(c, C_DEL, r);
     default:
         return RK_EBADREQ;
@@ -884,17 +895,17 @@ int coord_request(struct coord *c, const struct coord_request *r)
 /* ---- waiting for the ring --------------------------------------------- */
 
 /* q waits for the ring on the wake list, until `until` (the loop's
- * clock), when it is answered RING_STALE; node__coord_unpark finds it
+ * clock), when it is answered RING_STALE; coord_unpark finds it
  * there if the ring catches up first. */
-void node__coord_park(struct creq *q, uint64_t until)
+void coord__park(struct creq *q, uint64_t until)
 {
     q->c->stats.stale_waits++;
     q->c->stats.parked++;
     q->parked = true;
-    node__coord_wake_link(q, until);
+    coord__wake_link(q, until);
 }
 
-bool node__coord_replan(struct creq *q)
+bool coord__replan(struct creq *q)
 {
     struct coord *c = q->c;
     /* the replica has applied (or heard of) a ring newer than q's: so
@@ -902,8 +913,8 @@ bool node__coord_replan(struct creq *q)
     c->h.ring_behind(c->h.arg, q->epoch + 1);
     if (q->done || q->phase != 0 || !c->wake_open)
         return false;
-    struct creq *s = node__coord_req_new(c, q->op, RK_SLICE(q->key, q->klen),
-                                         q->cl, q->cb, q->arg);
+    struct creq *s = coord__req_new(c, q->op, RK_SLICE(q->key, q->klen), q->cl,
+                                    q->cb, q->arg);
     if (!s)
         return false;
     if (q->op == C_PUT) { /* the value and expiry q->wmsg carries */
@@ -913,7 +924,7 @@ bool node__coord_replan(struct creq *q)
             rc = keep_value(s, w.rec.value);
         if (rc < 0) {
             s->done = true;
-            node__coord_unref(s);
+            coord__unref(s);
             return false;
         }
         if (w.rec.expiry) { /* what is left of its TTL, from the restart */
@@ -930,12 +941,12 @@ bool node__coord_replan(struct creq *q)
     to_background(q);
     if (q->waking) {
         wake_unlink(q);
-        node__coord_unref(q);
+        coord__unref(q);
     }
     c->stats.replans++;
-    node__coord_park(s, s->deadline);
-    node__coord_unref(s); /* the wake list holds it */
-    coord_unpark(c);      /* the newer ring may be here already */
+    coord__park(s, s->deadline);
+    coord__unref(s); /* the wake list holds it */
+    coord_unpark(c); /* the newer ring may be here already */
     return true;
 }
 
@@ -945,7 +956,7 @@ static void park_expire(struct creq *q)
     q->parked = false;
     q->c->stats.parked--;
     q->c->stats.stale++;
-    node__coord_finish(q, RK_ESTALE, RK_SLICE(NULL, 0));
+    coord__finish(q, RK_ESTALE, RK_SLICE(NULL, 0));
 }
 
 void coord_unpark(struct coord *c)
@@ -975,7 +986,7 @@ void coord_unpark(struct coord *c)
         if (ready == RK_ECLOSED)
             rc = RK_ECLOSED;
         else if (q->op == C_GET)
-            rc = node__coord_read_start(q);
+            rc = coord__read_start(q);
         else
             rc = write_start(q,
                              q->pval_set ? RK_SLICE(q->pval, q->pval_len)
@@ -984,7 +995,7 @@ void coord_unpark(struct coord *c)
         free(q->pval);
         q->pval = NULL;
         if (rc < 0)
-            node__coord_finish(q, rc, RK_SLICE(NULL, 0));
-        node__coord_unref(q);
+            coord__finish(q, rc, RK_SLICE(NULL, 0));
+        coord__unref(q);
     }
 }

@@ -2,9 +2,9 @@
  * coord_host.h - the coordinator's core (coord.c, coord_read.c) and what it
  * needs of its host: the ring's replicas of a key, the local replica, RPC
  * to the remote ones, hints, the hybrid logical clock, a wake timer and
- * the clocks. The daemon fills it in (coord_node.c, over struct node and
- * libuv); tests/unit/check_coord.c fills it with fake replicas on a fake
- * clock and runs the request state machine in-process.
+ * the clocks, the log. The daemon fills it in (node/coord_node.c, over
+ * struct node and libuv); tests/unit/check_coord.c fills it with fake
+ * replicas on a fake clock and runs the request state machine in-process.
  *
  * Everything runs on one thread (the loop's). The core calls the host only
  * from its own entry points and from the callbacks the host calls; the
@@ -12,16 +12,16 @@
  * never calls its callback, one that returns 0 calls it exactly once,
  * later (from coord_run_deferred, coord_wake or a replica's callback).
  */
-#ifndef NODE_COORD_HOST_H
-#define NODE_COORD_HOST_H
+#ifndef COORD_COORD_HOST_H
+#define COORD_COORD_HOST_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "common/rk.h"
-#include "node/config.h"
-#include "node/coord.h"
-#include "node/coord_plan.h"
+#include "coord/coord.h"
+#include "coord/coord_plan.h"
 #include "ring/ring.h"
 #include "wire/rpc_msg.h"
 
@@ -40,6 +40,14 @@ struct coord_replicas {
  * and the request may wait for it (RK_ESTALE: refuse at once). */
 #define COORD_HOST_STALE_WAIT 1
 
+/* The levels of the lines the core logs (node/log.h's numbers). */
+enum coord_log_level {
+    COORD_LOG_DEBUG = 0,
+    COORD_LOG_INFO,
+    COORD_LOG_WARN,
+    COORD_LOG_ERROR
+};
+
 typedef void (*coord_local_cb)(int status, void *arg);
 /* A remote replica's answer (net/'s net_rpc_cb): status, or 0 and resp. */
 typedef void (*coord_rpc_cb)(void *arg, int status, struct rk_slice resp);
@@ -51,6 +59,12 @@ struct coord_host {
     uint64_t (*now_ns)(void *arg);
     /* Wall clock (ms since the epoch): expiries. */
     uint64_t (*wall_ms)(void *arg);
+    /* One log line: `event`, then fmt's key=value fields. */
+    void (*log)(void *arg,
+                enum coord_log_level level,
+                const char *event,
+                const char *fmt,
+                va_list ap);
     /* Call coord_wake at loop ms `at` (once; a later arm replaces it);
      * at 0: not at all. */
     void (*wake_arm)(void *arg, uint64_t at);
@@ -116,9 +130,9 @@ struct coord_host {
     int (*clock_now)(void *arg, uint64_t *out);
     int (*clock_recv)(void *arg, uint64_t remote, const char *from);
     int (*clock_seen)(void *arg, uint64_t ts);
-    /* A request (op: NODE_OP_*) answered with err, started at start_ns. */
+    /* A request (op: COORD_OP_*) answered with err, started at start_ns. */
     void (*observe)(
-        void *arg, int op, enum node_cl cl, int err, uint64_t start_ns);
+        void *arg, int op, enum coord_cl cl, int err, uint64_t start_ns);
 };
 
 /* The coordinator's settings (from node_config). */
@@ -154,11 +168,11 @@ const struct coord_stats *coord_stats(const struct coord *c);
 /* A client request: coord.h's coord_get_metered, coord_put, coord_del.
  * @note key and value are copied; meter is borrowed until cb runs. */
 struct coord_request {
-    int op; /* NODE_OP_GET, NODE_OP_PUT, NODE_OP_DEL */
+    int op; /* COORD_OP_GET, COORD_OP_PUT, COORD_OP_DEL */
     struct rk_slice key;
     struct rk_slice value; /* put; value.p NULL: none given */
     uint64_t ttl_ms;       /* put: 0, no expiry */
-    enum node_cl cl;
+    enum coord_cl cl;
     uint64_t deadline;         /* get: loop ms; 0: read_timeout_ms from now */
     struct coord_meter *meter; /* get: NULL or what its values count in */
     coord_cb cb;
