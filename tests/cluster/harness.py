@@ -385,6 +385,7 @@ class Node:
         # owner match can tell its packets from other nodes' (partition.py)
         self.gid = None
         self.runs = []  # every process started as this node
+        self.forming = False  # its run forms a new cluster (Cluster.start)
         _nodes.append(self)
 
     def args(self):
@@ -394,16 +395,22 @@ class Node:
              "--data_dir=" + self.data_dir,
              "--log_file=" + self.log_path]
         opts = dict(self.cluster.common)
+        if self.forming:
+            opts["auto_bootstrap"] = "false"
         opts.update(self.extra)
         for k, v in opts.items():
             a.append("--%s=%s" % (k, v))
         return a
 
-    def start(self):
+    def start(self, no_bootstrap=False):
+        """Start ringkvd as this node; no_bootstrap: with auto_bootstrap
+        false, unless the node's own settings say otherwise (Cluster.start
+        forming a new cluster)."""
         assert self.proc is None or self.proc.poll() is not None
         err = open(self.log_path + ".stderr", "ab")
         env = dict(os.environ)
         env.update(self.env)
+        self.forming = no_bootstrap
         self.proc = subprocess.Popen(self.args(), stdin=subprocess.DEVNULL,
                                      stdout=err, stderr=err, env=env,
                                      preexec_fn=self._preexec)
@@ -515,8 +522,17 @@ class Cluster:
         self.nodes = [Node(self, n, ip, {}) for n, ip in zip(names, ips)]
 
     def start(self):
+        """Start every node. The first start of a new cluster (no node has
+        run yet) forms it the way an operator forms a new cluster: its
+        nodes take their tokens without streaming (auto_bootstrap false for
+        that run only, as for the first nodes of a new Cassandra cluster):
+        there is nothing to stream yet, and each join's streaming delay (2
+        s) was spent waiting for nothing. A node started later, or a test
+        that sets auto_bootstrap, bootstraps as it says."""
+        forming = (not any(n.runs for n in self.nodes) and
+                   "auto_bootstrap" not in self.common)
         for n in self.nodes:
-            n.start()
+            n.start(no_bootstrap=forming)
         return self
 
     def wait_converged(self, timeout=60, up=None):
