@@ -118,6 +118,7 @@ static const struct key keys[] = {
      NULL},
     {"gossip_interval_ms", K_INT, OFF(gossip_interval_ms), 0, 10, 60000, 0,
      NULL},
+    {"ring_delay_ms", K_INT, OFF(ring_delay_ms), 0, 0, 600000, 0, NULL},
     {"phi_convict_threshold", K_DBL, OFF(phi_convict_threshold), 0, 1, 100, 0,
      NULL},
     {"failure_probes", K_BOOL, OFF(failure_probes), 0, 0, 0, 0, NULL},
@@ -1093,9 +1094,10 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
     OUT("replace: %s\n", dump_quote(q, sizeof(q), c->replace));
     OUT("periodic_sync_ms: %d\nread_timeout_ms: %d\nwrite_timeout_ms: %d\n"
         "connect_timeout_ms: %d\ngossip_interval_ms: %d\n"
-        "phi_convict_threshold: %.17g\n",
+        "ring_delay_ms: %d\nphi_convict_threshold: %.17g\n",
         c->periodic_sync_ms, c->read_timeout_ms, c->write_timeout_ms,
-        c->connect_timeout_ms, c->gossip_interval_ms, c->phi_convict_threshold);
+        c->connect_timeout_ms, c->gossip_interval_ms, c->ring_delay_ms,
+        c->phi_convict_threshold);
     OUT("failure_probes: %s\nsuspicion_timeout_ms: %d\n",
         c->failure_probes ? "true" : "false", c->suspicion_timeout_ms);
     OUT("hinted_handoff: %s\nmax_hint_window_ms: %lld\n"

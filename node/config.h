@@ -99,6 +99,7 @@ struct node_config {
     int write_timeout_ms;
     int connect_timeout_ms;
     int gossip_interval_ms;
+    int ring_delay_ms; /* a fresh node listens at least this long */
     double phi_convict_threshold;
     int failure_probes;       /* the probe detector (gossip/probe.c) */
     int suspicion_timeout_ms; /* its shortest suspicion; 0: gossip interval */
@@ -155,8 +156,9 @@ struct node_config {
         .cpu_scheduling = NODE_SCHED_BATCH, .periodic_sync_ms = 1000,          \
         .log_direct_io = 1, .read_timeout_ms = 2000, .write_timeout_ms = 2000, \
         .connect_timeout_ms = 1000, .gossip_interval_ms = 1000,                \
-        .phi_convict_threshold = 8.0, .failure_probes = 1,                     \
-        .hinted_handoff = 1, .max_hint_window_ms = 3 * 3600 * 1000LL,          \
+        .ring_delay_ms = 2000, .phi_convict_threshold = 8.0,                   \
+        .failure_probes = 1, .hinted_handoff = 1,                              \
+        .max_hint_window_ms = 3 * 3600 * 1000LL,                               \
         .gc_grace_seconds = 10 * 86400LL, .max_clock_drift_ms = 500,           \
         .memtable_mb = 16, .disk_reserve_mb = 256, .auto_compact_pct = 25,     \
         .auto_cleanup_s = 3600, .max_inflight = 10000, .repair_after_join = 1, \

@@ -65,9 +65,11 @@
 #include "storage/node_state.h"
 #include "streaming/streaming.h"
 
-#define RING_DELAY_TICKS 5    /* rounds a fresh node listens before joining */
-#define SETTLE_INTERVALS 10   /* a restarted node waits this long for a peer */
-#define RING_DELAY_MS    2000 /* ... and at least this long */
+/* A fresh node listens at least RING_DELAY_TICKS gossip rounds, and at
+ * least ring_delay_ms (config), and until the endpoints it knows have not
+ * changed for RING_DELAY_TICKS rounds, before it chooses its tokens. */
+#define RING_DELAY_TICKS 5
+#define SETTLE_INTERVALS 10 /* a restarted node waits this long for a peer */
 
 /* ---- sending ---------------------------------------------------------- */
 
@@ -512,7 +514,7 @@ static void boot_try(node *n, uint64_t now, bool tick)
     }
     if (n->membership.ticks < RING_DELAY_TICKS ||
         n->membership.ticks * (uint64_t)n->cfg.gossip_interval_ms <
-            RING_DELAY_MS ||
+            (uint64_t)n->cfg.ring_delay_ms ||
         n->membership.boot_stable_ticks < RING_DELAY_TICKS)
         return;
     size_t others = 0;

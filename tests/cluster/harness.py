@@ -509,6 +509,8 @@ class Cluster:
             "cluster_name": "test",
             "cluster_secret_file": self.secret_path,
             "gossip_interval_ms": 200,
+            # a fresh node listens 5 rounds (1 s), not the default 2 s
+            "ring_delay_ms": 0,
             "resp_port": 0,
             "metrics_port": 0,
             "read_timeout_ms": 1500,

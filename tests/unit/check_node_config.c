@@ -280,11 +280,21 @@ START_TEST(storage_knobs)
     ck_assert_int_eq(
         node_config_set(&c, "log-direct-io", "false", err, sizeof(err)), 0);
     ck_assert_int_eq(c.log_direct_io, 0);
+    /* a fresh node's listening before it chooses tokens: 2 s by default,
+     * 0 leaves only the gossip rounds, never negative */
+    ck_assert_int_eq(c.ring_delay_ms, 2000);
+    ck_assert_int_eq(
+        node_config_set(&c, "ring_delay_ms", "-1", err, sizeof(err)),
+        RK_ECONFIG);
+    ck_assert_int_eq(
+        node_config_set(&c, "ring-delay-ms", "700", err, sizeof(err)), 0);
+    ck_assert_int_eq(c.ring_delay_ms, 700);
     char dump[8192];
     node_config_dump(&c, dump, sizeof(dump));
     ck_assert_ptr_nonnull(strstr(dump, "stream_throughput_mb: 25\n"));
     ck_assert_ptr_nonnull(strstr(dump, "stall_warning_s: 2\n"));
     ck_assert_ptr_nonnull(strstr(dump, "log_direct_io: false\n"));
+    ck_assert_ptr_nonnull(strstr(dump, "ring_delay_ms: 700\n"));
     /* the clock drift refused: 500 ms by default, 0 turns it off */
     ck_assert_int_eq(c.max_clock_drift_ms, 500);
     ck_assert_ptr_nonnull(strstr(dump, "max_clock_drift_ms: 500\n"));
