@@ -31,9 +31,11 @@ $(ASAN_BUILD)/CMakeCache.txt:
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 
-# Every test in the plain build, then every test again under ASan+UBSan.
-test: build build-asan
-	./scripts/run-tests.sh $(BUILD) $(ASAN_BUILD)
+# Every test in the plain build and again under ASan+UBSan, the two at
+# once: the ASan tree is built first and its tests (the longer run) start
+# while the plain tree builds (scripts/run-tests.sh --build).
+test: deps $(BUILD)/CMakeCache.txt $(ASAN_BUILD)/CMakeCache.txt
+	RK_BUILD_JOBS=$(JOBS) ./scripts/run-tests.sh --build $(ASAN_BUILD) $(BUILD)
 
 test-fast: build
 	./scripts/run-tests.sh $(BUILD)

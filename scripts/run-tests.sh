@@ -23,9 +23,37 @@
 # then fails: it adds iptables rules only in a namespace of its own).
 # RK_CTEST_ARGS adds ctest arguments (e.g. "-R cluster.test_repair" to run
 # some tests only).
+#
+# --build (first argument): build each tree first (cmake --build, with
+# RK_BUILD_JOBS jobs, default nproc), and start each tree's tests as soon
+# as it is built: `make test` builds the ASan tree, starts its tests (the
+# longer run) and builds the plain tree meanwhile, whose compiler has the
+# cores the waiting cluster tests leave idle. A build that fails stops
+# the run (its tests do not start; those started are stopped).
 set -uo pipefail
 jobs=${RK_TEST_JOBS:-4}
+# the slots the load and timing tests share (tests/CMakeLists.txt)
+resources="$(cd "$(dirname "$0")/.." && pwd)/tests/ctest-resources.json"
 status=0
+build=0
+if [ "${1:-}" = --build ]; then
+    build=1
+    shift
+fi
+build_jobs=${RK_BUILD_JOBS:-$(nproc)}
+
+# cmake --build $1 (with --build); on failure, stop everything started
+build_tree() {
+    [ $build -eq 1 ] || return 0
+    echo "== building $1"
+    if ! cmake --build "$1" -j "$build_jobs"; then
+        echo "== the build of $1 failed: no test of it runs" >&2
+        local p
+        for p in $(jobs -p); do kill -- -"$p" 2>/dev/null || kill "$p"; done
+        wait
+        exit 1
+    fi
+}
 
 # ctest in $1 with the rest as extra arguments, output to $1/ctest.out
 run_ctest() {
@@ -33,7 +61,7 @@ run_ctest() {
     shift
     # shellcheck disable=SC2086 # RK_CTEST_ARGS is split on purpose
     (cd "$dir" && ctest --output-on-failure -j "$jobs" --timeout 900 \
-        ${RK_CTEST_ARGS:-} "$@") \
+        --resource-spec-file "$resources" ${RK_CTEST_ARGS:-} "$@") \
         >"$dir/ctest.out" 2>&1
 }
 
@@ -53,6 +81,7 @@ fi
 # tests
 run_ctest_netns() {
     in_netns bash -c "$(declare -f run_ctest); jobs=$jobs; \
+        resources='$resources'; \
         RK_CTEST_ARGS='${RK_CTEST_ARGS:-}'; run_ctest \"\$1\" -LE docker" \
         sh "$1"
 }
@@ -98,7 +127,9 @@ if [ $parallel -eq 1 ]; then
     echo "== ctest in $a and in $b at the same time (each in a network namespace)"
     t0=$(date +%s)
     pids=()
+    set -m # each tree's tests in a process group of their own (build_tree)
     for dir in "$a" "$b"; do
+        build_tree "$dir"
         (
             run_ctest_netns "$dir"
             rc=$?
@@ -107,6 +138,7 @@ if [ $parallel -eq 1 ]; then
         ) &
         pids+=($!)
     done
+    set +m
     rcs=()
     for dir in "$a" "$b"; do
         compose_ctest "$dir"
@@ -121,6 +153,7 @@ if [ $parallel -eq 1 ]; then
     report_tree "$b" $rb "${rcs[1]}"
 elif [ $netns -eq 1 ]; then
     for dir in "$@"; do
+        build_tree "$dir"
         echo "== ctest in $dir (in a network namespace)"
         run_ctest_netns "$dir"
         r=$?
@@ -129,6 +162,7 @@ elif [ $netns -eq 1 ]; then
     done
 else
     for dir in "$@"; do
+        build_tree "$dir"
         run_ctest "$dir"
         report "$dir" "" $?
         summaries+=("$dir: $(grep -E 'tests passed, [0-9]+ tests failed' "$dir/ctest.out")")

@@ -26,6 +26,7 @@ Proves, with no acknowledged write lost:
    node.state's; `ringkv replication` says "Not converged" meanwhile.
 """
 # ctest: long
+# ctest: load
 import re
 import time
 

@@ -18,6 +18,7 @@ to n4 as it stops may be lost with its connection). `ringkv get` and `put` throu
 n1 are served, token-aware, for keys n1 does not replicate.
 """
 # ctest: long
+# ctest: load
 import json
 import os
 import subprocess
