@@ -979,7 +979,8 @@ int store_batch_commit(store *s, store_batch *b)
  * and reaches the env at its apply; an older one there loses at that apply
  * (store__apply compares) and in every read meanwhile (store__get merges the
  * two). So neither order of a live write and a streamed one lets the older
- * win. */
+ * win. Without `sync` the env is marked dirty as by a memtable apply, and
+ * store_sync_envs (or the next checkpoint) makes the write durable. */
 
 /* Writes of b whose key the memtable holds a newer (or the same) record of
  * get their result 0 and are left out. Only in STORE_GROUP_COMMIT mode:
@@ -1006,7 +1007,7 @@ static void store__mem_supersede(store *s, store_batch *b)
     pthread_mutex_unlock(&s->memmu);
 }
 
-int store_batch_commit_direct(store *s, store_batch *b)
+int store_batch_commit_direct(store *s, store_batch *b, bool sync)
 {
     int rc = atomic_load(&s->env_sync_err);
     if (rc)
@@ -1023,7 +1024,7 @@ int store_batch_commit_direct(store *s, store_batch *b)
     }
     if (s->o.durability == STORE_GROUP_COMMIT)
         store__mem_supersede(s, b);
-    return store__commit_writes(s, b, true);
+    return store__commit_writes(s, b, sync);
 }
 
 /* ---- store_put: group commit across threads ----------------------------- */

@@ -9,6 +9,7 @@
  * Every test works in its own fresh directory under $TMPDIR (or /tmp).
  */
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,7 @@ add(store_batch *b, const char *key, uint64_t ts, const char *val, uint64_t exp)
 /* Commit b directly; every write's result must be 0. */
 static void commit_direct(store *s, store_batch *b)
 {
-    ck_assert_int_eq(store_batch_commit_direct(s, b), 0);
+    ck_assert_int_eq(store_batch_commit_direct(s, b, true), 0);
     for (size_t i = 0; i < store_batch_count(b); i++)
         ck_assert_msg(store_batch_result(b, i) == 0, "write %zu: %s", i,
                       rk_strerror(store_batch_result(b, i)));
@@ -198,7 +199,7 @@ START_TEST(direct_loses_to_newer_memtable)
         snprintf(k, sizeof(k), "k%d", i);
         add(b, k, 5, "v", 0);
     }
-    ck_assert_int_eq(store_batch_commit_direct(s, b), 0);
+    ck_assert_int_eq(store_batch_commit_direct(s, b, true), 0);
     int held = 0, missing = 0;
     for (size_t i = 0; i < store_batch_count(b); i++) {
         int rc = store_batch_result(b, i);
@@ -246,14 +247,17 @@ START_TEST(older_memtable_applied_after_direct_loses)
 }
 END_TEST
 
-/* Durable on return without the commit log: a child commits a chunk
- * directly (and an older write of one of its keys through the log) and is
- * killed with SIGKILL, before any checkpoint; the commit log is deleted;
- * the store reopens with the chunk in it, and the log's older write, had
- * it been replayed, would have lost (tested with the log kept too). */
+/* Durable without the commit log: a child commits a chunk directly (and
+ * an older write of one of its keys through the log) and is killed with
+ * SIGKILL, before any checkpoint; the commit log is deleted; the store
+ * reopens with the chunk in it, and the log's older write, had it been
+ * replayed, would have lost (tested with the log kept too). The chunk is
+ * synced by the commit, or committed unsynced and then synced by
+ * store_sync_envs. */
 START_TEST(direct_durable_without_log)
 {
-    for (int keep_log = 0; keep_log < 2; keep_log++) {
+    for (int round = 0; round < 4; round++) {
+        bool keep_log = round & 1, sync = round < 2;
         mk_tmp();
         store *s = open_store(NULL);
         ck_assert_int_eq(store_range_create(s, WHOLE), 0);
@@ -278,11 +282,13 @@ START_TEST(direct_durable_without_log)
                 add(b, k, 5, k, 0);
             }
             add(b, "x", 20, "streamed", 0);
-            if (store_batch_commit_direct(c, b) != 0)
+            if (store_batch_commit_direct(c, b, sync) != 0)
                 _exit(4);
             for (size_t i = 0; i < store_batch_count(b); i++)
                 if (store_batch_result(b, i) != 0)
                     _exit(5);
+            if (!sync && store_sync_envs(c) != 0)
+                _exit(8);
             char ok = 1;
             if (write(fds[1], &ok, 1) != 1)
                 _exit(6);
