@@ -255,6 +255,7 @@ struct commit_job {
     store *st; /* read on the loop when queued */
     stream_items_cb cb;
     void *arg;
+    bool sync;
     uint8_t *items; /* the copy */
     size_t len;
     int status;
@@ -312,7 +313,7 @@ static void commit_work(struct stream_work *w)
     }
     first = rc;
     if (b != NULL && store_batch_count(b) > 0) {
-        rc = store_batch_commit_direct(j->st, b);
+        rc = store_batch_commit_direct(j->st, b, j->sync);
         for (size_t i = 0; rc == 0 && i < store_batch_count(b); i++)
             rc = store_batch_result(b, i);
         if (rc < 0)
@@ -337,6 +338,16 @@ int stream_items_commit(stream *s,
                         stream_items_cb cb,
                         void *arg)
 {
+    return stream__items_commit(s, rg, items, true, cb, arg);
+}
+
+int stream__items_commit(stream *s,
+                         struct ring_range rg,
+                         struct rk_slice items,
+                         bool sync,
+                         stream_items_cb cb,
+                         void *arg)
+{
     if (!stream__store(s) || stream__stopping(s))
         return RK_ECLOSED;
     struct rk_slice it = items, key;
@@ -360,6 +371,7 @@ int stream_items_commit(stream *s,
     j->st = stream__store(s);
     j->cb = cb;
     j->arg = arg;
+    j->sync = sync;
     int rc = 0;
     for (it = items; rc == 0 && rpc_stream_item_next(&it, &key, &rec) == 1;)
         rc = s->h.clock_seen(s->h.arg, rec.ts);

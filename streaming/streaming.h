@@ -258,7 +258,7 @@ void stream_join_leftover(stream *s);
 /* `ringkv rebuild --from DC`: stream every range this node replicates in
  * its ring from the replicas in data centre DC (a data centre that had no
  * replicas before a replication change gets its data so), with the join's
- * sessions: chunks committed last-write-wins through the group commit,
+ * sessions: chunks committed last-write-wins (stream_items_commit),
  * positions saved each tick (a restart resumes, state.rebuild_from), the
  * throughput budget, progress in netstats. The node serves meanwhile.
  * Returns at once with the operator's answer (*text, malloc'd): 0, or
