@@ -1,9 +1,10 @@
 /*
  * stream_host.c - the node's side of streaming/: the host interface
- * (struct stream_host) filled in with the node's clock, log, store, group
- * commit, peers, internode RPCs, rings, gossip announcements, saved state
- * and thread pool; and the wiring the admin commands use (the join begun,
- * `ringkv abort`, the netstats text).
+ * (struct stream_host) filled in with the node's clock (and its HLC, which
+ * sees every streamed record's timestamp), log, store, peers, internode
+ * RPCs, rings, gossip announcements, saved state and thread pool; and the
+ * wiring the admin commands use (the join begun, `ringkv abort`, the netstats
+ * text).
  *
  * streaming/ holds the logic of a join's pull, a leave's push and a
  * cleanup and never sees `struct node`; this file is the only place that
@@ -105,17 +106,9 @@ static int h_queue_work(void *arg, struct stream_work *sw)
     return node__queue_work(arg, sw_run, sw_done, sw);
 }
 
-static int h_write(void *arg,
-                   struct rk_slice key,
-                   const struct rpc_record *rec,
-                   stream_done_cb cb,
-                   void *cbarg)
+static int h_clock_seen(void *arg, uint64_t ts)
 {
-    node *n = arg;
-    int rc = node__clock_seen(n, rec->ts);
-    if (rc == 0)
-        rc = node__local_write(n, key, rec, cb, cbarg);
-    return rc;
+    return node__clock_seen(arg, ts);
 }
 
 static void peer_copy(struct stream_peer *out, const struct node_peer *p)
@@ -353,7 +346,7 @@ int node__streaming_new(node *n)
         .store = h_store,
         .stopping = h_stopping,
         .queue_work = h_queue_work,
-        .write = h_write,
+        .clock_seen = h_clock_seen,
         .peer_by_name = h_peer_by_name,
         .peer_at = h_peer_at,
         .rpc = h_rpc,

@@ -365,6 +365,14 @@ unlock:
     return rc;
 }
 
+int store_sync_envs(store *s)
+{
+    pthread_mutex_lock(&s->ckmu);
+    int rc = store__sync_envs(s);
+    pthread_mutex_unlock(&s->ckmu);
+    return rc;
+}
+
 int store_sync(store *s)
 {
     return store__wal_sync(s->wal, store__wal_last(s->wal));

@@ -37,7 +37,9 @@
  * replays what is left. In
  * STORE_PERIODIC mode commits do not wait: a background thread syncs the log
  * every periodic_ms, so a machine crash loses up to that window (a process
- * crash loses nothing that was committed).
+ * crash loses nothing that was committed). Records streamed from a peer
+ * skip the log and the memtable: store_batch_commit_direct writes them into
+ * their env and syncs it.
  */
 #ifndef RK_STORAGE_STORE_H
 #define RK_STORAGE_STORE_H
@@ -178,6 +180,13 @@ void store_free(store *s);
  * arrive during one share the next. */
 int store_sync(store *s);
 
+/* Make every write committed to a range env before the call durable
+ * (store_batch_commit_direct without sync, the memtable's applies): each
+ * env written since its last sync is synced as a checkpoint syncs them
+ * (sync_method), one such sync at a time. 0, or the sync's error (sticky,
+ * as store_failed says). Blocks: off the loop thread. */
+int store_sync_envs(store *s);
+
 /* Make the range envs durable and delete the commit log segments they
  * cover (runs by itself whenever a segment fills, and at store_free).
  * Writes go on meanwhile; they wait only while the log is cut. */
@@ -237,6 +246,27 @@ void store_batch_commit_many(store *s,
                              store_batch *const *bs,
                              size_t n,
                              int *status);
+
+/* Commit a chunk of records copied from a peer (streaming: a join's pull,
+ * a pushed range, a repair) straight into the range envs, without the
+ * commit log and the memtable: one write transaction per env touched (a
+ * chunk of one range: one), each write merged last-write-wins with the
+ * env's record and with the memtable's (in STORE_GROUP_COMMIT mode a write
+ * the memtable holds a newer or the same record of is left out: result 0;
+ * an older one there loses to it at the memtable's apply and in reads).
+ * With `sync`, every env written is synced (fdatasync, or syncfs with
+ * STORE_SYNC_SYNCFS) before it returns, in both durability modes: a
+ * caller may record the chunk as done once this returns. Without, the
+ * writes are durable only after a later store_sync_envs (or checkpoint):
+ * a caller that streams many chunks syncs once for several. Results as
+ * store_batch_commit's (store_batch_result): RK_ENOTFOUND without a local
+ * range, a stuck range's error, RK_EFULL under disk_reserve_bytes (the
+ * chunk's bytes counted as a commit's log record), the sync's error (then
+ * store_failed reports it, and the next checkpoint fails, as when a
+ * checkpoint's own sync fails). Returns 0, or an error for the whole batch:
+ * -ENOMEM, or an earlier env sync's failure (nothing written). Blocks: call
+ * it off the loop thread. */
+int store_batch_commit_direct(store *s, store_batch *b, bool sync);
 
 /* One write with group commit across threads: concurrent callers are
  * gathered into one batch by whichever of them commits first. Same results

@@ -7,7 +7,9 @@
  * A commit logs its batch (wal.c) and applies it to the memtable, or, when
  * the log is direct, writes it straight into the range envs; the memtable
  * is flushed into the envs when it grows past its budget (docs/storage.md,
- * "Writes"). Locking as in store.c's opening comment.
+ * "Writes"). A chunk copied from a peer skips the log and the memtable
+ * (store_batch_commit_direct: into its env in one synced transaction).
+ * Locking as in store.c's opening comment.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -345,14 +347,17 @@ static int store__sort(store_batch *b, uint32_t *ord, size_t n)
 #define STORE__TXN_BYTES  ((size_t)128 << 20)
 
 /* One pass over the writes still pending: one write txn per env, committed
- * with MDB_NOSYNC. Writes whose env was full are left as STORE__REGROW and
- * their range put in *grow. */
+ * with MDB_NOSYNC, and with `sync` the env synced after it, under the same
+ * hold of the map lock (a range operation cannot close the env between
+ * the two). Writes whose env was full are left as STORE__REGROW and their
+ * range put in *grow. */
 static void store__commit_pass(store *s,
                                store_batch *b,
                                uint32_t *ord,
                                size_t n,
                                struct store_range *grow,
-                               size_t *ngrow)
+                               size_t *ngrow,
+                               bool sync)
 {
     size_t i = 0;
     while (i < n) {
@@ -407,12 +412,19 @@ static void store__commit_pass(store *s,
         } else if (mrc != 0) {
             res = store__err(mrc);
         } else {
-            atomic_store(&rr->dirty, true);
             atomic_fetch_add(&rr->inserts, fresh);
             if (rr->shadow != NULL)
                 store__mirror(rr, b, ord, i, j);
             else if (rr->shadow_log != NULL)
                 store__log(rr, b, ord, i, j);
+            if (!sync) {
+                atomic_store(&rr->dirty, true);
+            } else if ((res = store__sync_ranges(s, &rr, 1)) != 0) {
+                /* Linux reports a writeback error to one sync only, and
+                 * this one may have taken a memtable apply's: the next
+                 * checkpoint must not retire the log (store__sync_envs) */
+                atomic_store(&s->env_sync_err, res);
+            }
         }
         pthread_rwlock_unlock(&s->maplock);
         for (size_t x = i; x < j; x++)
@@ -423,8 +435,8 @@ static void store__commit_pass(store *s,
 }
 
 /* Apply and commit every pending write (growing full maps and retrying),
- * without syncing. */
-static int store__commit_writes(store *s, store_batch *b)
+ * syncing each env committed to only with `sync`. */
+static int store__commit_writes(store *s, store_batch *b, bool sync)
 {
     int rc = -ENOMEM;
     uint32_t *ord = malloc(b->n * sizeof(*ord));
@@ -439,7 +451,7 @@ static int store__commit_writes(store *s, store_batch *b)
         goto free_all;
     for (int pass = 0; n > 0; pass++) {
         size_t ngrow = 0;
-        store__commit_pass(s, b, ord, n, grow, &ngrow);
+        store__commit_pass(s, b, ord, n, grow, &ngrow, sync);
         if (ngrow == 0)
             break;
         /* Grow the full envs, then retry their writes. */
@@ -496,11 +508,16 @@ static size_t store__get32(const uint8_t *p)
 /* Encode b's pending writes as one log record in b->log; *out_bytes = 0
  * when there is nothing to log. Writes to a stuck range get its error
  * unless `stuck_too`. */
-static int
-store__log_encode(store *s, store_batch *b, size_t *out_bytes, bool stuck_too)
+/* Give b's pending writes that no local range holds RK_ENOTFOUND, and
+ * those of a stuck range its error unless `stuck_too`; the number of the
+ * others, and their keys' and records' bytes in *kv_bytes. */
+static size_t store__admit_ranges(store *s,
+                                  store_batch *b,
+                                  bool stuck_too,
+                                  uint64_t *kv_bytes)
 {
-    size_t n = 0, bytes = 4;
-    *out_bytes = 0;
+    size_t n = 0;
+    *kv_bytes = 0;
     pthread_rwlock_rdlock(&s->maplock);
     for (size_t i = 0; i < b->n; i++) {
         struct store__w *w = &b->w[i];
@@ -517,11 +534,21 @@ store__log_encode(store *s, store_batch *b, size_t *out_bytes, bool stuck_too)
             continue;
         }
         n++;
-        bytes += 8 + w->key.len + w->rec.len;
+        *kv_bytes += w->key.len + w->rec.len;
     }
     pthread_rwlock_unlock(&s->maplock);
+    return n;
+}
+
+static int
+store__log_encode(store *s, store_batch *b, size_t *out_bytes, bool stuck_too)
+{
+    uint64_t kv;
+    *out_bytes = 0;
+    size_t n = store__admit_ranges(s, b, stuck_too, &kv);
     if (n == 0)
         return 0;
+    size_t bytes = 4 + 8 * n + (size_t)kv;
     /* new writes only: what is logged again was accepted once */
     if (!stuck_too && store__space_admit(s, bytes, n) != 0) {
         for (size_t i = 0; i < b->n; i++)
@@ -672,7 +699,7 @@ static int store__apply_imm(store *s)
     if (rc == 0)
         rc = store__mem_to_batch(s->imm, b, false);
     if (rc == 0)
-        rc = store__commit_writes(s, b);
+        rc = store__commit_writes(s, b, false);
     bool any_keep = rc != 0, any_stuck = false;
     for (size_t i = 0; !any_keep && i < b->n; i++)
         any_keep = store__keep(b->w[i].result);
@@ -938,6 +965,66 @@ int store_batch_commit(store *s, store_batch *b)
     int rc;
     store__commit_logged(s, &b, 1, &rc, NULL, NULL);
     return rc;
+}
+
+/* ---- Chunks copied from a peer: straight into the envs -------------------
+ *
+ * A streamed chunk (a join's pull, a pushed range, a repair's exchange) is
+ * bulk data that already sits durably on its sender: the commit log and the
+ * memtable would only copy it twice more before it reaches its env. It goes
+ * into its env in one write transaction, merged last-write-wins with the
+ * record there, and the env is synced before the call returns. A record the
+ * memtable holds in its place is merged too: a newer (or the same) one there
+ * leaves the chunk's record out, since the memtable's is the merge already
+ * and reaches the env at its apply; an older one there loses at that apply
+ * (store__apply compares) and in every read meanwhile (store__get merges the
+ * two). So neither order of a live write and a streamed one lets the older
+ * win. Without `sync` the env is marked dirty as by a memtable apply, and
+ * store_sync_envs (or the next checkpoint) makes the write durable. */
+
+/* Writes of b whose key the memtable holds a newer (or the same) record of
+ * get their result 0 and are left out. Only in STORE_GROUP_COMMIT mode:
+ * there a memtable record is in the synced log; in STORE_PERIODIC mode it
+ * may not be, and a machine crash would lose both. */
+static void store__mem_supersede(store *s, store_batch *b)
+{
+    pthread_mutex_lock(&s->memmu);
+    for (size_t i = 0; i < b->n; i++) {
+        struct store__w *w = &b->w[i];
+        struct store_record nw, old;
+        struct rk_slice m;
+        if (w->result != STORE__PENDING ||
+            store_record_decode(&nw, w->rec.p, w->rec.len) != 0)
+            continue;
+        store__mem *ms[2] = {s->mem, s->imm};
+        for (int k = 0; k < 2 && w->result == STORE__PENDING; k++)
+            if (ms[k] != NULL &&
+                store__mem_get(&m, ms[k], w->token, w->key) == 0 &&
+                store_record_decode(&old, m.p, m.len) == 0 &&
+                store_record_cmp(&nw, &old) <= 0)
+                w->result = 0;
+    }
+    pthread_mutex_unlock(&s->memmu);
+}
+
+int store_batch_commit_direct(store *s, store_batch *b, bool sync)
+{
+    int rc = atomic_load(&s->env_sync_err);
+    if (rc)
+        return rc;
+    uint64_t bytes;
+    size_t n = store__admit_ranges(s, b, false, &bytes);
+    if (n == 0)
+        return 0;
+    if (store__space_admit(s, bytes, n) != 0) {
+        for (size_t i = 0; i < b->n; i++)
+            if (b->w[i].result == STORE__PENDING)
+                b->w[i].result = RK_EFULL;
+        return 0;
+    }
+    if (s->o.durability == STORE_GROUP_COMMIT)
+        store__mem_supersede(s, b);
+    return store__commit_writes(s, b, sync);
 }
 
 /* ---- store_put: group commit across threads ----------------------------- */

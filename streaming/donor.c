@@ -12,10 +12,10 @@
  * as the push they send.
  *
  * The receiving side of every stream (a join's pull, a pushed chunk, a
- * repair's exchange) commits a chunk's records through the node's group
- * commit (stream_items_commit: host->write, last-write-wins), each key
- * checked to lie in the chunk's range, and moves on only once every record
- * is committed.
+ * repair's exchange) writes a chunk's records straight into the range's
+ * env on the pool, in one synced transaction, last-write-wins
+ * (stream_items_commit: store_batch_commit_direct), each key checked to
+ * lie in the chunk's range, and moves on only once the chunk is durable.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -242,24 +242,94 @@ int stream_scan(stream *s,
 
 /* ---- committing a chunk ------------------------------------------------ */
 
-struct commit_items {
+/* A chunk's records are written on the pool straight into their range's
+ * env (store_batch_commit_direct: one transaction, last-write-wins against
+ * the env and the memtable, the env synced before the job ends), not
+ * through the node's group commit: bulk data would pay the commit log, the
+ * memtable and a second write to the env (docs/performance.md, "Bootstrap
+ * from every donor"). The HLC sees every record's timestamp on the loop
+ * first, as for a replica write. The job owns a copy of the items: the
+ * answer that carried them is borrowed only until the caller returns. */
+struct commit_job {
+    struct stream_work w;
+    store *st; /* read on the loop when queued */
     stream_items_cb cb;
     void *arg;
-    uint32_t pending; /* records not yet committed, +1 while adding */
-    int err;
+    bool sync;
+    uint8_t *items; /* the copy */
+    size_t len;
+    int status;
     uint32_t keys;
     uint64_t bytes;
 };
 
-static void on_item_committed(int status, void *arg)
+/* Encode rec as the store keeps it, into *buf of *cap bytes (grown). */
+static int record_encode(uint8_t **buf,
+                         size_t *cap,
+                         size_t *out_len,
+                         const struct rpc_record *rec)
 {
-    struct commit_items *g = arg;
-    if (status < 0 && !g->err)
-        g->err = status;
-    if (--g->pending)
-        return;
-    g->cb(g->arg, g->err, g->keys, g->bytes);
-    free(g);
+    struct store_record sr = {.ts = rec->ts};
+    if (rec->flags & RPC_REC_TOMBSTONE)
+        sr.flags = STORE_REC_TOMBSTONE;
+    else
+        sr.value = rec->value;
+    if (rec->expiry) {
+        sr.flags |= STORE_REC_EXPIRES;
+        sr.expiry_ms = rec->expiry;
+    }
+    size_t need = store_record_size(&sr);
+    if (need > *cap) {
+        uint8_t *p = realloc(*buf, need);
+        if (!p)
+            return -ENOMEM;
+        *buf = p;
+        *cap = need;
+    }
+    return store_record_encode(*buf, *cap, out_len, &sr);
+}
+
+/* On the pool: the batch of the chunk's records, committed. A record the
+ * store refuses ends the batch there (what came before is committed), as
+ * a refused write ended the chunk on the group commit's path. */
+static void commit_work(struct stream_work *w)
+{
+    struct commit_job *j = (struct commit_job *)w;
+    store_batch *b = NULL;
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    int rc = store_batch_new(&b), first = 0;
+    struct rk_slice it = RK_SLICE(j->items, j->len), key;
+    struct rpc_record rec;
+    while (rc == 0 && rpc_stream_item_next(&it, &key, &rec) == 1) {
+        size_t len = 0;
+        rc = record_encode(&buf, &cap, &len, &rec);
+        if (rc == 0)
+            rc = store_batch_add(b, key, RK_SLICE(buf, len));
+        if (rc == 0) {
+            j->keys++;
+            j->bytes += key.len + rec.value.len;
+        }
+    }
+    first = rc;
+    if (b != NULL && store_batch_count(b) > 0) {
+        rc = store_batch_commit_direct(j->st, b, j->sync);
+        for (size_t i = 0; rc == 0 && i < store_batch_count(b); i++)
+            rc = store_batch_result(b, i);
+        if (rc < 0)
+            first = rc;
+    }
+    j->status = first;
+    store_batch_free(b);
+    free(buf);
+}
+
+static void commit_done(struct stream_work *w, int status)
+{
+    struct commit_job *j = (struct commit_job *)w;
+    j->cb(j->arg, status < 0 ? status : j->status, j->keys, j->bytes);
+    free(j->items);
+    free(j);
 }
 
 int stream_items_commit(stream *s,
@@ -268,6 +338,16 @@ int stream_items_commit(stream *s,
                         stream_items_cb cb,
                         void *arg)
 {
+    return stream__items_commit(s, rg, items, true, cb, arg);
+}
+
+int stream__items_commit(stream *s,
+                         struct ring_range rg,
+                         struct rk_slice items,
+                         bool sync,
+                         stream_items_cb cb,
+                         void *arg)
+{
     if (!stream__store(s) || stream__stopping(s))
         return RK_ECLOSED;
     struct rk_slice it = items, key;
@@ -275,23 +355,31 @@ int stream_items_commit(stream *s,
     while (rpc_stream_item_next(&it, &key, &rec) == 1)
         if (!ring_range_contains(rg, rk_token(key.p, key.len)))
             return RK_EPROTO;
-    struct commit_items *g = calloc(1, sizeof(*g));
-    if (!g)
+    struct commit_job *j = calloc(1, sizeof(*j));
+    if (!j)
         return -ENOMEM;
-    g->cb = cb;
-    g->arg = arg;
-    g->pending = 1; /* held while adding */
-    for (it = items; rpc_stream_item_next(&it, &key, &rec) == 1;) {
-        g->pending++;
-        int rc = s->h.write(s->h.arg, key, &rec, on_item_committed, g);
-        if (rc < 0) {
-            g->pending--;
-            g->err = rc;
-            break;
-        }
-        g->keys++;
-        g->bytes += key.len + rec.value.len;
+    j->items = malloc(items.len ? items.len : 1);
+    if (!j->items) {
+        free(j);
+        return -ENOMEM;
     }
-    on_item_committed(0, g); /* the hold */
-    return 0;
+    if (items.len)
+        memcpy(j->items, items.p, items.len);
+    j->len = items.len;
+    j->w.work = commit_work;
+    j->w.done = commit_done;
+    j->st = stream__store(s);
+    j->cb = cb;
+    j->arg = arg;
+    j->sync = sync;
+    int rc = 0;
+    for (it = items; rc == 0 && rpc_stream_item_next(&it, &key, &rec) == 1;)
+        rc = s->h.clock_seen(s->h.arg, rec.ts);
+    if (rc == 0)
+        rc = s->h.queue_work(s->h.arg, &j->w);
+    if (rc < 0) {
+        free(j->items);
+        free(j);
+    }
+    return rc;
 }

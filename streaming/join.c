@@ -18,9 +18,11 @@
  * bytes spread over them). A session asks one source at a time (its donor
  * first, then the piece's other replicas) for chunks of the range in token
  * order (RPC_MSG_STREAM, answered by donor.c), commits each chunk's
- * records through the group commit (last-write-wins, so a record that a
- * dual write brought already is not overwritten by an older one), and only
- * then asks for the next, from where the chunk ended. A source that fails
+ * records straight into the range's env in one transaction
+ * (stream__items_commit; last-write-wins, so a record that a dual write
+ * brought already is not overwritten by an older one; synced with the
+ * next save of the positions, below), and only then asks for the next,
+ * from where the chunk ended. A source that fails
  * or does not answer is replaced by the next one, from the same point.
  * Sessions of different donors run at once: stream_max_ranges in all, at
  * most stream_donor_max_ranges per donor, within the node's throughput
@@ -125,8 +127,11 @@ struct stream_join {
     uint64_t last_log_ms;
     uint64_t keys, bytes; /* committed so far, all sessions */
     bool saving;          /* a save job on the pool */
-    bool purge_due;       /* joined: the saved positions are to go */
-    bool purged;          /* and their deletion queued: nothing more saved */
+    /* every range in: its chunks made durable (synced) before the end is
+     * announced, by a job under way (final_sync) */
+    bool synced, final_sync;
+    bool purge_due; /* joined: the saved positions are to go */
+    bool purged;    /* and their deletion queued: nothing more saved */
     struct stream_stall stall; /* a chunk committed (stall.c) */
     /* `ringkv abort`: the join withdrawn; once nothing is in flight what
      * it streamed in is dropped (drop_job) */
@@ -294,7 +299,9 @@ static void on_chunk(void *arg, int status, struct rk_slice resp)
     }
     stream_pos_copy(&ss->next, ss->next_last, &ch.next);
     ss->state = S_COMMITTING;
-    rc = stream_items_commit(s, ss->range, ch.items, on_chunk_committed, ss);
+    /* unsynced: the next save of the positions syncs first (stream_save) */
+    rc = stream__items_commit(s, ss->range, ch.items, false, on_chunk_committed,
+                              ss);
     if (rc < 0)
         sess_fail(ss, rc == RK_EPROTO ? "key outside the range" : "commit", rc,
                   false);
@@ -350,12 +357,19 @@ static void sess_ask(struct stream_sess *ss)
  * system value of its own (a STREAM_CHUNK message with no items: its
  * decoder is the wire's, fuzzed), named after the join (this node's first
  * token) and the range, saved on the pool at most once a gossip tick with
- * the wall time of the save, all in one synced transaction. A node restarted
- * while joining resumes each range from there (done ones are skipped), unless
- * it was down longer than max_hint_window_ms or hinted handoff is off: what it
- * missed meanwhile for the ranges it had streamed comes from hints, as for any
- * restarted replica, and past that window there are none, so it streams every
- * range again from its start. The values go once the join is done. */
+ * the wall time of the save, all in one synced transaction. A chunk is
+ * committed into its env unsynced (stream__items_commit), and the save job
+ * first syncs every env written (store_sync_envs), so a saved position
+ * never lies past a chunk a machine crash could lose: one sync per save
+ * for all the chunks of the tick, where a sync per chunk (1 MiB) kept the
+ * pool's threads waiting on the disk. Once every range is in, one more
+ * such sync runs before the end is announced (stream_sync_final). A node
+ * restarted while joining resumes each range from there (done ones are
+ * skipped), unless it was down longer than max_hint_window_ms or hinted handoff
+ * is off: what it missed meanwhile for the ranges it had streamed comes from
+ * hints, as for any restarted replica, and past that window there are none, so
+ * it streams every range again from its start. The values go once the join is
+ * done. */
 
 /* The token the names are made from: the join's own first token, taken
  * when it planned, and the node's otherwise (a node that joined). The
@@ -394,10 +408,34 @@ static void save_time_name(stream *s, char *out, size_t cap)
              (unsigned long long)save_token(s));
 }
 
-static void save_after(stream *s)
+static void save_after(stream *s, int status)
 {
-    if (s->join)
-        s->join->saving = false;
+    struct stream_join *st = s->join;
+    if (!st)
+        return;
+    st->saving = false;
+    if (st->final_sync) {
+        st->final_sync = false;
+        st->synced = status == 0;
+        if (st->synced)     /* else the next tick's kick tries again */
+            stream_kick(s); /* every session done: the end */
+    }
+}
+
+/* Every range is in: a job makes every chunk durable (its sync only,
+ * nothing saved), unless a save is running (the next kick asks again). */
+static void stream_sync_final(stream *s)
+{
+    struct stream_join *st = s->join;
+    if (st->saving || !stream__store(s))
+        return;
+    struct stream_pos_job *j = stream__pos_job_new(s, 0, "join", save_after);
+    if (!j)
+        return;
+    stream__pos_job_sync_first(j);
+    st->saving = st->final_sync = true;
+    if (stream__pos_job_run(j) < 0)
+        st->saving = st->final_sync = false;
 }
 
 /* Start a job saving the moved positions (or, once joined, deleting them
@@ -416,6 +454,8 @@ static void stream_save(stream *s)
         stream__pos_job_new(s, k + 1, "join", save_after);
     if (!j)
         return;
+    if (!st->purge_due) /* the chunks before each position made durable */
+        stream__pos_job_sync_first(j);
     char name[80];
     for (size_t i = 0; i < st->ns; i++) {
         struct stream_sess *ss = &st->sess[i];
@@ -656,6 +696,10 @@ free_all:
 static void stream_finish(stream *s)
 {
     struct stream_join *st = s->join;
+    if (!st->synced) { /* chunks are committed unsynced (on_chunk) */
+        stream_sync_final(s);
+        return;
+    }
     if (st->rebuild) {
         st->finished = true;
         st->end_ms = stream__now(s);

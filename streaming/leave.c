@@ -69,7 +69,8 @@
  *
  * The gaining side (stream_push_serve) takes a push only for a range it
  * replicates in its pending ring and only keys inside that range, commits
- * the records through the group commit, and answers with a WRITE_ACK.
+ * the records (stream_items_commit: into the range's env, synced), and
+ * answers with a WRITE_ACK.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -417,8 +418,9 @@ leave_save_name(stream *s, const struct leave_sess *ls, char *out, size_t cap)
                  (unsigned long long)ls->range.end, ls->dest);
 }
 
-static void leave_save_after(stream *s)
+static void leave_save_after(stream *s, int status)
 {
+    (void)status; /* logged; the positions not saved go again */
     if (s->leave)
         s->leave->saving = false;
 }

@@ -173,7 +173,8 @@ struct stream_pos_job {
     char **names;
     struct rk_slice *vals; /* malloc'd; p NULL: delete */
     const char *what;      /* the log event's prefix */
-    void (*after)(stream *s);
+    void (*after)(stream *s, int status);
+    bool sync_first; /* store_sync_envs before the values */
     int status;
 };
 
@@ -193,7 +194,7 @@ void stream__pos_job_free(struct stream_pos_job *j)
 struct stream_pos_job *stream__pos_job_new(stream *s,
                                            size_t cap,
                                            const char *what,
-                                           void (*after)(stream *))
+                                           void (*after)(stream *, int))
 {
     struct stream_pos_job *j = calloc(1, sizeof(*j));
     if (!j || !(j->names = calloc(cap ? cap : 1, sizeof(*j->names))) ||
@@ -255,10 +256,18 @@ int stream__pos_job_u64(struct stream_pos_job *j,
     return pos_job_put(j, name, del ? NULL : b, 8);
 }
 
+void stream__pos_job_sync_first(struct stream_pos_job *j)
+{
+    j->sync_first = true;
+}
+
 static void pos_job_work(struct stream_work *w)
 {
     struct stream_pos_job *j = (struct stream_pos_job *)w;
-    j->status = store_sys_write(j->st, (const char **)j->names, j->vals, j->k);
+    j->status = j->sync_first ? store_sync_envs(j->st) : 0;
+    if (j->status == 0 && j->k > 0)
+        j->status =
+            store_sys_write(j->st, (const char **)j->names, j->vals, j->k);
 }
 
 static void pos_job_done(struct stream_work *w, int status)
@@ -269,7 +278,7 @@ static void pos_job_done(struct stream_work *w, int status)
     if (j->status < 0)
         SLOG(s, WARN, "progress.save_fail", "of=%s error=\"%s\"", j->what,
              rk_strerror(j->status));
-    j->after(s);
+    j->after(s, j->status);
     stream__pos_job_free(j);
 }
 

@@ -5,8 +5,8 @@
  * movement resumable, the throughput budget, the stall tracker and the
  * progress text (docs/streaming.md, shared/DESIGN.md "Streaming").
  *
- * The part holds no `node *`: what it needs of the daemon (the local
- * write through the group commit, peers, RPCs, the rings, gossip
+ * The part holds no `node *`: what it needs of the daemon (the clock a
+ * copied record's timestamp advances, peers, RPCs, the rings, gossip
  * announcements, the saved node state, the clock, the log, the store, the
  * thread pool) comes through struct stream_host, a table of callbacks
  * with one `arg`, which node/ fills in (node/stream_host.c) and the unit
@@ -87,7 +87,6 @@ struct stream_work {
     void (*done)(struct stream_work *w, int status);
 };
 
-typedef void (*stream_done_cb)(int status, void *arg);
 /* An RPC's answer: status < 0 (not sent, not answered) or the answer's
  * frame, borrowed until the callback returns. */
 typedef void (*stream_rpc_cb)(void *arg, int status, struct rk_slice resp);
@@ -111,14 +110,12 @@ struct stream_host {
     bool (*stopping)(void *arg);
     /* queue w on the pool: 0 (w->done will run), or an error (it won't) */
     int (*queue_work)(void *arg, struct stream_work *w);
-    /* A record copied from a peer, written through the group commit (its
-     * timestamp seen by the HLC first): cb after its fsync. Errors
-     * returned at once, cb not called. */
-    int (*write)(void *arg,
-                 struct rk_slice key,
-                 const struct rpc_record *rec,
-                 stream_done_cb cb,
-                 void *cbarg);
+    /* The timestamp of a record copied from a peer, seen by the node's
+     * hybrid logical clock (as a replica write's is) before the record is
+     * stored: 0, or an error (the chunk is not stored). streaming/ writes
+     * a chunk's records itself, straight into the store
+     * (stream_items_commit). */
+    int (*clock_seen)(void *arg, uint64_t ts);
     /* the peer named `name`, or ring member idx: 0, or RK_ENOTFOUND */
     int (*peer_by_name)(void *arg, const char *name, struct stream_peer *out);
     int (*peer_at)(void *arg, uint32_t idx, struct stream_peer *out);
@@ -261,7 +258,7 @@ void stream_join_leftover(stream *s);
 /* `ringkv rebuild --from DC`: stream every range this node replicates in
  * its ring from the replicas in data centre DC (a data centre that had no
  * replicas before a replication change gets its data so), with the join's
- * sessions: chunks committed last-write-wins through the group commit,
+ * sessions: chunks committed last-write-wins (stream_items_commit),
  * positions saved each tick (a restart resumes, state.rebuild_from), the
  * throughput budget, progress in netstats. The node serves meanwhile.
  * Returns at once with the operator's answer (*text, malloc'd): 0, or
@@ -355,11 +352,15 @@ int stream_scan(stream *s,
                 size_t nskip,
                 stream_scan_cb cb,
                 void *arg);
-/* Commit the records of a chunk of arc rg (rpc_stream_item encoded)
- * through host->write: every key must lie in rg. cb(arg, status, keys,
- * bytes) once every record is committed (status: the first failure),
- * maybe before this returns (an empty chunk). Without calling cb:
- * RK_EPROTO (a key outside rg, nothing committed), RK_ECLOSED, -ENOMEM. */
+/* Commit the records of a chunk of arc rg (rpc_stream_item encoded):
+ * every key must lie in rg. Each timestamp goes to host->clock_seen, then
+ * a job on the host's pool writes the records into the store in one
+ * synced transaction per range env (store_batch_commit_direct,
+ * last-write-wins against the env and the memtable). cb(arg, status,
+ * keys, bytes) on the loop once the chunk is durable (status: the first
+ * failure). Without calling cb: RK_EPROTO (a key outside rg, nothing
+ * committed), RK_ECLOSED, -ENOMEM, host->clock_seen's or
+ * host->queue_work's error. */
 typedef void (*stream_items_cb)(void *arg,
                                 int status,
                                 uint32_t keys,

@@ -79,16 +79,20 @@ uint64_t stream__at_least(const stream *s, uint64_t ms);
  * pool that sets or deletes system values in one synced transaction
  * (store_sys_write), a position stored as a STREAM_CHUNK message with no
  * items (its decoder is the wire's, fuzzed). new: a job for up to cap
- * values (NULL: -ENOMEM), what names it in a failure's log line, after(s)
- * runs on the loop once it has run. add: name set to *at, or deleted (at
- * NULL); u64: name set to v (as store_sys_set_u64 does), or deleted. run:
- * queues it (the host's stop waits for it) or frees it and returns the
- * error. */
+ * values (NULL: -ENOMEM), what names it in a failure's log line,
+ * after(s, status) runs on the loop once it has run (status: 0 or the
+ * failure, logged already). sync_first: the job first makes every write
+ * to the range envs durable (store_sync_envs: the chunks a join committed
+ * unsynced, stream__items_commit) and saves nothing if that fails. add:
+ * name set to *at, or deleted (at NULL); u64: name set to v (as
+ * store_sys_set_u64 does), or deleted. run: queues it (the host's stop
+ * waits for it) or frees it and returns the error. */
 struct stream_pos_job;
 struct stream_pos_job *stream__pos_job_new(stream *s,
                                            size_t cap,
                                            const char *what,
-                                           void (*after)(stream *));
+                                           void (*after)(stream *, int));
+void stream__pos_job_sync_first(struct stream_pos_job *j);
 int stream__pos_job_add(struct stream_pos_job *j,
                         const char *name,
                         const struct rpc_stream_pos *at);
@@ -98,6 +102,16 @@ int stream__pos_job_u64(struct stream_pos_job *j,
                         bool del);
 int stream__pos_job_run(struct stream_pos_job *j);
 void stream__pos_job_free(struct stream_pos_job *j);
+/* stream_items_commit, with the env synced per chunk only with `sync`;
+ * without, the chunk is durable after the next store_sync_envs (a pos job
+ * with sync_first), so a caller moves a saved position past it only
+ * through such a job (a join: many chunks, one sync per save). */
+int stream__items_commit(stream *s,
+                         struct ring_range rg,
+                         struct rk_slice items,
+                         bool sync,
+                         stream_items_cb cb,
+                         void *arg);
 /* The position saved under name for range r, into at (its last key into
  * at_last): 0, RK_ENOTFOUND, or RK_EPROTO when it does not decode or is of
  * another range. */
