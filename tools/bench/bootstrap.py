@@ -56,12 +56,26 @@ def load(h, nodes, nkeys, value, loaders, o_depth):
         try:
             keys = ["k%d" % k for k in range(i, nkeys, loaders)]
             for b in range(0, len(keys), 32):
-                res = c.pipeline([("PUT", {"key": k, "value": value,
-                                           "cl": "QUORUM"})
-                                  for k in keys[b:b + 32]], depth=o_depth)
-                bad = [r.err for r in res if r.err]
-                if bad:
-                    errors.append(bad[0])
+                todo = keys[b:b + 32]
+                # OVERLOADED and TIMEOUT are the node shedding load (a
+                # commit log or memtable behind the disk): sent again, as
+                # a client would, after a pause, 20 times at most
+                for attempt in range(20):
+                    res = c.pipeline([("PUT", {"key": k, "value": value,
+                                               "cl": "QUORUM"})
+                                      for k in todo], depth=o_depth)
+                    todo = [k for k, r in zip(todo, res)
+                            if r.err in ("OVERLOADED", "TIMEOUT")]
+                    bad = [r.err for r in res if r.err and
+                           r.err not in ("OVERLOADED", "TIMEOUT")]
+                    if bad:
+                        errors.append(bad[0])
+                        return
+                    if not todo:
+                        break
+                    time.sleep(0.2 * (attempt + 1))
+                if todo:
+                    errors.append("still OVERLOADED or TIMEOUT after 20 tries")
                     return
         finally:
             c.close()
