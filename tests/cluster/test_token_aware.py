@@ -14,15 +14,19 @@ the ring again (ring_refreshes), n4 -- never named to it -- coordinates
 requests as a replica, and nothing fails. n4 then decommissions during
 another run: the run goes on without errors, and once n4 is gone no
 request is coordinated by a non-replica (a window of requests in flight
-to n4 as it stops may be lost with its connection). `ringkv get` and `put` through
+to n4 as it stops may be lost with its connection). Each of these two
+runs is stopped with SIGTERM once what it is checked on is measured
+(ringkv-load then waits for its requests in flight and reports): its
+duration is only a bound. `ringkv get` and `put` through
 n1 are served, token-aware, for keys n1 does not replicate.
 """
 # ctest: long
 # ctest: load
+import atexit
 import json
 import os
+import signal
 import subprocess
-import threading
 import time
 
 import harness as h
@@ -48,23 +52,48 @@ def delta(before, after):
     return rep, oth
 
 
+def load_argv(node, *args):
+    return [LOAD, "-h", node.ip, "-c", "2", "-P", "4", "-k", "2000", "-r",
+            "0.5", "--consistency", "QUORUM", "--json"] + list(args)
+
+
+def load_result(rc, out, err):
+    h.check(rc == 0, "ringkv-load: %d %r" % (rc, err[-500:]))
+    return json.loads(out)
+
+
 def load(node, *args):
-    p = subprocess.run([LOAD, "-h", node.ip, "-c", "2", "-P", "4", "-k",
-                        "2000", "-r", "0.5", "--consistency", "QUORUM",
-                        "--json"] + list(args), stdout=subprocess.PIPE,
+    p = subprocess.run(load_argv(node, *args), stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, timeout=300)
-    h.check(p.returncode == 0, "ringkv-load: %d %r" % (p.returncode,
-                                                      p.stderr[-500:]))
-    return json.loads(p.stdout)
+    return load_result(p.returncode, p.stdout, p.stderr)
 
 
-class Background(threading.Thread):
-    def __init__(self, node, seconds):
-        super().__init__(daemon=True)
-        self.node, self.seconds, self.out = node, seconds, None
+class Background:
+    """A ringkv-load run of at most 300 s that stop() ends: SIGTERM, and
+    ringkv-load reports as at the end of a run."""
 
-    def run(self):
-        self.out = load(self.node, "-t", str(self.seconds))
+    def __init__(self, node):
+        self.p = subprocess.Popen(load_argv(node, "-t", "300"),
+                                  stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE)
+        atexit.register(self.p.kill)  # a failed check leaves no run behind
+
+    def running_after(self, seconds):
+        """Waits seconds; false if the run ended by itself meanwhile."""
+        try:
+            self.p.wait(timeout=seconds)
+            return False
+        except subprocess.TimeoutExpired:
+            return True
+
+    def stop(self):
+        running = self.p.poll() is None
+        if running:
+            self.p.send_signal(signal.SIGTERM)
+        out, err = self.p.communicate(timeout=120)
+        h.check(running, "ringkv-load ended before it was stopped: %d %r" %
+                (self.p.returncode, err[-500:]))
+        return load_result(self.p.returncode, out, err)
 
 
 def main():
@@ -108,9 +137,8 @@ def main():
     print("CLI: put and get of keys n1 does not replicate, by replicas")
 
     # n4 joins during a run that knows only n1
-    bg = Background(n1, 40)
-    bg.start()
-    time.sleep(3)
+    bg = Background(n1)
+    h.check(bg.running_after(3), "ringkv-load stopped before the join")
     n4 = h.Node(c, "n4", JOINER, {"rack": "r4"})
     c.nodes.append(n4)
     n4.start()
@@ -119,8 +147,7 @@ def main():
     time.sleep(4)
     mid = delta(b, placed(c.nodes))
     n4_rep = placed([n4])["n4"][0]
-    bg.join(timeout=120)
-    s = bg.out
+    s = bg.stop()
     # a QUORUM write may time out on a loaded machine (three in 62,000
     # with two trees of tests and builds running); any other error is the
     # client failing to follow the ring
@@ -135,9 +162,8 @@ def main():
           "replica" % (s["ring_refreshes"], n4_rep))
 
     # n4 leaves during another run
-    bg = Background(n1, 40)
-    bg.start()
-    time.sleep(3)
+    bg = Background(n1)
+    h.check(bg.running_after(3), "ringkv-load stopped before the leave")
     rc, out = h.cli(n4, "decommission")
     h.check(rc == 0, "decommission: %d %r" % (rc, out))
     n4.proc.wait(timeout=120)
@@ -151,8 +177,7 @@ def main():
     b = placed(c.nodes)
     time.sleep(4)
     mid = delta(b, placed(c.nodes))
-    bg.join(timeout=120)
-    s = bg.out
+    s = bg.stop()
     # n4 answers what it has read before it stops; requests a thread had
     # sent it after that are lost with the connection (and the others in
     # flight on that thread's handle): a window's worth at most; and, as

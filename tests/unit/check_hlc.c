@@ -12,12 +12,15 @@
 
 #include "common/rk.h"
 #include "storage/hlc.h"
+#include "tests/unit/loop_check.h"
 
 /* hlc_now, which must issue a timestamp. */
 static uint64_t now(struct hlc *h, uint64_t wall_ms)
 {
     uint64_t t = 0;
-    ck_assert_int_eq(hlc_now(&t, h, wall_ms), 0);
+    int rc = hlc_now(&t, h, wall_ms);
+    LOOP_CHECK(rc == 0, "hlc_now(wall %llu): %d", (unsigned long long)wall_ms,
+               rc);
     return t;
 }
 
@@ -104,15 +107,16 @@ static uint64_t kept_now(struct hlc *h, uint64_t *persisted, uint64_t wall)
 {
     uint64_t c = hlc_ceiling_due(h, wall);
     if (c) {
-        ck_assert_msg(c > *persisted,
-                      "new ceiling %llu not above the one persisted %llu: "
-                      "the clock went back",
-                      (unsigned long long)c, (unsigned long long)*persisted);
+        LOOP_CHECK(c > *persisted,
+                   "new ceiling %llu not above the one persisted %llu: "
+                   "the clock went back",
+                   (unsigned long long)c, (unsigned long long)*persisted);
         *persisted = c;
         hlc_ceiling_set(h, c);
     }
     uint64_t t = now(h, wall);
-    ck_assert_uint_le(t, *persisted);
+    LOOP_CHECK(t <= *persisted, "timestamp %llu past the ceiling %llu",
+               (unsigned long long)t, (unsigned long long)*persisted);
     return t;
 }
 
@@ -169,14 +173,19 @@ START_TEST(ceiling_raised_before_passed)
         if (r >= 990) { /* a peer up to a minute ahead */
             uint64_t remote =
                 hlc_ts_make(wall + (uint64_t)(rand_r(&seed) % 60000), 0);
-            ck_assert_int_eq(hlc_recv(&got, &h, wall, remote), 0);
+            int rc = hlc_recv(&got, &h, wall, remote);
+            LOOP_CHECK(rc == 0, "seed %u step %d: hlc_recv: %d", seed, i, rc);
         }
         uint64_t before = persisted;
         uint64_t t = kept_now(&h, &persisted, wall);
         saves += persisted != before;
-        ck_assert_uint_gt(t, prev);
+        LOOP_CHECK(t > prev, "seed %u step %d: %llu after %llu", seed, i,
+                   (unsigned long long)t, (unsigned long long)prev);
         /* the ceiling is at least half a window ahead of the clock */
-        ck_assert_uint_ge(hlc_ts_ms(persisted), hlc_ts_ms(t) + 499);
+        LOOP_CHECK(hlc_ts_ms(persisted) >= hlc_ts_ms(t) + 499,
+                   "seed %u step %d: ceiling %llu ms, clock %llu ms", seed, i,
+                   (unsigned long long)hlc_ts_ms(persisted),
+                   (unsigned long long)hlc_ts_ms(t));
         prev = t;
     }
     /* about twice a window, not per timestamp */

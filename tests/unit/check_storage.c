@@ -27,6 +27,7 @@
 
 /* ---- helpers: tests/unit/store_fixture.h ------------------------------ */
 
+#include "tests/unit/loop_check.h"
 #include "tests/unit/store_fixture.h"
 
 /* ---- records ------------------------------------------------------------ */
@@ -134,25 +135,28 @@ START_TEST(lww_properties)
         struct store_record a = rand_rec(&seed, b1), b = rand_rec(&seed, b2),
                             c = rand_rec(&seed, b3);
         int ab = store_record_cmp(&a, &b), ba = store_record_cmp(&b, &a);
-        ck_assert_msg((ab > 0) == (ba < 0) && (ab == 0) == (ba == 0),
-                      "antisymmetry, seed %d iter %d", 12345 + _i, i);
+        LOOP_CHECK((ab > 0) == (ba < 0) && (ab == 0) == (ba == 0),
+                   "antisymmetry, seed %d iter %d", 12345 + _i, i);
         /* commutative: merge(a,b) and merge(b,a) are the same record */
-        ck_assert_msg(store_record_cmp(mx(&a, &b), mx(&b, &a)) == 0,
-                      "commutative, seed %d iter %d", 12345 + _i, i);
+        LOOP_CHECK(store_record_cmp(mx(&a, &b), mx(&b, &a)) == 0,
+                   "commutative, seed %d iter %d", 12345 + _i, i);
         /* idempotent */
-        ck_assert_int_eq(store_record_cmp(mx(&a, &a), &a), 0);
-        ck_assert_int_eq(store_record_cmp(mx(mx(&a, &b), &b), mx(&a, &b)), 0);
+        LOOP_CHECK(store_record_cmp(mx(&a, &a), &a) == 0 &&
+                       store_record_cmp(mx(mx(&a, &b), &b), mx(&a, &b)) == 0,
+                   "idempotent, seed %d iter %d", 12345 + _i, i);
         /* associative */
-        ck_assert_msg(
-            store_record_cmp(mx(mx(&a, &b), &c), mx(&a, mx(&b, &c))) == 0,
-            "associative, seed %d iter %d", 12345 + _i, i);
+        LOOP_CHECK(store_record_cmp(mx(mx(&a, &b), &c), mx(&a, mx(&b, &c))) ==
+                       0,
+                   "associative, seed %d iter %d", 12345 + _i, i);
         /* equal under cmp means byte-identical encodings */
         if (ab == 0) {
             uint8_t e1[32], e2[32];
             size_t n1, n2;
-            ck_assert_int_eq(store_record_encode(e1, 32, &n1, &a), 0);
-            ck_assert_int_eq(store_record_encode(e2, 32, &n2, &b), 0);
-            ck_assert(n1 == n2 && memcmp(e1, e2, n1) == 0);
+            LOOP_CHECK(store_record_encode(e1, 32, &n1, &a) == 0 &&
+                           store_record_encode(e2, 32, &n2, &b) == 0 &&
+                           n1 == n2 && memcmp(e1, e2, n1) == 0,
+                       "equal records, other encodings: seed %d iter %d",
+                       12345 + _i, i);
         }
     }
 }
@@ -1059,8 +1063,8 @@ START_TEST(regression_replay_retries_kept_writes)
     for (int i = 0; i < 16000; i++) {
         char k[32];
         int kl = snprintf(k, sizeof(k), "k%d", i);
-        ck_assert_int_eq(
-            store_batch_add(b, RK_SLICE(k, (size_t)kl), RK_SLICE(r, rl)), 0);
+        int rc = store_batch_add(b, RK_SLICE(k, (size_t)kl), RK_SLICE(r, rl));
+        LOOP_CHECK(rc == 0, "batch_add %s: %d", k, rc);
         if (store_batch_count(b) == 1000) {
             ck_assert_int_eq(store_batch_commit(s, b), 0);
             store_batch_reset(b);
@@ -2437,8 +2441,8 @@ START_TEST(auto_compaction_packs_pages)
     for (int i = 0; i < 20000; i++) {
         char k[32];
         snprintf(k, sizeof(k), "ac:%d", i);
-        ck_assert_int_eq(
-            store_batch_add(b, RK_SLICE(k, strlen(k)), RK_SLICE(r, n)), 0);
+        int rc = store_batch_add(b, RK_SLICE(k, strlen(k)), RK_SLICE(r, n));
+        LOOP_CHECK(rc == 0, "batch_add %s: %d", k, rc);
         if (store_batch_count(b) == 200) {
             ck_assert_int_eq(store_batch_commit(s, b), 0);
             ck_assert_int_eq(store_flush(s), 0);

@@ -6,8 +6,12 @@
  * and records the time from its send to its arrival in a per-thread
  * log-linear histogram (1/64 relative precision). Keys are uniform over
  * --keys; --reads is the fraction of GETs. The run stops after --duration
- * seconds or --ops operations. Results: ops/s and p50/p99/p999/max, as text
- * or --json. NOT_FOUND answers to GETs are counted as misses, not errors.
+ * seconds or --ops operations, or at SIGINT or SIGTERM: then no thread
+ * sends again, each waits for the answers to its requests in flight, and
+ * the report is printed as at the end of a run (so a caller can stop a
+ * run started long, once it has what it measures). Results: ops/s and
+ * p50/p99/p999/max, as text or --json. NOT_FOUND answers to GETs are
+ * counted as misses, not errors.
  *
  * Token-aware (libringkv's opts.token_aware; --no-token-aware turns it
  * off): each thread's handle sends each request to a replica of its key,
@@ -18,6 +22,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -62,6 +67,7 @@ struct worker {
     int fatal;
 };
 
+/* set by the end of --duration or by SIGINT/SIGTERM (on_stop_signal) */
 static atomic_bool g_stop;
 static atomic_uint_fast64_t g_claimed;
 
@@ -92,6 +98,29 @@ static int err_slot(int rc)
         /* libringkv's one list of connection errors */
         return ringkv_errkind(rc) == RINGKV_KIND_CONNECTION ? 7 : 9;
     }
+}
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    atomic_store(&g_stop, true); /* lock-free: safe in a handler */
+}
+
+/* SIGINT and SIGTERM end the run early (see the top). The worker threads
+ * start with both blocked, so the main thread takes them: a worker's wait
+ * for an answer is never cut short by one. */
+static int stop_signals_catch(sigset_t *out_blocked)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sigemptyset(out_blocked);
+    sigaddset(out_blocked, SIGINT);
+    sigaddset(out_blocked, SIGTERM);
+    if (sigaction(SIGINT, &sa, NULL) != 0 || sigaction(SIGTERM, &sa, NULL) != 0)
+        return -errno;
+    return -pthread_sigmask(SIG_BLOCK, out_blocked, NULL);
 }
 
 static uint64_t now_us(void)
@@ -324,6 +353,9 @@ static const char usage[] =
     "                          EACH_QUORUM (default: the server's)\n"
     "  -t, --duration S        seconds to run (default 10)\n"
     "  -n, --ops N             stop after N operations instead\n"
+    "                          (SIGINT or SIGTERM stops a run early: no\n"
+    "                          more requests, those in flight answered,\n"
+    "                          and the report as at the end of a run)\n"
     "      --preload           write every key once before measuring\n"
     "  -a, --password PW       or $RINGKV_PASSWORD\n"
     "      --timeout MS        per-response timeout (default 5000)\n"
@@ -477,6 +509,11 @@ int main(int argc, char **argv)
     struct worker *w = calloc((size_t)cf.conns, sizeof(*w));
     if (w == NULL)
         return 8;
+    sigset_t stop_sigs;
+    if (stop_signals_catch(&stop_sigs) != 0) {
+        free(w);
+        return 8;
+    }
     uint64_t t0 = now_us();
     int started = 0;
     for (int i = 0; i < cf.conns; i++) {
@@ -486,10 +523,11 @@ int main(int argc, char **argv)
             break;
         started++;
     }
+    pthread_sigmask(SIG_UNBLOCK, &stop_sigs, NULL);
     if (cf.ops == 0) {
-        /* sleep in slices; stop early if every worker gave up */
+        /* sleep in slices; a signal ends the sleep and the run */
         uint64_t end = t0 + (uint64_t)(cf.duration * 1e6);
-        while (now_us() < end) {
+        while (now_us() < end && !atomic_load(&g_stop)) {
             uint64_t left = end - now_us();
             usleep(left > 100000 ? 100000 : (useconds_t)left);
         }
