@@ -716,25 +716,44 @@ static void alloc_raw(net_conn *c, uv_buf_t *buf);
 static void raw_no_room(net_conn *c);
 static bool raw_wants_input(const net_conn *c);
 
-/* Decrypts what c's session holds into the input buffer, as far as its
- * room allows; *stuck: bytes wait that found no room (the handler makes
- * room, or conn_input decides as a read with no room would). Returns 0, or
- * nonzero when c closed. */
+static void tls_failed(net_conn *c, int rc);
+
+/* Decrypts what c's session holds into its input buffer. A raw-stream
+ * connection's buffer takes as much as its room allows (*stuck: bytes wait
+ * that found no room; the handler makes room, or conn_input decides as a
+ * read with no room would). A framed one's grows as it needs (its framing
+ * bounds it: conn_parse refuses a frame over max_frame from its header,
+ * and the socket is read at most NET__TLS_IN_MAX at a time). Returns 0, 1
+ * when c closed, 2 when the peer ended the session (close_notify: what
+ * came before it is taken, then c ends as at the end of a plaintext
+ * stream). A failure before the handshake hook is done is a TLS refusal:
+ * in TLS 1.3 a client learns that the server refused its certificate only
+ * here, from the alert. */
 static int tls_decrypt(net_conn *c, bool *stuck)
 {
     *stuck = false;
     while (net__tls_has_input(c->tls)) {
-        uv_buf_t buf;
-        size_t n = 0;
-        alloc_raw(c, &buf);
-        if (buf.len == 0) {
-            *stuck = true;
-            break;
+        uint8_t *p = NULL;
+        size_t len = 0, n = 0;
+        if (c->base->on_input) {
+            uv_buf_t buf;
+            alloc_raw(c, &buf);
+            if (buf.len == 0) {
+                *stuck = true;
+                break;
+            }
+            p = (uint8_t *)buf.base;
+            len = buf.len;
+        } else if (net__rbuf_reserve(&c->rbuf, &p, &len) != 0) {
+            net__conn_close(c, -ENOMEM);
+            return 1;
         }
-        int rc = net__tls_read(c->tls, (uint8_t *)buf.base, buf.len, &n);
-        if (rc == 1) { /* close_notify: as a half-close */
-            c->eof = true;
-            return 0;
+        int rc = net__tls_read(c->tls, p, len, &n);
+        if (rc == 1)
+            return 2;
+        if (rc && c->state == NET__HANDSHAKE) {
+            tls_failed(c, rc);
+            return 1;
         }
         if (rc) {
             net__conn_close(c, rc);
@@ -744,13 +763,22 @@ static int tls_decrypt(net_conn *c, bool *stuck)
             break; /* the rest of a record is still on its way */
         net__rbuf_commit(&c->rbuf, n);
     }
-    /* reading may have answered the peer (a TLS 1.3 key update) */
-    int rc = tls_out(c);
+    int rc = tls_out(c); /* a TLS 1.3 key update's answer, say */
     if (rc) {
         net__conn_close(c, rc);
         return 1;
     }
     return 0;
+}
+
+/* tls_decrypt for a raw-stream connection: a close_notify is a half-close
+ * (what came is answered, then c closes). Returns 0, or 1 when c closed. */
+static int tls_decrypt_raw(net_conn *c, bool *stuck)
+{
+    int rc = tls_decrypt(c, stuck);
+    if (rc == 2)
+        c->eof = true;
+    return rc == 1;
 }
 
 /* c's session failed (rc): counted, reported with its reason, closed. */
@@ -790,46 +818,6 @@ static void tls_handshake(net_conn *c)
         net__conn_close(c, rc > 0 ? RK_EINTERNAL : rc);
 }
 
-/* A framed TLS connection's plaintext: all the session holds goes to the
- * read buffer (whose framing bounds it: conn_parse refuses a frame over
- * max_frame from its header, and the socket is read at most
- * NET__TLS_IN_MAX at a time). Returns 0, 1 when c closed, 2 when the
- * peer ended the session (close_notify: frames before it are parsed, then
- * c closes as at the end of a plaintext stream). A failure before the
- * handshake hook is done is a TLS refusal: in TLS 1.3 a client learns
- * that the server refused its certificate only here, from the alert. */
-static int tls_decrypt_frames(net_conn *c)
-{
-    while (net__tls_has_input(c->tls)) {
-        uint8_t *p = NULL;
-        size_t len = 0, n = 0;
-        if (net__rbuf_reserve(&c->rbuf, &p, &len) != 0) {
-            net__conn_close(c, -ENOMEM);
-            return 1;
-        }
-        int rc = net__tls_read(c->tls, p, len, &n);
-        if (rc == 1)
-            return 2;
-        if (rc && c->state == NET__HANDSHAKE) {
-            tls_failed(c, rc);
-            return 1;
-        }
-        if (rc) {
-            net__conn_close(c, rc);
-            return 1;
-        }
-        if (n == 0)
-            break; /* the rest of a record is still on its way */
-        net__rbuf_commit(&c->rbuf, n);
-    }
-    int rc = tls_out(c); /* a TLS 1.3 key update's answer, say */
-    if (rc) {
-        net__conn_close(c, rc);
-        return 1;
-    }
-    return 0;
-}
-
 /* Hands what c holds to the handler until it takes no more. A finishing
  * connection (EOF seen, or net_conn_finish) is closed by the flusher once
  * no request is in flight. */
@@ -847,7 +835,7 @@ static void conn_input(net_conn *c)
             c->bp_paused)
             break;
         bool stuck = false;
-        if (c->tls && tls_decrypt(c, &stuck) != 0)
+        if (c->tls && tls_decrypt_raw(c, &stuck) != 0)
             break; /* closed */
         size_t held = c->rbuf.len - c->rbuf.off;
         struct net_input in = {held ? c->rbuf.p + c->rbuf.off : NULL,
@@ -878,7 +866,7 @@ static void conn_input(net_conn *c)
          * finds no room, unless the room grows for the need just told */
         if (c->tls && in.consumed == 0 && stuck && raw_wants_input(c)) {
             size_t had = c->rbuf.len;
-            if (tls_decrypt(c, &stuck) != 0)
+            if (tls_decrypt_raw(c, &stuck) != 0)
                 break;
             if (c->rbuf.len > had) {
                 c->parse_again = true;
@@ -1005,7 +993,8 @@ static void tls_read(net_conn *c, ssize_t nread, const uv_buf_t *buf)
             return;
     }
     if (!raw) {
-        rc = tls_decrypt_frames(c);
+        bool stuck;
+        rc = tls_decrypt(c, &stuck);
         if (rc != 1)
             conn_parse(c);
         if (rc == 2)
