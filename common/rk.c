@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,4 +178,19 @@ int rk_write_file_atomic(const char *dir, const char *name, const char *text)
     if (rc)
         unlink(tmp);
     return rc == 0 ? rk_fsync_dir(dir) : rc;
+}
+
+int rk_answer(char **text, size_t *len, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int l = vasprintf(text, fmt, ap);
+    va_end(ap);
+    if (l < 0) {
+        *text = NULL;
+        *len = 0;
+        return -ENOMEM;
+    }
+    *len = (size_t)l;
+    return rc;
 }

@@ -94,6 +94,12 @@ int rk_write_file_atomic(const char *dir, const char *name, const char *text);
 /* qsort / bsearch comparator of uint64_t, ascending. */
 int rk_u64_cmp(const void *a, const void *b);
 
+/* An admin command's answer: the text fmt makes, malloc'd in *text (the
+ * caller frees) with its length in *len, and rc returned; -ENOMEM (with
+ * *text NULL, *len 0) when it cannot be made. */
+int rk_answer(char **text, size_t *len, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Hard limits, enforced by storage and every protocol decoder. */
 #define RK_MAX_KEY   (64u * 1024u)         /* bytes, keys may not be empty */
 #define RK_MAX_VALUE (16u * 1024u * 1024u) /* bytes */

@@ -309,23 +309,6 @@ void node__repl_watch(node *n)
 
 /* ---- `ringkv replication set` ------------------------------------------ */
 
-static int answer(char **text, size_t *len, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int answer(char **text, size_t *len, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int l = vasprintf(text, fmt, ap);
-    va_end(ap);
-    if (l < 0) {
-        *text = NULL;
-        *len = 0;
-        return -ENOMEM;
-    }
-    *len = (size_t)l;
-    return rc;
-}
-
 /* The highest setting version gossip holds (this node's included). */
 static uint64_t highest_version(node *n)
 {
@@ -359,41 +342,41 @@ int node__repl_set(node *n, struct rk_slice spec, char **text, size_t *len)
     char s[NODE_CONFIG_STR], err[NODE_CONFIG_ERR];
     if (spec.len == 0 || spec.len >= sizeof(s) ||
         memchr(spec.p, '\0', spec.len))
-        return answer(text, len, RK_EBADREQ,
-                      "replication set takes one argument: the setting, "
-                      "e.g. dc1:3,dc2:3");
+        return rk_answer(text, len, RK_EBADREQ,
+                         "replication set takes one argument: the setting, "
+                         "e.g. dc1:3,dc2:3");
     memcpy(s, spec.p, spec.len);
     s[spec.len] = '\0';
     struct node_config_dc dcs[NODE_CONFIG_MAX_DCS];
     int nd = 0;
     if (node_repl_parse(dcs, &nd, s, err, sizeof(err)) < 0)
-        return answer(text, len, RK_EBADREQ, "%s", err);
+        return rk_answer(text, len, RK_EBADREQ, "%s", err);
     if (n->ring_stale || !n->ring)
-        return answer(text, len, RK_ESTALE,
-                      "%s's ring is behind the cluster's (restarted, or a "
-                      "change not heard yet): ask again in a moment",
-                      n->cfg.node_name);
+        return rk_answer(text, len, RK_ESTALE,
+                         "%s's ring is behind the cluster's (restarted, or a "
+                         "change not heard yet): ask again in a moment",
+                         n->cfg.node_name);
     /* a movement plans its streams under the setting it started with:
      * another one under its feet would leave ranges unstreamed */
     if (n->ring_pending || n->njoins)
-        return answer(text, len, RK_EBADREQ,
-                      "a node is joining or leaving (`ringkv status` shows "
-                      "which): change the replication once it is done");
+        return rk_answer(text, len, RK_EBADREQ,
+                         "a node is joining or leaving (`ringkv status` shows "
+                         "which): change the replication once it is done");
     char want[512], cur[512];
     node_repl_format(want, sizeof(want), dcs, nd);
     own_text(n, cur, sizeof(cur));
     if (strcmp(want, cur) == 0 && n->st.repl_version)
-        return answer(text, len, 0,
-                      "Replication is %s already (version %" PRIu64
-                      "): nothing changed.",
-                      cur, n->st.repl_version);
+        return rk_answer(text, len, 0,
+                         "Replication is %s already (version %" PRIu64
+                         "): nothing changed.",
+                         cur, n->st.repl_version);
     struct node_config_dc was[NODE_CONFIG_MAX_DCS];
     int nwas = n->cfg.ndcs;
     memcpy(was, n->cfg.replication, sizeof(was));
     uint64_t v = node_repl_next_version(highest_version(n), node__now_ms());
     int rc = adopt(n, v, want, NULL);
     if (rc < 0)
-        return answer(text, len, RK_EBADREQ, "cannot use %s", want);
+        return rk_answer(text, len, RK_EBADREQ, "cannot use %s", want);
     char *out = NULL;
     size_t olen = 0;
     FILE *f = open_memstream(&out, &olen);

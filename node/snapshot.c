@@ -261,23 +261,6 @@ static void snap_done(void *arg, int status)
 
 /* ---- begin, progress ---------------------------------------------------- */
 
-static int answer(char **text, size_t *len, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int answer(char **text, size_t *len, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vasprintf(text, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-        *text = NULL;
-        return -ENOMEM;
-    }
-    *len = (size_t)k;
-    return rc;
-}
-
 static struct node_snapshot *snap_state(node *n)
 {
     if (!n->snap)
@@ -329,28 +312,29 @@ int node__snapshot_begin(node *n, const char *tag, char **text, size_t *len)
     if (!s)
         return -ENOMEM;
     if (n->stopping || !n->store)
-        return answer(text, len, RK_ECLOSED, "the node is stopping");
+        return rk_answer(text, len, RK_ECLOSED, "the node is stopping");
     if (!tag) {
         snapshot_tag_default(deftag, sizeof(deftag), node__now_ms());
         tag = deftag;
     }
     if (!snapshot_tag_valid(tag, strlen(tag)))
-        return answer(text, len, RK_EBADREQ,
-                      "bad snapshot tag '%.*s': " SNAPSHOT_TAG_RULE,
-                      SNAPSHOT_TAG_MAX + 8, tag);
+        return rk_answer(text, len, RK_EBADREQ,
+                         "bad snapshot tag '%.*s': " SNAPSHOT_TAG_RULE,
+                         SNAPSHOT_TAG_MAX + 8, tag);
     if (s->running)
-        return answer(text, len, RK_EBADREQ,
-                      "snapshot %s is being taken; one at a time", s->tag);
+        return rk_answer(text, len, RK_EBADREQ,
+                         "snapshot %s is being taken; one at a time", s->tag);
     char dir[4096];
     int rc = snap_mkdir(dir, sizeof(dir), n->cfg.data_dir, tag);
     if (rc == RK_EEXIST)
-        return answer(text, len, RK_EBADREQ,
-                      "snapshot %s exists (`ringkv clearsnapshot %s` removes "
-                      "it)",
-                      tag, tag);
+        return rk_answer(
+            text, len, RK_EBADREQ,
+            "snapshot %s exists (`ringkv clearsnapshot %s` removes "
+            "it)",
+            tag, tag);
     if (rc)
-        return answer(text, len, rc, "cannot create %s/%s/%s: %s",
-                      n->cfg.data_dir, SNAP_DIR, tag, rk_strerror(rc));
+        return rk_answer(text, len, rc, "cannot create %s/%s/%s: %s",
+                         n->cfg.data_dir, SNAP_DIR, tag, rk_strerror(rc));
     snprintf(s->tag, sizeof(s->tag), "%s", tag);
     struct snap_job *j = snap_job_new(n, s);
     if (j)
@@ -361,8 +345,8 @@ int node__snapshot_begin(node *n, const char *tag, char **text, size_t *len)
             free(j->state_text);
         free(j);
         rmdir(dir);
-        return answer(text, len, rc, "cannot start the snapshot: %s",
-                      rk_strerror(rc));
+        return rk_answer(text, len, rc, "cannot start the snapshot: %s",
+                         rk_strerror(rc));
     }
     s->running = true;
     s->started_ms = node__mono_ms(n);
@@ -371,7 +355,7 @@ int node__snapshot_begin(node *n, const char *tag, char **text, size_t *len)
     atomic_store(&s->done, 0);
     atomic_store(&s->bytes, 0);
     LOG(INFO, "snapshot.start", "tag=%s dir=%s", tag, dir);
-    return answer(text, len, 0, "Snapshot %s: started in %s", tag, dir);
+    return rk_answer(text, len, 0, "Snapshot %s: started in %s", tag, dir);
 }
 
 void node__snapshot_text(node *n, FILE *f)

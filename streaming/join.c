@@ -1064,57 +1064,38 @@ static int rebuild_new(stream *s, const char *dc)
     return 0;
 }
 
-static int
-rebuild_answer(char **text, size_t *len, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int
-rebuild_answer(char **text, size_t *len, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int l = vasprintf(text, fmt, ap);
-    va_end(ap);
-    if (l < 0) {
-        *text = NULL;
-        *len = 0;
-        return -ENOMEM;
-    }
-    *len = (size_t)l;
-    return rc;
-}
-
 int stream_rebuild_begin(stream *s, const char *dc, char **text, size_t *len)
 {
     const char *me = s->cfg.node_name;
     if (stream_rebuilding(s))
-        return rebuild_answer(text, len, RK_EBADREQ,
-                              "%s is rebuilding from %s already: `ringkv "
-                              "status` shows how far",
-                              me, s->join->from_dc);
+        return rk_answer(text, len, RK_EBADREQ,
+                         "%s is rebuilding from %s already: `ringkv "
+                         "status` shows how far",
+                         me, s->join->from_dc);
     if (stream_joining(s))
-        return rebuild_answer(text, len, RK_EBADREQ,
-                              "%s is joining: its join streams the ranges it "
-                              "replicates",
-                              me);
+        return rk_answer(text, len, RK_EBADREQ,
+                         "%s is joining: its join streams the ranges it "
+                         "replicates",
+                         me);
     if (stream_leave_running(s))
-        return rebuild_answer(text, len, RK_EBADREQ,
-                              "%s is leaving the ring (or drives a removal): "
-                              "no rebuild meanwhile",
-                              me);
+        return rk_answer(text, len, RK_EBADREQ,
+                         "%s is leaving the ring (or drives a removal): "
+                         "no rebuild meanwhile",
+                         me);
     char why[256];
     int rc = stream_ring_ready(s, why, sizeof(why));
     if (rc < 0)
-        return rebuild_answer(text, len, rc, "%s", why);
+        return rk_answer(text, len, rc, "%s", why);
     const ring *r = stream__ring(s);
     struct stream_plan_range *pr = NULL;
     size_t npr = 0;
     rc = r ? stream_plan_rebuild(&pr, &npr, r, me, dc) : RK_ENOTFOUND;
     if (rc == RK_ENOTFOUND)
-        return rebuild_answer(text, len, RK_EBADREQ,
-                              "%s is not in its ring: nothing to rebuild", me);
+        return rk_answer(text, len, RK_EBADREQ,
+                         "%s is not in its ring: nothing to rebuild", me);
     if (rc < 0)
-        return rebuild_answer(text, len, rc, "cannot plan the rebuild: %s",
-                              rk_strerror(rc));
+        return rk_answer(text, len, rc, "cannot plan the rebuild: %s",
+                         rk_strerror(rc));
     size_t lacking = 0;
     struct ring_range first = {0, 0};
     for (size_t i = 0; i < npr; i++)
@@ -1122,13 +1103,13 @@ int stream_rebuild_begin(stream *s, const char *dc, char **text, size_t *len)
             first = pr[i].range;
     free(pr);
     if (npr == 0)
-        return rebuild_answer(text, len, RK_EBADREQ,
-                              "%s replicates no range: the replication "
-                              "setting gives its data centre no replicas "
-                              "(`ringkv replication set` first)",
-                              me);
+        return rk_answer(text, len, RK_EBADREQ,
+                         "%s replicates no range: the replication "
+                         "setting gives its data centre no replicas "
+                         "(`ringkv replication set` first)",
+                         me);
     if (lacking)
-        return rebuild_answer(
+        return rk_answer(
             text, len, RK_EBADREQ,
             "data centre '%s' holds no replica of %zu of the %zu pieces %s "
             "replicates, e.g. (%llu,%llu]: check the name against `ringkv "
@@ -1140,17 +1121,17 @@ int stream_rebuild_begin(stream *s, const char *dc, char **text, size_t *len)
     snprintf(st.rebuild_from, sizeof(st.rebuild_from), "%s", dc);
     rc = stream__state_save(s, &st);
     if (rc < 0)
-        return rebuild_answer(text, len, rc,
-                              "cannot save the rebuild in node.state: %s",
-                              rk_strerror(rc));
+        return rk_answer(text, len, rc,
+                         "cannot save the rebuild in node.state: %s",
+                         rk_strerror(rc));
     rc = rebuild_new(s, dc);
     if (rc < 0)
-        return rebuild_answer(text, len, rc, "cannot start the rebuild: %s",
-                              rk_strerror(rc));
+        return rk_answer(text, len, rc, "cannot start the rebuild: %s",
+                         rk_strerror(rc));
     s->join->fresh = true;
     SLOG(s, INFO, "rebuild.begin", "from=%s pieces=%zu", dc, npr);
     stream__join_tick(s); /* planned at once: the ring is ready */
-    return rebuild_answer(
+    return rk_answer(
         text, len, 0,
         "%s rebuilds from data centre %s: %zu pieces of the ranges it "
         "replicates, streamed from their replicas there (within "

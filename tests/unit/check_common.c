@@ -119,6 +119,22 @@ END_TEST
 
 /* rk_read_file: the whole file, NUL-terminated; exactly `max` bytes are
  * read, one more is -EFBIG; a missing file is -ENOENT. */
+/* an admin command's answer: its text and length, and the code given */
+START_TEST(answer_text_and_code)
+{
+    char *t = NULL;
+    size_t n = 0;
+    ck_assert_int_eq(rk_answer(&t, &n, RK_EBADREQ, "range %d of %s", 3, "n1"),
+                     RK_EBADREQ);
+    ck_assert_str_eq(t, "range 3 of n1");
+    ck_assert_uint_eq(n, strlen("range 3 of n1"));
+    free(t);
+    ck_assert_int_eq(rk_answer(&t, &n, 0, "%s", ""), 0);
+    ck_assert_uint_eq(n, 0);
+    free(t);
+}
+END_TEST
+
 START_TEST(read_file_whole_and_bounded)
 {
     char path[] = "/tmp/check_common.XXXXXX";
@@ -183,6 +199,7 @@ static Suite *common_suite(void)
     tc = tcase_create("errors");
     tcase_add_test(tc, errors_named_both_ways);
     tcase_add_test(tc, not_implemented_has_a_code);
+    tcase_add_test(tc, answer_text_and_code);
     suite_add_tcase(s, tc);
     tc = tcase_create("files");
     tcase_add_test(tc, read_file_whole_and_bounded);
