@@ -385,6 +385,13 @@ static int repl_commit(struct node_config *c,
 {
     if (n == 0)
         return fail(err, errlen, "replication: empty (want dc1:3 or 3)");
+    /* '*' is how a bare number is held (SimpleStrategy): as a name beside
+     * others it would match every data centre */
+    for (int i = 0; n > 1 && i < n; i++)
+        if (strcmp(dcs[i].name, "*") == 0)
+            return fail(err, errlen,
+                        "replication: '*' (every data centre) cannot be "
+                        "mixed with named data centres");
     c->ndcs = n;
     memcpy(c->replication, dcs, sizeof(dcs[0]) * (size_t)n);
     return 0;

@@ -41,13 +41,6 @@ int node_repl_parse(struct node_config_dc *out,
     }
     memset(c, 0, sizeof(*c));
     int rc = node_config_set(c, "replication", spec, err, errlen);
-    for (int i = 0; rc == 0 && c->ndcs > 1 && i < c->ndcs; i++)
-        if (strcmp(c->replication[i].name, "*") == 0) {
-            snprintf(err, errlen,
-                     "replication: '*' (every data centre) cannot be mixed "
-                     "with named data centres");
-            rc = RK_ECONFIG;
-        }
     if (rc == 0) {
         memcpy(out, c->replication, sizeof(out[0]) * (size_t)c->ndcs);
         *nout = c->ndcs;

@@ -105,6 +105,10 @@ START_TEST(yaml_errors_name_the_key)
         {"cpu_scheduling: fifo\n", "cpu_scheduling: expected batch or normal"},
         {"replication: {dc1: 0}\n", "replication"},
         {"replication: dc1\n", "replication"},
+        /* '*' is the bare number's (SimpleStrategy): never beside names;
+         * until 2026-12-07 a file could say so and only `replication set`
+         * refused it */
+        {"replication: {\"*\": 3, dc1: 2}\n", "cannot be mixed"},
         {"seeds: [\"bad host!\"]\n", "seeds"},
         {"auto_bootstrap: maybe\n", "auto_bootstrap"},
         {"token_allocation: magic\n", "token_allocation"},
