@@ -206,7 +206,8 @@ def tls_peer_der(ctx, ip, port):
 def pem_der(path):
     """The certificate in the PEM file path, as DER."""
     import ssl
-    return ssl.PEM_cert_to_DER_cert(open(path).read())
+    with open(path) as f:
+        return ssl.PEM_cert_to_DER_cert(f.read())
 
 
 def make_certs(directory, *nodes):
