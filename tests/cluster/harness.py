@@ -1283,6 +1283,19 @@ class Writer(threading.Thread):
             cl.close()
 
 
+def _print_log_tails(lines=30):
+    """After a failure: the last lines of every node's log, so that a run
+    whose folder is gone (CI's) still shows what the nodes did last."""
+    for n in _nodes:
+        tail = n.log().splitlines()[-lines:]
+        if not tail:
+            continue
+        print("---- %s (%s): last %d lines of its log ----" %
+              (n.name, n.ip, len(tail)))
+        for line in tail:
+            print(line[:400])
+
+
 def run(main):
     """Run a test's main(); print PASS/FAIL and exit with its status."""
     t0 = time.time()
@@ -1293,6 +1306,7 @@ def run(main):
     except Exception:
         import traceback
         traceback.print_exc()
+        _print_log_tails()
         print("FAIL (%.1fs)" % (time.time() - t0))
         _cleanup()
         sys.exit(1)

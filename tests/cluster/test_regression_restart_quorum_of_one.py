@@ -12,7 +12,8 @@ hear, for at most ten gossip intervals).
 Three nodes (127.0.0.14-16), RF 3, gossip every second. n2 is stopped and
 started again; a QUORUM write is sent through it as soon as its client port
 accepts: it is answered RING_STALE, or, if gossip was already through,
-acknowledged by 2 of the 3 replicas it needs -- never with need 1. Once
+acknowledged by 2 of the 3 replicas it needs (or TIMEOUT, needing 2, when
+their acks are late) -- never with need 1. Once
 n2 has heard the others it serves QUORUM writes with need 2.
 
 Also a regression: STATUS on a node whose gossip had not yet brought a
@@ -43,9 +44,17 @@ def main():
     cl.close()
     print("QUORUM write through n2 just restarted: %r (acks %r, need %r)" %
           (r.err or "OK", r.acks, r.get(6)))
-    h.check(r.err == "RING_STALE" or (not r.err and r.get(6) == 2),
+    # The regression is a write acknowledged with need 1 (a ring of n2
+    # alone). A TIMEOUT with need 2 planned on the whole ring: under load
+    # (both trees of make test) the replicas' acks can miss the deadline of
+    # a node that has just started (seen once, 2026-12-07).
+    h.check(r.get(6) != 1, "a QUORUM write through the restarted n2 was "
+            "answered %r with need 1: its ring held only itself" %
+            (r.err or "OK"))
+    h.check(r.err in ("RING_STALE", "TIMEOUT") or
+            (not r.err and r.get(6) == 2),
             "a QUORUM write through the restarted n2 was answered %r with "
-            "need %r: its ring held only itself" % (r.err or "OK", r.get(6)))
+            "need %r" % (r.err or "OK", r.get(6)))
     c.wait_converged(timeout=60)
     # RING_STALE too until n2 has judged its clock against most peers'
     # (docs/storage.md): sent again while it answers so
