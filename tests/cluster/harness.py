@@ -1285,13 +1285,18 @@ class Writer(threading.Thread):
 
 def _print_log_tails(lines=30):
     """After a failure: the last lines of every node's log, so that a run
-    whose folder is gone (CI's) still shows what the nodes did last."""
+    whose folder is gone (CI's) still shows what the nodes did last. Gossip's
+    view of its peers (event=gossip.*), which a test's faults fill the log
+    with, is left out but counted."""
     for n in _nodes:
-        tail = n.log().splitlines()[-lines:]
-        if not tail:
+        all_lines = n.log().splitlines()
+        rest = [x for x in all_lines if " event=gossip." not in x]
+        tail = rest[-lines:]
+        if not all_lines:
             continue
-        print("---- %s (%s): last %d lines of its log ----" %
-              (n.name, n.ip, len(tail)))
+        print("---- %s (%s): last %d lines of its log, without its %d "
+              "gossip.* lines ----" % (n.name, n.ip, len(tail),
+                                        len(all_lines) - len(rest)))
         for line in tail:
             print(line[:400])
 
