@@ -434,10 +434,17 @@ def main():
     mover = Mover(c, members, nem, rnd, clock, seconds)
     try:
         while clock.now() < seconds or mover.busy():
-            h.check(clock.now() < seconds + 180,
-                    "%d joins and %d decommissions done (now %s) 180 s "
-                    "after the run's end" % (mover.joins, mover.leaves,
-                                              mover.state))
+            if clock.now() >= seconds + 180:
+                # what the node moving says it waits for (a leave: ranges
+                # still to push, hints still to replay), for the failure
+                said = ""
+                if mover.node is not None and mover.node.alive():
+                    rc, said = h.cli(mover.node, "netstats")
+                    said = "\n%s netstats (exit %d):\n%s" % (
+                        mover.node.name, rc, said)
+                h.check(False, "%d joins and %d decommissions done (now "
+                        "%s) 180 s after the run's end%s" %
+                        (mover.joins, mover.leaves, mover.state, said))
             nem.step()
             mover.step()
             time.sleep(0.02)
