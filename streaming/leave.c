@@ -632,15 +632,28 @@ static void leave_finish(stream *s)
 }
 
 /* Hints this node keeps for the other members would be lost with it: the
- * first member that has some (replay kicked), or false when none does. */
+ * first member that has some (replay kicked), or false when none does.
+ * Fewer left than last time is progress; what is left is what the leave
+ * waits for, which a stall report gives as its reason (a leave that waited
+ * for hints said so in netstats only, never stalled). */
 static bool hints_pending(stream *s)
 {
     struct stream_leave *lv = s->leave;
+    uint64_t before = lv->hints_left;
     lv->hints_for[0] = '\0';
     lv->hints_left =
         s->h.hints_pending(s->h.arg, lv->hints_for, sizeof(lv->hints_for));
     if (!lv->hints_left)
         lv->hints_for[0] = '\0';
+    if (lv->hints_left && lv->hints_left < before)
+        stream_stall_progress(s, &lv->stall);
+    if (lv->hints_left)
+        snprintf(lv->stall.wait, sizeof(lv->stall.wait),
+                 "the %llu hint%s it keeps for %s to be replayed",
+                 (unsigned long long)lv->hints_left,
+                 lv->hints_left == 1 ? "" : "s", lv->hints_for);
+    else
+        lv->stall.wait[0] = '\0';
     return lv->hints_left > 0;
 }
 
@@ -924,7 +937,8 @@ void stream__leave_tick(stream *s)
     size_t done = 0;
     for (size_t i = 0; i < lv->ns; i++)
         done += lv->sess[i].state == L_DONE;
-    stream_stall_check(s, &lv->stall, !lv->left && done < lv->ns);
+    stream_stall_check(s, &lv->stall,
+                       !lv->left && (done < lv->ns || lv->hints_left > 0));
     if (now - lv->last_log_ms >= 10000 && lv->ns) {
         lv->last_log_ms = now;
         SLOG(s, INFO, lv->relay ? "removenode.progress" : "leave.progress",

@@ -68,6 +68,10 @@ void stream_stall_fail(struct stream_stall *s,
  * progress, range (a,b]", or what it waits for when nothing failed. */
 static void stall_reason(const struct stream_stall *s, char *out, size_t cap)
 {
+    if (!s->err && s->wait[0]) {
+        snprintf(out, cap, "waiting for %s", s->wait);
+        return;
+    }
     if (!s->err) {
         snprintf(out, cap,
                  "no step has failed (a request or a job on the node's "

@@ -447,6 +447,10 @@ struct stream_stall {
     struct ring_range range;        /* its range, if has_range */
     bool has_range;
     bool stalled; /* logged <ev>.stalled, no progress since */
+    /* what the operation waits for outside itself, set by its owner while
+     * it waits ("the 3 hints it keeps for n4 to be replayed"), "" else;
+     * the reason given when no step failed */
+    char wait[STREAM_NAME_MAX + 96];
 };
 /* Start: no failure, progress now (what and ev: static strings). */
 void stream_stall_start(stream *s,
