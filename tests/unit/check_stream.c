@@ -1075,18 +1075,26 @@ END_TEST
 
 /* ---- a decommission ------------------------------------------------------ */
 
+/* Three nodes holding their keys of ring_three; n2, which the leave
+ * tests decommission, returned. */
+static struct fnode *leave_fixture(struct fake *f)
+{
+    fake_init(f, 3);
+    f->ring = ring_three();
+    for (int i = 0; i < 3; i++)
+        whole_range(f->n[i].st);
+    for (int i = 0; i < NKEYS; i++)
+        put_key(by_name(f, owner(f->ring, i))->st, i);
+    struct fnode *l = &f->n[2];
+    l->state.first_token = tok2[0];
+    l->state.ntokens = 3;
+    return l;
+}
+
 START_TEST(leave_pushes_ranges)
 {
     struct fake f;
-    fake_init(&f, 3);
-    f.ring = ring_three();
-    for (int i = 0; i < 3; i++)
-        whole_range(f.n[i].st);
-    for (int i = 0; i < NKEYS; i++)
-        put_key(by_name(&f, owner(f.ring, i))->st, i);
-    struct fnode *l = &f.n[2];
-    l->state.first_token = tok2[0];
-    l->state.ntokens = 3;
+    struct fnode *l = leave_fixture(&f);
     char *text = NULL;
     size_t len = 0;
     int rc = stream_leave_begin(l->s, &text, &len);
@@ -1137,15 +1145,7 @@ END_TEST
 START_TEST(leave_waits_for_hints_and_says_so)
 {
     struct fake f;
-    fake_init(&f, 3);
-    f.ring = ring_three();
-    for (int i = 0; i < 3; i++)
-        whole_range(f.n[i].st);
-    for (int i = 0; i < NKEYS; i++)
-        put_key(by_name(&f, owner(f.ring, i))->st, i);
-    struct fnode *l = &f.n[2];
-    l->state.first_token = tok2[0];
-    l->state.ntokens = 3;
+    struct fnode *l = leave_fixture(&f);
     l->hints = 5;
     snprintf(l->hints_for, sizeof(l->hints_for), "n0");
     char *text = NULL;
