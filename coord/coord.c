@@ -565,7 +565,8 @@ static void on_remote_write(void *arg, int status, struct rk_slice resp)
     coord_plan_answered(&q->plan, i, st == 0);
     if (st == 0) {
         /* counted */
-    } else if (told && st == RK_EOLDRING && coord__replan(q)) {
+    } else if (told && st == RK_EOLDRING &&
+               coord__replan(q, q->sent_epoch[i])) {
         /* written again on the newer ring, by q's successor */
     } else if (told && st == RK_ESTALE && i >= q->plan.nnat) {
         /* A pending replica that has not heard of the leave yet (gossip
@@ -631,9 +632,11 @@ static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
     if (q->plan.rep[i].self)
         rc = c->h.local_write(c->h.arg, RK_SLICE(q->key, q->klen), rec,
                               on_local_write, x);
-    else /* not to a peer silent for a write timeout: write_unsent */
+    else { /* not to a peer silent for a write timeout: write_unsent */
+        q->sent_epoch[i] = q->epoch;
         rc = c->h.rpc(c->h.arg, q->rp[i].iaddr, &q->wmsg, write_left(q),
                       c->o.write_timeout_ms, on_remote_write, x);
+    }
     if (rc < 0) {
         coord_plan_answered(&q->plan, i, false);
         return rc;
@@ -905,12 +908,19 @@ void coord__park(struct creq *q, uint64_t until)
     coord__wake_link(q, until);
 }
 
-bool coord__replan(struct creq *q)
+bool coord__replan(struct creq *q, uint64_t refused_epoch)
 {
     struct coord *c = q->c;
-    /* the replica has applied (or heard of) a ring newer than q's: so
-     * has some member, and this node's ring is behind until it has it */
-    c->h.ring_behind(c->h.arg, q->epoch + 1);
+    /* the replica has applied (or heard of) a ring newer than the one
+     * the refused message was planned on: so has some member, and this
+     * node's ring is behind until it has it. The refused message's epoch,
+     * not q->epoch: a read repair's write encoded since may carry a newer
+     * one, and epoch + 1 of that is an epoch nobody announced, which every
+     * node learned through gossip's RING_EPOCH and none could ever build:
+     * the whole cluster stale for good (regression:
+     * regression_old_ring_after_repair_phantom_epoch; seen as a
+     * decommission that never started in test_history, 2026-12-07). */
+    c->h.ring_behind(c->h.arg, refused_epoch + 1);
     if (q->done || q->phase != 0 || !c->wake_open)
         return false;
     struct creq *s = coord__req_new(c, q->op, RK_SLICE(q->key, q->klen), q->cl,

@@ -120,8 +120,12 @@ struct creq {
     size_t pval_len;
     bool pval_set; /* put: a value was given (it may be empty) */
     uint64_t pttl;
-    /* the ring epoch of the replica requests sent (q->wmsg's) */
+    /* the ring epoch of q->wmsg, the message sent next (a read's, then a
+     * read repair's write, which may be newer) */
     uint64_t epoch;
+    /* the epoch of the message each replica was sent: what its OLD_RING
+     * answer is about (coord__replan) */
+    uint64_t sent_epoch[RING_MAX_REPLICAS];
     /* planned again (coord__replan): already counted in stats.req */
     bool replanned;
     /* read repair */
@@ -190,7 +194,7 @@ struct creq *coord__req_new(struct coord *c,
  * false (q answered already, or no wake list): q goes on, counting the
  * refusal as a failure. Either way the host hears that its ring is behind
  * (ring_behind). */
-bool coord__replan(struct creq *q);
+bool coord__replan(struct creq *q, uint64_t refused_epoch);
 /* q waits for the ring on the wake list, until `until` (the loop's
  * clock), when it is answered RING_STALE; coord_unpark finds it
  * there if the ring catches up first. */

@@ -78,6 +78,7 @@ static int send_read(struct creq *q, uint32_t i)
     }
     if (rc == 0) {
         uint64_t left = q->deadline - now;
+        q->sent_epoch[i] = q->epoch;
         rc = c->h.rpc(c->h.arg, q->rp[i].iaddr, &q->wmsg,
                       left < UINT32_MAX ? (uint32_t)left : UINT32_MAX, 0,
                       on_remote_read, &q->ctx[i]);
@@ -261,6 +262,7 @@ void coord__read_decide(struct creq *q)
                 rc = c->h.local_write(c->h.arg, RK_SLICE(q->key, q->klen), best,
                                       on_repair_done, x);
         } else {
+            q->sent_epoch[i] = q->epoch;
             rc = c->h.rpc(c->h.arg, q->rp[i].iaddr, &q->wmsg,
                           c->o.write_timeout_ms, 0, on_repair_remote, x);
         }
@@ -385,7 +387,7 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
         coord_plan_answered(&q->plan, i, false);
         /* OLD_RING: asked again on the newer ring, by q's successor, if
          * it can be */
-        if (st != RK_EOLDRING || !coord__replan(q))
+        if (st != RK_EOLDRING || !coord__replan(q, q->sent_epoch[i]))
             coord__note_replica_failure(q, st);
     } else {
         coord_plan_answered(&q->plan, i, false);

@@ -1723,6 +1723,51 @@ START_TEST(regression_epoch_change_loses_write)
 }
 END_TEST
 
+/* A QUORUM read asks replicas 0 and 1 on epoch 7, and 2 at the hedge
+ * point (1 is silent), still with the epoch-7 message. The node applies
+ * epoch 8; 0 and 2 answer, 2 with an older record, so a read repair's
+ * write is encoded, on epoch 8, into the request's message. Then 1
+ * answers its epoch-7 read OLD_RING: the epoch heard is 8 (the refused
+ * message's + 1), which exists. Until 2026-12-07 it was the request's
+ * current epoch + 1, 9: an epoch nobody announced, which gossip's
+ * RING_EPOCH spread to every node and none could build, so every ring
+ * stayed stale for good (test_history: a decommission that never
+ * started). */
+START_TEST(regression_old_ring_after_repair_phantom_epoch)
+{
+    struct fake f;
+    fake_init(&f, "dc1 dc1 dc1", 100);
+    f.now = 1000;
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
+    turn(&f);
+    ck_assert_uint_eq(live_rpcs(&f), 2);
+    ck_assert_int_ge(outstanding(&f, 0), 0);
+    ck_assert_int_ge(outstanding(&f, 1), 0);
+    advance(&f, 1500); /* the hedge point: 2 asked too */
+    turn(&f);
+    int k2 = outstanding(&f, 2);
+    ck_assert_int_ge(k2, 0);
+    ck_assert_uint_eq(f.rpc[k2].epoch, 7);
+    f.epoch = 8; /* applied meanwhile */
+    answer(&f, 0, 0, true, 50);
+    answer(&f, 2, 0, true, 10); /* older: repaired, on epoch 8 */
+    turn(&f);
+    int k1 = outstanding(&f, 1);
+    ck_assert_int_ge(k1, 0);
+    ck_assert_uint_eq(f.rpc[k1].epoch, 7);
+    answer(&f, 1, RK_EOLDRING, false, 0);
+    turn(&f);
+    ck_assert_uint_eq(f.heard, 8);
+    while (outstanding(&f, 2) >= 0)
+        answer(&f, 2, 0, false, 0);
+    turn(&f);
+    advance(&f, 4000);
+    turn(&f);
+    f.ready = 0;
+    fake_done(&f);
+}
+END_TEST
+
 START_TEST(admission_and_unavailable_refuse_at_once)
 {
     struct fake f;
@@ -1832,6 +1877,7 @@ static Suite *coord_suite(void)
     tcase_add_test(tc, read_asks_a_silent_peer_last);
     tcase_add_test(tc, stale_ring_waits_then_starts_or_expires);
     tcase_add_test(tc, regression_epoch_change_loses_write);
+    tcase_add_test(tc, regression_old_ring_after_repair_phantom_epoch);
     tcase_add_test(tc, admission_and_unavailable_refuse_at_once);
     tcase_add_test(tc, unreachable_replica_is_planned_down);
     suite_add_tcase(s, tc);
