@@ -8,7 +8,8 @@
  * the log is direct, writes it straight into the range envs; the memtable
  * is flushed into the envs when it grows past its budget (docs/storage.md,
  * "Writes"). A chunk copied from a peer skips the log and the memtable
- * (store_batch_commit_direct: into its env in one synced transaction).
+ * (store_batch_commit_direct: into its env in one transaction, synced
+ * then or by a later store_sync_envs).
  * Locking as in store.c's opening comment.
  */
 #include <errno.h>
@@ -505,9 +506,6 @@ static size_t store__get32(const uint8_t *p)
     return (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
 }
 
-/* Encode b's pending writes as one log record in b->log; *out_bytes = 0
- * when there is nothing to log. Writes to a stuck range get its error
- * unless `stuck_too`. */
 /* Give b's pending writes that no local range holds RK_ENOTFOUND, and
  * those of a stuck range its error unless `stuck_too`; the number of the
  * others, and their keys' and records' bytes in *kv_bytes. */
@@ -540,6 +538,22 @@ static size_t store__admit_ranges(store *s,
     return n;
 }
 
+/* Whether `bytes` of n new writes fit within disk_reserve_bytes
+ * (store__space_admit); if not, every pending write of b gets RK_EFULL. */
+static bool
+store__space_take(store *s, store_batch *b, uint64_t bytes, size_t n)
+{
+    if (store__space_admit(s, bytes, n) == 0)
+        return true;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->w[i].result == STORE__PENDING)
+            b->w[i].result = RK_EFULL;
+    return false;
+}
+
+/* Encode b's pending writes as one log record in b->log; *out_bytes = 0
+ * when there is nothing to log. Writes to a stuck range get its error
+ * unless `stuck_too`. */
 static int
 store__log_encode(store *s, store_batch *b, size_t *out_bytes, bool stuck_too)
 {
@@ -550,12 +564,8 @@ store__log_encode(store *s, store_batch *b, size_t *out_bytes, bool stuck_too)
         return 0;
     size_t bytes = 4 + 8 * n + (size_t)kv;
     /* new writes only: what is logged again was accepted once */
-    if (!stuck_too && store__space_admit(s, bytes, n) != 0) {
-        for (size_t i = 0; i < b->n; i++)
-            if (b->w[i].result == STORE__PENDING)
-                b->w[i].result = RK_EFULL;
+    if (!stuck_too && !store__space_take(s, b, bytes, n))
         return 0;
-    }
     if (bytes > b->log_cap) {
         uint8_t *p = realloc(b->log, bytes);
         if (p == NULL)
@@ -980,7 +990,8 @@ int store_batch_commit(store *s, store_batch *b)
  * bulk data that already sits durably on its sender: the commit log and the
  * memtable would only copy it twice more before it reaches its env. It goes
  * into its env in one write transaction, merged last-write-wins with the
- * record there, and the env is synced before the call returns. A record the
+ * record there, and with `sync` the env is synced before the call returns
+ * (without, see the end of this comment). A record the
  * memtable holds in its place is merged too: a newer (or the same) one there
  * leaves the chunk's record out, since the memtable's is the merge already
  * and reaches the env at its apply; an older one there loses at that apply
@@ -1023,12 +1034,8 @@ int store_batch_commit_direct(store *s, store_batch *b, bool sync)
     size_t n = store__admit_ranges(s, b, false, &bytes);
     if (n == 0)
         return 0;
-    if (store__space_admit(s, bytes, n) != 0) {
-        for (size_t i = 0; i < b->n; i++)
-            if (b->w[i].result == STORE__PENDING)
-                b->w[i].result = RK_EFULL;
+    if (!store__space_take(s, b, bytes, n))
         return 0;
-    }
     if (s->o.durability == STORE_GROUP_COMMIT)
         store__mem_supersede(s, b);
     return store__commit_writes(s, b, sync);
