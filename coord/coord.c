@@ -664,16 +664,7 @@ int coord__encode_records(struct creq *q, const struct rpc_record *rec)
     }
     sr.value =
         (rec->flags & RPC_REC_TOMBSTONE) ? RK_SLICE(NULL, 0) : rec->value;
-    size_t need = store_record_size(&sr);
-    if (need > q->srec_cap) {
-        uint8_t *p = malloc(need);
-        if (!p)
-            return -ENOMEM;
-        free(q->srec);
-        q->srec = p;
-        q->srec_cap = need;
-    }
-    return store_record_encode(q->srec, need, &q->srec_len, &sr);
+    return store_record_encode_grow(&q->srec, &q->srec_cap, &q->srec_len, &sr);
 }
 
 int coord__check(struct coord *c, struct rk_slice key)

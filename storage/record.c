@@ -5,6 +5,7 @@
  * peers, so it checks every length and is fuzzed (tests/fuzz/fuzz_record.c).
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "storage/store.h"
@@ -42,6 +43,22 @@ int store_record_encode(uint8_t *out,
         memcpy(out + off, r->value.p, r->value.len);
     *out_len = n;
     return 0;
+}
+
+int store_record_encode_grow(uint8_t **buf,
+                             size_t *cap,
+                             size_t *out_len,
+                             const struct store_record *r)
+{
+    size_t need = store_record_size(r);
+    if (need > *cap) {
+        uint8_t *p = realloc(*buf, need);
+        if (p == NULL)
+            return -ENOMEM;
+        *buf = p;
+        *cap = need;
+    }
+    return store_record_encode(*buf, *cap, out_len, r);
 }
 
 int store_record_decode(struct store_record *out, const uint8_t *p, size_t len)

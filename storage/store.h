@@ -80,6 +80,14 @@ int store_record_encode(uint8_t *out,
                         size_t *out_len,
                         const struct store_record *r);
 
+/* store_record_encode into *buf of *cap bytes, grown first (realloc) when
+ * the record needs more: 0, -ENOMEM (*buf as it was), or
+ * store_record_encode's error. */
+int store_record_encode_grow(uint8_t **buf,
+                             size_t *cap,
+                             size_t *out_len,
+                             const struct store_record *r);
+
 /* Decode p[0..len). Returns 0, RK_EVERSION for an unknown version byte,
  * RK_ETOOLARGE for a value over RK_MAX_VALUE, RK_ECORRUPT for anything else
  * malformed.

@@ -278,15 +278,7 @@ static int record_encode(uint8_t **buf,
         sr.flags |= STORE_REC_EXPIRES;
         sr.expiry_ms = rec->expiry;
     }
-    size_t need = store_record_size(&sr);
-    if (need > *cap) {
-        uint8_t *p = realloc(*buf, need);
-        if (!p)
-            return -ENOMEM;
-        *buf = p;
-        *cap = need;
-    }
-    return store_record_encode(*buf, *cap, out_len, &sr);
+    return store_record_encode_grow(buf, cap, out_len, &sr);
 }
 
 /* On the pool: the batch of the chunk's records, committed. A record the

@@ -2,7 +2,8 @@
  * check_storage_reuse.c - the store's buffers that outlive one call: reads
  * into a buffer the caller keeps (store_get_raw_into) and batches reused
  * through store_batch_reset, whose copies of the writes live in chunks
- * the batch keeps (storage/writes.c). Apart from check_storage.c, which
+ * the batch keeps (storage/writes.c), and records encoded into a buffer
+ * grown as needed (store_record_encode_grow). Apart from check_storage.c, which
  * is past its size already.
  *
  * Every test works in its own fresh directory under $TMPDIR (or /tmp).
@@ -125,12 +126,41 @@ START_TEST(batch_reuse_keeps_copies_apart)
 }
 END_TEST
 
+/* store_record_encode_grow: one buffer serves records of every size, grown
+ * only when one needs more, each decoding back as it went in. */
+START_TEST(record_encode_grow_reuses_buffer)
+{
+    uint8_t *buf = NULL;
+    size_t cap = 0, n = 0;
+    char big[300];
+    memset(big, 'b', sizeof(big));
+    struct store_record in[3] = {
+        {5, 0, 0, RK_SLICE("small", 5)},
+        {6, STORE_REC_EXPIRES, 99, RK_SLICE(big, sizeof(big))},
+        {7, STORE_REC_TOMBSTONE, 0, RK_SLICE(NULL, 0)}};
+    size_t caps[3];
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(store_record_encode_grow(&buf, &cap, &n, &in[i]), 0);
+        caps[i] = cap;
+        ck_assert_uint_eq(n, store_record_size(&in[i]));
+        struct store_record out;
+        ck_assert_int_eq(store_record_decode(&out, buf, n), 0);
+        ck_assert_int_eq(store_record_cmp(&out, &in[i]), 0);
+    }
+    ck_assert_uint_eq(caps[0], store_record_size(&in[0]));
+    ck_assert_uint_eq(caps[1], store_record_size(&in[1])); /* grown */
+    ck_assert_uint_eq(caps[2], caps[1]); /* smaller: the same buffer */
+    free(buf);
+}
+END_TEST
+
 static Suite *reuse_suite(void)
 {
     Suite *s = suite_create("storage_reuse");
     TCase *tc = tcase_create("reuse");
     tcase_add_test(tc, get_raw_into_reuses_buffer);
     tcase_add_test(tc, batch_reuse_keeps_copies_apart);
+    tcase_add_test(tc, record_encode_grow_reuses_buffer);
     suite_add_tcase(s, tc);
     return s;
 }
