@@ -68,7 +68,8 @@ struct obs {
     metrics_family *peers, *epoch, *fp, *ring_stale, *ring_nodes, *repl_diff,
         *repl_version;
     metrics_family *owned, *ranges, *keys, *bytes, *mem_writes, *mem_bytes;
-    metrics_family *store_failed, *log_direct, *space_skips;
+    metrics_family *store_failed, *log_direct, *space_skips, *mem_reads;
+    uint64_t mem_reads_last;
     bool store_failed_logged;
     uint64_t space_skips_last;
     metrics_family *disk_full, *disk_free, *disk_reserve, *disk_refused;
@@ -308,6 +309,11 @@ static int obs_register(struct obs *o)
     F(mem_bytes, "ringkv_memtable_bytes",
       "Memory held by the memtable (bound: 2 x memtable_mb).", METRICS_GAUGE, 0,
       NULL);
+    F(mem_reads, "ringkv_memtable_reads_total",
+      "Reads answered by the memtable alone: its record was known to be at "
+      "least as new as the range environment's, which was not read "
+      "(docs/storage.md).",
+      METRICS_COUNTER, 0, NULL);
     F(store_failed, "ringkv_storage_failed",
       "1 after a commit log or range env sync failed: commits or "
       "checkpoints fail until the node is restarted (docs/storage.md).",
@@ -705,6 +711,7 @@ static void obs_sync(struct obs *o)
         store_mem_info(&mi, n->store);
         metrics_gauge_set(o->mem_writes, 0, (int64_t)mi.writes);
         metrics_gauge_set(o->mem_bytes, 0, (int64_t)mi.bytes);
+        ctr(o->mem_reads, 0, mi.known_reads, &o->mem_reads_last);
         metrics_gauge_set(o->store_failed, 0, node__obs_store_watch(n) != 0);
         metrics_gauge_set(o->log_direct, 0, store_log_direct(n->store));
         ctr(o->space_skips, 0, store_space_skips(n->store),

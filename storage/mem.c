@@ -19,6 +19,9 @@ struct store__ment {
     uint64_t token;
     uint32_t klen;
     uint32_t rlen;
+    /* The store's `known_epoch` when a read found this record at least as
+     * new as its env's (0: never); store.c, store__mem_find. */
+    uint64_t known;
     uint8_t data[]; /* key || record */
 };
 
@@ -154,7 +157,7 @@ int store__mem_put(store__mem *m,
     if (old != NULL) {
         if (mem_old_wins(old, rec))
             return 0;
-        if (old->rlen == rec.len) {
+        if (old->rlen == rec.len) { /* newer than old: still known */
             memcpy(old->data + old->klen, rec.p, rec.len);
             return 0;
         }
@@ -165,6 +168,8 @@ int store__mem_put(store__mem *m,
     e->token = token;
     e->klen = (uint32_t)key.len;
     e->rlen = (uint32_t)rec.len;
+    /* Newer than the record it replaces: as new as the env's if that was. */
+    e->known = old != NULL ? old->known : 0;
     memcpy(e->data, key.p, key.len);
     memcpy(e->data + key.len, rec.p, rec.len);
     mem_link(m, pp, e);
@@ -181,14 +186,17 @@ void store__mem_prefetch(const store__mem *m, uint64_t token, int stage)
 }
 
 int store__mem_get(struct rk_slice *out_rec,
+                   uint64_t **out_known,
                    const store__mem *m,
                    uint64_t token,
                    struct rk_slice key)
 {
-    const struct store__ment *e = *mem_slot(m, token, key);
+    struct store__ment *e = *mem_slot(m, token, key);
     if (e == NULL)
         return RK_ENOTFOUND;
     *out_rec = RK_SLICE(e->data + e->klen, e->rlen);
+    if (out_known != NULL)
+        *out_known = &e->known;
     return 0;
 }
 

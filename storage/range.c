@@ -1004,6 +1004,10 @@ int store_range_adopt(store *s, struct store_range r, const char *path)
     if ((rc = store__map_put(s, &r, 1, names, NULL, NULL, 0)) ||
         (rc = store__insert(s, rr)))
         goto close;
+    /* Its records come from outside the memtable. No memtable record of
+     * r can be marked known (a range's writes leave with its drop, and
+     * none is taken without a range), so this is only a guard. */
+    store__env_moved(s, true);
     goto unlock;
 close:
     store__range_close(rr);

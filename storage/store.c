@@ -609,6 +609,7 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_cond_init(&s->scv, NULL);
     pthread_cond_init(&s->ccv, NULL);
     pthread_mutex_init(&s->memmu, NULL);
+    s->known_epoch = 1; /* a new entry's mark, 0, is void */
     pthread_mutex_init(&s->flmu, NULL);
     pthread_mutex_init(&s->skipmu, NULL);
     pthread_mutex_init(&s->spacemu, NULL);
@@ -740,35 +741,106 @@ static int store__buf_put(uint8_t **buf, size_t *cap, const void *p, size_t len)
 
 /* The memtable's record of key (mem and imm, the LWW winner if both hold
  * one), copied into *buf (store__buf_put): 0, RK_ENOTFOUND or -ENOMEM. */
+/* What a read learned from the memtable (store__mem_find), for
+ * store__mem_mark. */
+struct store__memseen {
+    bool known; /* the record found is marked: the env need not be read */
+    uint64_t epoch, gen; /* the store's known_epoch and env_gen then */
+};
+
+/* The memtable's record of key (the LWW winner of mem's and imm's) copied
+ * into *buf, or RK_ENOTFOUND.
+ *
+ * A record whose entry is marked with the current known_epoch is at least
+ * as new as the env's record of its key, so the read can end here: a
+ * benchmark's GETs of keys it just SET did two lookups, each a few cache
+ * misses, where one answers (issue 30). A read marks the record it found
+ * once it has also read the env and the memtable's record won
+ * (store__mem_mark). The mark stays true: the env changes only by
+ *  - a memtable apply, which writes imm's records, each one no newer than
+ *    the winner of mem and imm that was marked;
+ *  - a commit from outside the memtable (a streamed chunk, an adopted
+ *    env), after which known_epoch moves on and every mark is void;
+ *  - deletes (a purge, a drop), which leave nothing newer.
+ * A record that replaces a marked one in its table is newer, so it keeps
+ * the mark (store__mem_put). As Cassandra stops reading SSTables older
+ * than a cell already found, by timestamp. */
 static int store__mem_find(uint8_t **buf,
                            size_t *cap,
                            size_t *out_len,
+                           struct store__memseen *seen,
                            store *s,
                            uint64_t t,
                            struct rk_slice key)
 {
     struct rk_slice a, b;
+    uint64_t *ka = NULL, *kb = NULL;
     pthread_mutex_lock(&s->memmu);
-    int ra = store__mem_get(&a, s->mem, t, key);
-    int rb = s->imm ? store__mem_get(&b, s->imm, t, key) : RK_ENOTFOUND;
+    seen->epoch = s->known_epoch;
+    seen->gen = s->env_gen;
+    int ra = store__mem_get(&a, &ka, s->mem, t, key);
+    int rb = s->imm ? store__mem_get(&b, &kb, s->imm, t, key) : RK_ENOTFOUND;
     if (ra != 0 && rb != 0) {
         pthread_mutex_unlock(&s->memmu);
         return RK_ENOTFOUND;
     }
     if (ra != 0) {
         a = b;
+        ka = kb;
     } else if (rb == 0) {
         struct store_record x, y;
         if (store_record_decode(&x, a.p, a.len) == 0 &&
             store_record_decode(&y, b.p, b.len) == 0 &&
-            store_record_cmp(&y, &x) > 0)
+            store_record_cmp(&y, &x) > 0) {
             a = b;
+            ka = kb;
+        }
     }
+    seen->known = *ka == seen->epoch;
+    s->known_reads += seen->known;
     int rc = store__buf_put(buf, cap, a.p, a.len);
     if (rc == 0)
         *out_len = a.len;
     pthread_mutex_unlock(&s->memmu);
     return rc;
+}
+
+/* Mark the memtable's record of key, rec (found by store__mem_find, then
+ * found at least as new as the env's), as known to be: only if no env
+ * changed since that lookup (env_gen) and the memtable's winner is still
+ * rec, byte for byte (an entry freed meanwhile may have been reused). */
+static void store__mem_mark(store *s,
+                            const struct store__memseen *seen,
+                            uint64_t t,
+                            struct rk_slice key,
+                            struct rk_slice rec)
+{
+    struct rk_slice a, b;
+    uint64_t *ka = NULL, *kb = NULL;
+    pthread_mutex_lock(&s->memmu);
+    if (s->env_gen != seen->gen)
+        goto unlock;
+    int ra = store__mem_get(&a, &ka, s->mem, t, key);
+    int rb = s->imm ? store__mem_get(&b, &kb, s->imm, t, key) : RK_ENOTFOUND;
+    /* rec is the winner of the two: it is whichever equals it (if the
+     * other is newer, a write came meanwhile; the next read marks it) */
+    uint64_t *k = NULL;
+    if (ra == 0 && a.len == rec.len && memcmp(a.p, rec.p, rec.len) == 0)
+        k = ka;
+    else if (rb == 0 && b.len == rec.len && memcmp(b.p, rec.p, rec.len) == 0)
+        k = kb;
+    if (k == NULL)
+        goto unlock;
+    struct store_record x, y;
+    struct rk_slice other = k == ka ? b : a;
+    bool other_found = k == ka ? rb == 0 : ra == 0;
+    if (other_found && (store_record_decode(&x, rec.p, rec.len) != 0 ||
+                        store_record_decode(&y, other.p, other.len) != 0 ||
+                        store_record_cmp(&y, &x) > 0))
+        goto unlock;
+    *k = seen->epoch;
+unlock:
+    pthread_mutex_unlock(&s->memmu);
 }
 
 /* The record of key, the LWW winner of the memtable's and the env's, into
@@ -793,6 +865,7 @@ static int store__get(uint8_t **buf,
     bool inmem = false; /* *buf holds the memtable's record */
     size_t mlen = 0;
     struct store_record r, m;
+    struct store__memseen seen;
     pthread_rwlock_rdlock(&s->maplock);
     struct store__range *rr = store__lookup(s, t);
     if (rr == NULL) {
@@ -801,15 +874,23 @@ static int store__get(uint8_t **buf,
     }
     /* The memtable first: a write that moves from it to the env meanwhile
      * is then found in the env. */
-    rc = store__mem_find(buf, cap, &mlen, s, t, key);
+    rc = store__mem_find(buf, cap, &mlen, &seen, s, t, key);
     if (rc != 0 && rc != RK_ENOTFOUND)
         goto unlock;
     inmem = rc == 0;
     if (inmem && (rc = store_record_decode(&m, *buf, mlen)))
         goto unlock;
+    if (inmem && seen.known) {
+        rc = live_only && !store_record_live(&m, now_ms) ? RK_ENOTFOUND : 0;
+        if (rc == 0)
+            *out_len = mlen;
+        goto unlock;
+    }
     if ((rc = store__rtxn(&txn, rr)))
         goto unlock;
     rc = store__err(mdb_get(txn, rr->dbi, &k, &v));
+    if (rc == RK_ENOTFOUND && inmem)
+        store__mem_mark(s, &seen, t, key, RK_SLICE(*buf, mlen));
     if (rc)
         goto done_txn;
     struct rk_slice uk, rec;
@@ -821,8 +902,10 @@ static int store__get(uint8_t **buf,
     }
     if ((rc = store_record_decode(&r, rec.p, rec.len)))
         goto done_txn;
-    if (inmem && store_record_cmp(&m, &r) >= 0)
+    if (inmem && store_record_cmp(&m, &r) >= 0) {
+        store__mem_mark(s, &seen, t, key, RK_SLICE(*buf, mlen));
         goto done_txn; /* the memtable's wins */
+    }
     inmem = false;
     if (live_only && !store_record_live(&r, now_ms)) {
         rc = RK_ENOTFOUND;

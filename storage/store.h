@@ -465,10 +465,12 @@ int store_range_info(struct store_range_info *out,
                      struct store_range r);
 
 struct store_mem_info {
-    uint64_t writes;  /* keys with a write in the memtable */
-    uint64_t bytes;   /* memory they hold */
-    uint64_t applies; /* applies to the envs so far: when it moves, the
-                         envs' keys and bytes (store_range_info) changed */
+    uint64_t writes;      /* keys with a write in the memtable */
+    uint64_t bytes;       /* memory they hold */
+    uint64_t applies;     /* applies to the envs so far: when it moves, the
+                             envs' keys and bytes (store_range_info) changed */
+    uint64_t known_reads; /* reads answered by the memtable alone, its
+                             record known to be newer than the env's */
 };
 
 /* The memtable: writes committed but not yet applied to the range envs

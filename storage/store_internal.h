@@ -85,21 +85,29 @@ int store__mem_new(store__mem **out, size_t keys);
 void store__mem_free(store__mem *m); /* NULL is a no-op */
 size_t store__mem_count(const store__mem *m);
 size_t store__mem_bytes(const store__mem *m); /* memory held, about */
-/* LWW-merge a copy of the (validated) write in. 0, -ENOMEM. */
 /* Warm the cache for a put or get of `token` a few calls ahead: stage 0
  * fetches its bucket, stage 1 (later) the bucket's first entry. A hint
  * only; a lookup of a million-key table is two cache misses without it. */
 void store__mem_prefetch(const store__mem *m, uint64_t token, int stage);
+/* LWW-merge a copy of the (validated) write in. 0, -ENOMEM. A record that
+ * replaces one keeps its `known` mark (it is newer still). */
 int store__mem_put(store__mem *m,
                    uint64_t token,
                    struct rk_slice key,
                    struct rk_slice rec);
 /* The kept record of key (borrowed: valid until m changes), or
- * RK_ENOTFOUND. */
+ * RK_ENOTFOUND; with out_known, where its entry's `known` mark is (the
+ * store's known_epoch when a read found it at least as new as the env's
+ * record; store.c, store__mem_find). */
 int store__mem_get(struct rk_slice *out_rec,
+                   uint64_t **out_known,
                    const store__mem *m,
                    uint64_t token,
                    struct rk_slice key);
+/* An env changes (or changed): env_gen moves on, and with `outside` (the
+ * change brought records from outside the memtable) known_epoch too
+ * (struct store). Takes memmu. */
+void store__env_moved(store *s, bool outside);
 /* Forget key's write. */
 void store__mem_del(store__mem *m, uint64_t token, struct rk_slice key);
 /* Move every write of src into dst (LWW), leaving src empty. */
@@ -149,6 +157,16 @@ struct store {
     size_t mem_limit;     /* flush past this many bytes */
     size_t mem_floor;     /* bytes kept in mem by stuck ranges (under memmu) */
     uint64_t mem_applies; /* memtable applies finished (under memmu) */
+    /* Reads that skip the env (store.c, store__mem_find): a memtable
+     * record whose `known` mark equals known_epoch is at least as new as
+     * its env's record. known_epoch moves on (every mark void) after each
+     * commit that brings records into an env from outside the memtable
+     * (streamed chunks, an adopted env); env_gen moves before and after
+     * every env change, and a read marks a record only when it did not
+     * move meanwhile. Both under memmu. */
+    uint64_t known_epoch;
+    uint64_t env_gen;
+    uint64_t known_reads; /* reads that skipped the env so */
     /* background thread: periodic log syncs and due checkpoints */
     pthread_t syncer;
     bool syncer_on;

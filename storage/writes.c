@@ -687,6 +687,15 @@ static size_t store__mem_take(store *s,
 }
 
 /* Write result classes after applying the memtable. */
+void store__env_moved(store *s, bool outside)
+{
+    pthread_mutex_lock(&s->memmu);
+    s->env_gen++;
+    if (outside)
+        s->known_epoch++;
+    pthread_mutex_unlock(&s->memmu);
+}
+
 static bool store__keep(int x)
 {
     /* applied; no range any more (dropped); an XXH3-128 collision */
@@ -706,6 +715,7 @@ static void store__unstick_all(store *s)
  * write of it). Returns 0 or the first such failure. */
 static int store__apply_imm(store *s)
 {
+    store__env_moved(s, false);
     store_batch *b = NULL;
     int rc = store_batch_new(&b);
     if (rc == 0)
@@ -758,6 +768,7 @@ static int store__apply_imm(store *s)
     store__mem *old = s->imm;
     s->imm = NULL;
     s->mem_applies++;
+    s->env_gen++; /* store__env_moved, under the lock already held */
     s->mem_floor = kept;
     pthread_mutex_unlock(&s->memmu);
     store__mem_free(old);
@@ -799,6 +810,7 @@ void store_mem_info(struct store_mem_info *out, store *s)
     out->writes = store__mem_count(s->mem);
     out->bytes = store__mem_bytes(s->mem);
     out->applies = s->mem_applies;
+    out->known_reads = s->known_reads;
     if (s->imm != NULL) {
         out->writes += store__mem_count(s->imm);
         out->bytes += store__mem_bytes(s->imm);
@@ -1017,7 +1029,7 @@ static void store__mem_supersede(store *s, store_batch *b)
         store__mem *ms[2] = {s->mem, s->imm};
         for (int k = 0; k < 2 && w->result == STORE__PENDING; k++)
             if (ms[k] != NULL &&
-                store__mem_get(&m, ms[k], w->token, w->key) == 0 &&
+                store__mem_get(&m, NULL, ms[k], w->token, w->key) == 0 &&
                 store_record_decode(&old, m.p, m.len) == 0 &&
                 store_record_cmp(&nw, &old) <= 0)
                 w->result = 0;
@@ -1038,7 +1050,10 @@ int store_batch_commit_direct(store *s, store_batch *b, bool sync)
         return 0;
     if (s->o.durability == STORE_GROUP_COMMIT)
         store__mem_supersede(s, b);
-    return store__commit_writes(s, b, sync);
+    store__env_moved(s, false);
+    rc = store__commit_writes(s, b, sync);
+    store__env_moved(s, true); /* records from outside the memtable */
+    return rc;
 }
 
 /* ---- store_put: group commit across threads ----------------------------- */

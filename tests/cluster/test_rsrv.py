@@ -448,6 +448,7 @@ def part_metrics(c):
                 "ringkv_disk_bytes ",
                 "ringkv_memtable_writes ",
                 "ringkv_memtable_bytes ",
+                "ringkv_memtable_reads_total ",
                 "ringkv_commit_duration_seconds_bucket{",
                 "ringkv_storage_failed "):
         h.check(fam in text, "family %s missing from /metrics" % fam)

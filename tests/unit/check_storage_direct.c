@@ -8,7 +8,10 @@
  *
  * Every test works in its own fresh directory under $TMPDIR (or /tmp).
  */
+#include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,11 +85,22 @@ static uint64_t env_keys(store *s)
     return info.keys;
 }
 
-static uint64_t mem_applies(store *s)
+static struct store_mem_info mem_info(store *s)
 {
     struct store_mem_info mi;
     store_mem_info(&mi, s);
-    return mi.applies;
+    return mi;
+}
+
+static uint64_t mem_applies(store *s)
+{
+    return mem_info(s).applies;
+}
+
+/* Reads the memtable answered alone (store.c, store__mem_find). */
+static uint64_t known_reads(store *s)
+{
+    return mem_info(s).known_reads;
 }
 
 /* ---- tests -------------------------------------------------------------- */
@@ -247,6 +261,116 @@ START_TEST(older_memtable_applied_after_direct_loses)
 }
 END_TEST
 
+/* Reads that the memtable answers alone (issue 30): a record read once
+ * against the env, and found newer, is marked; later reads of it skip the
+ * env, and so does a newer write that replaces it. A streamed chunk
+ * committed straight into the env voids every mark: before, a marked
+ * memtable record would have been read over the newer streamed one. */
+START_TEST(regression_known_memtable_record_hides_newer_streamed)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    ck_assert_int_eq(put(s, "a", 10, "live"), 0);
+    uint64_t k0 = known_reads(s);
+    expect(s, "a", "live"); /* reads the env (no record): marks it */
+    ck_assert_uint_eq(known_reads(s), k0);
+    expect(s, "a", "live");
+    ck_assert_uint_eq(known_reads(s), k0 + 1);
+    ck_assert_int_eq(put(s, "a", 20, "newer"), 0); /* keeps the mark */
+    expect(s, "a", "newer");
+    ck_assert_uint_eq(known_reads(s), k0 + 2);
+    direct(s, "a", 30, "streamed");
+    expect(s, "a", "streamed");
+    expect(s, "a", "streamed");
+    ck_assert_uint_eq(known_reads(s), k0 + 2);
+    /* a newer live write is marked again by its first read */
+    ck_assert_int_eq(put(s, "a", 40, "live2"), 0);
+    expect(s, "a", "live2");
+    ck_assert_uint_eq(known_reads(s), k0 + 2);
+    expect(s, "a", "live2");
+    ck_assert_uint_eq(known_reads(s), k0 + 3);
+    /* an older memtable record than the env's is never marked */
+    ck_assert_int_eq(store_flush(s), 0);
+    ck_assert_int_eq(put(s, "a", 35, "late"), 0);
+    for (int i = 0; i < 3; i++)
+        expect(s, "a", "live2");
+    ck_assert_uint_eq(known_reads(s), k0 + 3);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* The same under threads: chunks stream in with rising timestamps while
+ * live writes, each newer than the last chunk, reach the memtable and get
+ * marked by a reader, and the memtable is applied now and then. Every
+ * read must see at least the last chunk committed before it began. */
+struct known_race {
+    store *s;
+    atomic_uint_fast64_t committed; /* ts of the last chunk committed */
+    atomic_bool stop;
+    uint64_t bad_ts, bad_want;
+};
+
+static void *known_race_reader(void *arg)
+{
+    struct known_race *k = arg;
+    while (!atomic_load(&k->stop)) {
+        uint64_t want = atomic_load(&k->committed), ts;
+        uint8_t flags;
+        if (raw(k->s, "a", &ts, &flags) && ts < want && k->bad_want == 0) {
+            k->bad_ts = ts;
+            k->bad_want = want;
+        }
+    }
+    return NULL;
+}
+
+static void *known_race_live(void *arg)
+{
+    struct known_race *k = arg;
+    for (int i = 0; !atomic_load(&k->stop); i++) {
+        ck_assert_int_eq(put(k->s, "a", atomic_load(&k->committed) + 1, "l"),
+                         0);
+        if (i % 64 == 63)
+            ck_assert_int_eq(store_flush(k->s), 0);
+    }
+    return NULL;
+}
+
+START_TEST(known_memtable_records_under_streaming)
+{
+    mk_tmp();
+    struct known_race k = {.s = open_store(NULL)};
+    ck_assert_int_eq(store_range_create(k.s, WHOLE), 0);
+    direct(k.s, "a", 2, "d");
+    atomic_store(&k.committed, 2);
+    pthread_t r, l;
+    ck_assert_int_eq(pthread_create(&r, NULL, known_race_reader, &k), 0);
+    ck_assert_int_eq(pthread_create(&l, NULL, known_race_live, &k), 0);
+    uint64_t k0 = known_reads(k.s);
+    for (uint64_t ts = 4; ts <= 2000; ts += 2) {
+        store_batch *b;
+        ck_assert_int_eq(store_batch_new(&b), 0);
+        add(b, "a", ts, "d", 0);
+        ck_assert_int_eq(store_batch_commit_direct(k.s, b, false), 0);
+        store_batch_free(b);
+        atomic_store(&k.committed, ts);
+        usleep(200);
+    }
+    atomic_store(&k.stop, true);
+    pthread_join(r, NULL);
+    pthread_join(l, NULL);
+    ck_assert_msg(k.bad_want == 0,
+                  "read ts %" PRIu64 " after %" PRIu64 " was committed",
+                  k.bad_ts, k.bad_want);
+    /* the marks were in play */
+    ck_assert_uint_gt(known_reads(k.s), k0);
+    store_free(k.s);
+    rm_tmp();
+}
+END_TEST
+
 /* Durable without the commit log: a child commits a chunk directly (and
  * an older write of one of its keys through the log) and is killed with
  * SIGKILL, before any checkpoint; the commit log is deleted; the store
@@ -329,6 +453,8 @@ static Suite *direct_suite(void)
     tcase_add_test(tc, direct_loses_to_newer_memtable);
     tcase_add_test(tc, older_memtable_applied_after_direct_loses);
     tcase_add_test(tc, direct_durable_without_log);
+    tcase_add_test(tc, regression_known_memtable_record_hides_newer_streamed);
+    tcase_add_test(tc, known_memtable_records_under_streaming);
     suite_add_tcase(s, tc);
     return s;
 }
