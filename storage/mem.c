@@ -191,6 +191,8 @@ int store__mem_get(struct rk_slice *out_rec,
                    uint64_t token,
                    struct rk_slice key)
 {
+    if (m->n == 0) /* its buckets, a cache miss away, are all empty */
+        return RK_ENOTFOUND;
     struct store__ment *e = *mem_slot(m, token, key);
     if (e == NULL)
         return RK_ENOTFOUND;
