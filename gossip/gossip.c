@@ -480,6 +480,38 @@ uint64_t gossip_epoch_max(const gossip *g)
     return g->max_epoch;
 }
 
+uint64_t gossip_epoch_ring(const gossip *g)
+{
+    return g->adopted_epoch > g->membership_epoch ? g->adopted_epoch
+                                                  : g->membership_epoch;
+}
+
+int gossip__hearsay_check(gossip *g, uint64_t now, struct gossip_out *out)
+{
+    if (g->max_epoch <= gossip_epoch_ring(g)) {
+        g->hearsay_since = 0;
+        return 0;
+    }
+    if (g->hearsay_since == 0 || g->hearsay_max != g->max_epoch ||
+        g->hearsay_mem != g->membership_epoch) {
+        g->hearsay_since = now ? now : 1; /* something new: wait again */
+        g->hearsay_max = g->max_epoch;
+        g->hearsay_mem = g->membership_epoch;
+        return 0;
+    }
+    if (now - g->hearsay_since <
+        (uint64_t)GOSSIP_HEARSAY_ROUNDS * g->interval_ms)
+        return 0;
+    struct gossip_event *ev =
+        gossip__ev_push(out, GOSSIP_EV_EPOCH_ADOPTED, NULL);
+    if (ev == NULL)
+        return -ENOMEM;
+    ev->epoch = g->max_epoch;
+    g->adopted_epoch = g->max_epoch;
+    g->hearsay_since = 0;
+    return 0;
+}
+
 uint64_t gossip_epoch_membership(const gossip *g)
 {
     return g->membership_epoch;

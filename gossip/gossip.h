@@ -143,6 +143,9 @@ enum gossip_event_type {
                                  older boot of it, too far behind its newest,
                                  or unnumbered from a node that numbers its
                                  packets: dropped (addr, name) */
+    GOSSIP_EV_EPOCH_ADOPTED,  /* an epoch no STATUS announces was heard for
+                                 GOSSIP_HEARSAY_ROUNDS: the ring is built
+                                 under it (epoch; gossip_epoch_ring) */
 };
 
 struct gossip_event {
@@ -150,7 +153,7 @@ struct gossip_event {
     char name[GOSSIP_NAME_MAX + 1]; /* endpoint, or "" */
     char addr[GOSSIP_ADDR_MAX + 1]; /* source address for packet events */
     enum gossip_key key;            /* GOSSIP_EV_STATE */
-    uint64_t epoch;                 /* RING_STALE / CAUGHT_UP */
+    uint64_t epoch;                 /* RING_STALE / CAUGHT_UP / EPOCH_ADOPTED */
     int err;                        /* BAD_PACKET / AUTH_FAIL code */
 };
 
@@ -352,6 +355,20 @@ void gossip_clock_view(struct gossip_clock_view *out,
 
 /* Highest epoch known from any STATUS or RING_EPOCH. */
 uint64_t gossip_epoch_max(const gossip *g);
+
+/* The epoch to build the ring under: the membership epoch (the highest a
+ * STATUS announces), or a higher one heard of (RING_EPOCH, OLD_RING) that
+ * no STATUS has announced for GOSSIP_HEARSAY_ROUNDS ticks with nothing new
+ * learned meanwhile (GOSSIP_EV_EPOCH_ADOPTED). Such an epoch can never be
+ * built from any member's STATUS: the STATUS that made it was lost (its
+ * endpoint evicted) or it was never announced (until 2026-12-07 a
+ * coordinator could invent one: coord.c, OLD_RING), and every node that
+ * heard it stayed stale -- coordinating nothing -- for good, re-teaching it
+ * to the others. Labelling the same members with it ends that; a node
+ * still missing a STATUS is given GOSSIP_HEARSAY_ROUNDS, many times what
+ * gossip takes to spread one, to learn it first. */
+uint64_t gossip_epoch_ring(const gossip *g);
+#define GOSSIP_HEARSAY_ROUNDS 20
 /* Highest epoch among the STATUS values gossip holds (ever held): the epoch
  * of the ring the current endpoint set describes. The daemon builds its ring
  * from the endpoints and applies it with this epoch. */

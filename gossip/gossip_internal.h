@@ -126,6 +126,11 @@ struct gossip {
     size_t n_tombs, cap_tombs;
 
     uint64_t max_epoch, membership_epoch, applied_epoch, own_ring_epoch;
+    /* gossip_epoch_ring: an epoch above membership_epoch adopted, and the
+     * wait before it (since when max_epoch and membership_epoch have
+     * stood at hearsay_max, hearsay_mem; 0: not waiting) */
+    uint64_t adopted_epoch;
+    uint64_t hearsay_since, hearsay_max, hearsay_mem;
     bool stale_reported;
     bool ticked;
     uint64_t last_tick;
@@ -224,6 +229,9 @@ int gossip__own_u64_set(gossip *g, unsigned key, uint64_t v);
 void gossip__epoch_seen(gossip *g, uint64_t epoch);
 int gossip__own_ring_epoch_sync(gossip *g);
 int gossip__stale_check(gossip *g, struct gossip_out *out);
+/* Every tick: adopt an epoch heard of but announced by no STATUS once it
+ * has stood for GOSSIP_HEARSAY_ROUNDS intervals (gossip_epoch_ring). */
+int gossip__hearsay_check(gossip *g, uint64_t now, struct gossip_out *out);
 int gossip__status_applied(gossip *g,
                            struct gossip__ep *e,
                            bool is_self,

@@ -807,6 +807,9 @@ int gossip_tick(gossip *g, uint64_t now_ms, struct gossip_out *out)
     int rc = evict_expired(g, now_ms, out);
     if (rc != 0)
         return rc;
+    rc = gossip__hearsay_check(g, now_ms, out);
+    if (rc != 0)
+        return rc;
     rc = gossip__stale_check(g, out);
     if (rc != 0)
         return rc;

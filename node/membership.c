@@ -239,6 +239,16 @@ static void handle_events(node *n)
                 (unsigned long long)e->epoch);
             rebuild = true;
             break;
+        case GOSSIP_EV_EPOCH_ADOPTED:
+            LOG(WARN, "ring.epoch_adopted",
+                "epoch=%llu membership_epoch=%llu why=\"heard of for %d "
+                "gossip rounds, announced by no member's status: the ring "
+                "is built under it\"",
+                (unsigned long long)e->epoch,
+                (unsigned long long)gossip_epoch_membership(n->g),
+                GOSSIP_HEARSAY_ROUNDS);
+            rebuild = true;
+            break;
         case GOSSIP_EV_RING_CAUGHT_UP:
             n->ring_stale = node__ring_stale_now(n);
             LOG(INFO, "ring.caught_up", "epoch=%llu",

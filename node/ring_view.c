@@ -480,7 +480,7 @@ void node__ring_rebuild(node *n)
      * the dead node is out already (its tokens are the replacement's) */
     node__ring_replaced(m, nm, replp);
     struct ring_config rc = {.members = m, .nmembers = nm};
-    rc.epoch = gossip_epoch_membership(n->g);
+    rc.epoch = gossip_epoch_ring(n->g);
     node__ring_repl_fill(&rc, rdc, &n->cfg);
     /* Two nodes chose the same token (they joined without knowing of
      * each other). The one with the larger name chooses again. */
