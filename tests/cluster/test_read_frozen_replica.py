@@ -17,6 +17,12 @@ the read timeout, so they ask n2 and not n3 (docs/operations.md), and are
 all answered at once, not at the hedge point (until 2026-12-03 every read
 that asked n3 first waited for it, until gossip convicted n3, seconds).
 Resumed, n3 answers what it was sent and is asked again.
+
+What is checked are counts, not times (the times are printed): reads that
+waited for their hedge point (ringkv_read_hedges_total) and replicas passed
+over. Until 2026-12-07 the second batch was also held to 30% of the read
+timeout, which a loaded machine missed (485 ms against 360 while both test
+trees ran) with the behaviour right: no read had hedged.
 """
 import signal
 import time
@@ -50,7 +56,9 @@ def main():
     n3.proc.send_signal(signal.SIGSTOP)
     try:
         res, took = batch()
+        hedges = n1.metrics().get("ringkv_read_hedges_total", 0)
         res2, took2 = batch()
+        hedges2 = n1.metrics().get("ringkv_read_hedges_total", 0)
         n3_seen = n1.status()["rows"].get("n3", {}).get(5)
     finally:
         n3.proc.send_signal(signal.SIGCONT)
@@ -62,17 +70,11 @@ def main():
                 if not r.err), "a read returned a wrong value")
     h.check(not errs, "QUORUM reads failed with a replica frozen: %r" %
             [(k, r.err, r.msg) for k, r in zip(keys, res) if r.err][:3])
-    # Some read asked n3 (its answer was needed): the pipeline waited for
-    # it until the hedge point, and then asked n2, before the deadline.
-    h.check(took >= TIMEOUT_MS * 0.45,
-            "no read waited for the frozen replica (%.0f ms): the test did "
-            "not test anything" % took)
-    h.check(took < TIMEOUT_MS,
-            "the reads took %.0f ms with read_timeout_ms %d: the third "
-            "replica was not asked before the deadline" % (took, TIMEOUT_MS))
-    hedges = n1.metrics().get("ringkv_read_hedges_total", 0)
-    h.check(hedges >= 1, "no read asked past the frozen replica (%r)" %
-            hedges)
+    # Some read asked n3 (its answer was needed): it waited for it until
+    # the hedge point, and then asked n2, before the deadline (else it
+    # would have failed TIMEOUT, checked above).
+    h.check(hedges >= 1, "no read waited for the frozen replica and asked "
+            "past it (hedges %r): the test did not test anything" % hedges)
 
     errs2 = sorted(set(r.err for r in res2 if r.err))
     passed = n1.metrics().get("ringkv_read_replicas_passed_over_total", 0)
@@ -83,9 +85,10 @@ def main():
     h.check(not errs2 and all(r.value == k.encode()
                               for k, r in zip(keys, res2)),
             "second batch: %r" % [(r.err, r.msg) for r in res2][:3])
-    h.check(took2 < TIMEOUT_MS * 0.3,
-            "the second batch took %.0f ms: reads still asked the frozen "
-            "replica first and waited for their hedge point" % took2)
+    h.check(hedges2 == hedges,
+            "the second batch: %d reads still asked the frozen replica "
+            "first and waited for their hedge point (%.0f ms)" %
+            (hedges2 - hedges, took2))
     h.check(passed >= 1, "no replica counted as passed over (%r)" % passed)
     c.wait_converged(timeout=30)
 
