@@ -149,7 +149,8 @@ mem_link(store__mem *m, struct store__ment **pp, struct store__ment *e)
 int store__mem_put(store__mem *m,
                    uint64_t token,
                    struct rk_slice key,
-                   struct rk_slice rec)
+                   struct rk_slice rec,
+                   uint64_t known)
 {
     if (key.len > UINT32_MAX || rec.len > UINT32_MAX)
         return RK_ETOOLARGE;
@@ -159,6 +160,8 @@ int store__mem_put(store__mem *m,
             return 0;
         if (old->rlen == rec.len) { /* newer than old: still known */
             memcpy(old->data + old->klen, rec.p, rec.len);
+            if (known)
+                old->known = known;
             return 0;
         }
     }
@@ -169,7 +172,7 @@ int store__mem_put(store__mem *m,
     e->klen = (uint32_t)key.len;
     e->rlen = (uint32_t)rec.len;
     /* Newer than the record it replaces: as new as the env's if that was. */
-    e->known = old != NULL ? old->known : 0;
+    e->known = known ? known : old != NULL ? old->known : 0;
     memcpy(e->data, key.p, key.len);
     memcpy(e->data + key.len, rec.p, rec.len);
     mem_link(m, pp, e);

@@ -996,9 +996,14 @@ int store_range_adopt(store *s, struct store_range r, const char *path)
     }
     if ((rc = store__range_open(&rr, s, r, dir)))
         goto rmdir;
+    uint64_t top = 0;
     if ((rc = store__purge_outside(rr)) ||
         (rc = store__err(mdb_env_sync(rr->env, 1))) ||
-        (rc = store__fsync_ranges_dir(s)))
+        (rc = store__fsync_ranges_dir(s)) || (rc = store__env_max_ts(rr, &top)))
+        goto close;
+    /* its records bound the writes known from now on, before it is kept */
+    store__ts_raise(s, top);
+    if ((rc = store__ts_ceiling_save(s)))
         goto close;
     const char *names[1] = {rr->dir};
     if ((rc = store__map_put(s, &r, 1, names, NULL, NULL, 0)) ||

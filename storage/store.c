@@ -554,6 +554,51 @@ static int store__mkdir(const char *dir, const char *name)
     return rc;
 }
 
+/* ts_bound at open, before the log's replay: the saved ceiling, or, in a
+ * store that has none (one written before it was kept), the highest
+ * timestamp its envs hold, read once. */
+static int store__ts_load(store *s)
+{
+    uint64_t c = 0;
+    int rc = store_sys_get_u64(&c, s, STORE__TS_CEILING);
+    if (rc == 0) {
+        s->ts_bound = s->ts_ceiling = c;
+        return 0;
+    }
+    if (rc != RK_ENOTFOUND)
+        return rc;
+    for (size_t i = 0; i < s->nranges; i++)
+        if ((rc = store__env_max_ts(s->ranges[i], &s->ts_bound)))
+            return rc;
+    return 0;
+}
+
+static int
+store__max_ts_cb(MDB_cursor *cur, const MDB_val *k, const MDB_val *v, void *arg)
+{
+    uint64_t *top = arg;
+    struct rk_slice uk, rec;
+    struct store_record r;
+    (void)cur;
+    if (store__stored_split(&uk, &rec, k, v) != 0 ||
+        store_record_decode(&r, rec.p, rec.len) != 0)
+        *top = UINT64_MAX; /* nothing known of it: bounds nothing */
+    else if (r.ts > *top)
+        *top = r.ts;
+    return 0;
+}
+
+int store__env_max_ts(struct store__range *rr, uint64_t *io)
+{
+    MDB_txn *txn;
+    int rc = store__err(mdb_txn_begin(rr->env, NULL, MDB_RDONLY, &txn));
+    if (rc)
+        return rc;
+    rc = store__walk(txn, rr->dbi, rr->r, store__max_ts_cb, io);
+    mdb_txn_abort(txn);
+    return rc;
+}
+
 int store_open(store **out, const struct store_opts *opts)
 {
     if (opts == NULL || opts->data_dir == NULL || opts->map_size == 0 ||
@@ -610,6 +655,7 @@ int store_open(store **out, const struct store_opts *opts)
     pthread_cond_init(&s->ccv, NULL);
     pthread_mutex_init(&s->memmu, NULL);
     s->known_epoch = 1; /* a new entry's mark, 0, is void */
+    pthread_mutex_init(&s->ceilmu, NULL);
     pthread_mutex_init(&s->flmu, NULL);
     pthread_mutex_init(&s->skipmu, NULL);
     pthread_mutex_init(&s->spacemu, NULL);
@@ -622,7 +668,8 @@ int store_open(store **out, const struct store_opts *opts)
     if ((rc = store__mem_new(&s->mem, 0)))
         goto close_all;
     if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
-        (rc = store__map_load(s)) || (rc = store__recover(s)))
+        (rc = store__map_load(s)) || (rc = store__recover(s)) ||
+        (rc = store__ts_load(s)))
         goto close_all;
     if ((logdir = store__path(s->dir, "commitlog")) == NULL) {
         rc = -ENOMEM;
@@ -711,6 +758,7 @@ void store_free(store *s)
     pthread_cond_destroy(&s->scv);
     pthread_cond_destroy(&s->ccv);
     pthread_mutex_destroy(&s->memmu);
+    pthread_mutex_destroy(&s->ceilmu);
     pthread_mutex_destroy(&s->flmu);
     pthread_mutex_destroy(&s->skipmu);
     pthread_mutex_destroy(&s->spacemu);

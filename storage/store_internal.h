@@ -90,11 +90,13 @@ size_t store__mem_bytes(const store__mem *m); /* memory held, about */
  * only; a lookup of a million-key table is two cache misses without it. */
 void store__mem_prefetch(const store__mem *m, uint64_t token, int stage);
 /* LWW-merge a copy of the (validated) write in. 0, -ENOMEM. A record that
- * replaces one keeps its `known` mark (it is newer still). */
+ * replaces one keeps its `known` mark (it is newer still), or takes
+ * `known` when that is not 0. */
 int store__mem_put(store__mem *m,
                    uint64_t token,
                    struct rk_slice key,
-                   struct rk_slice rec);
+                   struct rk_slice rec,
+                   uint64_t known);
 /* The kept record of key (borrowed: valid until m changes), or
  * RK_ENOTFOUND; with out_known, where its entry's `known` mark is (the
  * store's known_epoch when a read found it at least as new as the env's
@@ -104,6 +106,22 @@ int store__mem_get(struct rk_slice *out_rec,
                    const store__mem *m,
                    uint64_t token,
                    struct rk_slice key);
+/* The system value that keeps ts_ceiling (store__ts_ceiling_save). */
+#define STORE__TS_CEILING "storage_ts_ceiling"
+/* Put a write into mem (memmu held, or at open), marked known when its
+ * timestamp is above ts_bound; mem_max_ts follows it. */
+int store__mem_add(store *s,
+                   uint64_t token,
+                   struct rk_slice key,
+                   struct rk_slice rec);
+/* Raise ts_bound to ts (takes memmu). */
+void store__ts_raise(store *s, uint64_t ts);
+/* Save a ceiling at or above ts_bound, unless the one saved is (takes
+ * ceilmu; a synced system write). Before any env commit of records that
+ * may be above the saved one. */
+int store__ts_ceiling_save(store *s);
+/* The highest record timestamp in rr's env, into *io if higher. */
+int store__env_max_ts(struct store__range *rr, uint64_t *io);
 /* An env changes (or changed): env_gen moves on, and with `outside` (the
  * change brought records from outside the memtable) known_epoch too
  * (struct store). Takes memmu. */
@@ -167,6 +185,18 @@ struct store {
     uint64_t known_epoch;
     uint64_t env_gen;
     uint64_t known_reads; /* reads that skipped the env so */
+    /* A write is marked known as it enters mem when its timestamp is above
+     * ts_bound: every record in an env or in imm has a timestamp at or
+     * below it. mem_max_ts bounds mem's, and a flush raises ts_bound by it
+     * as mem becomes imm; streamed chunks and adopted envs raise it by
+     * theirs. Under memmu. */
+    uint64_t ts_bound, mem_max_ts;
+    /* ts_bound as saved (system value STORE__TS_CEILING, synced), always
+     * at least ts_bound before any env commit holds a record above it, so
+     * that a reopened store starts from it (store__ts_ceiling_save).
+     * Under ceilmu. */
+    pthread_mutex_t ceilmu;
+    uint64_t ts_ceiling;
     /* background thread: periodic log syncs and due checkpoints */
     pthread_t syncer;
     bool syncer_on;

@@ -21,6 +21,7 @@
 
 #include <xxhash.h>
 
+#include "storage/hlc.h"
 #include "storage/store.h"
 #include "storage/store_internal.h"
 
@@ -628,7 +629,7 @@ static int store__replay_rec(const uint8_t *p, size_t len, void *arg)
         off += kl + rl;
         if (store__check_write(key, rec) != 0)
             return RK_ECORRUPT; /* the checksum matched: not a torn write */
-        int rc = store__mem_put(s->mem, rk_token(key.p, key.len), key, rec);
+        int rc = store__mem_add(s, rk_token(key.p, key.len), key, rec);
         /* Past the limit over what the last apply kept back (a full env),
          * as store__mem_check does: counting the kept writes too retried
          * them all once per replayed write (regression:
@@ -676,7 +677,7 @@ static size_t store__mem_take(store *s,
                 store__mem_prefetch(s->mem, b->w[i + 4].token, 1);
             struct store__w *w = &b->w[i];
             if (w->result == STORE__PENDING)
-                w->result = store__mem_put(s->mem, w->token, w->key, w->rec);
+                w->result = store__mem_add(s, w->token, w->key, w->rec);
         }
     }
     size_t bytes = store__mem_bytes(s->mem);
@@ -687,6 +688,54 @@ static size_t store__mem_take(store *s,
 }
 
 /* Write result classes after applying the memtable. */
+int store__mem_add(store *s,
+                   uint64_t token,
+                   struct rk_slice key,
+                   struct rk_slice rec)
+{
+    struct store_record r;
+    uint64_t known = 0, ts = UINT64_MAX; /* undecodable: bounds nothing */
+    if (store_record_decode(&r, rec.p, rec.len) == 0) {
+        ts = r.ts;
+        if (ts > s->ts_bound)
+            known = s->known_epoch; /* newer than every env's record */
+    }
+    if (ts > s->mem_max_ts)
+        s->mem_max_ts = ts;
+    return store__mem_put(s->mem, token, key, rec, known);
+}
+
+void store__ts_raise(store *s, uint64_t ts)
+{
+    pthread_mutex_lock(&s->memmu);
+    if (ts > s->ts_bound)
+        s->ts_bound = ts;
+    pthread_mutex_unlock(&s->memmu);
+}
+
+/* How far ahead of ts_bound a saved ceiling is put: one save per minute of
+ * timestamps while writes come, and a reopened store marks writes known
+ * from the start again once the clock has passed it. */
+#define STORE__TS_CEILING_AHEAD ((uint64_t)60000 << HLC_LOGICAL_BITS)
+
+int store__ts_ceiling_save(store *s)
+{
+    pthread_mutex_lock(&s->memmu);
+    uint64_t b = s->ts_bound;
+    pthread_mutex_unlock(&s->memmu);
+    pthread_mutex_lock(&s->ceilmu);
+    int rc = 0;
+    if (b > s->ts_ceiling) {
+        uint64_t c = b > UINT64_MAX - STORE__TS_CEILING_AHEAD
+                         ? UINT64_MAX
+                         : b + STORE__TS_CEILING_AHEAD;
+        if ((rc = store_sys_set_u64(s, STORE__TS_CEILING, c)) == 0)
+            s->ts_ceiling = c;
+    }
+    pthread_mutex_unlock(&s->ceilmu);
+    return rc;
+}
+
 void store__env_moved(store *s, bool outside)
 {
     pthread_mutex_lock(&s->memmu);
@@ -720,6 +769,8 @@ static int store__apply_imm(store *s)
     int rc = store_batch_new(&b);
     if (rc == 0)
         rc = store__mem_to_batch(s->imm, b, false);
+    if (rc == 0)
+        rc = store__ts_ceiling_save(s);
     if (rc == 0)
         rc = store__commit_writes(s, b, false);
     bool any_keep = rc != 0, any_stuck = false;
@@ -775,6 +826,17 @@ static int store__apply_imm(store *s)
     return first;
 }
 
+/* mem becomes imm (for an apply) and `fresh` takes writes (memmu held).
+ * ts_bound then bounds imm's records too. */
+static void store__mem_swap(store *s, store__mem *fresh)
+{
+    s->imm = s->mem;
+    s->mem = fresh;
+    if (s->mem_max_ts > s->ts_bound)
+        s->ts_bound = s->mem_max_ts;
+    s->mem_max_ts = 0;
+}
+
 /* How many keys the memtable holds now (the size for its successor). */
 static size_t store__mem_keys(store *s)
 {
@@ -798,8 +860,7 @@ int store__flush_locked(store *s)
         pthread_rwlock_unlock(&s->maplock);
         return 0;
     }
-    s->imm = s->mem;
-    s->mem = fresh;
+    store__mem_swap(s, fresh);
     pthread_mutex_unlock(&s->memmu);
     return store__apply_imm(s);
 }
@@ -901,8 +962,7 @@ int store__checkpoint_locked(store *s,
         /* No commit sits between its log append and the memtable: all
          * that was logged before the cut is in mem (or already applied). */
         pthread_mutex_lock(&s->memmu);
-        s->imm = s->mem;
-        s->mem = fresh;
+        store__mem_swap(s, fresh);
         fresh = NULL;
         pthread_mutex_unlock(&s->memmu);
     }
@@ -1050,6 +1110,22 @@ int store_batch_commit_direct(store *s, store_batch *b, bool sync)
         return 0;
     if (s->o.durability == STORE_GROUP_COMMIT)
         store__mem_supersede(s, b);
+    /* writes entering mem from now on are known only above these */
+    uint64_t top = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        struct store_record r;
+        if (b->w[i].result == STORE__PENDING)
+            top = store_record_decode(&r, b->w[i].rec.p, b->w[i].rec.len) == 0
+                      ? (r.ts > top ? r.ts : top)
+                      : UINT64_MAX;
+    }
+    store__ts_raise(s, top);
+    if ((rc = store__ts_ceiling_save(s)) != 0) {
+        for (size_t i = 0; i < b->n; i++)
+            if (b->w[i].result == STORE__PENDING)
+                b->w[i].result = rc;
+        return rc;
+    }
     store__env_moved(s, false);
     rc = store__commit_writes(s, b, sync);
     store__env_moved(s, true); /* records from outside the memtable */

@@ -8,6 +8,7 @@
  *
  * Every test works in its own fresh directory under $TMPDIR (or /tmp).
  */
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -261,11 +262,15 @@ START_TEST(older_memtable_applied_after_direct_loses)
 }
 END_TEST
 
-/* Reads that the memtable answers alone (issue 30): a record read once
- * against the env, and found newer, is marked; later reads of it skip the
- * env, and so does a newer write that replaces it. A streamed chunk
- * committed straight into the env voids every mark: before, a marked
- * memtable record would have been read over the newer streamed one. */
+/* Reads that the memtable answers alone (issue 30). A write newer than
+ * every record in the envs (the store's ts_bound) is marked known as it
+ * enters the memtable, and reads of it skip the env; so does a newer write
+ * replacing it. A streamed chunk committed straight into the env voids
+ * every mark and raises the bound: a write no newer than the chunk is not
+ * marked. An older write than the bound is marked by its first read, when
+ * that finds it newer than the env's. The bound survives a reopen (a
+ * saved ceiling) and, in a store without one, is read from the envs. Each
+ * "expect" below read an older record before its fix. */
 START_TEST(regression_known_memtable_record_hides_newer_streamed)
 {
     mk_tmp();
@@ -273,30 +278,84 @@ START_TEST(regression_known_memtable_record_hides_newer_streamed)
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     ck_assert_int_eq(put(s, "a", 10, "live"), 0);
     uint64_t k0 = known_reads(s);
-    expect(s, "a", "live"); /* reads the env (no record): marks it */
-    ck_assert_uint_eq(known_reads(s), k0);
-    expect(s, "a", "live");
+    expect(s, "a", "live"); /* marked as it came: above every env's */
     ck_assert_uint_eq(known_reads(s), k0 + 1);
     ck_assert_int_eq(put(s, "a", 20, "newer"), 0); /* keeps the mark */
     expect(s, "a", "newer");
     ck_assert_uint_eq(known_reads(s), k0 + 2);
     direct(s, "a", 30, "streamed");
+    expect(s, "a", "streamed"); /* the mark is void */
+    ck_assert_uint_eq(known_reads(s), k0 + 2);
+    ck_assert_int_eq(put(s, "a", 25, "late"), 0); /* not above the chunk */
     expect(s, "a", "streamed");
     expect(s, "a", "streamed");
     ck_assert_uint_eq(known_reads(s), k0 + 2);
-    /* a newer live write is marked again by its first read */
     ck_assert_int_eq(put(s, "a", 40, "live2"), 0);
     expect(s, "a", "live2");
-    ck_assert_uint_eq(known_reads(s), k0 + 2);
-    expect(s, "a", "live2");
     ck_assert_uint_eq(known_reads(s), k0 + 3);
-    /* an older memtable record than the env's is never marked */
+    /* applied: a write older than it is not marked, and loses */
     ck_assert_int_eq(store_flush(s), 0);
     ck_assert_int_eq(put(s, "a", 35, "late"), 0);
-    for (int i = 0; i < 3; i++)
-        expect(s, "a", "live2");
+    expect(s, "a", "live2");
+    expect(s, "a", "live2");
     ck_assert_uint_eq(known_reads(s), k0 + 3);
+    /* below the bound but newer than its key's env record (none): marked
+     * by its first read */
+    ck_assert_int_eq(put(s, "c", 5, "c5"), 0);
+    expect(s, "c", "c5");
+    ck_assert_uint_eq(known_reads(s), k0 + 3);
+    expect(s, "c", "c5");
+    ck_assert_uint_eq(known_reads(s), k0 + 4);
+    /* reopened: the bound is the saved ceiling, not 0 */
+    ck_assert_int_eq(store_flush(s), 0);
     store_free(s);
+    s = open_store(NULL);
+    ck_assert_int_eq(put(s, "a", 38, "after reopen"), 0);
+    expect(s, "a", "live2");
+    expect(s, "a", "live2");
+    /* a store written before the ceiling was kept: read from the envs */
+    ck_assert_int_eq(store_flush(s), 0);
+    ck_assert_int_eq(store_sys_del(s, "storage_ts_ceiling"), 0);
+    store_free(s);
+    s = open_store(NULL);
+    ck_assert_int_eq(put(s, "a", 39, "no ceiling"), 0);
+    expect(s, "a", "live2");
+    expect(s, "a", "live2");
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* An env adopted whole (a restored snapshot) raises the bound by its
+ * records: a later write older than the adopted record is not marked. */
+START_TEST(regression_known_write_hides_newer_adopted)
+{
+    mk_tmp();
+    char src[256], file[300];
+    store *s1 = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s1, WHOLE), 0);
+    ck_assert_int_eq(put(s1, "a", 50, "adopted"), 0);
+    ck_assert_int_eq(store_flush(s1), 0);
+    snprintf(file, sizeof(file), "%s/copy.mdb", tmpdir);
+    int fd = open(file, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(store_range_copy_fd(s1, WHOLE, fd), 0);
+    close(fd);
+    store_free(s1);
+    memcpy(src, tmpdir, sizeof(src));
+
+    mk_tmp();
+    char moved[300];
+    snprintf(moved, sizeof(moved), "%s/in.mdb", tmpdir);
+    ck_assert_int_eq(rename(file, moved), 0);
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_adopt(s, WHOLE, moved), 0);
+    ck_assert_int_eq(put(s, "a", 45, "mine"), 0);
+    expect(s, "a", "adopted");
+    expect(s, "a", "adopted");
+    store_free(s);
+    rm_tmp();
+    memcpy(tmpdir, src, sizeof(src));
     rm_tmp();
 }
 END_TEST
@@ -454,6 +513,7 @@ static Suite *direct_suite(void)
     tcase_add_test(tc, older_memtable_applied_after_direct_loses);
     tcase_add_test(tc, direct_durable_without_log);
     tcase_add_test(tc, regression_known_memtable_record_hides_newer_streamed);
+    tcase_add_test(tc, regression_known_write_hides_newer_adopted);
     tcase_add_test(tc, known_memtable_records_under_streaming);
     suite_add_tcase(s, tc);
     return s;
