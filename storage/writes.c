@@ -687,7 +687,6 @@ static size_t store__mem_take(store *s,
     return bytes;
 }
 
-/* Write result classes after applying the memtable. */
 int store__mem_add(store *s,
                    uint64_t token,
                    struct rk_slice key,
@@ -745,6 +744,7 @@ void store__env_moved(store *s, bool outside)
     pthread_mutex_unlock(&s->memmu);
 }
 
+/* Write result classes after applying the memtable. */
 static bool store__keep(int x)
 {
     /* applied; no range any more (dropped); an XXH3-128 collision */
