@@ -462,6 +462,7 @@ static void *store__syncer_main(void *arg)
         if (fill)
             (void)store__wal_prefill(s->wal); /* appends extend the file */
         store__space_tick(s); /* refusals end without a write to try */
+        store__ts_ceiling_ahead(s);
         uint64_t now = store__mono_ms(), lsn = store__wal_last(s->wal);
         /* writes kept back by a stuck range (the floor) are retried
          * every second, so a range unsticks soon after space is freed */

@@ -120,6 +120,12 @@ void store__ts_raise(store *s, uint64_t ts);
  * ceilmu; a synced system write). Before any env commit of records that
  * may be above the saved one. */
 int store__ts_ceiling_save(store *s);
+/* The syncer's, every second: save the next ceiling once the bound (or
+ * the memtable's newest write, which the next flush makes it) is within
+ * half the margin of the saved one, so that an apply, which must not
+ * commit before it, seldom waits for that synced write. Errors are left
+ * to store__ts_ceiling_save. */
+void store__ts_ceiling_ahead(store *s);
 /* The highest record timestamp in rr's env, into *io if higher. */
 int store__env_max_ts(struct store__range *rr, uint64_t *io);
 /* An env changes (or changed): env_gen moves on, and with `outside` (the

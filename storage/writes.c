@@ -717,14 +717,13 @@ void store__ts_raise(store *s, uint64_t ts)
  * from the start again once the clock has passed it. */
 #define STORE__TS_CEILING_AHEAD ((uint64_t)60000 << HLC_LOGICAL_BITS)
 
-int store__ts_ceiling_save(store *s)
+/* Save a ceiling AHEAD above b if the saved one is below b + slack. */
+static int store__ts_ceiling_put(store *s, uint64_t b, uint64_t slack)
 {
-    pthread_mutex_lock(&s->memmu);
-    uint64_t b = s->ts_bound;
-    pthread_mutex_unlock(&s->memmu);
     pthread_mutex_lock(&s->ceilmu);
     int rc = 0;
-    if (b > s->ts_ceiling) {
+    uint64_t need = b > UINT64_MAX - slack ? UINT64_MAX : b + slack;
+    if (need > s->ts_ceiling) {
         uint64_t c = b > UINT64_MAX - STORE__TS_CEILING_AHEAD
                          ? UINT64_MAX
                          : b + STORE__TS_CEILING_AHEAD;
@@ -733,6 +732,22 @@ int store__ts_ceiling_save(store *s)
     }
     pthread_mutex_unlock(&s->ceilmu);
     return rc;
+}
+
+int store__ts_ceiling_save(store *s)
+{
+    pthread_mutex_lock(&s->memmu);
+    uint64_t b = s->ts_bound;
+    pthread_mutex_unlock(&s->memmu);
+    return store__ts_ceiling_put(s, b, 0);
+}
+
+void store__ts_ceiling_ahead(store *s)
+{
+    pthread_mutex_lock(&s->memmu);
+    uint64_t b = s->ts_bound > s->mem_max_ts ? s->ts_bound : s->mem_max_ts;
+    pthread_mutex_unlock(&s->memmu);
+    (void)store__ts_ceiling_put(s, b, STORE__TS_CEILING_AHEAD / 2);
 }
 
 void store__env_moved(store *s, bool outside)
