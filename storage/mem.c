@@ -19,8 +19,9 @@ struct store__ment {
     uint64_t token;
     uint32_t klen;
     uint32_t rlen;
-    /* The store's `known_epoch` when a read found this record at least as
-     * new as its env's (0: never); store.c, store__mem_find. */
+    /* The store's `known_epoch` when this record was known to be at least
+     * as new as its env's (0: never): as it came, or by a read; store.c,
+     * store__mem_find. */
     uint64_t known;
     uint8_t data[]; /* key || record */
 };

@@ -1002,8 +1002,7 @@ int store_range_adopt(store *s, struct store_range r, const char *path)
         (rc = store__fsync_ranges_dir(s)) || (rc = store__env_max_ts(rr, &top)))
         goto close;
     /* its records bound the writes known from now on, before it is kept */
-    store__ts_raise(s, top);
-    if ((rc = store__ts_ceiling_save(s)))
+    if ((rc = store__ts_take(s, top)))
         goto close;
     const char *names[1] = {rr->dir};
     if ((rc = store__map_put(s, &r, 1, names, NULL, NULL, 0)) ||

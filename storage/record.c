@@ -61,6 +61,13 @@ int store_record_encode_grow(uint8_t **buf,
     return store_record_encode(*buf, *cap, out_len, r);
 }
 
+uint64_t store__rec_ts(struct rk_slice rec)
+{
+    if (rec.len < STORE_REC_HEADER || rec.p[0] != STORE_REC_VERSION)
+        return UINT64_MAX;
+    return store__get64(rec.p + 2);
+}
+
 int store_record_decode(struct store_record *out, const uint8_t *p, size_t len)
 {
     if (len < 1)

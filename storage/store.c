@@ -577,15 +577,13 @@ static int store__ts_load(store *s)
 static int
 store__max_ts_cb(MDB_cursor *cur, const MDB_val *k, const MDB_val *v, void *arg)
 {
-    uint64_t *top = arg;
+    uint64_t *top = arg, ts = UINT64_MAX; /* unreadable: bounds nothing */
     struct rk_slice uk, rec;
-    struct store_record r;
     (void)cur;
-    if (store__stored_split(&uk, &rec, k, v) != 0 ||
-        store_record_decode(&r, rec.p, rec.len) != 0)
-        *top = UINT64_MAX; /* nothing known of it: bounds nothing */
-    else if (r.ts > *top)
-        *top = r.ts;
+    if (store__stored_split(&uk, &rec, k, v) == 0)
+        ts = store__rec_ts(rec);
+    if (ts > *top)
+        *top = ts;
     return 0;
 }
 
@@ -788,8 +786,6 @@ static int store__buf_put(uint8_t **buf, size_t *cap, const void *p, size_t len)
     return 0;
 }
 
-/* The memtable's record of key (mem and imm, the LWW winner if both hold
- * one), copied into *buf (store__buf_put): 0, RK_ENOTFOUND or -ENOMEM. */
 /* What a read learned from the memtable (store__mem_find), for
  * store__mem_mark. */
 struct store__memseen {
@@ -797,19 +793,46 @@ struct store__memseen {
     uint64_t epoch, gen; /* the store's known_epoch and env_gen then */
 };
 
-/* The memtable's record of key (the LWW winner of mem's and imm's) copied
- * into *buf, or RK_ENOTFOUND.
+/* The memtable's record of key, the LWW winner of mem's and imm's (mem's
+ * on a tie), and where its entry's `known` mark is (memmu held). */
+static int store__mem_winner(struct rk_slice *rec,
+                             uint64_t **known,
+                             store *s,
+                             uint64_t t,
+                             struct rk_slice key)
+{
+    struct rk_slice b;
+    uint64_t *kb;
+    int ra = store__mem_get(rec, known, s->mem, t, key);
+    int rb = s->imm ? store__mem_get(&b, &kb, s->imm, t, key) : RK_ENOTFOUND;
+    if (rb != 0)
+        return ra;
+    struct store_record x, y;
+    if (ra != 0 || (store_record_decode(&x, rec->p, rec->len) == 0 &&
+                    store_record_decode(&y, b.p, b.len) == 0 &&
+                    store_record_cmp(&y, &x) > 0)) {
+        *rec = b;
+        *known = kb;
+    }
+    return 0;
+}
+
+/* The memtable's record of key copied into *buf (store__buf_put): 0,
+ * RK_ENOTFOUND or -ENOMEM.
  *
  * A record whose entry is marked with the current known_epoch is at least
  * as new as the env's record of its key, so the read can end here: a
  * benchmark's GETs of keys it just SET did two lookups, each a few cache
- * misses, where one answers (issue 30). A read marks the record it found
- * once it has also read the env and the memtable's record won
- * (store__mem_mark). The mark stays true: the env changes only by
+ * misses, where one answers (issue 30). A record is marked as it enters
+ * the memtable when its timestamp is above every env's (ts_bound,
+ * store__mem_add), or by a read that has also read the env and found the
+ * memtable's record newer (store__mem_mark). The mark stays true: the env
+ * changes only by
  *  - a memtable apply, which writes imm's records, each one no newer than
  *    the winner of mem and imm that was marked;
  *  - a commit from outside the memtable (a streamed chunk, an adopted
- *    env), after which known_epoch moves on and every mark is void;
+ *    env), which raises ts_bound first, and after which known_epoch moves
+ *    on and every mark is void;
  *  - deletes (a purge, a drop), which leave nothing newer.
  * A record that replaces a marked one in its table is newer, so it keeps
  * the mark (store__mem_put). As Cassandra stops reading SSTables older
@@ -822,34 +845,18 @@ static int store__mem_find(uint8_t **buf,
                            uint64_t t,
                            struct rk_slice key)
 {
-    struct rk_slice a, b;
-    uint64_t *ka = NULL, *kb = NULL;
+    struct rk_slice a;
+    uint64_t *ka;
     pthread_mutex_lock(&s->memmu);
     seen->epoch = s->known_epoch;
     seen->gen = s->env_gen;
-    int ra = store__mem_get(&a, &ka, s->mem, t, key);
-    int rb = s->imm ? store__mem_get(&b, &kb, s->imm, t, key) : RK_ENOTFOUND;
-    if (ra != 0 && rb != 0) {
-        pthread_mutex_unlock(&s->memmu);
-        return RK_ENOTFOUND;
+    int rc = store__mem_winner(&a, &ka, s, t, key);
+    if (rc == 0) {
+        seen->known = *ka == seen->epoch;
+        s->known_reads += seen->known;
+        if ((rc = store__buf_put(buf, cap, a.p, a.len)) == 0)
+            *out_len = a.len;
     }
-    if (ra != 0) {
-        a = b;
-        ka = kb;
-    } else if (rb == 0) {
-        struct store_record x, y;
-        if (store_record_decode(&x, a.p, a.len) == 0 &&
-            store_record_decode(&y, b.p, b.len) == 0 &&
-            store_record_cmp(&y, &x) > 0) {
-            a = b;
-            ka = kb;
-        }
-    }
-    seen->known = *ka == seen->epoch;
-    s->known_reads += seen->known;
-    int rc = store__buf_put(buf, cap, a.p, a.len);
-    if (rc == 0)
-        *out_len = a.len;
     pthread_mutex_unlock(&s->memmu);
     return rc;
 }
@@ -857,38 +864,20 @@ static int store__mem_find(uint8_t **buf,
 /* Mark the memtable's record of key, rec (found by store__mem_find, then
  * found at least as new as the env's), as known to be: only if no env
  * changed since that lookup (env_gen) and the memtable's winner is still
- * rec, byte for byte (an entry freed meanwhile may have been reused). */
+ * rec, byte for byte (an entry freed meanwhile may have been reused; a
+ * newer write that came meanwhile is marked by its next read). */
 static void store__mem_mark(store *s,
                             const struct store__memseen *seen,
                             uint64_t t,
                             struct rk_slice key,
                             struct rk_slice rec)
 {
-    struct rk_slice a, b;
-    uint64_t *ka = NULL, *kb = NULL;
+    struct rk_slice a;
+    uint64_t *ka;
     pthread_mutex_lock(&s->memmu);
-    if (s->env_gen != seen->gen)
-        goto unlock;
-    int ra = store__mem_get(&a, &ka, s->mem, t, key);
-    int rb = s->imm ? store__mem_get(&b, &kb, s->imm, t, key) : RK_ENOTFOUND;
-    /* rec is the winner of the two: it is whichever equals it (if the
-     * other is newer, a write came meanwhile; the next read marks it) */
-    uint64_t *k = NULL;
-    if (ra == 0 && a.len == rec.len && memcmp(a.p, rec.p, rec.len) == 0)
-        k = ka;
-    else if (rb == 0 && b.len == rec.len && memcmp(b.p, rec.p, rec.len) == 0)
-        k = kb;
-    if (k == NULL)
-        goto unlock;
-    struct store_record x, y;
-    struct rk_slice other = k == ka ? b : a;
-    bool other_found = k == ka ? rb == 0 : ra == 0;
-    if (other_found && (store_record_decode(&x, rec.p, rec.len) != 0 ||
-                        store_record_decode(&y, other.p, other.len) != 0 ||
-                        store_record_cmp(&y, &x) > 0))
-        goto unlock;
-    *k = seen->epoch;
-unlock:
+    if (s->env_gen == seen->gen && store__mem_winner(&a, &ka, s, t, key) == 0 &&
+        a.len == rec.len && memcmp(a.p, rec.p, rec.len) == 0)
+        *ka = seen->epoch;
     pthread_mutex_unlock(&s->memmu);
 }
 

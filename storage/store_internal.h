@@ -99,13 +99,24 @@ int store__mem_put(store__mem *m,
                    uint64_t known);
 /* The kept record of key (borrowed: valid until m changes), or
  * RK_ENOTFOUND; with out_known, where its entry's `known` mark is (the
- * store's known_epoch when a read found it at least as new as the env's
- * record; store.c, store__mem_find). */
+ * store's known_epoch when the record was known to be at least as new as
+ * the env's; store.c, store__mem_find). */
 int store__mem_get(struct rk_slice *out_rec,
                    uint64_t **out_known,
                    const store__mem *m,
                    uint64_t token,
                    struct rk_slice key);
+/* Forget key's write. */
+void store__mem_del(store__mem *m, uint64_t token, struct rk_slice key);
+/* Move every write of src into dst (LWW), leaving src empty. */
+void store__mem_merge(store__mem *dst, store__mem *src);
+/* Push every kept write into b (copied, or borrowed from m). */
+int store__mem_to_batch(const store__mem *m, store_batch *b, bool copy);
+
+/* ---- Reads the memtable answers alone (store.c, store__mem_find) ---- */
+/* A record's timestamp, read from its header (storage/record.c);
+ * UINT64_MAX when it has none readable, which bounds nothing. */
+uint64_t store__rec_ts(struct rk_slice rec);
 /* The system value that keeps ts_ceiling (store__ts_ceiling_save). */
 #define STORE__TS_CEILING "storage_ts_ceiling"
 /* Put a write into mem (memmu held, or at open), marked known when its
@@ -114,12 +125,13 @@ int store__mem_add(store *s,
                    uint64_t token,
                    struct rk_slice key,
                    struct rk_slice rec);
-/* Raise ts_bound to ts (takes memmu). */
-void store__ts_raise(store *s, uint64_t ts);
 /* Save a ceiling at or above ts_bound, unless the one saved is (takes
  * ceilmu; a synced system write). Before any env commit of records that
  * may be above the saved one. */
 int store__ts_ceiling_save(store *s);
+/* Records up to timestamp `top` are about to reach an env from outside
+ * the memtable: raise ts_bound to it and save the ceiling. */
+int store__ts_take(store *s, uint64_t top);
 /* The syncer's, every second: save the next ceiling once the bound (or
  * the memtable's newest write, which the next flush makes it) is within
  * half the margin of the saved one, so that an apply, which must not
@@ -132,12 +144,6 @@ int store__env_max_ts(struct store__range *rr, uint64_t *io);
  * change brought records from outside the memtable) known_epoch too
  * (struct store). Takes memmu. */
 void store__env_moved(store *s, bool outside);
-/* Forget key's write. */
-void store__mem_del(store__mem *m, uint64_t token, struct rk_slice key);
-/* Move every write of src into dst (LWW), leaving src empty. */
-void store__mem_merge(store__mem *dst, store__mem *src);
-/* Push every kept write into b (copied, or borrowed from m). */
-int store__mem_to_batch(const store__mem *m, store_batch *b, bool copy);
 
 struct store {
     struct store_opts o;

@@ -539,6 +539,14 @@ static size_t store__admit_ranges(store *s,
     return n;
 }
 
+/* Every write of b still pending gets rc. */
+static void store__fail_pending(store_batch *b, int rc)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->w[i].result == STORE__PENDING)
+            b->w[i].result = rc;
+}
+
 /* Whether `bytes` of n new writes fit within disk_reserve_bytes
  * (store__space_admit); if not, every pending write of b gets RK_EFULL. */
 static bool
@@ -546,9 +554,7 @@ store__space_take(store *s, store_batch *b, uint64_t bytes, size_t n)
 {
     if (store__space_admit(s, bytes, n) == 0)
         return true;
-    for (size_t i = 0; i < b->n; i++)
-        if (b->w[i].result == STORE__PENDING)
-            b->w[i].result = RK_EFULL;
+    store__fail_pending(b, RK_EFULL);
     return false;
 }
 
@@ -692,24 +698,12 @@ int store__mem_add(store *s,
                    struct rk_slice key,
                    struct rk_slice rec)
 {
-    struct store_record r;
-    uint64_t known = 0, ts = UINT64_MAX; /* undecodable: bounds nothing */
-    if (store_record_decode(&r, rec.p, rec.len) == 0) {
-        ts = r.ts;
-        if (ts > s->ts_bound)
-            known = s->known_epoch; /* newer than every env's record */
-    }
+    uint64_t ts = store__rec_ts(rec);
     if (ts > s->mem_max_ts)
         s->mem_max_ts = ts;
+    /* newer than every env's record: known as it comes */
+    uint64_t known = ts > s->ts_bound ? s->known_epoch : 0;
     return store__mem_put(s->mem, token, key, rec, known);
-}
-
-void store__ts_raise(store *s, uint64_t ts)
-{
-    pthread_mutex_lock(&s->memmu);
-    if (ts > s->ts_bound)
-        s->ts_bound = ts;
-    pthread_mutex_unlock(&s->memmu);
 }
 
 /* How far ahead of ts_bound a saved ceiling is put: one save per minute of
@@ -717,16 +711,18 @@ void store__ts_raise(store *s, uint64_t ts)
  * from the start again once the clock has passed it. */
 #define STORE__TS_CEILING_AHEAD ((uint64_t)60000 << HLC_LOGICAL_BITS)
 
+static uint64_t store__sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 /* Save a ceiling AHEAD above b if the saved one is below b + slack. */
 static int store__ts_ceiling_put(store *s, uint64_t b, uint64_t slack)
 {
     pthread_mutex_lock(&s->ceilmu);
     int rc = 0;
-    uint64_t need = b > UINT64_MAX - slack ? UINT64_MAX : b + slack;
-    if (need > s->ts_ceiling) {
-        uint64_t c = b > UINT64_MAX - STORE__TS_CEILING_AHEAD
-                         ? UINT64_MAX
-                         : b + STORE__TS_CEILING_AHEAD;
+    if (store__sat_add(b, slack) > s->ts_ceiling) {
+        uint64_t c = store__sat_add(b, STORE__TS_CEILING_AHEAD);
         if ((rc = store_sys_set_u64(s, STORE__TS_CEILING, c)) == 0)
             s->ts_ceiling = c;
     }
@@ -736,7 +732,14 @@ static int store__ts_ceiling_put(store *s, uint64_t b, uint64_t slack)
 
 int store__ts_ceiling_save(store *s)
 {
+    return store__ts_take(s, 0);
+}
+
+int store__ts_take(store *s, uint64_t top)
+{
     pthread_mutex_lock(&s->memmu);
+    if (top > s->ts_bound)
+        s->ts_bound = top;
     uint64_t b = s->ts_bound;
     pthread_mutex_unlock(&s->memmu);
     return store__ts_ceiling_put(s, b, 0);
@@ -1128,17 +1131,12 @@ int store_batch_commit_direct(store *s, store_batch *b, bool sync)
     /* writes entering mem from now on are known only above these */
     uint64_t top = 0;
     for (size_t i = 0; i < b->n; i++) {
-        struct store_record r;
-        if (b->w[i].result == STORE__PENDING)
-            top = store_record_decode(&r, b->w[i].rec.p, b->w[i].rec.len) == 0
-                      ? (r.ts > top ? r.ts : top)
-                      : UINT64_MAX;
+        uint64_t ts = store__rec_ts(b->w[i].rec);
+        if (b->w[i].result == STORE__PENDING && ts > top)
+            top = ts;
     }
-    store__ts_raise(s, top);
-    if ((rc = store__ts_ceiling_save(s)) != 0) {
-        for (size_t i = 0; i < b->n; i++)
-            if (b->w[i].result == STORE__PENDING)
-                b->w[i].result = rc;
+    if ((rc = store__ts_take(s, top)) != 0) {
+        store__fail_pending(b, rc);
         return rc;
     }
     store__env_moved(s, false);
