@@ -632,17 +632,28 @@ static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
     if (q->plan.rep[i].self)
         rc = c->h.local_write(c->h.arg, RK_SLICE(q->key, q->klen), rec,
                               on_local_write, x);
-    else { /* not to a peer silent for a write timeout: write_unsent */
-        q->sent_epoch[i] = q->epoch;
-        rc = c->h.rpc(c->h.arg, q->rp[i].iaddr, &q->wmsg, write_left(q),
-                      c->o.write_timeout_ms, on_remote_write, x);
-    }
+    else /* not to a peer silent for a write timeout: write_unsent */
+        rc = coord__send(q, i, write_left(q), c->o.write_timeout_ms,
+                         on_remote_write, x);
     if (rc < 0) {
         coord_plan_answered(&q->plan, i, false);
         return rc;
     }
     q->refs++;
     return 0;
+}
+
+int coord__send(struct creq *q,
+                uint32_t i,
+                uint32_t timeout_ms,
+                uint32_t max_quiet_ms,
+                coord_rpc_cb cb,
+                void *arg)
+{
+    struct coord *c = q->c;
+    q->sent_epoch[i] = q->epoch;
+    return c->h.rpc(c->h.arg, q->rp[i].iaddr, &q->wmsg, timeout_ms,
+                    max_quiet_ms, cb, arg);
 }
 
 int coord__encode_records(struct creq *q, const struct rpc_record *rec)

@@ -175,6 +175,14 @@ void coord__note_replica_failure(struct creq *q, int st);
 /* Encode q's rpc_write of `rec` into q->wmsg, and its store record (for
  * hints) into q->srec. */
 int coord__encode_records(struct creq *q, const struct rpc_record *rec);
+/* Send q->wmsg to replica i (c->h.rpc), noting its epoch as the one that
+ * replica was sent (sent_epoch[i]: what an OLD_RING answer is about). */
+int coord__send(struct creq *q,
+                uint32_t i,
+                uint32_t timeout_ms,
+                uint32_t max_quiet_ms,
+                coord_rpc_cb cb,
+                void *arg);
 /* Checks before a request starts: 0, COORD_PARK (wait for the ring), or
  * the error to answer at once. */
 int coord__check(struct coord *c, struct rk_slice key);

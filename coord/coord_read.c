@@ -78,10 +78,8 @@ static int send_read(struct creq *q, uint32_t i)
     }
     if (rc == 0) {
         uint64_t left = q->deadline - now;
-        q->sent_epoch[i] = q->epoch;
-        rc = c->h.rpc(c->h.arg, q->rp[i].iaddr, &q->wmsg,
-                      left < UINT32_MAX ? (uint32_t)left : UINT32_MAX, 0,
-                      on_remote_read, &q->ctx[i]);
+        rc = coord__send(q, i, left < UINT32_MAX ? (uint32_t)left : UINT32_MAX,
+                         0, on_remote_read, &q->ctx[i]);
         if (rc == 0)
             q->refs++;
     }
@@ -262,9 +260,8 @@ void coord__read_decide(struct creq *q)
                 rc = c->h.local_write(c->h.arg, RK_SLICE(q->key, q->klen), best,
                                       on_repair_done, x);
         } else {
-            q->sent_epoch[i] = q->epoch;
-            rc = c->h.rpc(c->h.arg, q->rp[i].iaddr, &q->wmsg,
-                          c->o.write_timeout_ms, 0, on_repair_remote, x);
+            rc = coord__send(q, i, c->o.write_timeout_ms, 0, on_repair_remote,
+                             x);
         }
         if (rc < 0)
             continue;

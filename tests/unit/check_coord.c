@@ -1622,6 +1622,17 @@ START_TEST(stale_ring_waits_then_starts_or_expires)
 }
 END_TEST
 
+/* Three replicas in one DC; a QUORUM GET started at 1000 ms, asking two
+ * of them. */
+static void quorum_get_asking_two(struct fake *f)
+{
+    fake_init(f, "dc1 dc1 dc1", 100);
+    f->now = 1000;
+    ck_assert_int_eq(fake_request(f, COORD_OP_GET, COORD_CL_QUORUM), 0);
+    turn(f);
+    ck_assert_uint_eq(live_rpcs(f), 2);
+}
+
 /* Anomaly D of test_history (a lost write across a ring epoch change):
  * for about a gossip round after a join or a leave, a coordinator still on
  * the old ring asked the old replica set, and a replica that had moved on
@@ -1634,11 +1645,7 @@ END_TEST
 START_TEST(regression_epoch_change_loses_write)
 {
     struct fake f;
-    fake_init(&f, "dc1 dc1 dc1", 100);
-    f.now = 1000;
-    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
-    turn(&f);
-    ck_assert_uint_eq(live_rpcs(&f), 2);
+    quorum_get_asking_two(&f);
     answer(&f, 0, RK_EOLDRING, false, 0); /* on epoch 8 already */
     answer(&f, 1, 0, false, 0);           /* the old set: not found */
     turn(&f);
@@ -1736,11 +1743,7 @@ END_TEST
 START_TEST(regression_old_ring_after_repair_phantom_epoch)
 {
     struct fake f;
-    fake_init(&f, "dc1 dc1 dc1", 100);
-    f.now = 1000;
-    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
-    turn(&f);
-    ck_assert_uint_eq(live_rpcs(&f), 2);
+    quorum_get_asking_two(&f);
     ck_assert_int_ge(outstanding(&f, 0), 0);
     ck_assert_int_ge(outstanding(&f, 1), 0);
     advance(&f, 1500); /* the hedge point: 2 asked too */
