@@ -17,7 +17,6 @@
 
 #include "common/rk.h"
 #include "storage/store.h"
-#include "tests/unit/loop_check.h"
 #include "tests/unit/store_fixture.h"
 
 #define MB_LIMIT   ((size_t)256 << 10) /* memtable_bytes */
@@ -86,7 +85,7 @@ static void *mb_sampler_main(void *arg)
     return NULL;
 }
 
-/* Regression (memtable_over_twice_its_budget): the writers' hold-back
+/* Regression (memtable_held_within_twice_its_budget): the writers' hold-back
  * counted only the part of the memtable taking writes, so while the part
  * moved aside was being applied (up to twice the budget itself) writers
  * filled another twice the budget: 57 MiB held for a 16 MiB memtable_mb
