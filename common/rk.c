@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const struct {
@@ -193,4 +194,54 @@ int rk_answer(char **text, size_t *len, int rc, const char *fmt, ...)
     }
     *len = (size_t)l;
     return rc;
+}
+
+/* ---- clocks held for one input ------------------------------------------ */
+
+/* held: inside a hold; mono_ns/wall_ms: read in it (0: not yet) */
+static _Thread_local struct {
+    bool held;
+    uint64_t mono_ns, wall_ms;
+} rk_clock;
+
+void rk_clock_hold(void)
+{
+    if (rk_clock.held)
+        return;
+    rk_clock.held = true;
+    rk_clock.mono_ns = 0;
+    rk_clock.wall_ms = 0;
+}
+
+void rk_clock_release(void)
+{
+    rk_clock.held = false;
+}
+
+uint64_t rk_clock_mono_fresh_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t rk_clock_mono_ns(void)
+{
+    if (!rk_clock.held)
+        return rk_clock_mono_fresh_ns();
+    if (rk_clock.mono_ns == 0)
+        rk_clock.mono_ns = rk_clock_mono_fresh_ns();
+    return rk_clock.mono_ns;
+}
+
+uint64_t rk_clock_wall_ms(void)
+{
+    if (rk_clock.held && rk_clock.wall_ms != 0)
+        return rk_clock.wall_ms;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    if (rk_clock.held)
+        rk_clock.wall_ms = ms;
+    return ms;
 }

@@ -100,6 +100,23 @@ int rk_u64_cmp(const void *a, const void *b);
 int rk_answer(char **text, size_t *len, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* The clocks, held for one input. The work done on the bytes of one read
+ * (net/conn.c's read_cb: a client's pipeline, a peer's batch of answers)
+ * takes its times from one reading of each clock: the first ask after
+ * rk_clock_hold reads it, the others until rk_clock_release get the same.
+ * Every byte of that read arrived before the read, so a time taken there
+ * is never earlier than any request in it. Outside a hold, every ask reads
+ * the clock. Per thread; holds do not nest (a second hold is a no-op, the
+ * first release ends it). A request's latency ends with a fresh reading
+ * (rk_clock_mono_fresh_ns): one started and answered in the same input
+ * would show none. */
+void rk_clock_hold(void);
+void rk_clock_release(void);
+/* CLOCK_MONOTONIC in ns (uv_hrtime's clock) and CLOCK_REALTIME in ms. */
+uint64_t rk_clock_mono_ns(void);
+uint64_t rk_clock_wall_ms(void);
+uint64_t rk_clock_mono_fresh_ns(void);
+
 /* Hard limits, enforced by storage and every protocol decoder. */
 #define RK_MAX_KEY   (64u * 1024u)         /* bytes, keys may not be empty */
 #define RK_MAX_VALUE (16u * 1024u * 1024u) /* bytes */

@@ -1007,9 +1007,20 @@ static void tls_read(net_conn *c, ssize_t nread, const uv_buf_t *buf)
     frame_timer_sync(c, true);
 }
 
+static void read_input(net_conn *c, ssize_t nread, const uv_buf_t *buf);
+
+/* What one read brought is worked on under one reading of the clocks
+ * (rk_clock_hold, common/rk.h): a pipeline of requests or a batch of
+ * answers costs one clock_gettime, not one or three each. */
 static void read_cb(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
-    net_conn *c = CONN_OF(s, tcp);
+    rk_clock_hold();
+    read_input(CONN_OF(s, tcp), nread, buf);
+    rk_clock_release();
+}
+
+static void read_input(net_conn *c, ssize_t nread, const uv_buf_t *buf)
+{
     bool raw = c->base->on_input != NULL;
     if (c->tls) {
         tls_read(c, nread, buf);

@@ -72,8 +72,20 @@ struct peer {
     bool refused;
 };
 
+/* The peers last looked up, by the address of the name asked with: a
+ * coordinator asks again and again with the same few strings (its ring's),
+ * and a hit costs a pointer compare and one strcmp instead of strlen, a
+ * hash and a bucket's walk. Checked by content, so a string reused for
+ * another name is only a miss. */
+#define PEER_RECENT 4
+
 struct net_peers {
     struct net__base base; /* first: the base callbacks cast back */
+    struct {
+        const char *asked;
+        struct peer *e;
+    } recent[PEER_RECENT];
+    unsigned recent_next;
     uv_timer_t timer;
     uint64_t armed_at; /* deadline the timer is set for; 0 = none */
     struct peer **pb;  /* peer hash buckets */
@@ -110,10 +122,18 @@ static void req_put(net_peers *p, struct req *r)
 
 static struct peer *peer_find(net_peers *p, const char *name)
 {
+    for (unsigned i = 0; i < PEER_RECENT; i++)
+        if (p->recent[i].asked == name &&
+            strcmp(p->recent[i].e->name, name) == 0)
+            return p->recent[i].e;
     size_t h = (size_t)rk_token(name, strlen(name)) & (p->npb - 1);
     for (struct peer *e = p->pb[h]; e; e = e->hnext)
-        if (strcmp(e->name, name) == 0)
+        if (strcmp(e->name, name) == 0) {
+            unsigned i = p->recent_next++ % PEER_RECENT;
+            p->recent[i].asked = name;
+            p->recent[i].e = e;
             return e;
+        }
     return NULL;
 }
 

@@ -46,10 +46,11 @@ static uint64_t host_now_ms(void *arg)
     return uv_now(n->loop);
 }
 
+/* a request's start: the time of the read that brought it (held, rk.h) */
 static uint64_t host_now_ns(void *arg)
 {
     (void)arg;
-    return uv_hrtime();
+    return rk_clock_mono_ns();
 }
 
 /* expiries are judged by it: the peers' time while this node's clock is

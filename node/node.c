@@ -67,9 +67,7 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 
 uint64_t node__now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return rk_clock_wall_ms(); /* held while a read is worked on */
 }
 
 uint64_t node__mono_ms(node *n)

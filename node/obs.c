@@ -175,7 +175,8 @@ static int obs_register(struct obs *o)
       "Coordinator requests by operation and consistency level.",
       METRICS_COUNTER, 2, op_level);
     F(lat, "ringkv_request_duration_seconds",
-      "Coordinator request latency (start to reply, any outcome).",
+      "Coordinator request latency (from the read that brought the request to "
+      "its reply, any outcome).",
       METRICS_HISTOGRAM, 2, op_level);
     F(err, "ringkv_request_errors_total",
       "Requests that failed UNAVAILABLE, TIMEOUT or OVERLOADED, by level.",

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -189,6 +190,39 @@ START_TEST(write_file_atomic_replaces)
 }
 END_TEST
 
+static void sleep_2ms(void)
+{
+    struct timespec d = {0, 2000000};
+    while (nanosleep(&d, &d) != 0)
+        ;
+}
+
+/* Held clocks: inside a hold both clocks answer their first reading
+ * however long the work takes; a hold inside a hold changes nothing and
+ * the release ends it; outside, every ask reads the clock again; the
+ * fresh monotonic reading is never the held one. */
+START_TEST(clock_held_for_one_input)
+{
+    rk_clock_hold();
+    uint64_t ns = rk_clock_mono_ns(), ms = rk_clock_wall_ms();
+    sleep_2ms();
+    rk_clock_hold();
+    ck_assert_uint_eq(rk_clock_mono_ns(), ns);
+    ck_assert_uint_eq(rk_clock_wall_ms(), ms);
+    ck_assert_uint_ge(rk_clock_mono_fresh_ns(), ns + 2000000u);
+    rk_clock_release();
+    uint64_t ns2 = rk_clock_mono_ns(), ms2 = rk_clock_wall_ms();
+    ck_assert_uint_ge(ns2, ns + 2000000u);
+    ck_assert_uint_gt(ms2, ms);
+    sleep_2ms();
+    ck_assert_uint_ge(rk_clock_mono_ns(), ns2 + 2000000u);
+    ck_assert_uint_gt(rk_clock_wall_ms(), ms2);
+    rk_clock_hold(); /* a new hold reads anew */
+    ck_assert_uint_ge(rk_clock_mono_ns(), ns2 + 2000000u);
+    rk_clock_release();
+}
+END_TEST
+
 static Suite *common_suite(void)
 {
     Suite *s = suite_create("common");
@@ -207,6 +241,9 @@ static Suite *common_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("pool");
     tcase_add_test(tc, pool_reuses_last_released_and_bounds);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("clock");
+    tcase_add_test(tc, clock_held_for_one_input);
     suite_add_tcase(s, tc);
     return s;
 }

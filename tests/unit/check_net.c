@@ -1251,6 +1251,39 @@ START_TEST(rpc_refused_backoff_and_names)
 }
 END_TEST
 
+/* A peer is found by its name's content, not by the address of the string
+ * it was asked with (peers.c keeps the last ones by that address): one
+ * buffer given one server's address, then another's, reaches each in turn
+ * (regression: a lookup trusting the address sent the second request to the
+ * first server). */
+START_TEST(rpc_peer_name_buffer_reused)
+{
+    struct env e;
+    struct srv v = {0}, w = {0};
+    env_init(&e);
+    v.echo = w.echo = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    srv_start(&e, &w, true, NULL, 0, 0);
+    net_peers *p = peers_start(&e, NULL, 0);
+    char a[64];
+    uint8_t pl[8] = {0};
+    struct rpc_res r[4] = {{0}};
+    for (int i = 0; i < 4; i++) {
+        addr_of(a, sizeof(a), net_server_port(i % 2 ? w.s : v.s));
+        ck_assert_int_eq(
+            net_peers_request(p, a, RK_SLICE(pl, 8), 60000, rpc_cb, &r[i]), 0);
+        RUN_UNTIL(&e, r[i].calls == 1);
+        ck_assert(r[i].match);
+        ck_assert_int_eq(v.frames, i / 2 + 1);
+        ck_assert_int_eq(w.frames, (i + 1) / 2);
+    }
+    peers_stop(&e, p);
+    srv_stop(&e, &v);
+    srv_stop(&e, &w);
+    env_finish(&e);
+}
+END_TEST
+
 /* A response bigger than the client's max_frame fails the connection and
  * its requests with RK_ETOOLARGE. */
 START_TEST(rpc_oversize_response)
@@ -2526,6 +2559,7 @@ static Suite *net_suite(void)
     tcase_add_test(tc, rpc_timeouts_in_deadline_order);
     tcase_add_test(tc, rpc_disconnect_fails_pending_then_reconnects);
     tcase_add_test(tc, rpc_refused_backoff_and_names);
+    tcase_add_test(tc, rpc_peer_name_buffer_reused);
     tcase_add_test(tc, rpc_refused_or_closed_peer_unreachable);
     tcase_add_test(tc, rpc_oversize_response);
     suite_add_tcase(s, tc);
