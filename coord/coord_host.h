@@ -98,6 +98,9 @@ struct coord_host {
                       struct rpc_record *rec,
                       uint8_t **buf,
                       size_t *cap);
+    /* A local read of token's key may come soon (store_prefetch): called
+     * as a read starts, before its plan. NULL: none. */
+    void (*local_prefetch)(void *arg, uint64_t token);
     /* 0, or RK_EFULL while the local replica would refuse writes for lack
      * of disk space (the store's disk reserve, with a margin): a write
      * that needs a copy here is then refused before anything is sent. */

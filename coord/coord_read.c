@@ -462,6 +462,8 @@ int coord__read_request(struct coord *c, const struct coord_request *r)
     struct creq *q = coord__req_new(c, C_GET, r->key, r->cl, r->cb, r->arg);
     if (!q)
         return -ENOMEM;
+    if (c->h.local_prefetch) /* its first cache miss under the plan's work */
+        c->h.local_prefetch(c->h.arg, q->token);
     q->meter = r->meter;
     q->deadline = r->deadline ? r->deadline
                               : c->h.now_ms(c->h.arg) + c->o.read_timeout_ms;

@@ -28,6 +28,7 @@
 #include "node/replica.h"
 #include "node/ring_view.h"
 #include "ring/ring.h"
+#include "storage/store.h"
 #include "wire/rpc_msg.h"
 
 /* The coordinator of a node and its wake timer. */
@@ -218,6 +219,13 @@ static int host_local_read(void *arg,
     return node__local_read(arg, key, found, rec, buf, cap);
 }
 
+static void host_local_prefetch(void *arg, uint64_t token)
+{
+    node *n = arg;
+    if (n->store)
+        store_prefetch(n->store, token);
+}
+
 static int host_rpc(void *arg,
                     const char *iaddr,
                     const struct rpc_buf *msg,
@@ -298,6 +306,7 @@ int node__coord_new(struct coord_node **out, node *n)
                                  .ring_behind = host_ring_behind,
                                  .local_write = host_local_write,
                                  .local_read = host_local_read,
+                                 .local_prefetch = host_local_prefetch,
                                  .local_full = host_local_full,
                                  .rpc = host_rpc,
                                  .quiet_ms = host_quiet_ms,

@@ -180,6 +180,12 @@ int store__mem_put(store__mem *m,
     return 0;
 }
 
+uintptr_t store__mem_buckets(const store__mem *m, size_t *mask)
+{
+    *mask = m->mask;
+    return (uintptr_t)m->tab;
+}
+
 void store__mem_prefetch(const store__mem *m, uint64_t token, int stage)
 {
     struct store__ment *const *pp = &m->tab[token & m->mask];

@@ -666,6 +666,7 @@ int store_open(store **out, const struct store_opts *opts)
     s->mem_limit = s->o.memtable_bytes ? s->o.memtable_bytes : (size_t)16 << 20;
     if ((rc = store__mem_new(&s->mem, 0)))
         goto close_all;
+    store__mem_publish(s);
     if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
         (rc = store__map_load(s)) || (rc = store__recover(s)) ||
         (rc = store__ts_load(s)))
@@ -792,6 +793,20 @@ struct store__memseen {
     bool known; /* the record found is marked: the env need not be read */
     uint64_t epoch, gen; /* the store's known_epoch and env_gen then */
 };
+
+void store_prefetch(store *s, uint64_t token)
+{
+    for (int i = 0; i < 2; i++) {
+        uintptr_t tab =
+            atomic_load_explicit(&s->pf_tab[i], memory_order_relaxed);
+        size_t mask =
+            atomic_load_explicit(&s->pf_mask[i], memory_order_relaxed);
+        /* integer arithmetic: a stale table's slot is only an address */
+        if (tab != 0)
+            __builtin_prefetch(
+                (const void *)(tab + (token & mask) * sizeof(void *)));
+    }
+}
 
 /* The memtable's record of key, the LWW winner of mem's and imm's (mem's
  * on a tie), and where its entry's `known` mark is (memmu held). */

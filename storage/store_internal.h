@@ -89,9 +89,13 @@ size_t store__mem_bytes(const store__mem *m); /* memory held, about */
  * fetches its bucket, stage 1 (later) the bucket's first entry. A hint
  * only; a lookup of a million-key table is two cache misses without it. */
 void store__mem_prefetch(const store__mem *m, uint64_t token, int stage);
+/* Where m's buckets are now and their mask (for store_prefetch). */
+uintptr_t store__mem_buckets(const store__mem *m, size_t *mask);
 /* LWW-merge a copy of the (validated) write in. 0, -ENOMEM. A record that
  * replaces one keeps its `known` mark (it is newer still), or takes
  * `known` when that is not 0. */
+/* Publish where mem's and imm's buckets are now (memmu held). */
+void store__mem_publish(store *s);
 int store__mem_put(store__mem *m,
                    uint64_t token,
                    struct rk_slice key,
@@ -197,6 +201,12 @@ struct store {
     uint64_t known_epoch;
     uint64_t env_gen;
     uint64_t known_reads; /* reads that skipped the env so */
+    /* Where mem's [0] and imm's [1] buckets are (0: no imm), for
+     * store_prefetch: set under memmu by store__mem_publish whenever they
+     * may have moved, read without it. Only ever a prefetch's address,
+     * never dereferenced, so one that is stale costs a wasted prefetch. */
+    _Atomic uintptr_t pf_tab[2];
+    _Atomic size_t pf_mask[2];
     /* A write is marked known as it enters mem when its timestamp is above
      * ts_bound: every record in an env or in imm has a timestamp at or
      * below it. mem_max_ts bounds mem's, and a flush raises ts_bound by it

@@ -693,6 +693,17 @@ static size_t store__mem_take(store *s,
     return bytes;
 }
 
+void store__mem_publish(store *s)
+{
+    size_t mask = 0;
+    uintptr_t tab = store__mem_buckets(s->mem, &mask);
+    atomic_store_explicit(&s->pf_mask[0], mask, memory_order_relaxed);
+    atomic_store_explicit(&s->pf_tab[0], tab, memory_order_relaxed);
+    tab = s->imm ? store__mem_buckets(s->imm, &mask) : 0;
+    atomic_store_explicit(&s->pf_mask[1], mask, memory_order_relaxed);
+    atomic_store_explicit(&s->pf_tab[1], tab, memory_order_relaxed);
+}
+
 int store__mem_add(store *s,
                    uint64_t token,
                    struct rk_slice key,
@@ -703,7 +714,9 @@ int store__mem_add(store *s,
         s->mem_max_ts = ts;
     /* newer than every env's record: known as it comes */
     uint64_t known = ts > s->ts_bound ? s->known_epoch : 0;
-    return store__mem_put(s->mem, token, key, rec, known);
+    int rc = store__mem_put(s->mem, token, key, rec, known);
+    store__mem_publish(s); /* the put may have doubled its buckets */
+    return rc;
 }
 
 /* How far ahead of ts_bound a saved ceiling is put: one save per minute of
@@ -829,6 +842,7 @@ static int store__apply_imm(store *s)
         /* What is left of imm is kept: back into mem (LWW). */
         kept = store__mem_bytes(s->imm);
         store__mem_merge(s->mem, s->imm);
+        store__mem_publish(s);
         pthread_mutex_unlock(&s->memmu);
     }
     pthread_rwlock_unlock(&s->maplock);
@@ -836,6 +850,7 @@ static int store__apply_imm(store *s)
     pthread_mutex_lock(&s->memmu);
     store__mem *old = s->imm;
     s->imm = NULL;
+    store__mem_publish(s);
     s->mem_applies++;
     s->env_gen++; /* store__env_moved, under the lock already held */
     s->mem_floor = kept;
@@ -850,6 +865,7 @@ static void store__mem_swap(store *s, store__mem *fresh)
 {
     s->imm = s->mem;
     s->mem = fresh;
+    store__mem_publish(s);
     if (s->mem_max_ts > s->ts_bound)
         s->ts_bound = s->mem_max_ts;
     s->mem_max_ts = 0;

@@ -3,7 +3,9 @@
  * store__mem_check; docs/config.md, memtable_mb): writers are held back
  * once the memtable holds twice its budget, counting the part moved aside
  * for the apply in flight (imm) as well as the part taking writes (mem).
- * Apart from check_storage.c, which is past its size already.
+ * Apart from check_storage.c, which is past its size already. And where
+ * store_prefetch finds the memtable's buckets (store__mem_publish), kept
+ * true as the memtable grows and is swapped under those writers.
  *
  * Every test works in its own fresh directory under $TMPDIR (or /tmp).
  */
@@ -17,6 +19,7 @@
 
 #include "common/rk.h"
 #include "storage/store.h"
+#include "storage/store_internal.h"
 #include "tests/unit/store_fixture.h"
 
 #define MB_LIMIT   ((size_t)256 << 10) /* memtable_bytes */
@@ -70,7 +73,24 @@ struct mb_sampler {
     atomic_bool stop;
     uint64_t max_bytes;
     long samples;
+    long pf_wrong; /* samples where store_prefetch's addresses were stale */
 };
+
+/* Whether store_prefetch's addresses are mem's and imm's buckets now. */
+static bool pf_current(store *s)
+{
+    pthread_mutex_lock(&s->memmu);
+    size_t mask[2] = {0, 0};
+    uintptr_t tab[2];
+    tab[0] = store__mem_buckets(s->mem, &mask[0]);
+    tab[1] = s->imm ? store__mem_buckets(s->imm, &mask[1]) : 0;
+    bool ok = true;
+    for (int i = 0; i < 2; i++)
+        ok = ok && atomic_load(&s->pf_tab[i]) == tab[i] &&
+             (tab[i] == 0 || atomic_load(&s->pf_mask[i]) == mask[i]);
+    pthread_mutex_unlock(&s->memmu);
+    return ok;
+}
 
 static void *mb_sampler_main(void *arg)
 {
@@ -81,6 +101,8 @@ static void *mb_sampler_main(void *arg)
         if (mi.bytes > m->max_bytes)
             m->max_bytes = mi.bytes;
         m->samples++;
+        store_prefetch(m->s, (uint64_t)m->samples * 0x9E3779B97F4A7C15u);
+        m->pf_wrong += !pf_current(m->s);
     }
     return NULL;
 }
@@ -126,6 +148,10 @@ START_TEST(memtable_held_within_twice_its_budget)
            (unsigned long long)sm.max_bytes, sm.samples,
            (unsigned long long)(2 * MB_LIMIT + slack));
     ck_assert_uint_le(sm.max_bytes, 2 * MB_LIMIT + slack);
+    /* 25,600 keys: mem grew past its first 1,024 buckets, and was swapped
+     * for an apply many times */
+    ck_assert_int_eq(sm.pf_wrong, 0);
+    ck_assert(pf_current(s));
     /* and everything written is there */
     for (int i = 0; i < MB_WRITERS; i++) {
         char k[32];
@@ -140,11 +166,51 @@ START_TEST(memtable_held_within_twice_its_budget)
 }
 END_TEST
 
+/* store_prefetch's addresses follow mem as it doubles its buckets (8,000
+ * small keys, past its first 1,024 buckets several times) and as a flush
+ * moves it aside and drops it. */
+START_TEST(prefetch_follows_memtable_growth)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    store_batch *b;
+    ck_assert_int_eq(store_batch_new(&b), 0);
+    size_t grew = 0, mask = 0;
+    for (int r = 0; r < 80; r++) {
+        for (int i = 0; i < 100; i++) {
+            char k[32];
+            int kl = snprintf(k, sizeof(k), "k%d:%d", r, i);
+            size_t n;
+            uint8_t *p = rec(&n, 1, 0, 0, "v", 1);
+            ck_assert_int_eq(
+                store_batch_add(b, RK_SLICE(k, (size_t)kl), RK_SLICE(p, n)), 0);
+            free(p);
+        }
+        ck_assert_int_eq(store_batch_commit(s, b), 0);
+        store_batch_reset(b);
+        ck_assert(pf_current(s));
+        size_t m = atomic_load(&s->pf_mask[0]);
+        grew += m != mask;
+        mask = m;
+    }
+    ck_assert_uint_ge(grew, 3); /* 1,024 buckets, then 2,048 ... 8,192 */
+    ck_assert_int_eq(store_flush(s), 0);
+    ck_assert(pf_current(s));
+    ck_assert_uint_eq(atomic_load(&s->pf_tab[1]), 0);
+    store_prefetch(s, 42);
+    store_batch_free(b);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 static Suite *mem_suite(void)
 {
     Suite *s = suite_create("storage_mem");
     TCase *tc = tcase_create("bound");
     tcase_add_test(tc, memtable_held_within_twice_its_budget);
+    tcase_add_test(tc, prefetch_follows_memtable_growth);
     suite_add_tcase(s, tc);
     return s;
 }
