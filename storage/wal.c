@@ -19,6 +19,13 @@
  * blocks: the append rewrites the partial block it starts in (its earlier
  * bytes, kept in `tail`, unchanged: a torn rewrite leaves them as they were)
  * and pads the last one with zeros, which replay reads as the end of the log.
+ *
+ * Retired segments are recycled: up to WAL_SPARES of them are renamed
+ * <seq>.spare instead of deleted, and the next segment is a spare renamed
+ * into place, its blocks already allocated and written, so it needs no zero
+ * fill (which wrote every byte of the log twice). Its old records carry
+ * their own, older segment seq and never verify; seqs are never reused
+ * (the next is above every segment's and every spare's).
  */
 #include "storage/wal.h"
 
@@ -51,6 +58,9 @@
  * block (aligned for direct writes). */
 static const uint8_t wal_zeros[1 << 16] __attribute__((aligned(WAL_DIO)));
 
+/* Retired segments kept for reuse (renamed <seq>.spare). */
+#define WAL_SPARES 2
+
 struct store__wal {
     char *dir;
     int dir_fd;
@@ -59,7 +69,11 @@ struct store__wal {
     pthread_cond_t cv;
     uint64_t *segs; /* seqs of the segment files, ascending */
     size_t nsegs, cap;
-    size_t nfound; /* segs[0..nfound) were found at open */
+    size_t nfound;               /* segs[0..nfound) were found at open */
+    uint64_t spares[WAL_SPARES]; /* seqs of the spare files */
+    size_t nspares;
+    uint64_t top_seq; /* the highest seq of any file met: a segment's or a
+                         spare's (a new segment's is above it) */
     bool started;
     int fd; /* the current segment (the newest), -1 before start */
     uint64_t seq;
@@ -118,6 +132,11 @@ static void wal_name(char *out, size_t n, uint64_t seq)
     snprintf(out, n, "%016" PRIx64 ".log", seq);
 }
 
+static void wal_spare_name(char *out, size_t n, uint64_t seq)
+{
+    snprintf(out, n, "%016" PRIx64 ".spare", seq);
+}
+
 static int wal_seg_cmp(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -174,12 +193,20 @@ int store__wal_open(store__wal **out, const char *dir, uint64_t seg_bytes)
             continue;
         char *end;
         uint64_t seq = strtoull(e->d_name, &end, 16);
-        if (strlen(e->d_name) != 20 || end != e->d_name + 16 ||
-            strcmp(end, ".log") != 0 || seq == 0) {
+        bool spare = strcmp(end, ".spare") == 0;
+        if (end != e->d_name + 16 || seq == 0 ||
+            (strcmp(end, ".log") != 0 && !spare)) {
             rc = RK_ECORRUPT;
             break;
         }
-        rc = wal_push(w, seq);
+        if (seq > w->top_seq)
+            w->top_seq = seq;
+        if (!spare)
+            rc = wal_push(w, seq);
+        else if (w->nspares < WAL_SPARES)
+            w->spares[w->nspares++] = seq;
+        else if (unlinkat(w->dir_fd, e->d_name, 0) != 0)
+            rc = -errno;
     }
     closedir(d);
     if (rc)
@@ -316,16 +343,17 @@ int store__wal_replay(store__wal *w,
 
 /* Open segment file `name` for writing (flags: O_CREAT | O_TRUNC or 0),
  * with O_DIRECT if *direct and the file system takes it; *direct says
- * which it got. A new direct segment's first block is written (zeros) to
- * find out whether direct writes of WAL_DIO blocks work here at all. */
-static int
-wal_open_seg(store__wal *w, const char *name, int flags, bool *direct)
+ * which it got. With `probe` (a new or recycled segment) its first block
+ * is written (zeros) to find out whether direct writes of WAL_DIO blocks
+ * work here at all. */
+static int wal_open_seg(
+    store__wal *w, const char *name, int flags, bool probe, bool *direct)
 {
     flags |= O_WRONLY | O_CLOEXEC;
     if (*direct) {
         int fd = openat(w->dir_fd, name, flags | O_DIRECT, 0644);
         int e = fd < 0 ? errno : 0;
-        if (fd >= 0 && (flags & O_CREAT)) {
+        if (fd >= 0 && probe) {
             ssize_t r = pwrite(fd, wal_zeros, WAL_DIO, 0);
             if (r != (ssize_t)WAL_DIO) {
                 e = r < 0 ? errno : EIO;
@@ -344,15 +372,51 @@ wal_open_seg(store__wal *w, const char *name, int flags, bool *direct)
     return fd >= 0 ? fd : -errno;
 }
 
-/* Create segment `seq` as the current one. Under mu (or before start). */
+/* A spare renamed to segment `name` and opened: its descriptor, and in
+ * *filled how many of its bytes are written already; or -1 when there is
+ * none or it cannot be used (what failed is left to a new file). */
+static int
+wal_reuse_spare(store__wal *w, const char *name, bool *direct, uint64_t *filled)
+{
+    while (w->nspares > 0) {
+        char old[32];
+        wal_spare_name(old, sizeof(old), w->spares[--w->nspares]);
+        if (renameat(w->dir_fd, old, w->dir_fd, name) != 0)
+            continue; /* gone, or not ours to rename: a new file instead */
+        int fd = wal_open_seg(w, name, 0, true, direct);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0) {
+            uint64_t a = *direct ? WAL_DIO : 1;
+            *filled = (uint64_t)st.st_size / a * a;
+            if (*filled < a)
+                *filled = a; /* the probe wrote the first block */
+            return fd;
+        }
+        if (fd >= 0)
+            close(fd);
+        return -1; /* O_TRUNC makes a new file of it */
+    }
+    return -1;
+}
+
+/* Create segment `seq` as the current one, from a spare if there is one.
+ * Under mu (or before start). */
 static int wal_new_seg(store__wal *w, uint64_t seq)
 {
     char name[32];
     wal_name(name, sizeof(name), seq);
     bool direct = !w->buffered;
-    int fd = wal_open_seg(w, name, O_CREAT | O_TRUNC, &direct);
+    uint64_t filled = 0;
+    int fd = wal_reuse_spare(w, name, &direct, &filled);
+    if (fd < 0) {
+        direct = !w->buffered;
+        fd = wal_open_seg(w, name, O_CREAT | O_TRUNC, true, &direct);
+        filled = direct ? WAL_DIO : 0; /* the probe's zeros */
+    }
     if (fd < 0)
         return fd;
+    if (seq > w->top_seq)
+        w->top_seq = seq;
     int rc = wal_push(w, seq);
     if (rc == 0 && fsync(w->dir_fd) != 0)
         rc = -errno;
@@ -364,7 +428,7 @@ static int wal_new_seg(store__wal *w, uint64_t seq)
     atomic_store(&w->direct, direct);
     w->seq = seq;
     w->off = 0;
-    w->filled = direct ? WAL_DIO : 0; /* the probe's zeros */
+    w->filled = filled;
     return 0;
 }
 
@@ -410,10 +474,19 @@ static int wal_rotate(store__wal *w)
     return 0;
 }
 
+/* A retired segment goes: kept as a spare while there is room, else
+ * deleted. */
 static int wal_unlink(store__wal *w, uint64_t seq)
 {
-    char name[32];
+    char name[32], spare[32];
     wal_name(name, sizeof(name), seq);
+    if (w->nspares < WAL_SPARES) {
+        wal_spare_name(spare, sizeof(spare), seq);
+        if (renameat(w->dir_fd, name, w->dir_fd, spare) == 0) {
+            w->spares[w->nspares++] = seq;
+            return 0;
+        }
+    }
     if (unlinkat(w->dir_fd, name, 0) != 0 && errno != ENOENT)
         return -errno;
     return 0;
@@ -443,7 +516,7 @@ int store__wal_retire(store__wal *w, uint64_t cut)
 
 int store__wal_start(store__wal *w, bool retire)
 {
-    uint64_t next = w->nsegs ? w->segs[w->nsegs - 1] + 1 : 1;
+    uint64_t next = w->top_seq + 1; /* above every segment and spare */
     int rc = retire ? store__wal_retire(w, next) : 0;
     if (rc)
         return rc;
@@ -715,7 +788,7 @@ int store__wal_prefill(store__wal *w)
             seq = w->seq;
             wal_name(name, sizeof(name), seq);
             bool direct = atomic_load(&w->direct); /* as the segment is */
-            if ((fd = wal_open_seg(w, name, 0, &direct)) < 0) {
+            if ((fd = wal_open_seg(w, name, 0, false, &direct)) < 0) {
                 rc = fd;
                 break;
             }

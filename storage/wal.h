@@ -3,7 +3,8 @@
  * storage/ (docs/storage.md, "Durability").
  *
  * Segments are files data_dir/commitlog/<seq, 16 hex digits>.log, written
- * sequentially. Each record is
+ * sequentially; up to two retired ones are kept as <seq>.spare and reused
+ * as the next segments (wal.c). Each record is
  *   u32 magic | u32 payload length | u64 segment seq | u64 record number
  *   | u64 XXH3-64 of the 24 bytes before it and the payload | payload
  * (big-endian). Record numbers grow by one across all segments of one run,
@@ -38,9 +39,9 @@ typedef struct store__wal store__wal;
 
 #define STORE__WAL_HDR 32u
 
-/* Open (creating) the log directory `dir` and list its segments. Appends
- * are refused until store__wal_start. Returns 0, -errno or RK_ECORRUPT for
- * a file in `dir` that is not a segment name.
+/* Open (creating) the log directory `dir` and list its segments and
+ * spares. Appends are refused until store__wal_start. Returns 0, -errno or
+ * RK_ECORRUPT for a file in `dir` that is neither.
  * @note The caller owns *out (store__wal_free). */
 int store__wal_open(store__wal **out, const char *dir, uint64_t seg_bytes);
 
@@ -70,8 +71,9 @@ int store__wal_replay(store__wal *w,
                       store__wal_seg_cb seg_done,
                       void *arg);
 
-/* After replay: start a new segment, and with `retire` first delete every
- * segment found at open (oldest first, so a crash leaves a suffix). Without
+/* After replay: start a new segment, and with `retire` first retire every
+ * segment found at open (oldest first, so a crash leaves a suffix; kept as
+ * spares or deleted, as store__wal_retire does). Without
  * it the caller retires them later (store__wal_cut, store__wal_retire),
  * e.g. after logging again what replay could not apply. */
 int store__wal_start(store__wal *w, bool retire);
@@ -120,7 +122,8 @@ uint64_t store__wal_last(store__wal *w);
  * (durably) everything they logged. */
 int store__wal_cut(store__wal *w, uint64_t *out_cut);
 
-/* Delete the segments with seq < cut. */
+/* Retire the segments with seq < cut: the first two kept (renamed) as
+ * spares for the next segments while there is room, the rest deleted. */
 int store__wal_retire(store__wal *w, uint64_t cut);
 
 /* Write and sync zeros ahead of the append position in the current

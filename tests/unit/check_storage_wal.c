@@ -69,17 +69,33 @@ static store *open_store(void)
 }
 
 /* Segment files in the log directory. */
-static int nsegs(void)
+/* Files in the log directory whose names end in `suffix`. */
+static int nfiles(const char *suffix)
 {
     DIR *d = opendir(logdir);
     ck_assert_ptr_nonnull(d);
     int n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.')
+    size_t sl = strlen(suffix);
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (e->d_name[0] != '.' && l > sl &&
+            strcmp(e->d_name + l - sl, suffix) == 0)
             n++;
+    }
     closedir(d);
     return n;
+}
+
+static int nsegs(void)
+{
+    return nfiles(".log");
+}
+
+/* Retired segments kept for reuse (wal.c, WAL_SPARES). */
+static int nspares(void)
+{
+    return nfiles(".spare");
 }
 
 static void seg_path(char *out, size_t n, uint64_t seq)
@@ -1088,6 +1104,97 @@ START_TEST(regression_env_sync_retry_retired_log)
 }
 END_TEST
 
+/* Append n records of length len + i, filled with byte first + i, and
+ * sync them; the number of segments sealed meanwhile. */
+static int append_bytes(store__wal *w, int n, size_t len, int first)
+{
+    static uint8_t b[1024];
+    uint64_t lsn = 0;
+    int seals = 0;
+    for (int i = 0; i < n; i++) {
+        memset(b, first + i, len + (size_t)i);
+        int sealed;
+        ck_assert_int_eq(
+            store__wal_append(&lsn, &sealed, w, b, len + (size_t)i), 0);
+        seals += (sealed & STORE__WAL_SEALED) != 0;
+    }
+    ck_assert_int_eq(store__wal_sync(w, lsn), 0);
+    return seals;
+}
+
+/* Recycled segments (wal.c, WAL_SPARES): retired segments are kept as
+ * spares and become the next segments, their old records still in them.
+ * Those never come back in a replay: after a crash in the middle of the
+ * second spare, exactly what was appended since the cut is replayed. A
+ * new segment's seq is above every spare's, even with no segment left
+ * (the old rule, one above the newest segment, started again at 1).
+ * Direct (_i 0) and through the page cache (_i 1). */
+START_TEST(log_recycled_segments_replay_only_their_records)
+{
+    buffered_log = _i == 1;
+    mk_tmp();
+    store__wal *w;
+    wal_open_for_test(&w, 8192);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    /* 60 records of ~500 bytes, byte 0xaa: segments 1..4 */
+    ck_assert_int_ge(append_bytes(w, 60, 500, 0), 3);
+    uint64_t cut;
+    ck_assert_int_eq(store__wal_cut(w, &cut), 0);
+    ck_assert_int_eq(store__wal_retire(w, cut), 0);
+    ck_assert_int_eq(nsegs(), 1);
+    ck_assert_int_eq(nspares(), 2);
+    /* 50 records of 300 + i bytes, byte i: two rotations, into both spares */
+    ck_assert_int_ge(append_bytes(w, 50, 300, 0), 2);
+    ck_assert_int_eq(nspares(), 0);
+    /* a recycled segment's blocks are written already: no zero fill (a
+     * direct one's: whole blocks to its end; through the page cache the
+     * file may end short of the segment size, and the rest is filled) */
+    int writes = atomic_load(&pwrites);
+    ck_assert_int_eq(store__wal_prefill(w), 0);
+    if (store__wal_direct(w))
+        ck_assert_int_eq(atomic_load(&pwrites), writes);
+    store__wal_free(w); /* a crash: the newest segment unsealed */
+    struct seen s;
+    ck_assert_int_eq(replay_seen(&s, 8192), 0);
+    ck_assert_int_eq(s.n, 50);
+    for (int i = 0; i < 50; i++) {
+        ck_assert_uint_eq(s.len[i], 300 + (size_t)i);
+        ck_assert_uint_eq(s.first[i], (uint8_t)i);
+    }
+    /* Retired at the next start: two spares, one of them its new segment;
+     * then no segment at all. */
+    wal_open_for_test(&w, 8192);
+    ck_assert_int_eq(store__wal_start(w, true), 0);
+    store__wal_free(w);
+    ck_assert_int_eq(nspares(), 1);
+    ck_assert_int_eq(nsegs(), 1);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -f '%s'/*.log", logdir);
+    ck_assert_int_eq(system(cmd), 0);
+    uint64_t top = 0;
+    DIR *d = opendir(logdir);
+    ck_assert_ptr_nonnull(d);
+    for (struct dirent *e; (e = readdir(d)) != NULL;) {
+        uint64_t q = strtoull(e->d_name, NULL, 16);
+        top = q > top ? q : top;
+    }
+    closedir(d);
+    wal_open_for_test(&w, 8192);
+    ck_assert_int_eq(store__wal_start(w, false), 0);
+    append_bytes(w, 3, 100, 0x70);
+    store__wal_free(w);
+    char p[400];
+    seg_path(p, sizeof(p), top + 1);
+    ck_assert_int_eq(access(p, F_OK), 0);
+    ck_assert_int_eq(nsegs(), 1);
+    ck_assert_int_eq(replay_seen(&s, 8192), 0);
+    ck_assert_int_eq(s.n, 3);
+    ck_assert_uint_eq(s.first[0], 0x70);
+    buffered_log = false;
+    rm_tmp();
+}
+END_TEST
+
 START_TEST(log_stray_file_is_error)
 {
     mk_tmp();
@@ -1224,6 +1331,7 @@ START_TEST(store_checkpoint_retires_segments)
     store_batch_free(b);
     ck_assert_int_eq(store_checkpoint(s), 0);
     ck_assert_int_eq(nsegs(), 1);
+    ck_assert_int_eq(nspares(), 2); /* two kept for reuse, the rest gone */
     ck_assert_int_eq(store_checkpoint(s), 0); /* an empty log: nothing */
     ck_assert_int_eq(nsegs(), 1);
     store_free(s);
@@ -1403,6 +1511,8 @@ static Suite *wal_suite(void)
     tcase_add_test(tc, log_corruption_in_sealed_segment_is_error);
     tcase_add_test(tc, log_prefill_zeros_are_skipped);
     tcase_add_test(tc, log_stray_file_is_error);
+    tcase_add_loop_test(tc, log_recycled_segments_replay_only_their_records, 0,
+                        2);
     tcase_add_test(tc, log_append_many_in_order);
     tcase_add_test(tc, regression_failed_append_replayed);
     tcase_add_test(tc, regression_write_after_seal_lost);
