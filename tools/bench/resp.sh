@@ -12,7 +12,11 @@
 # redis-benchmark (-t set, then -t get), and the CPU time (utime + stime
 # from /proc) its server used during it is printed per operation: the one
 # redis-server, and ringkv's nodes (with --demo the demo's three nodes,
-# otherwise the pids given with --pids).
+# otherwise the pids given with --pids). The count goes on after the
+# benchmark until the servers have been idle for a second (at most 15 s):
+# work a run leaves behind (ringkv applying its memtable to LMDB after the
+# SETs, up to a third of their CPU) is that run's, not the next one's.
+# Before 2026-12-07 it was counted in the GET run that followed.
 #
 # ringkv is not started here unless asked: start a cluster first (`make
 # demo` starts a local 3-node cluster) and pass the RESP address of one
@@ -186,6 +190,17 @@ cpu_ticks() { # comma-separated pids -> utime + stime of all, in ticks
     echo "$t"
 }
 hz=$(getconf CLK_TCK)
+settle() { # pids: until they have used at most a tick in each of two
+    local a b quiet=0 i # half-seconds in a row, at most 15 s
+    a=$(cpu_ticks "$1")
+    for i in $(seq 30); do
+        sleep 0.5
+        b=$(cpu_ticks "$1")
+        if [ $((b - a)) -le 1 ]; then quiet=$((quiet + 1)); else quiet=0; fi
+        [ "$quiet" -ge 2 ] && return
+        a=$b
+    done
+}
 bench() { # target host port pipeline run pids
     local out rc op t0 t1
     for op in SET GET; do
@@ -195,6 +210,7 @@ bench() { # target host port pipeline run pids
         redis-benchmark "${TLSARGS[@]}" -h "$2" -p "$3" -t "${op,,}" -n "$N" \
             -c "$CLIENTS" -d "$SIZE" -r "$KEYSPACE" -P "$4" --csv >"$out" 2>&1 ||
             rc=$?
+        settle "$6"
         t1=$(cpu_ticks "$6")
         # "SET","78125.00","0.334","0.104","0.319","0.463","0.591","1.207"
         # test, rps, avg, min, p50, p95, p99, max
