@@ -693,15 +693,25 @@ static size_t store__mem_take(store *s,
     return bytes;
 }
 
+/* Stored only when changed: the readers' cache line is left alone by a
+ * put that did not move the buckets. */
+static void store__pf_set(store *s, int i, uintptr_t tab, size_t mask)
+{
+    if (atomic_load_explicit(&s->pf_tab[i], memory_order_relaxed) == tab &&
+        atomic_load_explicit(&s->pf_mask[i], memory_order_relaxed) == mask)
+        return;
+    atomic_store_explicit(&s->pf_mask[i], mask, memory_order_relaxed);
+    atomic_store_explicit(&s->pf_tab[i], tab, memory_order_relaxed);
+}
+
 void store__mem_publish(store *s)
 {
     size_t mask = 0;
     uintptr_t tab = store__mem_buckets(s->mem, &mask);
-    atomic_store_explicit(&s->pf_mask[0], mask, memory_order_relaxed);
-    atomic_store_explicit(&s->pf_tab[0], tab, memory_order_relaxed);
+    store__pf_set(s, 0, tab, mask);
+    mask = 0;
     tab = s->imm ? store__mem_buckets(s->imm, &mask) : 0;
-    atomic_store_explicit(&s->pf_mask[1], mask, memory_order_relaxed);
-    atomic_store_explicit(&s->pf_tab[1], tab, memory_order_relaxed);
+    store__pf_set(s, 1, tab, mask);
 }
 
 int store__mem_add(store *s,
