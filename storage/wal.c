@@ -72,6 +72,7 @@ struct store__wal {
     size_t nfound;               /* segs[0..nfound) were found at open */
     uint64_t spares[WAL_SPARES]; /* seqs of the spare files */
     size_t nspares;
+    bool no_spares;   /* keep none (store__wal_keep_spares) */
     uint64_t top_seq; /* the highest seq of any file met: a segment's or a
                          spare's (a new segment's is above it) */
     bool started;
@@ -480,7 +481,7 @@ static int wal_unlink(store__wal *w, uint64_t seq)
 {
     char name[32], spare[32];
     wal_name(name, sizeof(name), seq);
-    if (w->nspares < WAL_SPARES) {
+    if (!w->no_spares && w->nspares < WAL_SPARES) {
         wal_spare_name(spare, sizeof(spare), seq);
         if (renameat(w->dir_fd, name, w->dir_fd, spare) == 0) {
             w->spares[w->nspares++] = seq;
@@ -512,6 +513,18 @@ int store__wal_retire(store__wal *w, uint64_t cut)
     }
     pthread_mutex_unlock(&w->mu);
     return rc;
+}
+
+void store__wal_keep_spares(store__wal *w, bool keep)
+{
+    pthread_mutex_lock(&w->mu);
+    w->no_spares = !keep;
+    while (!keep && w->nspares > 0) {
+        char name[32];
+        wal_spare_name(name, sizeof(name), w->spares[--w->nspares]);
+        (void)unlinkat(w->dir_fd, name, 0); /* gone is what is wanted */
+    }
+    pthread_mutex_unlock(&w->mu);
 }
 
 int store__wal_start(store__wal *w, bool retire)

@@ -126,6 +126,12 @@ int store__wal_cut(store__wal *w, uint64_t *out_cut);
  * spares for the next segments while there is room, the rest deleted. */
 int store__wal_retire(store__wal *w, uint64_t cut);
 
+/* Whether retired segments are kept as spares (they are from open). Not:
+ * the spares kept are deleted, and retired segments too until it is
+ * called with true again; the store says so while its disk is short of
+ * its reserve, so that the log holds no space it does not need. */
+void store__wal_keep_spares(store__wal *w, bool keep);
+
 /* Write and sync zeros ahead of the append position in the current
  * segment (up to its size), a MiB at a time; appends go on meanwhile. */
 int store__wal_prefill(store__wal *w);

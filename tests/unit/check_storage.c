@@ -5,6 +5,7 @@
  *
  * Every test works in its own fresh directory under $TMPDIR (or /tmp).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -2560,6 +2561,20 @@ static void check_allocated(const char *dir, const char *name)
                   (long long)st.st_blocks * 512);
 }
 
+/* The retired log segments kept for reuse in tmpdir's commit log. */
+static int log_spares(void)
+{
+    char p[300];
+    snprintf(p, sizeof(p), "%s/commitlog", tmpdir);
+    DIR *d = opendir(p);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;)
+        n += strstr(e->d_name, ".spare") != NULL;
+    closedir(d);
+    return n;
+}
+
 static struct store_opts small_opts(bool write_map)
 {
     struct store_opts o = STORE_OPTS_INIT;
@@ -2689,7 +2704,8 @@ static void space_wait(store *s, bool low)
  * sign before. With disk_reserve_bytes, writes that would leave less
  * free are refused with RK_EFULL before anything is written, reads go on,
  * the state is reported (store_space_info), and writes are taken again,
- * without a reopen, once space is freed. */
+ * without a reopen, once space is freed. Meanwhile the commit log keeps
+ * no spare segments (wal.c): their room is given back. */
 START_TEST(regression_full_disk_refused_at_reserve)
 {
     if (!fulldisk_begin())
@@ -2699,6 +2715,13 @@ START_TEST(regression_full_disk_refused_at_reserve)
     store *s = open_store(&o);
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     ck_assert_int_eq(put(s, "k1", 1, "v1"), 0);
+    /* 3 MiB logged in 1 MiB segments, then a checkpoint: spares kept */
+    static char big[64 << 10];
+    memset(big, 'b', sizeof(big) - 1);
+    for (int i = 0; i < 48; i++) /* one key: the env stays small */
+        ck_assert_int_eq(put(s, "big", (uint64_t)i + 1, big), 0);
+    ck_assert_int_eq(store_checkpoint(s), 0);
+    ck_assert_int_eq(log_spares(), 2);
     struct store_space_info si;
     store_space_info(&si, s);
     ck_assert(!si.low);
@@ -2707,6 +2730,13 @@ START_TEST(regression_full_disk_refused_at_reserve)
 
     fill_disk_but("filler", 2 << 20); /* room, but under the reserve */
     space_wait(s, true);
+    /* short of space, the log keeps no spares (the background thread's
+     * next second) */
+    for (int i = 0; i < 400 && log_spares() > 0; i++) {
+        struct timespec d = {0, 50 * 1000000};
+        nanosleep(&d, NULL);
+    }
+    ck_assert_int_eq(log_spares(), 0);
     ck_assert_int_eq(put(s, "k2", 1, "v2"), RK_EFULL);
     expect(s, "k2", NULL);
     expect(s, "k1", "v1"); /* reads go on */
