@@ -4,7 +4,7 @@ one 3-node cluster in one run (issue 30, item 3).
 
     unshare --net sh -c 'ip link set lo up && \\
         tools/bench/tokenaware.py [--rounds 3] [--seconds 10] \\
-            [--replication dc1:3] [--connections 8] [--pipeline 8] \\
+            [--replication dc1:3] [--connections 2] [--pipeline 32] \\
             [--rb-clients 50] [--rb-pipeline 1] [--rb-requests 100000] \\
             [--keys 100000] [--settle 3] [--build build] \\
             [--json results.jsonl]'
@@ -37,6 +37,14 @@ awareness changes nothing there but the client; --replication dc1:2 shows
 what it changes when a third of the requests would reach a node that is
 not a replica. Only ratios within one run mean anything on a shared
 machine; the client programs share the machine's cores with the nodes.
+
+ringkv-load runs a thread per connection: the default is 64 requests in
+flight on two threads. Until 2026-12-07 it was the same 64 on eight
+threads, which on a two-core machine preempted the nodes' loops seven
+times as often as redis-benchmark's one thread did (24,450 against 3,270
+involuntary switches a run) and cost the native client its lead: 0.99x
+RESP's ops/s at 1.04x the CPU then, 1.19-1.27x at 0.79-0.85x with two
+(docs/performance.md).
 """
 import argparse
 import json
@@ -128,8 +136,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--replication", default="dc1:3")
-    ap.add_argument("--connections", type=int, default=8)
-    ap.add_argument("--pipeline", type=int, default=8)
+    ap.add_argument("--connections", type=int, default=2)
+    ap.add_argument("--pipeline", type=int, default=32)
     ap.add_argument("--rb-clients", type=int, default=50)
     ap.add_argument("--rb-pipeline", type=int, default=1)
     ap.add_argument("--rb-requests", type=int, default=100000)
