@@ -112,7 +112,7 @@ int rk_answer(char **text, size_t *len, int rc, const char *fmt, ...)
  * would show none. */
 void rk_clock_hold(void);
 void rk_clock_release(void);
-/* CLOCK_MONOTONIC in ns (uv_hrtime's clock) and CLOCK_REALTIME in ms. */
+/* CLOCK_MONOTONIC in ns and CLOCK_REALTIME in ms. */
 uint64_t rk_clock_mono_ns(void);
 uint64_t rk_clock_wall_ms(void);
 uint64_t rk_clock_mono_fresh_ns(void);

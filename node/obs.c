@@ -818,7 +818,7 @@ void node__obs_request(
     if (!o || !op_cl_ok(op, cl))
         return;
     (void)err; /* error counts come from node_stats */
-    uint64_t now = uv_hrtime();
+    uint64_t now = rk_clock_mono_fresh_ns(); /* t0's clock (coord_node.c) */
     uint64_t us = now > t0_ns ? (now - t0_ns) / 1000u : 0;
     metrics_observe_us(
         o->lat,
