@@ -790,13 +790,6 @@ static int store__buf_put(uint8_t **buf, size_t *cap, const void *p, size_t len)
     return 0;
 }
 
-/* What a read learned from the memtable (store__mem_find), for
- * store__mem_mark. */
-struct store__memseen {
-    bool known; /* the record found is marked: the env need not be read */
-    uint64_t epoch, gen; /* the store's known_epoch and env_gen then */
-};
-
 void store_prefetch(store *s, uint64_t token)
 {
     for (int i = 0; i < 2; i++) {
@@ -810,6 +803,13 @@ void store_prefetch(store *s, uint64_t token)
                 (const void *)(tab + (token & mask) * sizeof(void *)));
     }
 }
+
+/* What a read learned from the memtable (store__mem_find), for
+ * store__mem_mark. */
+struct store__memseen {
+    bool known; /* the record found is marked: the env need not be read */
+    uint64_t epoch, gen; /* the store's known_epoch and env_gen then */
+};
 
 /* The memtable's record of key, the LWW winner of mem's and imm's (mem's
  * on a tie), and where its entry's `known` mark is (memmu held). */

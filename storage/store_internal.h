@@ -91,11 +91,12 @@ size_t store__mem_bytes(const store__mem *m); /* memory held, about */
 void store__mem_prefetch(const store__mem *m, uint64_t token, int stage);
 /* Where m's buckets are now and their mask (for store_prefetch). */
 uintptr_t store__mem_buckets(const store__mem *m, size_t *mask);
+/* Publish where mem's and imm's buckets are now (memmu held): after
+ * every change of either table (a commit's puts, a swap, an apply's end). */
+void store__mem_publish(store *s);
 /* LWW-merge a copy of the (validated) write in. 0, -ENOMEM. A record that
  * replaces one keeps its `known` mark (it is newer still), or takes
  * `known` when that is not 0. */
-/* Publish where mem's and imm's buckets are now (memmu held). */
-void store__mem_publish(store *s);
 int store__mem_put(store__mem *m,
                    uint64_t token,
                    struct rk_slice key,

@@ -686,6 +686,7 @@ static size_t store__mem_take(store *s,
                 w->result = store__mem_add(s, w->token, w->key, w->rec);
         }
     }
+    store__mem_publish(s); /* the puts may have doubled its buckets */
     size_t bytes = store__mem_bytes(s->mem);
     *held = bytes + (s->imm ? store__mem_bytes(s->imm) : 0);
     *floor = s->mem_floor;
@@ -694,7 +695,7 @@ static size_t store__mem_take(store *s,
 }
 
 /* Stored only when changed: the readers' cache line is left alone by a
- * put that did not move the buckets. */
+ * commit that did not move the buckets. */
 static void store__pf_set(store *s, int i, uintptr_t tab, size_t mask)
 {
     if (atomic_load_explicit(&s->pf_tab[i], memory_order_relaxed) == tab &&
@@ -724,9 +725,7 @@ int store__mem_add(store *s,
         s->mem_max_ts = ts;
     /* newer than every env's record: known as it comes */
     uint64_t known = ts > s->ts_bound ? s->known_epoch : 0;
-    int rc = store__mem_put(s->mem, token, key, rec, known);
-    store__mem_publish(s); /* the put may have doubled its buckets */
-    return rc;
+    return store__mem_put(s->mem, token, key, rec, known);
 }
 
 /* How far ahead of ts_bound a saved ceiling is put: one save per minute of
