@@ -120,7 +120,7 @@ int store__space_admit(store *s, uint64_t bytes, size_t nwrites)
     return refuse ? RK_EFULL : 0;
 }
 
-void store__space_tick(store *s)
+bool store__space_tick(store *s)
 {
     pthread_mutex_lock(&s->spacemu);
     uint64_t now = space_now_ms();
@@ -128,7 +128,9 @@ void store__space_tick(store *s)
         space_look(s, now);
         space_judge(s);
     }
+    bool low = s->space.low;
     pthread_mutex_unlock(&s->spacemu);
+    return low;
 }
 
 void store_space_info(struct store_space_info *out, store *s)

@@ -461,10 +461,9 @@ static void *store__syncer_main(void *arg)
             (void)store_sync(s);
         if (fill)
             (void)store__wal_prefill(s->wal); /* appends extend the file */
-        store__space_tick(s); /* refusals end without a write to try */
-        struct store_space_info si;
-        store_space_info(&si, s);
-        store__wal_keep_spares(s->wal, !si.low); /* short: free their room */
+        /* refusals end without a write to try; while short of space the
+         * log keeps no spare segments */
+        store__wal_keep_spares(s->wal, !store__space_tick(s));
         store__ts_ceiling_ahead(s);
         uint64_t now = store__mono_ms(), lsn = store__wal_last(s->wal);
         /* writes kept back by a stuck range (the floor) are retried

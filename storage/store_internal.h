@@ -122,7 +122,7 @@ int store__mem_to_batch(const store__mem *m, store_batch *b, bool copy);
 /* A record's timestamp, read from its header (storage/record.c);
  * UINT64_MAX when it has none readable, which bounds nothing. */
 uint64_t store__rec_ts(struct rk_slice rec);
-/* The system value that keeps ts_ceiling (store__ts_ceiling_save). */
+/* The system value that keeps ts_ceiling (store__ts_take). */
 #define STORE__TS_CEILING "storage_ts_ceiling"
 /* Put a write into mem (memmu held, or at open), marked known when its
  * timestamp is above ts_bound; mem_max_ts follows it. */
@@ -130,18 +130,17 @@ int store__mem_add(store *s,
                    uint64_t token,
                    struct rk_slice key,
                    struct rk_slice rec);
-/* Save a ceiling at or above ts_bound, unless the one saved is (takes
- * ceilmu; a synced system write). Before any env commit of records that
- * may be above the saved one. */
-int store__ts_ceiling_save(store *s);
-/* Records up to timestamp `top` are about to reach an env from outside
- * the memtable: raise ts_bound to it and save the ceiling. */
+/* Records up to timestamp `top` are about to reach an env: raise ts_bound
+ * to it (0: an apply of imm, already below it) and save a ceiling at or
+ * above ts_bound unless the one saved is (takes ceilmu; a synced system
+ * write). Before any env commit of records that may be above the saved
+ * ceiling. */
 int store__ts_take(store *s, uint64_t top);
 /* The syncer's, every second: save the next ceiling once the bound (or
  * the memtable's newest write, which the next flush makes it) is within
  * half the margin of the saved one, so that an apply, which must not
  * commit before it, seldom waits for that synced write. Errors are left
- * to store__ts_ceiling_save. */
+ * to store__ts_take. */
 void store__ts_ceiling_ahead(store *s);
 /* The highest record timestamp in rr's env, into *io if higher. */
 int store__env_max_ts(struct store__range *rr, uint64_t *io);
@@ -216,7 +215,7 @@ struct store {
     uint64_t ts_bound, mem_max_ts;
     /* ts_bound as saved (system value STORE__TS_CEILING, synced), always
      * at least ts_bound before any env commit holds a record above it, so
-     * that a reopened store starts from it (store__ts_ceiling_save).
+     * that a reopened store starts from it (store__ts_take).
      * Under ceilmu. */
     pthread_mutex_t ceilmu;
     uint64_t ts_ceiling;
@@ -390,7 +389,7 @@ int store__relog(store *s);
  * them as written; else RK_EFULL, `nwrites` counted as refused. */
 int store__space_admit(store *s, uint64_t bytes, size_t nwrites);
 /* Look at free space if the last look is STORE_SPACE_LOOK_MS old (the
- * background thread, every second). */
-void store__space_tick(store *s);
+ * background thread, every second); whether writes are refused (low). */
+bool store__space_tick(store *s);
 
 #endif

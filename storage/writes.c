@@ -752,11 +752,6 @@ static int store__ts_ceiling_put(store *s, uint64_t b, uint64_t slack)
     return rc;
 }
 
-int store__ts_ceiling_save(store *s)
-{
-    return store__ts_take(s, 0);
-}
-
 int store__ts_take(store *s, uint64_t top)
 {
     pthread_mutex_lock(&s->memmu);
@@ -810,7 +805,7 @@ static int store__apply_imm(store *s)
     if (rc == 0)
         rc = store__mem_to_batch(s->imm, b, false);
     if (rc == 0)
-        rc = store__ts_ceiling_save(s);
+        rc = store__ts_take(s, 0); /* imm's records are below the bound */
     if (rc == 0)
         rc = store__commit_writes(s, b, false);
     bool any_keep = rc != 0, any_stuck = false;
