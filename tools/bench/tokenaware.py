@@ -42,7 +42,8 @@ ringkv-load runs a thread per connection: the default is 64 requests in
 flight on two threads. Until 2026-12-07 it was the same 64 on eight
 threads, which on a two-core machine preempted the nodes' loops seven
 times as often as redis-benchmark's one thread did (24,450 against 3,270
-involuntary switches a run) and cost the native client its lead: 0.99x
+involuntary switches over about as many operations, 490k and 500k) and
+cost the native client its lead: 0.99x
 RESP's ops/s at 1.04x the CPU then, 1.19-1.27x at 0.79-0.85x with two
 (docs/performance.md).
 """
