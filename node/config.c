@@ -133,6 +133,7 @@ static const struct key keys[] = {
     {"gc_grace_seconds", K_I64, OFF(gc_grace_seconds), 0, 0, 365.0 * 86400, 0,
      NULL},
     {"memtable_mb", K_INT, OFF(memtable_mb), 0, 1, 65536, 0, NULL},
+    {"read_cache_mb", K_INT, OFF(read_cache_mb), 0, 0, 1048576, 0, NULL},
     {"disk_reserve_mb", K_INT, OFF(disk_reserve_mb), 0, 0, 1048576, 0, NULL},
     {"stream_throughput_mb", K_INT, OFF(stream_throughput_mb), 0, 0, 1000000, 0,
      NULL},
@@ -1111,6 +1112,7 @@ int node_config_dump(const struct node_config *c, char *buf, size_t len)
         "gc_grace_seconds: %lld\nmemtable_mb: %d\nauto_compact_pct: %d\n",
         c->hinted_handoff ? "true" : "false", (long long)c->max_hint_window_ms,
         (long long)c->gc_grace_seconds, c->memtable_mb, c->auto_compact_pct);
+    OUT("read_cache_mb: %d\n", c->read_cache_mb);
     OUT("max_clock_drift_ms: %d\n", c->max_clock_drift_ms);
     OUT("disk_reserve_mb: %d\n", c->disk_reserve_mb);
     OUT("auto_cleanup_s: %d\n", c->auto_cleanup_s);

@@ -108,6 +108,7 @@ struct node_config {
     int64_t gc_grace_seconds;
     int max_clock_drift_ms; /* refuse timestamps this far ahead; 0: off */
     int memtable_mb;        /* committed writes kept in memory before applied */
+    int read_cache_mb;      /* stored records of keys read recently; 0: none */
     int disk_reserve_mb;    /* refuse writes with less free on the disk */
     int auto_compact_pct;   /* compact a range at this % new keys; -1: never */
     int auto_cleanup_s; /* clean up this long after the ring settled; 0: no */
@@ -160,13 +161,14 @@ struct node_config {
         .failure_probes = 1, .hinted_handoff = 1,                              \
         .max_hint_window_ms = 3 * 3600 * 1000LL,                               \
         .gc_grace_seconds = 10 * 86400LL, .max_clock_drift_ms = 500,           \
-        .memtable_mb = 16, .disk_reserve_mb = 256, .auto_compact_pct = 25,     \
-        .auto_cleanup_s = 3600, .max_inflight = 10000, .repair_after_join = 1, \
-        .repair_interval_s = 3 * 86400LL, .purge_interval_s = 3600,            \
-        .max_pipeline = 1024, .stall_warning_s = 30, .max_clients = 10000,     \
-        .stream_max_ranges = 12, .stream_donor_max_ranges = 2,                 \
-        .max_input_buffer_mb = 256, .client_frame_timeout_s = 30,              \
-        .auth_fail_delay_max_ms = 5000, .log_level = NODE_LOG_INFO,            \
+        .memtable_mb = 16, .read_cache_mb = 64, .disk_reserve_mb = 256,        \
+        .auto_compact_pct = 25, .auto_cleanup_s = 3600, .max_inflight = 10000, \
+        .repair_after_join = 1, .repair_interval_s = 3 * 86400LL,              \
+        .purge_interval_s = 3600, .max_pipeline = 1024, .stall_warning_s = 30, \
+        .max_clients = 10000, .stream_max_ranges = 12,                         \
+        .stream_donor_max_ranges = 2, .max_input_buffer_mb = 256,              \
+        .client_frame_timeout_s = 30, .auth_fail_delay_max_ms = 5000,          \
+        .log_level = NODE_LOG_INFO,                                            \
     }
 
 /* Set one key from its string form. Unknown keys and bad values are errors

@@ -310,6 +310,7 @@ void node__store_opts(struct store_opts *so, const struct node_config *cfg)
     so->periodic_ms = (uint32_t)cfg->periodic_sync_ms;
     so->gc_grace_ms = (uint64_t)cfg->gc_grace_seconds * 1000u;
     so->memtable_bytes = (size_t)cfg->memtable_mb << 20;
+    so->read_cache_bytes = (size_t)cfg->read_cache_mb << 20;
     so->disk_reserve_bytes = (uint64_t)cfg->disk_reserve_mb << 20;
     so->log_buffered = !cfg->log_direct_io;
     /* 0 means "the store's default" there; the config says 25 itself */

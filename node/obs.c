@@ -70,6 +70,8 @@ struct obs {
     metrics_family *owned, *ranges, *keys, *bytes, *mem_writes, *mem_bytes;
     metrics_family *store_failed, *log_direct, *space_skips, *mem_reads;
     uint64_t mem_reads_last;
+    metrics_family *cache_bytes, *cache_entries, *cache_hits, *cache_misses;
+    uint64_t cache_hits_last, cache_misses_last;
     bool store_failed_logged;
     uint64_t space_skips_last;
     metrics_family *disk_full, *disk_free, *disk_reserve, *disk_refused;
@@ -314,6 +316,20 @@ static int obs_register(struct obs *o)
       "Reads answered by the memtable alone: its record was known to be at "
       "least as new as the range environment's, which was not read "
       "(docs/storage.md).",
+      METRICS_COUNTER, 0, NULL);
+    F(cache_bytes, "ringkv_read_cache_bytes",
+      "Memory held by the read cache of stored records (bound: "
+      "read_cache_mb).",
+      METRICS_GAUGE, 0, NULL);
+    F(cache_entries, "ringkv_read_cache_entries",
+      "Keys whose stored record (or its absence) the read cache holds.",
+      METRICS_GAUGE, 0, NULL);
+    F(cache_hits, "ringkv_read_cache_hits_total",
+      "Reads that took the stored record from the read cache instead of "
+      "the range environment (docs/storage.md).",
+      METRICS_COUNTER, 0, NULL);
+    F(cache_misses, "ringkv_read_cache_misses_total",
+      "Reads that looked in the read cache and read the range environment.",
       METRICS_COUNTER, 0, NULL);
     F(store_failed, "ringkv_storage_failed",
       "1 after a commit log or range env sync failed: commits or "
@@ -713,6 +729,10 @@ static void obs_sync(struct obs *o)
         metrics_gauge_set(o->mem_writes, 0, (int64_t)mi.writes);
         metrics_gauge_set(o->mem_bytes, 0, (int64_t)mi.bytes);
         ctr(o->mem_reads, 0, mi.known_reads, &o->mem_reads_last);
+        metrics_gauge_set(o->cache_bytes, 0, (int64_t)mi.cache_bytes);
+        metrics_gauge_set(o->cache_entries, 0, (int64_t)mi.cache_entries);
+        ctr(o->cache_hits, 0, mi.cache_hits, &o->cache_hits_last);
+        ctr(o->cache_misses, 0, mi.cache_misses, &o->cache_misses_last);
         metrics_gauge_set(o->store_failed, 0, node__obs_store_watch(n) != 0);
         metrics_gauge_set(o->log_direct, 0, store_log_direct(n->store));
         ctr(o->space_skips, 0, store_space_skips(n->store),

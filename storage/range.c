@@ -548,6 +548,7 @@ int store_range_split(store *s, struct store_range r, uint64_t at)
         goto unlock;
     }
     (void)store__delete_arc(old, hi, NULL); /* else recovery does it */
+    store__cache_forget_range(s, old);      /* hi's records left it */
     rc = store__canonicalize(s, old);
     goto unlock;
 discard:
@@ -589,6 +590,7 @@ int store_range_merge(store *s, struct store_range a, struct store_range b)
     if ((rc = store__map_put(s, &m, 1, names, NULL, del, 2)))
         goto unlock;
     A->r = m;
+    store__cache_forget_range(s, A); /* it holds b's records now */
     store__remove(s, (size_t)store__range_index(s, b));
     store__discard_env(B);
     qsort(s->ranges, s->nranges, sizeof(*s->ranges), store__rcmp);

@@ -167,8 +167,10 @@ int store_gc(store *s, uint64_t now_ms, uint64_t *out_purged)
             g.n = before;
             break;
         }
-        if ((rc = store__err(mdb_txn_commit(txn))) == 0 && g.n > before)
+        if ((rc = store__err(mdb_txn_commit(txn))) == 0 && g.n > before) {
             atomic_store(&rr->dirty, true);
+            store__cache_forget_range(s, rr); /* what it read is gone */
+        }
     }
     pthread_rwlock_unlock(&s->maplock);
     pthread_mutex_unlock(&s->opmu);
@@ -312,8 +314,10 @@ int store_purge_next(store *s, struct store_purge *p, size_t max_items)
         p->seen = s0;
         goto unlock;
     }
-    if (st.deleted)
+    if (st.deleted) {
         atomic_store(&w.rr->dirty, true);
+        store__cache_forget_range(s, w.rr); /* what it read is gone */
+    }
     if (!full) { /* this env's part of the arc is through */
         sc->started = true;
         sc->pos = stop;

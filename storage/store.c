@@ -243,6 +243,7 @@ int store__range_open(struct store__range **out,
     atomic_init(&rr->dirty, false);
     atomic_init(&rr->stuck, 0);
     atomic_init(&rr->inserts, 0);
+    atomic_init(&rr->cache_id, store__cache_id_next());
     *out = rr;
     return 0;
 }
@@ -669,6 +670,9 @@ int store_open(store **out, const struct store_opts *opts)
     if ((rc = store__mem_new(&s->mem, 0)))
         goto close_all;
     store__mem_publish(s);
+    if (s->o.read_cache_bytes &&
+        (rc = store__cache_new(&s->cache, s->o.read_cache_bytes)))
+        goto close_all;
     if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
         (rc = store__map_load(s)) || (rc = store__recover(s)) ||
         (rc = store__ts_load(s)))
@@ -743,6 +747,7 @@ void store_free(store *s)
     store__wal_free(s->wal);
     store__mem_free(s->mem);
     store__mem_free(s->imm);
+    store__cache_free(s->cache);
     for (size_t i = 0; i < s->nranges; i++)
         store__range_close(s->ranges[i]);
     free(s->ranges);
@@ -774,10 +779,11 @@ void store_free(store *s)
 
 /* Copy len bytes of p into the caller's buffer *buf of *cap bytes (NULL /
  * 0: none yet), growing it with realloc: 0 or -ENOMEM (*buf untouched). */
-static int store__buf_put(uint8_t **buf, size_t *cap, const void *p, size_t len)
+static int store__buf_put_at(
+    uint8_t **buf, size_t *cap, size_t at, const void *p, size_t len)
 {
-    if (*buf == NULL || *cap < len) {
-        size_t want = len ? len : 1;
+    if (*buf == NULL || *cap < at + len) {
+        size_t want = at + len ? at + len : 1;
         uint8_t *nb = realloc(*buf, want);
         if (nb == NULL)
             return -ENOMEM;
@@ -785,8 +791,13 @@ static int store__buf_put(uint8_t **buf, size_t *cap, const void *p, size_t len)
         *cap = want;
     }
     if (len)
-        memcpy(*buf, p, len);
+        memcpy(*buf + at, p, len);
     return 0;
+}
+
+static int store__buf_put(uint8_t **buf, size_t *cap, const void *p, size_t len)
+{
+    return store__buf_put_at(buf, cap, 0, p, len);
 }
 
 void store_prefetch(store *s, uint64_t token)
@@ -804,10 +815,14 @@ void store_prefetch(store *s, uint64_t token)
 }
 
 /* What a read learned from the memtable (store__mem_find), for
- * store__mem_mark. */
+ * store__read_note. */
 struct store__memseen {
     bool known; /* the record found is marked: the env need not be read */
     uint64_t epoch, gen; /* the store's known_epoch and env_gen then */
+    /* The read cache had the env's record (cached: copied after the
+     * memtable's, clen bytes) or knew it had none (absent). */
+    bool cached, absent;
+    size_t clen;
 };
 
 /* The memtable's record of key, the LWW winner of mem's and imm's (mem's
@@ -843,7 +858,7 @@ static int store__mem_winner(struct rk_slice *rec,
  * misses, where one answers (issue 30). A record is marked as it enters
  * the memtable when its timestamp is above every env's (ts_bound,
  * store__mem_add), or by a read that has also read the env and found the
- * memtable's record newer (store__mem_mark). The mark stays true: the env
+ * memtable's record newer (store__read_note). The mark stays true: the env
  * changes only by
  *  - a memtable apply, which writes imm's records, each one no newer than
  *    the winner of mem and imm that was marked;
@@ -859,49 +874,82 @@ static int store__mem_find(uint8_t **buf,
                            size_t *out_len,
                            struct store__memseen *seen,
                            store *s,
+                           struct store__range *rr,
                            uint64_t t,
                            struct rk_slice key)
 {
     struct rk_slice a;
     uint64_t *ka;
+    seen->known = seen->cached = seen->absent = false;
+    seen->clen = 0;
     pthread_mutex_lock(&s->memmu);
     seen->epoch = s->known_epoch;
     seen->gen = s->env_gen;
     int rc = store__mem_winner(&a, &ka, s, t, key);
+    size_t mlen = 0;
     if (rc == 0) {
         seen->known = *ka == seen->epoch;
         s->known_reads += seen->known;
         if ((rc = store__buf_put(buf, cap, a.p, a.len)) == 0)
-            *out_len = a.len;
+            *out_len = mlen = a.len;
+    }
+    struct rk_slice c;
+    if ((rc == 0 || rc == RK_ENOTFOUND) && !seen->known && s->cache &&
+        store__cache_get(&c, &seen->absent, s->cache, t,
+                         atomic_load(&rr->cache_id), key) == 0) {
+        seen->cached = true;
+        if (!seen->absent) { /* after the memtable's record */
+            int r2 = store__buf_put_at(buf, cap, mlen, c.p, c.len);
+            seen->cached = r2 == 0;
+            seen->clen = c.len;
+        }
     }
     pthread_mutex_unlock(&s->memmu);
     return rc;
 }
 
-/* Mark the memtable's record of key, rec (found by store__mem_find, then
- * found at least as new as the env's), as known to be: only if no env
- * changed since that lookup (env_gen) and the memtable's winner is still
- * rec, byte for byte (an entry freed meanwhile may have been reused; a
- * newer write that came meanwhile is marked by its next read). */
-static void store__mem_mark(store *s,
-                            const struct store__memseen *seen,
-                            uint64_t t,
-                            struct rk_slice key,
-                            struct rk_slice rec)
+/* What a read learned from the env, noted under memmu -- only if no env
+ * changed since its memtable lookup (env_gen):
+ *  - with `mark`, the memtable's record of key, rec (found by
+ *    store__mem_find, then found at least as new as the env's), is marked
+ *    known, if the memtable's winner is still rec byte for byte (an entry
+ *    freed meanwhile may have been reused; a newer write that came
+ *    meanwhile is marked by its next read);
+ *  - with `cache`, the read cache keeps the env's record of key, *env (or
+ *    that it had none: NULL), read from range rid, unless an env change
+ *    is under way (cache_hold). */
+static void store__read_note(store *s,
+                             const struct store__memseen *seen,
+                             uint64_t t,
+                             struct rk_slice key,
+                             bool mark,
+                             struct rk_slice rec,
+                             bool cache,
+                             uint64_t rid,
+                             const struct rk_slice *env)
 {
     struct rk_slice a;
     uint64_t *ka;
+    cache = cache && s->cache != NULL;
+    if (!mark && !cache)
+        return;
     pthread_mutex_lock(&s->memmu);
-    if (s->env_gen == seen->gen && store__mem_winner(&a, &ka, s, t, key) == 0 &&
-        a.len == rec.len && memcmp(a.p, rec.p, rec.len) == 0)
-        *ka = seen->epoch;
+    if (s->env_gen == seen->gen) {
+        if (mark && store__mem_winner(&a, &ka, s, t, key) == 0 &&
+            a.len == rec.len && memcmp(a.p, rec.p, rec.len) == 0)
+            *ka = seen->epoch;
+        if (cache && s->cache_hold == 0)
+            store__cache_put(s->cache, t, rid, key, env);
+    }
     pthread_mutex_unlock(&s->memmu);
 }
 
 /* The record of key, the LWW winner of the memtable's and the env's, into
  * *buf (store__buf_put). The memtable's record is copied there first; an
  * env record that wins replaces it (m, decoded from it, is not used after
- * that). */
+ * that). The env's record comes from the read cache when it has it
+ * (store__mem_find copies it after the memtable's), else from the env,
+ * and then goes into the cache. */
 static int store__get(uint8_t **buf,
                       size_t *cap,
                       size_t *out_len,
@@ -916,7 +964,7 @@ static int store__get(uint8_t **buf,
     uint64_t t = rk_token(key.p, key.len);
     uint8_t kb[STORE__IKEY_MAX];
     MDB_val k = {store__ikey(kb, t, key), kb}, v;
-    MDB_txn *txn;
+    MDB_txn *txn = NULL;
     bool inmem = false; /* *buf holds the memtable's record */
     size_t mlen = 0;
     struct store_record r, m;
@@ -927,9 +975,11 @@ static int store__get(uint8_t **buf,
         rc = RK_ENOTFOUND;
         goto unlock;
     }
+    uint64_t rid = atomic_load(&rr->cache_id);
     /* The memtable first: a write that moves from it to the env meanwhile
-     * is then found in the env. */
-    rc = store__mem_find(buf, cap, &mlen, &seen, s, t, key);
+     * is then found in the env (a cached record of the env is removed
+     * before the write reaches it, and none is kept until it has). */
+    rc = store__mem_find(buf, cap, &mlen, &seen, s, rr, t, key);
     if (rc != 0 && rc != RK_ENOTFOUND)
         goto unlock;
     inmem = rc == 0;
@@ -941,35 +991,51 @@ static int store__get(uint8_t **buf,
             *out_len = mlen;
         goto unlock;
     }
-    if ((rc = store__rtxn(&txn, rr)))
-        goto unlock;
-    rc = store__err(mdb_get(txn, rr->dbi, &k, &v));
-    if (rc == RK_ENOTFOUND && inmem)
-        store__mem_mark(s, &seen, t, key, RK_SLICE(*buf, mlen));
-    if (rc)
-        goto done_txn;
     struct rk_slice uk, rec;
-    if ((rc = store__stored_split(&uk, &rec, &k, &v)))
-        goto done_txn;
-    if (uk.len != key.len || memcmp(uk.p, key.p, key.len) != 0) {
-        rc = RK_ENOTFOUND; /* another key's 128-bit hash: not this key */
-        goto done_txn;
+    if (seen.cached && seen.absent) {
+        rc = RK_ENOTFOUND;
+        if (inmem)
+            store__read_note(s, &seen, t, key, true, RK_SLICE(*buf, mlen),
+                             false, 0, NULL);
+        goto done;
+    }
+    if (seen.cached) {
+        rec = RK_SLICE(*buf + mlen, seen.clen);
+    } else {
+        if ((rc = store__rtxn(&txn, rr)))
+            goto unlock;
+        rc = store__err(mdb_get(txn, rr->dbi, &k, &v));
+        if (rc == 0 && (rc = store__stored_split(&uk, &rec, &k, &v)) == 0 &&
+            (uk.len != key.len || memcmp(uk.p, key.p, key.len) != 0))
+            rc = RK_ENOTFOUND; /* another key's 128-bit hash: not this key */
+        if (rc == RK_ENOTFOUND)
+            store__read_note(s, &seen, t, key, inmem, RK_SLICE(*buf, mlen),
+                             true, rid, NULL);
+        if (rc)
+            goto done;
     }
     if ((rc = store_record_decode(&r, rec.p, rec.len)))
-        goto done_txn;
-    if (inmem && store_record_cmp(&m, &r) >= 0) {
-        store__mem_mark(s, &seen, t, key, RK_SLICE(*buf, mlen));
-        goto done_txn; /* the memtable's wins */
-    }
+        goto done;
+    bool mwins = inmem && store_record_cmp(&m, &r) >= 0;
+    if (mwins || !seen.cached)
+        store__read_note(s, &seen, t, key, mwins, RK_SLICE(*buf, mlen),
+                         !seen.cached, rid, &rec);
+    if (mwins)
+        goto done; /* the memtable's wins */
     inmem = false;
     if (live_only && !store_record_live(&r, now_ms)) {
         rc = RK_ENOTFOUND;
-        goto done_txn;
+        goto done;
     }
-    if ((rc = store__buf_put(buf, cap, rec.p, rec.len)) == 0)
+    if (seen.cached) {
+        memmove(*buf, rec.p, rec.len);
         *out_len = rec.len;
-done_txn:
-    store__rtxn_done(rr, txn);
+    } else if ((rc = store__buf_put(buf, cap, rec.p, rec.len)) == 0) {
+        *out_len = rec.len;
+    }
+done:
+    if (txn != NULL)
+        store__rtxn_done(rr, txn);
     if (inmem && (rc == 0 || rc == RK_ENOTFOUND || rc == RK_ECORRUPT ||
                   rc == RK_EVERSION)) {
         /* the memtable's record wins (an undecodable stored one loses) */

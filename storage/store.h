@@ -164,13 +164,18 @@ struct store_opts {
     /* Disk space kept free by refusing writes (0: none; see "Disk space
      * of writes" below). */
     uint64_t disk_reserve_bytes;
+    /* The read cache's bound (0: none): the range envs' records of keys
+     * read recently, so that a read the memtable cannot answer need not
+     * descend its env's B-tree (docs/storage.md, "The read cache"). */
+    size_t read_cache_bytes;
 };
 
 #define STORE_OPTS_INIT                                                       \
     {                                                                         \
         NULL, STORE_GROUP_COMMIT, STORE_SYNC_AUTO, 1000, UINT64_C(864000000), \
             (size_t)64 << 20, (size_t)1 << 40, UINT64_C(1000000),             \
-            UINT64_C(1) << 30, false, UINT64_C(64) << 20, 0, 0, false, 0      \
+            UINT64_C(1) << 30, false, UINT64_C(64) << 20, 0, 0, false, 0,     \
+            (size_t)64 << 20                                                  \
     }
 
 /* Open (creating if needed) the store in opts->data_dir and recover it: an
@@ -478,6 +483,9 @@ struct store_mem_info {
                              envs' keys and bytes (store_range_info) changed */
     uint64_t known_reads; /* reads answered by the memtable alone, its
                              record known to be newer than the env's */
+    /* The read cache: entries, bytes held (bound: read_cache_bytes), and
+     * reads that found the env's record there or not. */
+    uint64_t cache_entries, cache_bytes, cache_hits, cache_misses;
 };
 
 /* The memtable: writes committed but not yet applied to the range envs

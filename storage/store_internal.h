@@ -64,6 +64,11 @@ struct store__range {
      * with it until an apply succeeds. */
     atomic_int stuck;
     int stuck_next; /* store__apply_imm's scratch (flmu held) */
+    /* Which incarnation of the env the read cache's entries were read
+     * from (store__cache_id_next): a new one when the range is opened and
+     * after a deletion in place (a purge, a split's or merge's cut), so
+     * that entries of what is gone are dead (cache.c). */
+    _Atomic uint64_t cache_id;
     /* Keys new to this env since it was written whole (created, compacted,
      * adopted): splits they caused left pages half full. */
     atomic_uint_fast64_t inserts;
@@ -117,6 +122,61 @@ void store__mem_del(store__mem *m, uint64_t token, struct rk_slice key);
 void store__mem_merge(store__mem *dst, store__mem *src);
 /* Push every kept write into b (copied, or borrowed from m). */
 int store__mem_to_batch(const store__mem *m, store_batch *b, bool copy);
+
+/* The read cache (cache.c, docs/storage.md "The read cache"): the range
+ * envs' records of recently read keys, or that they had none, keyed like
+ * the memtable and tagged with their range's cache_id. Bounded by bytes
+ * (CLOCK eviction). Not thread-safe: the store holds memmu around every
+ * call. */
+typedef struct store__cache store__cache;
+/* Records longer than this are not kept: the cache saves a B-tree
+ * descent, which matters next to a small record's copy only. */
+#define STORE__CACHE_REC_MAX 8192u
+int store__cache_new(store__cache **out, size_t budget_bytes);
+void store__cache_free(store__cache *c); /* NULL is a no-op */
+/* key's entry read from the range whose cache_id is `rid`: 0 with the
+ * record (borrowed: valid until c changes) or *out_absent, else
+ * RK_ENOTFOUND (an entry of another rid is dropped). Counts a hit or a
+ * miss. */
+int store__cache_get(struct rk_slice *out_rec,
+                     bool *out_absent,
+                     store__cache *c,
+                     uint64_t token,
+                     uint64_t rid,
+                     struct rk_slice key);
+/* Keep what the env of range `rid` held for key: *rec, or none (NULL),
+ * replacing any entry of key; evicts to stay within the budget; a record
+ * over STORE__CACHE_REC_MAX (or an entry over a sixteenth of the budget)
+ * is not kept. */
+void store__cache_put(store__cache *c,
+                      uint64_t token,
+                      uint64_t rid,
+                      struct rk_slice key,
+                      const struct rk_slice *rec);
+/* Forget key's entry. */
+void store__cache_del(store__cache *c, uint64_t token, struct rk_slice key);
+/* rec is about to be LWW-merged into the env that key's entry was read
+ * from: the entry, if there is one, becomes the merge's winner, which is
+ * what the env will hold (an entry that cannot be decoded goes). */
+void store__cache_merge(store__cache *c,
+                        uint64_t token,
+                        struct rk_slice key,
+                        struct rk_slice rec);
+/* Entries, bytes, hits and misses into out's cache_* fields. */
+void store__cache_stats(struct store_mem_info *out, const store__cache *c);
+/* A cache_id no range has had (process-wide). */
+uint64_t store__cache_id_next(void);
+/* The envs are about to change by a commit of b's writes: their keys'
+ * entries go (with `merge`, they take what the commit's LWW merge will
+ * leave in the env instead), and none is kept until store__cache_end
+ * (memmu taken; env_gen moves on at both). With `outside` (records from
+ * outside the memtable) known_epoch moves on too, as in
+ * store__env_moved. */
+void store__cache_begin(store *s, const store_batch *b, bool merge);
+void store__cache_end(store *s, bool outside);
+/* Entries read from rr are dead (a deletion in place was committed):
+ * rr gets a new cache_id, and env_gen moves on (memmu taken). */
+void store__cache_forget_range(store *s, struct store__range *rr);
 
 /* ---- Reads the memtable answers alone (store.c, store__mem_find) ---- */
 /* A record's timestamp, read from its header (storage/record.c);
@@ -200,6 +260,11 @@ struct store {
      * move meanwhile. Both under memmu. */
     uint64_t known_epoch;
     uint64_t env_gen;
+    /* The read cache (NULL: none), under memmu; no entry is kept while
+     * cache_hold is not 0 (an env change is under way, store__cache_begin)
+     * nor by a read during which env_gen moved. */
+    store__cache *cache;
+    int cache_hold;
     uint64_t known_reads; /* reads that skipped the env so */
     /* Where mem's [0] and imm's [1] buckets are (0: no imm), for
      * store_prefetch: set under memmu by store__mem_publish whenever they

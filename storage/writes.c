@@ -779,6 +779,64 @@ void store__env_moved(store *s, bool outside)
     pthread_mutex_unlock(&s->memmu);
 }
 
+uint64_t store__cache_id_next(void)
+{
+    static _Atomic uint64_t next = 1;
+    return atomic_fetch_add(&next, 1);
+}
+
+/* Keys forgotten per hold of memmu: a big apply's would otherwise stall
+ * reads and commits for milliseconds. */
+#define CACHE_DEL_STEP 1024u
+
+/* While the hold is on no read keeps an entry, so b's keys, removed (or
+ * merged) in steps, stay out (or right) until store__cache_end. Reads
+ * meanwhile find each write in imm (an apply), which the entry loses to or
+ * equals, or in the env (store_batch_commit_direct, whose entries go: in
+ * group commit it leaves out writes the memtable has newer, so the env's
+ * record is not the chunk's merge), never an older entry alone. */
+void store__cache_begin(store *s, const store_batch *b, bool merge)
+{
+    pthread_mutex_lock(&s->memmu);
+    s->env_gen++;
+    s->cache_hold++;
+    bool any = s->cache != NULL;
+    pthread_mutex_unlock(&s->memmu);
+    for (size_t i = 0; any && b != NULL && i < b->n;) {
+        pthread_mutex_lock(&s->memmu);
+        for (size_t end = i + CACHE_DEL_STEP; i < b->n && i < end; i++)
+            if (merge)
+                store__cache_merge(s->cache, b->w[i].token, b->w[i].key,
+                                   b->w[i].rec);
+            else
+                store__cache_del(s->cache, b->w[i].token, b->w[i].key);
+        pthread_mutex_unlock(&s->memmu);
+    }
+}
+
+/* env_gen moves on as the hold ends: a read that began during the change
+ * (and may have read the env before it) keeps nothing. */
+static void store__cache_end_locked(store *s, bool outside)
+{
+    s->env_gen++;
+    if (outside)
+        s->known_epoch++;
+    s->cache_hold--;
+}
+
+void store__cache_end(store *s, bool outside)
+{
+    pthread_mutex_lock(&s->memmu);
+    store__cache_end_locked(s, outside);
+    pthread_mutex_unlock(&s->memmu);
+}
+
+void store__cache_forget_range(store *s, struct store__range *rr)
+{
+    atomic_store(&rr->cache_id, store__cache_id_next());
+    store__env_moved(s, false);
+}
+
 /* Write result classes after applying the memtable. */
 static bool store__keep(int x)
 {
@@ -799,15 +857,25 @@ static void store__unstick_all(store *s)
  * write of it). Returns 0 or the first such failure. */
 static int store__apply_imm(store *s)
 {
-    store__env_moved(s, false);
     store_batch *b = NULL;
     int rc = store_batch_new(&b);
     if (rc == 0)
         rc = store__mem_to_batch(s->imm, b, false);
+    /* imm's keys leave the read cache, before their writes reach the envs
+     * (reads find them in imm meanwhile); the hold ends with imm */
+    store__cache_begin(s, rc == 0 ? b : NULL, true);
     if (rc == 0)
         rc = store__ts_take(s, 0); /* imm's records are below the bound */
     if (rc == 0)
         rc = store__commit_writes(s, b, false);
+    /* a write refused alone (an XXH3-128 collision) is dropped: its key's
+     * entry, merged with it, would say what the env does not hold */
+    for (size_t i = 0; s->cache != NULL && rc == 0 && i < b->n; i++)
+        if (b->w[i].result == RK_EINTERNAL) {
+            pthread_mutex_lock(&s->memmu);
+            store__cache_del(s->cache, b->w[i].token, b->w[i].key);
+            pthread_mutex_unlock(&s->memmu);
+        }
     bool any_keep = rc != 0, any_stuck = false;
     for (size_t i = 0; !any_keep && i < b->n; i++)
         any_keep = store__keep(b->w[i].result);
@@ -856,7 +924,7 @@ static int store__apply_imm(store *s)
     s->imm = NULL;
     store__mem_publish(s);
     s->mem_applies++;
-    s->env_gen++; /* store__env_moved, under the lock already held */
+    store__cache_end_locked(s, false);
     s->mem_floor = kept;
     pthread_mutex_unlock(&s->memmu);
     store__mem_free(old);
@@ -910,6 +978,10 @@ void store_mem_info(struct store_mem_info *out, store *s)
     out->bytes = store__mem_bytes(s->mem);
     out->applies = s->mem_applies;
     out->known_reads = s->known_reads;
+    out->cache_entries = out->cache_bytes = 0;
+    out->cache_hits = out->cache_misses = 0;
+    if (s->cache != NULL)
+        store__cache_stats(out, s->cache);
     if (s->imm != NULL) {
         out->writes += store__mem_count(s->imm);
         out->bytes += store__mem_bytes(s->imm);
@@ -1159,9 +1231,9 @@ int store_batch_commit_direct(store *s, store_batch *b, bool sync)
         store__fail_pending(b, rc);
         return rc;
     }
-    store__env_moved(s, false);
+    store__cache_begin(s, b, false);
     rc = store__commit_writes(s, b, sync);
-    store__env_moved(s, true); /* records from outside the memtable */
+    store__cache_end(s, true); /* records from outside the memtable */
     return rc;
 }
 

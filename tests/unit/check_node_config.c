@@ -12,6 +12,7 @@
 
 #include "common/rk.h"
 #include "node/config.h"
+#include "node/daemon.h"
 #include "node/log.h"
 #include "storage/node_state.h"
 
@@ -258,6 +259,21 @@ START_TEST(storage_knobs)
                      0);
     ck_assert_int_eq(c.auto_compact_pct, -1);
     ck_assert_int_eq(c.memtable_mb, 64);
+    /* the read cache: 64 MiB by default, 0 turns it off, never negative,
+     * and the store is given it in bytes */
+    ck_assert_int_eq(c.read_cache_mb, 64);
+    ck_assert_int_eq(
+        node_config_set(&c, "read_cache_mb", "-1", err, sizeof(err)),
+        RK_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "read_cache_mb"));
+    ck_assert_int_eq(
+        node_config_set(&c, "read-cache-mb", "0", err, sizeof(err)), 0);
+    ck_assert_int_eq(c.read_cache_mb, 0);
+    ck_assert_int_eq(
+        node_config_set(&c, "read_cache_mb", "128", err, sizeof(err)), 0);
+    struct store_opts so;
+    node__store_opts(&so, &c);
+    ck_assert_uint_eq(so.read_cache_bytes, (size_t)128 << 20);
     /* the streaming cap: 0 (none) by default, never negative */
     ck_assert_int_eq(c.stream_throughput_mb, 0);
     ck_assert_int_eq(

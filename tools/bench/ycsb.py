@@ -23,8 +23,8 @@ What it does:
    then --steps open-loop runs offering X/steps, 2X/steps, ... X ops/s
    (latency measured from the intended send time); before and after each
    run it reads utime + stime of every server process in /proc (CPU per
-   operation), and while it runs it samples each node's RSS, memtable and
-   client input buffer (ringkv_* metrics) twice a second;
+   operation), and while it runs it samples each node's RSS, memtable,
+   read cache and client input buffer (ringkv_* metrics) twice a second;
 4. one run of workload A with values of 1 MiB over --big-keys keys
    (closed loop), MiB/s of ringkv (QUORUM) against redis-server's;
 5. prints a markdown table and writes the SVG plots (latency against
@@ -54,9 +54,10 @@ MIB = 1048576.0
 # it holds twice MEMTABLE_MB, so it can exceed that by the writes already
 # admitted, at most what the client has in flight (the phase's in-flight
 # bytes below: each node replicates every write); client input buffers
-# stay within INPUT_MB
+# stay within INPUT_MB; the read cache within CACHE_MB
 MEMTABLE_MB = 16
 INPUT_MB = 256
+CACHE_MB = 64
 LOAD_PIPELINE = 32        # the load's requests in flight a connection
 BIG_CONNS, BIG_PIPELINE = 4, 2  # the 1 MiB run's
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -104,6 +105,8 @@ class Sampler(threading.Thread):
                     m = self.h.metrics_of(n.ip)
                     self.note((n.name, "memtable_mib"),
                               m.get("ringkv_memtable_bytes", 0) / MIB)
+                    self.note((n.name, "cache_mib"),
+                              m.get("ringkv_read_cache_bytes", 0) / MIB)
                     self.note((n.name, "input_mib"),
                               m.get("ringkv_client_input_buffer_bytes", 0)
                               / MIB)
@@ -286,7 +289,7 @@ def main():
         os.environ[k] = v
     c = h.racked_cluster(IPS, replication="dc1:3", log_level="warn",
                          read_timeout_ms=5000, write_timeout_ms=5000,
-                         memtable_mb=MEMTABLE_MB,
+                         memtable_mb=MEMTABLE_MB, read_cache_mb=CACHE_MB,
                          max_input_buffer_mb=INPUT_MB)
     os.environ.clear()
     os.environ.update(saved)
@@ -362,6 +365,8 @@ def bench(o, h, c, nodes, redis, tool):
                          "keys": m.get("ringkv_keys", 0),
                          "disk_mib": m.get("ringkv_disk_bytes", 0) / MIB,
                          "memtable_mib": m.get("ringkv_memtable_bytes", 0)
+                         / MIB,
+                         "cache_mib": m.get("ringkv_read_cache_bytes", 0)
                          / MIB})
         info = subprocess.run(["redis-cli", "-h", REDIS_IP, "info", "memory"],
                               capture_output=True, text=True).stdout
@@ -467,9 +472,10 @@ def report(o, results, loads, big, mem_loaded, mem_after, peak):
                                     r["used_memory_mib"]))
             else:
                 print("  %-12s %-13s RSS %7.1f MiB (anonymous %.1f), %d keys, "
-                      "disk %.1f MiB, memtable %.1f MiB" %
-                      (tag, r["node"], r["rss_mib"], r["rss_anon_mib"],
-                       r["keys"], r["disk_mib"], r["memtable_mib"]))
+                      "disk %.1f MiB, memtable %.1f MiB, read cache %.1f MiB"
+                      % (tag, r["node"], r["rss_mib"], r["rss_anon_mib"],
+                         r["keys"], r["disk_mib"], r["memtable_mib"],
+                         r["cache_mib"]))
     inflight = {"load": o.connections * LOAD_PIPELINE * o.value_bytes / MIB,
                 "workloads": o.connections * o.pipeline * o.value_bytes / MIB,
                 "1MiB": BIG_CONNS * BIG_PIPELINE * 1.0}
@@ -482,6 +488,8 @@ def report(o, results, loads, big, mem_loaded, mem_after, peak):
                                                           bound)
         elif what == "input_mib":
             bound, how = INPUT_MB, "%d MiB" % INPUT_MB
+        elif what == "cache_mib":
+            bound, how = CACHE_MB, "read_cache_mb %d MiB" % CACHE_MB
         else:
             bound = None
         ok = bound is None or v <= bound
