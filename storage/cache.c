@@ -257,6 +257,12 @@ void store__cache_del(store__cache *c, uint64_t token, struct rk_slice key)
         cache_drop(c, pp);
 }
 
+uintptr_t store__cache_buckets(const store__cache *c, size_t *mask)
+{
+    *mask = c->mask;
+    return (uintptr_t)c->tab;
+}
+
 void store__cache_stats(struct store_mem_info *out, const store__cache *c)
 {
     out->cache_entries = c->n;

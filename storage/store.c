@@ -669,10 +669,10 @@ int store_open(store **out, const struct store_opts *opts)
     s->mem_limit = s->o.memtable_bytes ? s->o.memtable_bytes : (size_t)16 << 20;
     if ((rc = store__mem_new(&s->mem, 0)))
         goto close_all;
-    store__mem_publish(s);
     if (s->o.read_cache_bytes &&
         (rc = store__cache_new(&s->cache, s->o.read_cache_bytes)))
         goto close_all;
+    store__mem_publish(s);
     if ((rc = store__sys_open(s)) || (rc = store__hint_open(s)) ||
         (rc = store__map_load(s)) || (rc = store__recover(s)) ||
         (rc = store__ts_load(s)))
@@ -802,7 +802,7 @@ static int store__buf_put(uint8_t **buf, size_t *cap, const void *p, size_t len)
 
 void store_prefetch(store *s, uint64_t token)
 {
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         uintptr_t tab =
             atomic_load_explicit(&s->pf_tab[i], memory_order_relaxed);
         size_t mask =
@@ -938,8 +938,10 @@ static void store__read_note(store *s,
         if (mark && store__mem_winner(&a, &ka, s, t, key) == 0 &&
             a.len == rec.len && memcmp(a.p, rec.p, rec.len) == 0)
             *ka = seen->epoch;
-        if (cache && s->cache_hold == 0)
+        if (cache && s->cache_hold == 0) {
             store__cache_put(s->cache, t, rid, key, env);
+            store__mem_publish(s); /* it may have grown */
+        }
     }
     pthread_mutex_unlock(&s->memmu);
 }

@@ -313,11 +313,11 @@ int store_get_raw(uint8_t **out,
 int store_get_raw_into(
     uint8_t **buf, size_t *cap, size_t *out_len, store *s, struct rk_slice key);
 
-/* A read of the key whose token is `token` comes soon: the memtable's
- * buckets for it start on their way into the cache, so that the read's
- * first cache miss overlaps the work done before it (a coordinator's
- * plan). A hint: it reads nothing, takes no lock, and any thread may call
- * it while s is open. */
+/* A read of the key whose token is `token` comes soon: the memtable's and
+ * the read cache's buckets for it start on their way into the CPU's
+ * cache, so that the read's first cache misses overlap the work done
+ * before it (a coordinator's plan). A hint: it reads nothing, takes no
+ * lock, and any thread may call it while s is open. */
 void store_prefetch(store *s, uint64_t token);
 
 /* ---- Ranges ------------------------------------------------------------- */

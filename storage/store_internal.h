@@ -96,8 +96,9 @@ size_t store__mem_bytes(const store__mem *m); /* memory held, about */
 void store__mem_prefetch(const store__mem *m, uint64_t token, int stage);
 /* Where m's buckets are now and their mask (for store_prefetch). */
 uintptr_t store__mem_buckets(const store__mem *m, size_t *mask);
-/* Publish where mem's and imm's buckets are now (memmu held): after
- * every change of either table (a commit's puts, a swap, an apply's end). */
+/* Publish where mem's, imm's and the read cache's buckets are now (memmu
+ * held): after every change of those tables (a commit's puts, a swap, an
+ * apply's end, entries kept in the cache). */
 void store__mem_publish(store *s);
 /* LWW-merge a copy of the (validated) write in. 0, -ENOMEM. A record that
  * replaces one keeps its `known` mark (it is newer still), or takes
@@ -153,6 +154,8 @@ void store__cache_put(store__cache *c,
                       uint64_t rid,
                       struct rk_slice key,
                       const struct rk_slice *rec);
+/* Where c's buckets are now and their mask (for store_prefetch). */
+uintptr_t store__cache_buckets(const store__cache *c, size_t *mask);
 /* Forget key's entry. */
 void store__cache_del(store__cache *c, uint64_t token, struct rk_slice key);
 /* rec is about to be LWW-merged into the env that key's entry was read
@@ -266,12 +269,13 @@ struct store {
     store__cache *cache;
     int cache_hold;
     uint64_t known_reads; /* reads that skipped the env so */
-    /* Where mem's [0] and imm's [1] buckets are (0: no imm), for
-     * store_prefetch: set under memmu by store__mem_publish whenever they
-     * may have moved, read without it. Only ever a prefetch's address,
-     * never dereferenced, so one that is stale costs a wasted prefetch. */
-    _Atomic uintptr_t pf_tab[2];
-    _Atomic size_t pf_mask[2];
+    /* Where mem's [0], imm's [1] and the read cache's [2] buckets are (0:
+     * no imm, no cache), for store_prefetch: set under memmu by
+     * store__mem_publish whenever they may have moved, read without it.
+     * Only ever a prefetch's address, never dereferenced, so one that is
+     * stale costs a wasted prefetch. */
+    _Atomic uintptr_t pf_tab[3];
+    _Atomic size_t pf_mask[3];
     /* A write is marked known as it enters mem when its timestamp is above
      * ts_bound: every record in an env or in imm has a timestamp at or
      * below it. mem_max_ts bounds mem's, and a flush raises ts_bound by it

@@ -713,6 +713,9 @@ void store__mem_publish(store *s)
     mask = 0;
     tab = s->imm ? store__mem_buckets(s->imm, &mask) : 0;
     store__pf_set(s, 1, tab, mask);
+    mask = 0;
+    tab = s->cache ? store__cache_buckets(s->cache, &mask) : 0;
+    store__pf_set(s, 2, tab, mask);
 }
 
 int store__mem_add(store *s,
@@ -810,6 +813,7 @@ void store__cache_begin(store *s, const store_batch *b, bool merge)
                                    b->w[i].rec);
             else
                 store__cache_del(s->cache, b->w[i].token, b->w[i].key);
+        store__mem_publish(s); /* a merge may have grown the cache */
         pthread_mutex_unlock(&s->memmu);
     }
 }

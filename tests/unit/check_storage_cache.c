@@ -335,6 +335,39 @@ START_TEST(cache_right_after_split)
 }
 END_TEST
 
+/* store_prefetch's address for the cache's buckets follows them as reads
+ * grow the table (3,000 keys: past its first 1,024 buckets twice). */
+START_TEST(prefetch_follows_cache_growth)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    char k[32];
+    for (int i = 0; i < 3000; i++) {
+        snprintf(k, sizeof(k), "p%d", i);
+        ck_assert_int_eq(put(s, k, 10, "v"), 0);
+    }
+    ck_assert_int_eq(store_flush(s), 0);
+    size_t grew = 0, last = 0;
+    for (int i = 0; i < 3000; i++) {
+        snprintf(k, sizeof(k), "p%d", i);
+        expect(s, k, "v");
+        pthread_mutex_lock(&s->memmu);
+        size_t mask;
+        uintptr_t tab = store__cache_buckets(s->cache, &mask);
+        ck_assert_uint_eq(atomic_load(&s->pf_tab[2]), tab);
+        ck_assert_uint_eq(atomic_load(&s->pf_mask[2]), mask);
+        pthread_mutex_unlock(&s->memmu);
+        grew += mask != last;
+        last = mask;
+        store_prefetch(s, rk_token(k, strlen(k)));
+    }
+    ck_assert_uint_ge(grew, 3); /* 1,024, 2,048, 4,096 buckets */
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 /* ---- readers racing a writer -------------------------------------------- */
 
 #define RC_KEYS   64
@@ -459,6 +492,7 @@ static Suite *cache_suite(void)
     tcase_add_test(tc, cache_forgets_dropped_range);
     tcase_add_test(tc, cache_forgets_purged_tombstone);
     tcase_add_test(tc, cache_right_after_split);
+    tcase_add_test(tc, prefetch_follows_cache_growth);
     tcase_add_test(tc, cache_readers_never_go_back);
     suite_add_tcase(s, tc);
     return s;

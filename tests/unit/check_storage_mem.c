@@ -80,12 +80,13 @@ struct mb_sampler {
 static bool pf_current(store *s)
 {
     pthread_mutex_lock(&s->memmu);
-    size_t mask[2] = {0, 0};
-    uintptr_t tab[2];
+    size_t mask[3] = {0, 0, 0};
+    uintptr_t tab[3];
     tab[0] = store__mem_buckets(s->mem, &mask[0]);
     tab[1] = s->imm ? store__mem_buckets(s->imm, &mask[1]) : 0;
+    tab[2] = s->cache ? store__cache_buckets(s->cache, &mask[2]) : 0;
     bool ok = true;
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         ok = ok && atomic_load(&s->pf_tab[i]) == tab[i] &&
              (tab[i] == 0 || atomic_load(&s->pf_mask[i]) == mask[i]);
     pthread_mutex_unlock(&s->memmu);
