@@ -865,8 +865,10 @@ static int store__apply_imm(store *s)
     int rc = store_batch_new(&b);
     if (rc == 0)
         rc = store__mem_to_batch(s->imm, b, false);
-    /* imm's keys leave the read cache, before their writes reach the envs
-     * (reads find them in imm meanwhile); the hold ends with imm */
+    /* imm's writes are merged into their keys' read cache entries before
+     * they reach the envs (reads find them in imm meanwhile, and a write
+     * kept back goes into mem, which reads merge with the entry as the
+     * env would be); the hold ends with imm */
     store__cache_begin(s, rc == 0 ? b : NULL, true);
     if (rc == 0)
         rc = store__ts_take(s, 0); /* imm's records are below the bound */
