@@ -194,8 +194,8 @@ def main():
     conn = Conn()
     keys = [b"exp%d" % i for i in range(7)]
     for k in keys:
-        h.check(conn.call(b"SET", k, b"e" * BIG, b"PX", b"1500") ==
-                (b"+OK", None), "SET %r PX 1500" % k)
+        r = conn.call(b"SET", k, b"e" * BIG, b"PX", b"1500")
+        h.check(r == (b"+OK", None), "SET %r PX 1500: %r" % (k, r))
     time.sleep(2.5)
     h.check(conn.call(b"GET", keys[0]) == (b"$-1", None), "expired GET")
     conn.s.sendall(cmd(b"MGET", *keys))
