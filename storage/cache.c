@@ -9,8 +9,9 @@
  * record, or that there was none -- keyed by (token, user key) like the
  * memtable, with the id of the range it was read from (store__range
  * cache_id): an entry whose range has another id now (dropped, split,
- * purged in place) is dead. The store removes the keys a commit writes
- * (store__cache_del) and takes no entry while an env changes.
+ * purged in place) is dead. The store merges an apply's writes into their
+ * keys' entries (store__cache_merge), drops those of a direct commit
+ * (store__cache_del), and takes no entry while an env changes.
  *
  * Bounded by bytes: entries, their chain links and the bucket array count;
  * past the budget the CLOCK hand evicts entries not read since it last

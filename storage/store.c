@@ -874,7 +874,7 @@ static int store__mem_find(uint8_t **buf,
                            size_t *out_len,
                            struct store__memseen *seen,
                            store *s,
-                           struct store__range *rr,
+                           uint64_t rid,
                            uint64_t t,
                            struct rk_slice key)
 {
@@ -895,8 +895,7 @@ static int store__mem_find(uint8_t **buf,
     }
     struct rk_slice c;
     if ((rc == 0 || rc == RK_ENOTFOUND) && !seen->known && s->cache &&
-        store__cache_get(&c, &seen->absent, s->cache, t,
-                         atomic_load(&rr->cache_id), key) == 0) {
+        store__cache_get(&c, &seen->absent, s->cache, t, rid, key) == 0) {
         seen->cached = true;
         if (!seen->absent) { /* after the memtable's record */
             int r2 = store__buf_put_at(buf, cap, mlen, c.p, c.len);
@@ -940,7 +939,7 @@ static void store__read_note(store *s,
             *ka = seen->epoch;
         if (cache && s->cache_hold == 0) {
             store__cache_put(s->cache, t, rid, key, env);
-            store__mem_publish(s); /* it may have grown */
+            store__cache_publish(s); /* it may have grown */
         }
     }
     pthread_mutex_unlock(&s->memmu);
@@ -979,9 +978,9 @@ static int store__get(uint8_t **buf,
     }
     uint64_t rid = atomic_load(&rr->cache_id);
     /* The memtable first: a write that moves from it to the env meanwhile
-     * is then found in the env (a cached record of the env is removed
-     * before the write reaches it, and none is kept until it has). */
-    rc = store__mem_find(buf, cap, &mlen, &seen, s, rr, t, key);
+     * is then found in the env (or in the read cache, which takes it
+     * before it leaves imm; docs/storage.md, "The read cache"). */
+    rc = store__mem_find(buf, cap, &mlen, &seen, s, rid, t, key);
     if (rc != 0 && rc != RK_ENOTFOUND)
         goto unlock;
     inmem = rc == 0;

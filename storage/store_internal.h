@@ -100,6 +100,8 @@ uintptr_t store__mem_buckets(const store__mem *m, size_t *mask);
  * held): after every change of those tables (a commit's puts, a swap, an
  * apply's end, entries kept in the cache). */
 void store__mem_publish(store *s);
+/* The same for the read cache's buckets alone (memmu held). */
+void store__cache_publish(store *s);
 /* LWW-merge a copy of the (validated) write in. 0, -ENOMEM. A record that
  * replaces one keeps its `known` mark (it is newer still), or takes
  * `known` when that is not 0. */
@@ -158,9 +160,9 @@ void store__cache_put(store__cache *c,
 uintptr_t store__cache_buckets(const store__cache *c, size_t *mask);
 /* Forget key's entry. */
 void store__cache_del(store__cache *c, uint64_t token, struct rk_slice key);
-/* rec is about to be LWW-merged into the env that key's entry was read
- * from: the entry, if there is one, becomes the merge's winner, which is
- * what the env will hold (an entry that cannot be decoded goes). */
+/* rec was LWW-merged into the env that key's entry was read from: the
+ * entry, if there is one, becomes the merge's winner, which is what the
+ * env holds (an entry that cannot be decoded goes). */
 void store__cache_merge(store__cache *c,
                         uint64_t token,
                         struct rk_slice key,
@@ -169,13 +171,13 @@ void store__cache_merge(store__cache *c,
 void store__cache_stats(struct store_mem_info *out, const store__cache *c);
 /* A cache_id no range has had (process-wide). */
 uint64_t store__cache_id_next(void);
-/* The envs are about to change by a commit of b's writes: their keys'
- * entries go (with `merge`, they take what the commit's LWW merge will
- * leave in the env instead), and none is kept until store__cache_end
- * (memmu taken; env_gen moves on at both). With `outside` (records from
- * outside the memtable) known_epoch moves on too, as in
- * store__env_moved. */
-void store__cache_begin(store *s, const store_batch *b, bool merge);
+/* The envs are about to change by a commit: the entries of drop's keys
+ * (NULL: none) go, and none is kept until store__cache_end (memmu taken;
+ * env_gen moves on at both). With `outside` (records from outside the
+ * memtable) known_epoch moves on too, as in store__env_moved. An apply
+ * merges its writes into their entries after its commit, before the
+ * end (writes.c). */
+void store__cache_begin(store *s, const store_batch *drop);
 void store__cache_end(store *s, bool outside);
 /* Entries read from rr are dead (a deletion in place was committed):
  * rr gets a new cache_id, and env_gen moves on (memmu taken). */

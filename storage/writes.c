@@ -713,8 +713,13 @@ void store__mem_publish(store *s)
     mask = 0;
     tab = s->imm ? store__mem_buckets(s->imm, &mask) : 0;
     store__pf_set(s, 1, tab, mask);
-    mask = 0;
-    tab = s->cache ? store__cache_buckets(s->cache, &mask) : 0;
+    store__cache_publish(s);
+}
+
+void store__cache_publish(store *s)
+{
+    size_t mask = 0;
+    uintptr_t tab = s->cache ? store__cache_buckets(s->cache, &mask) : 0;
     store__pf_set(s, 2, tab, mask);
 }
 
@@ -792,30 +797,35 @@ uint64_t store__cache_id_next(void)
  * reads and commits for milliseconds. */
 #define CACHE_DEL_STEP 1024u
 
-/* While the hold is on no read keeps an entry, so b's keys, removed (or
- * merged) in steps, stay out (or right) until store__cache_end. Reads
- * meanwhile find each write in imm (an apply), which the entry loses to or
- * equals, or in the env (store_batch_commit_direct, whose entries go: in
- * group commit it leaves out writes the memtable has newer, so the env's
- * record is not the chunk's merge), never an older entry alone. */
-void store__cache_begin(store *s, const store_batch *b, bool merge)
+/* b's keys' entries, in steps: merged with their writes (`merge`), or
+ * dropped -- and dropped, merged or not, for a write refused alone (an
+ * XXH3-128 collision: it is dropped, not kept, so the env keeps what the
+ * entry had before). */
+static void store__cache_batch(store *s, const store_batch *b, bool merge)
+{
+    for (size_t i = 0; s->cache != NULL && b != NULL && i < b->n;) {
+        pthread_mutex_lock(&s->memmu);
+        for (size_t end = i + CACHE_DEL_STEP; i < b->n && i < end; i++) {
+            const struct store__w *w = &b->w[i];
+            if (merge && w->result != RK_EINTERNAL)
+                store__cache_merge(s->cache, w->token, w->key, w->rec);
+            else
+                store__cache_del(s->cache, w->token, w->key);
+        }
+        store__cache_publish(s); /* a merge may have grown the cache */
+        pthread_mutex_unlock(&s->memmu);
+    }
+}
+
+/* While the hold is on no read keeps an entry, so what was dropped stays
+ * out until store__cache_end. */
+void store__cache_begin(store *s, const store_batch *drop)
 {
     pthread_mutex_lock(&s->memmu);
     s->env_gen++;
     s->cache_hold++;
-    bool any = s->cache != NULL;
     pthread_mutex_unlock(&s->memmu);
-    for (size_t i = 0; any && b != NULL && i < b->n;) {
-        pthread_mutex_lock(&s->memmu);
-        for (size_t end = i + CACHE_DEL_STEP; i < b->n && i < end; i++)
-            if (merge)
-                store__cache_merge(s->cache, b->w[i].token, b->w[i].key,
-                                   b->w[i].rec);
-            else
-                store__cache_del(s->cache, b->w[i].token, b->w[i].key);
-        store__mem_publish(s); /* a merge may have grown the cache */
-        pthread_mutex_unlock(&s->memmu);
-    }
+    store__cache_batch(s, drop, false);
 }
 
 /* env_gen moves on as the hold ends: a read that began during the change
@@ -865,23 +875,18 @@ static int store__apply_imm(store *s)
     int rc = store_batch_new(&b);
     if (rc == 0)
         rc = store__mem_to_batch(s->imm, b, false);
-    /* imm's writes are merged into their keys' read cache entries before
-     * they reach the envs (reads find them in imm meanwhile, and a write
-     * kept back goes into mem, which reads merge with the entry as the
-     * env would be); the hold ends with imm */
-    store__cache_begin(s, rc == 0 ? b : NULL, true);
+    store__cache_begin(s, NULL); /* the hold ends with imm */
     if (rc == 0)
         rc = store__ts_take(s, 0); /* imm's records are below the bound */
-    if (rc == 0)
+    bool tried = rc == 0;
+    if (tried)
         rc = store__commit_writes(s, b, false);
-    /* a write refused alone (an XXH3-128 collision) is dropped: its key's
-     * entry, merged with it, would say what the env does not hold */
-    for (size_t i = 0; s->cache != NULL && rc == 0 && i < b->n; i++)
-        if (b->w[i].result == RK_EINTERNAL) {
-            pthread_mutex_lock(&s->memmu);
-            store__cache_del(s->cache, b->w[i].token, b->w[i].key);
-            pthread_mutex_unlock(&s->memmu);
-        }
+    /* imm's writes are merged into their keys' read cache entries: what
+     * the envs hold now, or, for a write kept back into mem, what reads
+     * merge with mem's record as they would the env's. Until then reads
+     * found each write in imm, which an older entry loses to. */
+    if (tried)
+        store__cache_batch(s, b, true);
     bool any_keep = rc != 0, any_stuck = false;
     for (size_t i = 0; !any_keep && i < b->n; i++)
         any_keep = store__keep(b->w[i].result);
@@ -1237,7 +1242,9 @@ int store_batch_commit_direct(store *s, store_batch *b, bool sync)
         store__fail_pending(b, rc);
         return rc;
     }
-    store__cache_begin(s, b, false);
+    /* its keys' entries go first: in group commit it leaves out writes the
+     * memtable has newer, so the env's record is not always the merge */
+    store__cache_begin(s, b);
     rc = store__commit_writes(s, b, sync);
     store__cache_end(s, true); /* records from outside the memtable */
     return rc;

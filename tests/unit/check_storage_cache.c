@@ -243,7 +243,7 @@ START_TEST(cache_keeps_nothing_during_env_change)
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     ck_assert_int_eq(put(s, "k", 10, "v1"), 0);
     ck_assert_int_eq(store_flush(s), 0);
-    store__cache_begin(s, NULL, false);
+    store__cache_begin(s, NULL);
     expect(s, "k", "v1");
     expect(s, "k", "v1");
     struct store_mem_info mi;
