@@ -305,6 +305,46 @@ START_TEST(cache_forgets_purged_tombstone)
 }
 END_TEST
 
+/* A key cached before a split, purged in its new half, is not served
+ * again once the halves merge back: the merged range must not take the
+ * entries of the range it was before the split (split and merge give it
+ * a new cache_id; without both, the purged tombstone came back). */
+START_TEST(cache_forgets_purged_across_split_and_merge)
+{
+    mk_tmp();
+    struct store_opts o = STORE_OPTS_INIT;
+    o.gc_grace_ms = 1000;
+    store *s = open_store(&o);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    const uint64_t at = UINT64_C(1) << 63;
+    char k[16];
+    for (int i = 0;; i++) { /* a key in the upper half */
+        snprintf(k, sizeof(k), "t%d", i);
+        if (rk_token(k, strlen(k)) >= at)
+            break;
+    }
+    ck_assert_int_eq(put(s, k, hlc_ts_make(900, 0), NULL), 0);
+    ck_assert_int_eq(store_flush(s), 0);
+    uint8_t *p;
+    size_t n;
+    for (int i = 0; i < 2; i++) { /* the second from the cache */
+        ck_assert_int_eq(store_get_raw(&p, &n, s, S(k)), 0);
+        free(p);
+    }
+    struct store_range lo = {0, at}, hi = {at, 0};
+    ck_assert_int_eq(store_range_split(s, WHOLE, at), 0);
+    struct store_purge pg;
+    store_purge_init(&pg, hi, 5000, 1000, UINT64_MAX);
+    while (!pg.done)
+        ck_assert_int_ge(store_purge_next(s, &pg, 100), 0);
+    ck_assert_uint_eq(pg.tombstones, 1);
+    ck_assert_int_eq(store_range_merge(s, lo, hi), 0);
+    ck_assert_int_eq(store_get_raw(&p, &n, s, S(k)), RK_ENOTFOUND);
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
 /* After a split each half serves its keys right, from the cache again
  * once read. */
 START_TEST(cache_right_after_split)
@@ -492,6 +532,7 @@ static Suite *cache_suite(void)
     tcase_add_test(tc, cache_forgets_dropped_range);
     tcase_add_test(tc, cache_forgets_purged_tombstone);
     tcase_add_test(tc, cache_right_after_split);
+    tcase_add_test(tc, cache_forgets_purged_across_split_and_merge);
     tcase_add_test(tc, prefetch_follows_cache_growth);
     tcase_add_test(tc, cache_readers_never_go_back);
     suite_add_tcase(s, tc);
