@@ -114,7 +114,7 @@
 
 #define CREQ_LINK      offsetof(struct creq, next_free)
 #define COORD_BUF_KEEP 4096 /* encode buffers kept across reuse */
-#define CREQ_ZEROED    offsetof(struct creq, r)
+#define CREQ_ZEROED    offsetof(struct creq, plan)
 
 static void wake_unlink(struct creq *q);
 
@@ -722,6 +722,7 @@ struct creq *coord__req_new(struct coord *c,
         }
     }
     memset(q, 0, CREQ_ZEROED);
+    coord_plan_clear(&q->plan);
     rpc_buf_reset(&q->wmsg);
     q->c = c;
     if (key.len <= sizeof(q->kbuf)) {

@@ -101,9 +101,8 @@ struct creq {
     uint8_t *key; /* kbuf or malloc'd */
     size_t klen;
     uint64_t token;
-    struct coord_plan plan; /* the level, the replicas' progress */
-    int fail_err;           /* first failure */
-    int cause; /* first failure that is a replica's -errno (-EIO...) */
+    int fail_err; /* first failure */
+    int cause;    /* first failure that is a replica's -errno (-EIO...) */
     bool timed_out;
     /* the request's deadline (loop clock, ms) and the node's wake list,
      * ordered by `wake`: a read's hedge point, then its deadline; a write's
@@ -123,9 +122,6 @@ struct creq {
     /* the ring epoch of q->wmsg, the message sent next (a read's, then a
      * read repair's write, which may be newer) */
     uint64_t epoch;
-    /* the epoch of the message each replica was sent: what its OLD_RING
-     * answer is about (coord__replan) */
-    uint64_t sent_epoch[RING_MAX_REPLICAS];
     /* planned again (coord__replan): already counted in stats.req */
     bool replanned;
     /* read repair */
@@ -136,6 +132,13 @@ struct creq {
      * those its read repair reached (coord__read_decide) */
     uint32_t holders;
     void *hold; /* the host's: rp[] points into what it keeps */
+    /* ---- not zeroed: 400 bytes for RING_MAX_REPLICAS replicas, of which
+     * a request uses plan.nrep (coord__req_new clears the plan's counts,
+     * coord_plan_make the replicas it plans) ---- */
+    struct coord_plan plan; /* the level, the replicas' progress */
+    /* the epoch of the message each replica was sent: what its OLD_RING
+     * answer is about (coord__replan); read only for a replica sent one */
+    uint64_t sent_epoch[RING_MAX_REPLICAS];
     /* ---- set by coord__plan() for the plan.nrep replicas ---- */
     uint32_t rep[RING_MAX_REPLICAS];
     struct creply r[RING_MAX_REPLICAS];

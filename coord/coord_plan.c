@@ -43,7 +43,7 @@ static int number_dcs(struct coord_plan *p,
         const char *dc = reps[i].dc ? reps[i].dc : "";
         int d = -1;
         for (int k = 0; k < ndc && d < 0; k++)
-            if (strcmp(name[k], dc) == 0)
+            if (name[k] == dc || strcmp(name[k], dc) == 0)
                 d = k;
         if (d < 0) {
             d = ndc;
@@ -56,6 +56,12 @@ static int number_dcs(struct coord_plan *p,
     return ndc;
 }
 
+void coord_plan_clear(struct coord_plan *p)
+{
+    p->nrep = p->nnat = p->need = p->acks = 0;
+    p->ncons = 0;
+}
+
 int coord_plan_make(struct coord_plan *out,
                     enum coord_cl cl,
                     const char *local_dc,
@@ -64,15 +70,14 @@ int coord_plan_make(struct coord_plan *out,
                     uint32_t nnat)
 {
     struct coord_plan *p = out;
-    memset(p, 0, sizeof(*p));
+    coord_plan_clear(p);
     if (nrep > RING_MAX_REPLICAS || nnat > nrep)
         return RK_EBADREQ;
     p->nrep = nrep;
     p->nnat = nnat;
-    for (uint32_t i = 0; i < nrep; i++) {
-        p->rep[i].up = reps[i].up;
-        p->rep[i].self = reps[i].self;
-    }
+    for (uint32_t i = 0; i < nrep; i++)
+        p->rep[i] =
+            (struct coord_plan_rep){.up = reps[i].up, .self = reps[i].self};
     uint32_t per_dc[RING_MAX_REPLICAS + 1] = {0};
     int ndc = number_dcs(p, per_dc, local_dc, reps);
     switch (cl) {

@@ -64,6 +64,11 @@ struct coord_plan {
     struct coord_plan_rep rep[RING_MAX_REPLICAS];
 };
 
+/* An empty plan: no replicas, no constraints. Only the first nrep of
+ * rep[] and the first ncons of cons[] are ever set or read (a request's
+ * plan is not zeroed whole: coord__req_new). */
+void coord_plan_clear(struct coord_plan *p);
+
 /* Plan a request at level cl over nrep replicas, the first nnat the
  * ring's, the rest the pending ring's extra ones (writes only), for a
  * node of DC local_dc. 0; RK_EBADREQ (an unknown level, nrep past
