@@ -741,6 +741,27 @@ static bool conn_exec(struct rconn *c, const struct resp_cmd *cmd)
     }
 }
 
+/* The GETs at the front of a client's input (a pipeline) will read their
+ * keys here when this node is one of their replicas: their buckets and
+ * entries in the memtable and the read cache start on their way into the
+ * CPU's cache together (store_prefetch_many), so that each read does not
+ * wait for its own misses one after the other. Only a pipeline gains. */
+#define RSRV_PEEK 32
+
+static void prefetch_gets(const struct rconn *c, const struct net_input *in)
+{
+    struct rk_slice keys[RSRV_PEEK];
+    uint64_t tokens[RSRV_PEEK];
+    if (c->n->store == NULL)
+        return;
+    size_t k = resp_peek_gets(in->p, in->len, keys, RSRV_PEEK);
+    if (k < 2)
+        return;
+    for (size_t i = 0; i < k; i++)
+        tokens[i] = rk_token(keys[i].p, keys[i].len);
+    store_prefetch_many(c->n->store, tokens, k);
+}
+
 /* The engine's on_input: execute the commands in the input until the
  * parser needs more bytes, the connection is full, or it stops. A command
  * held back keeps its bytes (nothing is consumed, and reading stops, until
@@ -753,6 +774,8 @@ static int on_input(void *arg, net_conn *nc, struct net_input *in)
         return 0; /* refused at accept: closing */
     c->refs++;
     c->processing = true;
+    if (!c->held && !c->closing && !c->stopped)
+        prefetch_gets(c, in);
     while (!c->closing && !c->stopped && !conn_full(c)) {
         struct resp_cmd cmd;
         int rc = 1;

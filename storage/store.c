@@ -814,6 +814,21 @@ void store_prefetch(store *s, uint64_t token)
     }
 }
 
+void store_prefetch_many(store *s, const uint64_t *tokens, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        store_prefetch(s, tokens[i]);
+    pthread_mutex_lock(&s->memmu);
+    for (size_t i = 0; i < n; i++) {
+        store__mem_prefetch(s->mem, tokens[i], 1);
+        if (s->imm != NULL)
+            store__mem_prefetch(s->imm, tokens[i], 1);
+        if (s->cache != NULL)
+            store__cache_prefetch(s->cache, tokens[i]);
+    }
+    pthread_mutex_unlock(&s->memmu);
+}
+
 /* What a read learned from the memtable (store__mem_find), for
  * store__read_note. */
 struct store__memseen {

@@ -320,6 +320,14 @@ int store_get_raw_into(
  * lock, and any thread may call it while s is open. */
 void store_prefetch(store *s, uint64_t token);
 
+/* Reads of the keys whose tokens are tokens[0..n) come soon (a client's
+ * pipeline of GETs): as store_prefetch for each, and then, once their
+ * buckets are on their way, the first entry each bucket points at, taken
+ * under the memtable's lock (once for all of them), so that the reads'
+ * entry misses overlap each other instead of coming one read at a time.
+ * A hint: it changes nothing. */
+void store_prefetch_many(store *s, const uint64_t *tokens, size_t n);
+
 /* ---- Ranges ------------------------------------------------------------- */
 
 struct store_range {

@@ -156,6 +156,10 @@ void store__cache_put(store__cache *c,
                       uint64_t rid,
                       struct rk_slice key,
                       const struct rk_slice *rec);
+/* The entry token's bucket points at starts on its way into the CPU's
+ * cache, its first three lines (header, key, the start of the record):
+ * for store_prefetch_many, once the bucket itself was prefetched. */
+void store__cache_prefetch(const store__cache *c, uint64_t token);
 /* Where c's buckets are now and their mask (for store_prefetch). */
 uintptr_t store__cache_buckets(const store__cache *c, size_t *mask);
 /* Forget key's entry. */

@@ -231,6 +231,36 @@ size_t resp_parser_take_consumed(resp_parser *p)
     return s;
 }
 
+size_t resp_peek_gets(const uint8_t *buf,
+                      size_t len,
+                      struct rk_slice *keys,
+                      size_t max)
+{
+    static const char head[] = "*2\r\n$3\r\n";
+    size_t pos = 0, n = 0;
+    while (n < max) {
+        const uint8_t *p = buf + pos;
+        size_t left = len - pos, i = 14, klen = 0;
+        if (left < 19 || memcmp(p, head, 8) != 0 || (p[8] | 0x20) != 'g' ||
+            (p[9] | 0x20) != 'e' || (p[10] | 0x20) != 't' || p[11] != '\r' ||
+            p[12] != '\n' || p[13] != '$')
+            break;
+        while (i < left && i < 14 + 9 && p[i] >= '0' && p[i] <= '9')
+            klen = klen * 10 + (size_t)(p[i++] - '0');
+        /* a length as the parser takes it: no leading zero but "0" */
+        if (i == 14 || (p[14] == '0' && i > 15) || left - i < 2 ||
+            p[i] != '\r' || p[i + 1] != '\n')
+            break;
+        i += 2;
+        if (left - i < 2 || klen > left - i - 2 || p[i + klen] != '\r' ||
+            p[i + klen + 1] != '\n')
+            break;
+        keys[n++] = RK_SLICE(p + i, klen);
+        pos += i + klen + 2;
+    }
+    return n;
+}
+
 size_t resp_parser_need(const resp_parser *p)
 {
     if (p->nargs < 0 || p->bulk < 0 || p->skip > 0)

@@ -114,6 +114,18 @@ size_t resp_parser_need(const resp_parser *p);
  * that authenticated may send more). */
 void resp_parser_set_limits(resp_parser *p, const struct resp_limits *limits);
 
+/* The keys of the GETs at the front of buf[0..len) (a client's pipeline,
+ * from the start of a request), up to max: a look ahead of the parser for
+ * a reader that prefetches what those GETs will read. Only the canonical
+ * form "*2\r\n$3\r\nGET\r\n$<n>\r\n<key>\r\n" (any case) counts;
+ * it stops at anything else, so a key it returns is the argument of a
+ * GET that resp_parser_next will return, in the same order, unless its
+ * length is over the parser's max_bulk. Reads nothing past len. */
+size_t resp_peek_gets(const uint8_t *buf,
+                      size_t len,
+                      struct rk_slice *keys,
+                      size_t max);
+
 /* Take the next complete request out of the buffer.
  * Returns 1 and fills *out; 0 if more bytes are needed; RK_EPROTO on a
  * protocol violation (then resp_parser_error() says what; the state is

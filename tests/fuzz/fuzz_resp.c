@@ -8,12 +8,14 @@
  * from the front) -- and every run must produce the same requests and the
  * same final status (a difference aborts). Every request also goes through
  * resp_multi_filter and resp_request_parse, and a protocol error through
- * resp_out_proto_error.
+ * resp_out_proto_error. The GETs resp_peek_gets finds at the front of the
+ * stream must be the parser's first requests, key for key.
  */
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <xxhash.h>
 
@@ -124,12 +126,37 @@ static void run(struct outcome *out,
     free(in.p);
 }
 
+/* resp_peek_gets looks ahead of the parser: each key it finds is the
+ * argument of the GET the parser returns at that place. */
+static void peek_check(const uint8_t *data, size_t size)
+{
+    struct rk_slice keys[8];
+    size_t k = resp_peek_gets(data, size, keys, 8);
+    if (k > 8)
+        abort();
+    if (k == 0)
+        return;
+    resp_parser *p;
+    if (resp_parser_new(&p, NULL) != 0 || resp_parser_feed(p, data, size))
+        abort();
+    for (size_t i = 0; i < k; i++) {
+        struct resp_cmd c;
+        if (resp_parser_next(&c, p) != 1 || c.argc != 2 || c.argv[0].len != 3 ||
+            strncasecmp((const char *)c.argv[0].p, "get", 3) != 0 ||
+            c.argv[1].len != keys[i].len ||
+            memcmp(c.argv[1].p, keys[i].p, keys[i].len) != 0)
+            abort();
+    }
+    resp_parser_free(p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
     size_t chunk = (size_t)data[0] % 17 + 1;
     struct outcome whole, parts, owned;
+    peek_check(data + 1, size - 1);
     run(&whole, data + 1, size - 1, 0, false);
     run(&parts, data + 1, size - 1, chunk, false);
     run(&owned, data + 1, size - 1, chunk, true);

@@ -1045,6 +1045,64 @@ START_TEST(cmd_admin_ops)
 END_TEST
 
 /* Parser and table together, as the daemon uses them. */
+/* resp_peek_gets: the GETs at the front of a pipeline, in the canonical
+ * form only, stopping at anything else; never past the bytes given. */
+static size_t
+peek(const char *in, size_t len, struct rk_slice *keys, size_t max)
+{
+    /* a copy of exactly len bytes: ASan sees a read past them */
+    uint8_t *b = malloc(len ? len : 1);
+    ck_assert_ptr_nonnull(b);
+    memcpy(b, in, len);
+    size_t n = resp_peek_gets(b, len, keys, max);
+    for (size_t i = 0; i < n; i++) /* offsets survive the free */
+        keys[i].p = (const uint8_t *)in + (keys[i].p - b);
+    free(b);
+    return n;
+}
+
+START_TEST(peek_gets_pipeline)
+{
+    struct rk_slice k[8];
+    static const char in[] = "*2\r\n$3\r\nGET\r\n$3\r\nabc\r\n"
+                             "*2\r\n$3\r\ngEt\r\n$0\r\n\r\n"
+                             "*2\r\n$3\r\nget\r\n$10\r\n0123456789\r\n"
+                             "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n"
+                             "*2\r\n$3\r\nGET\r\n$1\r\nz\r\n";
+    ck_assert_uint_eq(peek(in, sizeof(in) - 1, k, 8), 3); /* stops at SET */
+    ck_assert(k[0].len == 3 && memcmp(k[0].p, "abc", 3) == 0);
+    ck_assert_uint_eq(k[1].len, 0);
+    ck_assert(k[2].len == 10 && memcmp(k[2].p, "0123456789", 10) == 0);
+    ck_assert_uint_eq(peek(in, sizeof(in) - 1, k, 2), 2); /* max */
+    /* every cut of the first two GETs: only whole ones count */
+    static const char two[] = "*2\r\n$3\r\nGET\r\n$3\r\nabc\r\n"
+                              "*2\r\n$3\r\nGET\r\n$1\r\nz\r\n";
+    for (size_t len = 0; len < sizeof(two); len++) {
+        size_t want = len >= sizeof(two) - 1 ? 2 : len >= 22 ? 1 : 0;
+        ck_assert_uint_eq(peek(two, len, k, 8), want);
+    }
+}
+END_TEST
+
+START_TEST(peek_gets_refuses_other_forms)
+{
+    struct rk_slice k[4];
+    static const char *const no[] = {
+        "GET abc\r\n",                               /* inline */
+        "*2\r\n$3\r\nGETX\r\n$1\r\nk\r\n",           /* another name */
+        "*3\r\n$3\r\nGET\r\n$1\r\nk\r\n$1\r\nk\r\n", /* arity */
+        "*2\r\n$3\r\nGET\r\n$01\r\nk\r\n",           /* the parser refuses it */
+        "*2\r\n$3\r\nGET\r\n$-1\r\n",
+        "*2\r\n$3\r\nGET\r\n$\r\nk\r\n",
+        "*2\r\n$3\r\nGET\r\n$1\r\nkk\r\n", /* the length is wrong */
+        "*2\r\n$3\r\nGET\r\n$1\r\nk\n\n",
+        "*2\r\n$3\r\nGET\r\n$1234567890\r\nk\r\n", /* ten digits */
+    };
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        ck_assert_msg(peek(no[i], strlen(no[i]), k, 4) == 0, "%zu", i);
+}
+END_TEST
+
 START_TEST(cmd_from_parser)
 {
     resp_parser *p;
@@ -1095,6 +1153,8 @@ static Suite *resp_suite(void)
     tcase_add_test(tc, parse_announced_bulk_not_allocated);
     tcase_add_test(tc, parse_error_sticky);
     tcase_add_test(tc, parse_large_value_zero_copy);
+    tcase_add_test(tc, peek_gets_pipeline);
+    tcase_add_test(tc, peek_gets_refuses_other_forms);
     suite_add_tcase(s, tc);
     tc = tcase_create("encoder");
     tcase_add_test(tc, encode_exact);

@@ -408,6 +408,57 @@ START_TEST(prefetch_follows_cache_growth)
 }
 END_TEST
 
+/* store_prefetch_many (a pipeline's GETs) is a hint: over keys in the
+ * memtable, in the cache, absent, and with no cache at all, every read
+ * after it says what it said before, and the cache's counts move only by
+ * the reads. */
+START_TEST(prefetch_many_changes_nothing)
+{
+    for (int cached = 0; cached < 2; cached++) {
+        mk_tmp();
+        struct store_opts o = STORE_OPTS_INIT;
+        if (!cached)
+            o.read_cache_bytes = 0;
+        store *s = open_store(&o);
+        ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+        char k[32];
+        uint64_t t[64];
+        for (int i = 0; i < 40; i++) {
+            snprintf(k, sizeof(k), "m%d", i);
+            ck_assert_int_eq(put(s, k, 10, "env"), 0);
+        }
+        ck_assert_int_eq(store_flush(s), 0);
+        for (int i = 0; i < 20; i++) { /* half of them newer in mem */
+            snprintf(k, sizeof(k), "m%d", i);
+            ck_assert_int_eq(put(s, k, 20, "mem"), 0);
+        }
+        for (int i = 0; i < 64; i++) { /* 24 of them absent */
+            snprintf(k, sizeof(k), "m%d", i);
+            t[i] = rk_token(k, strlen(k));
+        }
+        for (int round = 0; round < 3; round++) {
+            uint64_t h = cache_hits(s);
+            store_prefetch_many(s, t, 64);
+            store_prefetch_many(s, t, 0);
+            ck_assert_uint_eq(cache_hits(s), h);
+            for (int i = 0; i < 64; i++) {
+                snprintf(k, sizeof(k), "m%d", i);
+                if (i < 20)
+                    expect(s, k, "mem");
+                else if (i < 40)
+                    expect(s, k, "env");
+                else
+                    expect(s, k, NULL);
+            }
+        }
+        if (cached)
+            ck_assert_uint_ge(cache_hits(s), 40); /* rounds 2 and 3 */
+        store_free(s);
+        rm_tmp();
+    }
+}
+END_TEST
+
 /* ---- readers racing a writer -------------------------------------------- */
 
 #define RC_KEYS   64
@@ -534,6 +585,7 @@ static Suite *cache_suite(void)
     tcase_add_test(tc, cache_right_after_split);
     tcase_add_test(tc, cache_forgets_purged_across_split_and_merge);
     tcase_add_test(tc, prefetch_follows_cache_growth);
+    tcase_add_test(tc, prefetch_many_changes_nothing);
     tcase_add_test(tc, cache_readers_never_go_back);
     suite_add_tcase(s, tc);
     return s;
