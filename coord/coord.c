@@ -502,9 +502,8 @@ static void write_expire(struct creq *q)
 
 static void on_local_write(int status, void *arg)
 {
-    struct cctx *x = arg;
-    struct creq *q = x->q;
-    uint32_t i = x->i;
+    struct creq *q = cctx_q(arg);
+    uint32_t i = cctx_i(arg);
     coord_plan_answered(&q->plan, i, status == 0);
     if (status < 0)
         coord__note_replica_failure(q, status);
@@ -545,9 +544,8 @@ static void note_refused(struct coord *c, const char *peer, int st)
 
 static void on_remote_write(void *arg, int status, struct rk_slice resp)
 {
-    struct cctx *x = arg;
-    struct creq *q = x->q;
-    uint32_t i = x->i;
+    struct creq *q = cctx_q(arg);
+    uint32_t i = cctx_i(arg);
     struct coord *c = q->c;
     int st = status;
     bool told = false; /* st is the replica's own answer */
@@ -626,7 +624,7 @@ static uint32_t write_left(const struct creq *q)
 static int send_write(struct creq *q, uint32_t i, const struct rpc_record *rec)
 {
     struct coord *c = q->c;
-    struct cctx *x = &q->ctx[i];
+    void *x = cctx_arg(q, i);
     coord_plan_asked(&q->plan, i);
     int rc;
     if (q->plan.rep[i].self)
@@ -710,16 +708,17 @@ struct creq *coord__req_new(struct coord *c,
 {
     struct creq *q = rk_pool_get(&c->pool, CREQ_LINK);
     if (!q) {
-        q = malloc(sizeof(*q));
+        /* aligned: a replica's callback argument keeps its index in the
+         * address's low bits (cctx_arg); aligned_alloc wants a multiple */
+        q = aligned_alloc(CREQ_ALIGN, (sizeof(*q) + CREQ_ALIGN - 1) /
+                                          CREQ_ALIGN * CREQ_ALIGN);
         if (!q)
             return NULL;
         q->wmsg = (struct rpc_buf)RPC_BUF_INIT;
         q->srec = NULL;
         q->srec_cap = 0;
-        for (uint32_t i = 0; i < RING_MAX_REPLICAS; i++) {
-            q->ctx[i] = (struct cctx){.q = q, .i = i};
+        for (uint32_t i = 0; i < RING_MAX_REPLICAS; i++)
             q->rbuf[i] = (struct cbuf){NULL, 0};
-        }
     }
     memset(q, 0, CREQ_ZEROED);
     coord_plan_clear(&q->plan);

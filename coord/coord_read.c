@@ -79,7 +79,7 @@ static int send_read(struct creq *q, uint32_t i)
     if (rc == 0) {
         uint64_t left = q->deadline - now;
         rc = coord__send(q, i, left < UINT32_MAX ? (uint32_t)left : UINT32_MAX,
-                         0, on_remote_read, &q->ctx[i]);
+                         0, on_remote_read, cctx_arg(q, i));
         if (rc == 0)
             q->refs++;
     }
@@ -181,8 +181,7 @@ static void read_answer(struct creq *q)
 
 static void on_repair_done(int status, void *arg)
 {
-    struct cctx *c = arg;
-    struct creq *q = c->q;
+    struct creq *q = cctx_q(arg);
     if (status < 0)
         CLOG(q->c, DEBUG, "coord.repair_fail", "error=\"%s\"",
              rk_strerror(status));
@@ -252,7 +251,7 @@ void coord__read_decide(struct creq *q)
                 break;
             encoded = true;
         }
-        struct cctx *x = &q->ctx[i]; /* its read has answered */
+        void *x = cctx_arg(q, i); /* its read has answered */
         int rc;
         if (q->plan.rep[i].self) {
             rc = c->h.clock_seen(c->h.arg, best->ts);
@@ -337,9 +336,8 @@ static void read_confirm(struct creq *q, uint32_t i, bool ok)
 
 static void on_remote_read(void *arg, int status, struct rk_slice resp)
 {
-    struct cctx *x = arg;
-    struct creq *q = x->q;
-    uint32_t i = x->i;
+    struct creq *q = cctx_q(arg);
+    uint32_t i = cctx_i(arg);
     struct coord *c = q->c;
     int st = status;
     bool told = false; /* st is the replica's own answer */
