@@ -33,9 +33,11 @@ def main():
     # read_timeout_ms bounds a whole MGET (one deadline for all its keys):
     # the 60 MiB MGET below, four 15 MiB values read one after another
     # (the reply meter's byte bound), took more than the harness's 1.5 s
-    # under ASan on a busy 2-core machine. Nothing here tests timeouts.
+    # under ASan on a busy 2-core machine; with 10 s an MGET of the big
+    # value still failed TIMEOUT once (fresh-clone make test on a slow
+    # machine, 2026-12-07). Nothing here tests timeouts.
     c = h.Cluster(ips, seeds=ips[:1], replication="dc1:3", resp_port=6379,
-                  metrics_port=9180, max_pipeline=64, read_timeout_ms=10000,
+                  metrics_port=9180, max_pipeline=64, read_timeout_ms=20000,
                   write_timeout_ms=10000)
     c.start()
     c.wait_converged(timeout=60)
