@@ -631,6 +631,24 @@ static int handshake_step(net_conn *c, struct rk_slice frame)
 
 static void conn_input(net_conn *c);
 
+/* Shows the base's on_peek the whole frames held from byte *at of the
+ * read buffer on, at most NET_PEEK_MAX, before any of them is handed out;
+ * *at moves past them. Returns how many. */
+static size_t conn_peek(net_conn *c, size_t *at)
+{
+    struct rk_slice f[NET_PEEK_MAX];
+    size_t n = 0, used;
+    while (n < NET_PEEK_MAX && *at < c->rbuf.len &&
+           net_frame_next(&f[n], &used, c->rbuf.p + *at, c->rbuf.len - *at,
+                          c->rbuf.max_frame) == 1) {
+        *at += used;
+        n++;
+    }
+    if (n > 0)
+        c->base->on_peek(c->base, c, f, n);
+    return n;
+}
+
 static void conn_parse(net_conn *c)
 {
     struct net__base *b = c->base;
@@ -641,8 +659,17 @@ static void conn_parse(net_conn *c)
     if (c->in_parse)
         return;
     c->in_parse = true;
+    /* the look ahead keeps half a window of frames shown before their turn
+     * (one read brings hundreds from a busy peer) */
+    bool peek = b->on_peek && c->state == NET__READY;
+    size_t peek_at = c->rbuf.off, ahead = 0;
     while (c->state != NET__CLOSING && !c->user_paused && !c->bp_paused) {
         struct rk_slice f;
+        if (peek && ahead <= NET_PEEK_MAX / 2) {
+            if (peek_at < c->rbuf.off)
+                peek_at = c->rbuf.off;
+            ahead += conn_peek(c, &peek_at);
+        }
         int rc = net__rbuf_next(&c->rbuf, &f);
         if (rc == 0)
             break;
@@ -652,6 +679,7 @@ static void conn_parse(net_conn *c)
             break;
         }
         b->stats.frames_in++;
+        ahead -= ahead > 0;
         if (c->state == NET__HANDSHAKE) {
             rc = handshake_step(c, f);
             if (rc) {

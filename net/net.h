@@ -251,6 +251,18 @@ typedef int (*net_input_cb)(void *arg, net_conn *c, struct net_input *in);
 /* Output of c was written (all of it, or one write finished). */
 typedef void (*net_sent_cb)(void *arg, net_conn *c);
 
+/* RPC servers: the request payloads of whole frames that arrived on c and
+ * that on_frame will be given, in order -- at most NET_PEEK_MAX -- shown
+ * before their turn (the engine keeps about half that many ahead of
+ * on_frame): a look ahead, to start what they will need (a prefetch). The
+ * payloads stay on_frame's: the peek neither keeps nor answers them, and
+ * may see a frame again. */
+#define NET_PEEK_MAX 32
+typedef void (*net_peek_cb)(void *arg,
+                            net_conn *c,
+                            const struct rk_slice *payloads,
+                            size_t n);
+
 /* A connection passed the handshake (or was accepted, without one). */
 typedef void (*net_accept_cb)(void *arg, net_conn *c);
 /* A frame arrived on c. Raw servers: id is 0 and frame the whole body. RPC
@@ -296,13 +308,14 @@ struct net_server_opts {
                                     certificate carries (mutual TLS: a
                                     context made with verify_peer) */
     net_tls_fail_cb on_tls_fail; /* a TLS refusal; may be NULL */
+    net_peek_cb on_peek;         /* rpc only; may be NULL */
 };
 
 #define NET_SERVER_OPTS_INIT                                                 \
     {                                                                        \
         "127.0.0.1", 0, NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 5000, \
             false, NULL, NULL, NULL, NULL, NULL, false, NULL, NULL, 0, 0,    \
-            false, 0, NULL, NULL, NULL                                       \
+            false, 0, NULL, NULL, NULL, NULL                                 \
     }
 
 /* Binds and listens. Returns 0, -errno (e.g. -EADDRINUSE), -EINVAL (bad

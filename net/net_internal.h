@@ -245,6 +245,12 @@ struct net__base {
                         net_conn *c,
                         enum net_tls_fail reason,
                         const char *why);
+    /* The whole frames[0..n) held on an established conn, to go to
+     * on_frame after those before them (may be NULL: no look ahead). */
+    void (*on_peek)(struct net__base *b,
+                    net_conn *c,
+                    const struct rk_slice *frames,
+                    size_t n);
     /* A whole frame arrived on an established conn. Nonzero closes it. */
     int (*on_frame)(struct net__base *b, net_conn *c, struct rk_slice frame);
     /* c finished its handshake (or needs none). */

@@ -25,6 +25,7 @@ struct net_server {
     net_sent_cb on_sent;
     net_accept_cb on_accept;
     net_frame_cb on_frame;
+    net_peek_cb on_peek;
     net_conn_close_cb on_close;
     void *arg;
     net_tls_fail_cb on_tls_fail;
@@ -46,6 +47,24 @@ static int srv_frame(struct net__base *b, net_conn *c, struct rk_slice frame)
         return RK_EPROTO;
     }
     return s->on_frame(s->arg, c, id, payload);
+}
+
+/* The requests' payloads up to the first frame on_frame would refuse. */
+static void srv_peek(struct net__base *b,
+                     net_conn *c,
+                     const struct rk_slice *frames,
+                     size_t n)
+{
+    net_server *s = (net_server *)b;
+    struct rk_slice pl[NET_PEEK_MAX];
+    size_t m = 0;
+    uint8_t kind;
+    uint64_t id;
+    while (m < n && net_rpc_parse(&kind, &id, &pl[m], frames[m]) == 0 &&
+           kind == NET_RPC_REQUEST)
+        m++;
+    if (m > 0)
+        s->on_peek(s->arg, c, pl, m);
 }
 
 static int srv_input(struct net__base *b, net_conn *c, struct net_input *in)
@@ -182,6 +201,8 @@ int net_server_new(net_server **out,
         b->hs = *opts->hs;
     }
     b->on_frame = srv_frame;
+    if (opts->rpc && opts->on_peek)
+        b->on_peek = srv_peek;
     if (opts->on_input) {
         b->on_input = srv_input;
         b->on_sent = srv_sent;
@@ -207,6 +228,7 @@ int net_server_new(net_server **out,
     s->on_sent = opts->on_sent;
     s->on_accept = opts->on_accept;
     s->on_frame = opts->on_frame;
+    s->on_peek = opts->on_peek;
     s->on_close = opts->on_close;
     s->arg = opts->arg;
     s->on_tls_fail = opts->on_tls_fail;

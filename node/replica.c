@@ -993,6 +993,30 @@ static void on_htimer(uv_timer_t *t)
 
 /* ---- start / stop ----------------------------------------------------- */
 
+/* The reads among the requests a peer sent at once: their keys'
+ * memtable and read cache entries start on their way into the CPU's cache
+ * together (store_prefetch_many), as a client's pipeline of GETs does
+ * (rsrv.c); a coordinator's reads arrive here in batches of dozens. */
+static void
+on_ipeek(void *arg, net_conn *c, const struct rk_slice *payloads, size_t n)
+{
+    node *nd = arg;
+    uint64_t tokens[NET_PEEK_MAX];
+    size_t k = 0;
+    (void)c;
+    if (nd->store == NULL)
+        return;
+    for (size_t i = 0; i < n && i < NET_PEEK_MAX; i++) {
+        enum rpc_msg_type t;
+        struct rpc_read rq;
+        if (rpc_msg_type_peek(&t, payloads[i]) == 0 && t == RPC_MSG_READ &&
+            rpc_read_decode(&rq, payloads[i]) == 0)
+            tokens[k++] = rq.token;
+    }
+    if (k >= 2)
+        store_prefetch_many(nd->store, tokens, k);
+}
+
 int node__internode_start(node *n, char *err, size_t errlen)
 {
     if (sodium_init() < 0) {
@@ -1006,6 +1030,7 @@ int node__internode_start(node *n, char *err, size_t errlen)
     so.rpc = true;
     so.hs = &hs;
     so.on_frame = on_iframe;
+    so.on_peek = on_ipeek;
     so.arg = n;
     so.handshake_timeout_ms = (uint32_t)n->cfg.connect_timeout_ms * 2;
     /* internode_tls required: mutual TLS, the handshake above inside it */

@@ -240,7 +240,40 @@ struct srv {
         size_t len;
     } * held;
     size_t nheld, heldcap;
+    /* rpc: a look ahead (on_peek) that checks each payload it is shown is
+     * that of a frame on_frame has not had yet, in order (their first 8
+     * bytes: the request's number times PEEK_MUL) */
+    bool peek;
+    int peeks;
+    size_t peek_max, peek_bad, peek_seen;
 };
+
+#define PEEK_MUL 2654435761u
+
+static void
+srv_peek(void *arg, net_conn *c, const struct rk_slice *pl, size_t n)
+{
+    struct srv *v = arg;
+    (void)c;
+    v->peeks++;
+    if (n > v->peek_max)
+        v->peek_max = n;
+    /* the look ahead keeps frames shown before their turn: this window
+     * starts at or after the next frame on_frame gets, and runs on in
+     * order from there */
+    uint64_t first = 0;
+    if (n > 0 && pl[0].len >= 8)
+        memcpy(&first, pl[0].p, 8);
+    first /= PEEK_MUL;
+    v->peek_bad += first < (uint64_t)v->frames;
+    for (size_t j = 0; j < n; j++) {
+        uint64_t tag = 0;
+        if (pl[j].len >= 8)
+            memcpy(&tag, pl[j].p, 8);
+        v->peek_bad += tag != (first + j) * PEEK_MUL;
+        v->peek_seen++;
+    }
+}
 
 static void srv_accept(void *arg, net_conn *c)
 {
@@ -343,6 +376,8 @@ static void srv_start_on(struct env *e,
     o.on_accept = srv_accept;
     o.on_frame = srv_frame;
     o.on_close = srv_close;
+    if (v->peek)
+        o.on_peek = srv_peek;
     o.arg = v;
     ck_assert_int_eq(net_server_new(&v->s, &e->loop, &o), 0);
     ck_assert_int_gt(net_server_port(v->s), 0);
@@ -723,6 +758,49 @@ START_TEST(rpc_pipelined_and_batched)
            NPIPE, (unsigned long long)st.writes, (unsigned long long)ss.writes,
            (unsigned long long)ss.frames_out);
     ck_assert_uint_lt(ss.writes, ss.frames_out / 10);
+    free(res);
+    peers_stop(&e, p);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
+/* An RPC server's look ahead (on_peek) is shown the requests that arrived
+ * together before on_frame has them, in order, at most NET_PEEK_MAX at a
+ * time, and nearly all of them (not just a read's first window); every
+ * request is still answered. */
+START_TEST(rpc_peek_shows_requests_before_their_turn)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.echo = true;
+    v.peek = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    net_peers *p = peers_start(&e, NULL, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    enum { N = 1000 };
+    struct rpc_res *res = calloc(N, sizeof(*res));
+    for (uint64_t i = 0; i < N; i++) { /* one write, one connection */
+        uint8_t pl[16];
+        res[i].tag = i * PEEK_MUL;
+        memcpy(pl, &res[i].tag, 8);
+        memset(pl + 8, (int)i, sizeof(pl) - 8);
+        ck_assert_int_eq(net_peers_request(p, a, RK_SLICE(pl, sizeof(pl)),
+                                           30000, rpc_cb, &res[i]),
+                         0);
+    }
+    RUN_UNTIL(&e, count_calls(res, N, NULL) == N);
+    for (size_t i = 0; i < N; i++)
+        FAST_ASSERT(res[i].match, "request %zu", i);
+    ck_assert_int_ge(v.peeks, 1);
+    ck_assert_uint_eq(v.peek_bad, 0);
+    ck_assert_uint_ge(v.peek_max, 2);
+    ck_assert_uint_le(v.peek_max, NET_PEEK_MAX);
+    /* every request shown ahead once, give or take a window shown again
+     * after a pause */
+    ck_assert_uint_ge(v.peek_seen, N - NET_PEEK_MAX);
     free(res);
     peers_stop(&e, p);
     srv_stop(&e, &v);
@@ -2552,6 +2630,7 @@ static Suite *net_suite(void)
     tc = tcase_create("rpc");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, rpc_pipelined_and_batched);
+    tcase_add_test(tc, rpc_peek_shows_requests_before_their_turn);
     tcase_add_test(tc, rpc_steady_state_allocates_nothing);
     tcase_add_test(tc, rpc_out_of_order_and_large);
     tcase_add_test(tc, rpc_batching_figure);
