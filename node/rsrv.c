@@ -752,7 +752,9 @@ static void prefetch_gets(const struct rconn *c, const struct net_input *in)
 {
     struct rk_slice keys[RSRV_PEEK];
     uint64_t tokens[RSRV_PEEK];
-    if (c->n->store == NULL)
+    /* a client that has not authenticated reads nothing: it starts no
+     * work here either */
+    if (c->n->store == NULL || c->role == NODE_ROLE_NONE)
         return;
     size_t k = resp_peek_gets(in->p, in->len, keys, RSRV_PEEK);
     if (k < 2)
