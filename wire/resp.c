@@ -231,36 +231,6 @@ size_t resp_parser_take_consumed(resp_parser *p)
     return s;
 }
 
-size_t resp_peek_gets(const uint8_t *buf,
-                      size_t len,
-                      struct rk_slice *keys,
-                      size_t max)
-{
-    static const char head[] = "*2\r\n$3\r\n";
-    size_t pos = 0, n = 0;
-    while (n < max) {
-        const uint8_t *p = buf + pos;
-        size_t left = len - pos, i = 14, klen = 0;
-        if (left < 19 || memcmp(p, head, 8) != 0 || (p[8] | 0x20) != 'g' ||
-            (p[9] | 0x20) != 'e' || (p[10] | 0x20) != 't' || p[11] != '\r' ||
-            p[12] != '\n' || p[13] != '$')
-            break;
-        while (i < left && i < 14 + 9 && p[i] >= '0' && p[i] <= '9')
-            klen = klen * 10 + (size_t)(p[i++] - '0');
-        /* a length as the parser takes it: no leading zero but "0" */
-        if (i == 14 || (p[14] == '0' && i > 15) || left - i < 2 ||
-            p[i] != '\r' || p[i + 1] != '\n')
-            break;
-        i += 2;
-        if (left - i < 2 || klen > left - i - 2 || p[i + klen] != '\r' ||
-            p[i + klen + 1] != '\n')
-            break;
-        keys[n++] = RK_SLICE(p + i, klen);
-        pos += i + klen + 2;
-    }
-    return n;
-}
-
 size_t resp_parser_need(const resp_parser *p)
 {
     if (p->nargs < 0 || p->bulk < 0 || p->skip > 0)
@@ -335,6 +305,52 @@ static int resp__parse_ll(long long *out, const uint8_t *s, size_t n)
         return -1;
     *out = neg ? -(long long)v : (long long)v;
     return 0;
+}
+
+/* A line "<c><length>\r\n" at the start of p[0..left), the length as
+ * the parser takes it (resp__parse_ll, not negative): *out and the line's
+ * bytes, or 0. Looks at 24 bytes at most: a length has 19 digits. */
+static size_t
+resp__peek_len(size_t *out, const uint8_t *p, size_t left, uint8_t c)
+{
+    size_t look = left < 24 ? left : 24;
+    const uint8_t *cr = look > 1 ? memchr(p, '\r', look - 1) : NULL;
+    long long v;
+    if (cr == NULL || p[0] != c || cr[1] != '\n' ||
+        resp__parse_ll(&v, p + 1, (size_t)(cr - p) - 1) != 0 || v < 0)
+        return 0;
+    *out = (size_t)v;
+    return (size_t)(cr - p) + 2;
+}
+
+size_t resp_peek_gets(const uint8_t *buf,
+                      size_t len,
+                      struct rk_slice *keys,
+                      size_t max)
+{
+    size_t pos = 0, n = 0;
+    while (n < max) {
+        const uint8_t *p = buf + pos;
+        size_t left = len - pos, at, used, argc, nlen, klen;
+        if ((at = resp__peek_len(&argc, p, left, '*')) == 0 || argc != 2 ||
+            (used = resp__peek_len(&nlen, p + at, left - at, '$')) == 0 ||
+            nlen != 3 || left - at - used < 5)
+            break;
+        at += used;
+        struct rk_slice name = RK_SLICE(p + at, 3);
+        if (!resp__is(&name, "get") || p[at + 3] != '\r' || p[at + 4] != '\n')
+            break;
+        at += 5;
+        if ((used = resp__peek_len(&klen, p + at, left - at, '$')) == 0)
+            break;
+        at += used;
+        if (left - at < 2 || klen > left - at - 2 || p[at + klen] != '\r' ||
+            p[at + klen + 1] != '\n')
+            break;
+        keys[n++] = RK_SLICE(p + at, klen);
+        pos += at + klen + 2;
+    }
+    return n;
 }
 
 static int resp__offs_push(resp_parser *p, size_t off, size_t len)
