@@ -151,9 +151,9 @@ struct creq {
      * those its read repair reached (coord__read_decide) */
     uint32_t holders;
     void *hold; /* the host's: rp[] points into what it keeps */
-    /* ---- not zeroed: 400 bytes for RING_MAX_REPLICAS replicas, of which
-     * a request uses plan.nrep (coord__req_new clears the plan's counts,
-     * coord_plan_make the replicas it plans) ---- */
+    /* ---- not zeroed: 532 bytes sized for RING_MAX_REPLICAS replicas, of
+     * which a request uses plan.nrep (coord__req_new clears the plan's
+     * counts, coord_plan_make the replicas it plans) ---- */
     struct coord_plan plan; /* the level, the replicas' progress */
     /* the epoch of the message each replica was sent: what its OLD_RING
      * answer is about (coord__replan); read only for a replica sent one */
