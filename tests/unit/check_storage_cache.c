@@ -275,6 +275,28 @@ START_TEST(cache_forgets_dropped_range)
 }
 END_TEST
 
+/* Read key raw twice: the second comes from the cache. */
+static void read_twice(store *s, const char *key)
+{
+    uint8_t *p;
+    size_t n;
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(store_get_raw(&p, &n, s, S(key)), 0);
+        free(p);
+    }
+}
+
+/* Purge r's tombstones past a 1 s grace at 5 s, as repair's purge runs
+ * it; how many it purged. */
+static uint64_t purge_range(store *s, struct store_range r)
+{
+    struct store_purge pg;
+    store_purge_init(&pg, r, 5000, 1000, UINT64_MAX);
+    while (!pg.done)
+        ck_assert_int_ge(store_purge_next(s, &pg, 100), 0);
+    return pg.tombstones;
+}
+
 /* A tombstone purged from its env in place (a purge step, as repair's
  * purge runs it) is not served from the cache afterwards. */
 START_TEST(cache_forgets_purged_tombstone)
@@ -286,19 +308,11 @@ START_TEST(cache_forgets_purged_tombstone)
     ck_assert_int_eq(store_range_create(s, WHOLE), 0);
     ck_assert_int_eq(put(s, "dead", hlc_ts_make(900, 0), NULL), 0);
     ck_assert_int_eq(store_flush(s), 0);
+    read_twice(s, "dead");
+    ck_assert_uint_ge(cache_hits(s), 1);
+    ck_assert_uint_eq(purge_range(s, WHOLE), 1);
     uint8_t *p;
     size_t n;
-    for (int i = 0; i < 2; i++) { /* the second from the cache */
-        ck_assert_int_eq(store_get_raw(&p, &n, s, S("dead")), 0);
-        free(p);
-    }
-    uint64_t h = cache_hits(s);
-    ck_assert_uint_ge(h, 1);
-    struct store_purge pg;
-    store_purge_init(&pg, WHOLE, 5000, 1000, UINT64_MAX);
-    while (!pg.done)
-        ck_assert_int_ge(store_purge_next(s, &pg, 100), 0);
-    ck_assert_uint_eq(pg.tombstones, 1);
     ck_assert_int_eq(store_get_raw(&p, &n, s, S("dead")), RK_ENOTFOUND);
     store_free(s);
     rm_tmp();
@@ -325,20 +339,13 @@ START_TEST(cache_forgets_purged_across_split_and_merge)
     }
     ck_assert_int_eq(put(s, k, hlc_ts_make(900, 0), NULL), 0);
     ck_assert_int_eq(store_flush(s), 0);
-    uint8_t *p;
-    size_t n;
-    for (int i = 0; i < 2; i++) { /* the second from the cache */
-        ck_assert_int_eq(store_get_raw(&p, &n, s, S(k)), 0);
-        free(p);
-    }
+    read_twice(s, k);
     struct store_range lo = {0, at}, hi = {at, 0};
     ck_assert_int_eq(store_range_split(s, WHOLE, at), 0);
-    struct store_purge pg;
-    store_purge_init(&pg, hi, 5000, 1000, UINT64_MAX);
-    while (!pg.done)
-        ck_assert_int_ge(store_purge_next(s, &pg, 100), 0);
-    ck_assert_uint_eq(pg.tombstones, 1);
+    ck_assert_uint_eq(purge_range(s, hi), 1);
     ck_assert_int_eq(store_range_merge(s, lo, hi), 0);
+    uint8_t *p;
+    size_t n;
     ck_assert_int_eq(store_get_raw(&p, &n, s, S(k)), RK_ENOTFOUND);
     store_free(s);
     rm_tmp();
