@@ -910,6 +910,44 @@ void coord__park(struct creq *q, uint64_t until)
     coord__wake_link(q, until);
 }
 
+/* A new request for q's caller, by q's deadline, with q's value (a
+ * write's); q answers no one from now on and goes on in the background
+ * (its other replicas' answers, hints for those that fail). NULL: no
+ * memory, q untouched. */
+static struct creq *successor(struct creq *q)
+{
+    struct coord *c = q->c;
+    struct creq *s = coord__req_new(c, q->op, RK_SLICE(q->key, q->klen), q->cl,
+                                    q->cb, q->arg);
+    if (!s)
+        return NULL;
+    if (q->op == C_PUT) { /* the value and expiry q->wmsg carries */
+        struct rpc_write w;
+        int rc = rpc_write_decode(&w, RK_SLICE(q->wmsg.data, q->wmsg.len));
+        if (rc == 0)
+            rc = keep_value(s, w.rec.value);
+        if (rc < 0) {
+            s->done = true;
+            coord__unref(s);
+            return NULL;
+        }
+        if (w.rec.expiry) { /* what is left of its TTL, from the restart */
+            uint64_t now = c->h.wall_ms(c->h.arg);
+            s->pttl = w.rec.expiry > now ? w.rec.expiry - now : 1;
+        }
+    }
+    s->deadline = q->deadline;
+    s->start_ns = q->start_ns;
+    s->meter = q->meter;
+    s->replanned = true;
+    to_background(q);
+    if (q->waking) {
+        wake_unlink(q);
+        coord__unref(q);
+    }
+    return s;
+}
+
 bool coord__replan(struct creq *q, uint64_t refused_epoch)
 {
     struct coord *c = q->c;
@@ -925,40 +963,30 @@ bool coord__replan(struct creq *q, uint64_t refused_epoch)
     c->h.ring_behind(c->h.arg, refused_epoch + 1);
     if (q->done || q->phase != 0 || !c->wake_open)
         return false;
-    struct creq *s = coord__req_new(c, q->op, RK_SLICE(q->key, q->klen), q->cl,
-                                    q->cb, q->arg);
+    struct creq *s = successor(q);
     if (!s)
         return false;
-    if (q->op == C_PUT) { /* the value and expiry q->wmsg carries */
-        struct rpc_write w;
-        int rc = rpc_write_decode(&w, RK_SLICE(q->wmsg.data, q->wmsg.len));
-        if (rc == 0)
-            rc = keep_value(s, w.rec.value);
-        if (rc < 0) {
-            s->done = true;
-            coord__unref(s);
-            return false;
-        }
-        if (w.rec.expiry) { /* what is left of its TTL, from the restart */
-            uint64_t now = c->h.wall_ms(c->h.arg);
-            s->pttl = w.rec.expiry > now ? w.rec.expiry - now : 1;
-        }
-    }
-    s->deadline = q->deadline;
-    s->start_ns = q->start_ns;
-    s->meter = q->meter;
-    s->replanned = true;
-    /* q answers no one: it goes on in the background (its other replicas'
-     * answers, hints for those that fail) */
-    to_background(q);
-    if (q->waking) {
-        wake_unlink(q);
-        coord__unref(q);
-    }
     c->stats.replans++;
     coord__park(s, s->deadline);
     coord__unref(s); /* the wake list holds it */
     coord_unpark(c); /* the newer ring may be here already */
+    return true;
+}
+
+bool coord__read_again(struct creq *q)
+{
+    struct coord *c = q->c;
+    if (q->done || q->op != C_GET || !c->wake_open)
+        return false;
+    struct creq *s = successor(q);
+    if (!s)
+        return false;
+    s->data_only = true;
+    c->stats.read_digest_mismatches++;
+    int rc = coord__read_start(s);
+    if (rc < 0)
+        coord__finish(s, rc, RK_SLICE(NULL, 0));
+    coord__unref(s);
     return true;
 }
 

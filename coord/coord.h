@@ -118,6 +118,9 @@ struct coord_stats {
      * only): [1] this node is a natural replica of the key (a token-aware
      * client's choice), [0] it is not */
     uint64_t placement[2];
+    /* reads asked again for the replicas' records: a digest answer could
+     * not be ordered without its value (coord_read.c) */
+    uint64_t read_digest_mismatches;
 };
 
 #endif

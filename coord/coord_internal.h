@@ -46,6 +46,9 @@ struct crep {
  * rbuf[] of the same index. */
 struct creply {
     bool found;
+    bool asked_dig; /* asked for a digest (coord_read.c) */
+    bool dig;       /* rec holds a digest's version fields, no value */
+    uint64_t hash;  /* dig: XXH3 of the replica's value */
     struct rpc_record rec;
 };
 
@@ -151,6 +154,11 @@ struct creq {
      * those its read repair reached (coord__read_decide) */
     uint32_t holders;
     void *hold; /* the host's: rp[] points into what it keeps */
+    /* digest reads (coord_read.c) */
+    bool data_only;   /* asks every replica for the record (read_again) */
+    bool wmsg_dig;    /* q->wmsg is a read asking for a digest */
+    bool best_hashed; /* best_hash is the newest's value hash */
+    uint64_t best_hash;
     /* ---- not zeroed: 532 bytes sized for RING_MAX_REPLICAS replicas, of
      * which a request uses plan.nrep (coord__req_new clears the plan's
      * counts, coord_plan_make the replicas it plans) ---- */
@@ -224,6 +232,12 @@ struct creq *coord__req_new(struct coord *c,
  * refusal as a failure. Either way the host hears that its ring is behind
  * (ring_behind). */
 bool coord__replan(struct creq *q, uint64_t refused_epoch);
+/* A read whose digests cannot be ordered without their values: its
+ * caller is handed to a new read, started at once by q's deadline, that
+ * asks its replicas for their records only (data_only); q goes on in the
+ * background, answering no one. False (q answered already, or no wake
+ * list, or no memory): nothing was done. */
+bool coord__read_again(struct creq *q);
 /* q waits for the ring on the wake list, until `until` (the loop's
  * clock), when it is answered RING_STALE; coord_unpark finds it
  * there if the ring catches up first. */

@@ -11,6 +11,19 @@
  * hedge, decide, repair, reply) that writes do not go through; the two
  * share the request (coord_internal.h). The design notes on reads,
  * deadlines and hedging are coord.c's opening comment.
+ *
+ * Digest reads. One replica is asked for its record (this node's own copy
+ * when it is a replica: the plan asks it first) and the others for a
+ * digest (rpc_record_digest: the version fields and an XXH3 of the
+ * value), as Cassandra does: a QUORUM read moves the value once, not once
+ * per replica. A digest of the newest record counts as holding it; an
+ * older one is repaired with the newest, which the coordinator has. One
+ * that is newer, or as new with another value, or found where no record
+ * was read, cannot be ordered without its value: the read's caller is
+ * handed to a read of records only (coord__read_again), by the same
+ * deadline. A replica is asked for a digest only while another's record
+ * is on its way (asked, not failed, not past the hedge point), so a read
+ * whose data replica fails asks the next one for its record.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -42,11 +55,54 @@ static int rec_cmp(const struct rpc_record *a, const struct rpc_record *b)
     return store_record_cmp(&x, &y);
 }
 
+/* How replica i's answer orders against the newest record, best: < 0
+ * older, 0 the same, > 0 newer; ANSWER_UNKNOWN for a digest that cannot
+ * be ordered without its value. */
+#define ANSWER_UNKNOWN 2
+
+static int answer_cmp(struct creq *q, uint32_t i, const struct rpc_record *best)
+{
+    const struct creply *a = &q->r[i];
+    if (!a->dig)
+        return rec_cmp(&a->rec, best);
+    if (!q->best_hashed) {
+        struct rpc_digest d;
+        rpc_record_digest(&d, best);
+        q->best_hash = d.value_hash;
+        q->best_hashed = true;
+    }
+    /* its version fields with best's value: ordered by the timestamp or
+     * the tombstone, or, for the same value, by the expiry */
+    struct rpc_record m = a->rec;
+    m.value = best->value;
+    int c = rec_cmp(&m, best);
+    bool same_version =
+        m.ts == best->ts &&
+        (m.flags & RPC_REC_TOMBSTONE) == (best->flags & RPC_REC_TOMBSTONE);
+    if (c > 0 || (same_version && a->hash != q->best_hash))
+        return ANSWER_UNKNOWN;
+    return c;
+}
+
+/* A record other than replica i's is on its way: asked, not failed and
+ * not past the hedge point (coord_plan_hedge). */
+static bool data_coming(const struct creq *q, uint32_t i)
+{
+    for (uint32_t j = 0; j < q->plan.nrep; j++) {
+        const struct coord_plan_rep *p = &q->plan.rep[j];
+        if (j != i && p->asked && !q->r[j].asked_dig && !p->slow &&
+            (!p->answered || p->ok))
+            return true;
+    }
+    return false;
+}
+
 static void on_remote_read(void *arg, int status, struct rk_slice resp);
 
 static int send_read(struct creq *q, uint32_t i)
 {
     struct coord *c = q->c;
+    bool dig = !q->plan.rep[i].self && !q->data_only && data_coming(q, i);
     coord_plan_asked(&q->plan, i);
     if (q->plan.rep[i].self) {
         bool found;
@@ -68,14 +124,18 @@ static int send_read(struct creq *q, uint32_t i)
      * the same deadline */
     uint64_t now = c->h.now_ms(c->h.arg);
     int rc = now < q->deadline ? 0 : RK_ETIMEOUT;
-    if (rc == 0 && q->wmsg.len == 0) { /* the same for every replica */
+    if (rc == 0 && (q->wmsg.len == 0 || q->wmsg_dig != dig)) {
+        /* the same for every replica asked alike */
         struct rpc_read rd = {.token = q->token,
                               .epoch = c->h.epoch(c->h.arg),
                               .key = RK_SLICE(q->key, q->klen),
-                              .digest = false};
+                              .digest = dig};
+        rpc_buf_reset(&q->wmsg);
         rc = rpc_read_encode(&q->wmsg, &rd);
         q->epoch = rd.epoch;
+        q->wmsg_dig = dig;
     }
+    q->r[i].asked_dig = dig;
     if (rc == 0) {
         uint64_t left = q->deadline - now;
         rc = coord__send(q, i, left < UINT32_MAX ? (uint32_t)left : UINT32_MAX,
@@ -210,11 +270,20 @@ void coord__read_decide(struct creq *q)
     struct coord *c = q->c;
     int newest = -1;
     for (uint32_t i = 0; i < q->plan.nrep; i++) {
-        if (!q->plan.rep[i].ok || !q->r[i].found)
+        if (!q->plan.rep[i].ok || !q->r[i].found || q->r[i].dig)
             continue;
         if (newest < 0 || rec_cmp(&q->r[i].rec, &q->r[newest].rec) > 0)
             newest = (int)i;
     }
+    for (uint32_t i = 0; i < q->plan.nrep; i++)
+        if (q->plan.rep[i].ok && q->r[i].found && q->r[i].dig &&
+            (newest < 0 ||
+             answer_cmp(q, i, &q->r[newest].rec) == ANSWER_UNKNOWN)) {
+            if (!coord__read_again(q))
+                coord__finish(q, c->wake_open ? -ENOMEM : RK_ECLOSED,
+                              RK_SLICE(NULL, 0));
+            return;
+        }
     q->newest = newest;
     q->phase = 1;
     if (newest < 0) {
@@ -225,8 +294,8 @@ void coord__read_decide(struct creq *q)
     const struct rpc_record *best = &q->r[newest].rec;
     q->holders = 0;
     for (uint32_t i = 0; i < q->plan.nrep; i++)
-        q->holders += q->plan.rep[i].ok && q->r[i].found &&
-                      rec_cmp(&q->r[i].rec, best) == 0;
+        q->holders +=
+            q->plan.rep[i].ok && q->r[i].found && answer_cmp(q, i, best) == 0;
     /* Too few hold it: the live replicas not asked yet are asked too
      * (read_confirm), before wmsg becomes the repair's write, so that the
      * answer need not wait for a repair that may never land (a replica
@@ -244,7 +313,7 @@ void coord__read_decide(struct creq *q)
     for (uint32_t i = 0; i < q->plan.nrep; i++) {
         if (!q->plan.rep[i].ok || (int)i == newest)
             continue;
-        if (q->r[i].found && rec_cmp(&q->r[i].rec, best) == 0)
+        if (q->r[i].found && answer_cmp(q, i, best) == 0)
             continue;
         if (!encoded) {
             if (coord__encode_records(q, best) < 0)
@@ -324,8 +393,7 @@ static void read_confirm(struct creq *q, uint32_t i, bool ok)
 {
     if (q->done || q->newest < 0)
         return;
-    if (ok && q->r[i].found &&
-        rec_cmp(&q->r[i].rec, &q->r[q->newest].rec) == 0 &&
+    if (ok && q->r[i].found && answer_cmp(q, i, &q->r[q->newest].rec) == 0 &&
         ++q->holders >= q->plan.need) {
         read_reply(q);
         return;
@@ -349,13 +417,19 @@ static void on_remote_read(void *arg, int status, struct rk_slice resp)
             st = rr.status;
             told = true;
         }
-        if (st == 0 && rr.found && rr.is_digest)
-            st = RK_EPROTO; /* we never ask for digests */
+        if (st == 0 && rr.found && rr.is_digest && !q->r[i].asked_dig)
+            st = RK_EPROTO; /* a digest not asked for */
     }
     if (st == 0) {
         bool ok = true;
         q->r[i].found = rr.found;
-        if (rr.found) {
+        q->r[i].dig = rr.found && rr.is_digest;
+        if (q->r[i].dig) { /* the version fields; no value */
+            q->r[i].rec = (struct rpc_record){.ts = rr.dig.ts,
+                                              .flags = rr.dig.flags,
+                                              .expiry = rr.dig.expiry};
+            q->r[i].hash = rr.dig.value_hash;
+        } else if (rr.found) {
             q->r[i].rec = rr.rec;
             struct cbuf *b = &q->rbuf[i];
             size_t len = rr.rec.value.len;

@@ -58,7 +58,7 @@ struct obs {
 
     metrics_family *req, *lat, *err;
     metrics_family *overloaded, *stale, *stale_waits, *replans, *repairs,
-        *hedges, *passed_over, *unsent, *placement;
+        *hedges, *digest_mismatches, *passed_over, *unsent, *placement;
     metrics_family *hints_stored, *hints_replayed, *hints_dropped;
     metrics_family *writes_refused, *clock_skew;
     metrics_family *clock_skewed, *clock_offset, *clock_skew_writes;
@@ -206,6 +206,11 @@ static int obs_register(struct obs *o)
       METRICS_COUNTER, 1, &d_placed);
     F(repairs, "ringkv_read_repairs_total",
       "Replica writes made by read repair.", METRICS_COUNTER, 0, NULL);
+    F(digest_mismatches, "ringkv_read_digest_mismatches_total",
+      "Reads asked again for the replicas' records because a digest "
+      "answer could not be ordered without its value (a replica newer than "
+      "the record read, or as new with another value).",
+      METRICS_COUNTER, 0, NULL);
     F(hedges, "ringkv_read_hedges_total",
       "Reads that asked more replicas because those asked had not answered "
       "in half of the time the read had (read_timeout_ms).",
@@ -591,6 +596,8 @@ static void obs_sync(struct obs *o)
         ctr(o->placement, (size_t)k, cs->placement[k], &cprev->placement[k]);
     ctr(o->repairs, 0, cs->read_repairs, &cprev->read_repairs);
     ctr(o->hedges, 0, cs->read_hedges, &cprev->read_hedges);
+    ctr(o->digest_mismatches, 0, cs->read_digest_mismatches,
+        &cprev->read_digest_mismatches);
     ctr(o->passed_over, 0, cs->read_passed_over, &cprev->read_passed_over);
     ctr(o->unsent, 0, cs->writes_unsent, &cprev->writes_unsent);
     ctr(o->hints_stored, 0, s->hints_stored, &l->hints_stored);

@@ -704,6 +704,7 @@ struct fake_rpc {
     uint64_t deadline; /* fake clock */
     uint64_t ts;       /* a write's record */
     uint64_t epoch;    /* the ring epoch it was planned on */
+    bool digest;       /* a read asking for a digest */
     coord_rpc_cb cb;
     void *arg;
 };
@@ -886,6 +887,7 @@ static int f_rpc(void *arg,
         ck_assert_int_eq(rpc_read_decode(&rd, m), 0);
         ck_assert_uint_eq(rd.epoch, f->epoch);
         r->epoch = rd.epoch;
+        r->digest = rd.digest;
     }
     return 0;
 }
@@ -1079,9 +1081,14 @@ static size_t live_rpcs(const struct fake *f)
 }
 
 /* Peer i answers its outstanding request: a write with status st, a read
- * with st, found and a record of timestamp ts. */
-static void
-answer(struct fake *f, uint32_t peer, int st, bool found, uint64_t ts)
+ * with st, found and a record of timestamp ts and value `value` (or its
+ * digest, as a replica does, if the read asked for one). */
+static void answer_value(struct fake *f,
+                         uint32_t peer,
+                         int st,
+                         bool found,
+                         uint64_t ts,
+                         const char *value)
 {
     int k = outstanding(f, peer);
     ck_assert_msg(k >= 0, "peer %u has no request to answer", peer);
@@ -1093,11 +1100,22 @@ answer(struct fake *f, uint32_t peer, int st, bool found, uint64_t ts)
         ck_assert_int_eq(rpc_write_ack_encode(&b, &a), 0);
     } else {
         struct rpc_read_resp rr = {.status = st, .hlc = 5, .found = found};
-        rr.rec = (struct rpc_record){.ts = ts, .value = RK_SLICE("peer", 4)};
+        rr.rec = (struct rpc_record){.ts = ts,
+                                     .value = RK_SLICE(value, strlen(value))};
+        if (found && r.digest) {
+            rr.is_digest = true;
+            rpc_record_digest(&rr.dig, &rr.rec);
+        }
         ck_assert_int_eq(rpc_read_resp_encode(&b, &rr), 0);
     }
     r.cb(r.arg, 0, RK_SLICE(b.data, b.len));
     rpc_buf_free(&b);
+}
+
+static void
+answer(struct fake *f, uint32_t peer, int st, bool found, uint64_t ts)
+{
+    answer_value(f, peer, st, found, ts, "peer");
 }
 
 /* The local commit k is done with status st. */
@@ -1544,6 +1562,123 @@ START_TEST(read_repair_unfinished_is_not_answered)
 }
 END_TEST
 
+/* Digest reads (coord_read.c): a QUORUM read through a replica reads its
+ * own record and asks the other replica for a digest only; a digest of
+ * the same record is a holder, and nothing more is sent. */
+START_TEST(read_quorum_moves_the_value_once)
+{
+    struct fake f;
+    fake_init(&f, "dc1* dc1 dc1", 100);
+    f.local_found = true;
+    f.local_ts = 50;
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
+    ck_assert_uint_eq(live_rpcs(&f), 1);
+    int k = outstanding(&f, 1) >= 0 ? outstanding(&f, 1) : outstanding(&f, 2);
+    ck_assert_int_ge(k, 0);
+    ck_assert_int_eq(f.rpc[k].type, RPC_MSG_READ);
+    ck_assert(f.rpc[k].digest);
+    turn(&f);
+    answer_value(&f, f.rpc[k].peer, 0, true, 50, "local");
+    result_is(&f, 1, 0);
+    ck_assert_str_eq(f.value, "local");
+    ck_assert_uint_eq(live_rpcs(&f), 0); /* no repair, no second read */
+    ck_assert_uint_eq(coord_stats(f.c)->read_digest_mismatches, 0);
+    ck_assert_uint_eq(coord_stats(f.c)->read_repairs, 0);
+    fake_done(&f);
+}
+END_TEST
+
+/* A digest that cannot be ordered without its value: newer than the
+ * record read (_i 0), as new with another value (_i 1), or found where
+ * the record read was not (_i 2). The read asks again, for records only,
+ * by the same deadline, and answers the newest once it is repaired here. */
+START_TEST(read_digest_mismatch_reads_records_again)
+{
+    struct fake f;
+    fake_init(&f, "dc1* dc1 dc1", 100);
+    f.local_found = _i != 2;
+    f.local_ts = 10;
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
+    ck_assert_uint_eq(live_rpcs(&f), 1);
+    uint32_t p = outstanding(&f, 1) >= 0 ? 1 : 2;
+    ck_assert(f.rpc[outstanding(&f, p)].digest);
+    turn(&f);
+    answer_value(&f, p, 0, true, _i == 1 ? 10 : 20, "peer");
+    ck_assert_int_eq(f.results, 0);
+    ck_assert_uint_eq(coord_stats(f.c)->read_digest_mismatches, 1);
+    /* asked again: one replica, for its record */
+    ck_assert_uint_eq(live_rpcs(&f), 1);
+    int k = outstanding(&f, 1) >= 0 ? outstanding(&f, 1) : outstanding(&f, 2);
+    ck_assert_int_ge(k, 0);
+    ck_assert_int_eq(f.rpc[k].type, RPC_MSG_READ);
+    ck_assert(!f.rpc[k].digest);
+    turn(&f);
+    answer_value(&f, f.rpc[k].peer, 0, true, _i == 1 ? 10 : 20, "peer");
+    /* the peer's record is the newest (_i 1: the same timestamp, and
+     * "peer" > "local" byte-wise), and this node's copy is repaired
+     * before the answer */
+    ck_assert_int_eq(f.results, 0);
+    ck_assert_uint_eq(f.ncommit, 1);
+    commit(&f, 0, 0);
+    turn(&f);
+    result_is(&f, 1, 0);
+    ck_assert_str_eq(f.value, "peer");
+    ck_assert_uint_eq(coord_stats(f.c)->read_digest_mismatches, 1);
+    fake_done(&f);
+}
+END_TEST
+
+/* A digest older than the record read is repaired with that record: no
+ * second read. */
+START_TEST(read_digest_older_is_repaired_without_reading_again)
+{
+    struct fake f;
+    fake_init(&f, "dc1* dc1 dc1", 100);
+    f.local_found = true;
+    f.local_ts = 20;
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
+    uint32_t p = outstanding(&f, 1) >= 0 ? 1 : 2;
+    turn(&f);
+    answer_value(&f, p, 0, true, 10, "peer");
+    ck_assert_int_eq(f.results, 0); /* waits for the repair */
+    int k = outstanding(&f, p);
+    ck_assert_int_ge(k, 0);
+    ck_assert_int_eq(f.rpc[k].type, RPC_MSG_WRITE);
+    ck_assert_uint_eq(f.rpc[k].ts, 20);
+    answer(&f, p, 0, false, 0);
+    result_is(&f, 1, 0);
+    ck_assert_str_eq(f.value, "local");
+    ck_assert_uint_eq(coord_stats(f.c)->read_digest_mismatches, 0);
+    ck_assert_uint_eq(coord_stats(f.c)->read_repairs, 1);
+    fake_done(&f);
+}
+END_TEST
+
+/* Through a node that is not a replica, the first replica is asked for
+ * its record and the next for a digest; when the first fails, the one
+ * asked in its place is asked for its record, not a digest, so the read
+ * is decided in one round. */
+START_TEST(read_after_a_failed_record_read_asks_for_a_record)
+{
+    struct fake f;
+    fake_init(&f, "dc1 dc1 dc1", 100);
+    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
+    ck_assert(!f.rpc[outstanding(&f, 0)].digest);
+    ck_assert(f.rpc[outstanding(&f, 1)].digest);
+    turn(&f);
+    answer(&f, 0, -EIO, false, 0);
+    int k = outstanding(&f, 2);
+    ck_assert_int_ge(k, 0);
+    ck_assert(!f.rpc[k].digest);
+    answer_value(&f, 1, 0, true, 10, "peer");
+    answer_value(&f, 2, 0, true, 10, "peer");
+    result_is(&f, 1, 0);
+    ck_assert_str_eq(f.value, "peer");
+    ck_assert_uint_eq(coord_stats(f.c)->read_digest_mismatches, 0);
+    fake_done(&f);
+}
+END_TEST
+
 START_TEST(read_times_out_at_its_deadline)
 {
     struct fake f;
@@ -1876,6 +2011,10 @@ static Suite *coord_suite(void)
     tcase_add_test(tc, read_hedges_past_a_silent_replica);
     tcase_add_test(tc, read_repairs_a_stale_replica_before_answering);
     tcase_add_loop_test(tc, read_repair_unfinished_is_not_answered, 0, 3);
+    tcase_add_test(tc, read_quorum_moves_the_value_once);
+    tcase_add_loop_test(tc, read_digest_mismatch_reads_records_again, 0, 3);
+    tcase_add_test(tc, read_digest_older_is_repaired_without_reading_again);
+    tcase_add_test(tc, read_after_a_failed_record_read_asks_for_a_record);
     tcase_add_test(tc, read_times_out_at_its_deadline);
     tcase_add_test(tc, read_asks_a_silent_peer_last);
     tcase_add_test(tc, stale_ring_waits_then_starts_or_expires);
