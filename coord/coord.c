@@ -912,8 +912,8 @@ void coord__park(struct creq *q, uint64_t until)
 
 /* A new request for q's caller, by q's deadline, with q's value (a
  * write's); q answers no one from now on and goes on in the background
- * (its other replicas' answers, hints for those that fail). NULL: no
- * memory, q untouched. */
+ * (its other replicas' answers, hints for those that fail). NULL (no
+ * memory, or a write's message that does not decode): q untouched. */
 static struct creq *successor(struct creq *q)
 {
     struct coord *c = q->c;
