@@ -3,7 +3,7 @@
  * constraints of a level over a replica list, the check for UNAVAILABLE,
  * counting answers, the order a read asks its replicas in, the hedge
  * point, and the outcome so far. Pure: the request's I/O, timers and
- * peers are coord.c's and coord_read.c's; tests/unit/check_coord.c checks
+ * peers are coord.c's and coord_read.c's; tests/unit/check_coord_plan.c checks
  * it against a brute-force definition of each level.
  */
 #include "coord/coord_plan.h"
