@@ -5,8 +5,8 @@
  * truncation, every byte replaced by each of a set of type bytes and by
  * seeded random bytes, both decoders must return the same code, stop at
  * the same byte with the same reason, and what they accept must encode to
- * the same bytes with either encoder. The golden vectors of check_wire_rpc.c
- * and check_wire_client.c pin the bytes themselves.
+ * the same bytes with either encoder. The golden vectors of check_wire_rpc.c,
+ * check_wire_rpc_stream.c and check_wire_client.c pin the bytes themselves.
  */
 #include <stdbool.h>
 #include <stdint.h>
