@@ -418,6 +418,17 @@ static size_t live_rpcs(const struct fake *f)
     return n;
 }
 
+/* The one request outstanding (the test fails if there are more or none):
+ * its index in rpc[]; rpc[].peer says which replica the plan chose. */
+static int only_rpc(const struct fake *f)
+{
+    ck_assert_uint_eq(live_rpcs(f), 1);
+    for (size_t k = 0; k < f->nrpc; k++)
+        if (f->rpc[k].live)
+            return (int)k;
+    return -1;
+}
+
 /* Peer i answers its outstanding request: a write with status st, a read
  * with st, found and a record of timestamp ts and value `value` (or its
  * digest, as a replica does, if the read asked for one). */
@@ -900,6 +911,17 @@ START_TEST(read_repair_unfinished_is_not_answered)
 }
 END_TEST
 
+/* Three replicas in one DC; a QUORUM GET started at 1000 ms, asking two
+ * of them. */
+static void quorum_get_asking_two(struct fake *f)
+{
+    fake_init(f, "dc1 dc1 dc1", 100);
+    f->now = 1000;
+    ck_assert_int_eq(fake_request(f, COORD_OP_GET, COORD_CL_QUORUM), 0);
+    turn(f);
+    ck_assert_uint_eq(live_rpcs(f), 2);
+}
+
 /* Digest reads (coord_read.c): a QUORUM read through a replica reads its
  * own record and asks the other replica for a digest only; a digest of
  * the same record is a holder, and nothing more is sent. */
@@ -910,9 +932,7 @@ START_TEST(read_quorum_moves_the_value_once)
     f.local_found = true;
     f.local_ts = 50;
     ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
-    ck_assert_uint_eq(live_rpcs(&f), 1);
-    int k = outstanding(&f, 1) >= 0 ? outstanding(&f, 1) : outstanding(&f, 2);
-    ck_assert_int_ge(k, 0);
+    int k = only_rpc(&f);
     ck_assert_int_eq(f.rpc[k].type, RPC_MSG_READ);
     ck_assert(f.rpc[k].digest);
     turn(&f);
@@ -937,17 +957,14 @@ START_TEST(read_digest_mismatch_reads_records_again)
     f.local_found = _i != 2;
     f.local_ts = 10;
     ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
-    ck_assert_uint_eq(live_rpcs(&f), 1);
-    uint32_t p = outstanding(&f, 1) >= 0 ? 1 : 2;
-    ck_assert(f.rpc[outstanding(&f, p)].digest);
+    int k = only_rpc(&f);
+    ck_assert(f.rpc[k].digest);
     turn(&f);
-    answer_value(&f, p, 0, true, _i == 1 ? 10 : 20, "peer");
+    answer_value(&f, f.rpc[k].peer, 0, true, _i == 1 ? 10 : 20, "peer");
     ck_assert_int_eq(f.results, 0);
     ck_assert_uint_eq(coord_stats(f.c)->read_digest_mismatches, 1);
     /* asked again: one replica, for its record */
-    ck_assert_uint_eq(live_rpcs(&f), 1);
-    int k = outstanding(&f, 1) >= 0 ? outstanding(&f, 1) : outstanding(&f, 2);
-    ck_assert_int_ge(k, 0);
+    k = only_rpc(&f);
     ck_assert_int_eq(f.rpc[k].type, RPC_MSG_READ);
     ck_assert(!f.rpc[k].digest);
     turn(&f);
@@ -975,7 +992,7 @@ START_TEST(read_digest_older_is_repaired_without_reading_again)
     f.local_found = true;
     f.local_ts = 20;
     ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
-    uint32_t p = outstanding(&f, 1) >= 0 ? 1 : 2;
+    uint32_t p = f.rpc[only_rpc(&f)].peer;
     turn(&f);
     answer_value(&f, p, 0, true, 10, "peer");
     ck_assert_int_eq(f.results, 0); /* waits for the repair */
@@ -999,16 +1016,37 @@ END_TEST
 START_TEST(read_after_a_failed_record_read_asks_for_a_record)
 {
     struct fake f;
-    fake_init(&f, "dc1 dc1 dc1", 100);
-    ck_assert_int_eq(fake_request(&f, COORD_OP_GET, COORD_CL_QUORUM), 0);
+    quorum_get_asking_two(&f);
     ck_assert(!f.rpc[outstanding(&f, 0)].digest);
     ck_assert(f.rpc[outstanding(&f, 1)].digest);
-    turn(&f);
     answer(&f, 0, -EIO, false, 0);
     int k = outstanding(&f, 2);
     ck_assert_int_ge(k, 0);
     ck_assert(!f.rpc[k].digest);
     answer_value(&f, 1, 0, true, 10, "peer");
+    answer_value(&f, 2, 0, true, 10, "peer");
+    result_is(&f, 1, 0);
+    ck_assert_str_eq(f.value, "peer");
+    ck_assert_uint_eq(coord_stats(f.c)->read_digest_mismatches, 0);
+    fake_done(&f);
+}
+END_TEST
+
+/* The replica asked for its record is silent at the hedge point: the one
+ * asked in its place is asked for its record too (a digest would leave
+ * the read with digests only, and a second round), and with the digest
+ * that came it decides the read. */
+START_TEST(read_hedged_past_a_silent_record_read_asks_for_a_record)
+{
+    struct fake f;
+    quorum_get_asking_two(&f);
+    ck_assert(!f.rpc[outstanding(&f, 0)].digest);
+    ck_assert(f.rpc[outstanding(&f, 1)].digest);
+    answer_value(&f, 1, 0, true, 10, "peer");
+    advance(&f, 1500); /* the hedge point: 0 silent */
+    int k = outstanding(&f, 2);
+    ck_assert_int_ge(k, 0);
+    ck_assert(!f.rpc[k].digest);
     answer_value(&f, 2, 0, true, 10, "peer");
     result_is(&f, 1, 0);
     ck_assert_str_eq(f.value, "peer");
@@ -1094,17 +1132,6 @@ START_TEST(stale_ring_waits_then_starts_or_expires)
     fake_done(&f);
 }
 END_TEST
-
-/* Three replicas in one DC; a QUORUM GET started at 1000 ms, asking two
- * of them. */
-static void quorum_get_asking_two(struct fake *f)
-{
-    fake_init(f, "dc1 dc1 dc1", 100);
-    f->now = 1000;
-    ck_assert_int_eq(fake_request(f, COORD_OP_GET, COORD_CL_QUORUM), 0);
-    turn(f);
-    ck_assert_uint_eq(live_rpcs(f), 2);
-}
 
 /* Anomaly D of test_history (a lost write across a ring epoch change):
  * for about a gossip round after a join or a leave, a coordinator still on
@@ -1335,6 +1362,7 @@ static Suite *coord_suite(void)
     tcase_add_loop_test(tc, read_digest_mismatch_reads_records_again, 0, 3);
     tcase_add_test(tc, read_digest_older_is_repaired_without_reading_again);
     tcase_add_test(tc, read_after_a_failed_record_read_asks_for_a_record);
+    tcase_add_test(tc, read_hedged_past_a_silent_record_read_asks_for_a_record);
     tcase_add_test(tc, read_times_out_at_its_deadline);
     tcase_add_test(tc, read_asks_a_silent_peer_last);
     tcase_add_test(tc, stale_ring_waits_then_starts_or_expires);
