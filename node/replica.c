@@ -1007,10 +1007,8 @@ on_ipeek(void *arg, net_conn *c, const struct rk_slice *payloads, size_t n)
     if (nd->store == NULL)
         return;
     for (size_t i = 0; i < n && i < NET_PEEK_MAX; i++) {
-        enum rpc_msg_type t;
-        struct rpc_read rq;
-        if (rpc_msg_type_peek(&t, payloads[i]) == 0 && t == RPC_MSG_READ &&
-            rpc_read_decode(&rq, payloads[i]) == 0)
+        struct rpc_read rq; /* another message fails at its head or type */
+        if (rpc_read_decode(&rq, payloads[i]) == 0)
             tokens[k++] = rq.token;
     }
     if (k >= 2)
