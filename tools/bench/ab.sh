@@ -3,7 +3,8 @@
 #
 #   tools/bench/ab.sh ROUNDS LABEL:BUILD[:ENV=VALUE ...] LABEL:BUILD[:...]
 #
-# Each round starts a fresh demo cluster (scripts/demo.sh, run/demo wiped)
+# Each round starts a fresh demo cluster (scripts/demo.sh start, then
+# settle: its repair after join is not billed; run/demo wiped)
 # with each variant in turn -- BUILD is a build directory under the
 # repository root (a symlink to another worktree's build works), ENV
 # settings are added to the nodes' environment (RINGKV_<KEY>=... sets a
@@ -60,7 +61,7 @@ ntests=$(($(tr -cd , <<<"$OP" | wc -c) + 1))
 hz=$(getconf CLK_TCK)
 
 # host port: the preload and the warm run, when PRELOAD > 0
-bench() {
+prepare() {
     if [ "$PRELOAD" -gt 0 ]; then
         redis-benchmark -h "$1" -p "$2" -t set -n "$PRELOAD" -c 50 -d "$D" \
             -r 100000 -P 16 --csv >/dev/null 2>&1
@@ -89,7 +90,8 @@ for r in $(seq "$rounds"); do
             echo "round $r $label: the demo cluster did not start" >&2
             exit 1
         fi
-        bench 127.0.0.11 6379
+        scripts/demo.sh settle "$build" # its repair after join is not ours
+        prepare 127.0.0.11 6379
         t0=$(cpu_ticks)
         rps=$(measure 127.0.0.11 6379)
         t1=$(cpu_ticks)
@@ -103,7 +105,7 @@ for r in $(seq "$rounds"); do
                 --daemonize yes --pidfile "/tmp/ab-redis.$$.pid" >/dev/null
             sleep 0.5
             rp=$(cat "/tmp/ab-redis.$$.pid")
-            bench 127.0.0.1 6390
+            prepare 127.0.0.1 6390
             t0=$(awk '{ print $14 + $15 }' "/proc/$rp/stat")
             rr=$(measure 127.0.0.1 6390)
             t1=$(awk '{ print $14 + $15 }' "/proc/$rp/stat")

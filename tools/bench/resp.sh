@@ -176,20 +176,8 @@ if [ -n "$DEMO" ]; then
             break
         sleep 0.2
     done
-    # The demo's node2 and node3 join node1 by streaming, and 3-4 s after
-    # they are NORMAL each repairs its ranges (repair_after_join): its
-    # scans apply the memtable first, so a run started before the repair
-    # ends is billed for it (docs/performance.md, "digest reads"). Wait
-    # for their repair.done, at most 30 s.
-    for _ in $(seq 60); do
-        n=$({ grep -l "event=repair.done" "$root"/run/demo/node[23].log \
-            2>/dev/null || true; } | wc -l)
-        [ "$n" -ge 2 ] && break
-        sleep 0.5
-    done
-    [ "${n:-0}" -ge 2 ] ||
-        echo "$0: the demo's repair after join did not end in 30 s" \
-            "(repair_after_join off?); measuring anyway" >&2
+    # after the demo's repair after join (scripts/demo.sh settle)
+    "$root/scripts/demo.sh" settle "$DEMO"
 fi
 if [ -n "$RINGKV" ] &&
     ! redis-cli "${TLSARGS[@]}" -h "$RINGKV_HOST" -p "$RINGKV_PORT" ping >/dev/null 2>&1; then
