@@ -28,7 +28,7 @@
 set -euo pipefail
 
 usage() {
-    sed -n 4,17p "$0" >&2
+    sed -n "4,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}" "$0" >&2
     exit 2
 }
 
