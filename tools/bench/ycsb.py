@@ -64,12 +64,16 @@ MEMTABLE_MB = 16
 # the load's peak printed EXCEEDED by this overhead (32.2 MiB against a
 # 32.2 MiB bound; the excess under the printed digit).
 MEM_WRITE_OVERHEAD = 64
-# A QUORUM write is answered once two replicas have it; the third's copy
-# may still be on its way when the client sends its next one, so a node
-# can be handed up to the client's in-flight writes again, answered but not
-# yet its own (coord.c, "background"). Until 2026-12-07 (second change)
-# the allowance counted the client's in-flight writes once, and the load's
-# peak read 32.21 MiB against 32.20 (about ten writes over).
+# What the store bounds is one commit group past twice MEMTABLE_MB (the
+# committer applies the memtable itself once a group leaves it past that:
+# storage/writes.c, store__mem_check), and a group is whatever reached the
+# node since the last one. That is the client's in-flight writes and, since
+# a QUORUM write is answered once two replicas have it, third copies of
+# writes already answered (coord.c, "background"). How many of those a
+# node holds at once is not measured anywhere: twice the client's
+# in-flight writes is an allowance, not a proven bound. Until 2026-12-07
+# (second change) the allowance was the in-flight writes once, and the
+# load's peak read 32.21 MiB against 32.20 (about ten writes over).
 BACKGROUND_FACTOR = 2
 INPUT_MB = 256
 CACHE_MB = 64
