@@ -22,7 +22,11 @@ GROWTH_MAX_KB = 150 * 1024
 def main():
     ips = ["127.0.0.113", "127.0.0.114"]
     h.small_asan_quarantine()
-    c = h.racked_cluster(ips, replication="dc1:2")
+    # a longer write deadline: 512 ONE writes in flight on an ASan node
+    # during a full make test outwaited the default 2 s once (TIMEOUT,
+    # 2026-12-07); this test is about memory, not deadlines, and a timed
+    # out write cannot be sent again without a second hint
+    c = h.racked_cluster(ips, replication="dc1:2", write_timeout_ms="10000")
     n1, n2 = c.nodes
     n2.kill9()
     c.wait_state(n1, "n2", "DN", timeout=30)
