@@ -25,6 +25,13 @@
  * connection's backoff, node/replica.c, and a restart's few seconds). */
 #define REPAIR_REACH_TRIES 4
 #define REPAIR_REACH_MS    1000
+/* A repair after a join that ended with failed comparisons (a replica
+ * DOWN or restarting: a node flapping) runs again, this many runs in all,
+ * REPAIR_AJ_AGAIN_MS after the first, then twice that, ... (10 + 20 + 40
+ * + 80 s: a flapping node's few minutes); then it logs what is left for
+ * `ringkv repair`. */
+#define REPAIR_AJ_TRIES    5
+#define REPAIR_AJ_AGAIN_MS 10000
 
 /* One comparison: an arc (or its piece inside `only`) with one other
  * replica of it. */
@@ -58,6 +65,8 @@ struct repair {
     bool after_join_on;   /* options.after_join */
     uint64_t aj_wait_ms;  /* after becoming NORMAL, before it starts */
     uint64_t aj_since_ms; /* restarted since the join: since the first tick */
+    int aj_runs;          /* after-join runs ended with failures */
+    uint64_t aj_next_ms;  /* the next one not before (0: at once) */
     uint32_t chunk_bytes;
     int serve_jobs;            /* leaf computations for other nodes */
     struct repair_stats total; /* every session's */
@@ -83,6 +92,7 @@ struct repair {
     uint64_t start_wall_ms;
     bool begun, running;
     bool after_join; /* started by repair_tick for a join */
+    bool aj_begin;   /* repair_tick is starting one */
     uint64_t epoch;  /* the ring's at the start */
     uint64_t start_ms, end_ms;
     int first_err;

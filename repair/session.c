@@ -8,7 +8,9 @@
  * one replica, and a write that replica missed while the coordinators did
  * not know of the join yet is on the others only. node.state's repair_due
  * (host.after_join_due) keeps it due across restarts until one ends (a
- * stop or a ring change keeps it due).
+ * stop or a ring change keeps it due); one that ends with failed
+ * comparisons (a replica DOWN or restarting) runs again after a wait, a
+ * few times (after_join_end).
  *
  * Read repair and hints cover most divergence; a replica that was down
  * longer than the hint window, or lost writes some other way, is brought
@@ -565,6 +567,32 @@ static unsigned pick_depth(const repair *rp, struct ring_range arc)
     return merkle_depth_choose(arc, range, keys);
 }
 
+/* A repair after a join has ended (not cut short): no longer due, or,
+ * with failed comparisons and runs left, due again after a wait. */
+static void after_join_end(repair *rp)
+{
+    if (rp->failed && ++rp->aj_runs < REPAIR_AJ_TRIES) {
+        uint64_t wait = (uint64_t)REPAIR_AJ_AGAIN_MS << (rp->aj_runs - 1);
+        rp->aj_next_ms = rp->end_ms + wait;
+        rlog(rp, REPAIR_LOG_WARN, "repair.after_join_incomplete",
+             "failed=%zu run=%d at_most=%d again_in_ms=%llu note=\"some of "
+             "the ranges it streamed in were not compared with every other "
+             "replica (one DOWN or restarting); the repair runs again\"",
+             rp->failed, rp->aj_runs, REPAIR_AJ_TRIES,
+             (unsigned long long)wait);
+        return; /* still due */
+    }
+    if (rp->failed)
+        rlog(rp, REPAIR_LOG_WARN, "repair.after_join_incomplete",
+             "failed=%zu run=%d at_most=%d note=\"some of the ranges it "
+             "streamed in were not compared with every other replica; run "
+             "`ringkv repair` on it once they are all UP\"",
+             rp->failed, rp->aj_runs, REPAIR_AJ_TRIES);
+    rp->aj_runs = 0;
+    rp->aj_next_ms = 0;
+    rp->h.after_join_done(rp->h.arg);
+}
+
 static void repair_end(repair *rp, const char *why)
 {
     rp->running = false;
@@ -595,15 +623,8 @@ static void repair_end(repair *rp, const char *why)
     if (rp->scheduled && (cut_short || rp->failed))
         rp->runs_failed++;
     rp->scheduled = false;
-    if (rp->after_join && !cut_short) {
-        if (rp->failed)
-            rlog(rp, REPAIR_LOG_WARN, "repair.after_join_incomplete",
-                 "failed=%zu note=\"some of the ranges it streamed in were "
-                 "not compared with every other replica; run `ringkv "
-                 "repair` on it once they are all UP\"",
-                 rp->failed);
-        rp->h.after_join_done(rp->h.arg);
-    }
+    if (rp->after_join && !cut_short)
+        after_join_end(rp);
     rp->h.job_end(rp->h.arg);
 }
 
@@ -666,23 +687,19 @@ void repair_tick(repair *r)
             r->aj_since_ms = now ? now : 1;
         joined = r->aj_since_ms;
     }
-    /* every node has heard of the ring with this node NORMAL */
-    if (now - joined < r->aj_wait_ms)
+    /* every node has heard of the ring with this node NORMAL; after a run
+     * with failures, the wait after_join_end set */
+    if (now - joined < r->aj_wait_ms || now < r->aj_next_ms)
         return;
     char *t = NULL;
     size_t len = 0;
+    /* repair_end (after_join_end) clears the due, or sets the next run's
+     * time: perhaps before repair_begin returns (no other replica to
+     * compare with, RF 1; every one DOWN) */
+    r->aj_begin = true;
     int rc = repair_begin(r, NULL, &t, &len);
-    if (rc == 0) {
-        rlog(r, REPAIR_LOG_INFO, "repair.after_join",
-             "comparisons=%zu note=\"each range streamed in from one replica "
-             "at a join, or gained with a replication change, is compared "
-             "with the other replicas, which may hold writes it lacks\"",
-             r->nc);
-        if (r->running)
-            r->after_join = true; /* repair_end clears the due */
-        else /* over already: no other replica to compare with (RF 1) */
-            r->h.after_join_done(r->h.arg);
-    } else { /* not now (a node moving, a repair running): next tick */
+    r->aj_begin = false;
+    if (rc != 0) { /* not now (a node moving, a repair running): next tick */
         rlog(r, REPAIR_LOG_DEBUG, "repair.after_join_waiting", "why=\"%s\"",
              t ? t : "");
     }
@@ -836,7 +853,7 @@ int repair__begin(repair *r,
         r->start_wall_ms = r->h.wall_ms(r->h.arg);
         r->cur = 0;
         r->begun = r->running = true;
-        r->after_join = false;
+        r->after_join = r->aj_begin;
         r->epoch = ring_epoch(cur);
         r->start_ms = r->h.now_ms(r->h.arg);
         r->end_ms = 0;
@@ -853,6 +870,13 @@ int repair__begin(repair *r,
         r->h.stall_start(r->h.arg);
         rlog(r, REPAIR_LOG_INFO, "repair.start", "comparisons=%zu epoch=%llu",
              nc, (unsigned long long)r->epoch);
+        if (r->after_join)
+            rlog(r, REPAIR_LOG_INFO, "repair.after_join",
+                 "comparisons=%zu run=%d note=\"each range streamed in from "
+                 "one replica at a join, or gained with a replication change, "
+                 "is compared with the other replicas, which may hold writes "
+                 "it lacks\"",
+                 nc, r->aj_runs + 1);
         char what[96] = "";
         if (only)
             snprintf(what, sizeof(what), " inside (%llu,%llu]",

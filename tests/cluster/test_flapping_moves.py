@@ -10,7 +10,9 @@ stream_throughput_mb 1 while n2 -- a replica of every range, so a source
 n4 may stream from -- is killed -9 and restarted every second or so: the
 join still finishes (streamed=1), and the repair that follows it brings
 n4 the writes its sources missed while down (until 2026-12-04 there was
-none, and n4 lacked them: regression join_misses_writes_source_missed).
+none, and n4 lacked them: regression join_misses_writes_source_missed),
+running again if n2 was DOWN when it ran (until 2026-12-07 it gave up:
+after_join_repair_gave_up_on_a_flapping_replica).
 Then n4 is decommissioned while n3 is
 killed and restarted the same way: n4 still announces LEFT and exits 0.
 With three replicas of every key and one node flapping no write fails
@@ -98,13 +100,23 @@ def main():
     c.wait_converged(timeout=90)
     print("n4 joined while n2 was killed %d times" % kills)
     # n4 streamed each range from one replica; one that was down missed
-    # writes the others have: the repair after the join brings them
-    h.wait_log(n4, "repair.done")
-    m = re.search(r"event=repair\.done .*keys_in=(\d+)", n4.log())
-    h.check("event=repair.after_join" in n4.log() and
-            "level=warn node=n4 event=repair.done" not in n4.log(),
-            "n4's repair after its join did not run, or failed")
-    print("n4's repair after its join pulled %s keys" % m.group(1))
+    # writes the others have: the repair after the join brings them. It
+    # may start while n2, killed last, is still DOWN or restarting: that
+    # run fails its comparisons with n2 and runs again 10 s later
+    # (regression after_join_repair_gave_up_on_a_flapping_replica, CI
+    # 2026-12-07: it was no longer due, and n4 kept what it lacked)
+    deadline = time.time() + 240
+    while "level=info node=n4 event=repair.done " not in n4.log():
+        h.check(time.time() < deadline and
+                "run=5 at_most=5 note=" not in n4.log(),
+                "n4's repair after its join never ended without failures")
+        time.sleep(0.2)
+    m = re.search(r"level=info node=n4 event=repair\.done .*keys_in=(\d+)",
+                  n4.log())
+    runs = n4.log().count("event=repair.after_join ")
+    h.check(runs >= 1, "n4's repair after its join did not run")
+    print("n4's repair after its join pulled %s keys (%d run%s)" %
+          (m.group(1), runs, "" if runs == 1 else "s"))
     h.check(not w.errors, "QUORUM writes failed during the join: %r" %
             w.errors[:5])
     expect.update(w.acked)

@@ -1784,18 +1784,36 @@ START_TEST(serve_answers_the_leaves)
 }
 END_TEST
 
+/* Two replicas diverged (seed; want: what both hold once repaired), n1
+ * just joined and due to repair, the fake clock ticking each second;
+ * returns the time n1 joined. */
+static uint64_t joined_diverged(uint64_t seed, struct fake *want)
+{
+    two_diverged(seed, want);
+    W.rep[0].due = true;
+    W.rep[0].joined_ms = W.now;
+    W.tick_ms = 1000;
+    W.next_tick = W.now + 1000;
+    return W.now;
+}
+
+/* n1's repair after its join is over: due no longer (once), and both
+ * replicas hold want. */
+static void after_join_over(struct fake *want)
+{
+    ck_assert(!W.rep[0].due);
+    ck_assert_int_eq(W.rep[0].due_done, 1);
+    ck_assert(same_data(&W.rep[0], want));
+    ck_assert(same_data(&W.rep[1], want));
+}
+
 /* A node that joined by streaming repairs by itself five gossip intervals
  * after it became NORMAL, and is no longer due once that repair ended. */
 START_TEST(after_join_repair_starts_once_settled)
 {
     static struct fake want;
-    two_diverged(3, &want);
-    struct fake *a = &W.rep[0], *b = &W.rep[1];
-    a->due = true;
-    a->joined_ms = W.now;
-    uint64_t joined = W.now;
-    W.tick_ms = 1000;
-    W.next_tick = W.now + 1000;
+    uint64_t joined = joined_diverged(3, &want);
+    struct fake *a = &W.rep[0];
     run_until(joined + 4500);
     ck_assert_int_eq(a->jobs, 0); /* not yet: 5 s of gossip first */
     ck_assert_ptr_null(strstr(a->log, "repair.start"));
@@ -1803,10 +1821,7 @@ START_TEST(after_join_repair_starts_once_settled)
     ck_assert_uint_eq(a->begun_ms, joined + 5000);
     ck_assert_msg(strstr(a->log, "repair.after_join comparisons=8 "), "%s",
                   a->log);
-    ck_assert(!a->due);
-    ck_assert_int_eq(a->due_done, 1);
-    ck_assert(same_data(a, &want));
-    ck_assert(same_data(b, &want));
+    after_join_over(&want);
     char text[2048];
     text_of(a->r, text, sizeof(text));
     ck_assert_msg(strstr(text, "The repair a node runs after joining by "
@@ -1814,6 +1829,66 @@ START_TEST(after_join_repair_starts_once_settled)
                                "replication change (repair_after_join):\n"
                                "Repair: done"),
                   "%s", text);
+    W.tick_ms = 0;
+    world_free();
+}
+END_TEST
+
+/* Regression after_join_repair_gave_up_on_a_flapping_replica: a repair
+ * after a join that ran while a replica was DOWN (killed and restarting,
+ * CI 2026-12-07 in test_flapping_moves) failed its comparisons with it and
+ * was no longer due: the writes the join's source had missed stayed
+ * missing until someone ran `ringkv repair`. It runs again 10 s later, and
+ * ends due no longer once a run compared everything. */
+START_TEST(after_join_repair_runs_again_after_a_replica_was_down)
+{
+    static struct fake want;
+    uint64_t joined = joined_diverged(3, &want);
+    struct fake *a = &W.rep[0], *b = &W.rep[1];
+    b->down = true;
+    run_until(joined + 6000);
+    ck_assert_int_eq(count_of(a->log, "repair.after_join comparisons="), 1);
+    ck_assert_msg(strstr(a->log, "repair.after_join_incomplete failed=8 run=1 "
+                                 "at_most=5 again_in_ms=10000 "),
+                  "%s", a->log);
+    ck_assert(a->due); /* still: it runs again */
+    ck_assert_int_eq(a->due_done, 0);
+    ck_assert(!same_data(a, &want));
+    run_until(joined + 14500); /* not before its 10 s */
+    ck_assert_int_eq(count_of(a->log, "repair.after_join comparisons="), 1);
+    b->down = false; /* back */
+    run_until(joined + 60000);
+    ck_assert_int_eq(count_of(a->log, "repair.after_join comparisons="), 2);
+    ck_assert_int_eq(count_of(a->log, "repair.after_join_incomplete"), 1);
+    after_join_over(&want);
+    W.tick_ms = 0;
+    world_free();
+}
+END_TEST
+
+/* A replica that stays DOWN: the repair after a join runs five times in
+ * all (10, 20, 40 and 80 s apart), then says what is left for `ringkv
+ * repair` and is due no longer. */
+START_TEST(after_join_repair_gives_up_after_five_runs)
+{
+    static struct fake want;
+    uint64_t joined = joined_diverged(5, &want);
+    struct fake *a = &W.rep[0], *b = &W.rep[1];
+    b->down = true;
+    run_until(joined + 5000 + 10000 + 20000 + 40000 + 79000);
+    ck_assert_int_eq(count_of(a->log, "repair.after_join comparisons="), 4);
+    ck_assert(a->due);
+    run_until(joined + 400000);
+    ck_assert_int_eq(count_of(a->log, "repair.after_join comparisons="), 5);
+    ck_assert_msg(strstr(a->log, "run=4 at_most=5 again_in_ms=80000 "), "%s",
+                  a->log);
+    ck_assert_msg(strstr(a->log, "repair.after_join_incomplete failed=8 run=5 "
+                                 "at_most=5 note=\"some of the ranges it "
+                                 "streamed in were not compared with every "
+                                 "other replica; run `ringkv repair` on it"),
+                  "%s", a->log);
+    ck_assert(!a->due);
+    ck_assert_int_eq(a->due_done, 1);
     W.tick_ms = 0;
     world_free();
 }
@@ -1883,6 +1958,8 @@ static Suite *repair_suite(void)
     tcase_add_test(tc, peer_refusing_once_is_asked_again);
     tcase_add_test(tc, peer_refusing_always_fails_after_bounded_tries);
     tcase_add_test(tc, after_join_repair_starts_once_settled);
+    tcase_add_test(tc, after_join_repair_runs_again_after_a_replica_was_down);
+    tcase_add_test(tc, after_join_repair_gives_up_after_five_runs);
     tcase_add_test(tc, ring_change_or_stop_ends_the_session);
     suite_add_tcase(s, tc);
     tc = tcase_create("schedule");
