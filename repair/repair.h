@@ -17,7 +17,7 @@
  * transfer of records, the stall tracker, node.state's repair_due) comes
  * through struct repair_host, a table of callbacks and one `arg` that
  * node/ fills in (node/repair_host.c) and a test fakes
- * (tests/unit/check_repair.c). Everything runs on the host's loop thread,
+ * (tests/unit/repair_world.h). Everything runs on the host's loop thread,
  * except host.scan, which a pool job calls.
  */
 #ifndef RK_REPAIR_REPAIR_H
