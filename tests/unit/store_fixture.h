@@ -1,8 +1,8 @@
 /*
  * store_fixture.h - what the store's unit runners share: a fresh directory
  * under $TMPDIR (or /tmp) per test, a store opened in it, records built
- * and read back by key. Header-only: each runner is one file
- * (check_storage.c, check_storage_reuse.c).
+ * and read back by key, and an env opened with LMDB itself behind a closed
+ * store's back. Header-only: each runner is one file (check_storage*.c).
  */
 #ifndef TESTS_UNIT_STORE_FIXTURE_H
 #define TESTS_UNIT_STORE_FIXTURE_H
@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <check.h>
+#include <lmdb.h>
 
 #include "common/rk.h"
 #include "storage/store.h"
@@ -101,5 +102,23 @@ static inline void expect(store *s, const char *key, const char *val)
 }
 
 static const struct store_range WHOLE = {0, 0};
+
+/* Open a raw LMDB env (the store must be closed). */
+static inline MDB_txn *raw_begin(MDB_env **env, MDB_dbi *dbi, const char *path)
+{
+    MDB_txn *txn;
+    ck_assert_int_eq(mdb_env_create(env), 0);
+    ck_assert_int_eq(mdb_env_open(*env, path, 0, 0644), 0);
+    ck_assert_int_eq(mdb_txn_begin(*env, NULL, 0, &txn), 0);
+    ck_assert_int_eq(mdb_dbi_open(txn, NULL, 0, dbi), 0);
+    return txn;
+}
+
+/* v as 8 bytes, big-endian (a stored key's token, a hint's seq). */
+static inline void be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 7; i >= 0; i--, v >>= 8)
+        p[i] = (uint8_t)v;
+}
 
 #endif
