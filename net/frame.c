@@ -119,6 +119,8 @@ void net__rbuf_commit(struct net__rbuf *r, size_t n)
 int net__rbuf_next(struct net__rbuf *r, struct rk_slice *out)
 {
     size_t used;
+    if (r->off == r->len) /* nothing held: r->p may be NULL (freed) */
+        return 0;
     int rc = net_frame_next(out, &used, r->p + r->off, r->len - r->off,
                             r->max_frame);
     if (rc == 1)

@@ -119,6 +119,21 @@ START_TEST(read_buffer_raw_growth_keeps_bytes)
 }
 END_TEST
 
+/* Regression rbuf_next_on_a_freed_buffer: asked for a frame with nothing
+ * held, after it gave its memory back (a paused connection resumed with
+ * nothing buffered), the read buffer computed NULL + 0, undefined in C
+ * (clang's UBSan stopped check_net in read_pause_resume there; gcc's does
+ * not check it). It answers "no frame yet" without touching its memory. */
+START_TEST(regression_rbuf_next_on_a_freed_buffer)
+{
+    struct net__rbuf r = {NULL, 0, 0, 0, 1u << 20, false};
+    struct rk_slice f = {NULL, 0};
+    ck_assert_int_eq(net__rbuf_next(&r, &f), 0);
+    ck_assert_ptr_null(f.p);
+    ck_assert_ptr_null(r.p);
+}
+END_TEST
+
 /* The read buffer, fed a stream in random splits, yields exactly the frames
  * written, and gives its memory back when idle. */
 START_TEST(read_buffer_splits)
@@ -546,6 +561,7 @@ static Suite *net_suite(void)
     tcase_add_test(tc, frame_and_addr_helpers);
     tcase_add_loop_test(tc, read_buffer_splits, 0, 8);
     tcase_add_test(tc, read_buffer_raw_growth_keeps_bytes);
+    tcase_add_test(tc, regression_rbuf_next_on_a_freed_buffer);
     suite_add_tcase(s, tc);
     tc = tcase_create("frames");
     tcase_set_timeout(tc, 120);
