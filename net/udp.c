@@ -122,7 +122,10 @@ int net_udp_new(net_udp **out, uv_loop_t *loop, const struct net_udp_opts *opts)
     uv_os_fd_t fd;
     if (rc == 0 && uv_fileno((uv_handle_t *)&u->udp, &fd) == 0) {
         u->fd = fd;
-        (void)arrived_ms(u); /* turns stamping on: ENOENT, none yet */
+        /* turns stamping on (ENOENT: none yet); the kernel does it with
+         * a deferred work item when no socket had it on, so a datagram
+         * or two may still come stamped with the time they are read */
+        (void)arrived_ms(u);
     }
     if (rc == 0)
         rc = uv_udp_recv_start(&u->udp, udp_alloc, udp_recv);
