@@ -10,7 +10,7 @@
  * announcements, the saved node state, the clock, the log, the store, the
  * thread pool) comes through struct stream_host, a table of callbacks
  * with one `arg`, which node/ fills in (node/stream_host.c) and the unit
- * tests fill with a fake clock and fake peers (tests/unit/check_stream.c).
+ * tests fill with a fake clock and fake peers (tests/unit/stream_world.h).
  * Everything runs on the host's loop thread except the bodies of the
  * works given to host->queue_work, which touch only the store and their
  * own job.

@@ -2,7 +2,7 @@
  * check_stream_plan.c - which ranges a rebuild pulls, and from whom
  * (streaming/join_plan.c's stream_plan_rebuild, pure): rings in, pieces
  * and their candidate donors out. The join's plan and donors are tested
- * with the rest of streaming/ in check_stream.c.
+ * with the rest of a join in check_stream_join.c.
  */
 #include <stdbool.h>
 #include <stdint.h>
