@@ -957,4 +957,10 @@ void repair_text(const repair *r, FILE *f)
         fprintf(f, "; %zu failed, the first: %s: %s", r->failed,
                 r->first_err_at, rk_strerror(r->first_err));
     fprintf(f, ".\n");
+    if (r->after_join && r->aj_next_ms) { /* after_join_end: runs again */
+        uint64_t now = r->h.now_ms(r->h.arg);
+        fprintf(f, "It runs again in %.0f s (run %d of at most %d).\n",
+                r->aj_next_ms > now ? (double)(r->aj_next_ms - now) / 1000 : 0,
+                r->aj_runs + 1, REPAIR_AJ_TRIES);
+    }
 }

@@ -488,6 +488,14 @@ START_TEST(after_join_repair_runs_again_after_a_replica_was_down)
     ck_assert(a->due); /* still: it runs again */
     ck_assert_int_eq(a->due_done, 0);
     ck_assert(!same_data(a, &want));
+    char text[2048];
+    text_of(a->r, text, sizeof(text));
+    ck_assert_msg(strstr(text, "Repair: done with failures in 0.0 s: 8 "
+                               "comparisons, "),
+                  "%s", text);
+    ck_assert_msg(strstr(text, ".\nIt runs again in 9 s (run 2 of at most "
+                               "5).\n"),
+                  "%s", text);
     run_until(joined + 14500); /* not before its 10 s */
     ck_assert_int_eq(count_of(a->log, "repair.after_join comparisons="), 1);
     b->down = false; /* back */
@@ -495,6 +503,8 @@ START_TEST(after_join_repair_runs_again_after_a_replica_was_down)
     ck_assert_int_eq(count_of(a->log, "repair.after_join comparisons="), 2);
     ck_assert_int_eq(count_of(a->log, "repair.after_join_incomplete"), 1);
     after_join_over(&want);
+    text_of(a->r, text, sizeof(text));
+    ck_assert_ptr_null(strstr(text, "It runs again"));
     W.tick_ms = 0;
     world_free();
 }
