@@ -742,6 +742,17 @@ void net_peers_retry(net_peers *p, const char *host_port)
     e->refused = false;
 }
 
+int net_peers_connect(net_peers *p, const char *host_port)
+{
+    struct peer *e;
+    if (p->base.closing)
+        return RK_ECLOSED;
+    int rc = peer_get(&e, p, host_port);
+    if (rc || e->conn != NULL || uv_now(p->base.loop) < e->retry_at)
+        return rc;
+    return peer_connect(p, e);
+}
+
 bool net_peers_reachable(net_peers *p, const char *host_port)
 {
     struct peer *e = peer_find(p, host_port);

@@ -495,8 +495,13 @@ bool node__peer_reachable(node *n, const char *iaddr)
 
 void node__peer_retry(node *n, const char *iaddr)
 {
-    if (n->replica.peers && iaddr[0])
+    if (n->replica.peers && iaddr[0]) {
         net_peers_retry(n->replica.peers, iaddr);
+        /* connected before a write needs it: the first would otherwise
+         * wait for the connect and the handshake (the write's deadline
+         * counts from its start) */
+        (void)net_peers_connect(n->replica.peers, iaddr);
+    }
 }
 
 /* ---- hints ------------------------------------------------------------ */

@@ -664,6 +664,47 @@ START_TEST(rpc_refused_or_closed_peer_unreachable)
 }
 END_TEST
 
+/* net_peers_connect (gossip: the peer is UP) opens the connection before
+ * any request: the first request does not wait for the connect, and
+ * uses it; asked again with a connection open, or backing off, it opens
+ * none. Until 2026-12-07 the first request to a peer connected, and a
+ * node's first write after a start waited for connects and handshakes
+ * (under ASan on a loaded machine, past a test's write deadline once). */
+START_TEST(rpc_connect_before_any_request)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.echo = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    net_peers *p = peers_start(&e, NULL, 0);
+    char a[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    ck_assert_int_eq(net_peers_state(p, a), NET_PEER_NONE);
+    ck_assert_int_eq(net_peers_connect(p, a), 0);
+    ck_assert_int_eq(net_peers_state(p, a), NET_PEER_CONNECTING);
+    RUN_UNTIL(&e, net_peers_state(p, a) == NET_PEER_READY && v.accepted == 1);
+    ck_assert_int_eq(net_peers_connect(p, a), 0); /* has one */
+    uint8_t pl[8] = {0};
+    struct rpc_res r1 = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE(pl, 8), 60000, rpc_cb, &r1), 0);
+    RUN_UNTIL(&e, r1.calls == 1);
+    ck_assert(r1.match);
+    ck_assert_int_eq(v.accepted, 1);
+    /* gone: refused, it backs off, and connect waits as requests do */
+    srv_stop(&e, &v);
+    RUN_UNTIL(&e, net_peers_state(p, a) != NET_PEER_READY);
+    ck_assert(!net_peers_reachable(p, a));
+    RUN_UNTIL(&e, net_peers_state(p, a) == NET_PEER_BACKOFF);
+    ck_assert_int_eq(net_peers_connect(p, a), 0);
+    ck_assert_int_eq(net_peers_state(p, a), NET_PEER_BACKOFF);
+    ck_assert_int_eq(net_peers_connect(p, "no port here"), -EINVAL);
+    peers_stop(&e, p);
+    env_finish(&e);
+}
+END_TEST
+
 START_TEST(rpc_refused_backoff_and_names)
 {
     struct env e;
@@ -1287,6 +1328,7 @@ static Suite *net_rpc_suite(void)
     tcase_add_test(tc, rpc_refused_backoff_and_names);
     tcase_add_test(tc, rpc_peer_name_buffer_reused);
     tcase_add_test(tc, rpc_refused_or_closed_peer_unreachable);
+    tcase_add_test(tc, rpc_connect_before_any_request);
     tcase_add_test(tc, rpc_oversize_response);
     suite_add_tcase(s, tc);
     tc = tcase_create("backpressure");
