@@ -1,19 +1,16 @@
 /*
- * check_storage_wal.c - the commit log (storage/wal.c) and its use by the
- * store: append/replay round trip, torn tails, corruption, checkpoints
- * retiring segments, replay into a split ring, and drops not resurrected
- * by replay.
- *
- * Some tests write log records directly (store__wal_*), with the payload
- * format spelled out here (a golden check of it), so a write lives only in
- * the log when the store opens: what a power loss leaves when the env
- * pages had not reached the disk.
+ * check_storage_wal.c - the commit log itself (storage/wal.c): append/replay
+ * round trip, torn tails, corruption, stray files, direct and buffered
+ * writes, the zero fill ahead of the records, recycled segments, appends of
+ * several records at once, and failed writes and syncs (interposed pwrite,
+ * openat and fdatasync). The store's use of the log (replay into a split
+ * ring, checkpoints retiring segments, drops not resurrected by replay) is
+ * in check_storage_wal_store.c; what both share is in wal_fixture.h.
  */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <linux/kcmp.h>
 #include <pthread.h>
 #include <sched.h>
@@ -26,7 +23,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <check.h>
@@ -34,74 +30,7 @@
 #include "common/rk.h"
 #include "storage/store.h"
 #include "storage/wal.h"
-
-static char tmpdir[256];
-static char logdir[300];
-
-static void mk_tmp(void)
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(tmpdir, sizeof(tmpdir), "%s/rk_wal_XXXXXX", t ? t : "/tmp");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-    snprintf(logdir, sizeof(logdir), "%s/commitlog", tmpdir);
-}
-
-static void rm_tmp(void)
-{
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
-static store *open_opts(struct store_opts *o)
-{
-    o->data_dir = tmpdir;
-    store *s = NULL;
-    int rc = store_open(&s, o);
-    ck_assert_msg(rc == 0, "store_open: %s", rk_strerror(rc));
-    return s;
-}
-
-static store *open_store(void)
-{
-    struct store_opts o = STORE_OPTS_INIT;
-    return open_opts(&o);
-}
-
-/* Segment files in the log directory. */
-/* Files in the log directory whose names end in `suffix`. */
-static int nfiles(const char *suffix)
-{
-    DIR *d = opendir(logdir);
-    ck_assert_ptr_nonnull(d);
-    int n = 0;
-    struct dirent *e;
-    size_t sl = strlen(suffix);
-    while ((e = readdir(d)) != NULL) {
-        size_t l = strlen(e->d_name);
-        if (e->d_name[0] != '.' && l > sl &&
-            strcmp(e->d_name + l - sl, suffix) == 0)
-            n++;
-    }
-    closedir(d);
-    return n;
-}
-
-static int nsegs(void)
-{
-    return nfiles(".log");
-}
-
-/* Retired segments kept for reuse (wal.c, WAL_SPARES). */
-static int nspares(void)
-{
-    return nfiles(".spare");
-}
-
-static void seg_path(char *out, size_t n, uint64_t seq)
-{
-    snprintf(out, n, "%s/%016llx.log", logdir, (unsigned long long)seq);
-}
+#include "tests/unit/wal_fixture.h"
 
 static off_t fsize(const char *p)
 {
@@ -110,105 +39,14 @@ static off_t fsize(const char *p)
     return st.st_size;
 }
 
-/* Where the records of segment file `p` end: the offset of the first
- * header without the magic (zeros written ahead, the padding of a direct
- * write) or the end of the file. Checksums are not checked. */
-static off_t log_end(const char *p)
-{
-    FILE *f = fopen(p, "rb");
-    ck_assert_ptr_nonnull(f);
-    off_t at = 0;
-    uint8_t h[8];
-    while (fseeko(f, at, SEEK_SET) == 0 && fread(h, 1, 8, f) == 8 &&
-           h[0] == 'R' && h[1] == 'K' && h[2] == 'L' && h[3] == '1')
-        at += STORE__WAL_HDR +
-              ((off_t)h[4] << 24 | (off_t)h[5] << 16 | (off_t)h[6] << 8 | h[7]);
-    fclose(f);
-    return at;
-}
-
-/* The test's logs are written through the page cache when set
- * (store__wal_buffered), else with O_DIRECT where the file system takes
- * it, as the store does by default. */
-static bool buffered_log;
-
-static void wal_open_for_test(store__wal **w, uint64_t seg_bytes)
-{
-    ck_assert_int_eq(store__wal_open(w, logdir, seg_bytes), 0);
-    if (buffered_log)
-        store__wal_buffered(*w);
-}
-
-static void key_of(char *k, size_t n, int i)
-{
-    snprintf(k, n, "wal:%d", i);
-}
-
-static size_t rec_of(uint8_t *out, size_t cap, int i)
-{
-    char v[32];
-    snprintf(v, sizeof(v), "v%d", i);
-    struct store_record r = {100 + (uint64_t)i, 0, 0, RK_SLICE(v, strlen(v))};
-    size_t n;
-    ck_assert_int_eq(store_record_encode(out, cap, &n, &r), 0);
-    return n;
-}
-
-static void put32(uint8_t *p, size_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-/* A log payload with the writes of keys first..first+n-1:
- * u32 count | (u32 klen | u32 rlen | key | rec)... */
-static size_t payload(uint8_t *out, int first, int n)
-{
-    size_t off = 4;
-    put32(out, (size_t)n);
-    for (int i = first; i < first + n; i++) {
-        char k[32];
-        uint8_t r[64];
-        key_of(k, sizeof(k), i);
-        size_t rl = rec_of(r, sizeof(r), i);
-        put32(out + off, strlen(k));
-        put32(out + off + 4, rl);
-        memcpy(out + off + 8, k, strlen(k));
-        memcpy(out + off + 8 + strlen(k), r, rl);
-        off += 8 + strlen(k) + rl;
-    }
-    return off;
-}
-
-/* Write `nrec` records of `per` keys each straight into the log (as a
- * store that crashed before applying them would leave it). */
-static void log_keys(int nrec, int per, uint64_t seg_bytes)
-{
-    store__wal *w;
-    wal_open_for_test(&w, seg_bytes);
-    ck_assert_int_eq(store__wal_start(w, true), 0);
-    static uint8_t buf[1 << 16];
-    uint64_t lsn = 0;
-    for (int r = 0; r < nrec; r++) {
-        size_t n = payload(buf, r * per, per);
-        int sealed;
-        ck_assert_int_eq(store__wal_append(&lsn, &sealed, w, buf, n), 0);
-    }
-    ck_assert_int_eq(store__wal_sync(w, lsn), 0);
-    store__wal_free(w);
-}
-
 /* ---- sync failures -------------------------------------------------------
  *
- * fdatasync and syncfs are interposed (this executable's definitions win
- * over libc's for the storage code linked into it). Unarmed, they call
- * libc's. */
+ * fdatasync is interposed (this executable's definition wins over libc's
+ * for the storage code linked into it). Unarmed, it calls libc's; syncfs
+ * is interposed in check_storage_wal_store.c. */
 static atomic_int hold_sync; /* the next fdatasync waits for release_sync,
                                 then fails with EIO */
 static atomic_int sync_entered, sync_released;
-static atomic_int fail_syncfs;          /* syncfs calls to fail with EIO */
 static atomic_int pwrites;              /* pwrite calls, counted always */
 static atomic_int refuse_direct_writes; /* writes to an O_DIRECT fd fail
                                            with EINVAL while set */
@@ -308,85 +146,7 @@ int fdatasync(int fd)
     return real(fd);
 }
 
-int syncfs(int fd)
-{
-    static int (*real)(int);
-    if (real == NULL)
-        real = (int (*)(int))dlsym(RTLD_NEXT, "syncfs");
-    if (atomic_load(&fail_syncfs) > 0) {
-        atomic_fetch_sub(&fail_syncfs, 1);
-        errno = EIO;
-        return -1;
-    }
-    return real(fd);
-}
-
-/* store_put keys 0..n-1 with their records. */
-static void put_keys(store *s, int n)
-{
-    for (int i = 0; i < n; i++) {
-        char k[32];
-        uint8_t rb[64];
-        key_of(k, sizeof(k), i);
-        size_t rl = rec_of(rb, sizeof(rb), i);
-        ck_assert_int_eq(store_put(s, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl)),
-                         0);
-    }
-}
-
-/* Whether key i reads with its value. */
-static bool has_key(store *s, int i)
-{
-    char k[32];
-    uint8_t want[64];
-    key_of(k, sizeof(k), i);
-    size_t wl = rec_of(want, sizeof(want), i);
-    uint8_t *p;
-    size_t n;
-    int rc = store_get(&p, &n, s, RK_SLICE(k, strlen(k)), 1);
-    if (rc == RK_ENOTFOUND)
-        return false;
-    ck_assert_msg(rc == 0, "get %d: %s", i, rk_strerror(rc));
-    bool same = n == wl && memcmp(p, want, n) == 0;
-    free(p);
-    ck_assert_msg(same, "key %d has a wrong record", i);
-    return true;
-}
-
-/* Every entry of every env inside its range (nothing misplaced). */
-static void check_placement(store *s)
-{
-    struct store_range *rs;
-    size_t n;
-    ck_assert_int_eq(store_flush(s), 0); /* info counts applied writes */
-    ck_assert_int_eq(store_range_list(&rs, &n, s), 0);
-    for (size_t i = 0; i < n; i++) {
-        struct store_range_info info;
-        struct store_digest d;
-        ck_assert_int_eq(store_range_info(&info, s, rs[i]), 0);
-        ck_assert_int_eq(store_digest(&d, s, rs[i]), 0);
-        ck_assert_uint_eq(info.keys, d.keys);
-    }
-    free(rs);
-}
-
 /* ---- the log itself ----------------------------------------------------- */
-
-struct seen {
-    int n;
-    size_t len[64];
-    uint8_t first[64];
-};
-
-static int seen_cb(const uint8_t *p, size_t len, void *arg)
-{
-    struct seen *s = arg;
-    ck_assert_int_lt(s->n, 64);
-    s->len[s->n] = len;
-    s->first[s->n] = len ? p[0] : 0;
-    s->n++;
-    return 0;
-}
 
 static int replay_seen(struct seen *s, uint64_t seg_bytes)
 {
@@ -590,60 +350,6 @@ START_TEST(log_prefill_zeros_are_skipped)
     rm_tmp();
 }
 END_TEST
-
-/* The open flags of this process's descriptor of segment `seq`, or -1. */
-static int seg_fd_flags(uint64_t seq)
-{
-    char want[400], link[400], path[300];
-    seg_path(want, sizeof(want), seq);
-    char real_want[PATH_MAX];
-    ck_assert_ptr_nonnull(realpath(want, real_want));
-    DIR *d = opendir("/proc/self/fd");
-    ck_assert_ptr_nonnull(d);
-    int flags = -1;
-    struct dirent *e;
-    while (flags < 0 && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
-        ssize_t n = readlink(path, link, sizeof(link) - 1);
-        if (n <= 0)
-            continue;
-        link[n] = 0;
-        if (strcmp(link, real_want) != 0)
-            continue;
-        snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", e->d_name);
-        FILE *f = fopen(path, "r");
-        ck_assert_ptr_nonnull(f);
-        char line[128];
-        while (fgets(line, sizeof(line), f))
-            if (strncmp(line, "flags:", 6) == 0)
-                flags = (int)strtol(line + 6, NULL, 8);
-        fclose(f);
-    }
-    closedir(d);
-    return flags;
-}
-
-/* Whether the file system of the test's directory takes a direct write of
- * one 4 KiB block. */
-static bool fs_takes_direct(void)
-{
-    char p[400];
-    snprintf(p, sizeof(p), "%s/probe", tmpdir);
-    int fd = open(p, O_WRONLY | O_CREAT | O_DIRECT, 0644);
-    bool ok = false;
-    if (fd >= 0) {
-        void *b;
-        ck_assert_int_eq(posix_memalign(&b, 4096, 4096), 0);
-        memset(b, 0, 4096);
-        ok = pwrite(fd, b, 4096, 0) == 4096;
-        free(b);
-        close(fd);
-    }
-    unlink(p);
-    return ok;
-}
 
 /* Records of 10, 5,000 and 7 bytes, synced, then one of 3,000 more: each
  * append but the first starts inside a block a direct write rewrites.
@@ -1074,36 +780,6 @@ START_TEST(regression_prefill_sync_hid_log_error)
 }
 END_TEST
 
-/* Regression (env_sync_retry_retired_log): a checkpoint whose sync of the
- * range envs failed was retried, the retry's sync returned 0 (the error
- * having been reported once), and the log segments -- the only durable copy
- * of what the failed sync lost -- were deleted. The failure now sticks:
- * checkpoints fail and the log is kept until the store is reopened. */
-START_TEST(regression_env_sync_retry_retired_log)
-{
-    mk_tmp();
-    struct store_opts o = STORE_OPTS_INIT;
-    o.sync_method = STORE_SYNC_SYNCFS;
-    store *s = open_opts(&o);
-    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
-    put_keys(s, 20);
-    ck_assert_int_eq(store_failed(s), 0);
-    atomic_store(&fail_syncfs, 1);
-    ck_assert_int_eq(store_checkpoint(s), -EIO);
-    ck_assert_int_eq(atomic_load(&fail_syncfs), 0); /* it was the env sync */
-    ck_assert_int_eq(store_checkpoint(s), -EIO);    /* was 0: log retired */
-    ck_assert_int_ge(nsegs(), 1);
-    ck_assert_int_eq(store_failed(s), -EIO); /* what the node reports */
-    store_free(s);
-    /* reopened: everything is there (replayed from the kept log) */
-    s = open_opts(&o);
-    for (int i = 0; i < 20; i++)
-        ck_assert(has_key(s, i));
-    store_free(s);
-    rm_tmp();
-}
-END_TEST
-
 /* Append n records of length len + i, filled with byte first + i, and
  * sync them; the number of segments sealed meanwhile. */
 static int append_bytes(store__wal *w, int n, size_t len, int first)
@@ -1211,292 +887,6 @@ START_TEST(log_stray_file_is_error)
 }
 END_TEST
 
-/* ---- the store and its log ---------------------------------------------- */
-
-/* store_log_direct says how the log is written (the node's metric and log
- * line): direct where the file system takes it, unless log_buffered. */
-START_TEST(store_log_direct_reports_mode)
-{
-    mk_tmp();
-    bool direct = fs_takes_direct();
-    store *s = open_store();
-    ck_assert_int_eq(store_log_direct(s), direct);
-    store_free(s);
-    struct store_opts o = STORE_OPTS_INIT;
-    o.log_buffered = true;
-    s = open_opts(&o);
-    ck_assert_int_eq(store_log_direct(s), 0);
-    ck_assert_int_eq(seg_fd_flags(2) & O_DIRECT, 0); /* 1 was retired */
-    store_free(s);
-    rm_tmp();
-}
-END_TEST
-
-START_TEST(store_replays_log_only_writes)
-{
-    mk_tmp();
-    store *s = open_store();
-    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
-    store_free(s);
-    char p[400];
-    seg_path(p, sizeof(p), 1); /* a clean close leaves an empty log */
-    ck_assert_int_eq(nsegs(), 1);
-    ck_assert_int_eq(log_end(p), 0);
-    log_keys(10, 30, 1 << 20);
-    s = open_store();
-    for (int i = 0; i < 300; i++)
-        ck_assert_msg(has_key(s, i), "key %d not replayed", i);
-    ck_assert_int_eq(nsegs(), 1); /* replayed, synced, retired; a new one */
-    store_free(s);
-    /* Replaying again (the log of a run that crashed while replaying) is
-     * harmless: the same records, merged again. */
-    log_keys(10, 30, 1 << 20);
-    s = open_store();
-    struct store_digest d;
-    ck_assert_int_eq(store_digest(&d, s, (struct store_range){0, 0}), 0);
-    ck_assert_uint_eq(d.keys, 300);
-    store_free(s);
-    rm_tmp();
-}
-END_TEST
-
-START_TEST(store_replay_lands_in_split_ranges)
-{
-    mk_tmp();
-    store *s = open_store();
-    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
-    ck_assert_int_eq(
-        store_range_split(s, (struct store_range){0, 0}, 1ull << 62), 0);
-    ck_assert_int_eq(
-        store_range_split(s, (struct store_range){1ull << 62, 0}, 3ull << 62),
-        0);
-    store_free(s);
-    log_keys(8, 50, 1 << 20);
-    s = open_store();
-    for (int i = 0; i < 400; i++)
-        ck_assert(has_key(s, i));
-    check_placement(s);
-    store_free(s);
-    rm_tmp();
-}
-END_TEST
-
-START_TEST(store_replay_skips_tokens_not_held)
-{
-    mk_tmp();
-    struct store_range half = {0, 1ull << 63};
-    store *s = open_store();
-    ck_assert_int_eq(store_range_create(s, half), 0);
-    store_free(s);
-    log_keys(4, 50, 1 << 20);
-    s = open_store();
-    int held = 0;
-    for (int i = 0; i < 200; i++) {
-        char k[32];
-        key_of(k, sizeof(k), i);
-        bool in = store_range_contains(half, rk_token(k, strlen(k)));
-        ck_assert_int_eq(has_key(s, i), in);
-        held += in;
-    }
-    ck_assert_int_gt(held, 0);
-    ck_assert_int_lt(held, 200);
-    store_free(s);
-    rm_tmp();
-}
-END_TEST
-
-START_TEST(store_checkpoint_retires_segments)
-{
-    mk_tmp();
-    struct store_opts o = STORE_OPTS_INIT;
-    o.log_segment_bytes = 4096;
-    store *s = open_opts(&o);
-    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
-    store_batch *b;
-    ck_assert_int_eq(store_batch_new(&b), 0);
-    for (int r = 0; r < 40; r++) {
-        store_batch_reset(b);
-        for (int i = r * 25; i < r * 25 + 25; i++) {
-            char k[32];
-            uint8_t rb[64];
-            key_of(k, sizeof(k), i);
-            size_t rl = rec_of(rb, sizeof(rb), i);
-            ck_assert_int_eq(
-                store_batch_add(b, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl)),
-                0);
-        }
-        ck_assert_int_eq(store_batch_commit(s, b), 0);
-        ck_assert_int_eq(store_batch_result(b, 0), 0);
-    }
-    store_batch_free(b);
-    ck_assert_int_eq(store_checkpoint(s), 0);
-    ck_assert_int_eq(nsegs(), 1);
-    ck_assert_int_eq(nspares(), 2); /* two kept for reuse, the rest gone */
-    ck_assert_int_eq(store_checkpoint(s), 0); /* an empty log: nothing */
-    ck_assert_int_eq(nsegs(), 1);
-    store_free(s);
-    s = open_store();
-    for (int i = 0; i < 1000; i++)
-        ck_assert(has_key(s, i));
-    store_free(s);
-    rm_tmp();
-}
-END_TEST
-
-/* A dropped range's logged writes must not come back at replay into a
- * range created again over the same tokens. The child writes, drops (or
- * keeps the other half of a range: store_range_keep), re-creates and exits
- * without closing (no checkpoint but the drop's). */
-static void not_resurrected(bool keep)
-{
-    mk_tmp();
-    struct store_range a = {0, 1ull << 63}, bb = {1ull << 63, 0};
-    struct store_range whole = {0, 0};
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        store *s = NULL;
-        struct store_opts o = STORE_OPTS_INIT;
-        o.data_dir = tmpdir;
-        if (store_open(&s, &o) ||
-            (keep ? store_range_create(s, whole)
-                  : store_range_create(s, a) || store_range_create(s, bb)))
-            _exit(2);
-        store_batch *b;
-        if (store_batch_new(&b))
-            _exit(2);
-        for (int i = 0; i < 200; i++) {
-            char k[32];
-            uint8_t rb[64];
-            key_of(k, sizeof(k), i);
-            size_t rl = rec_of(rb, sizeof(rb), i);
-            if (store_batch_add(b, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl)))
-                _exit(3);
-        }
-        if (store_batch_commit(s, b) ||
-            (keep ? store_range_keep(s, whole, &bb, 1)
-                  : store_range_drop(s, a)) ||
-            store_range_create(s, a))
-            _exit(4);
-        _exit(0);
-    }
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-    store *s = open_store();
-    int inb = 0;
-    for (int i = 0; i < 200; i++) {
-        char k[32];
-        key_of(k, sizeof(k), i);
-        bool in_a = store_range_contains(a, rk_token(k, strlen(k)));
-        ck_assert_msg(has_key(s, i) == !in_a,
-                      "key %d: %s after %s + create + replay", i,
-                      in_a ? "resurrected" : "lost", keep ? "keep" : "drop");
-        inb += !in_a;
-    }
-    ck_assert_int_gt(inb, 0);
-    check_placement(s);
-    store_free(s);
-    rm_tmp();
-}
-
-START_TEST(store_drop_is_not_resurrected_by_replay)
-{
-    not_resurrected(false);
-}
-END_TEST
-
-START_TEST(store_keep_is_not_resurrected_by_replay)
-{
-    not_resurrected(true);
-}
-END_TEST
-
-struct writer {
-    store *s;
-    int first, n, rc;
-};
-
-static void *writer_main(void *arg)
-{
-    struct writer *w = arg;
-    for (int i = w->first; w->rc == 0 && i < w->first + w->n; i++) {
-        char k[32];
-        uint8_t rb[64];
-        key_of(k, sizeof(k), i);
-        size_t rl = rec_of(rb, sizeof(rb), i);
-        w->rc = store_put(w->s, RK_SLICE(k, strlen(k)), RK_SLICE(rb, rl));
-    }
-    return NULL;
-}
-
-/* Writers run while segments fill every few commits (checkpoints by the
- * background thread), another thread checkpoints, splits and merges: no
- * deadlock, every write present and placed, also after reopen. */
-START_TEST(store_checkpoints_during_writes_and_splits)
-{
-    mk_tmp();
-    struct store_opts o = STORE_OPTS_INIT;
-    o.log_segment_bytes = 8192;
-    store *s = open_opts(&o);
-    struct store_range all = {0, 0};
-    ck_assert_int_eq(store_range_create(s, all), 0);
-    pthread_t th[4];
-    struct writer w[4];
-    for (int i = 0; i < 4; i++) {
-        w[i] = (struct writer){s, i * 400, 400, 0};
-        ck_assert_int_eq(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
-    }
-    uint64_t at = 1ull << 63;
-    for (int r = 0; r < 6; r++) {
-        ck_assert_int_eq(store_checkpoint(s), 0);
-        ck_assert_int_eq(store_range_split(s, all, at), 0);
-        ck_assert_int_eq(store_checkpoint(s), 0);
-        ck_assert_int_eq(store_range_merge(s, (struct store_range){0, at},
-                                           (struct store_range){at, 0}),
-                         0);
-    }
-    for (int i = 0; i < 4; i++) {
-        pthread_join(th[i], NULL);
-        ck_assert_int_eq(w[i].rc, 0);
-    }
-    for (int i = 0; i < 1600; i++)
-        ck_assert(has_key(s, i));
-    check_placement(s);
-    store_free(s);
-    s = open_store();
-    for (int i = 0; i < 1600; i++)
-        ck_assert(has_key(s, i));
-    check_placement(s);
-    store_free(s);
-    rm_tmp();
-}
-END_TEST
-
-/* In periodic mode writes are logged too and replayed. */
-START_TEST(store_periodic_logs_writes)
-{
-    mk_tmp();
-    struct store_opts o = STORE_OPTS_INIT;
-    o.durability = STORE_PERIODIC;
-    o.periodic_ms = 10;
-    store *s = open_opts(&o);
-    ck_assert_int_eq(store_range_create(s, (struct store_range){0, 0}), 0);
-    put_keys(s, 50);
-    ck_assert_int_eq(store_sync(s), 0);
-    struct seen sn;
-    memset(&sn, 0, sizeof(sn));
-    store__wal *w;
-    ck_assert_int_eq(store__wal_open(&w, logdir, 1 << 20), 0);
-    ck_assert_int_eq(store__wal_replay(w, seen_cb, NULL, &sn), 0);
-    store__wal_free(w);
-    ck_assert_int_ge(sn.n, 1); /* store_put groups: 1..50 records */
-    ck_assert_int_le(sn.n, 50);
-    store_free(s);
-    rm_tmp();
-}
-END_TEST
-
 static Suite *wal_suite(void)
 {
     Suite *s = suite_create("storage_wal");
@@ -1519,19 +909,6 @@ static Suite *wal_suite(void)
     tcase_add_test(tc, regression_acked_after_failed_sync);
     tcase_add_test(tc, regression_prefill_sync_hid_log_error);
     tcase_add_test(tc, regression_metrics_wait_for_log_sync);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("store");
-    tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, store_replays_log_only_writes);
-    tcase_add_test(tc, store_log_direct_reports_mode);
-    tcase_add_test(tc, store_replay_lands_in_split_ranges);
-    tcase_add_test(tc, store_replay_skips_tokens_not_held);
-    tcase_add_test(tc, store_checkpoint_retires_segments);
-    tcase_add_test(tc, store_drop_is_not_resurrected_by_replay);
-    tcase_add_test(tc, store_keep_is_not_resurrected_by_replay);
-    tcase_add_test(tc, store_periodic_logs_writes);
-    tcase_add_test(tc, regression_env_sync_retry_retired_log);
-    tcase_add_test(tc, store_checkpoints_during_writes_and_splits);
     suite_add_tcase(s, tc);
     return s;
 }
