@@ -329,6 +329,8 @@ size_t resp_peek_gets(const uint8_t *buf,
                       size_t max)
 {
     size_t pos = 0, n = 0;
+    if (len == 0) /* buf may be NULL: no NULL + 0 (undefined) */
+        return 0;
     while (n < max) {
         const uint8_t *p = buf + pos;
         size_t left = len - pos, at, used, argc, nlen, klen;

@@ -1061,6 +1061,17 @@ peek(const char *in, size_t len, struct rk_slice *keys, size_t max)
     return n;
 }
 
+/* Regression peek_gets_on_no_input: a connection whose input buffer held
+ * nothing (its pointer NULL) was peeked at NULL + 0, undefined in C
+ * (clang's UBSan stopped nodes in test_resp and test_roles; gcc's does not
+ * check it). Nothing given: no GET, and the buffer is not touched. */
+START_TEST(regression_peek_gets_on_no_input)
+{
+    struct rk_slice k[2];
+    ck_assert_uint_eq(resp_peek_gets(NULL, 0, k, 2), 0);
+}
+END_TEST
+
 START_TEST(peek_gets_pipeline)
 {
     struct rk_slice k[8];
@@ -1153,6 +1164,7 @@ static Suite *resp_suite(void)
     tcase_add_test(tc, parse_announced_bulk_not_allocated);
     tcase_add_test(tc, parse_error_sticky);
     tcase_add_test(tc, parse_large_value_zero_copy);
+    tcase_add_test(tc, regression_peek_gets_on_no_input);
     tcase_add_test(tc, peek_gets_pipeline);
     tcase_add_test(tc, peek_gets_refuses_other_forms);
     suite_add_tcase(s, tc);
