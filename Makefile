@@ -23,10 +23,13 @@ build: deps $(BUILD)/CMakeCache.txt
 
 # -O1, the sanitizers' usual level: several times faster than -O0 (the
 # unit tests' property loops, the nodes of the cluster tests), reports as
-# exact.
+# exact. Built with clang (the plain tree with gcc): its UBSan also stops
+# arithmetic on a NULL pointer, which gcc's lets pass (two such faults
+# found on 2026-12-07: net/frame.c, wire/resp.c), and warnings are errors
+# with both compilers.
 $(ASAN_BUILD)/CMakeCache.txt:
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug -DRK_SANITIZE=ON \
-		-DCMAKE_C_FLAGS_DEBUG="-g -O1" -DRK_WERROR=ON
+	CC=clang cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Debug \
+		-DRK_SANITIZE=ON -DCMAKE_C_FLAGS_DEBUG="-g -O1" -DRK_WERROR=ON
 
 build-asan: deps $(ASAN_BUILD)/CMakeCache.txt
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
