@@ -433,12 +433,17 @@ struct net_peers_opts {
     net_tls_fail_cb on_tls_fail; /* a TLS refusal (peer: the "host:port"
                                     dialed); may be NULL */
     void *arg;                   /* on_tls_fail's */
+    const char *bind_ip; /* the source address of every connection (an IP
+                            literal; the port the kernel's): the node's
+                            listen address, so a peer, its logs and a
+                            firewall see the node's own; NULL or a
+                            wildcard: the kernel's choice */
 };
 
 #define NET_PEERS_OPTS_INIT                                                   \
     {                                                                         \
         NET_MAX_FRAME_DEFAULT, NET_MAX_QUEUED_DEFAULT, 2000, 100, 5000, NULL, \
-            false, NULL, NULL, NULL                                           \
+            false, NULL, NULL, NULL, NULL                                     \
     }
 
 int net_peers_new(net_peers **out,

@@ -87,6 +87,8 @@ struct net_peers {
     } recent[PEER_RECENT];
     unsigned recent_next;
     uv_timer_t timer;
+    struct sockaddr_storage bind; /* opts.bind_ip, port 0 */
+    bool has_bind;
     uint64_t armed_at; /* deadline the timer is set for; 0 = none */
     struct peer **pb;  /* peer hash buckets */
     size_t npb, npeers;
@@ -369,8 +371,32 @@ static void connect_cb(uv_connect_t *req, int status)
 
 static int start_connect(net_conn *c, const struct sockaddr *sa)
 {
+    const net_peers *p = (const net_peers *)c->base;
     c->state = NET__CONNECTING;
+    if (p->has_bind && p->bind.ss_family == sa->sa_family) {
+        int rc = uv_tcp_bind(&c->tcp, (const struct sockaddr *)&p->bind, 0);
+        if (rc)
+            return rc;
+    }
     return uv_tcp_connect(&c->connect, &c->tcp, sa, connect_cb);
+}
+
+/* opts.bind_ip into p->bind: 0, or -EINVAL (not an IP literal). A
+ * wildcard (0.0.0.0, ::) binds nothing. */
+static int bind_set(net_peers *p, const char *ip)
+{
+    static const uint8_t any6[16];
+    if (ip == NULL || ip[0] == '\0')
+        return 0;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&p->bind;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&p->bind;
+    if (uv_ip4_addr(ip, 0, a4) == 0)
+        p->has_bind = a4->sin_addr.s_addr != htonl(INADDR_ANY);
+    else if (uv_ip6_addr(ip, 0, a6) == 0)
+        p->has_bind = memcmp(&a6->sin6_addr, any6, sizeof(any6)) != 0;
+    else
+        return -EINVAL;
+    return 0;
 }
 
 static void gai_cb(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
@@ -567,6 +593,10 @@ int net_peers_new(net_peers **out,
     net_peers *p = calloc(1, sizeof(*p));
     if (p == NULL)
         return -ENOMEM;
+    if (bind_set(p, opts->bind_ip) != 0) {
+        free(p);
+        return -EINVAL;
+    }
     p->npb = 16;
     p->nrb = 256;
     p->pb = calloc(p->npb, sizeof(*p->pb));

@@ -1053,6 +1053,7 @@ int node__internode_start(node *n, char *err, size_t errlen)
     po.tls = n->tls.ctx.inode_client;
     po.on_tls_fail = node__tls_internode_refused_connect;
     po.arg = n;
+    po.bind_ip = n->listen_ip; /* peers see this node's address */
     rc = net_peers_new(&n->replica.peers, n->loop, &po);
     if (rc < 0) {
         snprintf(err, errlen, "internode: %s", rk_strerror(rc));

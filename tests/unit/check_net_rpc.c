@@ -705,6 +705,44 @@ START_TEST(rpc_connect_before_any_request)
 }
 END_TEST
 
+/* opts.bind_ip: a peer sees connections come from that address (a node's
+ * listen address), not the kernel's pick (127.0.0.1 for every node of a
+ * cluster on loopback addresses until 2026-12-07); a wildcard binds
+ * nothing; what is not an IP literal is refused. */
+START_TEST(rpc_connections_come_from_bind_ip)
+{
+    struct env e;
+    struct srv v = {0};
+    env_init(&e);
+    v.echo = true;
+    srv_start(&e, &v, true, NULL, 0, 0);
+    struct net_peers_opts o = NET_PEERS_OPTS_INIT;
+    o.bind_ip = "127.0.0.7";
+    net_peers *p;
+    ck_assert_int_eq(net_peers_new(&p, &e.loop, &o), 0);
+    char a[64], from[64];
+    addr_of(a, sizeof(a), net_server_port(v.s));
+    ck_assert_int_eq(net_peers_connect(p, a), 0);
+    RUN_UNTIL(&e, net_peers_state(p, a) == NET_PEER_READY && v.last);
+    ck_assert_int_eq(net_conn_peer_addr(v.last, from, sizeof(from)), 0);
+    ck_assert_msg(strncmp(from, "127.0.0.7:", 10) == 0, "%s", from);
+    uint8_t pl[8] = {0};
+    struct rpc_res r = {0};
+    ck_assert_int_eq(
+        net_peers_request(p, a, RK_SLICE(pl, 8), 60000, rpc_cb, &r), 0);
+    RUN_UNTIL(&e, r.calls == 1);
+    ck_assert(r.match);
+    peers_stop(&e, p);
+    o.bind_ip = "0.0.0.0"; /* a wildcard: the kernel's choice */
+    ck_assert_int_eq(net_peers_new(&p, &e.loop, &o), 0);
+    peers_stop(&e, p);
+    o.bind_ip = "node1";
+    ck_assert_int_eq(net_peers_new(&p, &e.loop, &o), -EINVAL);
+    srv_stop(&e, &v);
+    env_finish(&e);
+}
+END_TEST
+
 START_TEST(rpc_refused_backoff_and_names)
 {
     struct env e;
@@ -1329,6 +1367,7 @@ static Suite *net_rpc_suite(void)
     tcase_add_test(tc, rpc_peer_name_buffer_reused);
     tcase_add_test(tc, rpc_refused_or_closed_peer_unreachable);
     tcase_add_test(tc, rpc_connect_before_any_request);
+    tcase_add_test(tc, rpc_connections_come_from_bind_ip);
     tcase_add_test(tc, rpc_oversize_response);
     suite_add_tcase(s, tc);
     tc = tcase_create("backpressure");
