@@ -223,13 +223,22 @@ START_TEST(raw_backpressure_pause_resume)
         uv_run(&e.loop, UV_RUN_ONCE);
         net_server_stats(r.s, &st);
     } while (st.read_pauses == 0);
-    for (int i = 0; i < 64; i++, sent++) {
-        req[4] = (uint8_t)sent;
-        tcli_write(&t, req, sizeof(req));
-    }
-    env_sleep(&e, 100);
-    int seen = r.requests;
-    env_sleep(&e, 100);
+    /* More, until a pause holds: the replies the server queued drain into
+     * the kernel's socket buffers, which grow (autotuned, several MiB on
+     * loopback), so the first pause may lift by itself; once those are
+     * full it holds (until 2026-12-07 the test checked after one more
+     * batch, and a loaded make test once saw all 128 requests parsed) */
+    int seen;
+    do {
+        FAST_ASSERT(sent < 100000, "no pause held after %d requests", sent);
+        for (int i = 0; i < 64; i++, sent++) {
+            req[4] = (uint8_t)sent;
+            tcli_write(&t, req, sizeof(req));
+        }
+        env_sleep(&e, 100);
+        seen = r.requests;
+        env_sleep(&e, 100);
+    } while (r.requests != seen || r.requests == sent);
     ck_assert_int_eq(r.requests, seen); /* paused: nothing more parsed */
     ck_assert_int_lt(r.requests, sent);
     t.verify = true;
