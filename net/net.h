@@ -520,8 +520,9 @@ void net_peers_retry(net_peers *p, const char *host_port);
 /* Opens a connection to host_port now (its handshake included), unless it
  * has one or backs off from it: gossip says the peer is UP, and the first
  * request to it then need not wait for the connect. No request waits on
- * it; a refusal makes the peer unreachable, as a request's would. 0, or
- * an error starting it. */
+ * it; a refusal makes the peer unreachable, as a request's would. 0 (one
+ * is open or opening), RK_EUNAVAILABLE while it backs off (as a request
+ * would be answered), or an error starting it. */
 int net_peers_connect(net_peers *p, const char *host_port);
 
 /* How long (ms, loop clock) host_port has been silent with a request to

@@ -458,6 +458,18 @@ static int peer_connect(net_peers *p, struct peer *e)
     return rc;
 }
 
+/* A connection to e: 0 if it has one (ready or opening) or one was
+ * started now, RK_EUNAVAILABLE while it backs off from e, or the error
+ * starting one. */
+static int peer_ensure(net_peers *p, struct peer *e, uint64_t now)
+{
+    if (e->conn != NULL)
+        return 0;
+    if (now < e->retry_at)
+        return RK_EUNAVAILABLE;
+    return peer_connect(p, e);
+}
+
 /* e answered (or connected): silent again only from its next request
  * not answered, or now if some are still out. */
 static void peer_heard(net_peers *p, struct peer *e)
@@ -706,13 +718,8 @@ int net_peers_request_unless_quiet(net_peers *p,
     uint64_t now = uv_now(p->base.loop);
     if (max_quiet_ms && peer_quiet(e, now) >= max_quiet_ms)
         return RK_EUNAVAILABLE;
-    if (e->conn == NULL) {
-        if (now < e->retry_at)
-            return RK_EUNAVAILABLE;
-        rc = peer_connect(p, e);
-        if (rc)
-            return rc;
-    }
+    if ((rc = peer_ensure(p, e, now)) != 0)
+        return rc;
     if (p->nreqs >= p->nrb && reqs_grow(p) != 0)
         return -ENOMEM;
     struct req *r = req_get(p);
@@ -778,9 +785,7 @@ int net_peers_connect(net_peers *p, const char *host_port)
     if (p->base.closing)
         return RK_ECLOSED;
     int rc = peer_get(&e, p, host_port);
-    if (rc || e->conn != NULL || uv_now(p->base.loop) < e->retry_at)
-        return rc;
-    return peer_connect(p, e);
+    return rc ? rc : peer_ensure(p, e, uv_now(p->base.loop));
 }
 
 bool net_peers_reachable(net_peers *p, const char *host_port)
@@ -790,9 +795,8 @@ bool net_peers_reachable(net_peers *p, const char *host_port)
         return true;
     /* try again in the background once its backoff allows: ready, it is
      * reachable; refused again, it backs off longer */
-    if (e->conn == NULL && !p->base.closing &&
-        uv_now(p->base.loop) >= e->retry_at)
-        (void)peer_connect(p, e);
+    if (!p->base.closing)
+        (void)peer_ensure(p, e, uv_now(p->base.loop));
     return false;
 }
 

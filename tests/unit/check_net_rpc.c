@@ -697,7 +697,7 @@ START_TEST(rpc_connect_before_any_request)
     RUN_UNTIL(&e, net_peers_state(p, a) != NET_PEER_READY);
     ck_assert(!net_peers_reachable(p, a));
     RUN_UNTIL(&e, net_peers_state(p, a) == NET_PEER_BACKOFF);
-    ck_assert_int_eq(net_peers_connect(p, a), 0);
+    ck_assert_int_eq(net_peers_connect(p, a), RK_EUNAVAILABLE);
     ck_assert_int_eq(net_peers_state(p, a), NET_PEER_BACKOFF);
     ck_assert_int_eq(net_peers_connect(p, "no port here"), -EINVAL);
     peers_stop(&e, p);
