@@ -92,7 +92,6 @@ struct repair {
     uint64_t start_wall_ms;
     bool begun, running;
     bool after_join; /* started by repair_tick for a join */
-    bool aj_begin;   /* repair_tick is starting one */
     uint64_t epoch;  /* the ring's at the start */
     uint64_t start_ms, end_ms;
     int first_err;
@@ -144,10 +143,19 @@ int repair__plan(const ring *r,
                  size_t *nout,
                  struct repair_arc_run **out_arcs,
                  size_t *out_narcs);
-/* repair_begin, with the closing pass (repair__plan) when `closing`. */
+/* Who started a session: what its end does besides (repair_end). */
+enum repair_kind {
+    REPAIR_MANUAL = 0, /* `ringkv repair` (repair_begin) */
+    REPAIR_SCHEDULED,  /* schedule.c: counted in runs (and runs_failed),
+                          with the closing pass (repair__plan) */
+    REPAIR_AFTER_JOIN  /* repair_tick: clears the due, or runs again */
+};
+/* repair_begin for a session of `kind`, marked as such before it can end
+ * (with no other replica to compare with, or every one DOWN, it ends
+ * before this returns). */
 int repair__begin(repair *r,
                   const struct ring_range *only,
-                  bool closing,
+                  enum repair_kind kind,
                   char **text,
                   size_t *len);
 /* Every tick (schedule.c): the records synced with the ring, overdue

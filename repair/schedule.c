@@ -332,16 +332,12 @@ void repair__sched_tick(repair *r)
     struct ring_range arc = a->s.arc;
     char *t = NULL;
     size_t len = 0;
-    int rc = repair__begin(r, &arc, true, &t, &len);
+    int rc = repair__begin(r, &arc, REPAIR_SCHEDULED, &t, &len);
     free(t);
     uint64_t gap = r->nsa ? r->interval_ms / (4 * r->nsa) : 0;
     r->next_ms = now + gap;
-    if (rc == 0 && r->running) {
-        r->scheduled = true;
-        r->runs++;
-    } else if (rc < 0) {
+    if (rc < 0) /* counted in runs, and its failure by repair_end */
         r->runs_failed++;
-    }
 }
 
 /* ---- what it shows ---------------------------------------------------- */

@@ -694,11 +694,8 @@ void repair_tick(repair *r)
     char *t = NULL;
     size_t len = 0;
     /* repair_end (after_join_end) clears the due, or sets the next run's
-     * time: perhaps before repair_begin returns (no other replica to
-     * compare with, RF 1; every one DOWN) */
-    r->aj_begin = true;
-    int rc = repair_begin(r, NULL, &t, &len);
-    r->aj_begin = false;
+     * time */
+    int rc = repair__begin(r, NULL, REPAIR_AFTER_JOIN, &t, &len);
     if (rc != 0) { /* not now (a node moving, a repair running): next tick */
         rlog(r, REPAIR_LOG_DEBUG, "repair.after_join_waiting", "why=\"%s\"",
              t ? t : "");
@@ -806,12 +803,12 @@ int repair_begin(repair *r,
                  char **text,
                  size_t *len)
 {
-    return repair__begin(r, only, false, text, len);
+    return repair__begin(r, only, REPAIR_MANUAL, text, len);
 }
 
 int repair__begin(repair *r,
                   const struct ring_range *only,
-                  bool closing,
+                  enum repair_kind kind,
                   char **text,
                   size_t *len)
 {
@@ -842,7 +839,8 @@ int repair__begin(repair *r,
     struct repair_arc_run *arcs = NULL;
     size_t nc = 0, narcs = 0;
     if (rc == 0)
-        rc = repair__plan(cur, self, only, closing, &c, &nc, &arcs, &narcs);
+        rc = repair__plan(cur, self, only, kind == REPAIR_SCHEDULED, &c, &nc,
+                          &arcs, &narcs);
     if (rc == 0) {
         free(r->c);
         free(r->arcs);
@@ -853,7 +851,9 @@ int repair__begin(repair *r,
         r->start_wall_ms = r->h.wall_ms(r->h.arg);
         r->cur = 0;
         r->begun = r->running = true;
-        r->after_join = r->aj_begin;
+        r->after_join = kind == REPAIR_AFTER_JOIN;
+        r->scheduled = kind == REPAIR_SCHEDULED;
+        r->runs += r->scheduled;
         r->epoch = ring_epoch(cur);
         r->start_ms = r->h.now_ms(r->h.arg);
         r->end_ms = 0;

@@ -153,6 +153,29 @@ START_TEST(schedule_reports_arcs_not_repaired_in_time)
 }
 END_TEST
 
+/* Regression scheduled_session_ended_at_its_start_uncounted: with every
+ * other replica DOWN a scheduled session's comparisons all fail before
+ * repair__begin returns, and schedule.c marked it scheduled (and counted
+ * it) only if it was still running then: such sessions were in neither
+ * runs nor runs_failed (ringkv_repair_scheduled_total read 0, started and
+ * failed, while no arc could be repaired). Each counts, as failed. */
+START_TEST(schedule_counts_sessions_failed_at_their_start)
+{
+    const uint64_t iv = 80000;
+    uint64_t t0 = sched_world(iv, 31);
+    W.rep[1].down = W.rep[2].down = true;
+    run_until(t0 + iv);
+    struct repair_sched_stats st;
+    repair_sched_stats_get(&st, W.rep[0].r);
+    ck_assert_uint_ge(st.runs, 1);
+    ck_assert_uint_eq(st.runs_failed, st.runs);
+    ck_assert_uint_eq(st.never, 12);
+    W.tick_ms = 0;
+    run();
+    world_free();
+}
+END_TEST
+
 /* The records survive a restart: a new part loaded with what the old one
  * saved keeps each arc's repair time once it has its ring (and forgets
  * arcs no longer its own); a damaged copy is refused, nothing loaded. */
@@ -549,6 +572,7 @@ static Suite *repair_sched_suite(void)
     tc = tcase_create("schedule");
     tcase_add_test(tc, schedule_repairs_every_arc_within_the_interval);
     tcase_add_test(tc, schedule_reports_arcs_not_repaired_in_time);
+    tcase_add_test(tc, schedule_counts_sessions_failed_at_their_start);
     tcase_add_test(tc, schedule_records_survive_a_restart);
     tcase_add_test(tc, manual_repair_records_only_closed_arcs);
     tcase_add_test(tc, scheduled_session_closes_the_loop);
