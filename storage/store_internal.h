@@ -89,7 +89,10 @@ typedef struct store__mem store__mem;
 int store__mem_new(store__mem **out, size_t keys);
 void store__mem_free(store__mem *m); /* NULL is a no-op */
 size_t store__mem_count(const store__mem *m);
-size_t store__mem_bytes(const store__mem *m); /* memory held, about */
+/* The bytes of its entries: all it holds (an entry replaced by a larger
+ * record, or deleted, until the table is freed), and the live ones'. */
+size_t store__mem_bytes(const store__mem *m);
+size_t store__mem_live(const store__mem *m);
 /* Warm the cache for a put or get of `token` a few calls ahead: stage 0
  * fetches its bucket, stage 1 (later) the bucket's first entry. A hint
  * only; a lookup of a million-key table is two cache misses without it. */
@@ -371,6 +374,9 @@ int store__batch_push(store_batch *b,
 int store__batch_apply(MDB_cursor *cur, const store_batch *b, size_t i);
 /* The token of write i of b. */
 uint64_t store__batch_token(const store_batch *b, size_t i);
+/* Order ord[0..n) (indices of b's writes) by their writes' tokens, ties
+ * in their given order (writes.c; 0 or -ENOMEM). */
+int store__sort_ord(const store_batch *b, uint32_t *ord, size_t n);
 
 /* Range map (store.c). */
 struct store__range *store__lookup(store *s, uint64_t t);

@@ -1106,6 +1106,151 @@ START_TEST(commit_many_results_and_durability)
 }
 END_TEST
 
+/* The memtable's chunks (mem.c): an entry replaced by a larger record
+ * stays held, and is counted, until the table is freed; one replaced by a
+ * record of its size is overwritten in place. */
+START_TEST(memtable_counts_replaced_entries)
+{
+    store__mem *m;
+    ck_assert_int_eq(store__mem_new(&m, 0), 0);
+    struct rk_slice key = RK_SLICE("hot", 3);
+    uint64_t tok = rk_token(key.p, key.len);
+    char val[600];
+    memset(val, 'v', sizeof(val));
+    size_t held = 0;
+    for (int i = 1; i <= 500; i++) {
+        size_t n;
+        uint8_t *p = rec(&n, (uint64_t)i, 0, 0, val, (size_t)i); /* grows */
+        ck_assert_int_eq(store__mem_put(m, tok, key, RK_SLICE(p, n), 0), 0);
+        free(p);
+        ck_assert_uint_gt(store__mem_bytes(m), held); /* the old one too */
+        held = store__mem_bytes(m);
+    }
+    ck_assert_uint_eq(store__mem_count(m), 1);
+    ck_assert_uint_lt(store__mem_live(m), 700);
+    ck_assert_uint_gt(held, 500u * 100u);
+    for (int i = 501; i <= 600; i++) { /* the same size: in place */
+        size_t n;
+        uint8_t *p = rec(&n, (uint64_t)i, 0, 0, val, 500);
+        ck_assert_int_eq(store__mem_put(m, tok, key, RK_SLICE(p, n), 0), 0);
+        free(p);
+    }
+    ck_assert_uint_eq(store__mem_bytes(m), held);
+    struct rk_slice got;
+    ck_assert_int_eq(store__mem_get(&got, NULL, m, tok, key), 0);
+    struct store_record r;
+    ck_assert_int_eq(store_record_decode(&r, got.p, got.len), 0);
+    ck_assert_uint_eq(r.ts, 600);
+    store__mem_free(m);
+}
+END_TEST
+
+/* store__mem_merge copies src's winners into dst, which keeps them after
+ * src (and its chunks) are freed; dst's newer records win, and keys too
+ * large for a shared chunk (an entry's own) come across too. */
+START_TEST(memtable_merge_outlives_its_source)
+{
+    store__mem *src, *dst;
+    ck_assert_int_eq(store__mem_new(&src, 0), 0);
+    ck_assert_int_eq(store__mem_new(&dst, 0), 0);
+    static char big[40000];
+    memset(big, 'b', sizeof(big));
+    for (int i = 0; i < 3000; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof(k), "k%d", i);
+        struct rk_slice key = RK_SLICE(k, (size_t)kl);
+        size_t n;
+        uint8_t *p = rec(&n, 10, 0, 0, i % 500 == 0 ? big : "old",
+                         i % 500 == 0 ? sizeof(big) : 3);
+        ck_assert_int_eq(store__mem_put(src, rk_token(k, (size_t)kl), key,
+                                        RK_SLICE(p, n), 0),
+                         0);
+        free(p);
+        if (i % 3 == 0) { /* dst has a newer one */
+            p = rec(&n, 20, 0, 0, "new", 3);
+            ck_assert_int_eq(store__mem_put(dst, rk_token(k, (size_t)kl), key,
+                                            RK_SLICE(p, n), 0),
+                             0);
+            free(p);
+        }
+    }
+    store__mem_merge(dst, src);
+    ck_assert_uint_eq(store__mem_count(src), 0);
+    store__mem_free(src);
+    ck_assert_uint_eq(store__mem_count(dst), 3000);
+    for (int i = 0; i < 3000; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof(k), "k%d", i);
+        struct rk_slice got;
+        ck_assert_int_eq(store__mem_get(&got, NULL, dst,
+                                        rk_token(k, (size_t)kl),
+                                        RK_SLICE(k, (size_t)kl)),
+                         0);
+        struct store_record r;
+        ck_assert_int_eq(store_record_decode(&r, got.p, got.len), 0);
+        if (i % 3 == 0) {
+            ck_assert_uint_eq(r.ts, 20);
+        } else {
+            ck_assert_uint_eq(r.ts, 10);
+            ck_assert_uint_eq(r.value.len, i % 500 == 0 ? sizeof(big) : 3);
+            ck_assert_int_eq(r.value.p[0], i % 500 == 0 ? 'b' : 'o');
+        }
+    }
+    store__mem_free(dst);
+}
+END_TEST
+
+/* The apply's order (store__sort_ord): by token, ties in the order given,
+ * against a plain comparison sort; tokens that share every byte but one
+ * (passes the radix sort skips), repeated tokens, a subset of the batch. */
+struct ref_tok {
+    uint64_t token;
+    uint32_t idx;
+};
+
+static int ref_tok_cmp(const void *a, const void *b)
+{
+    const struct ref_tok *x = a, *y = b;
+    if (x->token != y->token)
+        return x->token < y->token ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+START_TEST(apply_order_sorts_by_token)
+{
+    store_batch *b;
+    ck_assert_int_eq(store_batch_new(&b), 0);
+    uint64_t x = 0x9e3779b97f4a7c15u;
+    enum { N = 6000 };
+    for (uint32_t i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        uint64_t tok = x;
+        if (_i == 1)
+            tok = 0x1122334455667700u | (x & 0xff); /* one byte differs */
+        else if (_i == 2)
+            tok = (x % 50) << 56; /* the top byte only, many ties */
+        ck_assert_int_eq(store__batch_push(b, tok, RK_SLICE("k", 1),
+                                           RK_SLICE("r", 1), false),
+                         0);
+    }
+    uint32_t *ord = malloc(N * sizeof(*ord));
+    struct ref_tok *ref = malloc(N * sizeof(*ref));
+    size_t n = 0;
+    for (uint32_t i = 0; i < N; i++)
+        if (i % 7 != 3) { /* some writes are not pending */
+            ord[n] = i;
+            ref[n++] = (struct ref_tok){store__batch_token(b, i), i};
+        }
+    ck_assert_int_eq(store__sort_ord(b, ord, n), 0);
+    qsort(ref, n, sizeof(*ref), ref_tok_cmp);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_uint_eq(ord[i], ref[i].idx);
+    free(ref);
+    free(ord);
+    store_batch_free(b);
+}
+END_TEST
+
 static Suite *mem_suite(void)
 {
     Suite *s = suite_create("storage_mem");
@@ -1123,6 +1268,9 @@ static Suite *mem_suite(void)
     tcase_add_test(tc, auto_compaction_packs_pages);
     tcase_add_test(tc, apply_overwrites_resized_values);
     tcase_add_test(tc, commit_many_results_and_durability);
+    tcase_add_loop_test(tc, apply_order_sorts_by_token, 0, 3);
+    tcase_add_test(tc, memtable_counts_replaced_entries);
+    tcase_add_test(tc, memtable_merge_outlives_its_source);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
     tcase_set_timeout(tc, 60);
