@@ -4,8 +4,8 @@
  * budget, dead range ids, the merge an apply makes), and the store with it:
  * a read served from it is what the env holds after every kind of change
  * -- a memtable apply, a chunk committed directly, a purge, a drop and a
- * range created again, a split -- and readers racing a writer and its
- * applies never see a value go back.
+ * range created again, a split, a write whose inner key collides -- and readers
+ * racing a writer and its applies never see a value go back.
  *
  * Every store test works in its own fresh directory under $TMPDIR (or
  * /tmp).
@@ -229,6 +229,56 @@ START_TEST(cache_follows_direct_commit)
     store_batch_free(b);
     expect_cached(s, "k", "v2");
     expect_cached(s, "fresh", "v2");
+    store_free(s);
+    rm_tmp();
+}
+END_TEST
+
+/* An XXH3-128 collision (store__ikey): a key of over STORE__SHORT bytes
+ * whose inner key holds another key's record, made here by storing key B's
+ * record under key A's inner key. A's write fails alone at the apply
+ * (store__apply: RK_EINTERNAL), the env keeps B's record, and the read
+ * cache drops A's entry instead of merging in the write that never landed
+ * (store__cache_batch): merged, the cached absence became "a-new". */
+START_TEST(colliding_key_neither_lands_nor_is_cached)
+{
+    mk_tmp();
+    store *s = open_store(NULL);
+    ck_assert_int_eq(store_range_create(s, WHOLE), 0);
+    char ka[STORE__SHORT + 21], kb[STORE__SHORT + 21];
+    memset(ka, 'k', sizeof(ka) - 1);
+    ka[sizeof(ka) - 1] = 0;
+    memcpy(kb, ka, sizeof(kb));
+    kb[sizeof(kb) - 2] = 'z'; /* the same first STORE__SHORT bytes */
+    struct store__range *rr = s->ranges[0];
+    MDB_txn *t;
+    ck_assert_int_eq(mdb_txn_begin(rr->env, NULL, 0, &t), 0);
+    uint8_t ik[STORE__IKEY_MAX];
+    MDB_val k = {store__ikey(ik, rk_token(ka, strlen(ka)), S(ka)), ik};
+    ck_assert_uint_eq(k.mv_size, STORE__LONG_IKEY);
+    size_t n, kl = strlen(kb);
+    uint8_t *r = rec(&n, 10, 0, 0, "b-old", 5);
+    uint8_t *v = malloc(4 + kl + n);
+    v[0] = (uint8_t)(kl >> 24), v[1] = (uint8_t)(kl >> 16);
+    v[2] = (uint8_t)(kl >> 8), v[3] = (uint8_t)kl;
+    memcpy(v + 4, kb, kl);
+    memcpy(v + 4 + kl, r, n);
+    MDB_val val = {4 + kl + n, v};
+    ck_assert_int_eq(mdb_put(t, rr->dbi, &k, &val, 0), 0);
+    ck_assert_int_eq(mdb_txn_commit(t), 0);
+    free(r);
+    expect_cached(s, ka, NULL); /* B's record is not A's */
+    ck_assert_int_eq(put(s, ka, 20, "a-new"), 0);
+    expect(s, ka, "a-new"); /* from the memtable */
+    (void)store_flush(s);
+    expect(s, ka, NULL); /* the apply refused it: neither env nor cache */
+    expect(s, ka, NULL);
+    ck_assert_int_eq(mdb_txn_begin(rr->env, NULL, MDB_RDONLY, &t), 0);
+    ck_assert_int_eq(mdb_get(t, rr->dbi, &k, &val), 0);
+    ck_assert_uint_eq(val.mv_size, 4 + kl + n); /* B's, as it was */
+    ck_assert(memcmp(val.mv_data, v, val.mv_size) == 0);
+    mdb_txn_abort(t);
+    free(v);
     store_free(s);
     rm_tmp();
 }
@@ -586,6 +636,7 @@ static Suite *cache_suite(void)
     tc = tcase_create("store");
     tcase_add_test(tc, cache_follows_memtable_apply);
     tcase_add_test(tc, cache_follows_direct_commit);
+    tcase_add_test(tc, colliding_key_neither_lands_nor_is_cached);
     tcase_add_test(tc, cache_keeps_nothing_during_env_change);
     tcase_add_test(tc, cache_forgets_dropped_range);
     tcase_add_test(tc, cache_forgets_purged_tombstone);
