@@ -1011,11 +1011,9 @@ on_ipeek(void *arg, net_conn *c, const struct rk_slice *payloads, size_t n)
     (void)c;
     if (nd->store == NULL)
         return;
-    for (size_t i = 0; i < n && i < NET_PEEK_MAX; i++) {
-        struct rpc_read rq; /* another message fails at its head or type */
-        if (rpc_read_decode(&rq, payloads[i]) == 0)
-            tokens[k++] = rq.token;
-    }
+    for (size_t i = 0; i < n && i < NET_PEEK_MAX; i++) /* READs only */
+        if (rpc_read_token_peek(&tokens[k], payloads[i]) == 0)
+            k++;
     if (k >= 2)
         store_prefetch_many(nd->store, tokens, k);
 }

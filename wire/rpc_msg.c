@@ -141,6 +141,19 @@ int rpc_msg_type_peek(enum rpc_msg_type *out, struct rk_slice buf)
     return 0;
 }
 
+int rpc_read_token_peek(uint64_t *out, struct rk_slice buf)
+{
+    struct wire__rd r;
+    uint64_t n, t;
+    if (buf.p == NULL && buf.len != 0)
+        return RK_EPROTO;
+    wire__rd_init(&r, buf.p, buf.len);
+    if (wire__rd_head(&r, false, &n) || n < 2 || wire__rd_uint(&r, &t) ||
+        t != RPC_MSG_READ || wire__rd_uint(&r, out))
+        return RK_EPROTO;
+    return 0;
+}
+
 /* ---- records ------------------------------------------------------------ */
 
 void rpc_record_digest(struct rpc_digest *out, const struct rpc_record *rec)

@@ -252,6 +252,11 @@ struct rpc_read {
 
 int rpc_read_encode(struct rpc_buf *out, const struct rpc_read *msg);
 int rpc_read_decode(struct rpc_read *out, struct rk_slice buf);
+/* The token of what starts as a READ, the rest not read or checked (a
+ * hint: the prefetch of a batch's reads, node/replica.c; a full decode
+ * there cost as much again as the one that serves it). 0, or RK_EPROTO
+ * when buf does not start with a READ's head, type and token. */
+int rpc_read_token_peek(uint64_t *out, struct rk_slice buf);
 
 /* Replica -> coordinator. When found, exactly one of rec (is_digest false)
  * or dig (is_digest true) is meaningful. A tombstone is found with the

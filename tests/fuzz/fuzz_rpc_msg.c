@@ -79,7 +79,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         rpc_buf_reset(&b);
     }
     struct rpc_read r, r2;
+    uint64_t peeked = 0;
+    int peek_rc = rpc_read_token_peek(&peeked, in);
     if (rpc_read_decode(&r, in) == 0) {
+        check(peek_rc == 0 && peeked == r.token); /* what the peek saw */
         check(rpc_read_encode(&b, &r) == 0);
         check(rpc_read_decode(&r2, RK_SLICE(b.data, b.len)) == 0);
         check(r.token == r2.token && r.epoch == r2.epoch &&

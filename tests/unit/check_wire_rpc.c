@@ -224,6 +224,46 @@ START_TEST(golden_decode)
 END_TEST
 
 /* msgpack-c itself reads our bytes as the expected standard objects. */
+/* rpc_read_token_peek: a READ's token, as rpc_read_decode reads it (a
+ * token of every width); any other message, or one cut before its token,
+ * is refused. */
+START_TEST(read_token_peek)
+{
+    const uint64_t toks[] = {
+        0,         1,       0x7f,       0x80,
+        0xffff,    0x10000, UINT32_MAX, (uint64_t)UINT32_MAX + 1,
+        UINT64_MAX};
+    struct rpc_buf b = RPC_BUF_INIT;
+    for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++) {
+        struct rpc_read rd = {.token = toks[i],
+                              .epoch = 3,
+                              .key = RK_SLICE("k", 1),
+                              .digest = i % 2};
+        rpc_buf_reset(&b);
+        ck_assert_int_eq(rpc_read_encode(&b, &rd), 0);
+        uint64_t t = ~toks[i];
+        ck_assert_int_eq(rpc_read_token_peek(&t, RK_SLICE(b.data, b.len)), 0);
+        ck_assert_uint_eq(t, toks[i]);
+        for (size_t cut = 0; cut < b.len; cut++) {
+            int rc = rpc_read_token_peek(&t, RK_SLICE(b.data, cut));
+            if (rc == 0) /* the token was whole before the cut */
+                ck_assert_uint_eq(t, toks[i]);
+            else
+                ck_assert_int_eq(rc, RK_EPROTO);
+        }
+    }
+    rpc_buf_reset(&b);
+    ck_assert_int_eq(rpc_write_encode(&b, &golden_write), 0);
+    uint64_t t;
+    ck_assert_int_eq(rpc_read_token_peek(&t, RK_SLICE(b.data, b.len)),
+                     RK_EPROTO); /* a WRITE starts with a token too */
+    ck_assert_int_eq(rpc_read_token_peek(&t, RK_SLICE(NULL, 0)), RK_EPROTO);
+    uint8_t two[] = {0x91, 0x04}; /* [4]: a READ's type, no token */
+    ck_assert_int_eq(rpc_read_token_peek(&t, RK_SLICE(two, 2)), RK_EPROTO);
+    rpc_buf_free(&b);
+}
+END_TEST
+
 START_TEST(standard_msgpack)
 {
     struct rpc_buf b = RPC_BUF_INIT;
@@ -838,6 +878,7 @@ static Suite *wire_rpc_suite(void)
     TCase *tc = tcase_create("golden");
     tcase_add_test(tc, golden_vectors);
     tcase_add_test(tc, golden_decode);
+    tcase_add_test(tc, read_token_peek);
     tcase_add_test(tc, golden_boundaries);
     tcase_add_test(tc, standard_msgpack);
     tcase_add_test(tc, extra_fields_and_trailing_bytes);
