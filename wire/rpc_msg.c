@@ -127,15 +127,28 @@ WIRE__INLINE int decode_msg(void *out,
     WIRE__LAYOUT(MESSAGE, T, a, .tag = (type_tag), __VA_ARGS__)
 #define GROUP_OF(T, a, ...) WIRE__LAYOUT(TUPLE, T, a, __VA_ARGS__)
 
+/* A message's head and type, r left at its first field; 0 or RK_EPROTO.
+ * `fields`: how many the head must announce after the type, at least. */
+static int peek_type(struct wire__rd *r,
+                     uint64_t *type,
+                     struct rk_slice buf,
+                     uint64_t fields)
+{
+    uint64_t n;
+    if (buf.p == NULL && buf.len != 0)
+        return RK_EPROTO;
+    wire__rd_init(r, buf.p, buf.len);
+    if (wire__rd_head(r, false, &n) || n < 1 + fields ||
+        wire__rd_uint(r, type) || *type > INT32_MAX)
+        return RK_EPROTO;
+    return 0;
+}
+
 int rpc_msg_type_peek(enum rpc_msg_type *out, struct rk_slice buf)
 {
     struct wire__rd r;
-    uint64_t n, t;
-    if (buf.p == NULL && buf.len != 0)
-        return RK_EPROTO;
-    wire__rd_init(&r, buf.p, buf.len);
-    if (wire__rd_head(&r, false, &n) || n < 1 || wire__rd_uint(&r, &t) ||
-        t > INT32_MAX)
+    uint64_t t;
+    if (peek_type(&r, &t, buf, 0))
         return RK_EPROTO;
     *out = (enum rpc_msg_type)t;
     return 0;
@@ -144,12 +157,9 @@ int rpc_msg_type_peek(enum rpc_msg_type *out, struct rk_slice buf)
 int rpc_read_token_peek(uint64_t *out, struct rk_slice buf)
 {
     struct wire__rd r;
-    uint64_t n, t;
-    if (buf.p == NULL && buf.len != 0)
-        return RK_EPROTO;
-    wire__rd_init(&r, buf.p, buf.len);
-    if (wire__rd_head(&r, false, &n) || n < 2 || wire__rd_uint(&r, &t) ||
-        t != RPC_MSG_READ || wire__rd_uint(&r, out))
+    uint64_t t;
+    if (peek_type(&r, &t, buf, 1) || t != RPC_MSG_READ ||
+        wire__rd_uint(&r, out))
         return RK_EPROTO;
     return 0;
 }
