@@ -707,8 +707,9 @@ END_TEST
 
 /* opts.bind_ip: a peer sees connections come from that address (a node's
  * listen address), not the kernel's pick (127.0.0.1 for every node of a
- * cluster on loopback addresses until 2026-12-07); a wildcard binds
- * nothing; what is not an IP literal is refused. */
+ * cluster on loopback addresses until 2026-12-07); a wildcard is taken
+ * (and left to the kernel: from here that cannot be told from binding
+ * it); what is not an IP literal is refused. */
 START_TEST(rpc_connections_come_from_bind_ip)
 {
     struct env e;
