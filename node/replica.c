@@ -223,16 +223,7 @@ int node__local_read(node *n,
 
 bool node__disk_full(node *n)
 {
-    if (!n->store)
-        return false;
-    struct store_space_info si;
-    store_space_info(&si, n->store);
-    if (si.reserve == 0)
-        return false;
-    uint64_t margin = si.reserve / STORE_SPACE_RESUME_PART;
-    if (margin < STORE_SPACE_MARGIN)
-        margin = STORE_SPACE_MARGIN;
-    return si.low || si.avail < si.reserve + margin;
+    return n->store != NULL && store_space_near_full(n->store);
 }
 
 /* ---- the internode server --------------------------------------------- */

@@ -19,6 +19,7 @@
  * refusing). The first look is at open.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <sys/statvfs.h>
 #include <time.h>
 
@@ -80,6 +81,24 @@ static void space_look(store *s, uint64_t now)
     s->space_head = a > r ? a - r : 0;
 }
 
+/* Whether the state under spacemu is within the near-full margin
+ * (store_space_near_full), stored in space_near for the loop threads only
+ * when it changes, so a commit leaves their cache line alone (spacemu
+ * held). */
+static void space_publish(store *s)
+{
+    bool near = false;
+    uint64_t r = s->space.reserve;
+    if (r != 0) {
+        uint64_t margin = r / STORE_SPACE_RESUME_PART;
+        if (margin < STORE_SPACE_MARGIN)
+            margin = STORE_SPACE_MARGIN;
+        near = s->space.low || s->space.avail < r + margin;
+    }
+    if (atomic_load_explicit(&s->space_near, memory_order_relaxed) != near)
+        atomic_store_explicit(&s->space_near, near, memory_order_release);
+}
+
 /* Set `low` from the estimate (spacemu held). */
 static void space_judge(store *s)
 {
@@ -88,6 +107,7 @@ static void space_judge(store *s)
         s->space.episodes++;
     s->space.low = low;
     s->space.avail = space_left(s);
+    space_publish(s);
 }
 
 int store__space_admit(store *s, uint64_t bytes, size_t nwrites)
@@ -116,6 +136,7 @@ int store__space_admit(store *s, uint64_t bytes, size_t nwrites)
     else
         s->space_since += bytes;
     s->space.avail = space_left(s);
+    space_publish(s);
     pthread_mutex_unlock(&s->spacemu);
     return refuse ? RK_EFULL : 0;
 }
@@ -131,6 +152,11 @@ bool store__space_tick(store *s)
     bool low = s->space.low;
     pthread_mutex_unlock(&s->spacemu);
     return low;
+}
+
+bool store_space_near_full(store *s)
+{
+    return atomic_load_explicit(&s->space_near, memory_order_acquire);
 }
 
 void store_space_info(struct store_space_info *out, store *s)

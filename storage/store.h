@@ -460,6 +460,12 @@ struct store_space_info {
  * no system call (loop-safe). */
 void store_space_info(struct store_space_info *out, store *s);
 
+/* Whether writes are refused for the reserve (`low`) or fewer than the
+ * reserve plus a margin (STORE_SPACE_RESUME_PART of it, at least
+ * STORE_SPACE_MARGIN) bytes are free, as of the last commit or look;
+ * false without a reserve. No lock, no system call: for every write. */
+bool store_space_near_full(store *s);
+
 /* Purge, from every range, tombstones and expired records older than
  * gc_grace at `now_ms` (a tombstone's age is its timestamp's wall time).
  * *out_purged (may be NULL) counts them. Takes no account of repair: the

@@ -599,9 +599,13 @@ START_TEST(regression_full_disk_refused_at_reserve)
     ck_assert(!si.low);
     ck_assert_uint_eq(si.reserve, o.disk_reserve_bytes);
     ck_assert_uint_ge(si.avail, o.disk_reserve_bytes);
+    /* the loops' lock-free look (node__disk_full): ~25 of 32 MiB free is
+     * over the reserve and its margin (4 + 8 MiB) */
+    ck_assert(!store_space_near_full(s));
 
     fill_disk_but("filler", 2 << 20); /* room, but under the reserve */
     space_wait(s, true);
+    ck_assert(store_space_near_full(s));
     /* short of space, the log keeps no spares (the background thread's
      * next second) */
     for (int i = 0; i < 400 && log_spares() > 0; i++) {
@@ -621,6 +625,7 @@ START_TEST(regression_full_disk_refused_at_reserve)
 
     free_disk("filler");
     space_wait(s, false);
+    ck_assert(!store_space_near_full(s));
     ck_assert_int_eq(put(s, "k3", 1, "v3"), 0);
     expect(s, "k3", "v3");
     store_free(s);
