@@ -14,6 +14,7 @@
  *
  * Every test works in its own fresh directory under $TMPDIR (or /tmp).
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -1150,7 +1151,10 @@ END_TEST
  * large for a shared chunk (an entry's own) come across too. A merge that
  * linked src's entries instead reads freed chunks below: ASan's tree
  * fails it (heap-use-after-free in mem_slot, checked by that mutation);
- * the plain tree may read the freed bytes still there. */
+ * the plain tree may read the freed bytes still there. Run twice: with
+ * memory, and with every chunk allocation failing (store__mem_fail_allocs),
+ * where the merge links src's entries and dst takes src's chunks, which
+ * must then outlive src as the copies do. */
 START_TEST(memtable_merge_outlives_its_source)
 {
     store__mem *src, *dst;
@@ -1177,8 +1181,21 @@ START_TEST(memtable_merge_outlives_its_source)
             free(p);
         }
     }
+    /* _i 1: no memory for copies, so the merge links src's entries and
+     * dst takes src's chunks (the adopt path), which must outlive src */
+    size_t held = store__mem_bytes(dst) + store__mem_bytes(src);
+    store__mem_fail_allocs(_i ? UINT_MAX : 0);
     store__mem_merge(dst, src);
+    store__mem_fail_allocs(0);
     ck_assert_uint_eq(store__mem_count(src), 0);
+    /* with memory, dst holds copies of src's winners only (a third of
+     * src's keys lose to dst's newer records), less than both held;
+     * adopting, it holds all src held as well (and the copies made in
+     * room its chunks had) */
+    if (_i)
+        ck_assert_uint_ge(store__mem_bytes(dst), held);
+    else
+        ck_assert_uint_lt(store__mem_bytes(dst), held);
     store__mem_free(src);
     ck_assert_uint_eq(store__mem_count(dst), 3000);
     for (int i = 0; i < 3000; i++) {
@@ -1273,7 +1290,8 @@ static Suite *mem_suite(void)
     tcase_add_test(tc, commit_many_results_and_durability);
     tcase_add_loop_test(tc, apply_order_sorts_by_token, 0, 3);
     tcase_add_test(tc, memtable_counts_replaced_entries);
-    tcase_add_test(tc, memtable_merge_outlives_its_source);
+    /* 1: without memory */
+    tcase_add_loop_test(tc, memtable_merge_outlives_its_source, 0, 2);
     suite_add_tcase(s, tc);
     tc = tcase_create("threads");
     tcase_set_timeout(tc, 60);
