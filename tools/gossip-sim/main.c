@@ -13,6 +13,12 @@
  * phi-accrual); heal it and measure until all are UP again.
  * DOWN events of a healthy node seen by a healthy node are counted as false
  * convictions over the whole run. Prints one line per seed and the medians.
+ *
+ * With --blip MS the cut lasts MS milliseconds instead, then heals, and the
+ * DOWN events of the cut-off node are counted before and after the heal:
+ * one after it is a conviction of a node that is reachable again (a
+ * suspicion from the cut that outlived it), and the time until every node
+ * sees every other UP is measured from the heal.
  */
 #include <errno.h>
 #include <math.h>
@@ -30,7 +36,7 @@ static void usage(void)
             "[--tokens T]\n"
             "                  [--delay-max MS] [--steady S] "
             "[--partition 0|1]\n"
-            "                  [--probe 0|1] [--kill 0|1]\n");
+            "                  [--probe 0|1] [--kill 0|1] [--blip MS]\n");
 }
 
 struct watch {
@@ -38,6 +44,10 @@ struct watch {
     bool converged;
     uint64_t false_downs;        /* after first convergence */
     uint64_t false_downs_warmup; /* while the cluster was forming */
+    gossip_sim *s;               /* for the time of an event (--blip) */
+    uint64_t healed_at;          /* --blip: when the cut ended, 0 before */
+    uint64_t victim_downs;       /* DOWN events of the victim, in the cut */
+    uint64_t victim_downs_after; /* ... and after the heal */
 };
 
 static void on_event(void *arg, size_t node, const struct gossip_event *ev)
@@ -47,6 +57,13 @@ static void on_event(void *arg, size_t node, const struct gossip_event *ev)
     if (ev->type != GOSSIP_EV_DOWN)
         return;
     snprintf(vname, sizeof(vname), "n%zu", w->victim);
+    if (w->victim != SIZE_MAX && node != w->victim &&
+        strcmp(ev->name, vname) == 0) {
+        if (w->healed_at != 0 && gossip_sim_now(w->s) >= w->healed_at)
+            w->victim_downs_after++;
+        else
+            w->victim_downs++;
+    }
     if (w->victim == SIZE_MAX ||
         (node != w->victim && strcmp(ev->name, vname) != 0)) {
         if (w->converged)
@@ -118,7 +135,7 @@ static size_t count_have(gossip_sim *s, size_t n, uint64_t version)
 int main(int argc, char **argv)
 {
     struct gossip_sim_config cfg = GOSSIP_SIM_CONFIG_INIT;
-    size_t runs = 20, steady_s = 30, partition = 1, kill = 0;
+    size_t runs = 20, steady_s = 30, partition = 1, kill = 0, blip_ms = 0;
     uint64_t first_seed = 1;
     for (int i = 1; i < argc; i += 2) { /* --option value */
         const char *a = argv[i];
@@ -151,6 +168,8 @@ int main(int argc, char **argv)
             cfg.no_probe = strtoul(v, NULL, 10) == 0;
         else if (strcmp(a, "--kill") == 0)
             kill = strtoul(v, NULL, 10);
+        else if (strcmp(a, "--blip") == 0)
+            blip_ms = strtoul(v, NULL, 10);
         else {
             usage();
             return 2;
@@ -170,17 +189,21 @@ int main(int argc, char **argv)
     if (rounds == NULL || bps == NULL || pps == NULL || detect == NULL ||
         heal == NULL || first == NULL || all == NULL)
         return 1;
-    double all_max = 0;
+    double all_max = 0, heal_max = 0;
     uint64_t false_downs = 0, false_downs_warmup = 0;
+    uint64_t blip_downs = 0, blip_downs_after = 0, blip_runs_after = 0;
     size_t n = cfg.n_nodes;
     printf("nodes=%zu loss=%.2f dup=%.2f delay=%u..%ums tokens=%zu "
            "max_packet=%zu runs=%zu probe=%d %s\n",
            n, cfg.loss, cfg.dup, cfg.delay_min_ms, cfg.delay_max_ms,
            cfg.n_tokens, cfg.max_packet, runs, !cfg.no_probe,
-           kill ? "kill" : "partition");
+           kill      ? "kill"
+           : blip_ms ? "blip"
+                     : "partition");
     for (size_t r = 0; r < runs; r++) {
         cfg.seed = first_seed + r;
         struct watch w = {.victim = SIZE_MAX};
+        heal[r] = -1;
         cfg.on_event = on_event;
         cfg.arg = &w;
         gossip_sim *s;
@@ -189,6 +212,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "sim: %s\n", rk_strerror(rc));
             return 1;
         }
+        w.s = s;
         uint64_t t = 0;
         while (!all_know_all_up(s, n)) {
             t += 1000;
@@ -235,6 +259,44 @@ int main(int argc, char **argv)
         if (!partition)
             goto report;
         w.victim = n / 2;
+        if (blip_ms && !kill) {
+            /* a short cut: who convicts the victim after it is back */
+            first[r] = all[r] = detect[r] = -1;
+            gossip_sim_isolate(s, w.victim, true);
+            t += blip_ms;
+            if (gossip_sim_run(s, t) != 0)
+                return 1;
+            gossip_sim_isolate(s, w.victim, false);
+            w.healed_at = t;
+            start = t;
+            /* 30 s at 100 ms steps: until when some node held the victim
+             * DOWN (a conviction after the heal shows up here) */
+            uint64_t last_down = start;
+            for (; t - start < 30 * 1000;) {
+                t += 100;
+                if (gossip_sim_run(s, t) != 0)
+                    return 1;
+                if (gossip_sim_down_count(s, w.victim) > 0)
+                    last_down = t;
+            }
+            if (!all_know_all_up(s, n)) {
+                fprintf(stderr, "seed %llu: not all UP 30 s after the heal\n",
+                        (unsigned long long)cfg.seed);
+                return 1;
+            }
+            heal[r] = (double)(last_down - start) / 1000;
+            if (heal[r] > heal_max)
+                heal_max = heal[r];
+            blip_downs += w.victim_downs;
+            blip_downs_after += w.victim_downs_after;
+            blip_runs_after += w.victim_downs_after > 0;
+            printf("seed=%llu blip_ms=%zu victim_downs_in_cut=%llu "
+                   "victim_downs_after_heal=%llu down_until_s=%.1f\n",
+                   (unsigned long long)cfg.seed, blip_ms,
+                   (unsigned long long)w.victim_downs,
+                   (unsigned long long)w.victim_downs_after, heal[r]);
+            goto report;
+        }
         if (kill)
             gossip_sim_kill(s, w.victim);
         else
@@ -303,7 +365,16 @@ int main(int argc, char **argv)
            med, ceil(med), log2((double)n) + 4, log2((double)n) + 6);
     printf("median bytes_per_node_s=%.0f pkts_per_node_s=%.2f\n",
            median(bps, runs), median(pps, runs));
-    if (partition)
+    if (partition && blip_ms && !kill)
+        printf("blip of %zu ms: DOWN events of the cut-off node %llu in the "
+               "cut, %llu after the heal (in %llu of %zu runs); held DOWN "
+               "by some node until a median %.1f s after the heal (max "
+               "%.1f); false_downs_total=%llu\n",
+               blip_ms, (unsigned long long)blip_downs,
+               (unsigned long long)blip_downs_after,
+               (unsigned long long)blip_runs_after, runs, median(heal, runs),
+               heal_max, (unsigned long long)false_downs);
+    else if (partition)
         printf("median first_down_s=%.1f all_down_s=%.1f (max %.1f) "
                "partition_detect_s=%.0f heal_s=%.0f false_downs_total="
                "%llu (during warm-up: %llu)\n",
