@@ -68,14 +68,6 @@ static size_t mem_ent_bytes(const struct store__ment *e)
     return mem_size(e->klen, e->rlen);
 }
 
-/* Chunk allocations of this thread still to fail (store__mem_fail_allocs). */
-static _Thread_local unsigned mem_fail_allocs;
-
-void store__mem_fail_allocs(unsigned n)
-{
-    mem_fail_allocs = n;
-}
-
 /* Room for an entry of klen + rlen bytes, or NULL. */
 static struct store__ment *mem_alloc(store__mem *m, size_t klen, size_t rlen)
 {
@@ -83,10 +75,6 @@ static struct store__ment *mem_alloc(store__mem *m, size_t klen, size_t rlen)
     struct mem_chunk *c = m->chunks;
     if (c == NULL || c->cap - c->used < need) {
         size_t cap = need > MEM_CHUNK / 4 ? need : MEM_CHUNK;
-        if (mem_fail_allocs > 0) {
-            mem_fail_allocs--;
-            return NULL;
-        }
         struct mem_chunk *nc = malloc(sizeof(*nc) + cap);
         if (nc == NULL)
             return NULL;

@@ -126,9 +126,6 @@ int store__mem_get(struct rk_slice *out_rec,
 void store__mem_del(store__mem *m, uint64_t token, struct rk_slice key);
 /* Move every write of src into dst (LWW), leaving src empty. */
 void store__mem_merge(store__mem *dst, store__mem *src);
-/* Tests: the calling thread's next n chunk allocations fail, as malloc
- * would without memory (0: none), to reach the paths taken then. */
-void store__mem_fail_allocs(unsigned n);
 /* Push every kept write into b (copied, or borrowed from m). */
 int store__mem_to_batch(const store__mem *m, store_batch *b, bool copy);
 
