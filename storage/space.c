@@ -81,12 +81,13 @@ static void space_look(store *s, uint64_t now)
     s->space_head = a > r ? a - r : 0;
 }
 
-/* Whether the state under spacemu is within the near-full margin
- * (store_space_near_full), stored in space_near for the loop threads only
- * when it changes, so a commit leaves their cache line alone (spacemu
- * held). */
+/* Take the estimate into space.avail and whether it is within the
+ * near-full margin into space_near (store_space_near_full), which the
+ * loops read without spacemu; stored only when it changes, so a commit
+ * leaves their cache line alone (spacemu held). */
 static void space_publish(store *s)
 {
+    s->space.avail = space_left(s);
     bool near = false;
     uint64_t r = s->space.reserve;
     if (r != 0) {
@@ -95,8 +96,8 @@ static void space_publish(store *s)
             margin = STORE_SPACE_MARGIN;
         near = s->space.low || s->space.avail < r + margin;
     }
-    if (atomic_load_explicit(&s->space_near, memory_order_relaxed) != near)
-        atomic_store_explicit(&s->space_near, near, memory_order_release);
+    if (atomic_load(&s->space_near) != near)
+        atomic_store(&s->space_near, near);
 }
 
 /* Set `low` from the estimate (spacemu held). */
@@ -106,7 +107,6 @@ static void space_judge(store *s)
     if (low && !s->space.low)
         s->space.episodes++;
     s->space.low = low;
-    s->space.avail = space_left(s);
     space_publish(s);
 }
 
@@ -135,7 +135,6 @@ int store__space_admit(store *s, uint64_t bytes, size_t nwrites)
         s->space.refused += nwrites;
     else
         s->space_since += bytes;
-    s->space.avail = space_left(s);
     space_publish(s);
     pthread_mutex_unlock(&s->spacemu);
     return refuse ? RK_EFULL : 0;
@@ -156,7 +155,7 @@ bool store__space_tick(store *s)
 
 bool store_space_near_full(store *s)
 {
-    return atomic_load_explicit(&s->space_near, memory_order_acquire);
+    return atomic_load(&s->space_near);
 }
 
 void store_space_info(struct store_space_info *out, store *s)
